@@ -1,0 +1,321 @@
+/*
+ * carve.h — a caching, stream-ordered GPU memory allocator.
+ *
+ * This header is the manual. carve hands out device memory from arenas. An
+ * arena reserves large blocks from a backend (cudaMalloc for CUDA, real host
+ * memory for HOST, bare addresses for VIRTUAL), carves them into buffers for
+ * carve_alloc, and keeps freed buffers cached for reuse so that the hot path
+ * never calls the driver. carve_empty_cache gives cached memory back to the
+ * driver; carve_arena_destroy gives back all of it.
+ *
+ * Conventions used throughout:
+ *  - Every function that can fail returns a carve_status. Output parameters
+ *    are set on every call: to the result on success, to NULL / 0 on failure.
+ *  - After a failure, carve_last_error() gives a one-paragraph explanation
+ *    for the calling thread (requested, allocated, reserved, limit, largest
+ *    free block for an out-of-memory failure). The library never prints,
+ *    never aborts on user error and never exits.
+ *  - "Thread-safe" means any number of threads may call the function on the
+ *    same arena at once. "Synchronizes" says whether the call may block the
+ *    host until device work completes.
+ *  - Sizes are in bytes. Every buffer is aligned to CARVE_ALIGNMENT bytes.
+ *
+ * Stream ordering: a buffer belongs to the stream it was allocated on. Work
+ * on that stream may use it until carve_free; after carve_free, work queued
+ * before the free may still run, so the memory is handed again at once only
+ * to later allocations on the same stream, and to other streams only after
+ * that work has completed (tracked with backend events). A buffer also used
+ * on a second stream must be declared with carve_record_stream before it is
+ * freed.
+ *
+ * The header needs no CUDA headers: carve_stream is the same type as
+ * cudaStream_t and CUstream.
+ */
+#ifndef CARVE_H
+#define CARVE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32) && defined(CARVE_BUILDING_SHARED)
+#define CARVE_API __declspec(dllexport)
+#elif defined(__GNUC__) && defined(CARVE_BUILDING)
+#define CARVE_API __attribute__((visibility("default")))
+#else
+#define CARVE_API
+#endif
+
+#define CARVE_VERSION_MAJOR 0
+#define CARVE_VERSION_MINOR 1
+#define CARVE_VERSION_PATCH 0
+
+/* Alignment of every buffer, and the granularity sizes are rounded up to. */
+#define CARVE_ALIGNMENT 256u
+
+/* Version string of the linked library, e.g. "0.1.0". Thread-safe. */
+CARVE_API const char *carve_version(void);
+
+/* A stream handle: the same type as cudaStream_t. NULL is the default stream. */
+typedef struct CUstream_st *carve_stream;
+
+typedef enum carve_status {
+    CARVE_OK = 0,
+    CARVE_ERR_INVALID,      /* bad argument or configuration */
+    CARVE_ERR_OOM,          /* the request does not fit under the limit or in the device */
+    CARVE_ERR_BAD_POINTER,  /* pointer not from this arena, interior, or already freed */
+    CARVE_ERR_BACKEND,      /* the backend (driver) failed; carve_last_error names the error */
+    CARVE_ERR_NO_DEVICE     /* no CUDA driver, no device, or no such device index */
+} carve_status;
+
+/* Short name of a status, e.g. "CARVE_ERR_OOM"; "unknown status" for other
+ * values. Thread-safe; the string is static. */
+CARVE_API const char *carve_status_str(carve_status status);
+
+typedef enum carve_backend {
+    CARVE_BACKEND_CUDA = 0, /* device memory from cudaMalloc on config.device */
+    CARVE_BACKEND_HOST,     /* real host memory: buffers can be written by the CPU (tests) */
+    CARVE_BACKEND_VIRTUAL   /* unique aligned addresses with no memory behind them:
+                               simulate any size on any machine; never dereference */
+} carve_backend;
+
+/* Name of a backend: "cuda", "host", "virtual". */
+CARVE_API const char *carve_backend_str(carve_backend backend);
+
+/*
+ * Arena configuration. Fill with carve_config_init, then change fields.
+ *
+ * Memory is reserved from the backend in segments. With growth on, segments
+ * are reserved on demand, never past limit_bytes. With growth off, the arena
+ * holds one segment of initial_bytes (reserved at create, and again on demand
+ * if carve_empty_cache gave it back). Segment sizes are multiples of
+ * CARVE_SEGMENT_GRANULE.
+ */
+#define CARVE_SEGMENT_GRANULE ((size_t)2 << 20) /* 2 MiB */
+
+typedef struct carve_config {
+    carve_backend backend;   /* default CARVE_BACKEND_CUDA */
+    int device;              /* CUDA device ordinal; ignored by HOST and VIRTUAL; default 0 */
+    size_t initial_bytes;    /* reserved at create, rounded up to the granule; default 0 */
+    size_t limit_bytes;      /* hard cap on reserved bytes, rounded down to the granule;
+                                0 = the device's total memory for CUDA, unlimited otherwise */
+    int growth;              /* nonzero: reserve more segments on demand; default 1 */
+    double initial_fraction; /* if > 0 (at most 1), initial_bytes = this fraction of the
+                                device's total memory (CUDA only); default 0 */
+    double limit_fraction;   /* if > 0 (at most 1), limit_bytes = this fraction of the
+                                device's total memory (CUDA only); default 0 */
+    size_t min_grow_bytes;   /* growth mode: smallest segment reserved at once;
+                                default CARVE_SEGMENT_GRANULE */
+    unsigned sim_event_polls;/* HOST and VIRTUAL: a simulated event reports "not done"
+                                to this many queries before it completes, so that
+                                stream-ordered reuse can be tested; default 0 */
+    const char *name;        /* label used in messages and snapshots (copied); may be NULL */
+} carve_config;
+
+/* Fill *config with the defaults above. Thread-safe. */
+CARVE_API void carve_config_init(carve_config *config);
+
+/*
+ * Apply a textual configuration to *config: comma-separated key=value pairs,
+ * e.g. "growth=1,limit=4GiB,initial=1GiB". Keys:
+ *   backend=cuda|host|virtual   device=N        growth=0|1
+ *   initial=SIZE|FRACTION       limit=SIZE|FRACTION
+ *   min_grow=SIZE               sim_event_polls=N
+ * SIZE is an integer with an optional suffix B, KiB, MiB, GiB, TiB (powers of
+ * 1024) or KB, MB, GB, TB (powers of 1000), case-insensitive; a FRACTION is a
+ * number with a decimal point in (0, 1], e.g. limit=0.5, meaning that share of
+ * the device's total memory. Keys not given keep their value in *config.
+ * Returns CARVE_OK, or CARVE_ERR_INVALID (with *config unchanged) for NULL
+ * arguments, an unknown key or a bad value; carve_last_error(NULL) then names
+ * the offending key. Thread-safe.
+ */
+CARVE_API carve_status carve_config_parse(carve_config *config, const char *text);
+
+typedef struct carve_arena carve_arena;
+
+/*
+ * Create an arena and reserve its initial segment (if initial_bytes > 0).
+ * Returns CARVE_OK; CARVE_ERR_INVALID for NULL arguments, growth off with
+ * initial 0, a limit below one granule or below initial, or fractions outside
+ * (0, 1]; CARVE_ERR_OOM if the initial segment cannot be reserved;
+ * CARVE_ERR_NO_DEVICE if the CUDA backend finds no driver or no such device;
+ * CARVE_ERR_BACKEND for other driver failures. *out is NULL on failure.
+ * Thread-safe. Does not synchronize.
+ */
+CARVE_API carve_status carve_arena_create(const carve_config *config, carve_arena **out);
+
+/*
+ * Destroy an arena: every segment goes back to the backend, live buffers
+ * included (they become invalid). NULL is a no-op. Must not race with other
+ * calls on the same arena. Synchronizes (cudaFree does).
+ */
+CARVE_API void carve_arena_destroy(carve_arena *arena);
+
+/* The arena's effective configuration (limit and initial resolved to bytes,
+ * name as given). Returns CARVE_ERR_INVALID for NULL arguments. Thread-safe. */
+CARVE_API carve_status carve_arena_get_config(const carve_arena *arena, carve_config *out);
+
+/*
+ * Allocate size bytes for use on stream (NULL = default stream). The buffer
+ * is aligned to CARVE_ALIGNMENT. size 0 gives CARVE_OK with *out = NULL.
+ * Returns CARVE_OK; CARVE_ERR_INVALID for NULL arena or out; CARVE_ERR_OOM
+ * when the request cannot be met even after releasing cached memory and
+ * retrying once (sizes beyond any possible limit, e.g. SIZE_MAX, included);
+ * CARVE_ERR_BACKEND for driver failures. *out is NULL on every failure.
+ * Thread-safe; threads on different streams do not contend. Does not
+ * synchronize on the fast path; under memory pressure it may wait for work
+ * that freed cached memory on other streams to complete.
+ */
+CARVE_API carve_status carve_alloc(carve_arena *arena, size_t size, carve_stream stream,
+                                   void **out);
+
+/*
+ * Free a buffer from carve_alloc. The memory is reusable at once by later
+ * allocations on the buffer's stream, by other streams once work queued
+ * before the free has completed. free(NULL) is CARVE_OK. Returns
+ * CARVE_ERR_INVALID for a NULL arena; CARVE_ERR_BAD_POINTER for a pointer
+ * that is not the start of a live buffer of this arena (interior, foreign,
+ * already freed, misaligned), in which case nothing changes. Thread-safe.
+ * Does not synchronize.
+ */
+CARVE_API carve_status carve_free(carve_arena *arena, void *ptr);
+
+/*
+ * Declare that the live buffer ptr is also used by work on stream. When the
+ * buffer is freed, its memory is not reused until the work queued on stream
+ * before the free has completed. Returns CARVE_OK, CARVE_ERR_INVALID for a
+ * NULL arena, CARVE_ERR_BAD_POINTER as carve_free. Thread-safe. Does not
+ * synchronize.
+ */
+CARVE_API carve_status carve_record_stream(carve_arena *arena, void *ptr, carve_stream stream);
+
+/*
+ * Give every cached segment with no live buffer back to the backend, so the
+ * driver sees the memory free again. Waits for work that freed cached memory
+ * to complete first. Returns CARVE_OK, CARVE_ERR_INVALID for NULL,
+ * CARVE_ERR_BACKEND if the driver failed (memory it did not take back stays
+ * reserved and usable). Thread-safe. Synchronizes.
+ */
+CARVE_API carve_status carve_empty_cache(carve_arena *arena);
+
+/* Bytes held by live buffers, as rounded by the arena; 0 for NULL.
+ * Thread-safe, lock-free, O(streams). */
+CARVE_API size_t carve_memory_allocated(const carve_arena *arena);
+
+/* Bytes reserved from the backend; 0 for NULL. Thread-safe, lock-free. */
+CARVE_API size_t carve_memory_reserved(const carve_arena *arena);
+
+typedef struct carve_stats {
+    size_t requested_bytes;       /* bytes asked for by live buffers (unrounded) */
+    size_t requested_bytes_peak;
+    size_t allocated_bytes;       /* bytes held by live buffers (rounded) */
+    size_t allocated_bytes_peak;
+    size_t reserved_bytes;        /* bytes reserved from the backend */
+    size_t reserved_bytes_peak;
+    size_t limit_bytes;           /* the hard cap (SIZE_MAX when unlimited) */
+    size_t cached_bytes;          /* reserved but not held by live buffers */
+    size_t largest_free_block;    /* largest contiguous free range, in bytes */
+    size_t num_segments;          /* segments reserved now */
+    size_t num_streams;           /* streams the arena has seen */
+    uint64_t num_live;            /* live buffers */
+    uint64_t num_allocs;          /* successful carve_alloc calls with size > 0 */
+    uint64_t num_frees;           /* successful carve_free calls with ptr != NULL */
+    uint64_t num_backend_allocs;  /* segments reserved from the backend, ever */
+    uint64_t num_backend_frees;   /* segments given back, ever */
+    uint64_t num_ooms;            /* carve_alloc calls that returned CARVE_ERR_OOM */
+} carve_stats;
+
+/*
+ * Fill *out with the arena's statistics. Peaks are exact when the arena is
+ * used from one stream; with several streams, requested/allocated peaks may
+ * read low by at most 1 MiB per stream (per-stream counters are merged in
+ * batches so that streams do not contend). Returns CARVE_ERR_INVALID for NULL
+ * arguments (*out zeroed when out is not NULL). Thread-safe; briefly takes
+ * every stream's lock to find largest_free_block.
+ */
+CARVE_API carve_status carve_get_stats(const carve_arena *arena, carve_stats *out);
+
+/* Reset the peaks to the current values. NULL is a no-op. Thread-safe. */
+CARVE_API void carve_reset_peak_stats(carve_arena *arena);
+
+/*
+ * Walk every invariant of the arena: buffers and free ranges tile every
+ * segment exactly, nothing overlaps, free neighbours are merged, every index
+ * entry is consistent, and the statistics equal a recount. Returns CARVE_OK
+ * or CARVE_ERR_INVALID (carve_last_error says which invariant failed).
+ * Thread-safe (takes every lock); O(blocks).
+ */
+CARVE_API carve_status carve_check(const carve_arena *arena);
+
+/*
+ * Explanation of the calling thread's most recent failed call on arena (or
+ * on carve_arena_create / carve_config_parse / device functions when arena is
+ * NULL). "" when there is none. The string stays valid until the thread's
+ * next failing carve call. Thread-safe (per-thread storage).
+ */
+CARVE_API const char *carve_last_error(const carve_arena *arena);
+
+/*
+ * A JSON snapshot of the arena: its configuration, statistics, and every
+ * segment with every block (offset, size, state, stream). The schema is in
+ * docs/snapshot.md. *out is a NUL-terminated string to release with
+ * carve_snapshot_free. Returns CARVE_OK, CARVE_ERR_INVALID for NULL
+ * arguments, CARVE_ERR_OOM if host memory ran out (*out NULL on failure).
+ * Thread-safe (takes every lock). Does not synchronize.
+ */
+CARVE_API carve_status carve_snapshot_json(const carve_arena *arena, char **out);
+CARVE_API void carve_snapshot_free(char *json);
+
+/* ---- Per-device default arenas -------------------------------------------
+ *
+ * One process-wide CUDA arena per device, created on first use. Their
+ * configuration comes from the defaults (growth on, no initial block, limit =
+ * the device's memory), then the environment variable CARVE_CONF, then the
+ * setters below. CARVE_CONF holds ';'-separated sections; a section without a
+ * prefix applies to every device, "deviceN:" to device N only, e.g.
+ *   CARVE_CONF="growth=1,limit=4GiB,initial=1GiB;device1:limit=2GiB"
+ * with the keys of carve_config_parse (backend and device are not allowed).
+ */
+
+/* The configuration that device's default arena would be created with from
+ * the CARVE_CONF-style string conf (NULL = ""), before setters apply: the
+ * defaults, then the all-device sections, then "deviceN:" sections.
+ * Returns CARVE_OK, or CARVE_ERR_INVALID naming the bad key or section (out
+ * then holds the defaults). Needs no device. Thread-safe. */
+CARVE_API carve_status carve_conf_parse(const char *conf, int device, carve_config *out);
+
+/* The default arena of device, created on first call. Returns CARVE_OK;
+ * CARVE_ERR_NO_DEVICE if there is no such device; CARVE_ERR_INVALID if
+ * CARVE_CONF is malformed (carve_last_error(NULL) names the bad key); the
+ * statuses of carve_arena_create. *out is NULL on failure. Thread-safe. */
+CARVE_API carve_status carve_device_arena(int device, carve_arena **out);
+
+/* Set the limit / growth mode / initial block of device's default arena
+ * before it is first created. Returns CARVE_ERR_INVALID if the arena already
+ * exists (say so before first use, as tf.config requires) or the value is
+ * bad; CARVE_ERR_NO_DEVICE for a bad device. Thread-safe. */
+CARVE_API carve_status carve_device_set_limit(int device, size_t limit_bytes);
+CARVE_API carve_status carve_device_set_limit_fraction(int device, double fraction);
+CARVE_API carve_status carve_device_set_growth(int device, int growth);
+CARVE_API carve_status carve_device_set_initial(int device, size_t initial_bytes);
+
+/* Free and total memory of device as the driver sees it (cudaMemGetInfo).
+ * Returns CARVE_ERR_NO_DEVICE or CARVE_ERR_BACKEND on failure (*free_bytes and
+ * *total_bytes 0). Thread-safe. Does not synchronize. */
+CARVE_API carve_status carve_device_mem_info(int device, size_t *free_bytes, size_t *total_bytes);
+
+/* Number of CUDA devices visible (0 when there is no driver or device). */
+CARVE_API int carve_device_count(void);
+
+/* Destroy every default arena (for leak checks at exit). Must not race with
+ * their use. */
+CARVE_API void carve_device_arenas_release(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CARVE_H */

@@ -1,0 +1,307 @@
+/*
+ * alloc.c — carve_alloc, carve_free, carve_record_stream: the hot paths, and
+ * the slow path that refills a pool from the heap.
+ *
+ * The fast path of an allocation is: thread-local pool lookup, one spinlock,
+ * two bit scans in the pool's index, a split, a hash insert. A free is: a
+ * radix lookup to the span (and so the pool), one spinlock, a hash removal,
+ * merging with free neighbours. Neither touches the heap or the backend, and
+ * neither writes memory shared with threads on other streams.
+ */
+#include "arena.h"
+
+#include <string.h>
+
+#if CARVE_CHECKS >= 3
+#define CHECK_EXPENSIVE(a)                                           \
+    do {                                                             \
+        if (carve_check(a) != CARVE_OK)                              \
+            CARVE_PANIC(carve_last_error(a));                        \
+    } while (0)
+#else
+#define CHECK_EXPENSIVE(a) ((void)0)
+#endif
+
+static size_t span_want(unsigned cls, size_t rs) {
+    if (cls == CARVE_CLASS_SMALL)
+        return CARVE_SMALL_SPAN;
+    if (rs < CARVE_MID_MAX)
+        return CARVE_MID_SPAN;
+    return carve_align_up(rs, CARVE_SEGMENT_GRANULE);
+}
+
+static size_t span_need(unsigned cls, size_t rs) {
+    return cls == CARVE_CLASS_SMALL ? CARVE_SMALL_SPAN : carve_align_up(rs, CARVE_SEGMENT_GRANULE);
+}
+
+static carve_status alloc_oom(carve_arena *a, size_t size, carve_stream s, const char *why) {
+    char req[32], al[32], rq[32], rs[32], ca[32], lf[32], li[32];
+    carve_stats st;
+    CARVE_ADD(&a->nooms, 1);
+    carve_stats_collect(a, &st, 1);
+    return carve_fail(
+        a, CARVE_ERR_OOM,
+        "out of memory: carve_alloc of %s (%zu bytes) on stream %p in arena '%s' (%s backend, "
+        "device %d) failed: %s. Live buffers hold %s (%s requested, %llu buffers); %s is "
+        "reserved, %s of it cached, and the largest free block is %s; the limit is %s.",
+        carve_fmt_bytes(req, sizeof(req), size), size, (void *)s, a->name,
+        carve_backend_str(a->be.kind), a->be.device, why && *why ? why : "no free block fits",
+        carve_fmt_bytes(al, sizeof(al), st.allocated_bytes),
+        carve_fmt_bytes(rq, sizeof(rq), st.requested_bytes), (unsigned long long)st.num_live,
+        carve_fmt_bytes(rs, sizeof(rs), st.reserved_bytes),
+        carve_fmt_bytes(ca, sizeof(ca), st.cached_bytes),
+        carve_fmt_bytes(lf, sizeof(lf), st.largest_free_block),
+        carve_fmt_bytes(li, sizeof(li), a->limit));
+}
+
+/* Pool lock held; the pool's index has no block for rs. Bring a span in:
+ * from the heap, after giving the heap this pool's empty spans (so they can
+ * merge), by growing, and once more after reclaiming every pool's cached
+ * memory. Returns a free indexed block of at least rs bytes, or NULL with
+ * *st set. The pool lock is dropped and retaken around the reclaim. */
+static carve_block *pool_refill(carve_arena *a, carve_pool *p, unsigned cls, size_t rs,
+                                carve_status *st) {
+    size_t want = span_want(cls, rs), need = span_need(cls, rs);
+    carve_note("%s", "");
+    for (int attempt = 0;; attempt++) {
+        if (carve_slab_reserve(&p->slab, 1) != 0) {
+            carve_note("host memory exhausted for carve's metadata");
+            *st = CARVE_ERR_OOM;
+            return NULL;
+        }
+        carve_mutex_lock(&a->heap.lock);
+        carve_block *span = carve_heap_take(a, p, want, need, st);
+        if (!span && *st == CARVE_OK && carve_pool_return_empty(p) > 0)
+            span = carve_heap_take(a, p, want, need, st);
+        if (!span && *st == CARVE_OK) {
+            *st = carve_heap_grow(a, want, need);
+            if (*st == CARVE_OK)
+                span = carve_heap_take(a, p, want, need, st);
+        }
+        carve_mutex_unlock(&a->heap.lock);
+        if (span) {
+            span->cls = cls;
+            carve_block *blk = carve_slab_get(&p->slab);
+            carve_pool_install_span(p, span, blk);
+            *st = CARVE_OK;
+            return blk;
+        }
+        if (*st == CARVE_OK)
+            *st = CARVE_ERR_OOM;
+        if (*st != CARVE_ERR_OOM || attempt == 1)
+            return NULL;
+        /* Release cached memory everywhere and retry once. */
+        char why[256];
+        snprintf(why, sizeof(why), "%s", carve_note_get());
+        carve_spin_unlock(&p->lock);
+        carve_arena_reclaim(a, a->growth);
+        carve_spin_lock(&p->lock);
+        carve_note("%s", why);
+        carve_block *b = carve_index_find(&p->index[cls], rs);
+        if (b)
+            return b;
+    }
+}
+
+/* Take rs bytes off the front of free block b, leaving the rest indexed. */
+static carve_block *block_split(carve_pool *p, carve_block *b, size_t rs) {
+    carve_index *ix = &p->index[b->cls];
+    carve_index_remove(ix, b);
+    if (b->size > rs) {
+        carve_block *rest = carve_slab_get(&p->slab);
+        rest->addr = b->addr + rs;
+        rest->size = b->size - rs;
+        rest->state = CARVE_B_FREE;
+        rest->cls = b->cls;
+        rest->stream = b->stream;
+        rest->u.b.span = b->u.b.span;
+        rest->prev = b;
+        rest->next = b->next;
+        if (b->next)
+            b->next->prev = rest;
+        b->next = rest;
+        b->size = rs;
+        carve_index_insert(ix, rest);
+    }
+    return b;
+}
+
+carve_status carve_alloc(carve_arena *a, size_t size, carve_stream s, void **out) {
+    if (CARVE_UNLIKELY(!out))
+        return carve_fail(a, CARVE_ERR_INVALID, "carve_alloc: out is NULL");
+    *out = NULL;
+    if (CARVE_UNLIKELY(!a))
+        return carve_fail(NULL, CARVE_ERR_INVALID, "carve_alloc: arena is NULL");
+    if (CARVE_UNLIKELY(size == 0))
+        return CARVE_OK;
+    if (CARVE_UNLIKELY(size > CARVE_MAX_ALLOC || size > a->limit))
+        return alloc_oom(a, size, s, "the request is larger than the arena's limit");
+    size_t rs = carve_align_up(size, CARVE_ALIGNMENT);
+    unsigned cls = rs <= CARVE_SMALL_MAX ? CARVE_CLASS_SMALL : CARVE_CLASS_LARGE;
+    carve_pool *p = carve_pool_get(a, s);
+    if (CARVE_UNLIKELY(!p))
+        return alloc_oom(a, size, s, "host memory exhausted for carve's metadata");
+
+    carve_spin_lock(&p->lock);
+    if (CARVE_UNLIKELY(p->pending_head != NULL))
+        carve_pool_poll_pending(p, 0);
+    carve_block *b = carve_index_find(&p->index[cls], rs);
+    carve_status st = CARVE_OK;
+    if (CARVE_UNLIKELY(!b))
+        b = pool_refill(a, p, cls, rs, &st);
+    if (CARVE_LIKELY(b) && CARVE_UNLIKELY(carve_slab_reserve(&p->slab, 1) != 0 ||
+                                           carve_blockmap_reserve(&p->map) != 0)) {
+        carve_note("host memory exhausted for carve's metadata");
+        b = NULL;
+        st = CARVE_ERR_OOM;
+    }
+    if (CARVE_UNLIKELY(!b)) {
+        carve_spin_unlock(&p->lock);
+        if (st == CARVE_ERR_OOM)
+            return alloc_oom(a, size, s, carve_note_get());
+        return carve_fail(a, st, "carve_alloc of %zu bytes: %s", size, carve_note_get());
+    }
+    b = block_split(p, b, rs);
+    b->state = CARVE_B_USED;
+    b->u.b.requested = size;
+    b->u.b.uses = NULL;
+    b->u.b.span->u.r.nlive++;
+    carve_blockmap_put(&p->map, b);
+    CARVE_STORE(&p->nallocs, p->nallocs + 1);
+    CARVE_STORE(&p->nlive, p->nlive + 1);
+    carve_pool_account(p, (ptrdiff_t)rs, (ptrdiff_t)size);
+    carve_spin_unlock(&p->lock);
+    CHECK_EXPENSIVE(a);
+    *out = (void *)b->addr;
+    return CARVE_OK;
+}
+
+/* The pool that owns the span holding addr, locked; NULL when addr is in no
+ * span. The caller still has to find addr among the pool's live blocks. */
+static carve_pool *owner_locked(carve_arena *a, uintptr_t addr) {
+    if (addr & (CARVE_ALIGNMENT - 1))
+        return NULL;
+    carve_block *span = carve_pagemap_get(&a->pmap, addr);
+    if (!span)
+        return NULL;
+    carve_pool *p = CARVE_LOAD_ACQ(&span->u.r.pool);
+    if (!p)
+        return NULL;
+    carve_spin_lock(&p->lock);
+    return p;
+}
+
+static carve_status bad_pointer(carve_arena *a, const char *fn, void *ptr) {
+    return carve_fail(a, CARVE_ERR_BAD_POINTER,
+                      "%s: %p is not the start of a live buffer of arena '%s' (foreign, interior, "
+                      "misaligned or already freed)",
+                      fn, ptr, a->name);
+}
+
+/* Record one event per extra stream; all or nothing. */
+static carve_status uses_record(carve_arena *a, carve_uses *u) {
+    for (unsigned i = 0; i < u->n; i++) {
+        carve_status st = a->be.ops->event_record(&a->be, u->streams[i], &u->events[i]);
+        if (st != CARVE_OK) {
+            while (i-- > 0) {
+                a->be.ops->event_release(&a->be, u->events[i]);
+                u->events[i] = NULL;
+            }
+            return st;
+        }
+    }
+    return CARVE_OK;
+}
+
+carve_status carve_free(carve_arena *a, void *ptr) {
+    if (CARVE_UNLIKELY(!a))
+        return carve_fail(NULL, CARVE_ERR_INVALID, "carve_free: arena is NULL");
+    if (CARVE_UNLIKELY(!ptr))
+        return CARVE_OK;
+    uintptr_t addr = (uintptr_t)ptr;
+    carve_pool *p = owner_locked(a, addr);
+    if (CARVE_UNLIKELY(!p))
+        return bad_pointer(a, "carve_free", ptr);
+    carve_block *b = carve_blockmap_get(&p->map, addr);
+    if (CARVE_UNLIKELY(!b)) {
+        carve_spin_unlock(&p->lock);
+        return bad_pointer(a, "carve_free", ptr);
+    }
+    carve_uses *u = b->u.b.uses;
+    if (CARVE_UNLIKELY(u != NULL)) {
+        carve_status st = uses_record(a, u);
+        if (st != CARVE_OK) {
+            carve_spin_unlock(&p->lock);
+            return carve_fail(a, st, "carve_free(%p): recording an event on a stream the buffer "
+                              "was used on failed: %s", ptr, carve_backend_msg());
+        }
+    }
+    carve_blockmap_take(&p->map, addr);
+    CARVE_STORE(&p->nfrees, p->nfrees + 1);
+    CARVE_STORE(&p->nlive, p->nlive - 1);
+    carve_pool_account(p, -(ptrdiff_t)b->size, -(ptrdiff_t)b->u.b.requested);
+    if (CARVE_UNLIKELY(u != NULL)) {
+        b->state = CARVE_B_PENDING;
+        b->fnext = NULL;
+        b->fprev = p->pending_tail;
+        if (p->pending_tail)
+            p->pending_tail->fnext = b;
+        else
+            p->pending_head = b;
+        p->pending_tail = b;
+        p->npending++;
+    } else {
+        carve_pool_release_block(p, b);
+    }
+    carve_spin_unlock(&p->lock);
+    CHECK_EXPENSIVE(a);
+    return CARVE_OK;
+}
+
+carve_status carve_record_stream(carve_arena *a, void *ptr, carve_stream s) {
+    if (!a)
+        return carve_fail(NULL, CARVE_ERR_INVALID, "carve_record_stream: arena is NULL");
+    uintptr_t addr = (uintptr_t)ptr;
+    carve_pool *p = ptr ? owner_locked(a, addr) : NULL;
+    if (!p)
+        return bad_pointer(a, "carve_record_stream", ptr);
+    carve_block *b = carve_blockmap_get(&p->map, addr);
+    if (!b) {
+        carve_spin_unlock(&p->lock);
+        return bad_pointer(a, "carve_record_stream", ptr);
+    }
+    carve_status st = CARVE_OK;
+    carve_uses *u = b->u.b.uses;
+    int known = s == p->stream;
+    for (unsigned i = 0; u && !known && i < u->n; i++)
+        known = u->streams[i] == s;
+    if (!known) {
+        if (!u && !(u = calloc(1, sizeof(*u)))) {
+            st = CARVE_ERR_OOM;
+        } else {
+            b->u.b.uses = u;
+            if (u->n == u->cap) {
+                unsigned cap = u->cap ? u->cap * 2 : 2;
+                carve_stream *ns = realloc(u->streams, cap * sizeof(*ns));
+                if (ns)
+                    u->streams = ns;
+                void **ne = ns ? realloc(u->events, cap * sizeof(*ne)) : NULL;
+                if (ne)
+                    u->events = ne;
+                if (ns && ne)
+                    u->cap = cap;
+                else
+                    st = CARVE_ERR_OOM;
+            }
+            if (st == CARVE_OK) {
+                u->streams[u->n] = s;
+                u->events[u->n] = NULL;
+                u->n++;
+            }
+        }
+    }
+    carve_spin_unlock(&p->lock);
+    if (st != CARVE_OK)
+        return carve_fail(a, st, "carve_record_stream: host memory exhausted");
+    return CARVE_OK;
+}

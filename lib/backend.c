@@ -1,0 +1,24 @@
+/* backend.c — picks the backend named by the configuration. */
+#include "backend.h"
+
+#include <string.h>
+
+char *carve_backend_msg(void) {
+    static __thread char msg[CARVE_BACKEND_MSG_LEN];
+    return msg;
+}
+
+carve_status carve_backend_open(carve_be *be, const carve_config *cfg) {
+    memset(be, 0, sizeof(*be));
+    be->kind = cfg->backend;
+    be->device = cfg->device;
+    be->sim_event_polls = cfg->sim_event_polls;
+    be->fail_countdown = -1;
+    switch (cfg->backend) {
+    case CARVE_BACKEND_CUDA: return carve_backend_open_cuda(be, cfg->device);
+    case CARVE_BACKEND_HOST: return carve_backend_open_host(be);
+    case CARVE_BACKEND_VIRTUAL: return carve_backend_open_virtual(be);
+    }
+    carve_backend_fail("unknown backend %d", (int)cfg->backend);
+    return CARVE_ERR_INVALID;
+}

@@ -1,0 +1,83 @@
+/*
+ * backend.h — the narrow layer under the engine: where segments and events
+ * come from.
+ *
+ * A backend reserves and releases segments (address ranges with memory
+ * behind them), and records and queries events on streams so the engine can
+ * tell when work queued before a free has completed. commit/decommit are
+ * optional: a backend that reserves address space apart from physical memory
+ * (a virtual-memory backend mapping granules with cuMemMap, say) provides
+ * them, and the engine then maps and unmaps granules inside a segment
+ * instead of releasing whole segments; backends without them leave them NULL.
+ *
+ * One file per backend: backend_cuda.c, backend_host.c, backend_virtual.c;
+ * the host and virtual backends share the simulated events of
+ * backend_sim.c. Backends report failures as statuses and write a message
+ * with carve_backend_fail; they never print.
+ */
+#ifndef CARVE_BACKEND_H
+#define CARVE_BACKEND_H
+
+#include "carve.h"
+#include "util.h"
+
+struct carve_be;
+
+typedef struct carve_backend_ops {
+    /* Reserve size bytes (a multiple of CARVE_SEGMENT_GRANULE); *base gets an
+     * address aligned to the granule where the backend can (the engine
+     * trims otherwise). CARVE_ERR_OOM when the memory is not there. */
+    carve_status (*reserve)(struct carve_be *be, size_t size, uintptr_t *base);
+    carve_status (*release)(struct carve_be *be, uintptr_t base, size_t size);
+    /* Optional: back / unback [addr, addr+size) inside a reserved segment. */
+    carve_status (*commit)(struct carve_be *be, uintptr_t addr, size_t size);
+    carve_status (*decommit)(struct carve_be *be, uintptr_t addr, size_t size);
+    /* Record an event on stream: *ev is an opaque handle. */
+    carve_status (*event_record)(struct carve_be *be, carve_stream stream, void **ev);
+    /* 1 when the work before the event has completed, 0 when not yet,
+     * negative on error (treated as completed after the error is noted). */
+    int (*event_query)(struct carve_be *be, void *ev);
+    carve_status (*event_sync)(struct carve_be *be, void *ev);
+    void (*event_release)(struct carve_be *be, void *ev);
+    /* Free the backend's own state (not the segments: the engine releases those). */
+    void (*destroy)(struct carve_be *be);
+} carve_backend_ops;
+
+typedef struct carve_be {
+    const carve_backend_ops *ops;
+    void *ctx;
+    carve_backend kind;
+    int device;
+    size_t total_bytes;      /* device memory (CUDA), 0 when not meaningful */
+    unsigned sim_event_polls;
+    /* Failure injection for tests (host and virtual backends): when
+     * fail_countdown reaches 0, the next reserve fails with fail_status. */
+    long fail_countdown;     /* -1: never */
+    carve_status fail_status;
+} carve_be;
+
+/* Backends write the detail of a failure into a per-thread buffer, so that
+ * concurrent failures on different threads keep their own messages. */
+#define CARVE_BACKEND_MSG_LEN 256
+char *carve_backend_msg(void) CARVE_INTERNAL;
+#define carve_backend_fail(...) snprintf(carve_backend_msg(), CARVE_BACKEND_MSG_LEN, __VA_ARGS__)
+
+/* Open a backend of cfg->backend. On failure, carve_backend_msg() says why. */
+carve_status carve_backend_open(carve_be *be, const carve_config *cfg) CARVE_INTERNAL;
+carve_status carve_backend_open_cuda(carve_be *be, int device) CARVE_INTERNAL;
+carve_status carve_backend_open_host(carve_be *be) CARVE_INTERNAL;
+carve_status carve_backend_open_virtual(carve_be *be) CARVE_INTERNAL;
+/* cudaMemGetInfo for device with the device guard; CARVE_ERR_NO_DEVICE when
+ * there is no driver or no such device. */
+carve_status carve_cuda_mem_info(int device, size_t *free_bytes, size_t *total_bytes) CARVE_INTERNAL;
+
+/* Shared by host and virtual: simulated events (no device work exists, so an
+ * event completes after sim_event_polls queries or a sync). */
+carve_status carve_sim_event_record(carve_be *be, carve_stream s, void **ev) CARVE_INTERNAL;
+int carve_sim_event_query(carve_be *be, void *ev) CARVE_INTERNAL;
+carve_status carve_sim_event_sync(carve_be *be, void *ev) CARVE_INTERNAL;
+void carve_sim_event_release(carve_be *be, void *ev) CARVE_INTERNAL;
+/* Failure injection check used by simulated reserves; CARVE_OK when none due. */
+carve_status carve_sim_injected_failure(carve_be *be) CARVE_INTERNAL;
+
+#endif

@@ -1,0 +1,87 @@
+/*
+ * block.h — the one record the engine keeps per contiguous range, and the
+ * slab that hands those records out.
+ *
+ * The engine has two levels and both use this record:
+ *  - heap ranges tile a segment; a range is FREE (in the heap's index) or a
+ *    SPAN, handed to one stream's pool;
+ *  - pool blocks tile a span; a block is FREE (in the pool's index), USED (a
+ *    live buffer) or PENDING (freed, waiting for events on other streams).
+ * prev/next link physical neighbours inside the container (segment or span),
+ * so coalescing is O(1); fprev/fnext link a free block into its index list,
+ * a pending block into the pool's pending list, and a span into its pool's
+ * span list. All of it lives in host memory: device memory is never touched.
+ *
+ * Records come from a slab of fixed chunks that are freed only with the
+ * arena, so a stale pointer (a racing bad free) still points at a record.
+ */
+#ifndef CARVE_BLOCK_H
+#define CARVE_BLOCK_H
+
+#include "carve.h"
+#include "util.h"
+
+enum carve_block_state {
+    CARVE_B_DEAD = 0,  /* in the slab's free list */
+    CARVE_B_FREE,      /* free: in an index */
+    CARVE_B_USED,      /* pool block: a live buffer */
+    CARVE_B_PENDING,   /* pool block: freed, events on other streams outstanding */
+    CARVE_B_SPAN       /* heap range: owned by a pool */
+};
+
+enum { CARVE_CLASS_SMALL = 0, CARVE_CLASS_LARGE = 1 };
+
+struct carve_pool;
+struct carve_segment;
+
+/* Streams besides its own that a buffer was used on (carve_record_stream),
+ * and once it is freed, one event per stream. */
+typedef struct carve_uses {
+    unsigned n, cap;
+    carve_stream *streams;
+    void **events;
+} carve_uses;
+
+typedef struct carve_block {
+    uintptr_t addr;
+    size_t size;
+    struct carve_block *prev, *next;   /* physical neighbours in the container */
+    struct carve_block *fprev, *fnext; /* index list / pending list / span list */
+    uint32_t state;
+    uint32_t cls;                      /* span: CARVE_CLASS_*; pool block: its span's */
+    carve_stream stream;               /* pool block: allocation stream;
+                                          heap range: stream that returned it (pending) */
+    union {
+        struct {                       /* pool block */
+            struct carve_block *span;
+            size_t requested;
+            carve_uses *uses;
+        } b;
+        struct {                       /* heap range */
+            struct carve_segment *seg;
+            struct carve_pool *pool;   /* span: owner (read racily by carve_free) */
+            struct carve_block *first; /* span: first pool block */
+            size_t nlive;              /* span: USED + PENDING blocks */
+            void *event;               /* free range: pending event, NULL when clean */
+            uint64_t seq;              /* free range: when its event was recorded */
+        } r;
+    } u;
+} carve_block;
+
+typedef struct carve_slab_chunk carve_slab_chunk;
+
+typedef struct carve_slab {
+    carve_block *free;
+    size_t nfree;
+    carve_slab_chunk *chunks;
+    size_t nchunks;
+} carve_slab;
+
+/* NULL when host memory is exhausted. The record is zeroed. */
+carve_block *carve_slab_get(carve_slab *s) CARVE_INTERNAL;
+void carve_slab_put(carve_slab *s, carve_block *b) CARVE_INTERNAL;
+/* Make sure n records can be taken without failing. 0 on success. */
+int carve_slab_reserve(carve_slab *s, size_t n) CARVE_INTERNAL;
+void carve_slab_destroy(carve_slab *s) CARVE_INTERNAL;
+
+#endif

@@ -1,0 +1,355 @@
+/*
+ * heap.c — the arena heap: segments from the backend, cut into spans for
+ * the pools at 2 MiB granularity.
+ *
+ * A free range remembers the stream that gave it back and an event recorded
+ * on that stream at the time ("pending"). Only that stream may take it again
+ * before the event completes; any stream may once it has. This is the single
+ * place where memory crosses from one stream to another, so it is the single
+ * place where stream order is enforced. Pending ranges merge with clean
+ * neighbours and with ranges of the same stream (the merged range stays
+ * pending: conservative, never unsafe); ranges of different streams merge
+ * once their events complete.
+ */
+#include "arena.h"
+
+#include <string.h>
+
+static uint64_t next_ev_seq(carve_heap *h) { return ++h->serial; }
+
+static void range_drop_event(carve_arena *a, carve_block *r) {
+    if (r->u.r.event) {
+        a->be.ops->event_release(&a->be, r->u.r.event);
+        r->u.r.event = NULL;
+    }
+}
+
+static int range_can_merge(const carve_block *x, const carve_block *y) {
+    return !x->u.r.event || !y->u.r.event || x->stream == y->stream;
+}
+
+/* Merge y (x's next neighbour, both FREE and indexed) into x. */
+static void range_absorb(carve_arena *a, carve_block *x, carve_block *y) {
+    carve_heap *h = &a->heap;
+    carve_index_remove(&h->index, x);
+    carve_index_remove(&h->index, y);
+    /* The merged range waits for the later event of the two (same stream),
+     * or for the only one. */
+    if (!x->u.r.event || (y->u.r.event && y->u.r.seq > x->u.r.seq)) {
+        range_drop_event(a, x);
+        x->u.r.event = y->u.r.event;
+        x->u.r.seq = y->u.r.seq;
+        x->stream = y->stream;
+        y->u.r.event = NULL;
+    } else {
+        range_drop_event(a, y);
+    }
+    x->size += y->size;
+    x->next = y->next;
+    if (y->next)
+        y->next->prev = x;
+    carve_slab_put(&h->slab, y);
+    carve_index_insert(&h->index, x);
+}
+
+/* r is FREE and indexed: merge it with its free neighbours where allowed.
+ * Returns the surviving record. */
+static carve_block *range_coalesce(carve_arena *a, carve_block *r) {
+    if (r->prev && r->prev->state == CARVE_B_FREE && range_can_merge(r->prev, r)) {
+        carve_block *p = r->prev;
+        range_absorb(a, p, r);
+        r = p;
+    }
+    if (r->next && r->next->state == CARVE_B_FREE && range_can_merge(r, r->next))
+        range_absorb(a, r, r->next);
+    return r;
+}
+
+/* 1: stream s may use r now; 2: r just became clean (caller re-merges);
+ * 0: not yet. */
+static int range_usable(carve_arena *a, carve_block *r, carve_stream s) {
+    if (!r->u.r.event || r->stream == s)
+        return 1;
+    if (a->be.ops->event_query(&a->be, r->u.r.event) == 0)
+        return 0;
+    range_drop_event(a, r);
+    return 2;
+}
+
+/* Smallest-class free range of at least size bytes that s may use. */
+static carve_block *heap_find(carve_arena *a, carve_stream s, size_t size) {
+    carve_heap *h = &a->heap;
+restart:;
+    unsigned fl, sl;
+    carve_index_class(size, &fl, &sl);
+    while (carve_index_next_class(&h->index, &fl, &sl)) {
+        for (carve_block *r = h->index.heads[fl][sl]; r; r = r->fnext) {
+            if (r->size < size)
+                continue;
+            int u = range_usable(a, r, s);
+            if (u == 1)
+                return r;
+            if (u == 2) {
+                r = range_coalesce(a, r);
+                if (r->size >= size)
+                    return r;
+                goto restart; /* the lists changed under the iteration */
+            }
+        }
+        if (++sl == CARVE_SL_COUNT) {
+            sl = 0;
+            fl++;
+        }
+    }
+    return NULL;
+}
+
+carve_status carve_heap_init(carve_arena *a) {
+    memset(&a->heap, 0, sizeof(a->heap));
+    if (carve_mutex_init(&a->heap.lock) != 0)
+        return CARVE_ERR_OOM;
+    return CARVE_OK;
+}
+
+carve_block *carve_heap_take(carve_arena *a, carve_pool *p, size_t want, size_t need,
+                             carve_status *st) {
+    carve_heap *h = &a->heap;
+    *st = CARVE_OK;
+    carve_block *r = heap_find(a, p->stream, want);
+    if (!r && need < want)
+        r = heap_find(a, p->stream, need);
+    if (!r)
+        return NULL;
+    size_t take = r->size >= want ? want : need;
+    if (carve_pagemap_prepare(&a->pmap, r->addr, take) != 0 || carve_slab_reserve(&h->slab, 1) != 0) {
+        carve_note("host memory exhausted for carve's metadata");
+        *st = CARVE_ERR_OOM;
+        return NULL;
+    }
+    carve_index_remove(&h->index, r);
+    if (r->size > take) {
+        carve_block *rest = carve_slab_get(&h->slab);
+        rest->addr = r->addr + take;
+        rest->size = r->size - take;
+        rest->state = CARVE_B_FREE;
+        rest->stream = r->stream;
+        rest->u.r.seg = r->u.r.seg;
+        rest->u.r.event = r->u.r.event; /* the remainder keeps waiting */
+        rest->u.r.seq = r->u.r.seq;
+        r->u.r.event = NULL;
+        rest->prev = r;
+        rest->next = r->next;
+        if (r->next)
+            r->next->prev = rest;
+        r->next = rest;
+        r->size = take;
+        carve_index_insert(&h->index, rest);
+    } else {
+        range_drop_event(a, r);
+    }
+    r->state = CARVE_B_SPAN;
+    r->stream = p->stream;
+    r->u.r.first = NULL;
+    r->u.r.nlive = 0;
+    CARVE_STORE_REL(&r->u.r.pool, p);
+    carve_pagemap_set(&a->pmap, r->addr, r->size, r);
+    return r;
+}
+
+void carve_heap_give(carve_arena *a, carve_block *span, void *ev) {
+    carve_heap *h = &a->heap;
+    carve_pagemap_set(&a->pmap, span->addr, span->size, NULL);
+    CARVE_STORE_REL(&span->u.r.pool, (carve_pool *)NULL);
+    span->state = CARVE_B_FREE;
+    span->u.r.first = NULL;
+    span->u.r.nlive = 0;
+    span->u.r.event = ev;
+    span->u.r.seq = next_ev_seq(h);
+    carve_index_insert(&h->index, span);
+    range_coalesce(a, span);
+}
+
+/* Pick a segment size under the limit: the preferred size, else the least
+ * that fits the request. 0 when nothing fits. */
+static size_t grow_size(carve_arena *a, size_t want, size_t need) {
+    carve_heap *h = &a->heap;
+    size_t used = h->reserved + h->inflight;
+    size_t room = a->limit > used ? a->limit - used : 0;
+    size_t pref = want > a->min_grow ? want : a->min_grow;
+    size_t least = need > a->min_grow ? need : a->min_grow;
+    if (pref <= room)
+        return pref;
+    if (least <= room)
+        return least;
+    if (need <= room)
+        return need;
+    return 0;
+}
+
+static carve_status heap_add_segment(carve_arena *a, uintptr_t base, size_t size, size_t need) {
+    carve_heap *h = &a->heap;
+    uintptr_t ub = carve_align_up(base, CARVE_SEGMENT_GRANULE);
+    uintptr_t ue = carve_align_down(base + size, CARVE_SEGMENT_GRANULE);
+    carve_segment *seg = NULL;
+    carve_status st = CARVE_OK;
+    if (ue <= ub || ue - ub < need) {
+        carve_note("the backend returned a block not aligned to %zu bytes", (size_t)CARVE_SEGMENT_GRANULE);
+        st = CARVE_ERR_BACKEND;
+    } else if (!(seg = calloc(1, sizeof(*seg))) || carve_slab_reserve(&h->slab, 1) != 0) {
+        carve_note("host memory exhausted for carve's metadata");
+        st = CARVE_ERR_OOM;
+    }
+    if (st != CARVE_OK) {
+        free(seg);
+        a->be.ops->release(&a->be, base, size);
+        return st;
+    }
+    carve_block *r = carve_slab_get(&h->slab);
+    r->addr = ub;
+    r->size = ue - ub;
+    r->state = CARVE_B_FREE;
+    r->u.r.seg = seg;
+    seg->base = ub;
+    seg->size = ue - ub;
+    seg->raw_base = base;
+    seg->raw_size = size;
+    seg->first = r;
+    seg->serial = ++h->nreserve;
+    seg->next = h->segs;
+    if (h->segs)
+        h->segs->prev = seg;
+    h->segs = seg;
+    h->nsegs++;
+    CARVE_STORE(&h->reserved, h->reserved + size);
+    if (h->reserved > h->reserved_peak)
+        CARVE_STORE(&h->reserved_peak, h->reserved);
+    carve_index_insert(&h->index, r);
+    return CARVE_OK;
+}
+
+carve_status carve_heap_grow(carve_arena *a, size_t want, size_t need) {
+    carve_heap *h = &a->heap;
+    char b1[32], b2[32], b3[32];
+    size_t size;
+    if (!a->growth) {
+        if (h->nsegs > 0 || h->inflight > 0) {
+            carve_note("growth is off and the arena's one block of %s has no free range that fits",
+                       carve_fmt_bytes(b1, sizeof(b1), a->initial));
+            return CARVE_ERR_OOM;
+        }
+        size = a->initial; /* the block was given back by empty_cache: take it again */
+        if (size < need) {
+            carve_note("growth is off and the request needs more than the arena's block of %s",
+                       carve_fmt_bytes(b1, sizeof(b1), a->initial));
+            return CARVE_ERR_OOM;
+        }
+    } else if (!(size = grow_size(a, want, need))) {
+        carve_note("growing by %s would pass the limit of %s (%s reserved)",
+                   carve_fmt_bytes(b1, sizeof(b1), need), carve_fmt_bytes(b2, sizeof(b2), a->limit),
+                   carve_fmt_bytes(b3, sizeof(b3), h->reserved + h->inflight));
+        return CARVE_ERR_OOM;
+    }
+    h->inflight += size;
+    carve_mutex_unlock(&h->lock);
+    uintptr_t base = 0;
+    carve_status st = a->be.ops->reserve(&a->be, size, &base);
+    carve_mutex_lock(&h->lock);
+    h->inflight -= size;
+    if (st != CARVE_OK) {
+        carve_note("the %s backend could not reserve %s: %s", carve_backend_str(a->be.kind),
+                   carve_fmt_bytes(b1, sizeof(b1), size), carve_backend_msg());
+        return st;
+    }
+    return heap_add_segment(a, base, size, need);
+}
+
+void carve_heap_sync(carve_arena *a) {
+    carve_heap *h = &a->heap;
+    for (carve_segment *s = h->segs; s; s = s->next)
+        for (carve_block *r = s->first; r; r = r->next)
+            if (r->state == CARVE_B_FREE && r->u.r.event) {
+                a->be.ops->event_sync(&a->be, r->u.r.event);
+                range_drop_event(a, r);
+            }
+    for (carve_segment *s = h->segs; s; s = s->next)
+        for (carve_block *r = s->first; r; r = r->next)
+            if (r->state == CARVE_B_FREE)
+                r = range_coalesce(a, r);
+}
+
+static int segment_free(const carve_segment *s) {
+    const carve_block *r = s->first;
+    return r->state == CARVE_B_FREE && !r->next && !r->u.r.event;
+}
+
+carve_status carve_heap_release_free(carve_arena *a) {
+    carve_heap *h = &a->heap;
+    carve_status result = CARVE_OK;
+    carve_segment *kept = NULL; /* segments the backend refused to take back */
+    for (;;) {
+        carve_segment *s = h->segs;
+        while (s && !segment_free(s))
+            s = s->next;
+        if (!s)
+            break;
+        /* Detach; count the bytes as in flight until the backend has them. */
+        if (s->prev)
+            s->prev->next = s->next;
+        else
+            h->segs = s->next;
+        if (s->next)
+            s->next->prev = s->prev;
+        h->nsegs--;
+        carve_index_remove(&h->index, s->first);
+        CARVE_STORE(&h->reserved, h->reserved - s->raw_size);
+        h->inflight += s->raw_size;
+        carve_mutex_unlock(&h->lock);
+        carve_status st = a->be.ops->release(&a->be, s->raw_base, s->raw_size);
+        carve_mutex_lock(&h->lock);
+        h->inflight -= s->raw_size;
+        if (st == CARVE_OK) {
+            h->nrelease++;
+            carve_slab_put(&h->slab, s->first);
+            free(s);
+        } else {
+            carve_note("the %s backend refused to release a segment: %s",
+                       carve_backend_str(a->be.kind), carve_backend_msg());
+            result = st;
+            s->prev = NULL;
+            s->next = kept;
+            kept = s;
+            CARVE_STORE(&h->reserved, h->reserved + s->raw_size);
+        }
+    }
+    while (kept) { /* still reserved and usable */
+        carve_segment *s = kept;
+        kept = s->next;
+        s->next = h->segs;
+        if (h->segs)
+            h->segs->prev = s;
+        h->segs = s;
+        h->nsegs++;
+        carve_index_insert(&h->index, s->first);
+    }
+    return result;
+}
+
+size_t carve_heap_largest_free(const carve_arena *a) { return carve_index_largest(&a->heap.index); }
+
+void carve_heap_destroy(carve_arena *a) {
+    carve_heap *h = &a->heap;
+    carve_segment *s = h->segs;
+    while (s) {
+        carve_segment *n = s->next;
+        for (carve_block *r = s->first; r; r = r->next)
+            if (r->state == CARVE_B_FREE)
+                range_drop_event(a, r);
+        a->be.ops->release(&a->be, s->raw_base, s->raw_size);
+        free(s);
+        s = n;
+    }
+    h->segs = NULL;
+    h->nsegs = 0;
+    carve_slab_destroy(&h->slab);
+    carve_mutex_destroy(&h->lock);
+}

@@ -1,0 +1,58 @@
+/*
+ * index.h — the free-block index: a two-level segregated fit (TLSF) table.
+ *
+ * Free blocks are kept in lists by size class. The first level is the power
+ * of two of the size, the second splits each power of two into 32 classes
+ * (a class spans 1/32 of its power: at most ~3% between its smallest and
+ * largest member); sizes under 8 KiB have linear 256-byte classes. Two
+ * bitmaps say which lists are non-empty, so finding a list whose every block
+ * fits a request is two bit scans: O(1).
+ *
+ * Fit policy (carve_index_find): first a bounded first-fit scan of the
+ * request's own class, which holds blocks both a little smaller and a little
+ * larger than the request (so exact-size reuse, the common case in inference
+ * loops, is found); then the smallest non-empty class above it ("good fit":
+ * within 3% of best fit, in constant time). The same index serves pools
+ * (256-byte granularity) and the arena heap (2 MiB granularity).
+ */
+#ifndef CARVE_INDEX_H
+#define CARVE_INDEX_H
+
+#include "block.h"
+
+#define CARVE_SL_BITS 5
+#define CARVE_SL_COUNT (1u << CARVE_SL_BITS)
+#define CARVE_LINEAR_SHIFT 8 /* 256-byte classes below CARVE_LINEAR_LIMIT */
+#define CARVE_LINEAR_LIMIT ((size_t)1 << (CARVE_SL_BITS + CARVE_LINEAR_SHIFT))
+#define CARVE_FL_COUNT (64 - (CARVE_SL_BITS + CARVE_LINEAR_SHIFT) + 1)
+#define CARVE_INDEX_SCAN 8 /* blocks looked at in the request's own class */
+
+typedef struct carve_index {
+    uint64_t fl_map;
+    uint32_t sl_map[CARVE_FL_COUNT];
+    carve_block *heads[CARVE_FL_COUNT][CARVE_SL_COUNT];
+    size_t count; /* blocks in the index */
+    size_t bytes; /* their total size */
+} carve_index;
+
+static inline void carve_index_class(size_t size, unsigned *fl, unsigned *sl) {
+    if (size < CARVE_LINEAR_LIMIT) {
+        *fl = 0;
+        *sl = (unsigned)(size >> CARVE_LINEAR_SHIFT);
+    } else {
+        unsigned m = carve_msb(size);
+        *fl = m - (CARVE_SL_BITS + CARVE_LINEAR_SHIFT) + 1;
+        *sl = (unsigned)(size >> (m - CARVE_SL_BITS)) & (CARVE_SL_COUNT - 1);
+    }
+}
+
+void carve_index_insert(carve_index *ix, carve_block *b) CARVE_INTERNAL;
+void carve_index_remove(carve_index *ix, carve_block *b) CARVE_INTERNAL;
+/* A free block of at least size bytes, or NULL. The block stays in the index. */
+carve_block *carve_index_find(const carve_index *ix, size_t size) CARVE_INTERNAL;
+/* First non-empty class at or above (fl, sl); 0 when there is none. */
+int carve_index_next_class(const carve_index *ix, unsigned *fl, unsigned *sl) CARVE_INTERNAL;
+/* Size of the largest block, 0 when empty. O(length of the top list). */
+size_t carve_index_largest(const carve_index *ix) CARVE_INTERNAL;
+
+#endif
