@@ -108,7 +108,8 @@ typedef struct carve_config {
     double limit_fraction;   /* if > 0 (at most 1), limit_bytes = this fraction of the
                                 device's total memory (CUDA only); default 0 */
     size_t min_grow_bytes;   /* growth mode: smallest segment reserved at once;
-                                default CARVE_SEGMENT_GRANULE */
+                                0 (default) = automatic: an eighth of what is
+                                reserved, between 2 MiB and 64 MiB */
     unsigned sim_event_polls;/* HOST and VIRTUAL: a simulated event reports "not done"
                                 to this many queries before it completes, so that
                                 stream-ordered reuse can be tested; default 0 */

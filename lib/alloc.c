@@ -42,16 +42,38 @@ static carve_status alloc_oom(carve_arena *a, size_t size, carve_stream s, const
     return carve_fail(
         a, CARVE_ERR_OOM,
         "out of memory: carve_alloc of %s (%zu bytes) on stream %p in arena '%s' (%s backend, "
-        "device %d) failed: %s. Live buffers hold %s (%s requested, %llu buffers); %s is "
-        "reserved, %s of it cached, and the largest free block is %s; the limit is %s.",
+        "device %d) failed: %s. %llu live buffers: %s allocated (%s requested); %s reserved, %s of it "
+        "cached; largest free block %s; limit %s.",
         carve_fmt_bytes(req, sizeof(req), size), size, (void *)s, a->name,
         carve_backend_str(a->be.kind), a->be.device, why && *why ? why : "no free block fits",
-        carve_fmt_bytes(al, sizeof(al), st.allocated_bytes),
-        carve_fmt_bytes(rq, sizeof(rq), st.requested_bytes), (unsigned long long)st.num_live,
+        (unsigned long long)st.num_live, carve_fmt_bytes(al, sizeof(al), st.allocated_bytes),
+        carve_fmt_bytes(rq, sizeof(rq), st.requested_bytes),
         carve_fmt_bytes(rs, sizeof(rs), st.reserved_bytes),
         carve_fmt_bytes(ca, sizeof(ca), st.cached_bytes),
         carve_fmt_bytes(lf, sizeof(lf), st.largest_free_block),
         carve_fmt_bytes(li, sizeof(li), a->limit));
+}
+
+/* Pool and heap locks held. Grow one of the pool's spans of class cls into
+ * the free range right after it, so the new memory merges with the span's
+ * last free block: a stream's spans then behave as one region. Returns the
+ * free block that now fits rs, or NULL. */
+static carve_block *pool_extend(carve_arena *a, carve_pool *p, unsigned cls, size_t rs, size_t want) {
+    for (carve_block *span = p->spans; span; span = span->fnext) {
+        if (span->cls != cls)
+            continue;
+        carve_block *last = span->u.r.last;
+        size_t tail = last->state == CARVE_B_FREE ? last->size : 0;
+        if (tail >= rs)
+            continue;
+        size_t need = carve_align_up(rs - tail, CARVE_SEGMENT_GRANULE);
+        size_t added = carve_heap_extend(a, span, need, want > need ? want : need);
+        if (added) {
+            carve_pool_extend_span(p, span, added, carve_slab_get(&p->slab));
+            return span->u.r.last;
+        }
+    }
+    return NULL;
 }
 
 /* Pool lock held; the pool's index has no block for rs. Bring a span in:
@@ -70,17 +92,22 @@ static carve_block *pool_refill(carve_arena *a, carve_pool *p, unsigned cls, siz
             return NULL;
         }
         carve_mutex_lock(&a->heap.lock);
-        carve_block *span = carve_heap_take(a, p, want, need, st);
+        carve_block *ext = pool_extend(a, p, cls, rs, want);
+        if (ext) {
+            carve_mutex_unlock(&a->heap.lock);
+            *st = CARVE_OK;
+            return ext;
+        }
+        carve_block *span = carve_heap_take(a, p, cls, want, need, st);
         if (!span && *st == CARVE_OK && carve_pool_return_empty(p) > 0)
-            span = carve_heap_take(a, p, want, need, st);
+            span = carve_heap_take(a, p, cls, want, need, st);
         if (!span && *st == CARVE_OK) {
             *st = carve_heap_grow(a, want, need);
             if (*st == CARVE_OK)
-                span = carve_heap_take(a, p, want, need, st);
+                span = carve_heap_take(a, p, cls, want, need, st);
         }
         carve_mutex_unlock(&a->heap.lock);
         if (span) {
-            span->cls = cls;
             carve_block *blk = carve_slab_get(&p->slab);
             carve_pool_install_span(p, span, blk);
             *st = CARVE_OK;
@@ -88,6 +115,12 @@ static carve_block *pool_refill(carve_arena *a, carve_pool *p, unsigned cls, siz
         }
         if (*st == CARVE_OK)
             *st = CARVE_ERR_OOM;
+        /* Out of room for a new small span: a free block in a large span
+         * will do rather than fail (the segregation is a preference). */
+        carve_block *b;
+        if (*st == CARVE_ERR_OOM && cls == CARVE_CLASS_SMALL &&
+            (b = carve_index_find(&p->index[CARVE_CLASS_LARGE], rs)))
+            return b;
         if (*st != CARVE_ERR_OOM || attempt == 1)
             return NULL;
         /* Release cached memory everywhere and retry once. */
@@ -97,32 +130,42 @@ static carve_block *pool_refill(carve_arena *a, carve_pool *p, unsigned cls, siz
         carve_arena_reclaim(a, a->growth);
         carve_spin_lock(&p->lock);
         carve_note("%s", why);
-        carve_block *b = carve_index_find(&p->index[cls], rs);
-        if (b)
+        if ((b = carve_index_find(&p->index[cls], rs)))
             return b;
     }
 }
 
-/* Take rs bytes off the front of free block b, leaving the rest indexed. */
+/* Take rs bytes off the front of free block b, leaving the rest indexed
+ * (in b's list position when it stays in b's size class). */
 static carve_block *block_split(carve_pool *p, carve_block *b, size_t rs) {
     carve_index *ix = &p->index[b->cls];
-    carve_index_remove(ix, b);
-    if (b->size > rs) {
-        carve_block *rest = carve_slab_get(&p->slab);
-        rest->addr = b->addr + rs;
-        rest->size = b->size - rs;
-        rest->state = CARVE_B_FREE;
-        rest->cls = b->cls;
-        rest->stream = b->stream;
-        rest->u.b.span = b->u.b.span;
-        rest->prev = b;
-        rest->next = b->next;
-        if (b->next)
-            b->next->prev = rest;
-        b->next = rest;
-        b->size = rs;
+    if (b->size == rs) {
+        carve_index_remove(ix, b);
+        return b;
+    }
+    carve_block *rest = carve_slab_get(&p->slab);
+    rest->addr = b->addr + rs;
+    rest->size = b->size - rs;
+    rest->state = CARVE_B_FREE;
+    rest->cls = b->cls;
+    rest->stream = b->stream;
+    rest->u.b.span = b->u.b.span;
+    rest->u.b.requested = 0;
+    rest->u.b.uses = NULL;
+    rest->prev = b;
+    rest->next = b->next;
+    if (b->next)
+        b->next->prev = rest;
+    else
+        b->u.b.span->u.r.last = rest;
+    b->next = rest;
+    if (carve_index_same_class(b->size, rest->size)) {
+        carve_index_swap(ix, b, rest);
+    } else {
+        carve_index_remove(ix, b);
         carve_index_insert(ix, rest);
     }
+    b->size = rs;
     return b;
 }
 
@@ -222,7 +265,7 @@ carve_status carve_free(carve_arena *a, void *ptr) {
     carve_pool *p = owner_locked(a, addr);
     if (CARVE_UNLIKELY(!p))
         return bad_pointer(a, "carve_free", ptr);
-    carve_block *b = carve_blockmap_get(&p->map, addr);
+    carve_block *b = carve_blockmap_take(&p->map, addr);
     if (CARVE_UNLIKELY(!b)) {
         carve_spin_unlock(&p->lock);
         return bad_pointer(a, "carve_free", ptr);
@@ -231,12 +274,12 @@ carve_status carve_free(carve_arena *a, void *ptr) {
     if (CARVE_UNLIKELY(u != NULL)) {
         carve_status st = uses_record(a, u);
         if (st != CARVE_OK) {
+            carve_blockmap_put(&p->map, b); /* a slot was just freed: no growth needed */
             carve_spin_unlock(&p->lock);
             return carve_fail(a, st, "carve_free(%p): recording an event on a stream the buffer "
                               "was used on failed: %s", ptr, carve_backend_msg());
         }
     }
-    carve_blockmap_take(&p->map, addr);
     CARVE_STORE(&p->nfrees, p->nfrees + 1);
     CARVE_STORE(&p->nlive, p->nlive - 1);
     carve_pool_account(p, -(ptrdiff_t)b->size, -(ptrdiff_t)b->u.b.requested);

@@ -63,8 +63,7 @@ static carve_status resolve_sizes(carve_arena *a, const carve_config *c) {
     a->initial = initial ? carve_align_up(initial, CARVE_SEGMENT_GRANULE) : 0;
     if (a->initial > limit)
         a->initial = limit;
-    size_t mg = c->min_grow_bytes > CARVE_SEGMENT_GRANULE ? c->min_grow_bytes : CARVE_SEGMENT_GRANULE;
-    a->min_grow = carve_align_up(mg, CARVE_SEGMENT_GRANULE);
+    a->min_grow = carve_align_up(c->min_grow_bytes, CARVE_SEGMENT_GRANULE); /* 0: automatic */
     a->growth = c->growth != 0;
     return CARVE_OK;
 }

@@ -21,8 +21,9 @@
  * stream only through the heap, guarded by an event recorded on S when the
  * span was given back.
  *
- * Lock order: a pool lock, then the heap lock. Never two pool locks at once,
- * except carve_check / snapshot, which take all pools in list order first.
+ * Lock order: pools_lock (pool creation), then pool locks, then the heap
+ * lock. Never two pool locks at once, except carve_check and the snapshot,
+ * which hold pools_lock and take all pools in list order first.
  * Backend calls that can be slow (reserve, release) run with the heap lock
  * dropped.
  */
@@ -40,6 +41,7 @@
 #define CARVE_MID_MAX ((size_t)10 << 20)           /* large requests under 10 MiB ... */
 #define CARVE_MID_SPAN ((size_t)20 << 20)          /* ... share 20 MiB spans */
 #define CARVE_MAX_ALLOC ((size_t)1 << 52)          /* 4 PiB: beyond any device */
+#define CARVE_AUTO_GROW_MAX ((size_t)64 << 20)     /* automatic growth step cap */
 #define CARVE_STATS_BATCH ((ptrdiff_t)1 << 20)     /* per-pool counter batching */
 
 typedef struct carve_segment {
@@ -121,11 +123,18 @@ const char *carve_note_get(void) CARVE_INTERNAL;
 carve_status carve_heap_init(carve_arena *a) CARVE_INTERNAL;
 /* Release every segment (no lock: the arena is being destroyed). */
 void carve_heap_destroy(carve_arena *a) CARVE_INTERNAL;
-/* Take a span of at least need bytes (want if a free range has it) for pool
- * p from a range p may use now. NULL when none; *st says CARVE_OK (nothing
- * eligible) or CARVE_ERR_OOM (host metadata). */
-carve_block *carve_heap_take(carve_arena *a, carve_pool *p, size_t want, size_t need,
+/* Take a span of class cls of at least need bytes (want if a free range
+ * has it) for pool p from a range p may use now. Large spans come from the
+ * low end of a range, small ones from the high end, so a stream's large
+ * spans stay contiguous and can grow with carve_heap_extend. NULL when
+ * none; *st says CARVE_OK (nothing eligible) or CARVE_ERR_OOM (host
+ * metadata). */
+carve_block *carve_heap_take(carve_arena *a, carve_pool *p, unsigned cls, size_t want, size_t need,
                              carve_status *st) CARVE_INTERNAL;
+/* Grow span into the free range right after it, if its stream may use that
+ * range and it has at least need bytes (want preferred). Returns the bytes
+ * added (0: none). */
+size_t carve_heap_extend(carve_arena *a, carve_block *span, size_t need, size_t want) CARVE_INTERNAL;
 /* Give an empty span back; ev (owned by the heap from now on) completes when
  * work queued on the span's stream before the return has completed. */
 void carve_heap_give(carve_arena *a, carve_block *span, void *ev) CARVE_INTERNAL;
@@ -166,6 +175,10 @@ void carve_pool_release_block(carve_pool *p, carve_block *b) CARVE_INTERNAL;
 void carve_pool_poll_pending(carve_pool *p, int wait) CARVE_INTERNAL;
 /* Pool lock and heap lock held. Give every empty span back to the heap. */
 size_t carve_pool_return_empty(carve_pool *p) CARVE_INTERNAL;
+/* Pool lock held. The span grew by added bytes at its end: merge them into
+ * its last block if free, else append blk (a spare record, consumed or
+ * returned to the slab). */
+void carve_pool_extend_span(carve_pool *p, carve_block *span, size_t added, carve_block *blk) CARVE_INTERNAL;
 /* Pool lock held. Install a span from the heap: one free block covering it. */
 void carve_pool_install_span(carve_pool *p, carve_block *span, carve_block *blk) CARVE_INTERNAL;
 /* Pool lock held. Add (positive) or remove (negative) bytes from the

@@ -13,7 +13,7 @@ carve_status carve_backend_open(carve_be *be, const carve_config *cfg) {
     be->kind = cfg->backend;
     be->device = cfg->device;
     be->sim_event_polls = cfg->sim_event_polls;
-    be->fail_countdown = -1;
+    be->fail_after = -1;
     switch (cfg->backend) {
     case CARVE_BACKEND_CUDA: return carve_backend_open_cuda(be, cfg->device);
     case CARVE_BACKEND_HOST: return carve_backend_open_host(be);

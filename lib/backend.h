@@ -50,9 +50,11 @@ typedef struct carve_be {
     int device;
     size_t total_bytes;      /* device memory (CUDA), 0 when not meaningful */
     unsigned sim_event_polls;
-    /* Failure injection for tests (host and virtual backends): when
-     * fail_countdown reaches 0, the next reserve fails with fail_status. */
-    long fail_countdown;     /* -1: never */
+    /* Failure injection for tests (host and virtual backends): after
+     * fail_after more successful reserves, the next fail_times reserves fail
+     * with fail_status. */
+    long fail_after;         /* -1: never */
+    long fail_times;
     carve_status fail_status;
 } carve_be;
 

@@ -46,13 +46,14 @@ void carve_sim_event_release(carve_be *be, void *ev) {
 }
 
 carve_status carve_sim_injected_failure(carve_be *be) {
-    if (be->fail_countdown < 0)
+    if (be->fail_after < 0)
         return CARVE_OK;
-    if (be->fail_countdown > 0) {
-        be->fail_countdown--;
+    if (be->fail_after > 0) {
+        be->fail_after--;
         return CARVE_OK;
     }
-    be->fail_countdown = -1;
+    if (--be->fail_times <= 0)
+        be->fail_after = -1;
     carve_backend_fail("injected failure (%s)", carve_status_str(be->fail_status));
     return be->fail_status;
 }

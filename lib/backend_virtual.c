@@ -1,11 +1,12 @@
 /*
  * backend_virtual.c — addresses with nothing behind them.
  *
- * Segments are carved from a private address space starting at 2^44 with a
- * bump pointer, so every address ever handed out is unique and aligned, and
- * an 80 GB trace simulates on a laptop. Nothing may dereference them; the
- * engine never does. The space is never reused, which makes use-after-free
- * of a released segment impossible to mistake for a live one.
+ * Segments are carved with a bump pointer from one address space shared by
+ * every virtual arena of the process, starting at 2^44, so every address
+ * ever handed out is unique (across arenas too) and aligned, and an 80 GB
+ * trace simulates on a laptop. Nothing may dereference them; the engine
+ * never does. The space is never reused, which makes use-after-free of a
+ * released segment impossible to mistake for a live one.
  */
 #include "backend.h"
 
@@ -14,15 +15,12 @@
 #define VIRTUAL_BASE ((uintptr_t)1 << 44)
 #define VIRTUAL_END ((uintptr_t)1 << 56)
 
-typedef struct virtual_ctx {
-    uintptr_t next;
-} virtual_ctx;
+static uintptr_t next_address = VIRTUAL_BASE;
 
 static carve_status virtual_reserve(carve_be *be, size_t size, uintptr_t *base) {
     carve_status st = carve_sim_injected_failure(be);
     if (st != CARVE_OK)
         return st;
-    virtual_ctx *v = be->ctx;
     /* A one-granule gap between segments keeps them from ever looking
      * adjacent. Reserves may run concurrently: take the range atomically. */
     if (size > VIRTUAL_END - VIRTUAL_BASE) {
@@ -30,7 +28,7 @@ static carve_status virtual_reserve(carve_be *be, size_t size, uintptr_t *base) 
         return CARVE_ERR_OOM;
     }
     uintptr_t step = size + CARVE_SEGMENT_GRANULE;
-    uintptr_t at = __atomic_fetch_add(&v->next, step, __ATOMIC_RELAXED);
+    uintptr_t at = __atomic_fetch_add(&next_address, step, __ATOMIC_RELAXED);
     if (at > VIRTUAL_END - step) {
         carve_backend_fail("virtual address space exhausted");
         return CARVE_ERR_OOM;
@@ -46,7 +44,7 @@ static carve_status virtual_release(carve_be *be, uintptr_t base, size_t size) {
     return CARVE_OK;
 }
 
-static void virtual_destroy(carve_be *be) { free(be->ctx); }
+static void virtual_destroy(carve_be *be) { (void)be; }
 
 static const carve_backend_ops virtual_ops = {
     .reserve = virtual_reserve,
@@ -59,13 +57,6 @@ static const carve_backend_ops virtual_ops = {
 };
 
 carve_status carve_backend_open_virtual(carve_be *be) {
-    virtual_ctx *v = malloc(sizeof(*v));
-    if (!v) {
-        carve_backend_fail("host memory exhausted");
-        return CARVE_ERR_OOM;
-    }
-    v->next = VIRTUAL_BASE;
-    be->ctx = v;
     be->ops = &virtual_ops;
     return CARVE_OK;
 }

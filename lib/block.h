@@ -61,6 +61,7 @@ typedef struct carve_block {
             struct carve_segment *seg;
             struct carve_pool *pool;   /* span: owner (read racily by carve_free) */
             struct carve_block *first; /* span: first pool block */
+            struct carve_block *last;  /* span: last pool block */
             size_t nlive;              /* span: USED + PENDING blocks */
             void *event;               /* free range: pending event, NULL when clean */
             uint64_t seq;              /* free range: when its event was recorded */
@@ -77,8 +78,11 @@ typedef struct carve_slab {
     size_t nchunks;
 } carve_slab;
 
-/* NULL when host memory is exhausted. The record is zeroed. */
+/* NULL when host memory is exhausted. The record's fields are left as they
+ * were: the caller sets every field it relies on. */
 carve_block *carve_slab_get(carve_slab *s) CARVE_INTERNAL;
+/* Same, zeroed. */
+carve_block *carve_slab_get_clear(carve_slab *s) CARVE_INTERNAL;
 void carve_slab_put(carve_slab *s, carve_block *b) CARVE_INTERNAL;
 /* Make sure n records can be taken without failing. 0 on success. */
 int carve_slab_reserve(carve_slab *s, size_t n) CARVE_INTERNAL;

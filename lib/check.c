@@ -87,11 +87,17 @@ carve_status carve_check(const carve_arena *ca) {
     carve_arena *a = (carve_arena *)ca;
     carve_status st = CARVE_OK;
     const carve_heap *h = &a->heap;
-    size_t npools = CARVE_LOAD(&a->npools);
+    /* No pool may appear while the walk runs: a new pool could own a span. */
+    carve_mutex_lock(&a->pools_lock);
     carve_pool *first = carve_pools_first(a);
+    size_t npools = 0;
+    for (carve_pool *p = first; p; p = p->next_all)
+        npools++;
     tally *t = calloc(npools ? npools : 1, sizeof(*t));
-    if (!t)
+    if (!t) {
+        carve_mutex_unlock(&a->pools_lock);
         return carve_fail(a, CARVE_ERR_OOM, "carve_check: host memory exhausted");
+    }
     size_t np = 0;
     for (carve_pool *p = first; p && np < npools; p = p->next_all) {
         carve_spin_lock(&p->lock);
@@ -183,6 +189,8 @@ carve_status carve_check(const carve_arena *ca) {
             }
             if (bat != r->addr + r->size)
                 FAIL("blocks of span %#lx do not cover it", (unsigned long)r->addr);
+            if (prev != r->u.r.last)
+                FAIL("span %#lx does not know its last block", (unsigned long)r->addr);
             if (live != r->u.r.nlive)
                 FAIL("span %#lx counts %zu live blocks, has %zu", (unsigned long)r->addr, r->u.r.nlive, live);
         }
@@ -236,6 +244,7 @@ out:
     carve_mutex_unlock(&a->heap.lock);
     while (np-- > 0)
         carve_spin_unlock((carve_spin *)&t[np].pool->lock);
+    carve_mutex_unlock(&a->pools_lock);
     free(t);
     return st;
 }

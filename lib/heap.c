@@ -111,7 +111,7 @@ carve_status carve_heap_init(carve_arena *a) {
     return CARVE_OK;
 }
 
-carve_block *carve_heap_take(carve_arena *a, carve_pool *p, size_t want, size_t need,
+carve_block *carve_heap_take(carve_arena *a, carve_pool *p, unsigned cls, size_t want, size_t need,
                              carve_status *st) {
     carve_heap *h = &a->heap;
     *st = CARVE_OK;
@@ -121,39 +121,89 @@ carve_block *carve_heap_take(carve_arena *a, carve_pool *p, size_t want, size_t 
     if (!r)
         return NULL;
     size_t take = r->size >= want ? want : need;
-    if (carve_pagemap_prepare(&a->pmap, r->addr, take) != 0 || carve_slab_reserve(&h->slab, 1) != 0) {
+    int from_end = cls == CARVE_CLASS_SMALL && r->size > take;
+    uintptr_t at = from_end ? r->addr + r->size - take : r->addr;
+    if (carve_pagemap_prepare(&a->pmap, at, take) != 0 || carve_slab_reserve(&h->slab, 1) != 0) {
         carve_note("host memory exhausted for carve's metadata");
         *st = CARVE_ERR_OOM;
         return NULL;
     }
     carve_index_remove(&h->index, r);
     if (r->size > take) {
-        carve_block *rest = carve_slab_get(&h->slab);
-        rest->addr = r->addr + take;
+        /* Split: the part left free keeps waiting on r's event, if any. */
+        carve_block *rest = carve_slab_get_clear(&h->slab);
         rest->size = r->size - take;
         rest->state = CARVE_B_FREE;
         rest->stream = r->stream;
         rest->u.r.seg = r->u.r.seg;
-        rest->u.r.event = r->u.r.event; /* the remainder keeps waiting */
+        rest->u.r.event = r->u.r.event;
         rest->u.r.seq = r->u.r.seq;
         r->u.r.event = NULL;
-        rest->prev = r;
-        rest->next = r->next;
-        if (r->next)
-            r->next->prev = rest;
-        r->next = rest;
+        if (from_end) { /* rest takes the low part, before r */
+            rest->addr = r->addr;
+            rest->prev = r->prev;
+            rest->next = r;
+            if (r->prev)
+                r->prev->next = rest;
+            else
+                r->u.r.seg->first = rest;
+            r->prev = rest;
+            r->addr = at;
+        } else {
+            rest->addr = r->addr + take;
+            rest->prev = r;
+            rest->next = r->next;
+            if (r->next)
+                r->next->prev = rest;
+            r->next = rest;
+        }
         r->size = take;
         carve_index_insert(&h->index, rest);
     } else {
         range_drop_event(a, r);
     }
     r->state = CARVE_B_SPAN;
+    r->cls = cls;
     r->stream = p->stream;
-    r->u.r.first = NULL;
+    r->u.r.first = r->u.r.last = NULL;
     r->u.r.nlive = 0;
     CARVE_STORE_REL(&r->u.r.pool, p);
     carve_pagemap_set(&a->pmap, r->addr, r->size, r);
     return r;
+}
+
+size_t carve_heap_extend(carve_arena *a, carve_block *span, size_t need, size_t want) {
+    carve_heap *h = &a->heap;
+    carve_block *n = span->next;
+    if (!n || n->state != CARVE_B_FREE || n->size < need)
+        return 0;
+    int u = range_usable(a, n, span->stream);
+    if (u == 0)
+        return 0;
+    if (u == 2) { /* became clean: merge with what follows (never with span) */
+        n = range_coalesce(a, n);
+        if (n != span->next || n->size < need)
+            return 0;
+    }
+    size_t take = n->size < want ? n->size : want;
+    if (carve_pagemap_prepare(&a->pmap, n->addr, take) != 0)
+        return 0;
+    carve_index_remove(&h->index, n);
+    uintptr_t at = n->addr;
+    if (n->size > take) {
+        n->addr += take;
+        n->size -= take;
+        carve_index_insert(&h->index, n);
+    } else {
+        range_drop_event(a, n);
+        span->next = n->next;
+        if (n->next)
+            n->next->prev = span;
+        carve_slab_put(&h->slab, n);
+    }
+    span->size += take;
+    carve_pagemap_set(&a->pmap, at, take, span);
+    return take;
 }
 
 void carve_heap_give(carve_arena *a, carve_block *span, void *ev) {
@@ -169,13 +219,27 @@ void carve_heap_give(carve_arena *a, carve_block *span, void *ev) {
     range_coalesce(a, span);
 }
 
+/* The preferred growth step: a fixed min_grow when configured, else an
+ * eighth of what is reserved (at least a granule, at most 64 MiB). Larger
+ * segments let a stream's spans grow in place and merge; the cap bounds how
+ * far the last step can overshoot the need. */
+static size_t grow_step(const carve_arena *a) {
+    if (a->min_grow)
+        return a->min_grow;
+    size_t g = carve_align_up(a->heap.reserved / 8, CARVE_SEGMENT_GRANULE);
+    if (g < CARVE_SEGMENT_GRANULE)
+        g = CARVE_SEGMENT_GRANULE;
+    return g < CARVE_AUTO_GROW_MAX ? g : CARVE_AUTO_GROW_MAX;
+}
+
 /* Pick a segment size under the limit: the preferred size, else the least
  * that fits the request. 0 when nothing fits. */
 static size_t grow_size(carve_arena *a, size_t want, size_t need) {
     carve_heap *h = &a->heap;
     size_t used = h->reserved + h->inflight;
     size_t room = a->limit > used ? a->limit - used : 0;
-    size_t pref = want > a->min_grow ? want : a->min_grow;
+    size_t step = grow_step(a);
+    size_t pref = want > step ? want : step;
     size_t least = need > a->min_grow ? need : a->min_grow;
     if (pref <= room)
         return pref;
@@ -204,7 +268,7 @@ static carve_status heap_add_segment(carve_arena *a, uintptr_t base, size_t size
         a->be.ops->release(&a->be, base, size);
         return st;
     }
-    carve_block *r = carve_slab_get(&h->slab);
+    carve_block *r = carve_slab_get_clear(&h->slab);
     r->addr = ub;
     r->size = ue - ub;
     r->state = CARVE_B_FREE;

@@ -35,6 +35,32 @@ void carve_index_remove(carve_index *ix, carve_block *b) {
     ix->bytes -= b->size;
 }
 
+void carve_index_resize(carve_index *ix, carve_block *b, size_t size) {
+    if (carve_index_same_class(b->size, size)) {
+        ix->bytes += size - b->size;
+        b->size = size;
+        return;
+    }
+    carve_index_remove(ix, b);
+    b->size = size;
+    carve_index_insert(ix, b);
+}
+
+void carve_index_swap(carve_index *ix, carve_block *b, carve_block *nb) {
+    unsigned fl, sl;
+    carve_index_class(b->size, &fl, &sl);
+    nb->fprev = b->fprev;
+    nb->fnext = b->fnext;
+    if (nb->fprev)
+        nb->fprev->fnext = nb;
+    else
+        ix->heads[fl][sl] = nb;
+    if (nb->fnext)
+        nb->fnext->fprev = nb;
+    ix->bytes += nb->size - b->size;
+    b->fprev = b->fnext = NULL;
+}
+
 int carve_index_next_class(const carve_index *ix, unsigned *fl, unsigned *sl) {
     if (*fl >= CARVE_FL_COUNT)
         return 0;

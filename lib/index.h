@@ -46,7 +46,22 @@ static inline void carve_index_class(size_t size, unsigned *fl, unsigned *sl) {
     }
 }
 
+static inline int carve_index_same_class(size_t a, size_t b) {
+    unsigned f1, s1, f2, s2;
+    carve_index_class(a, &f1, &s1);
+    carve_index_class(b, &f2, &s2);
+    return f1 == f2 && s1 == s2;
+}
+
 void carve_index_insert(carve_index *ix, carve_block *b) CARVE_INTERNAL;
+/* Change the size of indexed block b to size: in place when the size class
+ * stays the same (the common case when a split or merge moves a few KiB of
+ * a large block), else by moving it to its new list. */
+void carve_index_resize(carve_index *ix, carve_block *b, size_t size) CARVE_INTERNAL;
+/* Put block nb in indexed block b's list position; the caller guarantees
+ * nb->size is in b->size's class. A split or merge that keeps the class
+ * then touches no bitmap and no list head. */
+void carve_index_swap(carve_index *ix, carve_block *b, carve_block *nb) CARVE_INTERNAL;
 void carve_index_remove(carve_index *ix, carve_block *b) CARVE_INTERNAL;
 /* A free block of at least size bytes, or NULL. The block stays in the index. */
 carve_block *carve_index_find(const carve_index *ix, size_t size) CARVE_INTERNAL;

@@ -21,7 +21,6 @@ void carve_config_init(carve_config *c) {
     memset(c, 0, sizeof(*c));
     c->backend = CARVE_BACKEND_CUDA;
     c->growth = 1;
-    c->min_grow_bytes = CARVE_SEGMENT_GRANULE;
 }
 
 static const struct {

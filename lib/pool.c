@@ -181,29 +181,45 @@ void carve_pools_destroy(carve_arena *a) {
 void carve_pool_release_block(carve_pool *p, carve_block *b) {
     carve_block *span = b->u.b.span;
     carve_index *ix = &p->index[span->cls];
-    carve_block *n;
+    carve_block *prev = b->prev, *next = b->next;
+    int pf = prev && prev->state == CARVE_B_FREE, nf = next && next->state == CARVE_B_FREE;
+    span->u.r.nlive--;
     b->state = CARVE_B_FREE;
     b->u.b.requested = 0;
     b->u.b.uses = NULL;
-    span->u.r.nlive--;
-    if ((n = b->prev) && n->state == CARVE_B_FREE) {
-        carve_index_remove(ix, n);
-        n->size += b->size;
-        n->next = b->next;
-        if (b->next)
-            b->next->prev = n;
+    if (pf) { /* prev absorbs b (and next) */
+        size_t size = prev->size + b->size;
+        carve_block *after = b->next;
+        if (nf) {
+            carve_index_remove(ix, next);
+            size += next->size;
+            after = next->next;
+            carve_slab_put(&p->slab, next);
+        }
+        prev->next = after;
+        if (after)
+            after->prev = prev;
+        else
+            span->u.r.last = prev;
         carve_slab_put(&p->slab, b);
-        b = n;
+        carve_index_resize(ix, prev, size);
+    } else if (nf) { /* b absorbs next and takes its place in the index */
+        b->next = next->next;
+        if (next->next)
+            next->next->prev = b;
+        else
+            span->u.r.last = b;
+        b->size += next->size;
+        if (carve_index_same_class(next->size, b->size)) {
+            carve_index_swap(ix, next, b);
+        } else {
+            carve_index_remove(ix, next);
+            carve_index_insert(ix, b);
+        }
+        carve_slab_put(&p->slab, next);
+    } else {
+        carve_index_insert(ix, b);
     }
-    if ((n = b->next) && n->state == CARVE_B_FREE) {
-        carve_index_remove(ix, n);
-        b->size += n->size;
-        b->next = n->next;
-        if (n->next)
-            n->next->prev = b;
-        carve_slab_put(&p->slab, n);
-    }
-    carve_index_insert(ix, b);
 }
 
 static void pending_unlink(carve_pool *p, carve_block *b) {
@@ -281,7 +297,10 @@ void carve_pool_install_span(carve_pool *p, carve_block *span, carve_block *blk)
     blk->stream = p->stream;
     blk->cls = span->cls;
     blk->u.b.span = span;
-    span->u.r.first = blk;
+    blk->u.b.requested = 0;
+    blk->u.b.uses = NULL;
+    blk->prev = blk->next = NULL;
+    span->u.r.first = span->u.r.last = blk;
     span->fprev = NULL;
     span->fnext = p->spans;
     if (p->spans)
@@ -289,6 +308,29 @@ void carve_pool_install_span(carve_pool *p, carve_block *span, carve_block *blk)
     p->spans = span;
     p->nspans++;
     carve_index_insert(&p->index[span->cls], blk);
+}
+
+void carve_pool_extend_span(carve_pool *p, carve_block *span, size_t added, carve_block *blk) {
+    carve_index *ix = &p->index[span->cls];
+    carve_block *last = span->u.r.last;
+    if (last->state == CARVE_B_FREE) {
+        carve_index_resize(ix, last, last->size + added);
+        carve_slab_put(&p->slab, blk);
+        return;
+    }
+    blk->addr = last->addr + last->size;
+    blk->size = added;
+    blk->state = CARVE_B_FREE;
+    blk->stream = p->stream;
+    blk->cls = span->cls;
+    blk->u.b.span = span;
+    blk->u.b.requested = 0;
+    blk->u.b.uses = NULL;
+    blk->prev = last;
+    blk->next = NULL;
+    last->next = blk;
+    span->u.r.last = blk;
+    carve_index_insert(ix, blk);
 }
 
 static void flush(carve_arena *a, carve_pool *p) {

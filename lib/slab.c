@@ -36,7 +36,13 @@ carve_block *carve_slab_get(carve_slab *s) {
     carve_block *b = s->free;
     s->free = b->fnext;
     s->nfree--;
-    memset(b, 0, sizeof(*b));
+    return b;
+}
+
+carve_block *carve_slab_get_clear(carve_slab *s) {
+    carve_block *b = carve_slab_get(s);
+    if (b)
+        memset(b, 0, sizeof(*b));
     return b;
 }
 

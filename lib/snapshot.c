@@ -145,6 +145,7 @@ carve_status carve_snapshot_json(const carve_arena *ca, char **out) {
 
     /* Consistent picture: every pool, then the heap. */
     sb_printf(&b, ",\"streams\":[");
+    carve_mutex_lock(&a->pools_lock); /* no new pool (which could own a span) meanwhile */
     carve_pool *first = carve_pools_first(a);
     for (carve_pool *p = first; p; p = p->next_all)
         carve_spin_lock(&p->lock);
@@ -160,6 +161,7 @@ carve_status carve_snapshot_json(const carve_arena *ca, char **out) {
     carve_mutex_unlock(&a->heap.lock);
     for (carve_pool *p = first; p; p = p->next_all)
         carve_spin_unlock(&p->lock);
+    carve_mutex_unlock(&a->pools_lock);
     sb_printf(&b, "}\n");
     if (b.oom) {
         free(b.buf);

@@ -1,35 +1,66 @@
 /*
- * matmul.cu — fp32 matrix product on carved buffers (baseline tiled kernel).
+ * matmul.cu — carve_matmul_f32 / carve_gemm_f32: argument checks, then one
+ * of the SGEMM kernels of gemm_kernels.cuh.
+ *
+ * Every argument is checked before anything is launched (a bad call returns
+ * CARVE_ERR_INVALID and enqueues nothing). The variant is picked per call:
+ * shapes whose rows are not 16-byte aligned take the guarded scalar path;
+ * problems too small to give every SM a 128 x 128 tile take 64 x 64 tiles;
+ * everything else takes kLargeVariant. The variants are listed in one table
+ * so that tests and benchmarks can run each of them by index.
  */
 #include "carve_kernels.h"
+#include "gemm_table.cuh"
+#include "gemm_variants.h"
 #include "kernel_common.h"
 
+#include <atomic>
+#include <limits.h>
 #include <stdint.h>
 
 namespace {
 
-constexpr int TILE = 16;
+using namespace carve_gemm;
 
-__global__ void gemm_tiled(int m, int n, int k, float alpha, const float *__restrict__ A, int lda,
-                           const float *__restrict__ B, int ldb, float beta, float *__restrict__ C, int ldc) {
-    __shared__ float As[TILE][TILE + 1];
-    __shared__ float Bs[TILE][TILE + 1];
-    int row = blockIdx.y * TILE + threadIdx.y, col = blockIdx.x * TILE + threadIdx.x;
-    float acc = 0.f;
-    for (int t = 0; t < k; t += TILE) {
-        int ak = t + threadIdx.x, bk = t + threadIdx.y;
-        As[threadIdx.y][threadIdx.x] = row < m && ak < k ? A[(int64_t)row * lda + ak] : 0.f;
-        Bs[threadIdx.y][threadIdx.x] = bk < k && col < n ? B[(int64_t)bk * ldb + col] : 0.f;
-        __syncthreads();
-#pragma unroll
-        for (int i = 0; i < TILE; i++)
-            acc += As[threadIdx.y][i] * Bs[i][threadIdx.x];
-        __syncthreads();
+constexpr int kMaxDevices = 64;
+std::atomic<int> g_sm_count[kMaxDevices];
+/* Bit v: variant v's kernels may use their shared memory on that device. */
+std::atomic<unsigned> g_smem_ready[kMaxDevices];
+
+int sm_count() {
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) {
+        (void)cudaGetLastError();
+        return 132;
     }
-    if (row < m && col < n) {
-        float *c = &C[(int64_t)row * ldc + col];
-        *c = beta == 0.f ? alpha * acc : alpha * acc + beta * *c;
+    int n = g_sm_count[dev].load(std::memory_order_relaxed);
+    if (n > 0)
+        return n;
+    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0) {
+        (void)cudaGetLastError();
+        return 132;
     }
+    g_sm_count[dev].store(n, std::memory_order_relaxed);
+    return n;
+}
+
+/* Kernels above 48 KiB of dynamic shared memory must opt in, per device. */
+cudaError_t allow_smem(int v, kernel_fn f) {
+    const Variant &var = kVariants[v];
+    if (var.smem <= 48 * 1024)
+        return cudaSuccess;
+    int dev = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e != cudaSuccess)
+        return e;
+    bool cache = dev >= 0 && dev < kMaxDevices;
+    if (cache && (g_smem_ready[dev].load(std::memory_order_acquire) >> v & 1u))
+        return cudaSuccess;
+    e = cudaFuncSetAttribute(reinterpret_cast<const void *>(f), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             var.smem);
+    if (e == cudaSuccess && cache)
+        g_smem_ready[dev].fetch_or(1u << v, std::memory_order_acq_rel);
+    return e;
 }
 
 bool overlaps(const void *a, size_t abytes, const void *b, size_t bbytes) {
@@ -37,16 +68,32 @@ bool overlaps(const void *a, size_t abytes, const void *b, size_t bbytes) {
     return x < y + bbytes && y < x + abytes;
 }
 
-}  // namespace
+int pick(int m, int n, bool vec) {
+    if (!vec)
+        return 0;
+    long long tiles = (long long)((m + 127) / 128) * ((n + 127) / 128);
+    return tiles < sm_count() ? kSmallVariant : kLargeVariant;
+}
 
-extern "C" carve_status carve_gemm_f32(carve_stream s, int m, int n, int k, float alpha, const float *A, int lda,
-                                       const float *B, int ldb, float beta, float *C, int ldc) {
-    const char *fn = "carve_gemm_f32";
+/* Checks shared by every entry point; CARVE_OK when a launch may follow. */
+carve_status validate(const char *fn, int m, int n, int k, const float *A, int lda, const float *B, int ldb,
+                      const float *C, int ldc) {
     if (m <= 0 || n <= 0 || k <= 0)
         return carve_fail(nullptr, CARVE_ERR_INVALID, "%s: m=%d n=%d k=%d must all be positive", fn, m, n, k);
     if (lda < k || ldb < n || ldc < n)
-        return carve_fail(nullptr, CARVE_ERR_INVALID, "%s: leading dimensions lda=%d ldb=%d ldc=%d are below k=%d, n=%d",
-                          fn, lda, ldb, ldc, k, n);
+        return carve_fail(nullptr, CARVE_ERR_INVALID,
+                          "%s: leading dimensions lda=%d ldb=%d ldc=%d are below k=%d, n=%d", fn, lda, ldb, ldc,
+                          k, n);
+    /* Element spans; each below 2^62, so byte counts fit in 64 bits. */
+    uint64_t aspan = (uint64_t)(m - 1) * (uint64_t)lda + (uint64_t)k;
+    uint64_t bspan = (uint64_t)(k - 1) * (uint64_t)ldb + (uint64_t)n;
+    uint64_t cspan = (uint64_t)(m - 1) * (uint64_t)ldc + (uint64_t)n;
+    const uint64_t limit = (uint64_t)1 << 61;
+    if (aspan > limit || bspan > limit || cspan > limit)
+        return carve_fail(nullptr, CARVE_ERR_INVALID, "%s: a matrix spans more than 2^61 elements", fn);
+    long long tiles = (long long)((m + 63) / 64) * ((n + 63) / 64);
+    if (tiles > INT_MAX)
+        return carve_fail(nullptr, CARVE_ERR_INVALID, "%s: m=%d by n=%d needs too many thread blocks", fn, m, n);
     carve_status st = carve_k::check_device_present(fn);
     if (st != CARVE_OK)
         return st;
@@ -54,19 +101,63 @@ extern "C" carve_status carve_gemm_f32(carve_stream s, int m, int n, int k, floa
         (st = carve_k::check_device_ptr(B, fn, "B")) != CARVE_OK ||
         (st = carve_k::check_device_ptr(C, fn, "C")) != CARVE_OK)
         return st;
-    size_t abytes = ((size_t)(m - 1) * lda + k) * sizeof(float);
-    size_t bbytes = ((size_t)(k - 1) * ldb + n) * sizeof(float);
-    size_t cbytes = ((size_t)(m - 1) * ldc + n) * sizeof(float);
-    if (overlaps(C, cbytes, A, abytes) || overlaps(C, cbytes, B, bbytes))
-        return carve_fail(nullptr, CARVE_ERR_INVALID, "%s: C overlaps A or B", fn);
-    dim3 block(TILE, TILE), grid((n + TILE - 1) / TILE, (m + TILE - 1) / TILE);
-    if (grid.y > 65535)
-        return carve_fail(nullptr, CARVE_ERR_INVALID, "%s: m=%d is too large for this kernel", fn, m);
-    gemm_tiled<<<grid, block, 0, reinterpret_cast<cudaStream_t>(s)>>>(m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+    if (overlaps(C, cspan * sizeof(float), A, aspan * sizeof(float)) ||
+        overlaps(C, cspan * sizeof(float), B, bspan * sizeof(float)))
+        return carve_fail(nullptr, CARVE_ERR_INVALID, "%s: C [%p, +%llu floats) overlaps A or B", fn, (void *)C,
+                          (unsigned long long)cspan);
+    return CARVE_OK;
+}
+
+carve_status run(const char *fn, int variant, carve_stream s, int m, int n, int k, float alpha, const float *A,
+                 int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+    if (variant != CARVE__GEMM_AUTO && (variant < 0 || variant >= kNumVariants))
+        return carve_fail(nullptr, CARVE_ERR_INVALID, "%s: no variant %d (there are %d)", fn, variant,
+                          kNumVariants);
+    carve_status st = validate(fn, m, n, k, A, lda, B, ldb, C, ldc);
+    if (st != CARVE_OK)
+        return st;
+    int v = variant;
+    if (v == CARVE__GEMM_AUTO)
+        v = pick(m, n, vec_ok(n, k, A, lda, B, ldb, C, ldc));
+    Plan pl = make_plan(v, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+    cudaError_t e = allow_smem(pl.variant, pl.f);
+    if (e != cudaSuccess)
+        return carve_k::launch_status(e, fn);
+    pl.f<<<pl.blocks, pl.threads, pl.smem, reinterpret_cast<cudaStream_t>(s)>>>(pl.p);
     return carve_k::launch_status(cudaGetLastError(), fn);
+}
+
+}  // namespace
+
+extern "C" int carve__gemm_f32_variant_count(void) { return kNumVariants; }
+
+extern "C" const char *carve__gemm_f32_variant_name(int variant) {
+    return variant >= 0 && variant < kNumVariants ? kVariants[variant].name : nullptr;
+}
+
+extern "C" int carve__gemm_f32_variant_is_tf32(int variant) {
+    return variant >= 0 && variant < kNumVariants ? kVariants[variant].tf32 : 0;
+}
+
+extern "C" int carve__gemm_f32_auto_variant(int m, int n, int k, const float *A, int lda, const float *B, int ldb,
+                                            const float *C, int ldc) {
+    if (m <= 0 || n <= 0 || k <= 0 || lda < k || ldb < n || ldc < n)
+        return -1;
+    return pick(m, n, vec_ok(n, k, A, lda, B, ldb, C, ldc));
+}
+
+extern "C" carve_status carve__gemm_f32_variant(int variant, carve_stream s, int m, int n, int k, float alpha,
+                                                const float *A, int lda, const float *B, int ldb, float beta,
+                                                float *C, int ldc) {
+    return run("carve__gemm_f32_variant", variant, s, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+extern "C" carve_status carve_gemm_f32(carve_stream s, int m, int n, int k, float alpha, const float *A, int lda,
+                                       const float *B, int ldb, float beta, float *C, int ldc) {
+    return run("carve_gemm_f32", CARVE__GEMM_AUTO, s, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 extern "C" carve_status carve_matmul_f32(carve_stream s, int m, int n, int k, const float *A, const float *B,
                                          float *C) {
-    return carve_gemm_f32(s, m, n, k, 1.0f, A, k, B, n, 0.0f, C, n);
+    return run("carve_matmul_f32", CARVE__GEMM_AUTO, s, m, n, k, 1.0f, A, k, B, n, 0.0f, C, n);
 }

@@ -1,0 +1,332 @@
+/*
+ * bench_alloc.c — the allocator's own speed and footprint, on the VIRTUAL
+ * backend so it runs on any machine (no GPU, no memory behind the arena).
+ *
+ * Workloads (targets from the project's issue, checked here, never in tests):
+ *   pair     alloc+free of one size (256 B, 64 KiB, 2 MiB, 64 MiB)   <= 40 ns/pair
+ *   churn    1000 live buffers; each step frees a random one and allocates a
+ *            log-uniform size in 256 B..16 MiB                         <= 60 ns/op,
+ *            footprint = reserved peak / requested peak                <= 1.15
+ *   threads  8 threads, a stream each, churn                        >= 20 M ops/s
+ * Method: warm-up, many repetitions, medians; random sizes are drawn before
+ * the timed loop. Usage: bench_alloc [--quick] [--json FILE] [--threads N]
+ */
+
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "carve.h"
+
+static double now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof(*v), cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static uint64_t rng_state = 0x243F6A8885A308D3ull;
+static uint64_t rng(uint64_t *s) { /* splitmix64 */
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static size_t loguniform(uint64_t *s, double lo, double hi) {
+    double u = (double)(rng(s) >> 11) / 9007199254740992.0;
+    return (size_t)exp(log(lo) + u * (log(hi) - log(lo)));
+}
+
+static carve_arena *new_arena(void) {
+    carve_config c;
+    carve_config_init(&c);
+    c.backend = CARVE_BACKEND_VIRTUAL;
+    c.name = "bench";
+    carve_arena *a = NULL;
+    if (carve_arena_create(&c, &a) != CARVE_OK) {
+        fprintf(stderr, "arena: %s\n", carve_last_error(NULL));
+        exit(1);
+    }
+    return a;
+}
+
+#define DIE_IF(x)                                                                  \
+    do {                                                                           \
+        if (x) {                                                                   \
+            fprintf(stderr, "bench_alloc: %s failed at line %d: %s\n", #x, __LINE__, \
+                    carve_last_error(a));                                          \
+            exit(1);                                                               \
+        }                                                                          \
+    } while (0)
+
+/* ---- pair ---- */
+static double bench_pair(size_t size, int reps, int iters) {
+    carve_arena *a = new_arena();
+    double *t = malloc(sizeof(double) * (size_t)reps);
+    void *p;
+    for (int i = 0; i < iters; i++) { /* warm-up: the span is cached from here on */
+        DIE_IF(carve_alloc(a, size, NULL, &p) != CARVE_OK);
+        DIE_IF(carve_free(a, p) != CARVE_OK);
+    }
+    for (int r = 0; r < reps; r++) {
+        double t0 = now_ns();
+        for (int i = 0; i < iters; i++) {
+            carve_alloc(a, size, NULL, &p);
+            carve_free(a, p);
+        }
+        t[r] = (now_ns() - t0) / iters;
+    }
+    double m = median(t, reps);
+    free(t);
+    carve_arena_destroy(a);
+    return m;
+}
+
+/* Same loop through the C library's malloc, for scale. */
+static double bench_pair_malloc(size_t size, int reps, int iters) {
+    double *t = malloc(sizeof(double) * (size_t)reps);
+    for (int r = 0; r < reps; r++) {
+        double t0 = now_ns();
+        for (int i = 0; i < iters; i++) {
+            void *volatile p = malloc(size);
+            free(p);
+        }
+        t[r] = (now_ns() - t0) / iters;
+    }
+    double m = median(t, reps);
+    free(t);
+    return m;
+}
+
+/* ---- churn ---- */
+typedef struct churn_result {
+    double ns_per_op;
+    double ops_per_s;
+    double footprint;
+    size_t reserved_peak, requested_peak;
+} churn_result;
+
+typedef struct churn_plan {
+    size_t live;       /* buffers kept live */
+    size_t steps;      /* free+alloc steps timed */
+    size_t *sizes;     /* live + steps sizes */
+    uint32_t *victims; /* steps indices */
+} churn_plan;
+
+static void plan_make(churn_plan *pl, size_t live, size_t steps, uint64_t seed) {
+    pl->live = live;
+    pl->steps = steps;
+    pl->sizes = malloc(sizeof(size_t) * (live + steps));
+    pl->victims = malloc(sizeof(uint32_t) * steps);
+    for (size_t i = 0; i < live + steps; i++)
+        pl->sizes[i] = loguniform(&seed, 256, 16 << 20);
+    for (size_t i = 0; i < steps; i++)
+        pl->victims[i] = (uint32_t)(rng(&seed) % live);
+}
+
+static void plan_free(churn_plan *pl) {
+    free(pl->sizes);
+    free(pl->victims);
+}
+
+/* One churn run on arena a (stream s); returns seconds for the steps. */
+static double churn_run(carve_arena *a, carve_stream s, const churn_plan *pl) {
+    void **buf = malloc(sizeof(void *) * pl->live);
+    for (size_t i = 0; i < pl->live; i++)
+        DIE_IF(carve_alloc(a, pl->sizes[i], s, &buf[i]) != CARVE_OK);
+    const size_t *sz = pl->sizes + pl->live;
+    double t0 = now_ns();
+    for (size_t i = 0; i < pl->steps; i++) {
+        uint32_t v = pl->victims[i];
+        carve_free(a, buf[v]);
+        if (carve_alloc(a, sz[i], s, &buf[v]) != CARVE_OK)
+            DIE_IF(1);
+    }
+    double dt = (now_ns() - t0) * 1e-9;
+    for (size_t i = 0; i < pl->live; i++)
+        carve_free(a, buf[i]);
+    free(buf);
+    return dt;
+}
+
+static churn_result bench_churn(int reps, size_t steps) {
+    churn_result res = {0};
+    double *t = malloc(sizeof(double) * (size_t)reps);
+    double worst_fp = 0;
+    for (int r = 0; r < reps; r++) {
+        churn_plan pl;
+        plan_make(&pl, 1000, steps, 1000 + (uint64_t)r);
+        carve_arena *a = new_arena();
+        double dt = churn_run(a, NULL, &pl);
+        carve_stats st;
+        carve_get_stats(a, &st);
+        double fp = (double)st.reserved_bytes_peak / (double)st.requested_bytes_peak;
+        if (fp > worst_fp) {
+            worst_fp = fp;
+            res.reserved_peak = st.reserved_bytes_peak;
+            res.requested_peak = st.requested_bytes_peak;
+        }
+        t[r] = dt * 1e9 / (2.0 * (double)steps);
+        carve_arena_destroy(a);
+        plan_free(&pl);
+    }
+    res.ns_per_op = median(t, reps);
+    res.footprint = worst_fp;
+    free(t);
+    return res;
+}
+
+/* ---- threads ---- */
+typedef struct thread_arg {
+    carve_arena *arena;
+    carve_stream stream;
+    churn_plan plan;
+    pthread_barrier_t *start;
+    double seconds;
+} thread_arg;
+
+static void *thread_main(void *p) {
+    thread_arg *t = p;
+    carve_arena *a = t->arena;
+    void **buf = malloc(sizeof(void *) * t->plan.live);
+    for (size_t i = 0; i < t->plan.live; i++)
+        DIE_IF(carve_alloc(a, t->plan.sizes[i], t->stream, &buf[i]) != CARVE_OK);
+    const size_t *sz = t->plan.sizes + t->plan.live;
+    pthread_barrier_wait(t->start);
+    double t0 = now_ns();
+    for (size_t i = 0; i < t->plan.steps; i++) {
+        uint32_t v = t->plan.victims[i];
+        carve_free(a, buf[v]);
+        if (carve_alloc(a, sz[i], t->stream, &buf[v]) != CARVE_OK)
+            DIE_IF(1);
+    }
+    t->seconds = (now_ns() - t0) * 1e-9;
+    pthread_barrier_wait(t->start);
+    for (size_t i = 0; i < t->plan.live; i++)
+        carve_free(a, buf[i]);
+    free(buf);
+    return NULL;
+}
+
+static churn_result bench_threads(int nthreads, int reps, size_t steps) {
+    churn_result res = {0};
+    double *rate = malloc(sizeof(double) * (size_t)reps);
+    for (int r = 0; r < reps; r++) {
+        carve_arena *a = new_arena();
+        pthread_barrier_t bar;
+        pthread_barrier_init(&bar, NULL, (unsigned)nthreads);
+        thread_arg *ta = calloc((size_t)nthreads, sizeof(*ta));
+        pthread_t *th = calloc((size_t)nthreads, sizeof(*th));
+        for (int i = 0; i < nthreads; i++) {
+            ta[i].arena = a;
+            ta[i].stream = (carve_stream)(uintptr_t)(0x1000 * (i + 1));
+            ta[i].start = &bar;
+            plan_make(&ta[i].plan, 1000, steps, 77 + (uint64_t)(r * nthreads + i));
+            pthread_create(&th[i], NULL, thread_main, &ta[i]);
+        }
+        double slowest = 0;
+        for (int i = 0; i < nthreads; i++) {
+            pthread_join(th[i], NULL);
+            if (ta[i].seconds > slowest)
+                slowest = ta[i].seconds;
+            plan_free(&ta[i].plan);
+        }
+        rate[r] = 2.0 * (double)steps * nthreads / slowest;
+        carve_stats st;
+        carve_get_stats(a, &st);
+        double fp = (double)st.reserved_bytes_peak / (double)st.requested_bytes_peak;
+        if (fp > res.footprint) {
+            res.footprint = fp;
+            res.reserved_peak = st.reserved_bytes_peak;
+            res.requested_peak = st.requested_bytes_peak;
+        }
+        pthread_barrier_destroy(&bar);
+        free(ta);
+        free(th);
+        carve_arena_destroy(a);
+    }
+    res.ops_per_s = median(rate, reps);
+    free(rate);
+    return res;
+}
+
+static const char *verdict(int ok) { return ok ? "meets" : "MISSES"; }
+
+int main(int argc, char **argv) {
+    int quick = 0, nthreads = 8;
+    const char *json = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick"))
+            quick = 1;
+        else if (!strcmp(argv[i], "--json") && i + 1 < argc)
+            json = argv[++i];
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
+            nthreads = atoi(argv[++i]);
+        else {
+            fprintf(stderr, "usage: bench_alloc [--quick] [--json FILE] [--threads N]\n");
+            return 2;
+        }
+    }
+    (void)rng_state;
+    int reps = quick ? 5 : 31, iters = quick ? 20000 : 200000;
+    size_t steps = quick ? 100000 : 2000000, tsteps = quick ? 50000 : 1000000;
+    int creps = quick ? 3 : 11, treps = quick ? 3 : 7;
+    const size_t sizes[] = {256, 64 << 10, 2 << 20, 64 << 20};
+    const char *names[] = {"256 B", "64 KiB", "2 MiB", "64 MiB"};
+    double pair[4], mpair[4];
+
+    printf("carve %s bench_alloc (virtual backend)%s\n", carve_version(), quick ? " --quick" : "");
+    printf("method: median of %d repetitions x %d pairs (pair), %d x %zu steps (churn), %d x %zu steps x "
+           "%d threads\n\n", reps, iters, creps, steps, treps, tsteps, nthreads);
+    printf("%-28s %12s %12s %10s\n", "workload", "carve", "target", "");
+    for (int i = 0; i < 4; i++) {
+        pair[i] = bench_pair(sizes[i], reps, iters);
+        mpair[i] = bench_pair_malloc(sizes[i], reps, iters / 4);
+        printf("pair %-23s %9.1f ns %9s ns %10s   (glibc malloc+free: %.1f ns)\n", names[i], pair[i], "<= 40",
+               verdict(pair[i] <= 40), mpair[i]);
+    }
+    churn_result ch = bench_churn(creps, steps);
+    printf("%-28s %9.1f ns %9s ns %10s\n", "churn ns/op", ch.ns_per_op, "<= 60", verdict(ch.ns_per_op <= 60));
+    printf("%-28s %12.3f %12s %10s   (reserved peak %.1f MiB / requested peak %.1f MiB, worst run)\n",
+           "churn footprint", ch.footprint, "<= 1.15", verdict(ch.footprint <= 1.15),
+           ch.reserved_peak / 1048576.0, ch.requested_peak / 1048576.0);
+    churn_result th = bench_threads(nthreads, treps, tsteps);
+    printf("%-28s %9.1f M/s %9s M/s %8s\n", "threads aggregate ops/s", th.ops_per_s / 1e6, ">= 20",
+           verdict(th.ops_per_s >= 20e6));
+    printf("%-28s %12.3f\n", "threads footprint", th.footprint);
+
+    if (json) {
+        FILE *f = fopen(json, "w");
+        if (!f) {
+            perror(json);
+            return 1;
+        }
+        fprintf(f, "{\"version\":\"%s\",\"quick\":%s,\"pair_ns\":{", carve_version(), quick ? "true" : "false");
+        for (int i = 0; i < 4; i++)
+            fprintf(f, "%s\"%zu\":%.2f", i ? "," : "", sizes[i], pair[i]);
+        fprintf(f, "},\"malloc_pair_ns\":{");
+        for (int i = 0; i < 4; i++)
+            fprintf(f, "%s\"%zu\":%.2f", i ? "," : "", sizes[i], mpair[i]);
+        fprintf(f,
+                "},\"churn_ns_per_op\":%.2f,\"churn_footprint\":%.4f,\"churn_reserved_peak\":%zu,"
+                "\"churn_requested_peak\":%zu,\"threads\":%d,\"threads_ops_per_s\":%.0f,\"threads_footprint\":%.4f}\n",
+                ch.ns_per_op, ch.footprint, ch.reserved_peak, ch.requested_peak, nthreads, th.ops_per_s,
+                th.footprint);
+        fclose(f);
+    }
+    return 0;
+}

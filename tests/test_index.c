@@ -1,0 +1,99 @@
+/*
+ * test_index.c — the TLSF index on its own: size classes, find returns a
+ * block that fits, exact-size reuse, and the largest-block query, checked
+ * against a brute-force scan over random contents.
+ */
+#include "index.h"
+#include "test_util.h"
+
+static void test_classes(void) {
+    unsigned fl, sl, pfl = 0, psl = 0;
+    /* Classes are monotonic in size, and linear below the limit. */
+    for (size_t s = 256; s < ((size_t)1 << 40); s += s / 7 + 256) {
+        carve_index_class(s, &fl, &sl);
+        CHECK(fl < CARVE_FL_COUNT && sl < CARVE_SL_COUNT);
+        CHECK(fl > pfl || (fl == pfl && sl >= psl));
+        pfl = fl;
+        psl = sl;
+    }
+    carve_index_class(256, &fl, &sl);
+    CHECK(fl == 0 && sl == 1);
+    carve_index_class(CARVE_LINEAR_LIMIT, &fl, &sl);
+    CHECK(fl == 1 && sl == 0);
+    carve_index_class((size_t)1 << 56, &fl, &sl);
+    CHECK(fl < CARVE_FL_COUNT);
+    CHECK(carve_index_same_class(4 << 20, (4 << 20) + 256));
+    CHECK(!carve_index_same_class(4 << 20, 8 << 20));
+}
+
+static void test_random(void) {
+    test_rng r;
+    test_rng_seed(&r, test_seed(5));
+    enum { N = 3000 };
+    carve_block *blocks = calloc(N, sizeof(*blocks));
+    int *in = calloc(N, sizeof(int));
+    carve_index ix;
+    memset(&ix, 0, sizeof(ix));
+    for (int step = 0; step < 40000; step++) {
+        int i = (int)test_rng_below(&r, N);
+        if (in[i]) {
+            if (test_rng_below(&r, 3) == 0) { /* resize in place or across classes */
+                size_t ns = test_rng_loguniform(&r, 1, (size_t)1 << 34) * 256;
+                carve_index_resize(&ix, &blocks[i], ns);
+            } else {
+                carve_index_remove(&ix, &blocks[i]);
+                in[i] = 0;
+            }
+        } else {
+            blocks[i].size = test_rng_loguniform(&r, 1, (size_t)1 << 34) * 256;
+            blocks[i].addr = (uintptr_t)i << 40;
+            blocks[i].state = CARVE_B_FREE;
+            carve_index_insert(&ix, &blocks[i]);
+            in[i] = 1;
+        }
+        size_t want = test_rng_loguniform(&r, 1, (size_t)1 << 34) * 256;
+        carve_block *f = carve_index_find(&ix, want);
+        size_t count = 0, bytes = 0, largest = 0;
+        int exists = 0;
+        for (int j = 0; j < N; j++)
+            if (in[j]) {
+                count++;
+                bytes += blocks[j].size;
+                largest = blocks[j].size > largest ? blocks[j].size : largest;
+                exists |= blocks[j].size >= want;
+            }
+        CHECK(ix.count == count && ix.bytes == bytes);
+        if (f) {
+            CHECK(f->size >= want);
+            CHECK(in[f - blocks]);
+        } else {
+            /* Good fit may miss a block in the request's own class beyond the
+             * scan limit, never one in a higher class. */
+            unsigned fl, sl;
+            carve_index_class(want, &fl, &sl);
+            for (int j = 0; j < N; j++)
+                if (in[j] && blocks[j].size >= want) {
+                    unsigned f2, s2;
+                    carve_index_class(blocks[j].size, &f2, &s2);
+                    CHECK(f2 == fl && s2 == sl);
+                }
+        }
+        (void)exists;
+        if (step % 97 == 0)
+            CHECK(carve_index_largest(&ix) == largest);
+    }
+    /* Exact size reuse: a block of exactly the requested size is found. */
+    memset(&ix, 0, sizeof(ix));
+    carve_block e = {.size = (5 << 20) + 768, .state = CARVE_B_FREE};
+    carve_index_insert(&ix, &e);
+    CHECK(carve_index_find(&ix, (5 << 20) + 768) == &e);
+    CHECK(carve_index_find(&ix, (5 << 20) + 1024) == NULL);
+    free(blocks);
+    free(in);
+}
+
+int main(void) {
+    test_classes();
+    test_random();
+    return test_finish();
+}

@@ -1,0 +1,82 @@
+/*
+ * test_stats.c — statistics: current and peak values, counters, reset,
+ * cached and largest free block, and peaks merged across streams.
+ */
+#include "test_util.h"
+
+static void test_single_stream(void) {
+    carve_arena *a = test_arena(CARVE_BACKEND_VIRTUAL, 1, 0, 0);
+    carve_stats s;
+    CHECK_ST(NULL, carve_get_stats(NULL, &s), CARVE_ERR_INVALID);
+    CHECK_ST(a, carve_get_stats(a, NULL), CARVE_ERR_INVALID);
+    CHECK_OK(a, carve_get_stats(a, &s));
+    CHECK(s.allocated_bytes == 0 && s.reserved_bytes == 0 && s.num_allocs == 0 && s.limit_bytes == SIZE_MAX);
+
+    void *p, *q;
+    CHECK_OK(a, carve_alloc(a, 1000, NULL, &p));  /* rounds to 1024 */
+    CHECK_OK(a, carve_alloc(a, 3 << 20, NULL, &q));
+    CHECK_OK(a, carve_get_stats(a, &s));
+    CHECK(s.requested_bytes == 1000 + (3 << 20));
+    CHECK(s.allocated_bytes == 1024 + (3 << 20));
+    CHECK(s.requested_bytes_peak == s.requested_bytes && s.allocated_bytes_peak == s.allocated_bytes);
+    CHECK(s.num_allocs == 2 && s.num_frees == 0 && s.num_live == 2 && s.num_streams == 1);
+    CHECK(s.reserved_bytes >= s.allocated_bytes && s.reserved_bytes_peak == s.reserved_bytes);
+    CHECK(s.cached_bytes == s.reserved_bytes - s.allocated_bytes);
+    CHECK(s.num_segments >= 1 && s.num_backend_allocs == s.num_segments && s.num_backend_frees == 0);
+    CHECK(s.largest_free_block > 0 && s.largest_free_block <= s.cached_bytes);
+
+    CHECK_OK(a, carve_free(a, q));
+    CHECK_OK(a, carve_get_stats(a, &s));
+    CHECK(s.allocated_bytes == 1024 && s.allocated_bytes_peak == 1024 + (3 << 20));
+    CHECK(s.requested_bytes == 1000 && s.requested_bytes_peak == 1000 + (3 << 20));
+    CHECK(s.num_frees == 1 && s.num_live == 1);
+
+    carve_reset_peak_stats(a);
+    CHECK_OK(a, carve_get_stats(a, &s));
+    CHECK(s.allocated_bytes_peak == 1024 && s.requested_bytes_peak == 1000);
+    CHECK(s.reserved_bytes_peak == s.reserved_bytes);
+
+    CHECK_OK(a, carve_free(a, p));
+    CHECK_OK(a, carve_empty_cache(a));
+    CHECK_OK(a, carve_get_stats(a, &s));
+    CHECK(s.reserved_bytes == 0 && s.num_segments == 0 && s.num_backend_frees == s.num_backend_allocs);
+    CHECK(s.largest_free_block == 0 && s.cached_bytes == 0);
+    CHECK(s.reserved_bytes_peak > 0);
+
+    void *big;
+    CHECK_ST(a, carve_alloc(a, SIZE_MAX, NULL, &big), CARVE_ERR_OOM);
+    CHECK_OK(a, carve_get_stats(a, &s));
+    CHECK(s.num_ooms == 1 && s.num_allocs == 2);
+    carve_arena_destroy(a);
+}
+
+static void test_many_streams(void) {
+    carve_arena *a = test_arena(CARVE_BACKEND_VIRTUAL, 1, 0, 0);
+    enum { N = 6 };
+    void *p[N][20];
+    size_t total = 0;
+    for (int s = 0; s < N; s++)
+        for (int i = 0; i < 20; i++) {
+            CHECK_OK(a, carve_alloc(a, 512 << 10, (carve_stream)(uintptr_t)(s * 4096), &p[s][i]));
+            total += 512 << 10;
+        }
+    carve_stats st;
+    CHECK_OK(a, carve_get_stats(a, &st));
+    CHECK(st.allocated_bytes == total && st.num_streams == N && st.num_live == N * 20);
+    /* With several streams the peak may read low by at most 1 MiB per stream. */
+    CHECK(st.allocated_bytes_peak >= total - (size_t)N * (1 << 20) && st.allocated_bytes_peak >= st.allocated_bytes);
+    CHECK(carve_memory_allocated(a) == total);
+    for (int s = 0; s < N; s++)
+        for (int i = 0; i < 20; i++)
+            CHECK_OK(a, carve_free(a, p[s][i]));
+    CHECK_OK(a, carve_get_stats(a, &st));
+    CHECK(st.allocated_bytes == 0 && st.allocated_bytes_peak >= total - (size_t)N * (1 << 20));
+    CHECK_ARENA(a);
+    carve_arena_destroy(a);
+}
+
+int main(void) {
+    test_single_stream();
+    test_many_streams();
+    return test_finish();
+}
