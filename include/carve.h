@@ -110,6 +110,15 @@ typedef struct carve_config {
     size_t min_grow_bytes;   /* growth mode: smallest segment reserved at once;
                                 0 (default) = automatic: an eighth of what is
                                 reserved, between 2 MiB and 64 MiB */
+    int vmm;                 /* nonzero: virtual-memory mode. Address space for the
+                                whole limit is reserved once and physical memory is
+                                mapped into it in 2 MiB granules as buffers need it;
+                                granules no live buffer touches are unmapped before
+                                the mapped total may pass its previous peak, so the
+                                footprint follows the live data rather than
+                                fragmentation. reserved_bytes counts mapped bytes.
+                                CUDA (cuMemCreate/cuMemMap) and VIRTUAL backends;
+                                default 0 */
     unsigned sim_event_polls;/* HOST and VIRTUAL: a simulated event reports "not done"
                                 to this many queries before it completes, so that
                                 stream-ordered reuse can be tested; default 0 */
@@ -124,7 +133,7 @@ CARVE_API void carve_config_init(carve_config *config);
  * e.g. "growth=1,limit=4GiB,initial=1GiB". Keys:
  *   backend=cuda|host|virtual   device=N        growth=0|1
  *   initial=SIZE|FRACTION       limit=SIZE|FRACTION
- *   min_grow=SIZE               sim_event_polls=N
+ *   min_grow=SIZE               sim_event_polls=N      vmm=0|1
  * SIZE is an integer with an optional suffix B, KiB, MiB, GiB, TiB (powers of
  * 1024) or KB, MB, GB, TB (powers of 1000), case-insensitive; a FRACTION is a
  * number with a decimal point in (0, 1], e.g. limit=0.5, meaning that share of
@@ -165,7 +174,9 @@ CARVE_API carve_status carve_arena_get_config(const carve_arena *arena, carve_co
  * Returns CARVE_OK; CARVE_ERR_INVALID for NULL arena or out; CARVE_ERR_OOM
  * when the request cannot be met even after releasing cached memory and
  * retrying once (sizes beyond any possible limit, e.g. SIZE_MAX, included);
- * CARVE_ERR_BACKEND for driver failures. *out is NULL on every failure.
+ * CARVE_ERR_BACKEND for driver failures; CARVE_ERR_INVALID also for
+ * cudaStreamPerThread, whose meaning depends on the calling thread (pass the
+ * thread's concrete stream). *out is NULL on every failure.
  * Thread-safe; threads on different streams do not contend. Does not
  * synchronize on the fast path; under memory pressure it may wait for work
  * that freed cached memory on other streams to complete.

@@ -135,6 +135,31 @@ static carve_block *pool_refill(carve_arena *a, carve_pool *p, unsigned cls, siz
     }
 }
 
+/* Pool lock held; the fast path found no block for rs, or (virtual-memory
+ * mode) the block it found touches unmapped granules. Find or bring in a
+ * block and map it; on running out of room, reclaim cached memory from
+ * every stream and retry once. */
+static carve_block *pool_take(carve_arena *a, carve_pool *p, unsigned cls, size_t rs, carve_status *st) {
+    for (int attempt = 0;; attempt++) {
+        carve_block *b = carve_index_find(&p->index[cls], rs);
+        if (!b && !(b = pool_refill(a, p, cls, rs, st)))
+            return NULL;
+        if (!a->vmm || b->u.b.span->u.r.unmapped == 0)
+            return b;
+        *st = carve_vmm_map(a, p, b->u.b.span, b->addr, rs);
+        if (*st == CARVE_OK)
+            return b;
+        if (*st != CARVE_ERR_OOM || attempt == 1)
+            return NULL;
+        char why[256];
+        snprintf(why, sizeof(why), "%s", carve_note_get());
+        carve_spin_unlock(&p->lock);
+        carve_arena_reclaim(a, 0);
+        carve_spin_lock(&p->lock);
+        carve_note("%s", why);
+    }
+}
+
 /* Take rs bytes off the front of free block b, leaving the rest indexed
  * (in b's list position when it stays in b's size class). */
 static carve_block *block_split(carve_pool *p, carve_block *b, size_t rs) {
@@ -177,6 +202,9 @@ carve_status carve_alloc(carve_arena *a, size_t size, carve_stream s, void **out
         return carve_fail(NULL, CARVE_ERR_INVALID, "carve_alloc: arena is NULL");
     if (CARVE_UNLIKELY(size == 0))
         return CARVE_OK;
+    if (CARVE_UNLIKELY(s == CARVE_STREAM_PER_THREAD))
+        return carve_fail(a, CARVE_ERR_INVALID, "carve_alloc: cudaStreamPerThread names a different stream on every "
+                          "thread; pass the thread's concrete stream handle");
     if (CARVE_UNLIKELY(size > CARVE_MAX_ALLOC || size > a->limit))
         return alloc_oom(a, size, s, "the request is larger than the arena's limit");
     size_t rs = carve_align_up(size, CARVE_ALIGNMENT);
@@ -190,8 +218,8 @@ carve_status carve_alloc(carve_arena *a, size_t size, carve_stream s, void **out
         carve_pool_poll_pending(p, 0);
     carve_block *b = carve_index_find(&p->index[cls], rs);
     carve_status st = CARVE_OK;
-    if (CARVE_UNLIKELY(!b))
-        b = pool_refill(a, p, cls, rs, &st);
+    if (CARVE_UNLIKELY(!b || (a->vmm && b->u.b.span->u.r.unmapped)))
+        b = pool_take(a, p, cls, rs, &st);
     if (CARVE_LIKELY(b) && CARVE_UNLIKELY(carve_slab_reserve(&p->slab, 1) != 0 ||
                                            carve_blockmap_reserve(&p->map) != 0)) {
         carve_note("host memory exhausted for carve's metadata");
@@ -209,6 +237,8 @@ carve_status carve_alloc(carve_arena *a, size_t size, carve_stream s, void **out
     b->u.b.requested = size;
     b->u.b.uses = NULL;
     b->u.b.span->u.r.nlive++;
+    if (CARVE_UNLIKELY(a->vmm))
+        carve_vmm_ref(b->u.b.span, b->addr, b->size, 1);
     carve_blockmap_put(&p->map, b);
     CARVE_STORE(&p->nallocs, p->nallocs + 1);
     CARVE_STORE(&p->nlive, p->nlive + 1);

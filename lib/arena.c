@@ -32,6 +32,9 @@ static carve_status validate(const carve_config *c) {
         return carve_fail(NULL, CARVE_ERR_INVALID,
                           "carve_arena_create: growth is off and initial_bytes is 0: the arena could "
                           "never hold a byte");
+    if (c->vmm && c->backend == CARVE_BACKEND_HOST)
+        return carve_fail(NULL, CARVE_ERR_INVALID,
+                          "carve_arena_create: virtual-memory mode needs the cuda or virtual backend");
     if (c->device < 0)
         return carve_fail(NULL, CARVE_ERR_INVALID, "carve_arena_create: device %d is negative",
                           c->device);
@@ -65,6 +68,15 @@ static carve_status resolve_sizes(carve_arena *a, const carve_config *c) {
         a->initial = limit;
     a->min_grow = carve_align_up(c->min_grow_bytes, CARVE_SEGMENT_GRANULE); /* 0: automatic */
     a->growth = c->growth != 0;
+    a->vmm = c->vmm != 0;
+    if (a->vmm) {
+        /* Address space for everything the arena may map; growth off caps
+         * the mapped bytes at the initial amount. */
+        if (!a->growth)
+            a->limit = a->initial;
+        a->va_size = a->limit != SIZE_MAX ? a->limit : CARVE_VMM_DEFAULT_VA;
+        a->heap.target = a->initial;
+    }
     return CARVE_OK;
 }
 
@@ -92,16 +104,30 @@ carve_status carve_arena_create(const carve_config *c, carve_arena **out) {
         return carve_fail(NULL, st, "carve_arena_create: %s backend: %s", carve_backend_str(c->backend),
                           carve_backend_msg());
     }
-    st = resolve_sizes(a, c);
     if (st == CARVE_OK && (carve_heap_init(a) != CARVE_OK || carve_mutex_init(&a->pools_lock) != 0))
         st = carve_fail(NULL, CARVE_ERR_OOM, "carve_arena_create: cannot create locks");
+    if (st == CARVE_OK)
+        st = resolve_sizes(a, c);
+    if (st == CARVE_OK && a->vmm && !a->be.ops->commit)
+        st = carve_fail(NULL, CARVE_ERR_INVALID, "carve_arena_create: the %s backend cannot map memory",
+                        carve_backend_str(c->backend));
     if (st != CARVE_OK) {
         a->be.ops->destroy(&a->be);
         free(a);
         return st;
     }
     a->id = next_arena_id();
-    if (a->initial > 0) {
+    if (a->vmm) { /* reserve the address space now; memory is mapped on use */
+        carve_mutex_lock(&a->heap.lock);
+        st = carve_heap_grow(a, a->va_size, a->va_size);
+        carve_mutex_unlock(&a->heap.lock);
+        if (st != CARVE_OK) {
+            char why[256];
+            snprintf(why, sizeof(why), "%s", carve_note_get());
+            carve_arena_destroy(a);
+            return carve_fail(NULL, st, "carve_arena_create: reserving address space failed: %s", why);
+        }
+    } else if (a->initial > 0) {
         carve_mutex_lock(&a->heap.lock);
         int growth = a->growth;
         a->growth = 0; /* exactly one segment of initial bytes */
@@ -150,11 +176,19 @@ carve_status carve_arena_reclaim(carve_arena *a, int release) {
             carve_pool_poll_pending(p, 1);
         carve_mutex_lock(&a->heap.lock);
         carve_pool_return_empty(p);
+        if (a->vmm)
+            carve_vmm_trim_pool(a, p, SIZE_MAX, 0, 0);
         carve_mutex_unlock(&a->heap.lock);
         carve_spin_unlock(&p->lock);
     }
     carve_mutex_lock(&a->heap.lock);
     carve_heap_sync(a);
+    if (a->vmm) {
+        if (release) /* what is mapped now is what live buffers need */
+            a->heap.target = a->heap.reserved > a->initial ? a->heap.reserved : a->initial;
+    }
+    /* In virtual-memory mode the address space stays reserved (it holds no
+     * memory) unless the arena is being emptied. */
     carve_status st = release ? carve_heap_release_free(a) : CARVE_OK;
     carve_mutex_unlock(&a->heap.lock);
     return st;

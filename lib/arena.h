@@ -42,6 +42,8 @@
 #define CARVE_MID_SPAN ((size_t)20 << 20)          /* ... share 20 MiB spans */
 #define CARVE_MAX_ALLOC ((size_t)1 << 52)          /* 4 PiB: beyond any device */
 #define CARVE_AUTO_GROW_MAX ((size_t)64 << 20)     /* automatic growth step cap */
+#define CARVE_VMM_DEFAULT_VA ((size_t)1 << 42)    /* address space when unlimited: 4 TiB */
+#define CARVE_STREAM_PER_THREAD ((carve_stream)(uintptr_t)0x2) /* cudaStreamPerThread */
 #define CARVE_STATS_BATCH ((ptrdiff_t)1 << 20)     /* per-pool counter batching */
 
 typedef struct carve_segment {
@@ -52,6 +54,11 @@ typedef struct carve_segment {
     struct carve_segment *prev, *next;
     carve_block *first;       /* first heap range */
     uint64_t serial;
+    /* Virtual-memory mode: per 2 MiB granule, the used or pending blocks
+     * touching it and whether physical memory is mapped there. */
+    size_t ngran;
+    uint32_t *gref;
+    uint8_t *gmapped;
 } carve_segment;
 
 typedef struct carve_heap {
@@ -60,8 +67,11 @@ typedef struct carve_heap {
     carve_slab slab;          /* heap range records (spans included) */
     carve_segment *segs;
     size_t nsegs;
-    size_t reserved;          /* written under lock; read relaxed */
+    size_t reserved;          /* bytes held from the backend (mapped bytes in
+                                 virtual-memory mode); written under lock, read relaxed */
     size_t reserved_peak;
+    size_t target;            /* virtual-memory mode: mapped bytes allowed before
+                                 free granules must be unmapped first */
     size_t inflight;          /* bytes being reserved or released with the lock dropped */
     uint64_t nreserve, nrelease, serial;
 } carve_heap;
@@ -94,6 +104,8 @@ struct carve_arena {
     size_t initial;              /* resolved, granule-aligned */
     size_t min_grow;
     int growth;
+    int vmm;                     /* virtual-memory mode */
+    size_t va_size;              /* virtual-memory mode: address space to reserve */
     carve_be be;
     carve_heap heap;
     /* Pools by stream: lock-free lookup, creation under pools_lock. */
@@ -192,6 +204,33 @@ static inline carve_pool *carve_pools_first(const carve_arena *a) { return CARVE
  * spans, pending events are waited for, and (if release) fully free
  * segments go back to the backend. No lock held on entry. */
 carve_status carve_arena_reclaim(carve_arena *a, int release) CARVE_INTERNAL;
+
+/* ---- vmm.c (virtual-memory mode) ---- */
+int carve_vmm_segment_init(carve_segment *s) CARVE_INTERNAL;
+void carve_vmm_segment_free(carve_segment *s) CARVE_INTERNAL;
+/* Granules of [addr, addr+size) not mapped. */
+size_t carve_vmm_unmapped(const carve_segment *s, uintptr_t addr, size_t size) CARVE_INTERNAL;
+/* Pool lock held; takes the heap lock. Map every granule of [addr,
+ * addr+size) in span, unmapping free granules first where the mapped total
+ * would pass its target. CARVE_ERR_OOM past the limit. */
+carve_status carve_vmm_map(carve_arena *a, carve_pool *p, carve_block *span, uintptr_t addr, size_t size) CARVE_INTERNAL;
+/* Heap lock held (and p's lock): unmap free mapped granules, up to want
+ * bytes, of p's spans outside [keep_lo, keep_hi). */
+size_t carve_vmm_trim_pool(carve_arena *a, carve_pool *p, size_t want, uintptr_t keep_lo, uintptr_t keep_hi) CARVE_INTERNAL;
+/* Heap lock held, span empty: unmap all of it before it goes back to the
+ * heap. 0 on success, -1 if the backend refused (the span stays). */
+int carve_vmm_unmap_span(carve_arena *a, carve_block *span) CARVE_INTERNAL;
+/* Heap lock held: unmap every mapped granule of a free segment. */
+carve_status carve_vmm_release_segment(carve_arena *a, carve_segment *s) CARVE_INTERNAL;
+
+/* Pool lock held: the used or pending block [addr, addr+size) of span
+ * starts (delta 1) or stops (-1) touching its granules. */
+static inline void carve_vmm_ref(const carve_block *span, uintptr_t addr, size_t size, int delta) {
+    const carve_segment *s = span->u.r.seg;
+    size_t g = (addr - s->base) >> CARVE_PM_SHIFT, e = (addr + size - 1 - s->base) >> CARVE_PM_SHIFT;
+    for (; g <= e; g++)
+        s->gref[g] += (uint32_t)delta;
+}
 
 /* ---- stats.c ---- */
 void carve_stats_collect(const carve_arena *a, carve_stats *s, int with_largest) CARVE_INTERNAL;

@@ -15,7 +15,8 @@ carve_status carve_backend_open(carve_be *be, const carve_config *cfg) {
     be->sim_event_polls = cfg->sim_event_polls;
     be->fail_after = -1;
     switch (cfg->backend) {
-    case CARVE_BACKEND_CUDA: return carve_backend_open_cuda(be, cfg->device);
+    case CARVE_BACKEND_CUDA:
+        return cfg->vmm ? carve_backend_open_cuda_vmm(be, cfg->device) : carve_backend_open_cuda(be, cfg->device);
     case CARVE_BACKEND_HOST: return carve_backend_open_host(be);
     case CARVE_BACKEND_VIRTUAL: return carve_backend_open_virtual(be);
     }

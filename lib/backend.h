@@ -67,6 +67,7 @@ char *carve_backend_msg(void) CARVE_INTERNAL;
 /* Open a backend of cfg->backend. On failure, carve_backend_msg() says why. */
 carve_status carve_backend_open(carve_be *be, const carve_config *cfg) CARVE_INTERNAL;
 carve_status carve_backend_open_cuda(carve_be *be, int device) CARVE_INTERNAL;
+carve_status carve_backend_open_cuda_vmm(carve_be *be, int device) CARVE_INTERNAL;
 carve_status carve_backend_open_host(carve_be *be) CARVE_INTERNAL;
 carve_status carve_backend_open_virtual(carve_be *be) CARVE_INTERNAL;
 /* cudaMemGetInfo for device with the device guard; CARVE_ERR_NO_DEVICE when

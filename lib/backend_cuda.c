@@ -8,20 +8,13 @@
  * never inherits a non-sticky error from carve. Events are recycled through
  * a small free list: cudaEventCreate costs more than a record.
  */
-#include "backend.h"
-#include "lock.h"
+#include "backend_cuda.h"
 
-#include <cuda_runtime_api.h>
 #include <string.h>
 
-typedef struct cuda_ctx {
-    int device;
-    carve_mutex lock; /* guards the event free list */
-    cudaEvent_t *spare;
-    size_t nspare, cap;
-} cuda_ctx;
+typedef carve_cuda_ctx cuda_ctx;
 
-static carve_status map_error(cudaError_t e, const char *what) {
+carve_status carve_cuda_error(cudaError_t e, const char *what) {
     (void)cudaGetLastError(); /* leave no error behind for the caller */
     carve_backend_fail("%s: %s (%s)", what, cudaGetErrorName(e), cudaGetErrorString(e));
     switch (e) {
@@ -33,8 +26,9 @@ static carve_status map_error(cudaError_t e, const char *what) {
     }
 }
 
-/* Make dev current; *prev gets the caller's device to restore. */
-static carve_status enter(int dev, int *prev) {
+#define map_error carve_cuda_error
+
+carve_status carve_cuda_enter(int dev, int *prev) {
     cudaError_t e = cudaGetDevice(prev);
     if (e != cudaSuccess)
         return map_error(e, "cudaGetDevice");
@@ -43,10 +37,13 @@ static carve_status enter(int dev, int *prev) {
     return CARVE_OK;
 }
 
-static void leave(int dev, int prev) {
+void carve_cuda_leave(int dev, int prev) {
     if (prev != dev)
         (void)cudaSetDevice(prev);
 }
+
+#define enter carve_cuda_enter
+#define leave carve_cuda_leave
 
 static carve_status cuda_reserve(carve_be *be, size_t size, uintptr_t *base) {
     cuda_ctx *c = be->ctx;
@@ -78,7 +75,7 @@ static carve_status cuda_release(carve_be *be, uintptr_t base, size_t size) {
     return st;
 }
 
-static carve_status cuda_event_record(carve_be *be, carve_stream s, void **out) {
+carve_status carve_cuda_event_record(carve_be *be, carve_stream s, void **out) {
     cuda_ctx *c = be->ctx;
     *out = NULL;
     int prev;
@@ -93,10 +90,13 @@ static carve_status cuda_event_record(carve_be *be, carve_stream s, void **out) 
     cudaError_t e = cudaSuccess;
     if (!ev)
         e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
-    if (e == cudaSuccess)
+    const char *what = "cudaEventCreateWithFlags";
+    if (e == cudaSuccess) {
         e = cudaEventRecord(ev, (cudaStream_t)s);
+        what = "cudaEventRecord";
+    }
     if (e != cudaSuccess) {
-        st = map_error(e, "cudaEventRecord");
+        st = map_error(e, what);
         if (ev)
             (void)cudaEventDestroy(ev);
     } else {
@@ -106,7 +106,7 @@ static carve_status cuda_event_record(carve_be *be, carve_stream s, void **out) 
     return st;
 }
 
-static int cuda_event_query(carve_be *be, void *ev) {
+int carve_cuda_event_query(carve_be *be, void *ev) {
     (void)be;
     cudaError_t e = cudaEventQuery((cudaEvent_t)ev);
     if (e == cudaSuccess)
@@ -115,13 +115,13 @@ static int cuda_event_query(carve_be *be, void *ev) {
     return e == cudaErrorNotReady ? 0 : -1;
 }
 
-static carve_status cuda_event_sync(carve_be *be, void *ev) {
+carve_status carve_cuda_event_sync(carve_be *be, void *ev) {
     (void)be;
     cudaError_t e = cudaEventSynchronize((cudaEvent_t)ev);
     return e == cudaSuccess ? CARVE_OK : map_error(e, "cudaEventSynchronize");
 }
 
-static void cuda_event_release(carve_be *be, void *ev) {
+void carve_cuda_event_release(carve_be *be, void *ev) {
     cuda_ctx *c = be->ctx;
     carve_mutex_lock(&c->lock);
     if (c->nspare == c->cap) {
@@ -141,8 +141,7 @@ static void cuda_event_release(carve_be *be, void *ev) {
         (void)cudaEventDestroy((cudaEvent_t)ev);
 }
 
-static void cuda_destroy(carve_be *be) {
-    cuda_ctx *c = be->ctx;
+void carve_cuda_ctx_destroy(carve_cuda_ctx *c) {
     int prev;
     int entered = enter(c->device, &prev) == CARVE_OK;
     for (size_t i = 0; i < c->nspare; i++)
@@ -151,16 +150,20 @@ static void cuda_destroy(carve_be *be) {
         leave(c->device, prev);
     free(c->spare);
     carve_mutex_destroy(&c->lock);
-    free(c);
+}
+
+static void cuda_destroy(carve_be *be) {
+    carve_cuda_ctx_destroy(be->ctx);
+    free(be->ctx);
 }
 
 static const carve_backend_ops cuda_ops = {
     .reserve = cuda_reserve,
     .release = cuda_release,
-    .event_record = cuda_event_record,
-    .event_query = cuda_event_query,
-    .event_sync = cuda_event_sync,
-    .event_release = cuda_event_release,
+    .event_record = carve_cuda_event_record,
+    .event_query = carve_cuda_event_query,
+    .event_sync = carve_cuda_event_sync,
+    .event_release = carve_cuda_event_release,
     .destroy = cuda_destroy,
 };
 

@@ -14,6 +14,10 @@ carve_status carve_cuda_mem_info(int device, size_t *free_bytes, size_t *total_b
     return CARVE_ERR_NO_DEVICE;
 }
 
+carve_status carve_backend_open_cuda_vmm(carve_be *be, int device) {
+    return carve_backend_open_cuda(be, device);
+}
+
 carve_status carve_backend_open_cuda(carve_be *be, int device) {
     (void)be;
     (void)device;

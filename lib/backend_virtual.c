@@ -44,11 +44,27 @@ static carve_status virtual_release(carve_be *be, uintptr_t base, size_t size) {
     return CARVE_OK;
 }
 
+/* Mapping is bookkeeping only; failure injection applies to it too. */
+static carve_status virtual_commit(carve_be *be, uintptr_t addr, size_t size) {
+    (void)addr;
+    (void)size;
+    return carve_sim_injected_failure(be);
+}
+
+static carve_status virtual_decommit(carve_be *be, uintptr_t addr, size_t size) {
+    (void)be;
+    (void)addr;
+    (void)size;
+    return CARVE_OK;
+}
+
 static void virtual_destroy(carve_be *be) { (void)be; }
 
 static const carve_backend_ops virtual_ops = {
     .reserve = virtual_reserve,
     .release = virtual_release,
+    .commit = virtual_commit,
+    .decommit = virtual_decommit,
     .event_record = carve_sim_event_record,
     .event_query = carve_sim_event_query,
     .event_sync = carve_sim_event_sync,

@@ -65,6 +65,7 @@ typedef struct carve_block {
             size_t nlive;              /* span: USED + PENDING blocks */
             void *event;               /* free range: pending event, NULL when clean */
             uint64_t seq;              /* free range: when its event was recorded */
+            size_t unmapped;           /* span, virtual-memory mode: granules not mapped */
         } r;
     } u;
 } carve_block;

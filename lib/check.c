@@ -107,9 +107,20 @@ carve_status carve_check(const carve_arena *ca) {
 
     size_t reserved = 0, nsegs = 0, nfree = 0, free_bytes = 0;
     const char *why;
+    uint32_t *refs = NULL; /* virtual-memory mode: recounted granule references */
     for (const carve_segment *s = h->segs; s; s = s->next) {
         nsegs++;
-        reserved += s->raw_size;
+        if (a->vmm) {
+            free(refs);
+            refs = calloc(s->ngran ? s->ngran : 1, sizeof(*refs));
+            if (!refs || s->ngran != s->size / CARVE_SEGMENT_GRANULE)
+                FAIL("segment %#lx: no memory for the granule recount, or a wrong granule count",
+                     (unsigned long)s->base);
+            for (size_t g = 0; g < s->ngran; g++)
+                reserved += s->gmapped[g] ? CARVE_SEGMENT_GRANULE : 0;
+        } else {
+            reserved += s->raw_size;
+        }
         if (s->base % CARVE_SEGMENT_GRANULE || s->size % CARVE_SEGMENT_GRANULE || s->base < s->raw_base ||
             s->base + s->size > s->raw_base + s->raw_size)
             FAIL("segment %#lx is misaligned or outside its reservation", (unsigned long)s->base);
@@ -125,6 +136,8 @@ carve_status carve_check(const carve_arena *ca) {
                 FAIL("range %#lx is malformed", (unsigned long)r->addr);
             at += r->size;
             if (r->state == CARVE_B_FREE) {
+                if (a->vmm && carve_vmm_unmapped(s, r->addr, r->size) != r->size / CARVE_SEGMENT_GRANULE)
+                    FAIL("free range %#lx holds mapped granules", (unsigned long)r->addr);
                 nfree++;
                 free_bytes += r->size;
                 if (!pages_map_to(&a->pmap, r, NULL))
@@ -167,6 +180,19 @@ carve_status carve_check(const carve_arena *ca) {
                     pt->free_bytes[r->cls] += b->size;
                     break;
                 case CARVE_B_USED:
+                case CARVE_B_PENDING:
+                    if (refs)
+                        for (size_t g = (b->addr - s->base) / CARVE_SEGMENT_GRANULE,
+                                    e = (b->addr + b->size - 1 - s->base) / CARVE_SEGMENT_GRANULE;
+                             g <= e; g++)
+                            refs[g]++;
+                    if (b->state == CARVE_B_PENDING) {
+                        if (!b->u.b.uses)
+                            FAIL("pending block %#lx has no events", (unsigned long)b->addr);
+                        pt->npending++;
+                        live++;
+                        break;
+                    }
                     if (carve_blockmap_get(&pt->pool->map, b->addr) != b)
                         FAIL("live block %#lx is missing from its pool's table", (unsigned long)b->addr);
                     if (b->u.b.requested == 0 || carve_align_up(b->u.b.requested, CARVE_ALIGNMENT) != b->size)
@@ -175,12 +201,6 @@ carve_status carve_check(const carve_arena *ca) {
                     pt->nused++;
                     pt->used_bytes += b->size;
                     pt->req_bytes += b->u.b.requested;
-                    live++;
-                    break;
-                case CARVE_B_PENDING:
-                    if (!b->u.b.uses)
-                        FAIL("pending block %#lx has no events", (unsigned long)b->addr);
-                    pt->npending++;
                     live++;
                     break;
                 default:
@@ -193,9 +213,19 @@ carve_status carve_check(const carve_arena *ca) {
                 FAIL("span %#lx does not know its last block", (unsigned long)r->addr);
             if (live != r->u.r.nlive)
                 FAIL("span %#lx counts %zu live blocks, has %zu", (unsigned long)r->addr, r->u.r.nlive, live);
+            if (a->vmm && carve_vmm_unmapped(s, r->addr, r->size) != r->u.r.unmapped)
+                FAIL("span %#lx counts %zu unmapped granules, has %zu", (unsigned long)r->addr, r->u.r.unmapped,
+                     carve_vmm_unmapped(s, r->addr, r->size));
         }
         if (at != s->base + s->size)
             FAIL("ranges of segment %#lx do not cover it", (unsigned long)s->base);
+        for (size_t g = 0; refs && g < s->ngran; g++) {
+            if (refs[g] != s->gref[g])
+                FAIL("granule %zu of segment %#lx counts %u references, has %u", g, (unsigned long)s->base,
+                     s->gref[g], refs[g]);
+            if (refs[g] && !s->gmapped[g])
+                FAIL("granule %zu of segment %#lx holds live blocks but is not mapped", g, (unsigned long)s->base);
+        }
     }
     if (nsegs != h->nsegs || reserved != h->reserved)
         FAIL("segments recount to %zu (%zu bytes), heap says %zu (%zu bytes)", nsegs, reserved, h->nsegs,
@@ -241,6 +271,7 @@ carve_status carve_check(const carve_arena *ca) {
             FAIL("pool of stream %p: allocs - frees != live", (void *)p->stream);
     }
 out:
+    free(refs);
     carve_mutex_unlock(&a->heap.lock);
     while (np-- > 0)
         carve_spin_unlock((carve_spin *)&t[np].pool->lock);

@@ -167,6 +167,7 @@ carve_block *carve_heap_take(carve_arena *a, carve_pool *p, unsigned cls, size_t
     r->stream = p->stream;
     r->u.r.first = r->u.r.last = NULL;
     r->u.r.nlive = 0;
+    r->u.r.unmapped = a->vmm ? carve_vmm_unmapped(r->u.r.seg, r->addr, r->size) : 0;
     CARVE_STORE_REL(&r->u.r.pool, p);
     carve_pagemap_set(&a->pmap, r->addr, r->size, r);
     return r;
@@ -202,6 +203,8 @@ size_t carve_heap_extend(carve_arena *a, carve_block *span, size_t need, size_t 
         carve_slab_put(&h->slab, n);
     }
     span->size += take;
+    if (a->vmm)
+        span->u.r.unmapped += carve_vmm_unmapped(span->u.r.seg, at, take);
     carve_pagemap_set(&a->pmap, at, take, span);
     return take;
 }
@@ -259,11 +262,14 @@ static carve_status heap_add_segment(carve_arena *a, uintptr_t base, size_t size
     if (ue <= ub || ue - ub < need) {
         carve_note("the backend returned a block not aligned to %zu bytes", (size_t)CARVE_SEGMENT_GRANULE);
         st = CARVE_ERR_BACKEND;
-    } else if (!(seg = calloc(1, sizeof(*seg))) || carve_slab_reserve(&h->slab, 1) != 0) {
+    } else if (!(seg = calloc(1, sizeof(*seg))) || carve_slab_reserve(&h->slab, 1) != 0 ||
+               (a->vmm && (seg->base = ub, seg->size = ue - ub, carve_vmm_segment_init(seg) != 0))) {
         carve_note("host memory exhausted for carve's metadata");
         st = CARVE_ERR_OOM;
     }
     if (st != CARVE_OK) {
+        if (seg)
+            carve_vmm_segment_free(seg);
         free(seg);
         a->be.ops->release(&a->be, base, size);
         return st;
@@ -284,9 +290,11 @@ static carve_status heap_add_segment(carve_arena *a, uintptr_t base, size_t size
         h->segs->prev = seg;
     h->segs = seg;
     h->nsegs++;
-    CARVE_STORE(&h->reserved, h->reserved + size);
-    if (h->reserved > h->reserved_peak)
-        CARVE_STORE(&h->reserved_peak, h->reserved);
+    if (!a->vmm) { /* in virtual-memory mode only mapped granules count */
+        CARVE_STORE(&h->reserved, h->reserved + size);
+        if (h->reserved > h->reserved_peak)
+            CARVE_STORE(&h->reserved_peak, h->reserved);
+    }
     carve_index_insert(&h->index, r);
     return CARVE_OK;
 }
@@ -295,7 +303,20 @@ carve_status carve_heap_grow(carve_arena *a, size_t want, size_t need) {
     carve_heap *h = &a->heap;
     char b1[32], b2[32], b3[32];
     size_t size;
-    if (!a->growth) {
+    if (a->vmm) {
+        /* One reservation of address space for the whole limit. */
+        if (h->nsegs > 0 || h->inflight > 0) {
+            carve_note("the arena's address space of %s has no free range of %s",
+                       carve_fmt_bytes(b1, sizeof(b1), a->va_size), carve_fmt_bytes(b2, sizeof(b2), need));
+            return CARVE_ERR_OOM;
+        }
+        size = a->va_size;
+        if (size < need) {
+            carve_note("the request needs more than the arena's address space of %s",
+                       carve_fmt_bytes(b1, sizeof(b1), a->va_size));
+            return CARVE_ERR_OOM;
+        }
+    } else if (!a->growth) {
         if (h->nsegs > 0 || h->inflight > 0) {
             carve_note("growth is off and the arena's one block of %s has no free range that fits",
                        carve_fmt_bytes(b1, sizeof(b1), a->initial));
@@ -317,6 +338,20 @@ carve_status carve_heap_grow(carve_arena *a, size_t want, size_t need) {
     carve_mutex_unlock(&h->lock);
     uintptr_t base = 0;
     carve_status st = a->be.ops->reserve(&a->be, size, &base);
+    if (st == CARVE_OK && base % CARVE_SEGMENT_GRANULE && !a->vmm) {
+        /* The driver promises 256-byte alignment only: ask for one granule
+         * more and use the aligned part. */
+        a->be.ops->release(&a->be, base, size);
+        size_t more = size + CARVE_SEGMENT_GRANULE;
+        if (a->growth && (h->reserved + h->inflight - size + more > a->limit)) {
+            st = CARVE_ERR_OOM;
+            carve_backend_fail("the backend returned an unaligned block and one granule more passes the limit");
+        } else {
+            h->inflight += more - size;
+            size = more;
+            st = a->be.ops->reserve(&a->be, size, &base);
+        }
+    }
     carve_mutex_lock(&h->lock);
     h->inflight -= size;
     if (st != CARVE_OK) {
@@ -363,17 +398,26 @@ carve_status carve_heap_release_free(carve_arena *a) {
             h->segs = s->next;
         if (s->next)
             s->next->prev = s->prev;
+        if (a->vmm && carve_vmm_release_segment(a, s) != CARVE_OK) {
+            carve_note("the %s backend refused to unmap memory: %s", carve_backend_str(a->be.kind),
+                       carve_backend_msg());
+            result = CARVE_ERR_BACKEND;
+            break; /* still linked, still usable */
+        }
+        size_t held = a->vmm ? 0 : s->raw_size; /* mapped bytes were counted by the unmapping */
         h->nsegs--;
         carve_index_remove(&h->index, s->first);
-        CARVE_STORE(&h->reserved, h->reserved - s->raw_size);
-        h->inflight += s->raw_size;
+        CARVE_STORE(&h->reserved, h->reserved - held);
+        h->inflight += held;
         carve_mutex_unlock(&h->lock);
         carve_status st = a->be.ops->release(&a->be, s->raw_base, s->raw_size);
         carve_mutex_lock(&h->lock);
-        h->inflight -= s->raw_size;
+        h->inflight -= held;
         if (st == CARVE_OK) {
-            h->nrelease++;
+            if (!a->vmm)
+                h->nrelease++;
             carve_slab_put(&h->slab, s->first);
+            carve_vmm_segment_free(s);
             free(s);
         } else {
             carve_note("the %s backend refused to release a segment: %s",
@@ -382,7 +426,7 @@ carve_status carve_heap_release_free(carve_arena *a) {
             s->prev = NULL;
             s->next = kept;
             kept = s;
-            CARVE_STORE(&h->reserved, h->reserved + s->raw_size);
+            CARVE_STORE(&h->reserved, h->reserved + held);
         }
     }
     while (kept) { /* still reserved and usable */
@@ -408,7 +452,11 @@ void carve_heap_destroy(carve_arena *a) {
         for (carve_block *r = s->first; r; r = r->next)
             if (r->state == CARVE_B_FREE)
                 range_drop_event(a, r);
+        for (size_t g = 0; g < s->ngran; g++)
+            if (s->gmapped[g])
+                a->be.ops->decommit(&a->be, s->base + g * CARVE_SEGMENT_GRANULE, CARVE_SEGMENT_GRANULE);
         a->be.ops->release(&a->be, s->raw_base, s->raw_size);
+        carve_vmm_segment_free(s);
         free(s);
         s = n;
     }

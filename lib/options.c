@@ -46,6 +46,8 @@ int carve_parse_size(const char *v, size_t *bytes, double *fraction) {
         return -1;
     int has_point = memchr(v, '.', (size_t)(end - v)) != NULL || memchr(v, 'e', (size_t)(end - v)) ||
                     memchr(v, 'E', (size_t)(end - v));
+    while (*end == ' ') /* "1.5 GB" */
+        end++;
     if (*end == '\0' && has_point) {
         if (!(num > 0 && num <= 1))
             return -1;
@@ -118,6 +120,8 @@ static int set_min_grow(carve_config *c, const char *v) {
     return carve_parse_size(v, &c->min_grow_bytes, &f) || f != 0 ? -1 : 0;
 }
 
+static int set_vmm(carve_config *c, const char *v) { return parse_bool(v, &c->vmm); }
+
 static int set_polls(carve_config *c, const char *v) {
     unsigned long x;
     if (parse_uint(v, &x) || x > 1000000)
@@ -134,6 +138,7 @@ const carve_option carve_options[] = {
     {"limit", "size (e.g. 4GiB) or fraction of device memory (e.g. 0.5)", set_limit},
     {"min_grow", "size", set_min_grow},
     {"sim_event_polls", "count", set_polls},
+    {"vmm", "0|1", set_vmm},
     {NULL, NULL, NULL},
 };
 

@@ -184,6 +184,8 @@ void carve_pool_release_block(carve_pool *p, carve_block *b) {
     carve_block *prev = b->prev, *next = b->next;
     int pf = prev && prev->state == CARVE_B_FREE, nf = next && next->state == CARVE_B_FREE;
     span->u.r.nlive--;
+    if (CARVE_UNLIKELY(p->arena->vmm))
+        carve_vmm_ref(span, b->addr, b->size, -1);
     b->state = CARVE_B_FREE;
     b->u.b.requested = 0;
     b->u.b.uses = NULL;
@@ -270,7 +272,8 @@ size_t carve_pool_return_empty(carve_pool *p) {
     while (span) {
         carve_block *next = span->fnext;
         void *ev = NULL;
-        if (span->u.r.nlive == 0 && a->be.ops->event_record(&a->be, p->stream, &ev) == CARVE_OK) {
+        if (span->u.r.nlive == 0 && (!a->vmm || carve_vmm_unmap_span(a, span) == 0) &&
+            a->be.ops->event_record(&a->be, p->stream, &ev) == CARVE_OK) {
             carve_block *b = span->u.r.first;
             carve_index_remove(&p->index[span->cls], b);
             carve_slab_put(&p->slab, b);

@@ -87,9 +87,14 @@ static const char *block_state(const carve_block *b) {
 static void segments_json(sbuf *b, const carve_arena *a) {
     sb_printf(b, "[");
     for (const carve_segment *s = a->heap.segs; s; s = s->next) {
-        sb_printf(b, "%s{\"address\":\"%#lx\",\"size\":%zu,\"reserved_size\":%zu,\"serial\":%llu,\"ranges\":[",
-                  s == a->heap.segs ? "" : ",", (unsigned long)s->base, s->size, s->raw_size,
-                  (unsigned long long)s->serial);
+        size_t mapped = 0;
+        for (size_t g = 0; g < s->ngran; g++)
+            mapped += s->gmapped[g] ? CARVE_SEGMENT_GRANULE : 0;
+        sb_printf(b, "%s{\"address\":\"%#lx\",\"size\":%zu,\"reserved_size\":%zu,", s == a->heap.segs ? "" : ",",
+                  (unsigned long)s->base, s->size, a->vmm ? mapped : s->raw_size);
+        if (a->vmm)
+            sb_printf(b, "\"address_space\":%zu,", s->raw_size);
+        sb_printf(b, "\"serial\":%llu,\"ranges\":[", (unsigned long long)s->serial);
         for (const carve_block *r = s->first; r; r = r->next) {
             sb_printf(b, "%s{\"offset\":%zu,\"size\":%zu,", r == s->first ? "" : ",", (size_t)(r->addr - s->base),
                       r->size);
@@ -137,9 +142,10 @@ carve_status carve_snapshot_json(const carve_arena *ca, char **out) {
     else
         snprintf(lim, sizeof(lim), "%zu", a->limit);
     sb_printf(&b,
-              ",\"backend\":\"%s\",\"device\":%d,\"growth\":%s,\"initial_bytes\":%zu,\"limit_bytes\":%s,"
+              ",\"backend\":\"%s\",\"device\":%d,\"growth\":%s,\"vmm\":%s,\"initial_bytes\":%zu,\"limit_bytes\":%s,"
               "\"min_grow_bytes\":%zu,\"granule\":%zu,\"alignment\":%u},\"stats\":",
-              carve_backend_str(a->be.kind), a->be.device, a->growth ? "true" : "false", a->initial, lim,
+              carve_backend_str(a->be.kind), a->be.device, a->growth ? "true" : "false", a->vmm ? "true" : "false",
+              a->initial, lim,
               a->min_grow, (size_t)CARVE_SEGMENT_GRANULE, CARVE_ALIGNMENT);
     stats_json(&b, &st);
 

@@ -81,6 +81,7 @@ typedef struct run_cfg {
     unsigned polls;
     int nstreams;
     long steps;
+    int vmm;
 } run_cfg;
 
 static void run(const run_cfg *rc, uint64_t seed) {
@@ -91,6 +92,7 @@ static void run(const run_cfg *rc, uint64_t seed) {
     c.initial_bytes = rc->initial;
     c.limit_bytes = rc->limit;
     c.sim_event_polls = rc->polls;
+    c.vmm = rc->vmm;
     carve_arena *a = NULL;
     CHECK_OK(NULL, carve_arena_create(&c, &a));
     if (!a)
@@ -214,11 +216,15 @@ int main(void) {
         {CARVE_BACKEND_VIRTUAL, 1, 0, (size_t)64 << 30, (size_t)4 << 30, 1, 4, steps},
         /* virtual, initial block plus growth */
         {CARVE_BACKEND_VIRTUAL, 1, 256 << 20, (size_t)2 << 30, 128 << 20, 0, 2, steps},
+        /* virtual-memory mode: granules mapped on use, unmapped under the target */
+        {CARVE_BACKEND_VIRTUAL, 1, 0, (size_t)2 << 30, 96 << 20, 2, 4, steps, 1},
+        /* virtual-memory mode, tight: mapping runs into the limit */
+        {CARVE_BACKEND_VIRTUAL, 0, 160 << 20, 0, 24 << 20, 0, 3, steps, 1},
     };
     for (size_t i = 0; i < sizeof(cfgs) / sizeof(cfgs[0]); i++) {
-        printf("config %zu: %s growth=%d initial=%zu limit=%zu max=%zu polls=%u streams=%d\n", i,
+        printf("config %zu: %s growth=%d initial=%zu limit=%zu max=%zu polls=%u streams=%d vmm=%d\n", i,
                carve_backend_str(cfgs[i].backend), cfgs[i].growth, cfgs[i].initial, cfgs[i].limit, cfgs[i].max_size,
-               cfgs[i].polls, cfgs[i].nstreams);
+               cfgs[i].polls, cfgs[i].nstreams, cfgs[i].vmm);
         for (uint64_t k = 0; k < 3; k++)
             run(&cfgs[i], seed + 7919 * k + i);
     }

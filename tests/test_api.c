@@ -65,6 +65,8 @@ static void test_alloc_free_contract(carve_backend be) {
     CHECK(p == NULL);
     CHECK_OK(a, carve_free(a, NULL));
     CHECK_ST(NULL, carve_free(NULL, (void *)256), CARVE_ERR_INVALID);
+    CHECK_ST(a, carve_alloc(a, 10, (carve_stream)(uintptr_t)0x2, &p), CARVE_ERR_INVALID); /* cudaStreamPerThread */
+    CHECK(p == NULL);
 
     p = (void *)1;
     CHECK_ST(a, carve_alloc(a, SIZE_MAX, NULL, &p), CARVE_ERR_OOM);

@@ -21,7 +21,7 @@ static void test_parse(void) {
     CHECK_OK(NULL, carve_config_parse(&c, "growth=0,limit=4GiB,initial=1GiB,backend=virtual,device=3"));
     CHECK(c.growth == 0 && c.limit_bytes == ((size_t)4 << 30) && c.initial_bytes == ((size_t)1 << 30));
     CHECK(c.backend == CARVE_BACKEND_VIRTUAL && c.device == 3);
-    CHECK_OK(NULL, carve_config_parse(&c, " limit = 1.5GB , growth=on,, "));
+    CHECK_OK(NULL, carve_config_parse(&c, " limit = 1.5 GB , growth=on,, "));
     CHECK(c.limit_bytes == 1500000000u && c.growth == 1);
     CHECK_OK(NULL, carve_config_parse(&c, "limit=0.5,initial=0.25"));
     CHECK(c.limit_fraction == 0.5 && c.limit_bytes == 0 && c.initial_fraction == 0.25 && c.initial_bytes == 0);

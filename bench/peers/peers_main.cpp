@@ -1,0 +1,407 @@
+/*
+ * peers_main.cpp — the native runner of the peer benchmark (carve_peers):
+ * cudaMalloc, cudaMallocAsync, CUB's CachingDeviceAllocator (peer_cub.cu) and
+ * carve, one allocator and one workload per process, so that nothing cached
+ * by one run is seen by the next.
+ *
+ *   carve_peers --alloc NAME --workload pair|churn|threads|trace [options]
+ *   carve_peers --convert TRACE OUT.bin    text trace -> the benchmark's binary form
+ *   carve_peers --list                     allocator names
+ *
+ * Text traces (bench/traces, .csv or .csv.gz) are read with the carve_trace loader;
+ * .gz files through `gzip -dc`.
+ */
+#include "peers.hpp"
+
+#include <carve.h>
+
+#include <sys/wait.h>
+
+#if CARVE_PEERS_HAVE_TRACE
+extern "C" {
+#include "trace.h"
+}
+#endif
+
+namespace peers {
+Allocator *make_cub_allocator(int device, std::string *err); /* peer_cub.cu */
+}
+
+namespace {
+
+using peers::Allocator;
+
+/* ---- cudaMalloc / cudaFree ---------------------------------------------- */
+
+class CudaMallocAllocator final : public Allocator {
+    std::string err_;
+
+  public:
+    std::string name() const override { return "cudaMalloc"; }
+    std::string describe() const override { return "cudaMalloc/cudaFree (no caching)"; }
+    void *alloc(size_t size, cudaStream_t) override
+    {
+        void *p = nullptr;
+        cudaError_t e = cudaMalloc(&p, size);
+        if (e != cudaSuccess) {
+            (void)cudaGetLastError();
+            err_ = cudaGetErrorString(e);
+            return nullptr;
+        }
+        return p;
+    }
+    bool release(void *p, size_t, cudaStream_t) override { return cudaFree(p) == cudaSuccess; }
+    std::string last_error() const override { return err_; }
+};
+
+/* ---- cudaMallocAsync on the default pool --------------------------------- */
+
+class CudaMallocAsyncAllocator final : public Allocator {
+    cudaMemPool_t pool_ = nullptr;
+    std::string err_;
+
+  public:
+    bool init(int device, std::string *err)
+    {
+        if (cudaDeviceGetDefaultMemPool(&pool_, device) != cudaSuccess) {
+            *err = std::string("cudaDeviceGetDefaultMemPool: ") +
+                   cudaGetErrorString(cudaGetLastError());
+            return false;
+        }
+        /* keep everything cached, like the other caching allocators */
+        uint64_t thr = UINT64_MAX;
+        if (cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &thr) != cudaSuccess) {
+            *err = std::string("cudaMemPoolSetAttribute(ReleaseThreshold): ") +
+                   cudaGetErrorString(cudaGetLastError());
+            return false;
+        }
+        return true;
+    }
+    ~CudaMallocAsyncAllocator() override { trim(); }
+    std::string name() const override { return "cudaMallocAsync"; }
+    std::string describe() const override
+    {
+        return "cudaMallocAsync/cudaFreeAsync, default mempool, release threshold UINT64_MAX";
+    }
+    void *alloc(size_t size, cudaStream_t st) override
+    {
+        void *p = nullptr;
+        cudaError_t e = cudaMallocAsync(&p, size, st);
+        if (e != cudaSuccess) {
+            (void)cudaGetLastError();
+            err_ = cudaGetErrorString(e);
+            return nullptr;
+        }
+        return p;
+    }
+    bool release(void *p, size_t, cudaStream_t st) override
+    {
+        return cudaFreeAsync(p, st) == cudaSuccess;
+    }
+    void trim() override
+    {
+        (void)cudaDeviceSynchronize();
+        (void)cudaMemPoolTrimTo(pool_, 0);
+    }
+    void begin_footprint() override
+    {
+        uint64_t zero = 0; /* the only value accepted: resets the high-water mark */
+        (void)cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReservedMemHigh, &zero);
+    }
+    bool reserved_peak(uint64_t *out) override
+    {
+        uint64_t v = 0;
+        if (cudaMemPoolGetAttribute(pool_, cudaMemPoolAttrReservedMemHigh, &v) != cudaSuccess) {
+            (void)cudaGetLastError();
+            return false;
+        }
+        *out = v;
+        return true;
+    }
+    std::string reserved_method() const override { return "cudaMemPoolAttrReservedMemHigh"; }
+    std::string last_error() const override { return err_; }
+};
+
+/* ---- carve --------------------------------------------------------------- */
+
+class CarveAllocator final : public Allocator {
+    carve_arena *arena_ = nullptr;
+    std::string desc_;
+    static thread_local std::string err_;
+
+  public:
+    bool init(int device, std::string *err)
+    {
+        carve_config c;
+        carve_config_init(&c);
+        c.backend = CARVE_BACKEND_CUDA;
+        c.device = device;
+        c.name = "peers";
+        carve_status s = carve_arena_create(&c, &arena_);
+        if (s != CARVE_OK) {
+            *err = std::string("carve_arena_create: ") + carve_status_str(s) + ": " +
+                   carve_last_error(nullptr);
+            return false;
+        }
+        carve_config e;
+        if (carve_arena_get_config(arena_, &e) == CARVE_OK) {
+            char b[256];
+            std::snprintf(b, sizeof b,
+                          "carve %s, CUDA backend, default config (growth %d, initial %zu, "
+                          "limit %zu, min_grow %zu)",
+                          carve_version(), e.growth, e.initial_bytes, e.limit_bytes,
+                          e.min_grow_bytes);
+            desc_ = b;
+        } else {
+            desc_ = std::string("carve ") + carve_version() + ", CUDA backend, default config";
+        }
+        return true;
+    }
+    ~CarveAllocator() override { carve_arena_destroy(arena_); }
+    std::string name() const override { return "carve"; }
+    std::string describe() const override { return desc_; }
+    void *alloc(size_t size, cudaStream_t st) override
+    {
+        void *p = nullptr;
+        if (carve_alloc(arena_, size, st, &p) != CARVE_OK) {
+            err_ = carve_last_error(arena_);
+            return nullptr;
+        }
+        return p;
+    }
+    bool release(void *p, size_t, cudaStream_t) override
+    {
+        if (carve_free(arena_, p) != CARVE_OK) {
+            err_ = carve_last_error(arena_);
+            return false;
+        }
+        return true;
+    }
+    void trim() override { (void)carve_empty_cache(arena_); }
+    void begin_footprint() override { carve_reset_peak_stats(arena_); }
+    bool reserved_peak(uint64_t *out) override
+    {
+        carve_stats st;
+        if (carve_get_stats(arena_, &st) != CARVE_OK)
+            return false;
+        *out = st.reserved_bytes_peak;
+        return true;
+    }
+    std::string reserved_method() const override { return "carve_get_stats reserved_bytes_peak"; }
+    std::string last_error() const override { return err_; }
+};
+thread_local std::string CarveAllocator::err_;
+
+/* ---- Text traces through carve_trace -------------------------------------- */
+
+#if CARVE_PEERS_HAVE_TRACE
+/* Open path for reading; .gz through a `gzip -dc` child. *child is its pid or 0. */
+FILE *open_text(const char *path, pid_t *child, std::string *err)
+{
+    *child = 0;
+    size_t n = std::strlen(path);
+    if (n < 3 || std::strcmp(path + n - 3, ".gz") != 0) {
+        FILE *f = std::fopen(path, "r");
+        if (!f)
+            *err = std::string("cannot open ") + path + ": " + std::strerror(errno);
+        return f;
+    }
+    if (access(path, R_OK) != 0) {
+        *err = std::string("cannot open ") + path + ": " + std::strerror(errno);
+        return nullptr;
+    }
+    int fd[2];
+    if (pipe(fd) != 0) {
+        *err = std::string("pipe: ") + std::strerror(errno);
+        return nullptr;
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+        *err = std::string("fork: ") + std::strerror(errno);
+        close(fd[0]);
+        close(fd[1]);
+        return nullptr;
+    }
+    if (pid == 0) {
+        dup2(fd[1], 1);
+        close(fd[0]);
+        close(fd[1]);
+        execlp("gzip", "gzip", "-dc", "--", path, (char *)nullptr);
+        _exit(127);
+    }
+    close(fd[1]);
+    *child = pid;
+    FILE *f = fdopen(fd[0], "r");
+    if (!f) {
+        *err = std::string("fdopen: ") + std::strerror(errno);
+        close(fd[0]);
+    }
+    return f;
+}
+
+void no_progress(size_t, void *) {}
+
+bool load_text(const char *path, peers::OpList *out, std::string *err)
+{
+    pid_t child = 0;
+    FILE *f = open_text(path, &child, err);
+    if (!f)
+        return false;
+    carve_trace t;
+    std::memset(&t, 0, sizeof t);
+    int rc = carve_trace_load(f, &t, no_progress, nullptr);
+    std::fclose(f);
+    if (child) {
+        int status = 0;
+        (void)waitpid(child, &status, 0);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+            *err = std::string(path) + ": gzip -dc failed";
+            if (rc == 0)
+                carve_trace_free(&t);
+            return false;
+        }
+    }
+    if (rc != 0) {
+        *err = std::string(path) + ": " + t.diag;
+        carve_trace_free(&t);
+        return false;
+    }
+    if (t.nbad)
+        std::fprintf(stderr, "peers: %s: %zu malformed lines skipped (%s)\n", path, t.nbad, t.diag);
+    if (t.nslots > UINT32_MAX) {
+        *err = std::string(path) + ": too many slots";
+        carve_trace_free(&t);
+        return false;
+    }
+    out->ops.clear();
+    out->ops.reserve(t.n);
+    out->nslots = (uint32_t)t.nslots;
+    out->nstreams = t.nstreams ? t.nstreams : 1;
+    out->setup = 0;
+    bool ok = true;
+    for (size_t i = 0; i < t.n; i++) {
+        const carve_trace_event &e = t.ev[i];
+        if (e.slot >= out->nslots || (e.op == 'a' && e.stream >= out->nstreams) ||
+            (e.op != 'a' && e.op != 'f')) {
+            ok = false;
+            break;
+        }
+        /* a free keeps the stream of its allocation (the replay tracks it per slot) */
+        out->ops.push_back(peers::Op{e.slot, e.op == 'a' ? e.stream : 0,
+                                     e.op == 'a' ? e.size : peers::kFree});
+    }
+    uint64_t peak = t.peak_requested;
+    carve_trace_free(&t);
+    if (!ok) {
+        *err = std::string(path) + ": loader returned an event out of range";
+        return false;
+    }
+    uint64_t mine = peers::peak_requested(*out);
+    if (peak && mine != peak)
+        std::fprintf(stderr, "peers: %s: peak requested %" PRIu64 " here, %" PRIu64 " by the loader\n",
+                     path, mine, peak);
+    return true;
+}
+#endif
+
+const char *const kAllocators[] = {"cudaMalloc", "cudaMallocAsync", "cub", "carve"};
+
+Allocator *make_allocator(const std::string &name, int device, std::string *err)
+{
+    if (name == "cudaMalloc")
+        return new CudaMallocAllocator();
+    if (name == "cudaMallocAsync") {
+        auto *a = new CudaMallocAsyncAllocator();
+        if (!a->init(device, err)) {
+            delete a;
+            return nullptr;
+        }
+        return a;
+    }
+    if (name == "cub")
+        return peers::make_cub_allocator(device, err);
+    if (name == "carve") {
+        auto *a = new CarveAllocator();
+        if (!a->init(device, err)) {
+            delete a;
+            return nullptr;
+        }
+        return a;
+    }
+    *err = "unknown allocator '" + name + "' (see --list)";
+    return nullptr;
+}
+
+void usage(FILE *f)
+{
+    std::fprintf(f,
+                 "usage: carve_peers --alloc NAME --workload pair|churn|threads|trace [options]\n"
+                 "       carve_peers --convert TRACE OUT.bin\n"
+                 "       carve_peers --list\n");
+    peers::usage_options(f);
+}
+
+} /* namespace */
+
+int main(int argc, char **argv)
+{
+    if (argc >= 2 && std::strcmp(argv[1], "--list") == 0) {
+        for (const char *n : kAllocators)
+            std::printf("%s\n", n);
+        return 0;
+    }
+    if (argc >= 2 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0)) {
+        usage(stdout);
+        return 0;
+    }
+    if (argc >= 2 && std::strcmp(argv[1], "--convert") == 0) {
+        if (argc != 4) {
+            usage(stderr);
+            return 2;
+        }
+#if CARVE_PEERS_HAVE_TRACE
+        peers::OpList l;
+        std::string err;
+        if (!load_text(argv[2], &l, &err) || !peers::write_bin(argv[3], l, &err)) {
+            std::fprintf(stderr, "carve_peers: %s\n", err.c_str());
+            return 1;
+        }
+        std::fprintf(stderr, "carve_peers: %s: %zu events, %u slots, %u streams, peak requested %" PRIu64
+                             " bytes\n",
+                     argv[2], l.ops.size(), l.nslots, l.nstreams, peers::peak_requested(l));
+        return 0;
+#else
+        std::fprintf(stderr, "carve_peers: built without the trace loader (carve_trace)\n");
+        return 1;
+#endif
+    }
+
+    peers::Context cx;
+    std::string err;
+    if (!peers::parse_options(argc, argv, 1, &cx.opt, &err, nullptr)) {
+        std::fprintf(stderr, "carve_peers: %s\n", err.c_str());
+        usage(stderr);
+        return 2;
+    }
+    if (cx.opt.alloc.empty() || cx.opt.workload.empty()) {
+        usage(stderr);
+        return 2;
+    }
+    if (!peers::init_device(&cx, &err)) {
+        std::fprintf(stderr, "carve_peers: %s\n", err.c_str());
+        return 1;
+    }
+    Allocator *a = make_allocator(cx.opt.alloc, cx.opt.device, &err);
+    if (!a) {
+        std::fprintf(stderr, "carve_peers: %s\n", err.c_str());
+        return 1;
+    }
+#if CARVE_PEERS_HAVE_TRACE
+    peers::TraceLoader loader = load_text;
+#else
+    peers::TraceLoader loader = nullptr;
+#endif
+    int rc = peers::run_workload(cx, *a, loader);
+    delete a;
+    return rc;
+}

@@ -1,0 +1,101 @@
+#!/bin/sh
+# run.sh — the GPU suite twice: as meson runs it, then every test under
+# compute-sanitizer's memcheck with CARVE_TEST_QUICK=1.
+#
+# usage: tests/gpu/run.sh [BUILD_DIR]        (default: build)
+#
+# Environment:
+#   SANITIZER           compute-sanitizer to use (default: from PATH, else
+#                       /usr/local/cuda/bin/compute-sanitizer)
+#   SANITIZER_ARGS      extra arguments for every sanitizer run
+#   SANITIZER_TIMEOUT   seconds per test under the sanitizer (default 1800)
+#   SKIP_SANITIZER=1    run the meson suite only
+#
+# Under the sanitizer:
+#   - CARVE_TEST_QUICK=1 shrinks step counts and sleeps (memcheck slows
+#     kernels 10-100x);
+#   - CARVE_TEST_MEM_SLACK_MIB=512, because the sanitizer keeps device memory
+#     of its own that would otherwise read as a leak in the tests' driver
+#     counts (its --leak-check full is the stricter leak check there);
+#   - gpu_oom and gpu_two_devices run with --report-api-errors no: gpu_oom
+#     makes cudaMalloc fail on purpose, and NCCL probes optional driver
+#     entry points that fail by design. Memory access checking stays on.
+#
+# Prints one line per test and run; exits non-zero if anything failed
+# (a skip, exit code 77, is not a failure).
+
+BUILD=${1:-build}
+if [ ! -f "$BUILD/build.ninja" ]; then
+    echo "run.sh: $BUILD is not a meson build directory" >&2
+    exit 2
+fi
+LOGS="$BUILD/meson-logs/gpu-sanitizer"
+mkdir -p "$LOGS" || exit 2
+failed=0
+
+echo "== meson test --suite gpu"
+if ! meson test -C "$BUILD" --suite gpu --print-errorlogs; then
+    failed=1
+fi
+
+if [ "${SKIP_SANITIZER:-0}" = 1 ]; then
+    echo "== compute-sanitizer run skipped (SKIP_SANITIZER=1)"
+    exit $failed
+fi
+
+SAN=${SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)}
+if [ ! -x "$SAN" ]; then
+    echo "run.sh: compute-sanitizer not found (set SANITIZER, or SKIP_SANITIZER=1)" >&2
+    exit 1
+fi
+
+# One line per gpu test: name, then NAME=VALUE environment words, "--", command words.
+LIST="$LOGS/tests.txt"
+meson introspect --tests "$BUILD" | python3 -c '
+import json, shlex, sys
+for t in json.load(sys.stdin):
+    if not any(s.endswith(":gpu") or s == "gpu" for s in t["suite"]):
+        continue
+    env = ["%s=%s" % kv for kv in sorted((t.get("env") or {}).items())]
+    print(" ".join([t["name"]] + [shlex.quote(w) for w in env] + ["--"] + [shlex.quote(w) for w in t["cmd"]]))
+' > "$LIST" || { echo "run.sh: meson introspect failed" >&2; exit 1; }
+
+echo "== compute-sanitizer --tool memcheck (CARVE_TEST_QUICK=1), logs in $LOGS"
+while read -r name rest; do
+    api=""
+    case "$name" in
+    gpu_oom | gpu_two_devices) api="--report-api-errors no" ;;
+    esac
+    log="$LOGS/$name.log"
+    start=$(date +%s)
+    eval "set -- $rest"
+    envs=""
+    while [ "$1" != "--" ]; do
+        envs="$envs $1"
+        shift
+    done
+    shift
+    # shellcheck disable=SC2086 # the environment and option lists are split on purpose
+    env $envs CARVE_TEST_QUICK=1 CARVE_TEST_MEM_SLACK_MIB=512 \
+        timeout "${SANITIZER_TIMEOUT:-1800}" \
+        "$SAN" --tool memcheck --leak-check full --error-exitcode 1 $api ${SANITIZER_ARGS:-} "$@" \
+        > "$log" 2>&1 < /dev/null
+    rc=$?
+    secs=$(($(date +%s) - start))
+    summary=$(grep -E "ERROR SUMMARY|LEAK SUMMARY" "$log" | tail -1 | sed 's/^=* *//')
+    case $rc in
+    0) printf 'PASS  %-22s memcheck %5ss  %s\n' "$name" "$secs" "$summary" ;;
+    77) printf 'SKIP  %-22s memcheck %5ss  %s\n' "$name" "$secs" "$(grep -m1 SKIP "$log")" ;;
+    124) printf 'FAIL  %-22s memcheck %5ss  timed out, see %s\n' "$name" "$secs" "$log"; failed=1 ;;
+    *) printf 'FAIL  %-22s memcheck %5ss  exit %s, %s; see %s\n' "$name" "$secs" "$rc" "$summary" "$log"
+       grep -E "FAIL|FATAL|=========  *(Invalid|Program hit|Leaked|Error)" "$log" | head -5 | sed 's/^/      /'
+       failed=1 ;;
+    esac
+done < "$LIST"
+
+if [ $failed = 0 ]; then
+    echo "== gpu suite: all passed or skipped"
+else
+    echo "== gpu suite: FAILURES (see above)"
+fi
+exit $failed

@@ -1,0 +1,127 @@
+/*
+ * test_vmm.c — virtual-memory mode on the virtual backend: reserved bytes
+ * count mapped granules, free granules are unmapped before the mapped total
+ * passes its peak, the limit caps what is mapped, empty_cache unmaps
+ * everything free, and the host backend refuses the mode.
+ */
+#include "test_util.h"
+
+#define MiB ((size_t)1 << 20)
+
+static carve_arena *vmm_arena(size_t limit, int growth, size_t initial) {
+    carve_config c;
+    carve_config_init(&c);
+    c.backend = CARVE_BACKEND_VIRTUAL;
+    c.vmm = 1;
+    c.limit_bytes = limit;
+    c.growth = growth;
+    c.initial_bytes = initial;
+    carve_arena *a = NULL;
+    CHECK_OK(NULL, carve_arena_create(&c, &a));
+    return a;
+}
+
+static void test_counts_mapped(void) {
+    carve_arena *a = vmm_arena(0, 1, 0);
+    CHECK(carve_memory_reserved(a) == 0); /* address space holds no memory */
+    void *p;
+    CHECK_OK(a, carve_alloc(a, 5 * MiB, NULL, &p)); /* touches 3 granules */
+    CHECK(carve_memory_reserved(a) == 6 * MiB);
+    void *q;
+    CHECK_OK(a, carve_alloc(a, 1000, NULL, &q)); /* a small span elsewhere: one more granule */
+    CHECK(carve_memory_reserved(a) == 8 * MiB);
+    CHECK_OK(a, carve_free(a, p));
+    CHECK(carve_memory_reserved(a) == 8 * MiB); /* unmapping is lazy */
+    CHECK_OK(a, carve_empty_cache(a));
+    CHECK(carve_memory_reserved(a) == 2 * MiB); /* only q's granule stays */
+    CHECK_ARENA(a);
+    CHECK_OK(a, carve_free(a, q));
+    CHECK_OK(a, carve_empty_cache(a));
+    carve_stats s;
+    carve_get_stats(a, &s);
+    CHECK(s.reserved_bytes == 0 && s.num_segments == 0 && s.reserved_bytes_peak == 8 * MiB);
+    CHECK_ARENA(a);
+    carve_arena_destroy(a);
+}
+
+static void test_peak_bounded(void) {
+    /* Fill ~240 MiB with 4 MiB + 4 KiB buffers, free every other one (each
+     * hole holds at least one whole granule), then ask for 6 MiB buffers: the
+     * holes cannot hold them, but their granules can be unmapped, so the
+     * mapped total stays at its peak instead of growing as it would with
+     * plain segments. */
+    carve_arena *a = vmm_arena(0, 1, 0);
+    enum { N = 60 };
+    void *p[N];
+    for (int i = 0; i < N; i++)
+        CHECK_OK(a, carve_alloc(a, 4 * MiB + 4096, NULL, &p[i]));
+    carve_stats s0;
+    carve_get_stats(a, &s0);
+    for (int i = 0; i < N; i += 2)
+        CHECK_OK(a, carve_free(a, p[i]));
+    void *q[10];
+    for (int i = 0; i < 10; i++)
+        CHECK_OK(a, carve_alloc(a, 6 * MiB, NULL, &q[i]));
+    carve_stats s1;
+    carve_get_stats(a, &s1);
+    /* Live data fell by ~120 MiB and rose by 60 MiB: the peak must not grow
+     * by more than a few granules. */
+    CHECK(s1.reserved_bytes_peak <= s0.reserved_bytes_peak + 8 * MiB);
+    CHECK(s1.reserved_bytes <= s1.reserved_bytes_peak);
+    CHECK_ARENA(a);
+    for (int i = 1; i < N; i += 2)
+        CHECK_OK(a, carve_free(a, p[i]));
+    for (int i = 0; i < 10; i++)
+        CHECK_OK(a, carve_free(a, q[i]));
+    CHECK_ARENA(a);
+    carve_arena_destroy(a);
+}
+
+static void test_limit(void) {
+    carve_arena *a = vmm_arena(64 * MiB, 1, 0);
+    void *p[40];
+    int n = 0;
+    while (n < 40 && carve_alloc(a, 3 * MiB, NULL, &p[n]) == CARVE_OK)
+        n++;
+    CHECK(n >= 16 && n < 40);
+    CHECK(carve_memory_reserved(a) <= 64 * MiB);
+    CHECK(strstr(carve_last_error(a), "limit") != NULL);
+    CHECK_OK(a, carve_free(a, p[0]));
+    CHECK_OK(a, carve_alloc(a, 3 * MiB, NULL, &p[0])); /* keeps working */
+    for (int i = 0; i < n; i++)
+        CHECK_OK(a, carve_free(a, p[i]));
+    CHECK_ARENA(a);
+    carve_arena_destroy(a);
+
+    /* growth off: the initial amount is the cap on mapped bytes */
+    a = vmm_arena(0, 0, 32 * MiB);
+    void *x, *y;
+    CHECK_OK(a, carve_alloc(a, 20 * MiB, NULL, &x));
+    CHECK_ST(a, carve_alloc(a, 20 * MiB, NULL, &y), CARVE_ERR_OOM);
+    CHECK(carve_memory_reserved(a) <= 32 * MiB);
+    CHECK_OK(a, carve_free(a, x));
+    CHECK_OK(a, carve_alloc(a, 30 * MiB, NULL, &y));
+    CHECK_OK(a, carve_free(a, y));
+    CHECK_ARENA(a);
+    carve_arena_destroy(a);
+}
+
+static void test_refused(void) {
+    carve_config c;
+    carve_config_init(&c);
+    c.backend = CARVE_BACKEND_HOST;
+    c.vmm = 1;
+    carve_arena *a = (carve_arena *)1;
+    CHECK_ST(NULL, carve_arena_create(&c, &a), CARVE_ERR_INVALID);
+    CHECK(a == NULL && strstr(carve_last_error(NULL), "virtual-memory") != NULL);
+    CHECK_OK(NULL, carve_config_parse(&c, "vmm=1,backend=virtual"));
+    CHECK(c.vmm == 1);
+}
+
+int main(void) {
+    test_counts_mapped();
+    test_peak_bounded();
+    test_limit();
+    test_refused();
+    return test_finish();
+}

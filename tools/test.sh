@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Build carve and run every test suite: a release build (unit, stress, header,
+# tools, and the gpu/kernels suites, which report SKIP without a CUDA device)
+# and an ASan+UBSan build with the expensive internal checks (unit, stress,
+# tools). Installs meson and ninja with apt-get when they are missing.
+# Prints "N passed, N failed" (skipped tests counted apart) and exits non-zero
+# on any failure. Usage: tools/test.sh [--quick]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+quick=0
+[ "${1:-}" = "--quick" ] && quick=1
+
+need_apt=()
+command -v meson >/dev/null || need_apt+=(meson)
+command -v ninja >/dev/null || need_apt+=(ninja-build)
+command -v cc >/dev/null || need_apt+=(gcc)
+command -v c++ >/dev/null || need_apt+=(g++)
+command -v python3 >/dev/null || need_apt+=(python3)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "installing: ${need_apt[*]}"
+  sudo_cmd=""; [ "$(id -u)" != 0 ] && sudo_cmd=sudo
+  $sudo_cmd apt-get update -qq && $sudo_cmd apt-get install -y -qq "${need_apt[@]}" >/dev/null || {
+    echo "could not install ${need_apt[*]}"; exit 1; }
+fi
+[ -d /usr/local/cuda/bin ] && export PATH=/usr/local/cuda/bin:$PATH
+
+setup() { # dir, options...
+  local dir=$1; shift
+  if [ ! -f "$dir/build.ninja" ]; then
+    meson setup "$dir" "$@" >"$dir.setup.log" 2>&1 || { cat "$dir.setup.log"; return 1; }
+  fi
+  ninja -C "$dir" >"$dir.build.log" 2>&1 || { tail -40 "$dir.build.log"; return 1; }
+}
+
+passed=0; failed=0; skipped=0
+run_suites() { # dir, suites...
+  local dir=$1; shift
+  local args=()
+  for s in "$@"; do args+=(--suite "$s"); done
+  meson test -C "$dir" "${args[@]}" --print-errorlogs --num-processes "$(nproc)" || true
+  local counts
+  counts=$(python3 - "$dir/meson-logs/testlog.json" <<'PY'
+import json, sys
+p = f = s = 0
+for line in open(sys.argv[1]):
+    r = json.loads(line)["result"]
+    if r in ("OK", "EXPECTEDFAIL"): p += 1
+    elif r == "SKIP": s += 1
+    else: f += 1
+print(p, f, s)
+PY
+)
+  read -r p f s <<<"$counts"
+  passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
+}
+
+echo "== release build (build-release)"
+if setup build-release --buildtype=release; then
+  run_suites build-release unit stress header tools gpu kernels
+else
+  failed=$((failed + 1))
+fi
+if [ $quick = 0 ]; then
+  echo "== ASan + UBSan build with expensive checks (build-sanitize)"
+  if setup build-sanitize --buildtype=debugoptimized -Db_sanitize=address,undefined -Db_lto=false \
+       -Dchecks=expensive -Dbenchmarks=false; then
+    run_suites build-sanitize unit stress tools
+  else
+    failed=$((failed + 1))
+  fi
+fi
+echo
+echo "skipped: $skipped (GPU suites skip when no CUDA device is present; skipped is not passed)"
+echo "$passed passed, $failed failed"
+[ $failed = 0 ]
