@@ -77,13 +77,16 @@ static carve_block *pool_extend(carve_arena *a, carve_pool *p, unsigned cls, siz
 }
 
 /* Pool lock held; the pool's index has no block for rs. Bring a span in:
- * from the heap, after giving the heap this pool's empty spans (so they can
- * merge), by growing, and once more after reclaiming every pool's cached
- * memory. Returns a free indexed block of at least rs bytes, or NULL with
- * *st set. The pool lock is dropped and retaken around the reclaim. */
+ * by extending a span of the pool, from the heap (after giving the heap this
+ * pool's empty spans, so they can merge), by growing — but before growing
+ * past the largest footprint so far, other streams are asked for their empty
+ * spans first — and once more after reclaiming every stream's cached memory
+ * and waiting for it. Returns a free indexed block of at least rs bytes, or
+ * NULL with *st set. The pool lock is dropped and retaken around reclaims. */
 static carve_block *pool_refill(carve_arena *a, carve_pool *p, unsigned cls, size_t rs,
                                 carve_status *st) {
     size_t want = span_want(cls, rs), need = span_need(cls, rs);
+    int asked_others = 0;
     carve_note("%s", "");
     for (int attempt = 0;; attempt++) {
         if (carve_slab_reserve(&p->slab, 1) != 0) {
@@ -101,12 +104,25 @@ static carve_block *pool_refill(carve_arena *a, carve_pool *p, unsigned cls, siz
         carve_block *span = carve_heap_take(a, p, cls, want, need, st);
         if (!span && *st == CARVE_OK && carve_pool_return_empty(p) > 0)
             span = carve_heap_take(a, p, cls, want, need, st);
-        if (!span && *st == CARVE_OK) {
+        int ask_others = !span && *st == CARVE_OK && !asked_others && !a->vmm && CARVE_LOAD(&a->multi) &&
+                         a->heap.reserved + want > a->heap.reserved_peak;
+        if (!span && *st == CARVE_OK && !ask_others) {
             *st = carve_heap_grow(a, want, need);
             if (*st == CARVE_OK)
                 span = carve_heap_take(a, p, cls, want, need, st);
         }
         carve_mutex_unlock(&a->heap.lock);
+        if (ask_others) { /* without waiting: ranges whose events are done become usable */
+            asked_others = 1;
+            attempt--;
+            carve_spin_unlock(&p->lock);
+            carve_arena_reclaim(a, 0);
+            carve_spin_lock(&p->lock);
+            carve_block *b = carve_index_find(&p->index[cls], rs);
+            if (b)
+                return b;
+            continue;
+        }
         if (span) {
             carve_block *blk = carve_slab_get(&p->slab);
             carve_pool_install_span(p, span, blk);
@@ -127,7 +143,7 @@ static carve_block *pool_refill(carve_arena *a, carve_pool *p, unsigned cls, siz
         char why[256];
         snprintf(why, sizeof(why), "%s", carve_note_get());
         carve_spin_unlock(&p->lock);
-        carve_arena_reclaim(a, a->growth);
+        carve_arena_reclaim(a, CARVE_RECLAIM_WAIT | (a->growth ? CARVE_RECLAIM_RELEASE : 0));
         carve_spin_lock(&p->lock);
         carve_note("%s", why);
         if ((b = carve_index_find(&p->index[cls], rs)))
@@ -154,7 +170,7 @@ static carve_block *pool_take(carve_arena *a, carve_pool *p, unsigned cls, size_
         char why[256];
         snprintf(why, sizeof(why), "%s", carve_note_get());
         carve_spin_unlock(&p->lock);
-        carve_arena_reclaim(a, 0);
+        carve_arena_reclaim(a, CARVE_RECLAIM_WAIT);
         carve_spin_lock(&p->lock);
         carve_note("%s", why);
     }

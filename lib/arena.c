@@ -169,11 +169,12 @@ carve_status carve_arena_get_config(const carve_arena *a, carve_config *out) {
     return CARVE_OK;
 }
 
-carve_status carve_arena_reclaim(carve_arena *a, int release) {
+carve_status carve_arena_reclaim(carve_arena *a, unsigned flags) {
+    int release = (flags & CARVE_RECLAIM_RELEASE) != 0;
     for (carve_pool *p = carve_pools_first(a); p; p = p->next_all) {
         carve_spin_lock(&p->lock);
         if (p->pending_head)
-            carve_pool_poll_pending(p, 1);
+            carve_pool_poll_pending(p, (flags & CARVE_RECLAIM_WAIT) != 0);
         carve_mutex_lock(&a->heap.lock);
         carve_pool_return_empty(p);
         if (a->vmm)
@@ -182,7 +183,8 @@ carve_status carve_arena_reclaim(carve_arena *a, int release) {
         carve_spin_unlock(&p->lock);
     }
     carve_mutex_lock(&a->heap.lock);
-    carve_heap_sync(a);
+    if (flags & CARVE_RECLAIM_WAIT)
+        carve_heap_sync(a);
     if (a->vmm) {
         if (release) /* what is mapped now is what live buffers need */
             a->heap.target = a->heap.reserved > a->initial ? a->heap.reserved : a->initial;
@@ -197,7 +199,7 @@ carve_status carve_arena_reclaim(carve_arena *a, int release) {
 carve_status carve_empty_cache(carve_arena *a) {
     if (!a)
         return carve_fail(NULL, CARVE_ERR_INVALID, "carve_empty_cache: arena is NULL");
-    carve_status st = carve_arena_reclaim(a, 1);
+    carve_status st = carve_arena_reclaim(a, CARVE_RECLAIM_WAIT | CARVE_RECLAIM_RELEASE);
     if (st != CARVE_OK)
         return carve_fail(a, st, "carve_empty_cache: %s", carve_note_get());
     return CARVE_OK;

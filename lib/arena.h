@@ -200,10 +200,12 @@ void carve_pool_account(carve_pool *p, ptrdiff_t dalloc, ptrdiff_t dreq) CARVE_I
 static inline carve_pool *carve_pools_first(const carve_arena *a) { return CARVE_LOAD_ACQ(&a->pools); }
 
 /* ---- arena.c ---- */
-/* Under memory pressure or for empty_cache: every pool gives back its empty
- * spans, pending events are waited for, and (if release) fully free
- * segments go back to the backend. No lock held on entry. */
-carve_status carve_arena_reclaim(carve_arena *a, int release) CARVE_INTERNAL;
+/* Every pool gives its empty spans back to the heap (unmapping free
+ * granules in virtual-memory mode). With CARVE_RECLAIM_WAIT, pending events
+ * are waited for first; with CARVE_RECLAIM_RELEASE, fully free segments then
+ * go back to the backend. No lock held on entry. */
+enum { CARVE_RECLAIM_WAIT = 1, CARVE_RECLAIM_RELEASE = 2 };
+carve_status carve_arena_reclaim(carve_arena *a, unsigned flags) CARVE_INTERNAL;
 
 /* ---- vmm.c (virtual-memory mode) ---- */
 int carve_vmm_segment_init(carve_segment *s) CARVE_INTERNAL;

@@ -328,11 +328,17 @@ carve_status carve_heap_grow(carve_arena *a, size_t want, size_t need) {
                        carve_fmt_bytes(b1, sizeof(b1), a->initial));
             return CARVE_ERR_OOM;
         }
-    } else if (!(size = grow_size(a, want, need))) {
-        carve_note("growing by %s would pass the limit of %s (%s reserved)",
-                   carve_fmt_bytes(b1, sizeof(b1), need), carve_fmt_bytes(b2, sizeof(b2), a->limit),
-                   carve_fmt_bytes(b3, sizeof(b3), h->reserved + h->inflight));
-        return CARVE_ERR_OOM;
+    } else {
+        /* Rather than raise the reserved peak, give fully free segments back
+         * first: the new segment then replaces them instead of adding to them. */
+        if (h->reserved + (want > need ? want : need) > h->reserved_peak)
+            carve_heap_release_free(a);
+        if (!(size = grow_size(a, want, need))) {
+            carve_note("growing by %s would pass the limit of %s (%s reserved)",
+                       carve_fmt_bytes(b1, sizeof(b1), need), carve_fmt_bytes(b2, sizeof(b2), a->limit),
+                       carve_fmt_bytes(b3, sizeof(b3), h->reserved + h->inflight));
+            return CARVE_ERR_OOM;
+        }
     }
     h->inflight += size;
     carve_mutex_unlock(&h->lock);
@@ -376,9 +382,14 @@ void carve_heap_sync(carve_arena *a) {
                 r = range_coalesce(a, r);
 }
 
-static int segment_free(const carve_segment *s) {
-    const carve_block *r = s->first;
-    return r->state == CARVE_B_FREE && !r->next && !r->u.r.event;
+/* A segment that is one free range whose event (if any) has completed. */
+static int segment_free(carve_arena *a, carve_segment *s) {
+    carve_block *r = s->first;
+    if (r->state != CARVE_B_FREE || r->next)
+        return 0;
+    if (r->u.r.event && a->be.ops->event_query(&a->be, r->u.r.event) != 0)
+        range_drop_event(a, r);
+    return !r->u.r.event;
 }
 
 carve_status carve_heap_release_free(carve_arena *a) {
@@ -387,7 +398,7 @@ carve_status carve_heap_release_free(carve_arena *a) {
     carve_segment *kept = NULL; /* segments the backend refused to take back */
     for (;;) {
         carve_segment *s = h->segs;
-        while (s && !segment_free(s))
+        while (s && !segment_free(a, s))
             s = s->next;
         if (!s)
             break;

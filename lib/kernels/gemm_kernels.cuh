@@ -15,12 +15,12 @@
  *    into registers while the current one is multiplied, then stored to the
  *    other of two shared buffers. A is stored transposed (k-major) so a
  *    thread's 8 rows at one k are two float4 reads.
- *  - gemm_cp: cp.async copies global to shared memory directly (no register
- *    staging) through a ring of STAGES buffers, so STAGES-1 tiles are in
- *    flight. A stays row-major (cp.async cannot transpose) with rows padded
- *    to BK+4 floats; a thread reads 4 consecutive k of one row as a float4.
- * and gemm_tf32 uses the same cp.async pipeline to feed mma.sync m16n8k8 on
- * tensor cores (inputs rounded to TF32).
+ *  - gemm_cpt: cp.async copies global to shared memory directly (no
+ *    register staging) through a ring of STAGES buffers, so STAGES-1 tiles
+ *    are in flight; A is transposed by copying each element on its own
+ *    (4-byte copies), so the inner loop is the same as gemm_rs.
+ * and gemm_tf32 uses a cp.async pipeline (A row-major) to feed mma.sync
+ * m16n8k8 on tensor cores (inputs rounded to TF32).
  *
  * Edges cost no branches in the main loop: rows past m and columns past n
  * are clamped to the last valid one (the loaded values only reach outputs

@@ -5,9 +5,9 @@
  * Every argument is checked before anything is launched (a bad call returns
  * CARVE_ERR_INVALID and enqueues nothing). The variant is picked per call:
  * shapes whose rows are not 16-byte aligned take the guarded scalar path;
- * problems too small to give every SM a 128 x 128 tile take 64 x 64 tiles;
+ * problems too small to give every SM a 128 x 128 tile take kSmallVariant;
  * everything else takes kLargeVariant. The variants are listed in one table
- * so that tests and benchmarks can run each of them by index.
+ * (gemm_table.cuh) so that tests and benchmarks can run each by index.
  */
 #include "carve_kernels.h"
 #include "gemm_table.cuh"
@@ -61,6 +61,13 @@ cudaError_t allow_smem(int v, kernel_fn f) {
     if (e == cudaSuccess && cache)
         g_smem_ready[dev].fetch_or(1u << v, std::memory_order_acq_rel);
     return e;
+}
+
+void forget_smem(int v) {
+    int dev = 0;
+    if (cudaGetDevice(&dev) == cudaSuccess && dev >= 0 && dev < kMaxDevices)
+        g_smem_ready[dev].fetch_and(~(1u << v), std::memory_order_acq_rel);
+    (void)cudaGetLastError();
 }
 
 bool overlaps(const void *a, size_t abytes, const void *b, size_t bbytes) {
@@ -123,8 +130,18 @@ carve_status run(const char *fn, int variant, carve_stream s, int m, int n, int 
     cudaError_t e = allow_smem(pl.variant, pl.f);
     if (e != cudaSuccess)
         return carve_k::launch_status(e, fn);
-    pl.f<<<pl.blocks, pl.threads, pl.smem, reinterpret_cast<cudaStream_t>(s)>>>(pl.p);
-    return carve_k::launch_status(cudaGetLastError(), fn);
+    cudaStream_t stream = reinterpret_cast<cudaStream_t>(s);
+    pl.f<<<pl.blocks, pl.threads, pl.smem, stream>>>(pl.p);
+    e = cudaGetLastError();
+    if (e != cudaSuccess && pl.smem > 48 * 1024) {
+        /* The opt-in may have been lost (cudaDeviceReset): set it again. */
+        forget_smem(pl.variant);
+        if ((e = allow_smem(pl.variant, pl.f)) == cudaSuccess) {
+            pl.f<<<pl.blocks, pl.threads, pl.smem, stream>>>(pl.p);
+            e = cudaGetLastError();
+        }
+    }
+    return carve_k::launch_status(e, fn);
 }
 
 }  // namespace

@@ -1,0 +1,37 @@
+#!/bin/sh
+# run.sh [BUILD_DIR] — the GPU kernel tests, then the kernel benchmark, all
+# output to stdout. BUILD_DIR defaults to build (relative to the repository
+# root). The benchmark's JSON copy goes to $OUT/bench_kernels.json when OUT
+# is set. Takes about two minutes on an H100.
+#   CARVE_TEST_QUICK=1  small test sizes only
+#   BENCH_ARGS=--quick  a short benchmark
+set -u
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root" || exit 1
+B=${1:-build}
+PATH=/usr/local/cuda/bin:$PATH
+export PATH
+
+ninja -C "$B" || exit 1
+if command -v nvidia-smi >/dev/null 2>&1; then
+    nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit,temperature.gpu \
+        --format=csv || true
+fi
+
+echo "== kernel tests"
+start=$(date +%s)
+meson test -C "$B" --suite kernels --verbose --print-errorlogs
+tests_rc=$?
+echo "== kernel tests: exit $tests_rc, $(( $(date +%s) - start )) s"
+
+echo "== kernel benchmark"
+start=$(date +%s)
+if [ -n "${OUT:-}" ]; then
+    "$B"/bench/kernels/bench_kernels ${BENCH_ARGS:-} --json "$OUT/bench_kernels.json"
+else
+    "$B"/bench/kernels/bench_kernels ${BENCH_ARGS:-}
+fi
+bench_rc=$?
+echo "== kernel benchmark: exit $bench_rc, $(( $(date +%s) - start )) s"
+
+[ "$tests_rc" -eq 0 ] && [ "$bench_rc" -eq 0 ]
