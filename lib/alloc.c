@@ -8,7 +8,7 @@
  * merging with free neighbours. Neither touches the heap or the backend, and
  * neither writes memory shared with threads on other streams.
  */
-#include "arena.h"
+#include "pool_ops.h"
 
 #include <string.h>
 
@@ -156,6 +156,7 @@ static carve_block *pool_refill(carve_arena *a, carve_pool *p, unsigned cls, siz
  * block and map it; on running out of room, reclaim cached memory from
  * every stream and retry once. */
 static carve_block *pool_take(carve_arena *a, carve_pool *p, unsigned cls, size_t rs, carve_status *st) {
+    carve_pool_flush_hot(p); /* merged, it may fit */
     for (int attempt = 0;; attempt++) {
         carve_block *b = carve_index_find(&p->index[cls], rs);
         if (!b && !(b = pool_refill(a, p, cls, rs, st)))
@@ -232,7 +233,14 @@ carve_status carve_alloc(carve_arena *a, size_t size, carve_stream s, void **out
     carve_spin_lock(&p->lock);
     if (CARVE_UNLIKELY(p->pending_head != NULL))
         carve_pool_poll_pending(p, 0);
-    carve_block *b = carve_index_find(&p->index[cls], rs);
+    carve_block *b = p->hot;
+    if (b && b->size == rs && CARVE_LIKELY(carve_blockmap_reserve(&p->map) == 0)) {
+        p->hot = NULL; /* the same size again: no search, no split */
+        b->state = CARVE_B_USED;
+        b->u.b.requested = size;
+        goto found;
+    }
+    b = carve_index_find(&p->index[cls], rs);
     carve_status st = CARVE_OK;
     if (CARVE_UNLIKELY(!b || (a->vmm && b->u.b.span->u.r.unmapped)))
         b = pool_take(a, p, cls, rs, &st);
@@ -255,9 +263,9 @@ carve_status carve_alloc(carve_arena *a, size_t size, carve_stream s, void **out
     b->u.b.span->u.r.nlive++;
     if (CARVE_UNLIKELY(a->vmm))
         carve_vmm_ref(b->u.b.span, b->addr, b->size, 1);
+found:
     carve_blockmap_put(&p->map, b);
     CARVE_STORE(&p->nallocs, p->nallocs + 1);
-    CARVE_STORE(&p->nlive, p->nlive + 1);
     carve_pool_account(p, (ptrdiff_t)rs, (ptrdiff_t)size);
     carve_spin_unlock(&p->lock);
     CHECK_EXPENSIVE(a);
@@ -327,7 +335,6 @@ carve_status carve_free(carve_arena *a, void *ptr) {
         }
     }
     CARVE_STORE(&p->nfrees, p->nfrees + 1);
-    CARVE_STORE(&p->nlive, p->nlive - 1);
     carve_pool_account(p, -(ptrdiff_t)b->size, -(ptrdiff_t)b->u.b.requested);
     if (CARVE_UNLIKELY(u != NULL)) {
         b->state = CARVE_B_PENDING;
@@ -339,8 +346,12 @@ carve_status carve_free(carve_arena *a, void *ptr) {
             p->pending_head = b;
         p->pending_tail = b;
         p->npending++;
-    } else {
-        carve_pool_release_block(p, b);
+    } else { /* park it; release the one parked before */
+        carve_block *old = p->hot;
+        b->state = CARVE_B_HOT;
+        p->hot = b;
+        if (old)
+            carve_pool_release_block(p, old);
     }
     carve_spin_unlock(&p->lock);
     CHECK_EXPENSIVE(a);

@@ -91,7 +91,11 @@ typedef struct carve_pool {
     /* Counters: written under the lock, read relaxed by stats. */
     size_t allocated, requested, allocated_peak, requested_peak;
     ptrdiff_t unflushed_alloc, unflushed_req;
-    uint64_t nallocs, nfrees, nlive;
+    uint64_t nallocs, nfrees;
+    /* The last block freed, not merged yet: an allocation of exactly its
+     * size takes it back without touching the index (the loop pattern of
+     * inference), and the next free releases it properly. */
+    carve_block *hot;
 } carve_pool;
 
 typedef struct carve_pool_table carve_pool_table;
@@ -180,8 +184,6 @@ static inline carve_pool *carve_pool_get(carve_arena *a, carve_stream stream) {
     return carve_pool_lookup_slow(a, stream);
 }
 void carve_pools_destroy(carve_arena *a) CARVE_INTERNAL;
-/* Pool lock held. Mark b free, merge it with free neighbours, index it. */
-void carve_pool_release_block(carve_pool *p, carve_block *b) CARVE_INTERNAL;
 /* Pool lock held. Move freed blocks whose events completed (all of them,
  * waiting, if wait) from the pending list to the index. */
 void carve_pool_poll_pending(carve_pool *p, int wait) CARVE_INTERNAL;
@@ -191,11 +193,10 @@ size_t carve_pool_return_empty(carve_pool *p) CARVE_INTERNAL;
  * its last block if free, else append blk (a spare record, consumed or
  * returned to the slab). */
 void carve_pool_extend_span(carve_pool *p, carve_block *span, size_t added, carve_block *blk) CARVE_INTERNAL;
+/* Pool lock held. Release the hot block, if any, into the index. */
+void carve_pool_flush_hot(carve_pool *p) CARVE_INTERNAL;
 /* Pool lock held. Install a span from the heap: one free block covering it. */
 void carve_pool_install_span(carve_pool *p, carve_block *span, carve_block *blk) CARVE_INTERNAL;
-/* Pool lock held. Add (positive) or remove (negative) bytes from the
- * counters, merging into the arena-wide ones in batches. */
-void carve_pool_account(carve_pool *p, ptrdiff_t dalloc, ptrdiff_t dreq) CARVE_INTERNAL;
 
 static inline carve_pool *carve_pools_first(const carve_arena *a) { return CARVE_LOAD_ACQ(&a->pools); }
 

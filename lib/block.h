@@ -6,7 +6,8 @@
  *  - heap ranges tile a segment; a range is FREE (in the heap's index) or a
  *    SPAN, handed to one stream's pool;
  *  - pool blocks tile a span; a block is FREE (in the pool's index), USED (a
- *    live buffer) or PENDING (freed, waiting for events on other streams).
+ *    live buffer), PENDING (freed, waiting for events on other streams) or
+ *    HOT (just freed, parked unmerged for an allocation of the same size).
  * prev/next link physical neighbours inside the container (segment or span),
  * so coalescing is O(1); fprev/fnext link a free block into its index list,
  * a pending block into the pool's pending list, and a span into its pool's
@@ -26,7 +27,8 @@ enum carve_block_state {
     CARVE_B_FREE,      /* free: in an index */
     CARVE_B_USED,      /* pool block: a live buffer */
     CARVE_B_PENDING,   /* pool block: freed, events on other streams outstanding */
-    CARVE_B_SPAN       /* heap range: owned by a pool */
+    CARVE_B_SPAN,      /* heap range: owned by a pool */
+    CARVE_B_HOT        /* pool block: freed, parked unmerged in its pool's hot slot */
 };
 
 enum { CARVE_CLASS_SMALL = 0, CARVE_CLASS_LARGE = 1 };
@@ -62,7 +64,7 @@ typedef struct carve_block {
             struct carve_pool *pool;   /* span: owner (read racily by carve_free) */
             struct carve_block *first; /* span: first pool block */
             struct carve_block *last;  /* span: last pool block */
-            size_t nlive;              /* span: USED + PENDING blocks */
+            size_t nlive;              /* span: USED + PENDING + HOT blocks */
             void *event;               /* free range: pending event, NULL when clean */
             uint64_t seq;              /* free range: when its event was recorded */
             size_t unmapped;           /* span, virtual-memory mode: granules not mapped */
@@ -79,14 +81,36 @@ typedef struct carve_slab {
     size_t nchunks;
 } carve_slab;
 
-/* NULL when host memory is exhausted. The record's fields are left as they
- * were: the caller sets every field it relies on. */
-carve_block *carve_slab_get(carve_slab *s) CARVE_INTERNAL;
-/* Same, zeroed. */
+/* Add one chunk of records; 0 on success, -1 when host memory ran out. */
+int carve_slab_grow(carve_slab *s) CARVE_INTERNAL;
+/* Same as carve_slab_get, zeroed. */
 carve_block *carve_slab_get_clear(carve_slab *s) CARVE_INTERNAL;
-void carve_slab_put(carve_slab *s, carve_block *b) CARVE_INTERNAL;
-/* Make sure n records can be taken without failing. 0 on success. */
-int carve_slab_reserve(carve_slab *s, size_t n) CARVE_INTERNAL;
 void carve_slab_destroy(carve_slab *s) CARVE_INTERNAL;
+
+/* A record, NULL when host memory is exhausted. Its fields are left as they
+ * were: the caller sets every field it relies on. */
+static inline carve_block *carve_slab_get(carve_slab *s) {
+    if (CARVE_UNLIKELY(!s->free) && carve_slab_grow(s) != 0)
+        return NULL;
+    carve_block *b = s->free;
+    s->free = b->fnext;
+    s->nfree--;
+    return b;
+}
+
+static inline void carve_slab_put(carve_slab *s, carve_block *b) {
+    b->state = CARVE_B_DEAD;
+    b->fnext = s->free;
+    s->free = b;
+    s->nfree++;
+}
+
+/* Make sure n records can be taken without failing. 0 on success. */
+static inline int carve_slab_reserve(carve_slab *s, size_t n) {
+    while (CARVE_UNLIKELY(s->nfree < n))
+        if (carve_slab_grow(s) != 0)
+            return -1;
+    return 0;
+}
 
 #endif

@@ -16,7 +16,7 @@
 typedef struct tally {
     const carve_pool *pool;
     size_t nfree[2], free_bytes[2];
-    size_t nused, used_bytes, req_bytes, npending, nspans;
+    size_t nused, used_bytes, req_bytes, npending, nspans, nhot;
 } tally;
 
 #define FAIL(...)                                                   \
@@ -181,11 +181,19 @@ carve_status carve_check(const carve_arena *ca) {
                     break;
                 case CARVE_B_USED:
                 case CARVE_B_PENDING:
+                case CARVE_B_HOT:
                     if (refs)
                         for (size_t g = (b->addr - s->base) / CARVE_SEGMENT_GRANULE,
                                     e = (b->addr + b->size - 1 - s->base) / CARVE_SEGMENT_GRANULE;
                              g <= e; g++)
                             refs[g]++;
+                    if (b->state == CARVE_B_HOT) {
+                        if (pt->pool->hot != b || b->u.b.uses)
+                            FAIL("hot block %#lx is not its pool's hot block", (unsigned long)b->addr);
+                        pt->nhot++;
+                        live++;
+                        break;
+                    }
                     if (b->state == CARVE_B_PENDING) {
                         if (!b->u.b.uses)
                             FAIL("pending block %#lx has no events", (unsigned long)b->addr);
@@ -259,16 +267,16 @@ carve_status carve_check(const carve_arena *ca) {
                 FAIL("pool of stream %p: pending list is wrong", (void *)p->stream);
         if (nspans != p->nspans || nspans != t[i].nspans || npend != p->npending || npend != t[i].npending)
             FAIL("pool of stream %p: span or pending count is wrong", (void *)p->stream);
-        if (t[i].nused != p->map.count || t[i].nused != p->nlive)
-            FAIL("pool of stream %p: %zu live blocks, table holds %zu, counter says %llu", (void *)p->stream,
-                 t[i].nused, p->map.count, (unsigned long long)p->nlive);
+        if (t[i].nused != p->map.count || t[i].nused != p->nallocs - p->nfrees)
+            FAIL("pool of stream %p: %zu live blocks, table holds %zu, counters say %llu", (void *)p->stream,
+                 t[i].nused, p->map.count, (unsigned long long)(p->nallocs - p->nfrees));
+        if (t[i].nhot != (p->hot != NULL))
+            FAIL("pool of stream %p: hot slot and hot blocks disagree", (void *)p->stream);
         if (t[i].used_bytes != p->allocated || t[i].req_bytes != p->requested)
             FAIL("pool of stream %p: allocated/requested counters (%zu/%zu) differ from the recount (%zu/%zu)",
                  (void *)p->stream, p->allocated, p->requested, t[i].used_bytes, t[i].req_bytes);
         if (p->allocated_peak < p->allocated || p->requested_peak < p->requested)
             FAIL("pool of stream %p: a peak is below its current value", (void *)p->stream);
-        if (p->nallocs - p->nfrees != p->nlive)
-            FAIL("pool of stream %p: allocs - frees != live", (void *)p->stream);
     }
 out:
     free(refs);

@@ -53,21 +53,112 @@ static inline int carve_index_same_class(size_t a, size_t b) {
     return f1 == f2 && s1 == s2;
 }
 
-void carve_index_insert(carve_index *ix, carve_block *b) CARVE_INTERNAL;
+/* Size of the largest block, 0 when empty. O(length of the top list). */
+size_t carve_index_largest(const carve_index *ix) CARVE_INTERNAL;
+
+/* ---- the operations, inline: they are on every alloc and free ---- */
+
+/* Add free block b. */
+static inline void carve_index_insert(carve_index *ix, carve_block *b) {
+    unsigned fl, sl;
+    carve_index_class(b->size, &fl, &sl);
+    carve_block *h = ix->heads[fl][sl];
+    b->fprev = NULL;
+    b->fnext = h;
+    if (h)
+        h->fprev = b;
+    ix->heads[fl][sl] = b;
+    ix->fl_map |= (uint64_t)1 << fl;
+    ix->sl_map[fl] |= 1u << sl;
+    ix->count++;
+    ix->bytes += b->size;
+}
+
+/* Remove free block b. */
+static inline void carve_index_remove(carve_index *ix, carve_block *b) {
+    unsigned fl, sl;
+    carve_index_class(b->size, &fl, &sl);
+    if (b->fprev)
+        b->fprev->fnext = b->fnext;
+    else
+        ix->heads[fl][sl] = b->fnext;
+    if (b->fnext)
+        b->fnext->fprev = b->fprev;
+    if (!ix->heads[fl][sl]) {
+        ix->sl_map[fl] &= ~(1u << sl);
+        if (!ix->sl_map[fl])
+            ix->fl_map &= ~((uint64_t)1 << fl);
+    }
+    b->fprev = b->fnext = NULL;
+    ix->count--;
+    ix->bytes -= b->size;
+}
+
 /* Change the size of indexed block b to size: in place when the size class
  * stays the same (the common case when a split or merge moves a few KiB of
  * a large block), else by moving it to its new list. */
-void carve_index_resize(carve_index *ix, carve_block *b, size_t size) CARVE_INTERNAL;
+static inline void carve_index_resize(carve_index *ix, carve_block *b, size_t size) {
+    if (carve_index_same_class(b->size, size)) {
+        ix->bytes += size - b->size;
+        b->size = size;
+        return;
+    }
+    carve_index_remove(ix, b);
+    b->size = size;
+    carve_index_insert(ix, b);
+}
+
 /* Put block nb in indexed block b's list position; the caller guarantees
  * nb->size is in b->size's class. A split or merge that keeps the class
  * then touches no bitmap and no list head. */
-void carve_index_swap(carve_index *ix, carve_block *b, carve_block *nb) CARVE_INTERNAL;
-void carve_index_remove(carve_index *ix, carve_block *b) CARVE_INTERNAL;
-/* A free block of at least size bytes, or NULL. The block stays in the index. */
-carve_block *carve_index_find(const carve_index *ix, size_t size) CARVE_INTERNAL;
+static inline void carve_index_swap(carve_index *ix, carve_block *b, carve_block *nb) {
+    unsigned fl, sl;
+    carve_index_class(b->size, &fl, &sl);
+    nb->fprev = b->fprev;
+    nb->fnext = b->fnext;
+    if (nb->fprev)
+        nb->fprev->fnext = nb;
+    else
+        ix->heads[fl][sl] = nb;
+    if (nb->fnext)
+        nb->fnext->fprev = nb;
+    ix->bytes += nb->size - b->size;
+    b->fprev = b->fnext = NULL;
+}
+
 /* First non-empty class at or above (fl, sl); 0 when there is none. */
-int carve_index_next_class(const carve_index *ix, unsigned *fl, unsigned *sl) CARVE_INTERNAL;
-/* Size of the largest block, 0 when empty. O(length of the top list). */
-size_t carve_index_largest(const carve_index *ix) CARVE_INTERNAL;
+static inline int carve_index_next_class(const carve_index *ix, unsigned *fl, unsigned *sl) {
+    if (*fl >= CARVE_FL_COUNT)
+        return 0;
+    uint32_t sm = *sl < CARVE_SL_COUNT ? ix->sl_map[*fl] & (~0u << *sl) : 0;
+    if (!sm) {
+        uint64_t fm = *fl + 1 < 64 ? ix->fl_map & (~(uint64_t)0 << (*fl + 1)) : 0;
+        if (!fm)
+            return 0;
+        *fl = carve_ctz(fm);
+        sm = ix->sl_map[*fl];
+    }
+    *sl = carve_ctz(sm);
+    return 1;
+}
+
+/* A free block of at least size bytes, or NULL. The block stays in the index. */
+static inline carve_block *carve_index_find(const carve_index *ix, size_t size) {
+    unsigned fl, sl;
+    carve_index_class(size, &fl, &sl);
+    /* The request's own class: blocks in it may be smaller than size. */
+    carve_block *b = ix->heads[fl][sl];
+    for (unsigned n = 0; b && n < CARVE_INDEX_SCAN; n++, b = b->fnext)
+        if (b->size >= size)
+            return b;
+    /* Every block of the next non-empty class above fits. */
+    if (++sl == CARVE_SL_COUNT) {
+        sl = 0;
+        fl++;
+    }
+    if (!carve_index_next_class(ix, &fl, &sl))
+        return NULL;
+    return ix->heads[fl][sl];
+}
 
 #endif

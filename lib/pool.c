@@ -8,7 +8,7 @@
  * a reader never follows a freed table. Pools are never freed before the
  * arena either: a pool with no spans costs a few KiB.
  */
-#include "arena.h"
+#include "pool_ops.h"
 
 #include <string.h>
 
@@ -178,52 +178,6 @@ void carve_pools_destroy(carve_arena *a) {
     a->table = NULL;
 }
 
-void carve_pool_release_block(carve_pool *p, carve_block *b) {
-    carve_block *span = b->u.b.span;
-    carve_index *ix = &p->index[span->cls];
-    carve_block *prev = b->prev, *next = b->next;
-    int pf = prev && prev->state == CARVE_B_FREE, nf = next && next->state == CARVE_B_FREE;
-    span->u.r.nlive--;
-    if (CARVE_UNLIKELY(p->arena->vmm))
-        carve_vmm_ref(span, b->addr, b->size, -1);
-    b->state = CARVE_B_FREE;
-    b->u.b.requested = 0;
-    b->u.b.uses = NULL;
-    if (pf) { /* prev absorbs b (and next) */
-        size_t size = prev->size + b->size;
-        carve_block *after = b->next;
-        if (nf) {
-            carve_index_remove(ix, next);
-            size += next->size;
-            after = next->next;
-            carve_slab_put(&p->slab, next);
-        }
-        prev->next = after;
-        if (after)
-            after->prev = prev;
-        else
-            span->u.r.last = prev;
-        carve_slab_put(&p->slab, b);
-        carve_index_resize(ix, prev, size);
-    } else if (nf) { /* b absorbs next and takes its place in the index */
-        b->next = next->next;
-        if (next->next)
-            next->next->prev = b;
-        else
-            span->u.r.last = b;
-        b->size += next->size;
-        if (carve_index_same_class(next->size, b->size)) {
-            carve_index_swap(ix, next, b);
-        } else {
-            carve_index_remove(ix, next);
-            carve_index_insert(ix, b);
-        }
-        carve_slab_put(&p->slab, next);
-    } else {
-        carve_index_insert(ix, b);
-    }
-}
-
 static void pending_unlink(carve_pool *p, carve_block *b) {
     if (b->fprev)
         b->fprev->fnext = b->fnext;
@@ -265,9 +219,17 @@ void carve_pool_poll_pending(carve_pool *p, int wait) {
     }
 }
 
+void carve_pool_flush_hot(carve_pool *p) {
+    if (p->hot) {
+        carve_pool_release_block(p, p->hot);
+        p->hot = NULL;
+    }
+}
+
 size_t carve_pool_return_empty(carve_pool *p) {
     carve_arena *a = p->arena;
     size_t n = 0;
+    carve_pool_flush_hot(p);
     carve_block *span = p->spans;
     while (span) {
         carve_block *next = span->fnext;
@@ -336,7 +298,7 @@ void carve_pool_extend_span(carve_pool *p, carve_block *span, size_t added, carv
     carve_index_insert(ix, blk);
 }
 
-static void flush(carve_arena *a, carve_pool *p) {
+void carve_pool_flush(carve_arena *a, carve_pool *p) {
     size_t ga = CARVE_ADD(&a->g_alloc, (size_t)p->unflushed_alloc);
     size_t gr = CARVE_ADD(&a->g_req, (size_t)p->unflushed_req);
     carve_atomic_max(&a->g_alloc_peak, ga);
@@ -344,19 +306,3 @@ static void flush(carve_arena *a, carve_pool *p) {
     p->unflushed_alloc = p->unflushed_req = 0;
 }
 
-void carve_pool_account(carve_pool *p, ptrdiff_t dalloc, ptrdiff_t dreq) {
-    size_t al = p->allocated + (size_t)dalloc, rq = p->requested + (size_t)dreq;
-    CARVE_STORE(&p->allocated, al);
-    CARVE_STORE(&p->requested, rq);
-    if (al > p->allocated_peak)
-        CARVE_STORE(&p->allocated_peak, al);
-    if (rq > p->requested_peak)
-        CARVE_STORE(&p->requested_peak, rq);
-    carve_arena *a = p->arena;
-    if (CARVE_LOAD(&a->multi)) {
-        p->unflushed_alloc += dalloc;
-        p->unflushed_req += dreq;
-        if (p->unflushed_alloc >= CARVE_STATS_BATCH || p->unflushed_alloc <= -CARVE_STATS_BATCH)
-            flush(a, p);
-    }
-}

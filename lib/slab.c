@@ -14,7 +14,7 @@ struct carve_slab_chunk {
     carve_block blocks[SLAB_CHUNK_BLOCKS];
 };
 
-static int slab_grow(carve_slab *s) {
+int carve_slab_grow(carve_slab *s) {
     carve_slab_chunk *c = malloc(sizeof(*c));
     if (!c)
         return -1;
@@ -30,34 +30,11 @@ static int slab_grow(carve_slab *s) {
     return 0;
 }
 
-carve_block *carve_slab_get(carve_slab *s) {
-    if (!s->free && slab_grow(s) != 0)
-        return NULL;
-    carve_block *b = s->free;
-    s->free = b->fnext;
-    s->nfree--;
-    return b;
-}
-
 carve_block *carve_slab_get_clear(carve_slab *s) {
     carve_block *b = carve_slab_get(s);
     if (b)
         memset(b, 0, sizeof(*b));
     return b;
-}
-
-void carve_slab_put(carve_slab *s, carve_block *b) {
-    b->state = CARVE_B_DEAD;
-    b->fnext = s->free;
-    s->free = b;
-    s->nfree++;
-}
-
-int carve_slab_reserve(carve_slab *s, size_t n) {
-    while (s->nfree < n)
-        if (slab_grow(s) != 0)
-            return -1;
-    return 0;
 }
 
 void carve_slab_destroy(carve_slab *s) {

@@ -80,6 +80,7 @@ static const char *block_state(const carve_block *b) {
     switch (b->state) {
     case CARVE_B_USED: return "used";
     case CARVE_B_PENDING: return "pending";
+    case CARVE_B_HOT: return "cached";
     default: return "free";
     }
 }
@@ -161,7 +162,7 @@ carve_status carve_snapshot_json(const carve_arena *ca, char **out) {
                   "%s{\"stream\":\"%p\",\"allocated_bytes\":%zu,\"requested_bytes\":%zu,\"allocated_bytes_peak\":%zu,"
                   "\"live\":%llu,\"spans\":%zu,\"pending\":%zu}",
                   p == first ? "" : ",", (void *)p->stream, p->allocated, p->requested, p->allocated_peak,
-                  (unsigned long long)p->nlive, p->nspans, p->npending);
+                  (unsigned long long)(p->nallocs - p->nfrees), p->nspans, p->npending);
     sb_printf(&b, "],\"segments\":");
     segments_json(&b, a);
     carve_mutex_unlock(&a->heap.lock);

@@ -34,7 +34,7 @@ void carve_stats_collect(const carve_arena *a, carve_stats *s, int with_largest)
         rpeak = rp > rpeak ? rp : rpeak;
         s->num_allocs += CARVE_LOAD(&p->nallocs);
         s->num_frees += CARVE_LOAD(&p->nfrees);
-        s->num_live += CARVE_LOAD(&p->nlive);
+        s->num_live += CARVE_LOAD(&p->nallocs) - CARVE_LOAD(&p->nfrees);
         s->num_streams++;
         if (with_largest) {
             carve_spin_lock(&p->lock);
