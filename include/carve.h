@@ -243,7 +243,7 @@ typedef struct carve_stats {
 /*
  * Fill *out with the arena's statistics. Peaks are exact when the arena is
  * used from one stream; with several streams, requested/allocated peaks may
- * read low by at most 1 MiB per stream (per-stream counters are merged in
+ * read low by at most 16 MiB per stream (per-stream counters are merged in
  * batches so that streams do not contend). Returns CARVE_ERR_INVALID for NULL
  * arguments (*out zeroed when out is not NULL). Thread-safe; briefly takes
  * every stream's lock to find largest_free_block.

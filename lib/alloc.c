@@ -161,9 +161,9 @@ static carve_block *pool_take(carve_arena *a, carve_pool *p, unsigned cls, size_
         carve_block *b = carve_index_find(&p->index[cls], rs);
         if (!b && !(b = pool_refill(a, p, cls, rs, st)))
             return NULL;
-        if (!a->vmm || b->u.b.span->u.r.unmapped == 0)
+        if (!a->vmm || b->span->u.r.unmapped == 0)
             return b;
-        *st = carve_vmm_map(a, p, b->u.b.span, b->addr, rs);
+        *st = carve_vmm_map(a, p, b->span, b->addr, rs);
         if (*st == CARVE_OK)
             return b;
         if (*st != CARVE_ERR_OOM || attempt == 1)
@@ -190,18 +190,16 @@ static carve_block *block_split(carve_pool *p, carve_block *b, size_t rs) {
     rest->size = b->size - rs;
     rest->state = CARVE_B_FREE;
     rest->cls = b->cls;
-    rest->stream = b->stream;
-    rest->u.b.span = b->u.b.span;
-    rest->u.b.requested = 0;
-    rest->u.b.uses = NULL;
+    rest->flags = 0;
+    rest->span = b->span;
     rest->prev = b;
     rest->next = b->next;
     if (b->next)
         b->next->prev = rest;
     else
-        b->u.b.span->u.r.last = rest;
+        b->span->u.r.last = rest;
     b->next = rest;
-    if (carve_index_same_class(b->size, rest->size)) {
+    if (carve_index_in_class(b, rest->size)) {
         carve_index_swap(ix, b, rest);
     } else {
         carve_index_remove(ix, b);
@@ -237,12 +235,12 @@ carve_status carve_alloc(carve_arena *a, size_t size, carve_stream s, void **out
     if (b && b->size == rs && CARVE_LIKELY(carve_blockmap_reserve(&p->map) == 0)) {
         p->hot = NULL; /* the same size again: no search, no split */
         b->state = CARVE_B_USED;
-        b->u.b.requested = size;
+        b->slack = (uint8_t)(rs - size);
         goto found;
     }
     b = carve_index_find(&p->index[cls], rs);
     carve_status st = CARVE_OK;
-    if (CARVE_UNLIKELY(!b || (a->vmm && b->u.b.span->u.r.unmapped)))
+    if (CARVE_UNLIKELY(!b || (a->vmm && b->span->u.r.unmapped)))
         b = pool_take(a, p, cls, rs, &st);
     if (CARVE_LIKELY(b) && CARVE_UNLIKELY(carve_slab_reserve(&p->slab, 1) != 0 ||
                                            carve_blockmap_reserve(&p->map) != 0)) {
@@ -258,11 +256,11 @@ carve_status carve_alloc(carve_arena *a, size_t size, carve_stream s, void **out
     }
     b = block_split(p, b, rs);
     b->state = CARVE_B_USED;
-    b->u.b.requested = size;
-    b->u.b.uses = NULL;
-    b->u.b.span->u.r.nlive++;
+    b->slack = (uint8_t)(rs - size);
+    b->flags = 0;
+    b->span->u.r.nlive++;
     if (CARVE_UNLIKELY(a->vmm))
-        carve_vmm_ref(b->u.b.span, b->addr, b->size, 1);
+        carve_vmm_ref(b->span, b->addr, b->size, 1);
 found:
     carve_blockmap_put(&p->map, b);
     CARVE_STORE(&p->nallocs, p->nallocs + 1);
@@ -324,7 +322,7 @@ carve_status carve_free(carve_arena *a, void *ptr) {
         carve_spin_unlock(&p->lock);
         return bad_pointer(a, "carve_free", ptr);
     }
-    carve_uses *u = b->u.b.uses;
+    carve_uses *u = CARVE_UNLIKELY(b->flags & CARVE_BF_USES) ? b->u.b.uses : NULL;
     if (CARVE_UNLIKELY(u != NULL)) {
         carve_status st = uses_record(a, u);
         if (st != CARVE_OK) {
@@ -335,7 +333,7 @@ carve_status carve_free(carve_arena *a, void *ptr) {
         }
     }
     CARVE_STORE(&p->nfrees, p->nfrees + 1);
-    carve_pool_account(p, -(ptrdiff_t)b->size, -(ptrdiff_t)b->u.b.requested);
+    carve_pool_account(p, -(ptrdiff_t)b->size, -(ptrdiff_t)carve_block_requested(b));
     if (CARVE_UNLIKELY(u != NULL)) {
         b->state = CARVE_B_PENDING;
         b->fnext = NULL;
@@ -371,7 +369,7 @@ carve_status carve_record_stream(carve_arena *a, void *ptr, carve_stream s) {
         return bad_pointer(a, "carve_record_stream", ptr);
     }
     carve_status st = CARVE_OK;
-    carve_uses *u = b->u.b.uses;
+    carve_uses *u = b->flags & CARVE_BF_USES ? b->u.b.uses : NULL;
     int known = s == p->stream;
     for (unsigned i = 0; u && !known && i < u->n; i++)
         known = u->streams[i] == s;
@@ -380,6 +378,7 @@ carve_status carve_record_stream(carve_arena *a, void *ptr, carve_stream s) {
             st = CARVE_ERR_OOM;
         } else {
             b->u.b.uses = u;
+            b->flags |= CARVE_BF_USES;
             if (u->n == u->cap) {
                 unsigned cap = u->cap ? u->cap * 2 : 2;
                 carve_stream *ns = realloc(u->streams, cap * sizeof(*ns));

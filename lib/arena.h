@@ -44,7 +44,7 @@
 #define CARVE_AUTO_GROW_MAX ((size_t)64 << 20)     /* automatic growth step cap */
 #define CARVE_VMM_DEFAULT_VA ((size_t)1 << 42)    /* address space when unlimited: 4 TiB */
 #define CARVE_STREAM_PER_THREAD ((carve_stream)(uintptr_t)0x2) /* cudaStreamPerThread */
-#define CARVE_STATS_BATCH ((ptrdiff_t)1 << 20)     /* per-pool counter batching */
+#define CARVE_STATS_BATCH ((ptrdiff_t)16 << 20)    /* per-pool counter batching */
 
 typedef struct carve_segment {
     uintptr_t base;           /* usable range, granule-aligned */

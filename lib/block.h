@@ -44,20 +44,29 @@ typedef struct carve_uses {
     void **events;
 } carve_uses;
 
+/* Flags of a pool block. */
+enum { CARVE_BF_USES = 1 /* u.b.uses is set (carve_record_stream) */ };
+
+/* The first 64 bytes hold everything the alloc and free fast paths touch,
+ * so a block costs one cache line there; records are 64-byte aligned. */
 typedef struct carve_block {
     uintptr_t addr;
     size_t size;
     struct carve_block *prev, *next;   /* physical neighbours in the container */
     struct carve_block *fprev, *fnext; /* index list / pending list / span list */
-    uint32_t state;
-    uint32_t cls;                      /* span: CARVE_CLASS_*; pool block: its span's */
-    carve_stream stream;               /* pool block: allocation stream;
-                                          heap range: stream that returned it (pending) */
+    uint8_t state;
+    uint8_t cls;                       /* span: CARVE_CLASS_*; pool block: its span's */
+    uint8_t slack;                     /* pool block in use: size - requested bytes (< 256) */
+    uint8_t flags;                     /* pool block: CARVE_BF_* */
+    uint8_t fl, sl;                    /* free block: its index size class */
+    uint16_t unused;
+    struct carve_block *span;          /* pool block: its span */
+    /* ---- second cache line: slow paths only ---- */
+    carve_stream stream;               /* span: its pool's stream; free heap range:
+                                          the stream that gave it back (pending) */
     union {
         struct {                       /* pool block */
-            struct carve_block *span;
-            size_t requested;
-            carve_uses *uses;
+            carve_uses *uses;          /* valid when flags & CARVE_BF_USES */
         } b;
         struct {                       /* heap range */
             struct carve_segment *seg;
@@ -70,7 +79,10 @@ typedef struct carve_block {
             size_t unmapped;           /* span, virtual-memory mode: granules not mapped */
         } r;
     } u;
-} carve_block;
+} __attribute__((aligned(64))) carve_block;
+
+/* Bytes asked for by a live pool block. */
+static inline size_t carve_block_requested(const carve_block *b) { return b->size - b->slack; }
 
 typedef struct carve_slab_chunk carve_slab_chunk;
 

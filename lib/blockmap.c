@@ -4,16 +4,11 @@
 #define BLOCKMAP_MIN 64
 
 static int bm_alloc(carve_blockmap *m, size_t cap) {
-    m->keys = calloc(cap, sizeof(*m->keys));
-    m->vals = malloc(cap * sizeof(*m->vals));
-    if (!m->keys || !m->vals) {
-        free(m->keys);
-        free(m->vals);
-        m->keys = NULL;
-        m->vals = NULL;
+    m->slots = calloc(cap, sizeof(*m->slots));
+    if (!m->slots)
         return -1;
-    }
     m->mask = cap - 1;
+    m->shift = 64 - carve_msb(cap);
     return 0;
 }
 
@@ -23,10 +18,8 @@ int carve_blockmap_init(carve_blockmap *m) {
 }
 
 void carve_blockmap_destroy(carve_blockmap *m) {
-    free(m->keys);
-    free(m->vals);
-    m->keys = NULL;
-    m->vals = NULL;
+    free(m->slots);
+    m->slots = NULL;
     m->count = 0;
 }
 
@@ -38,9 +31,8 @@ int carve_blockmap_grow(carve_blockmap *m) {
     }
     m->count = 0;
     for (size_t i = 0; i <= old.mask; i++)
-        if (old.keys[i])
-            carve_blockmap_put(m, old.vals[i]);
-    free(old.keys);
-    free(old.vals);
+        if (old.slots[i].key)
+            carve_blockmap_put(m, old.slots[i].val);
+    free(old.slots);
     return 0;
 }

@@ -41,7 +41,7 @@ static const char *check_index(const carve_index *ix, int (*owner)(const carve_b
             for (const carve_block *b = h; b; prev = b, b = b->fnext) {
                 unsigned f, s;
                 carve_index_class(b->size, &f, &s);
-                if (f != fl || s != sl)
+                if (f != fl || s != sl || b->fl != fl || b->sl != sl)
                     return "a free block sits in the wrong size class";
                 if (b->fprev != prev)
                     return "a free list is badly linked";
@@ -70,7 +70,7 @@ typedef struct pool_owner {
 
 static int pool_owns(const carve_block *b, const void *arg) {
     const pool_owner *o = arg;
-    const carve_block *span = b->u.b.span;
+    const carve_block *span = b->span;
     return span && span->state == CARVE_B_SPAN && span->u.r.pool == o->p && b->cls == o->cls;
 }
 
@@ -164,7 +164,7 @@ carve_status carve_check(const carve_arena *ca) {
             size_t live = 0;
             const carve_block *prev = NULL;
             for (const carve_block *b = r->u.r.first; b; prev = b, b = b->next) {
-                if (b->addr != bat || b->prev != prev || b->u.b.span != r || b->cls != r->cls ||
+                if (b->addr != bat || b->prev != prev || b->span != r || b->cls != r->cls ||
                     b->size == 0 || b->size % CARVE_ALIGNMENT)
                     FAIL("block %#lx in span %#lx is malformed or misplaced", (unsigned long)b->addr,
                          (unsigned long)r->addr);
@@ -188,14 +188,14 @@ carve_status carve_check(const carve_arena *ca) {
                              g <= e; g++)
                             refs[g]++;
                     if (b->state == CARVE_B_HOT) {
-                        if (pt->pool->hot != b || b->u.b.uses)
+                        if (pt->pool->hot != b || (b->flags & CARVE_BF_USES))
                             FAIL("hot block %#lx is not its pool's hot block", (unsigned long)b->addr);
                         pt->nhot++;
                         live++;
                         break;
                     }
                     if (b->state == CARVE_B_PENDING) {
-                        if (!b->u.b.uses)
+                        if (!(b->flags & CARVE_BF_USES) || !b->u.b.uses)
                             FAIL("pending block %#lx has no events", (unsigned long)b->addr);
                         pt->npending++;
                         live++;
@@ -203,12 +203,13 @@ carve_status carve_check(const carve_arena *ca) {
                     }
                     if (carve_blockmap_get(&pt->pool->map, b->addr) != b)
                         FAIL("live block %#lx is missing from its pool's table", (unsigned long)b->addr);
-                    if (b->u.b.requested == 0 || carve_align_up(b->u.b.requested, CARVE_ALIGNMENT) != b->size)
+                    if (carve_block_requested(b) == 0 ||
+                        carve_align_up(carve_block_requested(b), CARVE_ALIGNMENT) != b->size)
                         FAIL("live block %#lx has size %zu for a request of %zu", (unsigned long)b->addr,
-                             b->size, b->u.b.requested);
+                             b->size, carve_block_requested(b));
                     pt->nused++;
                     pt->used_bytes += b->size;
-                    pt->req_bytes += b->u.b.requested;
+                    pt->req_bytes += carve_block_requested(b);
                     live++;
                     break;
                 default:

@@ -62,6 +62,8 @@ size_t carve_index_largest(const carve_index *ix) CARVE_INTERNAL;
 static inline void carve_index_insert(carve_index *ix, carve_block *b) {
     unsigned fl, sl;
     carve_index_class(b->size, &fl, &sl);
+    b->fl = (uint8_t)fl;
+    b->sl = (uint8_t)sl;
     carve_block *h = ix->heads[fl][sl];
     b->fprev = NULL;
     b->fnext = h;
@@ -76,8 +78,7 @@ static inline void carve_index_insert(carve_index *ix, carve_block *b) {
 
 /* Remove free block b. */
 static inline void carve_index_remove(carve_index *ix, carve_block *b) {
-    unsigned fl, sl;
-    carve_index_class(b->size, &fl, &sl);
+    unsigned fl = b->fl, sl = b->sl; /* recorded by insert */
     if (b->fprev)
         b->fprev->fnext = b->fnext;
     else
@@ -98,7 +99,9 @@ static inline void carve_index_remove(carve_index *ix, carve_block *b) {
  * stays the same (the common case when a split or merge moves a few KiB of
  * a large block), else by moving it to its new list. */
 static inline void carve_index_resize(carve_index *ix, carve_block *b, size_t size) {
-    if (carve_index_same_class(b->size, size)) {
+    unsigned fl, sl;
+    carve_index_class(size, &fl, &sl);
+    if (fl == b->fl && sl == b->sl) {
         ix->bytes += size - b->size;
         b->size = size;
         return;
@@ -108,12 +111,20 @@ static inline void carve_index_resize(carve_index *ix, carve_block *b, size_t si
     carve_index_insert(ix, b);
 }
 
+/* Whether a block of size would sit in indexed block b's size class. */
+static inline int carve_index_in_class(const carve_block *b, size_t size) {
+    unsigned fl, sl;
+    carve_index_class(size, &fl, &sl);
+    return fl == b->fl && sl == b->sl;
+}
+
 /* Put block nb in indexed block b's list position; the caller guarantees
  * nb->size is in b->size's class. A split or merge that keeps the class
  * then touches no bitmap and no list head. */
 static inline void carve_index_swap(carve_index *ix, carve_block *b, carve_block *nb) {
-    unsigned fl, sl;
-    carve_index_class(b->size, &fl, &sl);
+    unsigned fl = b->fl, sl = b->sl;
+    nb->fl = b->fl;
+    nb->sl = b->sl;
     nb->fprev = b->fprev;
     nb->fnext = b->fnext;
     if (nb->fprev)

@@ -162,7 +162,7 @@ void carve_pools_destroy(carve_arena *a) {
         for (carve_block *span = p->spans; span; span = span->fnext)
             for (carve_block *b = span->u.r.first; b; b = b->next)
                 if (b->state == CARVE_B_USED || b->state == CARVE_B_PENDING)
-                    uses_free(a, b->u.b.uses);
+                    uses_free(a, b->flags & CARVE_BF_USES ? b->u.b.uses : NULL);
         carve_blockmap_destroy(&p->map);
         carve_slab_destroy(&p->slab);
         free(p);
@@ -196,7 +196,7 @@ void carve_pool_poll_pending(carve_pool *p, int wait) {
     carve_block *b = p->pending_head;
     while (b) {
         carve_block *next = b->fnext;
-        carve_uses *u = b->u.b.uses;
+        carve_uses *u = b->u.b.uses; /* pending blocks always have uses */
         int done = 1;
         for (unsigned i = 0; i < u->n && done; i++) {
             if (!u->events[i])
@@ -259,11 +259,10 @@ void carve_pool_install_span(carve_pool *p, carve_block *span, carve_block *blk)
     blk->addr = span->addr;
     blk->size = span->size;
     blk->state = CARVE_B_FREE;
-    blk->stream = p->stream;
     blk->cls = span->cls;
-    blk->u.b.span = span;
-    blk->u.b.requested = 0;
-    blk->u.b.uses = NULL;
+    blk->span = span;
+    blk->slack = 0;
+    blk->flags = 0;
     blk->prev = blk->next = NULL;
     span->u.r.first = span->u.r.last = blk;
     span->fprev = NULL;
@@ -286,11 +285,10 @@ void carve_pool_extend_span(carve_pool *p, carve_block *span, size_t added, carv
     blk->addr = last->addr + last->size;
     blk->size = added;
     blk->state = CARVE_B_FREE;
-    blk->stream = p->stream;
     blk->cls = span->cls;
-    blk->u.b.span = span;
-    blk->u.b.requested = 0;
-    blk->u.b.uses = NULL;
+    blk->span = span;
+    blk->slack = 0;
+    blk->flags = 0;
     blk->prev = last;
     blk->next = NULL;
     last->next = blk;

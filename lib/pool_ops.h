@@ -14,7 +14,7 @@ void carve_pool_flush(carve_arena *a, carve_pool *p) CARVE_INTERNAL;
 
 /* Pool lock held. Mark b free, merge it with free neighbours, index it. */
 static inline void carve_pool_release_block(carve_pool *p, carve_block *b) {
-    carve_block *span = b->u.b.span;
+    carve_block *span = b->span;
     carve_index *ix = &p->index[span->cls];
     carve_block *prev = b->prev, *next = b->next;
     int pf = prev && prev->state == CARVE_B_FREE, nf = next && next->state == CARVE_B_FREE;
@@ -22,8 +22,8 @@ static inline void carve_pool_release_block(carve_pool *p, carve_block *b) {
     if (CARVE_UNLIKELY(p->arena->vmm))
         carve_vmm_ref(span, b->addr, b->size, -1);
     b->state = CARVE_B_FREE;
-    b->u.b.requested = 0;
-    b->u.b.uses = NULL;
+    b->slack = 0;
+    b->flags = 0;
     if (pf) { /* prev absorbs b (and next) */
         size_t size = prev->size + b->size;
         carve_block *after = b->next;
@@ -47,7 +47,7 @@ static inline void carve_pool_release_block(carve_pool *p, carve_block *b) {
         else
             span->u.r.last = b;
         b->size += next->size;
-        if (carve_index_same_class(next->size, b->size)) {
+        if (carve_index_in_class(next, b->size)) {
             carve_index_swap(ix, next, b);
         } else {
             carve_index_remove(ix, next);

@@ -15,9 +15,10 @@ struct carve_slab_chunk {
 };
 
 int carve_slab_grow(carve_slab *s) {
-    carve_slab_chunk *c = malloc(sizeof(*c));
-    if (!c)
+    void *mem = NULL; /* records are cache-line aligned */
+    if (posix_memalign(&mem, 64, sizeof(carve_slab_chunk)) != 0)
         return -1;
+    carve_slab_chunk *c = mem;
     c->next = s->chunks;
     s->chunks = c;
     s->nchunks++;

@@ -112,9 +112,9 @@ static void segments_json(sbuf *b, const carve_arena *a) {
             for (const carve_block *x = r->u.r.first; x; x = x->next) {
                 sb_printf(b, "%s{\"offset\":%zu,\"size\":%zu,\"state\":\"%s\",\"stream\":\"%p\"",
                           x == r->u.r.first ? "" : ",", (size_t)(x->addr - s->base), x->size, block_state(x),
-                          (void *)x->stream);
+                          (void *)r->stream);
                 if (x->state == CARVE_B_USED)
-                    sb_printf(b, ",\"requested\":%zu", x->u.b.requested);
+                    sb_printf(b, ",\"requested\":%zu", carve_block_requested(x));
                 sb_printf(b, "}");
             }
             sb_printf(b, "]}");

@@ -57,20 +57,20 @@ static void test_many_streams(void) {
     size_t total = 0;
     for (int s = 0; s < N; s++)
         for (int i = 0; i < 20; i++) {
-            CHECK_OK(a, carve_alloc(a, 512 << 10, (carve_stream)(uintptr_t)(s * 4096), &p[s][i]));
-            total += 512 << 10;
+            CHECK_OK(a, carve_alloc(a, 4 << 20, (carve_stream)(uintptr_t)(s * 4096), &p[s][i]));
+            total += 4 << 20;
         }
     carve_stats st;
     CHECK_OK(a, carve_get_stats(a, &st));
     CHECK(st.allocated_bytes == total && st.num_streams == N && st.num_live == N * 20);
-    /* With several streams the peak may read low by at most 1 MiB per stream. */
-    CHECK(st.allocated_bytes_peak >= total - (size_t)N * (1 << 20) && st.allocated_bytes_peak >= st.allocated_bytes);
+    /* With several streams the peak may read low by at most 16 MiB per stream. */
+    CHECK(st.allocated_bytes_peak >= total - (size_t)N * (16 << 20) && st.allocated_bytes_peak >= st.allocated_bytes);
     CHECK(carve_memory_allocated(a) == total);
     for (int s = 0; s < N; s++)
         for (int i = 0; i < 20; i++)
             CHECK_OK(a, carve_free(a, p[s][i]));
     CHECK_OK(a, carve_get_stats(a, &st));
-    CHECK(st.allocated_bytes == 0 && st.allocated_bytes_peak >= total - (size_t)N * (1 << 20));
+    CHECK(st.allocated_bytes == 0 && st.allocated_bytes_peak >= total - (size_t)N * (16 << 20));
     CHECK_ARENA(a);
     carve_arena_destroy(a);
 }

@@ -306,7 +306,7 @@ static void case_bad_conf(void) {
 }
 
 int main(int argc, char **argv) {
-    const char *mode = argc > 1 ? argv[1] : "setters";
+    const char *mode = argc > 1 && argv[1] ? argv[1] : "setters";
     if (strcmp(mode, "setters") == 0)
         unsetenv("CARVE_CONF");
     else if (strcmp(mode, "conf") == 0)
