@@ -102,7 +102,7 @@ static carve_block *pool_refill(carve_arena *a, carve_pool *p, unsigned cls, siz
             return ext;
         }
         carve_block *span = carve_heap_take(a, p, cls, want, need, st);
-        if (!span && *st == CARVE_OK && carve_pool_return_empty(p) > 0)
+        if (!span && *st == CARVE_OK && carve_pool_return_empty(p, CARVE_RETURN_OWN) > 0)
             span = carve_heap_take(a, p, cls, want, need, st);
         int ask_others = !span && *st == CARVE_OK && !asked_others && !a->vmm && CARVE_LOAD(&a->multi) &&
                          a->heap.reserved + want > a->heap.reserved_peak;
@@ -156,7 +156,7 @@ static carve_block *pool_refill(carve_arena *a, carve_pool *p, unsigned cls, siz
  * block and map it; on running out of room, reclaim cached memory from
  * every stream and retry once. */
 static carve_block *pool_take(carve_arena *a, carve_pool *p, unsigned cls, size_t rs, carve_status *st) {
-    carve_pool_flush_hot(p); /* merged, it may fit */
+    carve_pool_flush_hot(p, 1); /* merged, it may fit */
     for (int attempt = 0;; attempt++) {
         carve_block *b = carve_index_find(&p->index[cls], rs);
         if (!b && !(b = pool_refill(a, p, cls, rs, st)))
@@ -230,7 +230,7 @@ carve_status carve_alloc(carve_arena *a, size_t size, carve_stream s, void **out
 
     carve_spin_lock(&p->lock);
     if (CARVE_UNLIKELY(p->pending_head != NULL))
-        carve_pool_poll_pending(p, 0);
+        carve_pool_poll_pending(p, 0, 1);
     carve_block *b = p->hot;
     if (b && b->size == rs && CARVE_LIKELY(carve_blockmap_reserve(&p->map) == 0)) {
         p->hot = NULL; /* the same size again: no search, no split */
@@ -258,7 +258,8 @@ carve_status carve_alloc(carve_arena *a, size_t size, carve_stream s, void **out
     b->state = CARVE_B_USED;
     b->slack = (uint8_t)(rs - size);
     b->flags = 0;
-    b->span->u.r.nlive++;
+    if (CARVE_UNLIKELY(b->span->u.r.nlive++ == 0 && b->span->u.r.event))
+        carve_pool_span_refilled(p, b->span);
     if (CARVE_UNLIKELY(a->vmm))
         carve_vmm_ref(b->span, b->addr, b->size, 1);
 found:
@@ -349,7 +350,7 @@ carve_status carve_free(carve_arena *a, void *ptr) {
         b->state = CARVE_B_HOT;
         p->hot = b;
         if (old)
-            carve_pool_release_block(p, old);
+            carve_pool_release_block(p, old, 1);
     }
     carve_spin_unlock(&p->lock);
     CHECK_EXPENSIVE(a);

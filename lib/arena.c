@@ -170,13 +170,17 @@ carve_status carve_arena_get_config(const carve_arena *a, carve_config *out) {
 }
 
 carve_status carve_arena_reclaim(carve_arena *a, unsigned flags) {
-    int release = (flags & CARVE_RECLAIM_RELEASE) != 0;
+    int release = (flags & CARVE_RECLAIM_RELEASE) != 0, wait = (flags & CARVE_RECLAIM_WAIT) != 0;
+    /* Waiting means one device synchronization: afterwards every stream's
+     * cached memory is free to move, with no event recorded on streams that
+     * may no longer exist. */
+    int synced = wait && a->be.ops->device_sync(&a->be) == CARVE_OK;
     for (carve_pool *p = carve_pools_first(a); p; p = p->next_all) {
         carve_spin_lock(&p->lock);
         if (p->pending_head)
-            carve_pool_poll_pending(p, (flags & CARVE_RECLAIM_WAIT) != 0);
+            carve_pool_poll_pending(p, wait, 0);
         carve_mutex_lock(&a->heap.lock);
-        carve_pool_return_empty(p);
+        carve_pool_return_empty(p, synced ? CARVE_RETURN_SYNCED : CARVE_RETURN_OTHER);
         if (a->vmm)
             carve_vmm_trim_pool(a, p, SIZE_MAX, 0, 0);
         carve_mutex_unlock(&a->heap.lock);

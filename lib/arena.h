@@ -185,16 +185,22 @@ static inline carve_pool *carve_pool_get(carve_arena *a, carve_stream stream) {
 }
 void carve_pools_destroy(carve_arena *a) CARVE_INTERNAL;
 /* Pool lock held. Move freed blocks whose events completed (all of them,
- * waiting, if wait) from the pending list to the index. */
-void carve_pool_poll_pending(carve_pool *p, int wait) CARVE_INTERNAL;
-/* Pool lock and heap lock held. Give every empty span back to the heap. */
-size_t carve_pool_return_empty(carve_pool *p) CARVE_INTERNAL;
+ * waiting, if wait) from the pending list to the index; record: see
+ * carve_pool_span_emptied. */
+void carve_pool_poll_pending(carve_pool *p, int wait, int record) CARVE_INTERNAL;
+/* Pool lock and heap lock held. Give empty spans back to the heap. An empty
+ * span carries the event recorded on its stream when it emptied; without
+ * one, it goes back only when the caller acts on that stream (OWN: an event
+ * is recorded now) or the device was synchronized (SYNCED: it is clean).
+ * Events are never recorded on another stream later: it may be gone. */
+enum { CARVE_RETURN_OWN, CARVE_RETURN_OTHER, CARVE_RETURN_SYNCED };
+size_t carve_pool_return_empty(carve_pool *p, int mode) CARVE_INTERNAL;
 /* Pool lock held. The span grew by added bytes at its end: merge them into
  * its last block if free, else append blk (a spare record, consumed or
  * returned to the slab). */
 void carve_pool_extend_span(carve_pool *p, carve_block *span, size_t added, carve_block *blk) CARVE_INTERNAL;
 /* Pool lock held. Release the hot block, if any, into the index. */
-void carve_pool_flush_hot(carve_pool *p) CARVE_INTERNAL;
+void carve_pool_flush_hot(carve_pool *p, int record) CARVE_INTERNAL;
 /* Pool lock held. Install a span from the heap: one free block covering it. */
 void carve_pool_install_span(carve_pool *p, carve_block *span, carve_block *blk) CARVE_INTERNAL;
 

@@ -38,6 +38,8 @@ typedef struct carve_backend_ops {
      * negative on error (treated as completed after the error is noted). */
     int (*event_query)(struct carve_be *be, void *ev);
     carve_status (*event_sync)(struct carve_be *be, void *ev);
+    /* Wait for all work queued on the device (every stream) to complete. */
+    carve_status (*device_sync)(struct carve_be *be);
     void (*event_release)(struct carve_be *be, void *ev);
     /* Free the backend's own state (not the segments: the engine releases those). */
     void (*destroy)(struct carve_be *be);
@@ -50,6 +52,12 @@ typedef struct carve_be {
     int device;
     size_t total_bytes;      /* device memory (CUDA), 0 when not meaningful */
     unsigned sim_event_polls;
+    uint64_t sim_epoch;      /* simulated events: device syncs so far */
+    /* Tests: streams the program has destroyed; an event recorded on one is
+     * a bug in carve (the real driver could crash), counted here. */
+    carve_stream sim_dead[8];
+    unsigned sim_ndead;
+    unsigned long sim_dead_records;
     /* Failure injection for tests (host and virtual backends): after
      * fail_after more successful reserves, the next fail_times reserves fail
      * with fail_status. */
@@ -80,6 +88,7 @@ carve_status carve_sim_event_record(carve_be *be, carve_stream s, void **ev) CAR
 int carve_sim_event_query(carve_be *be, void *ev) CARVE_INTERNAL;
 carve_status carve_sim_event_sync(carve_be *be, void *ev) CARVE_INTERNAL;
 void carve_sim_event_release(carve_be *be, void *ev) CARVE_INTERNAL;
+carve_status carve_sim_device_sync(carve_be *be) CARVE_INTERNAL;
 /* Failure injection check used by simulated reserves; CARVE_OK when none due. */
 carve_status carve_sim_injected_failure(carve_be *be) CARVE_INTERNAL;
 

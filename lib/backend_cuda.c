@@ -121,6 +121,19 @@ carve_status carve_cuda_event_sync(carve_be *be, void *ev) {
     return e == cudaSuccess ? CARVE_OK : map_error(e, "cudaEventSynchronize");
 }
 
+carve_status carve_cuda_device_sync(carve_be *be) {
+    cuda_ctx *c = be->ctx;
+    int prev;
+    carve_status st = enter(c->device, &prev);
+    if (st != CARVE_OK)
+        return st;
+    cudaError_t e = cudaDeviceSynchronize();
+    if (e != cudaSuccess)
+        st = map_error(e, "cudaDeviceSynchronize");
+    leave(c->device, prev);
+    return st;
+}
+
 void carve_cuda_event_release(carve_be *be, void *ev) {
     cuda_ctx *c = be->ctx;
     carve_mutex_lock(&c->lock);
@@ -163,6 +176,7 @@ static const carve_backend_ops cuda_ops = {
     .event_record = carve_cuda_event_record,
     .event_query = carve_cuda_event_query,
     .event_sync = carve_cuda_event_sync,
+    .device_sync = carve_cuda_device_sync,
     .event_release = carve_cuda_event_release,
     .destroy = cuda_destroy,
 };

@@ -29,6 +29,7 @@ carve_status carve_cuda_event_record(carve_be *be, carve_stream s, void **ev) CA
 int carve_cuda_event_query(carve_be *be, void *ev) CARVE_INTERNAL;
 carve_status carve_cuda_event_sync(carve_be *be, void *ev) CARVE_INTERNAL;
 void carve_cuda_event_release(carve_be *be, void *ev) CARVE_INTERNAL;
+carve_status carve_cuda_device_sync(carve_be *be) CARVE_INTERNAL;
 /* Destroy the spare events and the lock (not c itself). */
 void carve_cuda_ctx_destroy(carve_cuda_ctx *c) CARVE_INTERNAL;
 

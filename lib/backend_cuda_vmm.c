@@ -206,6 +206,7 @@ static const carve_backend_ops vmm_ops = {
     .event_record = carve_cuda_event_record,
     .event_query = carve_cuda_event_query,
     .event_sync = carve_cuda_event_sync,
+    .device_sync = carve_cuda_device_sync,
     .event_release = carve_cuda_event_release,
     .destroy = vmm_destroy,
 };

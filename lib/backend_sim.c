@@ -10,10 +10,13 @@
 
 typedef struct sim_event {
     unsigned polls_left;
+    uint64_t epoch; /* device syncs before the record: a later sync completes it */
 } sim_event;
 
 carve_status carve_sim_event_record(carve_be *be, carve_stream s, void **ev) {
-    (void)s;
+    for (unsigned i = 0; i < be->sim_ndead; i++)
+        if (be->sim_dead[i] == s)
+            __atomic_add_fetch(&be->sim_dead_records, 1, __ATOMIC_RELAXED);
     sim_event *e = malloc(sizeof(*e));
     if (!e) {
         *ev = NULL;
@@ -21,6 +24,7 @@ carve_status carve_sim_event_record(carve_be *be, carve_stream s, void **ev) {
         return CARVE_ERR_OOM;
     }
     e->polls_left = be->sim_event_polls;
+    e->epoch = __atomic_load_n(&be->sim_epoch, __ATOMIC_ACQUIRE);
     *ev = e;
     return CARVE_OK;
 }
@@ -28,7 +32,7 @@ carve_status carve_sim_event_record(carve_be *be, carve_stream s, void **ev) {
 int carve_sim_event_query(carve_be *be, void *ev) {
     (void)be;
     sim_event *e = ev;
-    if (e->polls_left == 0)
+    if (e->polls_left == 0 || e->epoch < __atomic_load_n(&be->sim_epoch, __ATOMIC_ACQUIRE))
         return 1;
     e->polls_left--;
     return 0;
@@ -37,6 +41,11 @@ int carve_sim_event_query(carve_be *be, void *ev) {
 carve_status carve_sim_event_sync(carve_be *be, void *ev) {
     (void)be;
     ((sim_event *)ev)->polls_left = 0;
+    return CARVE_OK;
+}
+
+carve_status carve_sim_device_sync(carve_be *be) {
+    __atomic_add_fetch(&be->sim_epoch, 1, __ATOMIC_RELEASE);
     return CARVE_OK;
 }
 

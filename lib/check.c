@@ -222,6 +222,8 @@ carve_status carve_check(const carve_arena *ca) {
                 FAIL("span %#lx does not know its last block", (unsigned long)r->addr);
             if (live != r->u.r.nlive)
                 FAIL("span %#lx counts %zu live blocks, has %zu", (unsigned long)r->addr, r->u.r.nlive, live);
+            if (live && r->u.r.event)
+                FAIL("span %#lx holds live blocks and an empty-span event", (unsigned long)r->addr);
             if (a->vmm && carve_vmm_unmapped(s, r->addr, r->size) != r->u.r.unmapped)
                 FAIL("span %#lx counts %zu unmapped granules, has %zu", (unsigned long)r->addr, r->u.r.unmapped,
                      carve_vmm_unmapped(s, r->addr, r->size));

@@ -461,8 +461,7 @@ void carve_heap_destroy(carve_arena *a) {
     while (s) {
         carve_segment *n = s->next;
         for (carve_block *r = s->first; r; r = r->next)
-            if (r->state == CARVE_B_FREE)
-                range_drop_event(a, r);
+            range_drop_event(a, r); /* free ranges and empty spans */
         for (size_t g = 0; g < s->ngran; g++)
             if (s->gmapped[g])
                 a->be.ops->decommit(&a->be, s->base + g * CARVE_SEGMENT_GRANULE, CARVE_SEGMENT_GRANULE);

@@ -191,7 +191,7 @@ static void pending_unlink(carve_pool *p, carve_block *b) {
     p->npending--;
 }
 
-void carve_pool_poll_pending(carve_pool *p, int wait) {
+void carve_pool_poll_pending(carve_pool *p, int wait, int record) {
     carve_be *be = &p->arena->be;
     carve_block *b = p->pending_head;
     while (b) {
@@ -214,28 +214,60 @@ void carve_pool_poll_pending(carve_pool *p, int wait) {
             return; /* frees complete in order: later ones are not done either */
         pending_unlink(p, b);
         uses_free(p->arena, u);
-        carve_pool_release_block(p, b);
+        carve_pool_release_block(p, b, record);
         b = next;
     }
 }
 
-void carve_pool_flush_hot(carve_pool *p) {
+void carve_pool_flush_hot(carve_pool *p, int record) {
     if (p->hot) {
-        carve_pool_release_block(p, p->hot);
+        carve_pool_release_block(p, p->hot, record);
         p->hot = NULL;
     }
 }
 
-size_t carve_pool_return_empty(carve_pool *p) {
+void carve_pool_span_emptied(carve_pool *p, carve_block *span, int record) {
+    carve_be *be = &p->arena->be;
+    if (span->u.r.event) { /* an older one (a failed refill path): replace it */
+        be->ops->event_release(be, span->u.r.event);
+        span->u.r.event = NULL;
+    }
+    if (record && be->ops->event_record(be, p->stream, &span->u.r.event) != CARVE_OK)
+        span->u.r.event = NULL;
+}
+
+void carve_pool_span_refilled(carve_pool *p, carve_block *span) {
+    carve_be *be = &p->arena->be;
+    be->ops->event_release(be, span->u.r.event);
+    span->u.r.event = NULL;
+}
+
+size_t carve_pool_return_empty(carve_pool *p, int mode) {
     carve_arena *a = p->arena;
     size_t n = 0;
-    carve_pool_flush_hot(p);
+    /* The hot block may be all that keeps a span; only OWN may record now. */
+    if (mode != CARVE_RETURN_OTHER)
+        carve_pool_flush_hot(p, mode == CARVE_RETURN_OWN);
     carve_block *span = p->spans;
     while (span) {
         carve_block *next = span->fnext;
-        void *ev = NULL;
-        if (span->u.r.nlive == 0 && (!a->vmm || carve_vmm_unmap_span(a, span) == 0) &&
-            a->be.ops->event_record(&a->be, p->stream, &ev) == CARVE_OK) {
+        void *ev = span->u.r.event;
+        int ok = span->u.r.nlive == 0;
+        if (ok && mode == CARVE_RETURN_SYNCED && ev) { /* the sync completed it */
+            a->be.ops->event_release(&a->be, ev);
+            ev = NULL;
+        } else if (ok && !ev && mode == CARVE_RETURN_OWN) {
+            ok = a->be.ops->event_record(&a->be, p->stream, &ev) == CARVE_OK;
+        } else if (ok && !ev && mode == CARVE_RETURN_OTHER) {
+            ok = 0; /* no proof that its stream's work is done */
+        }
+        if (ok && a->vmm && carve_vmm_unmap_span(a, span) != 0) {
+            if (ev && ev != span->u.r.event)
+                a->be.ops->event_release(&a->be, ev);
+            ok = 0;
+        }
+        if (ok) {
+            span->u.r.event = NULL; /* the heap owns ev from here */
             carve_block *b = span->u.r.first;
             carve_index_remove(&p->index[span->cls], b);
             carve_slab_put(&p->slab, b);

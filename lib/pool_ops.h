@@ -12,13 +12,22 @@
 /* Merge a pool's unflushed counter deltas into the arena-wide counters. */
 void carve_pool_flush(carve_arena *a, carve_pool *p) CARVE_INTERNAL;
 
-/* Pool lock held. Mark b free, merge it with free neighbours, index it. */
-static inline void carve_pool_release_block(carve_pool *p, carve_block *b) {
+/* Pool lock held: span just lost its last live block. With record, an event
+ * is recorded on the pool's stream (the caller acts on that stream, so it is
+ * alive): other streams may take the span once that event completes. */
+void carve_pool_span_emptied(carve_pool *p, carve_block *span, int record) CARVE_INTERNAL;
+/* Pool lock held: span gets a live block again; its empty-event goes. */
+void carve_pool_span_refilled(carve_pool *p, carve_block *span) CARVE_INTERNAL;
+
+/* Pool lock held. Mark b free, merge it with free neighbours, index it.
+ * record: see carve_pool_span_emptied. */
+static inline void carve_pool_release_block(carve_pool *p, carve_block *b, int record) {
     carve_block *span = b->span;
     carve_index *ix = &p->index[span->cls];
     carve_block *prev = b->prev, *next = b->next;
     int pf = prev && prev->state == CARVE_B_FREE, nf = next && next->state == CARVE_B_FREE;
-    span->u.r.nlive--;
+    if (--span->u.r.nlive == 0)
+        carve_pool_span_emptied(p, span, record);
     if (CARVE_UNLIKELY(p->arena->vmm))
         carve_vmm_ref(span, b->addr, b->size, -1);
     b->state = CARVE_B_FREE;

@@ -10,10 +10,13 @@
  *  - under a limit, the out-of-memory path waits for pending events rather
  *    than failing.
  */
+#include "arena.h"
 #include "test_util.h"
 
 #define S1 ((carve_stream)(uintptr_t)0x1000)
 #define S2 ((carve_stream)(uintptr_t)0x2000)
+#define S3 ((carve_stream)(uintptr_t)0x3000)
+#define S4 ((carve_stream)(uintptr_t)0x4000)
 
 static carve_arena *arena_polls(unsigned polls, size_t limit, int growth, size_t initial) {
     carve_config c;
@@ -128,7 +131,46 @@ static void test_record_stream(void) {
     carve_arena_destroy(a);
 }
 
+/* Streams die. Once a program has destroyed a stream, carve must never
+ * record an event on it: memory that stream cached moves to others only
+ * through events recorded while it lived, or after a device sync. */
+static void test_dead_stream(void) {
+    carve_arena *a = arena_polls(1000000, 96 << 20, 1, 0);
+    void *p[4], *q;
+    for (int i = 0; i < 4; i++)
+        CHECK_OK(a, carve_alloc(a, 12 << 20, S2, &p[i]));
+    CHECK_OK(a, carve_alloc(a, 1000, S2, &q));
+    for (int i = 0; i < 4; i++)
+        CHECK_OK(a, carve_free(a, p[i]));
+    CHECK_OK(a, carve_free(a, q)); /* parked in S2's hot slot, not released */
+    a->be.sim_dead[a->be.sim_ndead++] = S2; /* cudaStreamDestroy(S2) */
+    /* S3 holds a buffer also used on S4; once S4's event completes, the
+     * block is released during another stream's reclaim, emptying its span
+     * there: no event may be recorded on S3 for it (it is gone too). */
+    void *x;
+    a->be.sim_event_polls = 0; /* S4's work is done at the first look */
+    CHECK_OK(a, carve_alloc(a, 12 << 20, S3, &x));
+    CHECK_OK(a, carve_record_stream(a, x, S4));
+    CHECK_OK(a, carve_free(a, x));
+    a->be.sim_dead[a->be.sim_ndead++] = S3;
+    /* S1 now needs memory: soft reclaim (before raising the peak), then the
+     * out-of-memory path, then empty_cache, all without touching S2. */
+    void *r[8];
+    int n = 0;
+    while (n < 8 && carve_alloc(a, 12 << 20, S1, &r[n]) == CARVE_OK)
+        n++;
+    CHECK(n >= 6);
+    for (int i = 0; i < n; i++)
+        CHECK_OK(a, carve_free(a, r[i]));
+    CHECK_OK(a, carve_empty_cache(a));
+    CHECK(carve_memory_reserved(a) == 0);
+    CHECK(a->be.sim_dead_records == 0);
+    CHECK_ARENA(a);
+    carve_arena_destroy(a);
+}
+
 int main(void) {
+    test_dead_stream();
     test_same_stream();
     test_cross_stream_waits_for_event();
     test_cross_stream_reuse_after_event();
