@@ -171,12 +171,26 @@ carve_status carve_arena_get_config(const carve_arena *a, carve_config *out) {
 
 carve_status carve_arena_reclaim(carve_arena *a, unsigned flags) {
     int release = (flags & CARVE_RECLAIM_RELEASE) != 0, wait = (flags & CARVE_RECLAIM_WAIT) != 0;
-    /* Waiting means one device synchronization: afterwards every stream's
-     * cached memory is free to move, with no event recorded on streams that
-     * may no longer exist. */
-    int synced = wait && a->be.ops->device_sync(&a->be) == CARVE_OK;
-    for (carve_pool *p = carve_pools_first(a); p; p = p->next_all) {
-        carve_spin_lock(&p->lock);
+    /* Waiting: take every pool's lock first, so that nothing is freed from
+     * here on, then synchronize the device once. Everything cached was freed
+     * before the sync, so its work is done and every stream's empty spans
+     * can move, with no event recorded on streams that may no longer exist.
+     * Not waiting: pools one at a time, and only spans whose own stream
+     * recorded an event when they emptied. */
+    carve_pool *first = NULL;
+    int synced = 0;
+    if (wait) {
+        carve_mutex_lock(&a->pools_lock);
+        first = carve_pools_first(a);
+        for (carve_pool *p = first; p; p = p->next_all)
+            carve_spin_lock(&p->lock);
+        synced = a->be.ops->device_sync(&a->be) == CARVE_OK;
+    } else {
+        first = carve_pools_first(a);
+    }
+    for (carve_pool *p = first; p; p = p->next_all) {
+        if (!wait)
+            carve_spin_lock(&p->lock);
         if (p->pending_head)
             carve_pool_poll_pending(p, wait, 0);
         carve_mutex_lock(&a->heap.lock);
@@ -184,19 +198,23 @@ carve_status carve_arena_reclaim(carve_arena *a, unsigned flags) {
         if (a->vmm)
             carve_vmm_trim_pool(a, p, SIZE_MAX, 0, 0);
         carve_mutex_unlock(&a->heap.lock);
-        carve_spin_unlock(&p->lock);
+        if (!wait)
+            carve_spin_unlock(&p->lock);
     }
     carve_mutex_lock(&a->heap.lock);
-    if (flags & CARVE_RECLAIM_WAIT)
+    if (wait)
         carve_heap_sync(a);
-    if (a->vmm) {
-        if (release) /* what is mapped now is what live buffers need */
-            a->heap.target = a->heap.reserved > a->initial ? a->heap.reserved : a->initial;
-    }
+    if (a->vmm && release) /* what is mapped now is what live buffers need */
+        a->heap.target = a->heap.reserved > a->initial ? a->heap.reserved : a->initial;
     /* In virtual-memory mode the address space stays reserved (it holds no
      * memory) unless the arena is being emptied. */
     carve_status st = release ? carve_heap_release_free(a) : CARVE_OK;
     carve_mutex_unlock(&a->heap.lock);
+    if (wait) {
+        for (carve_pool *p = first; p; p = p->next_all)
+            carve_spin_unlock(&p->lock);
+        carve_mutex_unlock(&a->pools_lock);
+    }
     return st;
 }
 

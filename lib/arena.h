@@ -22,8 +22,9 @@
  * span was given back.
  *
  * Lock order: pools_lock (pool creation), then pool locks, then the heap
- * lock. Never two pool locks at once, except carve_check and the snapshot,
- * which hold pools_lock and take all pools in list order first.
+ * lock. Never two pool locks at once, except carve_check, the snapshot and
+ * the waiting reclaim, which hold pools_lock and take all pools in list
+ * order first.
  * Backend calls that can be slow (reserve, release) run with the heap lock
  * dropped.
  */
@@ -208,9 +209,10 @@ static inline carve_pool *carve_pools_first(const carve_arena *a) { return CARVE
 
 /* ---- arena.c ---- */
 /* Every pool gives its empty spans back to the heap (unmapping free
- * granules in virtual-memory mode). With CARVE_RECLAIM_WAIT, pending events
- * are waited for first; with CARVE_RECLAIM_RELEASE, fully free segments then
- * go back to the backend. No lock held on entry. */
+ * granules in virtual-memory mode). With CARVE_RECLAIM_WAIT, all pools are
+ * locked and the device synchronized first, so every stream's cached memory
+ * can move; with CARVE_RECLAIM_RELEASE, fully free segments then go back to
+ * the backend. No lock held on entry. */
 enum { CARVE_RECLAIM_WAIT = 1, CARVE_RECLAIM_RELEASE = 2 };
 carve_status carve_arena_reclaim(carve_arena *a, unsigned flags) CARVE_INTERNAL;
 

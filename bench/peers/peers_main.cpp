@@ -127,15 +127,20 @@ class CudaMallocAsyncAllocator final : public Allocator {
 class CarveAllocator final : public Allocator {
     carve_arena *arena_ = nullptr;
     std::string desc_;
+    int vmm_ = 0;
     static thread_local std::string err_;
 
   public:
-    bool init(int device, std::string *err)
+    /* vmm: carve's virtual-memory mode (cuMemMap granules) instead of
+     * cudaMalloc segments. */
+    bool init(int device, int vmm, std::string *err)
     {
         carve_config c;
         carve_config_init(&c);
         c.backend = CARVE_BACKEND_CUDA;
         c.device = device;
+        c.vmm = vmm;
+        vmm_ = vmm;
         c.name = "peers";
         carve_status s = carve_arena_create(&c, &arena_);
         if (s != CARVE_OK) {
@@ -147,10 +152,10 @@ class CarveAllocator final : public Allocator {
         if (carve_arena_get_config(arena_, &e) == CARVE_OK) {
             char b[256];
             std::snprintf(b, sizeof b,
-                          "carve %s, CUDA backend, default config (growth %d, initial %zu, "
+                          "carve %s, CUDA backend, %s (growth %d, initial %zu, "
                           "limit %zu, min_grow %zu)",
-                          carve_version(), e.growth, e.initial_bytes, e.limit_bytes,
-                          e.min_grow_bytes);
+                          carve_version(), vmm ? "virtual-memory mode (vmm=1)" : "default config",
+                          e.growth, e.initial_bytes, e.limit_bytes, e.min_grow_bytes);
             desc_ = b;
         } else {
             desc_ = std::string("carve ") + carve_version() + ", CUDA backend, default config";
@@ -158,7 +163,7 @@ class CarveAllocator final : public Allocator {
         return true;
     }
     ~CarveAllocator() override { carve_arena_destroy(arena_); }
-    std::string name() const override { return "carve"; }
+    std::string name() const override { return vmm_ ? "carve-vmm" : "carve"; }
     std::string describe() const override { return desc_; }
     void *alloc(size_t size, cudaStream_t st) override
     {
@@ -304,7 +309,7 @@ bool load_text(const char *path, peers::OpList *out, std::string *err)
 }
 #endif
 
-const char *const kAllocators[] = {"cudaMalloc", "cudaMallocAsync", "cub", "carve"};
+const char *const kAllocators[] = {"cudaMalloc", "cudaMallocAsync", "cub", "carve", "carve-vmm"};
 
 Allocator *make_allocator(const std::string &name, int device, std::string *err)
 {
@@ -320,9 +325,9 @@ Allocator *make_allocator(const std::string &name, int device, std::string *err)
     }
     if (name == "cub")
         return peers::make_cub_allocator(device, err);
-    if (name == "carve") {
+    if (name == "carve" || name == "carve-vmm") {
         auto *a = new CarveAllocator();
-        if (!a->init(device, err)) {
+        if (!a->init(device, name == "carve-vmm", err)) {
             delete a;
             return nullptr;
         }
