@@ -8,6 +8,8 @@
  *            log-uniform size in 256 B..16 MiB                         <= 60 ns/op,
  *            footprint = reserved peak / requested peak                <= 1.15
  *   threads  8 threads, a stream each, churn                        >= 20 M ops/s
+ * and the churn once more in virtual-memory mode (vmm=1: granules mapped on
+ * use, free ones unmapped before the footprint can pass its peak).
  * Method: warm-up, many repetitions, medians; random sizes are drawn before
  * the timed loop. Usage: bench_alloc [--quick] [--json FILE] [--threads N]
  */
@@ -51,10 +53,13 @@ static size_t loguniform(uint64_t *s, double lo, double hi) {
     return (size_t)exp(log(lo) + u * (log(hi) - log(lo)));
 }
 
+static int g_vmm; /* arenas in virtual-memory mode */
+
 static carve_arena *new_arena(void) {
     carve_config c;
     carve_config_init(&c);
     c.backend = CARVE_BACKEND_VIRTUAL;
+    c.vmm = g_vmm;
     c.name = "bench";
     carve_arena *a = NULL;
     if (carve_arena_create(&c, &a) != CARVE_OK) {
@@ -308,6 +313,13 @@ int main(int argc, char **argv) {
     printf("%-28s %9.1f M/s %9s M/s %8s\n", "threads aggregate ops/s", th.ops_per_s / 1e6, ">= 20",
            verdict(th.ops_per_s >= 20e6));
     printf("%-28s %12.3f\n", "threads footprint", th.footprint);
+    g_vmm = 1;
+    churn_result cv = bench_churn(creps, steps);
+    g_vmm = 0;
+    printf("%-28s %9.1f ns %9s ns %10s\n", "churn ns/op (vmm=1)", cv.ns_per_op, "<= 60", verdict(cv.ns_per_op <= 60));
+    printf("%-28s %12.3f %12s %10s   (reserved peak %.1f MiB / requested peak %.1f MiB, worst run)\n",
+           "churn footprint (vmm=1)", cv.footprint, "<= 1.15", verdict(cv.footprint <= 1.15),
+           cv.reserved_peak / 1048576.0, cv.requested_peak / 1048576.0);
 
     if (json) {
         FILE *f = fopen(json, "w");
@@ -323,9 +335,10 @@ int main(int argc, char **argv) {
             fprintf(f, "%s\"%zu\":%.2f", i ? "," : "", sizes[i], mpair[i]);
         fprintf(f,
                 "},\"churn_ns_per_op\":%.2f,\"churn_footprint\":%.4f,\"churn_reserved_peak\":%zu,"
-                "\"churn_requested_peak\":%zu,\"threads\":%d,\"threads_ops_per_s\":%.0f,\"threads_footprint\":%.4f}\n",
+                "\"churn_requested_peak\":%zu,\"threads\":%d,\"threads_ops_per_s\":%.0f,\"threads_footprint\":%.4f,"
+                "\"vmm_churn_ns_per_op\":%.2f,\"vmm_churn_footprint\":%.4f}\n",
                 ch.ns_per_op, ch.footprint, ch.reserved_peak, ch.requested_peak, nthreads, th.ops_per_s,
-                th.footprint);
+                th.footprint, cv.ns_per_op, cv.footprint);
         fclose(f);
     }
     return 0;

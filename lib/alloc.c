@@ -258,7 +258,7 @@ carve_status carve_alloc(carve_arena *a, size_t size, carve_stream s, void **out
     b->state = CARVE_B_USED;
     b->slack = (uint8_t)(rs - size);
     b->flags = 0;
-    if (CARVE_UNLIKELY(b->span->u.r.nlive++ == 0 && b->span->u.r.event))
+    if (CARVE_UNLIKELY(b->span->u.r.nlive++ == 0))
         carve_pool_span_refilled(p, b->span);
     if (CARVE_UNLIKELY(a->vmm))
         carve_vmm_ref(b->span, b->addr, b->size, 1);

@@ -97,6 +97,10 @@ typedef struct carve_pool {
      * size takes it back without touching the index (the loop pattern of
      * inference), and the next free releases it properly. */
     carve_block *hot;
+    /* The span that emptied last and has no event yet: the event is
+     * recorded only when another span empties, or the span leaves the pool,
+     * since the next allocation usually takes the span right back. */
+    carve_block *unrecorded;
 } carve_pool;
 
 typedef struct carve_pool_table carve_pool_table;

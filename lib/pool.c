@@ -226,20 +226,37 @@ void carve_pool_flush_hot(carve_pool *p, int record) {
     }
 }
 
+/* Record the empty-span event of the span waiting in the unrecorded slot. */
+static void record_unrecorded(carve_pool *p) {
+    carve_block *span = p->unrecorded;
+    carve_be *be = &p->arena->be;
+    p->unrecorded = NULL;
+    if (span && span->u.r.nlive == 0 && !span->u.r.event &&
+        be->ops->event_record(be, p->stream, &span->u.r.event) != CARVE_OK)
+        span->u.r.event = NULL;
+}
+
 void carve_pool_span_emptied(carve_pool *p, carve_block *span, int record) {
     carve_be *be = &p->arena->be;
-    if (span->u.r.event) { /* an older one (a failed refill path): replace it */
+    if (span->u.r.event) { /* an older one: it no longer covers the latest work */
         be->ops->event_release(be, span->u.r.event);
         span->u.r.event = NULL;
     }
-    if (record && be->ops->event_record(be, p->stream, &span->u.r.event) != CARVE_OK)
-        span->u.r.event = NULL;
+    if (!record)
+        return;
+    if (p->unrecorded != span)
+        record_unrecorded(p);
+    p->unrecorded = span;
 }
 
 void carve_pool_span_refilled(carve_pool *p, carve_block *span) {
     carve_be *be = &p->arena->be;
-    be->ops->event_release(be, span->u.r.event);
-    span->u.r.event = NULL;
+    if (p->unrecorded == span)
+        p->unrecorded = NULL;
+    if (span->u.r.event) {
+        be->ops->event_release(be, span->u.r.event);
+        span->u.r.event = NULL;
+    }
 }
 
 size_t carve_pool_return_empty(carve_pool *p, int mode) {
@@ -248,6 +265,8 @@ size_t carve_pool_return_empty(carve_pool *p, int mode) {
     /* The hot block may be all that keeps a span; only OWN may record now. */
     if (mode != CARVE_RETURN_OTHER)
         carve_pool_flush_hot(p, mode == CARVE_RETURN_OWN);
+    if (mode == CARVE_RETURN_OWN)
+        record_unrecorded(p);
     carve_block *span = p->spans;
     while (span) {
         carve_block *next = span->fnext;
@@ -268,6 +287,8 @@ size_t carve_pool_return_empty(carve_pool *p, int mode) {
         }
         if (ok) {
             span->u.r.event = NULL; /* the heap owns ev from here */
+            if (p->unrecorded == span)
+                p->unrecorded = NULL;
             carve_block *b = span->u.r.first;
             carve_index_remove(&p->index[span->cls], b);
             carve_slab_put(&p->slab, b);

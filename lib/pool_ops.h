@@ -12,9 +12,12 @@
 /* Merge a pool's unflushed counter deltas into the arena-wide counters. */
 void carve_pool_flush(carve_arena *a, carve_pool *p) CARVE_INTERNAL;
 
-/* Pool lock held: span just lost its last live block. With record, an event
- * is recorded on the pool's stream (the caller acts on that stream, so it is
- * alive): other streams may take the span once that event completes. */
+/* Pool lock held: span just lost its last live block. With record (the
+ * caller acts on the pool's stream, so it is alive), an event will be
+ * recorded on that stream — deferred until another span empties or the
+ * span leaves the pool, as the next allocation often takes it back — and
+ * other streams may take the span once the event completes. Without, the
+ * span moves to another stream only after a device sync. */
 void carve_pool_span_emptied(carve_pool *p, carve_block *span, int record) CARVE_INTERNAL;
 /* Pool lock held: span gets a live block again; its empty-event goes. */
 void carve_pool_span_refilled(carve_pool *p, carve_block *span) CARVE_INTERNAL;

@@ -73,6 +73,15 @@ CARVE_DEV void cp_async4(float *dst, const float *src, bool valid) {
     int bytes = valid ? 4 : 0;
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(bytes) : "memory");
 }
+/* The same copies without the zero fill, for sources known to be inside. */
+CARVE_DEV void cp_async16(float *dst, const float *src) {
+    unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
+}
+CARVE_DEV void cp_async4(float *dst, const float *src) {
+    unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(src) : "memory");
+}
 CARVE_DEV void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int N>
 CARVE_DEV void cp_async_wait() {
@@ -410,6 +419,247 @@ __global__ void __launch_bounds__(WM *WN * 32, MINB) gemm_cpt(Params p) {
         cp_async_commit();
         const float *st = smem + (t % STAGES) * STAGE;
         multiply_tile<AP, BN, TN, BK>(acc, st + wm0 + lm * 4, st + BK * AP + wn0 + ln * 4);
+    }
+    cp_async_wait<0>(); /* only empty groups remain; leave nothing in flight */
+
+    store_tile<WM, WN, TN, true>(p, acc);
+}
+
+/* ---- cp.async with lean copies, and a register fragment pipeline --------- */
+
+/*
+ * The copies of gemm_cpt cost more issue slots than they need: every tile
+ * recomputes each source address from the tile index (64-bit multiplies),
+ * tests every row against m and every k against K, and selects a fallback
+ * address for each copy; with BK 16 that is on the order of a hundred
+ * instructions per thread per tile, next to 1024 FFMAs. LeanCopy moves the
+ * same tiles with almost none of that:
+ *  - each of a thread's A rows has its own pointer, clamped to row m-1 at
+ *    the start (as in gemm_rs), so no copy of A tests its row;
+ *  - the pointers step by one tile per issue (one 64-bit add each), and a
+ *    thread's copies within a tile sit at constant offsets from them and
+ *    from the stage's base (immediates in the instruction);
+ *  - only a tile that reaches past k (the last one, when BK does not divide
+ *    k) takes the predicated path; every other tile copies unconditionally.
+ * The thread-to-element mapping and the shared-memory layout are those of
+ * gemm_cpt (A k-major with rows BM+4 floats apart, B row-major), so the
+ * inner loop and the exact FMA order are unchanged.
+ */
+template <int BM, int BN, int BK, int NT>
+struct LeanCopy {
+    static constexpr int AP = BM + 4;
+    static constexpr int STAGE = BK * AP + BK * BN; /* floats per stage */
+    static constexpr int ROWS = NT / 8;             /* A rows covered by one pass of the block */
+    static constexpr int A_PASS = BM / ROWS;
+    static constexpr int B_ROWS = NT / (BN / 4);    /* B rows covered by one pass */
+    static constexpr int B_LD = BK / B_ROWS;
+    static_assert(BK % 8 == 0 && BM % ROWS == 0 && NT % (BN / 4) == 0 && BK % B_ROWS == 0,
+                  "tile loads must divide evenly");
+
+    const float *a[A_PASS]; /* row a_row + r*ROWS (clamped), k a_k of the next tile */
+    const float *b;         /* row b_k, columns b_col..+3 (clamped) of the next tile */
+    int64_t b_pass;         /* B_ROWS rows of B */
+    int64_t b_step;         /* BK rows of B */
+    int a_k, b_k;
+    int a_dst, b_dst;       /* this thread's offsets inside a stage */
+
+    CARVE_DEV LeanCopy(const Params &p, int bm0, int bn0, int tid) {
+        a_k = tid & 7;
+        const int a_row = tid >> 3;
+#pragma unroll
+        for (int r = 0; r < A_PASS; r++)
+            a[r] = p.A + (int64_t)imin(bm0 + a_row + r * ROWS, p.m - 1) * p.lda + a_k;
+        a_dst = a_k * AP + a_row;
+        b_k = tid / (BN / 4);
+        const int b_col = (tid % (BN / 4)) * 4;
+        b = p.B + (int64_t)b_k * p.ldb + imin(bn0 + b_col, p.n - 4);
+        b_pass = (int64_t)B_ROWS * p.ldb;
+        b_step = (int64_t)BK * p.ldb;
+        b_dst = BK * AP + b_k * BN + b_col;
+    }
+
+    /* Copy the tile at k0 (the one after the previous call's) into stage. */
+    CARVE_DEV void issue(float *stage, int k0, const Params &p) {
+        float *da = stage + a_dst, *db = stage + b_dst;
+        if (k0 + BK <= p.k) {
+#pragma unroll
+            for (int h = 0; h < BK / 8; h++)
+#pragma unroll
+                for (int r = 0; r < A_PASS; r++)
+                    cp_async4(da + 8 * h * AP + r * ROWS, a[r] + 8 * h);
+#pragma unroll
+            for (int s = 0; s < B_LD; s++)
+                cp_async16(db + s * B_ROWS * BN, b + s * b_pass);
+        } else { /* the last tile, cut by k: zeros past it */
+#pragma unroll
+            for (int h = 0; h < BK / 8; h++) {
+                const bool ok = k0 + a_k + 8 * h < p.k;
+#pragma unroll
+                for (int r = 0; r < A_PASS; r++)
+                    cp_async4(da + 8 * h * AP + r * ROWS, ok ? a[r] + 8 * h : p.A, ok);
+            }
+#pragma unroll
+            for (int s = 0; s < B_LD; s++) {
+                const bool ok = k0 + b_k + s * B_ROWS < p.k;
+                cp_async16(db + s * B_ROWS * BN, ok ? b + s * b_pass : p.B, ok);
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < A_PASS; r++)
+            a[r] += BK;
+        b += b_step;
+    }
+};
+
+/*
+ * gemm_cpt's pipeline (a ring of STAGES buffers, STAGES-1 tiles in flight,
+ * one barrier per tile) and inner loop, with LeanCopy's copies. VEC layouts
+ * only.
+ */
+template <int WM, int WN, int TN, int BK, int STAGES, int MINB>
+__global__ void __launch_bounds__(WM *WN * 32, MINB) gemm_cpl(Params p) {
+    constexpr int NT = WM * WN * 32;
+    constexpr int BM = WM * 64, BN = WN * 4 * TN;
+    using Copy = LeanCopy<BM, BN, BK, NT>;
+    constexpr int AP = Copy::AP, STAGE = Copy::STAGE;
+    static_assert(STAGES >= 2, "a ring needs two buffers");
+
+    float *smem = smem_base();
+
+    int tm, tn;
+    tile_of(blockIdx.x, p.tiles_m, p.tiles_n, tm, tn);
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int wm0 = (warp / WN) * 64, wn0 = (warp % WN) * (4 * TN);
+    const int lm = lane >> 2, ln = lane & 3;
+    Copy cp(p, tm * BM, tn * BN, tid);
+
+    float acc[8][TN];
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+#pragma unroll
+        for (int j = 0; j < TN; j++)
+            acc[i][j] = 0.f;
+
+    const int tiles = (p.k + BK - 1) / BK;
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; s++) {
+        if (s < tiles)
+            cp.issue(smem + s * STAGE, s * BK, p);
+        cp_async_commit(); /* empty groups keep the count uniform */
+    }
+    int rd = 0, wr = STAGES - 1; /* stage of tile t, stage of tile t+STAGES-1 */
+    for (int t = 0; t < tiles; t++) {
+        cp_async_wait<STAGES - 2>(); /* this thread's copies of tile t landed */
+        __syncthreads();             /* everyone's did, and everyone is done with tile t-1 */
+        if (t + STAGES - 1 < tiles)
+            cp.issue(smem + wr * STAGE, (t + STAGES - 1) * BK, p);
+        cp_async_commit();
+        const float *st = smem + rd * STAGE;
+        multiply_tile<AP, BN, TN, BK>(acc, st + wm0 + lm * 4, st + BK * AP + wn0 + ln * 4);
+        wr = rd; /* tile t's stage takes tile t+STAGES next */
+        rd = rd + 1 == STAGES ? 0 : rd + 1;
+    }
+    cp_async_wait<0>(); /* only empty groups remain; leave nothing in flight */
+
+    store_tile<WM, WN, TN, true>(p, acc);
+}
+
+/* The operands of one k step: the thread's 8 rows of A (k-major, AP floats
+ * per k) and TN columns of B, from the thread's first row / column. */
+template <int AP, int BN, int TN>
+CARVE_DEV void load_frag(float (&a)[8], float (&b)[TN], const float *as, const float *bs, int kk) {
+    float4 a0 = ld4(as + kk * AP), a1 = ld4(as + kk * AP + 32);
+    a[0] = a0.x; a[1] = a0.y; a[2] = a0.z; a[3] = a0.w;
+    a[4] = a1.x; a[5] = a1.y; a[6] = a1.z; a[7] = a1.w;
+#pragma unroll
+    for (int q = 0; q < TN / 4; q++) {
+        float4 bq = ld4(bs + kk * BN + q * 16);
+        b[4 * q + 0] = bq.x; b[4 * q + 1] = bq.y; b[4 * q + 2] = bq.z; b[4 * q + 3] = bq.w;
+    }
+}
+
+template <int TN>
+CARVE_DEV void outer_product(float (&acc)[8][TN], const float (&a)[8], const float (&b)[TN]) {
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+#pragma unroll
+        for (int j = 0; j < TN; j++)
+            acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+}
+
+/*
+ * gemm_cpl with the shared-memory reads pipelined through registers, so
+ * that no warp waits for shared memory at a tile boundary:
+ *  - two sets of operand registers: while step kk is multiplied, the
+ *    operands of step kk+1 are being read;
+ *  - the barrier moves from the top of a tile to its last step. There the
+ *    thread waits for tile t+1, the block meets (everyone has read all of
+ *    tile t into registers), the operands of tile t+1's first step are read,
+ *    and the last step of tile t is multiplied while they arrive;
+ *  - the stage tile t held is free right after that barrier, so tile
+ *    t+STAGES is copied into it at once. All STAGES buffers fill at the
+ *    start, and STAGES-1 tiles stay in flight, as in gemm_cpt.
+ * Same copies (LeanCopy), layout and FMA order as gemm_cpl. VEC layouts only.
+ */
+template <int WM, int WN, int TN, int BK, int STAGES, int MINB>
+__global__ void __launch_bounds__(WM *WN * 32, MINB) gemm_cpf(Params p) {
+    constexpr int NT = WM * WN * 32;
+    constexpr int BM = WM * 64, BN = WN * 4 * TN;
+    using Copy = LeanCopy<BM, BN, BK, NT>;
+    constexpr int AP = Copy::AP, STAGE = Copy::STAGE;
+    static_assert(STAGES >= 2, "a ring needs two buffers");
+    static_assert(BK % 2 == 0, "a tile's first step uses operand set 0");
+
+    float *smem = smem_base();
+
+    int tm, tn;
+    tile_of(blockIdx.x, p.tiles_m, p.tiles_n, tm, tn);
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int wm0 = (warp / WN) * 64, wn0 = (warp % WN) * (4 * TN);
+    const int lm = lane >> 2, ln = lane & 3;
+    Copy cp(p, tm * BM, tn * BN, tid);
+    const float *as0 = smem + wm0 + lm * 4;           /* the thread's operands in stage 0 */
+    const float *bs0 = smem + BK * AP + wn0 + ln * 4;
+
+    float acc[8][TN];
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+#pragma unroll
+        for (int j = 0; j < TN; j++)
+            acc[i][j] = 0.f;
+
+    /* Groups committed before tile t+1 is waited for: tiles 0 .. t+STAGES-1,
+     * one per group (empty past the last tile). */
+    const int tiles = (p.k + BK - 1) / BK;
+#pragma unroll
+    for (int s = 0; s < STAGES; s++) {
+        if (s < tiles)
+            cp.issue(smem + s * STAGE, s * BK, p);
+        cp_async_commit();
+    }
+    cp_async_wait<STAGES - 1>(); /* tile 0 landed */
+    __syncthreads();
+
+    float a[2][8], b[2][TN];
+    load_frag<AP, BN, TN>(a[0], b[0], as0, bs0, 0);
+    int rd = 0; /* stage of tile t */
+    for (int t = 0; t < tiles; t++) {
+        const float *as = as0 + rd * STAGE, *bs = bs0 + rd * STAGE;
+#pragma unroll
+        for (int kk = 0; kk < BK; kk++) {
+            if (kk + 1 < BK) {
+                load_frag<AP, BN, TN>(a[(kk + 1) & 1], b[(kk + 1) & 1], as, bs, kk + 1);
+            } else if (t + 1 < tiles) {
+                cp_async_wait<STAGES - 2>(); /* tile t+1 landed */
+                __syncthreads();             /* everyone's did, and tile t is in registers */
+                if (t + STAGES < tiles)
+                    cp.issue(smem + rd * STAGE, (t + STAGES) * BK, p);
+                cp_async_commit();
+                rd = rd + 1 == STAGES ? 0 : rd + 1;
+                load_frag<AP, BN, TN>(a[0], b[0], as0 + rd * STAGE, bs0 + rd * STAGE, 0);
+            }
+            outer_product<TN>(acc, a[kk & 1], b[kk & 1]);
+        }
     }
     cp_async_wait<0>(); /* only empty groups remain; leave nothing in flight */
 

@@ -38,12 +38,19 @@ inline const Variant kVariants[] = {
     {"simt_cp_64x64x16_s3", gemm_cpt<1, 2, 8, 16, 3, 4>, nullptr, 64, 64, 64, cpt_smem_bytes(1, 2, 8, 16, 3), 0},
     {"tf32_cp_128x128x16_s4", gemm_tf32<2, 4, 4, 4, 16, 4, 2>, nullptr, 128, 128, 256,
      tf32_smem_bytes(2, 4, 4, 4, 16, 4), 1},
+    {"simt_cpl_128x128x16_s3", gemm_cpl<2, 4, 8, 16, 3, 2>, nullptr, 128, 128, 256,
+     cpt_smem_bytes(2, 4, 8, 16, 3), 0},
+    {"simt_cpf_128x128x16_s3", gemm_cpf<2, 4, 8, 16, 3, 2>, nullptr, 128, 128, 256,
+     cpt_smem_bytes(2, 4, 8, 16, 3), 0},
+    {"simt_cpf_128x128x32_s3", gemm_cpf<2, 4, 8, 32, 3, 2>, nullptr, 128, 128, 256,
+     cpt_smem_bytes(2, 4, 8, 32, 3), 0},
 };
 constexpr int kNumVariants = (int)(sizeof(kVariants) / sizeof(kVariants[0]));
 
 /* The default for large aligned problems, and for small ones (fewer
- * 128 x 128 tiles than the device has SMs). docs/kernels.md says why. */
-constexpr int kLargeVariant = 3;
+ * 128 x 128 tiles than the device has SMs). docs/kernels.md says why;
+ * kLargeVariant must name a 128 x 128 variant (pick() counts those tiles). */
+constexpr int kLargeVariant = 9;
 constexpr int kSmallVariant = 6;
 
 inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }

@@ -142,6 +142,7 @@ static void allreduce_round(ncclComm_t *comms, carve_arena **a, size_t count, in
 
 static void case_nccl_allreduce(void) {
     carve_arena *a[2] = {NULL, NULL};
+    float *warm[2];
     for (int d = 0; d < 2; d++) {
         CHECK_OK(NULL, carve_device_arena(d, &a[d]));
         if (!a[d])
@@ -150,6 +151,24 @@ static void case_nccl_allreduce(void) {
     ncclComm_t comms[2];
     int devs[2] = {0, 1};
     NCCL_CHECK(ncclCommInitAll(comms, 2, devs));
+    /* NCCL allocates some of its own buffers lazily, at the first collective:
+     * run one on plain cudaMalloc memory before taking the marks. */
+    for (int d = 0; d < 2; d++) {
+        gpu_set_device(d);
+        float *w = NULL;
+        CUDA_CHECK(cudaMalloc((void **)&w, 1 << 20));
+        warm[d] = w;
+    }
+    NCCL_CHECK(ncclGroupStart());
+    for (int d = 0; d < 2; d++)
+        NCCL_CHECK(ncclAllReduce(warm[d], warm[d], (1 << 20) / sizeof(float), ncclFloat, ncclSum, comms[d],
+                                 streams[d]));
+    NCCL_CHECK(ncclGroupEnd());
+    for (int d = 0; d < 2; d++) {
+        gpu_set_device(d);
+        CUDA_CHECK(cudaStreamSynchronize(streams[d]));
+        CUDA_CHECK(cudaFree(warm[d]));
+    }
     gpu_set_device(0);
     /* NCCL's own memory stays put until the communicators go; from here on
      * every byte must come back. */

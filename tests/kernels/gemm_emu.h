@@ -111,6 +111,8 @@ inline float *smem_base() { return emu::block->smem; }
 
 inline void cp_async16(float *dst, const float *src, bool valid) { emu::copy(dst, src, 16, valid); }
 inline void cp_async4(float *dst, const float *src, bool valid) { emu::copy(dst, src, 4, valid); }
+inline void cp_async16(float *dst, const float *src) { emu::copy(dst, src, 16, true); }
+inline void cp_async4(float *dst, const float *src) { emu::copy(dst, src, 4, true); }
 inline void cp_async_commit() {
     emu::groups.push_back(std::move(emu::open_group));
     emu::open_group.clear();

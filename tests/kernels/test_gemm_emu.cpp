@@ -162,12 +162,13 @@ int main() {
         {64, 64, 64, 0, 0, 0, 1, 1.f, 0.f},      /* aligned shape, misaligned pointers */
         {3, 129, 20, 0, 0, 0, 0, 1.f, 0.f},      /* n just past a tile */
         {129, 1, 12, 0, 3, 0, 0, 1.f, 0.f},      /* n = 1 */
+        {150, 260, 264, 4, 4, 0, 0, 1.f, 0.5f},  /* many k tiles, a cut one last; partial m, n */
     };
     const char *only = getenv("CARVE_EMU_VARIANT"); /* run one variant, e.g. under TSan */
     for (int v = 0; v < kNumVariants; v++) {
         if (only && atoi(only) != v)
             continue;
-        const bool async = strstr(kVariants[v].name, "_cp_") != nullptr;
+        const bool async = strstr(kVariants[v].name, "_cp") != nullptr; /* _cp_, _cpl_, _cpf_ */
         for (const Case &c : cases) {
             run_case(v, c, emu::COPY_AT_WAIT);
             if (async) /* the mode matters only where cp.async is used */
