@@ -19,6 +19,10 @@
  *    register staging) through a ring of STAGES buffers, so STAGES-1 tiles
  *    are in flight; A is transposed by copying each element on its own
  *    (4-byte copies), so the inner loop is the same as gemm_rs.
+ *  - gemm_cpl and gemm_cpf: gemm_cpt's layout and copies, issued with far
+ *    fewer instructions (LeanCopy); gemm_cpf also reads the operands of
+ *    step k+1 from shared memory while step k is multiplied, across tile
+ *    boundaries too, with the tile's barrier on its last step.
  * and gemm_tf32 uses a cp.async pipeline (A row-major) to feed mma.sync
  * m16n8k8 on tensor cores (inputs rounded to TF32).
  *
@@ -431,9 +435,9 @@ __global__ void __launch_bounds__(WM *WN * 32, MINB) gemm_cpt(Params p) {
  * The copies of gemm_cpt cost more issue slots than they need: every tile
  * recomputes each source address from the tile index (64-bit multiplies),
  * tests every row against m and every k against K, and selects a fallback
- * address for each copy; with BK 16 that is on the order of a hundred
- * instructions per thread per tile, next to 1024 FFMAs. LeanCopy moves the
- * same tiles with almost none of that:
+ * address for each copy; with BK 16 that is about 120 PTX instructions per
+ * thread per tile, next to 1024 FFMAs. LeanCopy moves the same tiles with
+ * about 45:
  *  - each of a thread's A rows has its own pointer, clamped to row m-1 at
  *    the start (as in gemm_rs), so no copy of A tests its row;
  *  - the pointers step by one tile per issue (one 64-bit add each), and a
