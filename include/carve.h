@@ -24,9 +24,11 @@
  * on that stream may use it until carve_free; after carve_free, work queued
  * before the free may still run, so the memory is handed again at once only
  * to later allocations on the same stream, and to other streams only after
- * that work has completed (tracked with backend events). A buffer also used
- * on a second stream must be declared with carve_record_stream before it is
- * freed.
+ * that work has completed (tracked with events recorded on the stream while
+ * it is in use, or a device synchronization). A buffer also used on a second
+ * stream must be declared with carve_record_stream before it is freed. A
+ * stream may be destroyed once its buffers are freed; carve never records
+ * work on it afterwards.
  *
  * The header needs no CUDA headers: carve_stream is the same type as
  * cudaStream_t and CUstream.
@@ -178,8 +180,9 @@ CARVE_API carve_status carve_arena_get_config(const carve_arena *arena, carve_co
  * cudaStreamPerThread, whose meaning depends on the calling thread (pass the
  * thread's concrete stream). *out is NULL on every failure.
  * Thread-safe; threads on different streams do not contend. Does not
- * synchronize on the fast path; under memory pressure it may wait for work
- * that freed cached memory on other streams to complete.
+ * synchronize on the fast path; when the request would otherwise fail (the
+ * limit or the device is full), it synchronizes the device once, so that
+ * memory every stream has cached can be reused, before retrying.
  */
 CARVE_API carve_status carve_alloc(carve_arena *arena, size_t size, carve_stream stream,
                                    void **out);
@@ -190,8 +193,9 @@ CARVE_API carve_status carve_alloc(carve_arena *arena, size_t size, carve_stream
  * before the free has completed. free(NULL) is CARVE_OK. Returns
  * CARVE_ERR_INVALID for a NULL arena; CARVE_ERR_BAD_POINTER for a pointer
  * that is not the start of a live buffer of this arena (interior, foreign,
- * already freed, misaligned), in which case nothing changes. Thread-safe.
- * Does not synchronize.
+ * already freed, misaligned), in which case nothing changes. The buffer's
+ * stream must still exist: free buffers before destroying their stream.
+ * Thread-safe. Does not synchronize.
  */
 CARVE_API carve_status carve_free(carve_arena *arena, void *ptr);
 
@@ -206,8 +210,10 @@ CARVE_API carve_status carve_record_stream(carve_arena *arena, void *ptr, carve_
 
 /*
  * Give every cached segment with no live buffer back to the backend, so the
- * driver sees the memory free again. Waits for work that freed cached memory
- * to complete first. Returns CARVE_OK, CARVE_ERR_INVALID for NULL,
+ * driver sees the memory free again (in virtual-memory mode, unmap every
+ * granule no live buffer touches). Synchronizes the device first, so that
+ * the memory of every stream, destroyed streams included, can go back.
+ * Returns CARVE_OK, CARVE_ERR_INVALID for NULL,
  * CARVE_ERR_BACKEND if the driver failed (memory it did not take back stays
  * reserved and usable). Thread-safe. Synchronizes.
  */
