@@ -54,6 +54,17 @@ static carve_status alloc_oom(carve_arena *a, size_t size, carve_stream s, const
         carve_fmt_bytes(li, sizeof(li), a->limit));
 }
 
+/* Pool lock held: drop it, reclaim (carve_arena_reclaim flags), retake it.
+ * The reason of the failure that led here survives for the OOM message. */
+static void reclaim_unlocked(carve_arena *a, carve_pool *p, unsigned flags) {
+    char why[256];
+    snprintf(why, sizeof(why), "%s", carve_note_get());
+    carve_spin_unlock(&p->lock);
+    carve_arena_reclaim(a, flags);
+    carve_spin_lock(&p->lock);
+    carve_note("%s", why);
+}
+
 /* Pool and heap locks held. Grow one of the pool's spans of class cls into
  * the free range right after it, so the new memory merges with the span's
  * last free block: a stream's spans then behave as one region. Returns the
@@ -115,9 +126,7 @@ static carve_block *pool_refill(carve_arena *a, carve_pool *p, unsigned cls, siz
         if (ask_others) { /* without waiting: ranges whose events are done become usable */
             asked_others = 1;
             attempt--;
-            carve_spin_unlock(&p->lock);
-            carve_arena_reclaim(a, 0);
-            carve_spin_lock(&p->lock);
+            reclaim_unlocked(a, p, 0);
             carve_block *b = carve_index_find(&p->index[cls], rs);
             if (b)
                 return b;
@@ -140,12 +149,7 @@ static carve_block *pool_refill(carve_arena *a, carve_pool *p, unsigned cls, siz
         if (*st != CARVE_ERR_OOM || attempt == 1)
             return NULL;
         /* Release cached memory everywhere and retry once. */
-        char why[256];
-        snprintf(why, sizeof(why), "%s", carve_note_get());
-        carve_spin_unlock(&p->lock);
-        carve_arena_reclaim(a, CARVE_RECLAIM_WAIT | (a->growth ? CARVE_RECLAIM_RELEASE : 0));
-        carve_spin_lock(&p->lock);
-        carve_note("%s", why);
+        reclaim_unlocked(a, p, CARVE_RECLAIM_WAIT | (a->growth ? CARVE_RECLAIM_RELEASE : 0));
         if ((b = carve_index_find(&p->index[cls], rs)))
             return b;
     }
@@ -168,12 +172,7 @@ static carve_block *pool_take(carve_arena *a, carve_pool *p, unsigned cls, size_
             return b;
         if (*st != CARVE_ERR_OOM || attempt == 1)
             return NULL;
-        char why[256];
-        snprintf(why, sizeof(why), "%s", carve_note_get());
-        carve_spin_unlock(&p->lock);
-        carve_arena_reclaim(a, CARVE_RECLAIM_WAIT);
-        carve_spin_lock(&p->lock);
-        carve_note("%s", why);
+        reclaim_unlocked(a, p, CARVE_RECLAIM_WAIT);
     }
 }
 

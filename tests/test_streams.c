@@ -19,16 +19,9 @@
 #define S4 ((carve_stream)(uintptr_t)0x4000)
 
 static carve_arena *arena_polls(unsigned polls, size_t limit, int growth, size_t initial) {
-    carve_config c;
-    carve_config_init(&c);
-    c.backend = CARVE_BACKEND_VIRTUAL;
-    c.sim_event_polls = polls;
-    c.limit_bytes = limit;
-    c.growth = growth;
-    c.initial_bytes = initial;
-    carve_arena *a = NULL;
-    CHECK_OK(NULL, carve_arena_create(&c, &a));
-    return a;
+    char conf[64];
+    snprintf(conf, sizeof(conf), "sim_event_polls=%u", polls);
+    return test_arena_conf(CARVE_BACKEND_VIRTUAL, growth, initial, limit, conf);
 }
 
 static void test_same_stream(void) {

@@ -51,8 +51,16 @@ size_t test_rng_loguniform(test_rng *r, size_t lo, size_t hi) {
 }
 
 carve_arena *test_arena(carve_backend backend, int growth, size_t initial, size_t limit) {
+    return test_arena_conf(backend, growth, initial, limit, "");
+}
+
+carve_arena *test_arena_conf(carve_backend backend, int growth, size_t initial, size_t limit, const char *conf) {
     carve_config c;
     carve_config_init(&c);
+    if (carve_config_parse(&c, conf) != CARVE_OK) {
+        fprintf(stderr, "test_arena_conf: %s\n", carve_last_error(NULL));
+        exit(1);
+    }
     c.backend = backend;
     c.growth = growth;
     c.initial_bytes = initial;

@@ -60,6 +60,9 @@ size_t test_rng_loguniform(test_rng *r, size_t lo, size_t hi);
 /* A new arena of backend with growth and limit as given; aborts the test
  * on failure. */
 carve_arena *test_arena(carve_backend backend, int growth, size_t initial, size_t limit);
+/* Same, configured by text for the remaining keys (carve_config_parse), e.g.
+ * "sim_event_polls=3" or "vmm=1". */
+carve_arena *test_arena_conf(carve_backend backend, int growth, size_t initial, size_t limit, const char *conf);
 
 /* Seed from CARVE_TEST_SEED or the default. */
 uint64_t test_seed(uint64_t dflt);

@@ -9,16 +9,7 @@
 #define MiB ((size_t)1 << 20)
 
 static carve_arena *vmm_arena(size_t limit, int growth, size_t initial) {
-    carve_config c;
-    carve_config_init(&c);
-    c.backend = CARVE_BACKEND_VIRTUAL;
-    c.vmm = 1;
-    c.limit_bytes = limit;
-    c.growth = growth;
-    c.initial_bytes = initial;
-    carve_arena *a = NULL;
-    CHECK_OK(NULL, carve_arena_create(&c, &a));
-    return a;
+    return test_arena_conf(CARVE_BACKEND_VIRTUAL, growth, initial, limit, "vmm=1");
 }
 
 static void test_counts_mapped(void) {

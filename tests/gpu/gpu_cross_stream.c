@@ -27,17 +27,7 @@ static cudaStream_t sa, sb, sc;
 static uint64_t ids;
 
 static carve_arena *arena(int growth, size_t initial, size_t limit, const char *name) {
-    carve_config c;
-    carve_config_init(&c);
-    c.growth = growth;
-    c.initial_bytes = initial;
-    c.limit_bytes = limit;
-    c.name = name;
-    carve_arena *a = NULL;
-    CHECK_OK(NULL, carve_arena_create(&c, &a));
-    if (!a)
-        exit(1);
-    return a;
+    return gpu_arena(0, growth, initial, limit, name);
 }
 
 static unsigned long long mismatches(const void *p, size_t size, uint64_t id) {

@@ -32,17 +32,7 @@ static int device_of(const void *p) {
     return at.type == cudaMemoryTypeDevice ? at.device : -1;
 }
 
-static carve_arena *arena_on(int dev, const char *name) {
-    carve_config c;
-    carve_config_init(&c);
-    c.device = dev;
-    c.name = name;
-    carve_arena *a = NULL;
-    CHECK_OK(NULL, carve_arena_create(&c, &a));
-    if (!a)
-        exit(1);
-    return a;
-}
+static carve_arena *arena_on(int dev, const char *name) { return gpu_arena(dev, 1, 0, 0, name); }
 
 /* Every entry point on arena a (device dev) with device `cur` current;
  * stream is a stream of device dev (or NULL). */

@@ -16,17 +16,7 @@
 static cudaStream_t s0;
 
 static carve_arena *arena(int growth, size_t initial, size_t limit, const char *name) {
-    carve_config c;
-    carve_config_init(&c);
-    c.growth = growth;
-    c.initial_bytes = initial;
-    c.limit_bytes = limit;
-    c.name = name;
-    carve_arena *a = NULL;
-    CHECK_OK(NULL, carve_arena_create(&c, &a));
-    if (!a)
-        exit(1);
-    return a;
+    return gpu_arena(0, growth, initial, limit, name);
 }
 
 static int has(const char *msg, const char *word) {

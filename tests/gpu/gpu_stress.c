@@ -249,17 +249,7 @@ static void verify_and_free_all(carve_arena *a, worker *ws, int n) {
     CHECK(s.num_backend_allocs == s.num_backend_frees);
 }
 
-static carve_arena *stress_arena(const char *name, size_t limit) {
-    carve_config c;
-    carve_config_init(&c);
-    c.limit_bytes = limit;
-    c.name = name;
-    carve_arena *a = NULL;
-    CHECK_OK(NULL, carve_arena_create(&c, &a));
-    if (!a)
-        exit(1);
-    return a;
-}
+static carve_arena *stress_arena(const char *name, size_t limit) { return gpu_arena(0, 1, 0, limit, name); }
 
 static void report(const char *phase, worker *ws, int n, carve_arena *a) {
     unsigned long allocs = 0, frees = 0, ooms = 0, skips = 0, cross = 0, errors = 0;

@@ -247,3 +247,18 @@ carve_stats gpu_stats(const carve_arena *a) {
     CHECK_OK(a, carve_get_stats(a, &s));
     return s;
 }
+
+carve_arena *gpu_arena(int device, int growth, size_t initial, size_t limit, const char *name) {
+    carve_config c;
+    carve_config_init(&c);
+    c.device = device;
+    c.growth = growth;
+    c.initial_bytes = initial;
+    c.limit_bytes = limit;
+    c.name = name;
+    carve_arena *a = NULL;
+    CHECK_OK(NULL, carve_arena_create(&c, &a));
+    if (!a)
+        exit(1);
+    return a;
+}
