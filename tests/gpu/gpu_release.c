@@ -12,17 +12,7 @@
 static cudaStream_t s0, s1;
 static uint64_t ids;
 
-static carve_arena *arena(const char *conf, const char *name) {
-    carve_config c;
-    carve_config_init(&c);
-    CHECK_OK(NULL, carve_config_parse(&c, conf));
-    c.name = name;
-    carve_arena *a = NULL;
-    CHECK_OK(NULL, carve_arena_create(&c, &a));
-    if (!a)
-        exit(1);
-    return a;
-}
+static carve_arena *arena(const char *conf, const char *name) { return gpu_arena_conf(conf, name); }
 
 /* Allocate a mix of sizes on two streams (total about `bytes`), fill them;
  * returns how many went into p[]/sz[]. */

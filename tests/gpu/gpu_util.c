@@ -1,5 +1,6 @@
 /* gpu_util.c — host side of gpu_util.h: start-up, counters, leak marks, cases. */
 #include "gpu_util.h"
+#include "util.h" /* carve_fmt_bytes */
 
 #include <time.h>
 
@@ -49,20 +50,7 @@ void gpu_stream_free(cudaStream_t s) {
     CUDA_CHECK(cudaStreamDestroy(s));
 }
 
-const char *gpu_fmt(char *buf, size_t len, size_t bytes) {
-    static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    double v = (double)bytes;
-    unsigned u = 0;
-    while (v >= 1024.0 && u + 1 < sizeof(units) / sizeof(units[0])) {
-        v /= 1024.0;
-        u++;
-    }
-    if (u == 0)
-        snprintf(buf, len, "%zu B", bytes);
-    else
-        snprintf(buf, len, "%.2f %s", v, units[u]);
-    return buf;
-}
+const char *gpu_fmt(char *buf, size_t len, size_t bytes) { return carve_fmt_bytes(buf, len, bytes); }
 
 /* Everything a test will use once, so that lazy module loading, counter
  * memory and the driver's first stream and event pools are in place before
@@ -248,17 +236,20 @@ carve_stats gpu_stats(const carve_arena *a) {
     return s;
 }
 
-carve_arena *gpu_arena(int device, int growth, size_t initial, size_t limit, const char *name) {
+carve_arena *gpu_arena_conf(const char *conf, const char *name) {
     carve_config c;
     carve_config_init(&c);
-    c.device = device;
-    c.growth = growth;
-    c.initial_bytes = initial;
-    c.limit_bytes = limit;
+    CHECK_OK(NULL, carve_config_parse(&c, conf));
     c.name = name;
     carve_arena *a = NULL;
     CHECK_OK(NULL, carve_arena_create(&c, &a));
     if (!a)
         exit(1);
     return a;
+}
+
+carve_arena *gpu_arena(int device, int growth, size_t initial, size_t limit, const char *name) {
+    char conf[160];
+    snprintf(conf, sizeof(conf), "device=%d,growth=%d,initial=%zu,limit=%zu", device, growth, initial, limit);
+    return gpu_arena_conf(conf, name);
 }

@@ -93,6 +93,8 @@ void gpu_set_device(int dev);
 /* A CUDA arena on device with the given growth, initial and limit (0: the
  * defaults) and name; exits the test if it cannot be created. */
 carve_arena *gpu_arena(int device, int growth, size_t initial, size_t limit, const char *name);
+/* The same from a carve_config_parse string (e.g. "growth=0,initial=4GiB"). */
+carve_arena *gpu_arena_conf(const char *conf, const char *name);
 /* The calling thread's current device. */
 int gpu_get_device(void);
 /* A non-blocking stream on the current device: no implicit synchronisation
