@@ -144,14 +144,24 @@ static carve_status vmm_release(carve_be *be, uintptr_t base, size_t size) {
     return e == CUDA_SUCCESS ? CARVE_OK : drv_error(e, "cuMemAddressFree");
 }
 
-static carve_status vmm_commit(carve_be *be, uintptr_t addr, size_t size) {
-    vmm_ctx *c = be->ctx;
+/* The reservation holding granule [addr, addr+size) and the granule's index
+ * in it; NULL (with a message) for anything but one granule inside one. */
+static va_range *granule_of(vmm_ctx *c, uintptr_t addr, size_t size, const char *what, size_t *g) {
     va_range *r = range_of(c, addr);
     if (!r || size != CARVE_SEGMENT_GRANULE) {
-        carve_backend_fail("commit of %zu bytes at %#lx outside a reserved range", size, (unsigned long)addr);
-        return CARVE_ERR_BACKEND;
+        carve_backend_fail("%s of %zu bytes at %#lx outside a reserved range", what, size, (unsigned long)addr);
+        return NULL;
     }
-    size_t g = (addr - r->base) / CARVE_SEGMENT_GRANULE;
+    *g = (addr - r->base) / CARVE_SEGMENT_GRANULE;
+    return r;
+}
+
+static carve_status vmm_commit(carve_be *be, uintptr_t addr, size_t size) {
+    vmm_ctx *c = be->ctx;
+    size_t g;
+    va_range *r = granule_of(c, addr, size, "commit", &g);
+    if (!r)
+        return CARVE_ERR_BACKEND;
     CUmemGenericAllocationHandle h = 0;
     CUresult e = drv.create(&h, size, &c->prop, 0);
     if (e != CUDA_SUCCESS)
@@ -171,12 +181,10 @@ static carve_status vmm_commit(carve_be *be, uintptr_t addr, size_t size) {
 
 static carve_status vmm_decommit(carve_be *be, uintptr_t addr, size_t size) {
     vmm_ctx *c = be->ctx;
-    va_range *r = range_of(c, addr);
-    if (!r || size != CARVE_SEGMENT_GRANULE) {
-        carve_backend_fail("decommit of %zu bytes at %#lx outside a reserved range", size, (unsigned long)addr);
+    size_t g;
+    va_range *r = granule_of(c, addr, size, "decommit", &g);
+    if (!r)
         return CARVE_ERR_BACKEND;
-    }
-    size_t g = (addr - r->base) / CARVE_SEGMENT_GRANULE;
     CUresult e = drv.unmap((CUdeviceptr)addr, size);
     if (e != CUDA_SUCCESS)
         return drv_error(e, "cuMemUnmap");
