@@ -11,7 +11,9 @@
  * and the churn once more in virtual-memory mode (vmm=1: granules mapped on
  * use, free ones unmapped before the footprint can pass its peak).
  * Method: warm-up, many repetitions, medians; random sizes are drawn before
- * the timed loop. Usage: bench_alloc [--quick] [--json FILE] [--threads N]
+ * the timed loop. Usage: bench_alloc [--quick] [--json FILE] [--threads N] [--only WORKLOAD]
+ * (--only pair|churn|threads|vmm runs one workload: bench/count_instructions.sh
+ * uses it to count the instructions of one alloc+free pair under callgrind).
  */
 
 #include <math.h>
@@ -273,7 +275,7 @@ static const char *verdict(int ok) { return ok ? "meets" : "MISSES"; }
 
 int main(int argc, char **argv) {
     int quick = 0, nthreads = 8;
-    const char *json = NULL;
+    const char *json = NULL, *only = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick"))
             quick = 1;
@@ -281,10 +283,38 @@ int main(int argc, char **argv) {
             json = argv[++i];
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
             nthreads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc)
+            only = argv[++i];
         else {
-            fprintf(stderr, "usage: bench_alloc [--quick] [--json FILE] [--threads N]\n");
+            fprintf(stderr, "usage: bench_alloc [--quick] [--json FILE] [--threads N] "
+                            "[--only pair|churn|threads|vmm]\n");
             return 2;
         }
+    }
+    if (nthreads < 1 || nthreads > 1024) {
+        fprintf(stderr, "bench_alloc: --threads must be 1..1024\n");
+        return 2;
+    }
+    if (only && strcmp(only, "pair") && strcmp(only, "churn") && strcmp(only, "threads") && strcmp(only, "vmm")) {
+        fprintf(stderr, "bench_alloc: --only takes pair, churn, threads or vmm, not '%s'\n", only);
+        return 2;
+    }
+    if (only) { /* one workload, no JSON: for instruction counts and profiles */
+        int reps1 = quick ? 5 : 31, iters1 = quick ? 20000 : 200000;
+        size_t steps1 = quick ? 100000 : 2000000;
+        if (!strcmp(only, "pair")) {
+            const size_t sz[] = {256, 64 << 10, 2 << 20, 64 << 20};
+            for (int i = 0; i < 4; i++)
+                printf("pair %zu B: %.1f ns\n", sz[i], bench_pair(sz[i], reps1, iters1));
+        } else if (!strcmp(only, "churn") || !strcmp(only, "vmm")) {
+            g_vmm = !strcmp(only, "vmm");
+            churn_result r = bench_churn(quick ? 3 : 11, steps1);
+            printf("churn%s: %.1f ns/op, footprint %.3f\n", g_vmm ? " (vmm=1)" : "", r.ns_per_op, r.footprint);
+        } else {
+            churn_result r = bench_threads(nthreads, quick ? 3 : 7, quick ? 50000 : 1000000);
+            printf("threads (%d): %.1f M ops/s\n", nthreads, r.ops_per_s / 1e6);
+        }
+        return 0;
     }
     (void)rng_state;
     int reps = quick ? 5 : 31, iters = quick ? 20000 : 200000;

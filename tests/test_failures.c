@@ -3,7 +3,7 @@
  * backends: a failed reserve is CARVE_ERR_OOM or CARVE_ERR_BACKEND with the
  * backend's message, nothing is lost, and the arena keeps working.
  */
-#include "arena.h"
+#include "engine/types.h"
 #include "test_util.h"
 
 /* After `after` good reserves, the next `times` fail with st. */

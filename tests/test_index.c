@@ -3,7 +3,7 @@
  * block that fits, exact-size reuse, and the largest-block query, checked
  * against a brute-force scan over random contents.
  */
-#include "index.h"
+#include "engine/index.h"
 #include "test_util.h"
 
 static void test_classes(void) {

@@ -10,7 +10,7 @@
  *  - under a limit, the out-of-memory path waits for pending events rather
  *    than failing.
  */
-#include "arena.h"
+#include "engine/types.h"
 #include "test_util.h"
 
 #define S1 ((carve_stream)(uintptr_t)0x1000)

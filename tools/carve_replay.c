@@ -4,10 +4,12 @@
  * had to reserve for it, how fast it served it, the smallest single block
  * that would have held it, and a picture of the arena over time.
  *
- * The trace is loaded whole first (trace.c turns ids into dense slots), so
- * the timed replay touches nothing but the allocator and one array. The
- * default backend is VIRTUAL: addresses with nothing behind them, so a trace
- * recorded on an 80 GB device replays on any machine in seconds.
+ * A thin front end: it parses options, times and prints; reading, replaying,
+ * reporting and drawing are the trace library's (carve_trace.h). The trace
+ * is loaded whole first, so the timed replay touches nothing but the
+ * allocator and one array. The default backend is VIRTUAL: addresses with
+ * nothing behind them, so a trace recorded on an 80 GB device replays on any
+ * machine in seconds.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -15,14 +17,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/types.h>
-#include <sys/wait.h>
-#include <unistd.h>
+#include <time.h>
 
 #include "carve.h"
-#include "replay.h"
-#include "svg.h"
-#include "trace.h"
+#include "carve_trace.h"
 
 #define EXIT_USAGE 2
 
@@ -185,249 +183,22 @@ static void parse_options(int argc, char **argv, options *o) {
     o->trace = argv[optind];
 }
 
-/* ---- input: plain or gzip, file or stdin ------------------------------- */
-
-typedef struct input {
-    FILE *f;
-    pid_t gzip, feeder;  /* child processes when decompressing */
-} input;
-
-/* Open the trace. A gzip file (magic byte 0x1f, which no text trace starts
- * with) is read through `gzip -dc`; for standard input a child process feeds
- * what this process already buffered, and the rest, to gzip. */
-static int open_input(const char *path, input *in, char *err, size_t errlen) {
-    memset(in, 0, sizeof(*in));
-    int is_stdin = !strcmp(path, "-");
-    FILE *f = is_stdin ? stdin : fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
-        return -1;
-    }
-    int c = getc(f);
-    if (c == EOF || c != 0x1f) {
-        if (c != EOF)
-            ungetc(c, f);
-        else
-            clearerr(f);
-        in->f = f;
-        return 0;
-    }
-    ungetc(c, f);
-    int out[2], feed[2] = {-1, -1};
-    if (pipe(out) != 0 || (is_stdin && pipe(feed) != 0)) {
-        snprintf(err, errlen, "cannot create a pipe: %s", strerror(errno));
-        return -1;
-    }
-    fflush(stdout);
-    fflush(stderr);
-    in->gzip = fork();
-    if (in->gzip < 0) {
-        snprintf(err, errlen, "cannot start gzip: %s", strerror(errno));
-        return -1;
-    }
-    if (in->gzip == 0) {
-        dup2(out[1], STDOUT_FILENO);
-        if (is_stdin)
-            dup2(feed[0], STDIN_FILENO);
-        close(out[0]);
-        close(out[1]);
-        if (is_stdin) {
-            close(feed[0]);
-            close(feed[1]);
-            execlp("gzip", "gzip", "-dc", (char *)NULL);
-        } else {
-            execlp("gzip", "gzip", "-dc", "--", path, (char *)NULL);
-        }
-        _exit(127);
-    }
-    close(out[1]);
-    if (is_stdin) {
-        close(feed[0]);
-        in->feeder = fork();
-        if (in->feeder == 0) {
-            close(out[0]);
-            char buf[65536];
-            size_t got;
-            while ((got = fread(buf, 1, sizeof(buf), f)) > 0)
-                if (write(feed[1], buf, got) != (ssize_t)got)
-                    _exit(1);
-            _exit(0);
-        }
-        close(feed[1]);
-        if (in->feeder < 0) {
-            snprintf(err, errlen, "cannot start a process: %s", strerror(errno));
-            return -1;
-        }
-    } else {
-        fclose(f);
-    }
-    in->f = fdopen(out[0], "rb");
-    if (!in->f) {
-        snprintf(err, errlen, "fdopen: %s", strerror(errno));
-        return -1;
-    }
-    return 0;
-}
-
-/* Close the input; -1 when gzip failed. */
-static int close_input(input *in, char *err, size_t errlen) {
-    int rc = 0;
-    if (in->f && in->f != stdin)
-        fclose(in->f);
-    int status;
-    if (in->feeder > 0)
-        waitpid(in->feeder, &status, 0);
-    if (in->gzip > 0 && waitpid(in->gzip, &status, 0) == in->gzip &&
-        !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
-        if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
-            snprintf(err, errlen, "the trace is gzip-compressed but gzip could not be run");
-        else
-            snprintf(err, errlen, "gzip -dc failed on the trace (corrupt or truncated file?)");
-        rc = -1;
-    }
-    return rc;
-}
-
-/* ---- output ------------------------------------------------------------ */
-
-static void json_string(FILE *out, const char *s) {
-    fputc('"', out);
-    for (; s && *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(out, "\\%c", c);
-        else if (c < 0x20 || c == 0x7f)
-            fprintf(out, "\\u%04x", c);
-        else
-            fputc(c, out);
-    }
-    fputc('"', out);
-}
-
-typedef struct report {
-    const options *o;
-    const carve_trace *t;
-    replay_result r;          /* first replay */
-    double ns_per_op, seconds, load_seconds;
-    capacity_result cap;
-    int have_cap;
-    size_t svg_bytes;
-} report;
-
-static double footprint(const report *p) {
-    return p->t->peak_requested ? (double)p->r.stats.reserved_bytes_peak / (double)p->t->peak_requested
-                                : 0;
-}
-
-static void print_json(const report *p) {
-    const carve_trace *t = p->t;
-    const carve_stats *s = &p->r.stats;
-    const options *o = p->o;
-    FILE *out = stdout;
-    fputs("{\"trace\": ", out);
-    json_string(out, o->trace);
-    fprintf(out, ", \"backend\": \"%s\", \"growth\": %d, \"initial_bytes\": %zu, \"limit_bytes\": %zu",
-            carve_backend_str(o->cfg.backend), o->cfg.growth ? 1 : 0, p->r.initial_bytes,
-            s->limit_bytes == SIZE_MAX ? (size_t)0 : s->limit_bytes);
-    fprintf(out, ", \"events\": %zu, \"allocs\": %zu, \"frees\": %zu, \"streams\": %u, \"slots\": %zu",
-            t->n, t->nallocs, t->nfrees, t->nstreams, t->nslots);
-    fprintf(out, ", \"skipped_lines\": %zu, \"diag\": ", t->nbad);
-    json_string(out, t->diag);
-    fprintf(out, ", \"peak_requested_bytes\": %llu, \"total_alloc_bytes\": %llu",
-            (unsigned long long)t->peak_requested, (unsigned long long)t->total_alloc_bytes);
-    fprintf(out, ", \"reserved_peak_bytes\": %zu, \"allocated_peak_bytes\": %zu",
-            s->reserved_bytes_peak, s->allocated_bytes_peak);
-    if (t->peak_requested)
-        fprintf(out, ", \"footprint_ratio\": %.6f", footprint(p));
-    else
-        fputs(", \"footprint_ratio\": null", out);
-    fprintf(out, ", \"ns_per_op\": %.3f, \"replay_seconds\": %.6f, \"repeat\": %u, \"load_seconds\": %.6f",
-            p->ns_per_op, p->seconds, o->repeat, p->load_seconds);
-    fprintf(out, ", \"num_backend_allocs\": %llu, \"num_backend_frees\": %llu, \"num_ooms\": %llu"
-                 ", \"num_errors\": %llu, \"final_reserved_bytes\": %zu, \"live_buffers_at_end\": %llu",
-            (unsigned long long)s->num_backend_allocs, (unsigned long long)s->num_backend_frees,
-            (unsigned long long)p->r.nooms, (unsigned long long)p->r.nerrors, s->reserved_bytes,
-            (unsigned long long)s->num_live);
-    if (p->have_cap) {
-        fprintf(out, ", \"min_capacity_lower_bound_bytes\": %zu, \"min_capacity_probes\": %u",
-                p->cap.lower_bound, p->cap.probes);
-        if (p->cap.bytes) {
-            fprintf(out, ", \"min_capacity_bytes\": %zu", p->cap.bytes);
-            if (t->peak_requested)
-                fprintf(out, ", \"min_capacity_ratio\": %.6f",
-                        (double)p->cap.bytes / (double)t->peak_requested);
-            else
-                fputs(", \"min_capacity_ratio\": null", out);
-        } else {
-            fputs(", \"min_capacity_bytes\": null, \"min_capacity_ratio\": null", out);
-        }
-    }
-    if (o->svg) {
-        fputs(", \"svg\": ", out);
-        json_string(out, o->svg);
-    }
-    fputs("}\n", out);
-}
-
-static void print_report(const report *p) {
-    const carve_trace *t = p->t;
-    const carve_stats *s = &p->r.stats;
-    const options *o = p->o;
-    char b1[32], b2[32];
-    printf("carve-replay %s: %s\n", carve_version(), o->trace);
-    printf("  arena            %s backend, growth %s, initial %s, limit %s\n",
-           carve_backend_str(o->cfg.backend), o->cfg.growth ? "on" : "off",
-           replay_fmt_bytes(b1, sizeof(b1), p->r.initial_bytes),
-           s->limit_bytes == SIZE_MAX ? "none" : replay_fmt_bytes(b2, sizeof(b2), s->limit_bytes));
-    printf("  events           %zu (%zu allocs, %zu frees), %u stream%s, %zu slots\n", t->n,
-           t->nallocs, t->nfrees, t->nstreams, t->nstreams == 1 ? "" : "s", t->nslots);
-    if (t->nbad)
-        printf("  skipped lines    %zu: %s\n", t->nbad, t->diag);
-    else
-        printf("  skipped lines    0\n");
-    printf("  peak requested   %s (%llu bytes)\n", replay_fmt_bytes(b1, sizeof(b1), t->peak_requested),
-           (unsigned long long)t->peak_requested);
-    printf("  reserved peak    %s (%zu bytes)\n",
-           replay_fmt_bytes(b1, sizeof(b1), s->reserved_bytes_peak), s->reserved_bytes_peak);
-    if (t->peak_requested && p->r.nooms)
-        printf("  footprint ratio  %.4f (reserved peak / peak requested, of which %llu "
-               "allocations failed)\n", footprint(p), (unsigned long long)p->r.nooms);
-    else if (t->peak_requested)
-        printf("  footprint ratio  %.4f (reserved peak / peak requested)\n", footprint(p));
-    else
-        printf("  footprint ratio  n/a (nothing requested)\n");
-    printf("  allocated peak   %s (%zu bytes, rounded sizes of live buffers)\n",
-           replay_fmt_bytes(b1, sizeof(b1), s->allocated_bytes_peak), s->allocated_bytes_peak);
-    printf("  speed            %.1f ns/op (%zu events in %.4f s", p->ns_per_op, t->n, p->seconds);
-    if (o->repeat > 1)
-        printf(", median of %u replays", o->repeat);
-    printf("; loaded in %.3f s)\n", p->load_seconds);
-    printf("  backend calls    %llu segment reserves, %llu releases\n",
-           (unsigned long long)s->num_backend_allocs, (unsigned long long)s->num_backend_frees);
-    printf("  OOMs             %llu\n", (unsigned long long)p->r.nooms);
-    if (p->r.nerrors)
-        printf("  errors           %llu (allocations or frees that failed other than by OOM)\n",
-               (unsigned long long)p->r.nerrors);
-    printf("  at the end       %llu live buffers, %s reserved\n", (unsigned long long)s->num_live,
-           replay_fmt_bytes(b1, sizeof(b1), s->reserved_bytes));
-    if (p->have_cap) {
-        if (p->cap.bytes)
-            printf("  min capacity     %s (%zu bytes), %.4f x peak requested (%u probes)\n",
-                   replay_fmt_bytes(b1, sizeof(b1), p->cap.bytes), p->cap.bytes,
-                   t->peak_requested ? (double)p->cap.bytes / (double)t->peak_requested : 0.0,
-                   p->cap.probes);
-        else
-            printf("  min capacity     none up to 4 PiB (%u probes)\n", p->cap.probes);
-    }
-    if (o->svg)
-        printf("  picture          %s (%zu bytes)\n", o->svg, p->svg_bytes);
-}
-
 /* ---- main -------------------------------------------------------------- */
 
 static void load_progress(size_t lines, void *arg) {
     (void)arg;
     fprintf(stderr, "carve-replay: read %zu lines\n", lines);
+}
+
+static void progress(void *arg, const char *message) {
+    (void)arg;
+    fprintf(stderr, "carve-replay: %s\n", message);
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -453,35 +224,23 @@ int main(int argc, char **argv) {
         return arena_failure(cst);
     carve_arena_destroy(probe);
 
-    char err[512];
-    input in;
-    if (open_input(o.trace, &in, err, sizeof(err)) != 0) {
-        fprintf(stderr, "carve-replay: %s\n", err);
-        return 1;
-    }
     carve_trace t;
-    double t0 = replay_now();
-    int lrc = carve_trace_load(in.f, &t, o.quiet ? NULL : load_progress, NULL);
-    double load_seconds = replay_now() - t0;
-    if (close_input(&in, err, sizeof(err)) != 0) {
-        fprintf(stderr, "carve-replay: %s\n", err);
-        carve_trace_free(&t);
-        return 1;
-    }
-    if (lrc != 0) {
+    double t0 = now_s();
+    if (carve_trace_load_path(o.trace, &t, o.quiet ? NULL : load_progress, NULL) != 0) {
         fprintf(stderr, "carve-replay: cannot read %s: %s\n", o.trace, t.diag);
         carve_trace_free(&t);
         return 1;
     }
+    double load_seconds = now_s() - t0;
     if (!o.quiet) {
         fprintf(stderr, "carve-replay: loaded %zu events in %.2f s\n", t.n, load_seconds);
         if (t.nbad)
             fprintf(stderr, "carve-replay: warning: %zu lines skipped: %s\n", t.nbad, t.diag);
     }
 
-    replay_streams rs;
-    if (replay_streams_open(&rs, t.nstreams, o.cfg.backend, o.cfg.device, err, sizeof(err)) != 0) {
-        fprintf(stderr, "carve-replay: %s\n", err);
+    carve_replay_streams rs;
+    if (carve_replay_streams_open(&rs, t.nstreams, o.cfg.backend, o.cfg.device) != CARVE_OK) {
+        fprintf(stderr, "carve-replay: %s\n", carve_last_error(NULL));
         carve_trace_free(&t);
         return 1;
     }
@@ -491,53 +250,58 @@ int main(int argc, char **argv) {
         fprintf(stderr, "carve-replay: host memory exhausted\n");
         free(slots);
         free(secs);
-        replay_streams_close(&rs);
+        carve_replay_streams_close(&rs);
         carve_trace_free(&t);
         return 1;
     }
 
-    report p;
+    carve_replay_result first;
+    carve_capacity_result cap;
+    carve_replay_report p;
     memset(&p, 0, sizeof(p));
-    p.o = &o;
-    p.t = &t;
+    p.trace_name = strcmp(o.trace, "-") ? o.trace : "(standard input)";
+    p.trace = &t;
+    p.cfg = &o.cfg;
+    p.result = &first;
+    p.repeat = o.repeat;
     p.load_seconds = load_seconds;
     int rc = 0;
+    int loud = !o.quiet && t.n > ((size_t)1 << 20);
     for (unsigned k = 0; k < o.repeat; k++) {
-        replay_result r;
-        unsigned flags = !o.quiet && t.n > ((size_t)1 << 20) ? REPLAY_PROGRESS : 0;
-        if (!o.quiet && o.repeat > 1 && t.n > ((size_t)1 << 20))
+        carve_replay_result r;
+        if (loud && o.repeat > 1)
             fprintf(stderr, "carve-replay: replay %u of %u\n", k + 1, o.repeat);
-        carve_status st = replay_run(&t, &o.cfg, &rs, slots, flags, &r);
+        carve_status st = carve_replay_run(&t, &o.cfg, &rs, slots, 0, loud ? progress : NULL, NULL, &r);
         if (st != CARVE_OK) {
             rc = arena_failure(st);
             goto out;
         }
         if (k == 0)
-            p.r = r;
+            first = r;
         secs[k] = r.seconds;
     }
     qsort(secs, o.repeat, sizeof(double), cmp_double);
     p.seconds = o.repeat % 2 ? secs[o.repeat / 2] : (secs[o.repeat / 2 - 1] + secs[o.repeat / 2]) / 2;
     p.ns_per_op = t.n ? p.seconds * 1e9 / (double)t.n : 0;
-    if (p.r.nerrors) {
+    if (first.nerrors) {
         fprintf(stderr, "carve-replay: %llu allocations or frees failed other than by OOM: %s\n",
-                (unsigned long long)p.r.nerrors, p.r.error);
+                (unsigned long long)first.nerrors, first.error);
         rc = 1;
     }
 
     if (o.min_capacity) {
-        carve_status st = replay_min_capacity(&t, &o.cfg, slots, o.quiet, &p.cap);
+        carve_status st = carve_replay_min_capacity(&t, &o.cfg, slots, o.quiet ? NULL : progress, NULL, &cap);
         if (st != CARVE_OK) {
             rc = arena_failure(st);
             goto out;
         }
-        p.have_cap = 1;
+        p.capacity = &cap;
     }
 
     if (o.svg) {
-        replay_rec rec;
-        replay_result rr;
-        carve_status st = replay_record(&t, &o.cfg, &rs, SVG_COLS, &rec, &rr);
+        carve_replay_rec rec;
+        carve_replay_result rr;
+        carve_status st = carve_replay_record(&t, &o.cfg, &rs, CARVE_SVG_COLS, &rec, &rr);
         if (st != CARVE_OK) {
             rc = arena_failure(st);
             goto out;
@@ -545,14 +309,13 @@ int main(int argc, char **argv) {
         FILE *f = fopen(o.svg, "w");
         if (!f) {
             fprintf(stderr, "carve-replay: cannot write %s: %s\n", o.svg, strerror(errno));
-            replay_rec_free(&rec);
+            carve_replay_rec_free(&rec);
             rc = 1;
             goto out;
         }
-        const char *name = strcmp(o.trace, "-") ? o.trace : "(standard input)";
-        svg_info info = {name, carve_backend_str(o.cfg.backend), footprint(&p),
-                         rr.stats.reserved_bytes_peak, o.color_by_stream};
-        int wrc = svg_write(f, &t, &rec, &info);
+        carve_svg_info info = {p.trace_name, carve_backend_str(o.cfg.backend), carve_replay_footprint(&p),
+                               rr.stats.reserved_bytes_peak, o.color_by_stream};
+        int wrc = carve_svg_write(f, &t, &rec, &info);
         long size = ftell(f);
         if (fclose(f) != 0 || wrc != 0) {
             fprintf(stderr, "carve-replay: cannot write %s (disk full or host memory exhausted)\n",
@@ -560,19 +323,16 @@ int main(int argc, char **argv) {
             rc = 1;
         }
         p.svg_bytes = size > 0 ? (size_t)size : 0;
-        replay_rec_free(&rec);
+        p.svg_path = o.svg;
+        carve_replay_rec_free(&rec);
     }
 
-    if (o.json)
-        print_json(&p);
-    else
-        print_report(&p);
-    if (fflush(stdout) != 0)
+    if (carve_replay_report_write(stdout, &p, o.json) != 0 || fflush(stdout) != 0)
         rc = 1;
 out:
     free(secs);
     free(slots);
-    replay_streams_close(&rs);
+    carve_replay_streams_close(&rs);
     carve_trace_free(&t);
     return rc;
 }

@@ -17,11 +17,7 @@
 
 #include <sys/wait.h>
 
-#if CARVE_PEERS_HAVE_TRACE
-extern "C" {
-#include "trace.h"
-}
-#endif
+#include "carve_trace.h"
 
 namespace peers {
 Allocator *make_cub_allocator(int device, std::string *err); /* peer_cub.cu */
@@ -199,74 +195,12 @@ thread_local std::string CarveAllocator::err_;
 
 /* ---- Text traces through carve_trace -------------------------------------- */
 
-#if CARVE_PEERS_HAVE_TRACE
-/* Open path for reading; .gz through a `gzip -dc` child. *child is its pid or 0. */
-FILE *open_text(const char *path, pid_t *child, std::string *err)
-{
-    *child = 0;
-    size_t n = std::strlen(path);
-    if (n < 3 || std::strcmp(path + n - 3, ".gz") != 0) {
-        FILE *f = std::fopen(path, "r");
-        if (!f)
-            *err = std::string("cannot open ") + path + ": " + std::strerror(errno);
-        return f;
-    }
-    if (access(path, R_OK) != 0) {
-        *err = std::string("cannot open ") + path + ": " + std::strerror(errno);
-        return nullptr;
-    }
-    int fd[2];
-    if (pipe(fd) != 0) {
-        *err = std::string("pipe: ") + std::strerror(errno);
-        return nullptr;
-    }
-    pid_t pid = fork();
-    if (pid < 0) {
-        *err = std::string("fork: ") + std::strerror(errno);
-        close(fd[0]);
-        close(fd[1]);
-        return nullptr;
-    }
-    if (pid == 0) {
-        dup2(fd[1], 1);
-        close(fd[0]);
-        close(fd[1]);
-        execlp("gzip", "gzip", "-dc", "--", path, (char *)nullptr);
-        _exit(127);
-    }
-    close(fd[1]);
-    *child = pid;
-    FILE *f = fdopen(fd[0], "r");
-    if (!f) {
-        *err = std::string("fdopen: ") + std::strerror(errno);
-        close(fd[0]);
-    }
-    return f;
-}
-
 void no_progress(size_t, void *) {}
 
 bool load_text(const char *path, peers::OpList *out, std::string *err)
 {
-    pid_t child = 0;
-    FILE *f = open_text(path, &child, err);
-    if (!f)
-        return false;
     carve_trace t;
-    std::memset(&t, 0, sizeof t);
-    int rc = carve_trace_load(f, &t, no_progress, nullptr);
-    std::fclose(f);
-    if (child) {
-        int status = 0;
-        (void)waitpid(child, &status, 0);
-        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-            *err = std::string(path) + ": gzip -dc failed";
-            if (rc == 0)
-                carve_trace_free(&t);
-            return false;
-        }
-    }
-    if (rc != 0) {
+    if (carve_trace_load_path(path, &t, no_progress, nullptr) != 0) {
         *err = std::string(path) + ": " + t.diag;
         carve_trace_free(&t);
         return false;
@@ -307,7 +241,6 @@ bool load_text(const char *path, peers::OpList *out, std::string *err)
                      path, mine, peak);
     return true;
 }
-#endif
 
 const char *const kAllocators[] = {"cudaMalloc", "cudaMallocAsync", "cub", "carve", "carve-vmm"};
 
@@ -364,7 +297,6 @@ int main(int argc, char **argv)
             usage(stderr);
             return 2;
         }
-#if CARVE_PEERS_HAVE_TRACE
         peers::OpList l;
         std::string err;
         if (!load_text(argv[2], &l, &err) || !peers::write_bin(argv[3], l, &err)) {
@@ -375,10 +307,6 @@ int main(int argc, char **argv)
                              " bytes\n",
                      argv[2], l.ops.size(), l.nslots, l.nstreams, peers::peak_requested(l));
         return 0;
-#else
-        std::fprintf(stderr, "carve_peers: built without the trace loader (carve_trace)\n");
-        return 1;
-#endif
     }
 
     peers::Context cx;
@@ -401,11 +329,7 @@ int main(int argc, char **argv)
         std::fprintf(stderr, "carve_peers: %s\n", err.c_str());
         return 1;
     }
-#if CARVE_PEERS_HAVE_TRACE
     peers::TraceLoader loader = load_text;
-#else
-    peers::TraceLoader loader = nullptr;
-#endif
     int rc = peers::run_workload(cx, *a, loader);
     delete a;
     return rc;

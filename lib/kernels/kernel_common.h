@@ -11,7 +11,7 @@
 #include "carve.h"
 
 extern "C" {
-/* Internal error recording from lib/error.c (C linkage). */
+/* Internal error recording from lib/engine/error.c (C linkage). */
 carve_status carve_fail(const carve_arena *a, carve_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 }

@@ -1,14 +1,16 @@
 /*
- * gpu_kernels.cu — the test kernels behind gpu_util.h: pattern fill and
+ * gpu_kernels.cu — the test kernels behind gpu_kernels.h: pattern fill and
  * verify, the late writer, and a float ramp for collective tests.
  *
  * Every kernel is a grid-stride loop, so one launch covers any size; the
  * verifiers touch the shared counter only when they found a mismatch, so a
  * correct run costs no atomics.
  */
-#include "gpu_util.h"
+#include "gpu_kernels.h"
 
 #include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 namespace {
 
@@ -79,8 +81,10 @@ __global__ void k_verify_ramp(const float *x, size_t n, float scale, unsigned lo
 
 void launched(const char *what) {
     cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess)
-        gpu_die(__FILE__, __LINE__, what, (int)e);
+    if (e != cudaSuccess) {
+        fprintf(stderr, "FATAL %s:%d: %s launch failed: %s\n", __FILE__, __LINE__, what, cudaGetErrorName(e));
+        exit(1);
+    }
 }
 
 }  // namespace

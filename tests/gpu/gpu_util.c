@@ -1,6 +1,6 @@
 /* gpu_util.c — host side of gpu_util.h: start-up, counters, leak marks, cases. */
 #include "gpu_util.h"
-#include "util.h" /* carve_fmt_bytes */
+#include "base/text.h" /* carve_fmt_bytes */
 
 #include <time.h>
 

@@ -25,7 +25,8 @@
  *   CARVE_TEST_SEED=N           seed of the random tests
  *   CARVE_TEST_MEM_SLACK_MIB=N  leak-check slack in MiB (default 8)
  *
- * The helpers are C (test files are C); the kernels live in gpu_util.cu.
+ * The helpers are C (test files are C); the kernels are in gpu_kernels.cu
+ * (declared in gpu_kernels.h, included here).
  */
 #ifndef CARVE_GPU_UTIL_H
 #define CARVE_GPU_UTIL_H
@@ -34,16 +35,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gpu_kernels.h"
 #include "test_util.h"
 
 #ifdef __cplusplus
 extern "C" {
-#endif
-
-#ifdef __CUDACC__
-#define GPU_HD __host__ __device__
-#else
-#define GPU_HD
 #endif
 
 #define GPU_SKIP 77
@@ -51,14 +47,6 @@ extern "C" {
 #define GPU_COUNTERS 16 /* mismatch counters per device */
 #define MiB ((size_t)1 << 20)
 #define GiB ((size_t)1 << 30)
-
-/* The pattern word `word` of buffer `id` (a splitmix64 finaliser of both). */
-static inline GPU_HD uint64_t gpu_pattern(uint64_t id, uint64_t word) {
-    uint64_t z = id * 0x9E3779B97F4A7C15ull + word * 0xD1B54A32D192ED03ull + 0x632BE59BD9B4E019ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
 
 /* A request's size as carve rounds it (what it counts as allocated). */
 static inline size_t gpu_rounded(size_t n) { return (n + CARVE_ALIGNMENT - 1) & ~(size_t)(CARVE_ALIGNMENT - 1); }
@@ -102,24 +90,6 @@ int gpu_get_device(void);
  * nothing else. */
 cudaStream_t gpu_stream_new(void);
 void gpu_stream_free(cudaStream_t s);
-
-/* ---- kernels (asynchronous on stream s, on the current device) ---- */
-
-/* Write gpu_pattern(id, i) into every 64-bit word i of buf[0, bytes); a tail
- * of fewer than 8 bytes gets the low bytes of word bytes/8's pattern. buf must
- * be 8-byte aligned. */
-void gpu_fill(void *buf, size_t bytes, uint64_t id, cudaStream_t s);
-/* Add the number of words (and tail bytes) of buf that differ from the
- * pattern of id to *dcount (device memory, see gpu_counter). */
-void gpu_verify(const void *buf, size_t bytes, uint64_t id, unsigned long long *dcount, cudaStream_t s);
-/* The late writer: a small grid whose blocks first sleep delay_ms
- * milliseconds (by the GPU's global timer), then fill buf as gpu_fill does.
- * It occupies few SMs, so other streams run beside it. */
-void gpu_late_fill(void *buf, size_t bytes, uint64_t id, unsigned delay_ms, cudaStream_t s);
-/* buf[i] = scale * (i % 1024): exact in float for small integer scales. */
-void gpu_fill_ramp(float *buf, size_t n, float scale, cudaStream_t s);
-/* Add the number of i with buf[i] != scale * (i % 1024) to *dcount. */
-void gpu_verify_ramp(const float *buf, size_t n, float scale, unsigned long long *dcount, cudaStream_t s);
 
 /* ---- mismatch counters ----
  * GPU_COUNTERS device-memory counters per device, made by gpu_start (outside

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trace.h"
+#include "carve_trace.h"
 
 static uint64_t state;
 static uint64_t rnd(void) {

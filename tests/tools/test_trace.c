@@ -14,7 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "trace.h"
+#include "carve_trace.h"
 
 static unsigned long checks, failures;
 

@@ -1,0 +1,80 @@
+/*
+ * backend.h — the narrow layer under the engine: where segments and events
+ * come from.
+ *
+ * A backend reserves and releases segments (address ranges with memory
+ * behind them), and records and queries events on streams so the engine can
+ * tell when work queued before a free has completed. commit/decommit are
+ * optional: a backend that reserves address space apart from physical memory
+ * (a virtual-memory backend mapping granules with cuMemMap, say) provides
+ * them, and the engine then maps and unmaps granules inside a segment
+ * instead of releasing whole segments; backends without them leave them NULL.
+ *
+ * This room's files, bottom up: this interface (and backend.c, the message
+ * buffer); sim.c (simulated events, shared by host and virtual) and
+ * cuda_common.c (device guard, error mapping, events, shared by the two CUDA
+ * backends); the leaves host.c, virtual.c, cuda.c, cuda_vmm.c (or nocuda.c),
+ * each depending only on what is below it; and open.c on top, the
+ * dispatcher that picks a leaf. Backends report failures as statuses and
+ * write a message with carve_backend_fail; they never print.
+ */
+#ifndef CARVE_BACKEND_BACKEND_H
+#define CARVE_BACKEND_BACKEND_H
+
+#include <stdio.h>
+
+#include "base/util.h"
+#include "carve.h"
+
+struct carve_be;
+
+typedef struct carve_backend_ops {
+    /* Reserve size bytes (a multiple of CARVE_SEGMENT_GRANULE); *base gets an
+     * address aligned to the granule where the backend can (the engine
+     * trims otherwise). CARVE_ERR_OOM when the memory is not there. */
+    carve_status (*reserve)(struct carve_be *be, size_t size, uintptr_t *base);
+    carve_status (*release)(struct carve_be *be, uintptr_t base, size_t size);
+    /* Optional: back / unback [addr, addr+size) inside a reserved segment. */
+    carve_status (*commit)(struct carve_be *be, uintptr_t addr, size_t size);
+    carve_status (*decommit)(struct carve_be *be, uintptr_t addr, size_t size);
+    /* Record an event on stream: *ev is an opaque handle. */
+    carve_status (*event_record)(struct carve_be *be, carve_stream stream, void **ev);
+    /* 1 when the work before the event has completed, 0 when not yet,
+     * negative on error (treated as completed after the error is noted). */
+    int (*event_query)(struct carve_be *be, void *ev);
+    carve_status (*event_sync)(struct carve_be *be, void *ev);
+    /* Wait for all work queued on the device (every stream) to complete. */
+    carve_status (*device_sync)(struct carve_be *be);
+    void (*event_release)(struct carve_be *be, void *ev);
+    /* Free the backend's own state (not the segments: the engine releases those). */
+    void (*destroy)(struct carve_be *be);
+} carve_backend_ops;
+
+typedef struct carve_be {
+    const carve_backend_ops *ops;
+    void *ctx;
+    carve_backend kind;
+    int device;
+    size_t total_bytes;      /* device memory (CUDA), 0 when not meaningful */
+    unsigned sim_event_polls;
+    uint64_t sim_epoch;      /* simulated events: device syncs so far */
+    /* Tests: streams the program has destroyed; an event recorded on one is
+     * a bug in carve (the real driver could crash), counted here. */
+    carve_stream sim_dead[8];
+    unsigned sim_ndead;
+    unsigned long sim_dead_records;
+    /* Failure injection for tests (host and virtual backends): after
+     * fail_after more successful reserves, the next fail_times reserves fail
+     * with fail_status. */
+    long fail_after;         /* -1: never */
+    long fail_times;
+    carve_status fail_status;
+} carve_be;
+
+/* Backends write the detail of a failure into a per-thread buffer, so that
+ * concurrent failures on different threads keep their own messages. */
+#define CARVE_BACKEND_MSG_LEN 256
+char *carve_backend_msg(void) CARVE_INTERNAL;
+#define carve_backend_fail(...) snprintf(carve_backend_msg(), CARVE_BACKEND_MSG_LEN, __VA_ARGS__)
+
+#endif

@@ -1,0 +1,166 @@
+/*
+ * cuda_common.c — what the two CUDA backends share: the device guard, error
+ * mapping, events and the device queries.
+ *
+ * Every call makes the arena's device current and restores the caller's
+ * device afterwards, so an arena on device 1 can be used from a thread whose
+ * current device is 0. Errors are mapped to statuses with the CUDA error's
+ * name in the message, and the runtime's last error is cleared so the caller
+ * never inherits a non-sticky error from carve. Events are recycled through
+ * a small free list: cudaEventCreate costs more than a record.
+ */
+#include "backend/cuda_common.h"
+
+#include <string.h>
+
+#include "backend/leaves.h"
+
+typedef carve_cuda_ctx cuda_ctx;
+
+carve_status carve_cuda_error(cudaError_t e, const char *what) {
+    (void)cudaGetLastError(); /* leave no error behind for the caller */
+    carve_backend_fail("%s: %s (%s)", what, cudaGetErrorName(e), cudaGetErrorString(e));
+    switch (e) {
+    case cudaErrorMemoryAllocation: return CARVE_ERR_OOM;
+    case cudaErrorNoDevice:
+    case cudaErrorInsufficientDriver:
+    case cudaErrorInvalidDevice: return CARVE_ERR_NO_DEVICE;
+    default: return CARVE_ERR_BACKEND;
+    }
+}
+
+carve_status carve_cuda_enter(int dev, int *prev) {
+    cudaError_t e = cudaGetDevice(prev);
+    if (e != cudaSuccess)
+        return carve_cuda_error(e, "cudaGetDevice");
+    if (*prev != dev && (e = cudaSetDevice(dev)) != cudaSuccess)
+        return carve_cuda_error(e, "cudaSetDevice");
+    return CARVE_OK;
+}
+
+void carve_cuda_leave(int dev, int prev) {
+    if (prev != dev)
+        (void)cudaSetDevice(prev);
+}
+
+carve_status carve_cuda_event_record(carve_be *be, carve_stream s, void **out) {
+    cuda_ctx *c = be->ctx;
+    *out = NULL;
+    int prev;
+    carve_status st = carve_cuda_enter(c->device, &prev);
+    if (st != CARVE_OK)
+        return st;
+    cudaEvent_t ev = NULL;
+    carve_mutex_lock(&c->lock);
+    if (c->nspare)
+        ev = c->spare[--c->nspare];
+    carve_mutex_unlock(&c->lock);
+    cudaError_t e = cudaSuccess;
+    if (!ev)
+        e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+    const char *what = "cudaEventCreateWithFlags";
+    if (e == cudaSuccess) {
+        e = cudaEventRecord(ev, (cudaStream_t)s);
+        what = "cudaEventRecord";
+    }
+    if (e != cudaSuccess) {
+        st = carve_cuda_error(e, what);
+        if (ev)
+            (void)cudaEventDestroy(ev);
+    } else {
+        *out = ev;
+    }
+    carve_cuda_leave(c->device, prev);
+    return st;
+}
+
+int carve_cuda_event_query(carve_be *be, void *ev) {
+    (void)be;
+    cudaError_t e = cudaEventQuery((cudaEvent_t)ev);
+    if (e == cudaSuccess)
+        return 1;
+    (void)cudaGetLastError();
+    return e == cudaErrorNotReady ? 0 : -1;
+}
+
+carve_status carve_cuda_event_sync(carve_be *be, void *ev) {
+    (void)be;
+    cudaError_t e = cudaEventSynchronize((cudaEvent_t)ev);
+    return e == cudaSuccess ? CARVE_OK : carve_cuda_error(e, "cudaEventSynchronize");
+}
+
+carve_status carve_cuda_device_sync(carve_be *be) {
+    cuda_ctx *c = be->ctx;
+    int prev;
+    carve_status st = carve_cuda_enter(c->device, &prev);
+    if (st != CARVE_OK)
+        return st;
+    cudaError_t e = cudaDeviceSynchronize();
+    if (e != cudaSuccess)
+        st = carve_cuda_error(e, "cudaDeviceSynchronize");
+    carve_cuda_leave(c->device, prev);
+    return st;
+}
+
+void carve_cuda_event_release(carve_be *be, void *ev) {
+    cuda_ctx *c = be->ctx;
+    carve_mutex_lock(&c->lock);
+    if (c->nspare == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 16;
+        cudaEvent_t *n = realloc(c->spare, cap * sizeof(*n));
+        if (n) {
+            c->spare = n;
+            c->cap = cap;
+        }
+    }
+    if (c->nspare < c->cap) {
+        c->spare[c->nspare++] = (cudaEvent_t)ev;
+        ev = NULL;
+    }
+    carve_mutex_unlock(&c->lock);
+    if (ev)
+        (void)cudaEventDestroy((cudaEvent_t)ev);
+}
+
+void carve_cuda_ctx_destroy(carve_cuda_ctx *c) {
+    int prev;
+    int entered = carve_cuda_enter(c->device, &prev) == CARVE_OK;
+    for (size_t i = 0; i < c->nspare; i++)
+        (void)cudaEventDestroy(c->spare[i]);
+    if (entered)
+        carve_cuda_leave(c->device, prev);
+    free(c->spare);
+    carve_mutex_destroy(&c->lock);
+}
+
+int carve_device_count(void) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return n;
+}
+
+carve_status carve_cuda_mem_info(int device, size_t *free_bytes, size_t *total_bytes) {
+    *free_bytes = *total_bytes = 0;
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+        carve_cuda_error(e, "cudaGetDeviceCount");
+        return CARVE_ERR_NO_DEVICE;
+    }
+    if (device < 0 || device >= n) {
+        carve_backend_fail("device %d does not exist (%d device%s visible)", device, n, n == 1 ? "" : "s");
+        return CARVE_ERR_NO_DEVICE;
+    }
+    int prev;
+    carve_status st = carve_cuda_enter(device, &prev);
+    if (st != CARVE_OK)
+        return st;
+    e = cudaMemGetInfo(free_bytes, total_bytes);
+    if (e != cudaSuccess)
+        st = carve_cuda_error(e, "cudaMemGetInfo");
+    carve_cuda_leave(device, prev);
+    return st;
+}

@@ -1,0 +1,36 @@
+/*
+ * cuda_common.h — what the two CUDA backends share: the device guard, error
+ * mapping and events (cuda_common.c), used by the cudaMalloc backend
+ * (cuda.c) and the virtual-memory backend (cuda_vmm.c).
+ */
+#ifndef CARVE_BACKEND_CUDA_COMMON_H
+#define CARVE_BACKEND_CUDA_COMMON_H
+
+#include <cuda_runtime_api.h>
+
+#include "backend/backend.h"
+#include "base/lock.h"
+
+typedef struct carve_cuda_ctx {
+    int device;
+    carve_mutex lock; /* guards the event free list */
+    cudaEvent_t *spare;
+    size_t nspare, cap;
+} carve_cuda_ctx;
+
+/* Map a runtime error to a status, with the CUDA error's name in the
+ * backend message; clears the runtime's last error. */
+carve_status carve_cuda_error(cudaError_t e, const char *what) CARVE_INTERNAL;
+/* Make dev current; *prev gets the caller's device for carve_cuda_leave. */
+carve_status carve_cuda_enter(int dev, int *prev) CARVE_INTERNAL;
+void carve_cuda_leave(int dev, int prev) CARVE_INTERNAL;
+/* Events: be->ctx must start with a carve_cuda_ctx. */
+carve_status carve_cuda_event_record(carve_be *be, carve_stream s, void **ev) CARVE_INTERNAL;
+int carve_cuda_event_query(carve_be *be, void *ev) CARVE_INTERNAL;
+carve_status carve_cuda_event_sync(carve_be *be, void *ev) CARVE_INTERNAL;
+void carve_cuda_event_release(carve_be *be, void *ev) CARVE_INTERNAL;
+carve_status carve_cuda_device_sync(carve_be *be) CARVE_INTERNAL;
+/* Destroy the spare events and the lock (not c itself). */
+void carve_cuda_ctx_destroy(carve_cuda_ctx *c) CARVE_INTERNAL;
+
+#endif

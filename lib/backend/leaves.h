@@ -1,0 +1,24 @@
+/*
+ * leaves.h — the entry points of the backends themselves: one open function
+ * per backend (host.c, virtual.c, cuda.c, cuda_vmm.c; nocuda.c stands in for
+ * the CUDA ones in a build without CUDA), and the device queries the CUDA
+ * build answers. Only the dispatcher (open.c) and the device room call them.
+ */
+#ifndef CARVE_BACKEND_LEAVES_H
+#define CARVE_BACKEND_LEAVES_H
+
+#include "backend/backend.h"
+
+/* Each fills be->ops (and be->ctx, be->total_bytes) on success; on failure
+ * carve_backend_msg() says why and be holds nothing to destroy. */
+carve_status carve_backend_open_cuda(carve_be *be, int device) CARVE_INTERNAL;
+carve_status carve_backend_open_cuda_vmm(carve_be *be, int device) CARVE_INTERNAL;
+carve_status carve_backend_open_host(carve_be *be) CARVE_INTERNAL;
+carve_status carve_backend_open_virtual(carve_be *be) CARVE_INTERNAL;
+
+/* cudaMemGetInfo for device with the device guard; CARVE_ERR_NO_DEVICE when
+ * there is no driver or no such device. (carve_device_count, the other
+ * device query, is public.) */
+carve_status carve_cuda_mem_info(int device, size_t *free_bytes, size_t *total_bytes) CARVE_INTERNAL;
+
+#endif

@@ -1,0 +1,26 @@
+/*
+ * nocuda.c — built instead of cuda_common.c, cuda.c and cuda_vmm.c when carve is
+ * configured without the CUDA toolkit: the CUDA backend reports that there
+ * is no device, and the host and virtual backends work as usual.
+ */
+#include "backend/leaves.h"
+
+int carve_device_count(void) { return 0; }
+
+carve_status carve_cuda_mem_info(int device, size_t *free_bytes, size_t *total_bytes) {
+    (void)device;
+    *free_bytes = *total_bytes = 0;
+    carve_backend_fail("carve was built without CUDA");
+    return CARVE_ERR_NO_DEVICE;
+}
+
+carve_status carve_backend_open_cuda_vmm(carve_be *be, int device) {
+    return carve_backend_open_cuda(be, device);
+}
+
+carve_status carve_backend_open_cuda(carve_be *be, int device) {
+    (void)be;
+    (void)device;
+    carve_backend_fail("carve was built without CUDA");
+    return CARVE_ERR_NO_DEVICE;
+}

@@ -1,0 +1,68 @@
+/*
+ * sim.c — simulated events and failure injection for the host and
+ * virtual backends.
+ *
+ * These backends have no device work, so "work queued before the event" is
+ * always done; to let tests exercise stream-ordered reuse, an event instead
+ * answers "not yet" to its first sim_event_polls queries. A sync completes it.
+ */
+#include "backend/sim.h"
+
+typedef struct sim_event {
+    unsigned polls_left;
+    uint64_t epoch; /* device syncs before the record: a later sync completes it */
+} sim_event;
+
+carve_status carve_sim_event_record(carve_be *be, carve_stream s, void **ev) {
+    for (unsigned i = 0; i < be->sim_ndead; i++)
+        if (be->sim_dead[i] == s)
+            __atomic_add_fetch(&be->sim_dead_records, 1, __ATOMIC_RELAXED);
+    sim_event *e = malloc(sizeof(*e));
+    if (!e) {
+        *ev = NULL;
+        carve_backend_fail("host memory exhausted creating an event");
+        return CARVE_ERR_OOM;
+    }
+    e->polls_left = be->sim_event_polls;
+    e->epoch = __atomic_load_n(&be->sim_epoch, __ATOMIC_ACQUIRE);
+    *ev = e;
+    return CARVE_OK;
+}
+
+int carve_sim_event_query(carve_be *be, void *ev) {
+    (void)be;
+    sim_event *e = ev;
+    if (e->polls_left == 0 || e->epoch < __atomic_load_n(&be->sim_epoch, __ATOMIC_ACQUIRE))
+        return 1;
+    e->polls_left--;
+    return 0;
+}
+
+carve_status carve_sim_event_sync(carve_be *be, void *ev) {
+    (void)be;
+    ((sim_event *)ev)->polls_left = 0;
+    return CARVE_OK;
+}
+
+carve_status carve_sim_device_sync(carve_be *be) {
+    __atomic_add_fetch(&be->sim_epoch, 1, __ATOMIC_RELEASE);
+    return CARVE_OK;
+}
+
+void carve_sim_event_release(carve_be *be, void *ev) {
+    (void)be;
+    free(ev);
+}
+
+carve_status carve_sim_injected_failure(carve_be *be) {
+    if (be->fail_after < 0)
+        return CARVE_OK;
+    if (be->fail_after > 0) {
+        be->fail_after--;
+        return CARVE_OK;
+    }
+    if (--be->fail_times <= 0)
+        be->fail_after = -1;
+    carve_backend_fail("injected failure (%s)", carve_status_str(be->fail_status));
+    return be->fail_status;
+}

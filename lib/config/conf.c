@@ -1,0 +1,72 @@
+/*
+ * conf.c — CARVE_CONF: ';'-separated sections of key=value pairs, a section
+ * without a prefix for every device and "deviceN:" sections for one.
+ *
+ * The one idea: all-device sections apply first and device sections after,
+ * whatever their order in the string, and every section is parsed (for
+ * every device) so a typo in another device's section is reported too.
+ */
+#include "config/conf.h"
+
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config/options.h"
+#include "engine/error.h"
+
+static const char *const conf_denied[] = {"backend", "device", NULL};
+
+/* Apply the sections of CARVE_CONF that concern device to *c. */
+carve_status carve_conf_apply(carve_config *c, int device, const char *conf) {
+    /* Sections for all devices first, then the device's own, whatever their order. */
+    for (int pass = 0; pass < 2; pass++) {
+        const char *p = conf;
+        while (*p) {
+            const char *end = strchr(p, ';');
+            size_t len = end ? (size_t)(end - p) : strlen(p);
+            char sec[512];
+            if (len >= sizeof(sec))
+                return carve_fail(NULL, CARVE_ERR_INVALID, "CARVE_CONF: a section is longer than %zu characters",
+                                  sizeof(sec) - 1);
+            memcpy(sec, p, len);
+            sec[len] = '\0';
+            p = end ? end + 1 : p + len;
+            char *body = sec;
+            while (isspace((unsigned char)*body))
+                body++;
+            int target = -1; /* -1: every device */
+            if (strncmp(body, "device", 6) == 0 && isdigit((unsigned char)body[6])) {
+                char *colon;
+                long d = strtol(body + 6, &colon, 10);
+                if (*colon != ':' || d < 0 || d >= CARVE_MAX_DEVICES)
+                    return carve_fail(NULL, CARVE_ERR_INVALID, "CARVE_CONF: bad section prefix in '%s'", sec);
+                target = (int)d;
+                body = colon + 1;
+            }
+            if ((pass == 0) != (target == -1))
+                continue;
+            carve_config probe = *c;
+            carve_status st = carve_config_parse_keys(&probe, body, conf_denied, "CARVE_CONF");
+            if (st != CARVE_OK)
+                return st;
+            if (target == -1 || target == device)
+                *c = probe;
+        }
+    }
+    return CARVE_OK;
+}
+
+carve_status carve_conf_parse(const char *conf, int device, carve_config *out) {
+    if (out)
+        carve_config_init(out);
+    if (!out || device < 0 || device >= CARVE_MAX_DEVICES)
+        return carve_fail(NULL, CARVE_ERR_INVALID, "carve_conf_parse: NULL out or bad device %d", device);
+    carve_config c;
+    carve_config_init(&c);
+    c.device = device;
+    carve_status st = carve_conf_apply(&c, device, conf ? conf : "");
+    if (st == CARVE_OK && out)
+        *out = c;
+    return st;
+}

@@ -1,0 +1,171 @@
+/*
+ * device.c — process-wide default arenas, one per CUDA device, and the
+ * device queries of the public API.
+ *
+ * Each device's arena is created on first use from three layers: the
+ * defaults, the environment variable CARVE_CONF (a section for all devices,
+ * then the "deviceN:" section), then values set with the carve_device_set_*
+ * functions, which are refused once the arena exists (the same rule as
+ * tf.config's). Lookups of an existing arena are one acquire load.
+ */
+#include <string.h>
+
+#include "backend/leaves.h"
+#include "base/lock.h"
+#include "config/conf.h"
+#include "engine/error.h"
+
+enum { SET_LIMIT = 1, SET_GROWTH = 2, SET_INITIAL = 4 };
+
+typedef struct device_slot {
+    carve_arena *arena; /* atomic */
+    unsigned set;       /* SET_* fields given by setters */
+    size_t limit_bytes;
+    double limit_fraction;
+    int growth;
+    size_t initial_bytes;
+} device_slot;
+
+static carve_mutex g_lock = PTHREAD_MUTEX_INITIALIZER;
+static device_slot g_dev[CARVE_MAX_DEVICES];
+
+static carve_status check_device(int device, const char *fn) {
+    int n = carve_device_count();
+    if (device < 0 || device >= n || device >= CARVE_MAX_DEVICES)
+        return carve_fail(NULL, CARVE_ERR_NO_DEVICE, "%s: device %d does not exist (%d visible)", fn, device, n);
+    return CARVE_OK;
+}
+
+carve_status carve_device_arena(int device, carve_arena **out) {
+    if (!out)
+        return carve_fail(NULL, CARVE_ERR_INVALID, "carve_device_arena: out is NULL");
+    *out = NULL;
+    if (device >= 0 && device < CARVE_MAX_DEVICES) {
+        carve_arena *a = CARVE_LOAD_ACQ(&g_dev[device].arena);
+        if (a) {
+            *out = a;
+            return CARVE_OK;
+        }
+    }
+    carve_status st = check_device(device, "carve_device_arena");
+    if (st != CARVE_OK)
+        return st;
+    carve_mutex_lock(&g_lock);
+    device_slot *d = &g_dev[device];
+    if (!d->arena) {
+        carve_config c;
+        carve_config_init(&c);
+        c.backend = CARVE_BACKEND_CUDA;
+        c.device = device;
+        char name[32];
+        snprintf(name, sizeof(name), "device%d", device);
+        c.name = name;
+        const char *conf = getenv("CARVE_CONF");
+        st = conf ? carve_conf_apply(&c, device, conf) : CARVE_OK;
+        if (st == CARVE_OK) {
+            if (d->set & SET_LIMIT) {
+                c.limit_bytes = d->limit_bytes;
+                c.limit_fraction = d->limit_fraction;
+            }
+            if (d->set & SET_GROWTH)
+                c.growth = d->growth;
+            if (d->set & SET_INITIAL) {
+                c.initial_bytes = d->initial_bytes;
+                c.initial_fraction = 0;
+            }
+            carve_arena *a = NULL;
+            st = carve_arena_create(&c, &a);
+            if (st == CARVE_OK)
+                CARVE_STORE_REL(&d->arena, a);
+        }
+    }
+    *out = d->arena;
+    carve_mutex_unlock(&g_lock);
+    return st;
+}
+
+/* Lock held on success: the slot of device, which has no arena yet. */
+static carve_status setter_begin(int device, const char *fn, device_slot **slot) {
+    carve_status st = check_device(device, fn);
+    if (st != CARVE_OK)
+        return st;
+    carve_mutex_lock(&g_lock);
+    if (g_dev[device].arena) {
+        carve_mutex_unlock(&g_lock);
+        return carve_fail(NULL, CARVE_ERR_INVALID,
+                          "%s: device %d's default arena already exists; configure it before first use", fn,
+                          device);
+    }
+    *slot = &g_dev[device];
+    return CARVE_OK;
+}
+
+carve_status carve_device_set_limit(int device, size_t limit_bytes) {
+    device_slot *d = NULL;
+    carve_status st = setter_begin(device, "carve_device_set_limit", &d);
+    if (st != CARVE_OK)
+        return st;
+    d->set |= SET_LIMIT;
+    d->limit_bytes = limit_bytes;
+    d->limit_fraction = 0;
+    carve_mutex_unlock(&g_lock);
+    return CARVE_OK;
+}
+
+carve_status carve_device_set_limit_fraction(int device, double fraction) {
+    if (!(fraction > 0 && fraction <= 1))
+        return carve_fail(NULL, CARVE_ERR_INVALID, "carve_device_set_limit_fraction: %g is not in (0, 1]",
+                          fraction);
+    device_slot *d = NULL;
+    carve_status st = setter_begin(device, "carve_device_set_limit_fraction", &d);
+    if (st != CARVE_OK)
+        return st;
+    d->set |= SET_LIMIT;
+    d->limit_bytes = 0;
+    d->limit_fraction = fraction;
+    carve_mutex_unlock(&g_lock);
+    return CARVE_OK;
+}
+
+carve_status carve_device_set_growth(int device, int growth) {
+    device_slot *d = NULL;
+    carve_status st = setter_begin(device, "carve_device_set_growth", &d);
+    if (st != CARVE_OK)
+        return st;
+    d->set |= SET_GROWTH;
+    d->growth = growth != 0;
+    carve_mutex_unlock(&g_lock);
+    return CARVE_OK;
+}
+
+carve_status carve_device_set_initial(int device, size_t initial_bytes) {
+    device_slot *d = NULL;
+    carve_status st = setter_begin(device, "carve_device_set_initial", &d);
+    if (st != CARVE_OK)
+        return st;
+    d->set |= SET_INITIAL;
+    d->initial_bytes = initial_bytes;
+    carve_mutex_unlock(&g_lock);
+    return CARVE_OK;
+}
+
+carve_status carve_device_mem_info(int device, size_t *free_bytes, size_t *total_bytes) {
+    size_t f, t;
+    carve_status st = carve_cuda_mem_info(device, &f, &t);
+    if (free_bytes)
+        *free_bytes = f;
+    if (total_bytes)
+        *total_bytes = t;
+    if (st != CARVE_OK)
+        return carve_fail(NULL, st, "carve_device_mem_info: %s", carve_backend_msg());
+    return CARVE_OK;
+}
+
+void carve_device_arenas_release(void) {
+    carve_mutex_lock(&g_lock);
+    for (int i = 0; i < CARVE_MAX_DEVICES; i++) {
+        carve_arena_destroy(g_dev[i].arena);
+        memset(&g_dev[i], 0, sizeof(g_dev[i]));
+    }
+    carve_mutex_unlock(&g_lock);
+}

@@ -1,0 +1,184 @@
+/*
+ * arena.c — creating and destroying arenas, their configuration, and
+ * carve_empty_cache (the reclaiming itself is in reclaim.c).
+ *
+ * Creation validates the whole configuration before anything is reserved,
+ * resolves fractions against the device's memory, and rounds sizes to the
+ * 2 MiB granule, so every later decision works on plain byte counts.
+ */
+#include <string.h>
+
+#include "backend/open.h"
+#include "base/text.h"
+#include "engine/error.h"
+#include "engine/heap.h"
+#include "engine/pool.h"
+#include "engine/reclaim.h"
+
+static uint64_t next_arena_id(void) {
+    static uint64_t counter;
+    return __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED);
+}
+
+static carve_status validate(const carve_config *c) {
+    if (c->backend != CARVE_BACKEND_CUDA && c->backend != CARVE_BACKEND_HOST &&
+        c->backend != CARVE_BACKEND_VIRTUAL)
+        return carve_fail(NULL, CARVE_ERR_INVALID, "carve_arena_create: unknown backend %d",
+                          (int)c->backend);
+    if (!(c->initial_fraction >= 0.0 && c->initial_fraction <= 1.0) ||
+        !(c->limit_fraction >= 0.0 && c->limit_fraction <= 1.0))
+        return carve_fail(NULL, CARVE_ERR_INVALID,
+                          "carve_arena_create: initial_fraction and limit_fraction must lie in (0, 1] "
+                          "(0 = not used)");
+    if ((c->initial_fraction > 0 || c->limit_fraction > 0) && c->backend != CARVE_BACKEND_CUDA)
+        return carve_fail(NULL, CARVE_ERR_INVALID,
+                          "carve_arena_create: fractions of device memory need the cuda backend");
+    if (!c->growth && c->initial_bytes == 0 && c->initial_fraction == 0)
+        return carve_fail(NULL, CARVE_ERR_INVALID,
+                          "carve_arena_create: growth is off and initial_bytes is 0: the arena could "
+                          "never hold a byte");
+    if (c->vmm && c->backend == CARVE_BACKEND_HOST)
+        return carve_fail(NULL, CARVE_ERR_INVALID,
+                          "carve_arena_create: virtual-memory mode needs the cuda or virtual backend");
+    if (c->device < 0)
+        return carve_fail(NULL, CARVE_ERR_INVALID, "carve_arena_create: device %d is negative",
+                          c->device);
+    return CARVE_OK;
+}
+
+/* Resolve limit and initial in bytes once the backend knows the device size. */
+static carve_status resolve_sizes(carve_arena *a, const carve_config *c) {
+    char b1[32], b2[32];
+    size_t total = a->be.total_bytes;
+    size_t limit = c->limit_bytes, initial = c->initial_bytes;
+    if (c->limit_fraction > 0)
+        limit = (size_t)((double)total * c->limit_fraction);
+    else if (limit == 0)
+        limit = c->backend == CARVE_BACKEND_CUDA ? total : SIZE_MAX;
+    if (c->initial_fraction > 0)
+        initial = (size_t)((double)total * c->initial_fraction);
+    if (limit != SIZE_MAX)
+        limit = carve_align_down(limit, CARVE_SEGMENT_GRANULE);
+    if (limit < CARVE_SEGMENT_GRANULE)
+        return carve_fail(NULL, CARVE_ERR_INVALID,
+                          "carve_arena_create: the limit (%zu bytes) is below one granule of %s",
+                          limit, carve_fmt_bytes(b1, sizeof(b1), CARVE_SEGMENT_GRANULE));
+    if (initial > limit)
+        return carve_fail(NULL, CARVE_ERR_INVALID,
+                          "carve_arena_create: initial (%s) is larger than the limit (%s)",
+                          carve_fmt_bytes(b1, sizeof(b1), initial), carve_fmt_bytes(b2, sizeof(b2), limit));
+    a->limit = limit;
+    a->initial = initial ? carve_align_up(initial, CARVE_SEGMENT_GRANULE) : 0;
+    if (a->initial > limit)
+        a->initial = limit;
+    a->min_grow = carve_align_up(c->min_grow_bytes, CARVE_SEGMENT_GRANULE); /* 0: automatic */
+    a->growth = c->growth != 0;
+    a->vmm = c->vmm != 0;
+    if (a->vmm) {
+        /* Address space for everything the arena may map; growth off caps
+         * the mapped bytes at the initial amount. */
+        if (!a->growth)
+            a->limit = a->initial;
+        a->va_size = a->limit != SIZE_MAX ? a->limit : CARVE_VMM_DEFAULT_VA;
+        a->heap.target = a->initial;
+    }
+    return CARVE_OK;
+}
+
+carve_status carve_arena_create(const carve_config *c, carve_arena **out) {
+    if (!out)
+        return carve_fail(NULL, CARVE_ERR_INVALID, "carve_arena_create: out is NULL");
+    *out = NULL;
+    if (!c)
+        return carve_fail(NULL, CARVE_ERR_INVALID, "carve_arena_create: config is NULL");
+    carve_status st = validate(c);
+    if (st != CARVE_OK)
+        return st;
+
+    void *mem = NULL;
+    if (posix_memalign(&mem, 64, sizeof(carve_arena)) != 0)
+        return carve_fail(NULL, CARVE_ERR_OOM, "carve_arena_create: host memory exhausted");
+    carve_arena *a = memset(mem, 0, sizeof(carve_arena));
+    a->cfg = *c;
+    snprintf(a->name, sizeof(a->name), "%s", c->name ? c->name : "arena");
+    a->cfg.name = a->name;
+
+    st = carve_backend_open(&a->be, c);
+    if (st != CARVE_OK) {
+        free(a);
+        return carve_fail(NULL, st, "carve_arena_create: %s backend: %s", carve_backend_str(c->backend),
+                          carve_backend_msg());
+    }
+    if (st == CARVE_OK && (carve_heap_init(a) != CARVE_OK || carve_mutex_init(&a->pools_lock) != 0))
+        st = carve_fail(NULL, CARVE_ERR_OOM, "carve_arena_create: cannot create locks");
+    if (st == CARVE_OK)
+        st = resolve_sizes(a, c);
+    if (st == CARVE_OK && a->vmm && !a->be.ops->commit)
+        st = carve_fail(NULL, CARVE_ERR_INVALID, "carve_arena_create: the %s backend cannot map memory",
+                        carve_backend_str(c->backend));
+    if (st != CARVE_OK) {
+        a->be.ops->destroy(&a->be);
+        free(a);
+        return st;
+    }
+    a->id = next_arena_id();
+    if (a->vmm) { /* reserve the address space now; memory is mapped on use */
+        carve_mutex_lock(&a->heap.lock);
+        st = carve_heap_grow(a, a->va_size, a->va_size);
+        carve_mutex_unlock(&a->heap.lock);
+        if (st != CARVE_OK) {
+            char why[256];
+            snprintf(why, sizeof(why), "%s", carve_note_get());
+            carve_arena_destroy(a);
+            return carve_fail(NULL, st, "carve_arena_create: reserving address space failed: %s", why);
+        }
+    } else if (a->initial > 0) {
+        carve_mutex_lock(&a->heap.lock);
+        int growth = a->growth;
+        a->growth = 0; /* exactly one segment of initial bytes */
+        st = carve_heap_grow(a, a->initial, a->initial);
+        a->growth = growth;
+        carve_mutex_unlock(&a->heap.lock);
+        if (st != CARVE_OK) {
+            char why[256];
+            snprintf(why, sizeof(why), "%s", carve_note_get());
+            carve_arena_destroy(a);
+            return carve_fail(NULL, st, "carve_arena_create: reserving the initial block failed: %s",
+                              why);
+        }
+    }
+    *out = a;
+    return CARVE_OK;
+}
+
+void carve_arena_destroy(carve_arena *a) {
+    if (!a)
+        return;
+    carve_pools_destroy(a);
+    carve_heap_destroy(a);
+    carve_pagemap_destroy(&a->pmap);
+    carve_mutex_destroy(&a->pools_lock);
+    a->be.ops->destroy(&a->be);
+    free(a); /* thread-local pool caches name it by id, which is never reused */
+}
+
+carve_status carve_arena_get_config(const carve_arena *a, carve_config *out) {
+    if (!a || !out)
+        return carve_fail(a, CARVE_ERR_INVALID, "carve_arena_get_config: NULL argument");
+    *out = a->cfg;
+    out->limit_bytes = a->limit;
+    out->initial_bytes = a->initial;
+    out->min_grow_bytes = a->min_grow;
+    out->limit_fraction = 0;
+    out->initial_fraction = 0;
+    return CARVE_OK;
+}
+
+carve_status carve_empty_cache(carve_arena *a) {
+    if (!a)
+        return carve_fail(NULL, CARVE_ERR_INVALID, "carve_empty_cache: arena is NULL");
+    carve_status st = carve_reclaim(a, CARVE_RECLAIM_WAIT | CARVE_RECLAIM_RELEASE);
+    if (st != CARVE_OK)
+        return carve_fail(a, st, "carve_empty_cache: %s", carve_note_get());
+    return CARVE_OK;
+}

@@ -1,0 +1,19 @@
+/*
+ * error.h — how the engine explains failures: a per-thread last error tagged
+ * with the arena it belongs to (carve_last_error reads it), and a per-thread
+ * note of why the heap could not grow, quoted by out-of-memory messages.
+ */
+#ifndef CARVE_ENGINE_ERROR_H
+#define CARVE_ENGINE_ERROR_H
+
+#include "engine/types.h"
+
+/* Record msg as the calling thread's last error for arena a (NULL for
+ * arena-less calls) and return st. */
+carve_status carve_fail(const carve_arena *a, carve_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4))) CARVE_INTERNAL;
+/* Per-thread note of why the heap could not grow, for OOM explanations. */
+void carve_note(const char *fmt, ...) __attribute__((format(printf, 1, 2))) CARVE_INTERNAL;
+const char *carve_note_get(void) CARVE_INTERNAL;
+
+#endif

@@ -1,0 +1,481 @@
+/*
+ * heap.c — the arena heap: segments from the backend, cut into spans for
+ * the pools at 2 MiB granularity.
+ *
+ * A free range remembers the stream that gave it back and an event recorded
+ * on that stream at the time ("pending"). Only that stream may take it again
+ * before the event completes; any stream may once it has. This is the single
+ * place where memory crosses from one stream to another, so it is the single
+ * place where stream order is enforced. Pending ranges merge with clean
+ * neighbours and with ranges of the same stream (the merged range stays
+ * pending: conservative, never unsafe); ranges of different streams merge
+ * once their events complete.
+ */
+#include "engine/heap.h"
+
+#include <string.h>
+
+#include "base/text.h"
+#include "engine/error.h"
+#include "engine/vmm.h"
+
+static uint64_t next_ev_seq(carve_heap *h) { return ++h->serial; }
+
+static void range_drop_event(carve_arena *a, carve_block *r) {
+    if (r->u.r.event) {
+        a->be.ops->event_release(&a->be, r->u.r.event);
+        r->u.r.event = NULL;
+    }
+}
+
+static int range_can_merge(const carve_block *x, const carve_block *y) {
+    return !x->u.r.event || !y->u.r.event || x->stream == y->stream;
+}
+
+/* Merge y (x's next neighbour, both FREE and indexed) into x. */
+static void range_absorb(carve_arena *a, carve_block *x, carve_block *y) {
+    carve_heap *h = &a->heap;
+    carve_index_remove(&h->index, x);
+    carve_index_remove(&h->index, y);
+    /* The merged range waits for the later event of the two (same stream),
+     * or for the only one. */
+    if (!x->u.r.event || (y->u.r.event && y->u.r.seq > x->u.r.seq)) {
+        range_drop_event(a, x);
+        x->u.r.event = y->u.r.event;
+        x->u.r.seq = y->u.r.seq;
+        x->stream = y->stream;
+        y->u.r.event = NULL;
+    } else {
+        range_drop_event(a, y);
+    }
+    x->size += y->size;
+    x->next = y->next;
+    if (y->next)
+        y->next->prev = x;
+    carve_slab_put(&h->slab, y);
+    carve_index_insert(&h->index, x);
+}
+
+/* r is FREE and indexed: merge it with its free neighbours where allowed.
+ * Returns the surviving record. */
+static carve_block *range_coalesce(carve_arena *a, carve_block *r) {
+    if (r->prev && r->prev->state == CARVE_B_FREE && range_can_merge(r->prev, r)) {
+        carve_block *p = r->prev;
+        range_absorb(a, p, r);
+        r = p;
+    }
+    if (r->next && r->next->state == CARVE_B_FREE && range_can_merge(r, r->next))
+        range_absorb(a, r, r->next);
+    return r;
+}
+
+/* 1: stream s may use r now; 2: r just became clean (caller re-merges);
+ * 0: not yet. */
+static int range_usable(carve_arena *a, carve_block *r, carve_stream s) {
+    if (!r->u.r.event || r->stream == s)
+        return 1;
+    if (a->be.ops->event_query(&a->be, r->u.r.event) == 0)
+        return 0;
+    range_drop_event(a, r);
+    return 2;
+}
+
+/* Smallest-class free range of at least size bytes that s may use. */
+static carve_block *heap_find(carve_arena *a, carve_stream s, size_t size) {
+    carve_heap *h = &a->heap;
+restart:;
+    unsigned fl, sl;
+    carve_index_class(size, &fl, &sl);
+    while (carve_index_next_class(&h->index, &fl, &sl)) {
+        for (carve_block *r = h->index.heads[fl][sl]; r; r = r->fnext) {
+            if (r->size < size)
+                continue;
+            int u = range_usable(a, r, s);
+            if (u == 1)
+                return r;
+            if (u == 2) {
+                r = range_coalesce(a, r);
+                if (r->size >= size)
+                    return r;
+                goto restart; /* the lists changed under the iteration */
+            }
+        }
+        if (++sl == CARVE_SL_COUNT) {
+            sl = 0;
+            fl++;
+        }
+    }
+    return NULL;
+}
+
+carve_status carve_heap_init(carve_arena *a) {
+    memset(&a->heap, 0, sizeof(a->heap));
+    if (carve_mutex_init(&a->heap.lock) != 0)
+        return CARVE_ERR_OOM;
+    return CARVE_OK;
+}
+
+carve_block *carve_heap_take(carve_arena *a, carve_pool *p, unsigned cls, size_t want, size_t need,
+                             carve_status *st) {
+    carve_heap *h = &a->heap;
+    *st = CARVE_OK;
+    carve_block *r = heap_find(a, p->stream, want);
+    if (!r && need < want)
+        r = heap_find(a, p->stream, need);
+    if (!r)
+        return NULL;
+    size_t take = r->size >= want ? want : need;
+    int from_end = cls == CARVE_CLASS_SMALL && r->size > take;
+    uintptr_t at = from_end ? r->addr + r->size - take : r->addr;
+    if (carve_pagemap_prepare(&a->pmap, at, take) != 0 || carve_slab_reserve(&h->slab, 1) != 0) {
+        carve_note("host memory exhausted for carve's metadata");
+        *st = CARVE_ERR_OOM;
+        return NULL;
+    }
+    carve_index_remove(&h->index, r);
+    if (r->size > take) {
+        /* Split: the part left free keeps waiting on r's event, if any. */
+        carve_block *rest = carve_slab_get_clear(&h->slab);
+        rest->size = r->size - take;
+        rest->state = CARVE_B_FREE;
+        rest->stream = r->stream;
+        rest->u.r.seg = r->u.r.seg;
+        rest->u.r.event = r->u.r.event;
+        rest->u.r.seq = r->u.r.seq;
+        r->u.r.event = NULL;
+        if (from_end) { /* rest takes the low part, before r */
+            rest->addr = r->addr;
+            rest->prev = r->prev;
+            rest->next = r;
+            if (r->prev)
+                r->prev->next = rest;
+            else
+                r->u.r.seg->first = rest;
+            r->prev = rest;
+            r->addr = at;
+        } else {
+            rest->addr = r->addr + take;
+            rest->prev = r;
+            rest->next = r->next;
+            if (r->next)
+                r->next->prev = rest;
+            r->next = rest;
+        }
+        r->size = take;
+        carve_index_insert(&h->index, rest);
+    } else {
+        range_drop_event(a, r);
+    }
+    r->state = CARVE_B_SPAN;
+    r->cls = cls;
+    r->stream = p->stream;
+    r->u.r.first = r->u.r.last = NULL;
+    r->u.r.nlive = 0;
+    r->u.r.unmapped = a->vmm ? carve_vmm_unmapped(r->u.r.seg, r->addr, r->size) : 0;
+    CARVE_STORE_REL(&r->u.r.pool, p);
+    carve_pagemap_set(&a->pmap, r->addr, r->size, r);
+    return r;
+}
+
+size_t carve_heap_extend(carve_arena *a, carve_block *span, size_t need, size_t want) {
+    carve_heap *h = &a->heap;
+    carve_block *n = span->next;
+    if (!n || n->state != CARVE_B_FREE || n->size < need)
+        return 0;
+    int u = range_usable(a, n, span->stream);
+    if (u == 0)
+        return 0;
+    if (u == 2) { /* became clean: merge with what follows (never with span) */
+        n = range_coalesce(a, n);
+        if (n != span->next || n->size < need)
+            return 0;
+    }
+    size_t take = n->size < want ? n->size : want;
+    if (carve_pagemap_prepare(&a->pmap, n->addr, take) != 0)
+        return 0;
+    carve_index_remove(&h->index, n);
+    uintptr_t at = n->addr;
+    if (n->size > take) {
+        n->addr += take;
+        n->size -= take;
+        carve_index_insert(&h->index, n);
+    } else {
+        range_drop_event(a, n);
+        span->next = n->next;
+        if (n->next)
+            n->next->prev = span;
+        carve_slab_put(&h->slab, n);
+    }
+    span->size += take;
+    if (a->vmm)
+        span->u.r.unmapped += carve_vmm_unmapped(span->u.r.seg, at, take);
+    carve_pagemap_set(&a->pmap, at, take, span);
+    return take;
+}
+
+void carve_heap_give(carve_arena *a, carve_block *span, void *ev) {
+    carve_heap *h = &a->heap;
+    carve_pagemap_set(&a->pmap, span->addr, span->size, NULL);
+    CARVE_STORE_REL(&span->u.r.pool, (carve_pool *)NULL);
+    span->state = CARVE_B_FREE;
+    span->u.r.first = NULL;
+    span->u.r.nlive = 0;
+    span->u.r.event = ev;
+    span->u.r.seq = next_ev_seq(h);
+    carve_index_insert(&h->index, span);
+    range_coalesce(a, span);
+}
+
+/* The preferred growth step: a fixed min_grow when configured, else an
+ * eighth of what is reserved (at least a granule, at most 64 MiB). Larger
+ * segments let a stream's spans grow in place and merge; the cap bounds how
+ * far the last step can overshoot the need. */
+static size_t grow_step(const carve_arena *a) {
+    if (a->min_grow)
+        return a->min_grow;
+    size_t g = carve_align_up(a->heap.reserved / 8, CARVE_SEGMENT_GRANULE);
+    if (g < CARVE_SEGMENT_GRANULE)
+        g = CARVE_SEGMENT_GRANULE;
+    return g < CARVE_AUTO_GROW_MAX ? g : CARVE_AUTO_GROW_MAX;
+}
+
+/* Pick a segment size under the limit: the preferred size, else the least
+ * that fits the request. 0 when nothing fits. */
+static size_t grow_size(carve_arena *a, size_t want, size_t need) {
+    carve_heap *h = &a->heap;
+    size_t used = h->reserved + h->inflight;
+    size_t room = a->limit > used ? a->limit - used : 0;
+    size_t step = grow_step(a);
+    size_t pref = want > step ? want : step;
+    size_t least = need > a->min_grow ? need : a->min_grow;
+    if (pref <= room)
+        return pref;
+    if (least <= room)
+        return least;
+    if (need <= room)
+        return need;
+    return 0;
+}
+
+static carve_status heap_add_segment(carve_arena *a, uintptr_t base, size_t size, size_t need) {
+    carve_heap *h = &a->heap;
+    uintptr_t ub = carve_align_up(base, CARVE_SEGMENT_GRANULE);
+    uintptr_t ue = carve_align_down(base + size, CARVE_SEGMENT_GRANULE);
+    carve_segment *seg = NULL;
+    carve_status st = CARVE_OK;
+    if (ue <= ub || ue - ub < need) {
+        carve_note("the backend returned a block not aligned to %zu bytes", (size_t)CARVE_SEGMENT_GRANULE);
+        st = CARVE_ERR_BACKEND;
+    } else if (!(seg = calloc(1, sizeof(*seg))) || carve_slab_reserve(&h->slab, 1) != 0 ||
+               (a->vmm && (seg->base = ub, seg->size = ue - ub, carve_vmm_segment_init(seg) != 0))) {
+        carve_note("host memory exhausted for carve's metadata");
+        st = CARVE_ERR_OOM;
+    }
+    if (st != CARVE_OK) {
+        if (seg)
+            carve_vmm_segment_free(seg);
+        free(seg);
+        a->be.ops->release(&a->be, base, size);
+        return st;
+    }
+    carve_block *r = carve_slab_get_clear(&h->slab);
+    r->addr = ub;
+    r->size = ue - ub;
+    r->state = CARVE_B_FREE;
+    r->u.r.seg = seg;
+    seg->base = ub;
+    seg->size = ue - ub;
+    seg->raw_base = base;
+    seg->raw_size = size;
+    seg->first = r;
+    seg->serial = ++h->nreserve;
+    seg->next = h->segs;
+    if (h->segs)
+        h->segs->prev = seg;
+    h->segs = seg;
+    h->nsegs++;
+    if (!a->vmm) { /* in virtual-memory mode only mapped granules count */
+        CARVE_STORE(&h->reserved, h->reserved + size);
+        if (h->reserved > h->reserved_peak)
+            CARVE_STORE(&h->reserved_peak, h->reserved);
+    }
+    carve_index_insert(&h->index, r);
+    return CARVE_OK;
+}
+
+carve_status carve_heap_grow(carve_arena *a, size_t want, size_t need) {
+    carve_heap *h = &a->heap;
+    char b1[32], b2[32], b3[32];
+    size_t size;
+    if (a->vmm) {
+        /* One reservation of address space for the whole limit. */
+        if (h->nsegs > 0 || h->inflight > 0) {
+            carve_note("the arena's address space of %s has no free range of %s",
+                       carve_fmt_bytes(b1, sizeof(b1), a->va_size), carve_fmt_bytes(b2, sizeof(b2), need));
+            return CARVE_ERR_OOM;
+        }
+        size = a->va_size;
+        if (size < need) {
+            carve_note("the request needs more than the arena's address space of %s",
+                       carve_fmt_bytes(b1, sizeof(b1), a->va_size));
+            return CARVE_ERR_OOM;
+        }
+    } else if (!a->growth) {
+        if (h->nsegs > 0 || h->inflight > 0) {
+            carve_note("growth is off and the arena's one block of %s has no free range that fits",
+                       carve_fmt_bytes(b1, sizeof(b1), a->initial));
+            return CARVE_ERR_OOM;
+        }
+        size = a->initial; /* the block was given back by empty_cache: take it again */
+        if (size < need) {
+            carve_note("growth is off and the request needs more than the arena's block of %s",
+                       carve_fmt_bytes(b1, sizeof(b1), a->initial));
+            return CARVE_ERR_OOM;
+        }
+    } else {
+        /* Rather than raise the reserved peak, give fully free segments back
+         * first: the new segment then replaces them instead of adding to them. */
+        if (h->reserved + (want > need ? want : need) > h->reserved_peak)
+            carve_heap_release_free(a);
+        if (!(size = grow_size(a, want, need))) {
+            carve_note("growing by %s would pass the limit of %s (%s reserved)",
+                       carve_fmt_bytes(b1, sizeof(b1), need), carve_fmt_bytes(b2, sizeof(b2), a->limit),
+                       carve_fmt_bytes(b3, sizeof(b3), h->reserved + h->inflight));
+            return CARVE_ERR_OOM;
+        }
+    }
+    h->inflight += size;
+    carve_mutex_unlock(&h->lock);
+    uintptr_t base = 0;
+    carve_status st = a->be.ops->reserve(&a->be, size, &base);
+    if (st == CARVE_OK && base % CARVE_SEGMENT_GRANULE && !a->vmm) {
+        /* The driver promises 256-byte alignment only: ask for one granule
+         * more and use the aligned part. */
+        a->be.ops->release(&a->be, base, size);
+        size_t more = size + CARVE_SEGMENT_GRANULE;
+        if (a->growth && (h->reserved + h->inflight - size + more > a->limit)) {
+            st = CARVE_ERR_OOM;
+            carve_backend_fail("the backend returned an unaligned block and one granule more passes the limit");
+        } else {
+            h->inflight += more - size;
+            size = more;
+            st = a->be.ops->reserve(&a->be, size, &base);
+        }
+    }
+    carve_mutex_lock(&h->lock);
+    h->inflight -= size;
+    if (st != CARVE_OK) {
+        carve_note("the %s backend could not reserve %s: %s", carve_backend_str(a->be.kind),
+                   carve_fmt_bytes(b1, sizeof(b1), size), carve_backend_msg());
+        return st;
+    }
+    return heap_add_segment(a, base, size, need);
+}
+
+void carve_heap_sync(carve_arena *a) {
+    carve_heap *h = &a->heap;
+    for (carve_segment *s = h->segs; s; s = s->next)
+        for (carve_block *r = s->first; r; r = r->next)
+            if (r->state == CARVE_B_FREE && r->u.r.event) {
+                a->be.ops->event_sync(&a->be, r->u.r.event);
+                range_drop_event(a, r);
+            }
+    for (carve_segment *s = h->segs; s; s = s->next)
+        for (carve_block *r = s->first; r; r = r->next)
+            if (r->state == CARVE_B_FREE)
+                r = range_coalesce(a, r);
+}
+
+/* A segment that is one free range whose event (if any) has completed. */
+static int segment_free(carve_arena *a, carve_segment *s) {
+    carve_block *r = s->first;
+    if (r->state != CARVE_B_FREE || r->next)
+        return 0;
+    if (r->u.r.event && a->be.ops->event_query(&a->be, r->u.r.event) != 0)
+        range_drop_event(a, r);
+    return !r->u.r.event;
+}
+
+carve_status carve_heap_release_free(carve_arena *a) {
+    carve_heap *h = &a->heap;
+    carve_status result = CARVE_OK;
+    carve_segment *kept = NULL; /* segments the backend refused to take back */
+    for (;;) {
+        carve_segment *s = h->segs;
+        while (s && !segment_free(a, s))
+            s = s->next;
+        if (!s)
+            break;
+        /* Detach; count the bytes as in flight until the backend has them. */
+        if (s->prev)
+            s->prev->next = s->next;
+        else
+            h->segs = s->next;
+        if (s->next)
+            s->next->prev = s->prev;
+        if (a->vmm && carve_vmm_release_segment(a, s) != CARVE_OK) {
+            carve_note("the %s backend refused to unmap memory: %s", carve_backend_str(a->be.kind),
+                       carve_backend_msg());
+            result = CARVE_ERR_BACKEND;
+            break; /* still linked, still usable */
+        }
+        size_t held = a->vmm ? 0 : s->raw_size; /* mapped bytes were counted by the unmapping */
+        h->nsegs--;
+        carve_index_remove(&h->index, s->first);
+        CARVE_STORE(&h->reserved, h->reserved - held);
+        h->inflight += held;
+        carve_mutex_unlock(&h->lock);
+        carve_status st = a->be.ops->release(&a->be, s->raw_base, s->raw_size);
+        carve_mutex_lock(&h->lock);
+        h->inflight -= held;
+        if (st == CARVE_OK) {
+            if (!a->vmm)
+                h->nrelease++;
+            carve_slab_put(&h->slab, s->first);
+            carve_vmm_segment_free(s);
+            free(s);
+        } else {
+            carve_note("the %s backend refused to release a segment: %s",
+                       carve_backend_str(a->be.kind), carve_backend_msg());
+            result = st;
+            s->prev = NULL;
+            s->next = kept;
+            kept = s;
+            CARVE_STORE(&h->reserved, h->reserved + held);
+        }
+    }
+    while (kept) { /* still reserved and usable */
+        carve_segment *s = kept;
+        kept = s->next;
+        s->next = h->segs;
+        if (h->segs)
+            h->segs->prev = s;
+        h->segs = s;
+        h->nsegs++;
+        carve_index_insert(&h->index, s->first);
+    }
+    return result;
+}
+
+size_t carve_heap_largest_free(const carve_arena *a) { return carve_index_largest(&a->heap.index); }
+
+void carve_heap_destroy(carve_arena *a) {
+    carve_heap *h = &a->heap;
+    carve_segment *s = h->segs;
+    while (s) {
+        carve_segment *n = s->next;
+        for (carve_block *r = s->first; r; r = r->next)
+            range_drop_event(a, r); /* free ranges and empty spans */
+        for (size_t g = 0; g < s->ngran; g++)
+            if (s->gmapped[g])
+                a->be.ops->decommit(&a->be, s->base + g * CARVE_SEGMENT_GRANULE, CARVE_SEGMENT_GRANULE);
+        a->be.ops->release(&a->be, s->raw_base, s->raw_size);
+        carve_vmm_segment_free(s);
+        free(s);
+        s = n;
+    }
+    h->segs = NULL;
+    h->nsegs = 0;
+    carve_slab_destroy(&h->slab);
+    carve_mutex_destroy(&h->lock);
+}

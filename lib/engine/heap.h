@@ -1,0 +1,41 @@
+/*
+ * heap.h — the arena heap (heap.c): segments from the backend, cut into
+ * spans for the pools at 2 MiB granularity. The heap lock is held on entry
+ * unless a function says otherwise.
+ */
+#ifndef CARVE_ENGINE_HEAP_H
+#define CARVE_ENGINE_HEAP_H
+
+#include "engine/types.h"
+
+carve_status carve_heap_init(carve_arena *a) CARVE_INTERNAL;
+/* Release every segment (no lock: the arena is being destroyed). */
+void carve_heap_destroy(carve_arena *a) CARVE_INTERNAL;
+/* Take a span of class cls of at least need bytes (want if a free range
+ * has it) for pool p from a range p may use now. Large spans come from the
+ * low end of a range, small ones from the high end, so a stream's large
+ * spans stay contiguous and can grow with carve_heap_extend. NULL when
+ * none; *st says CARVE_OK (nothing eligible) or CARVE_ERR_OOM (host
+ * metadata). */
+carve_block *carve_heap_take(carve_arena *a, carve_pool *p, unsigned cls, size_t want, size_t need,
+                             carve_status *st) CARVE_INTERNAL;
+/* Grow span into the free range right after it, if its stream may use that
+ * range and it has at least need bytes (want preferred). Returns the bytes
+ * added (0: none). */
+size_t carve_heap_extend(carve_arena *a, carve_block *span, size_t need, size_t want) CARVE_INTERNAL;
+/* Give an empty span back; ev (owned by the heap from now on) completes when
+ * work queued on the span's stream before the return has completed. */
+void carve_heap_give(carve_arena *a, carve_block *span, void *ev) CARVE_INTERNAL;
+/* Reserve a new segment to fit need bytes (want preferred). Drops and
+ * retakes the heap lock around the backend call. */
+carve_status carve_heap_grow(carve_arena *a, size_t want, size_t need) CARVE_INTERNAL;
+/* Wait for every pending free range's event; the ranges become usable by
+ * every stream and merge with their neighbours. */
+void carve_heap_sync(carve_arena *a) CARVE_INTERNAL;
+/* Give fully free segments back to the backend; drops the heap lock around
+ * backend calls. CARVE_ERR_BACKEND if one release failed (that segment is
+ * kept). */
+carve_status carve_heap_release_free(carve_arena *a) CARVE_INTERNAL;
+size_t carve_heap_largest_free(const carve_arena *a) CARVE_INTERNAL;
+
+#endif

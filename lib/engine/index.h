@@ -1,0 +1,175 @@
+/*
+ * index.h — the free-block index: a two-level segregated fit (TLSF) table.
+ *
+ * Free blocks are kept in lists by size class. The first level is the power
+ * of two of the size, the second splits each power of two into 32 classes
+ * (a class spans 1/32 of its power: at most ~3% between its smallest and
+ * largest member); sizes under 8 KiB have linear 256-byte classes. Two
+ * bitmaps say which lists are non-empty, so finding a list whose every block
+ * fits a request is two bit scans: O(1).
+ *
+ * Fit policy (carve_index_find): first a bounded first-fit scan of the
+ * request's own class, which holds blocks both a little smaller and a little
+ * larger than the request (so exact-size reuse, the common case in inference
+ * loops, is found); then the smallest non-empty class above it ("good fit":
+ * within 3% of best fit, in constant time). The same index serves pools
+ * (256-byte granularity) and the arena heap (2 MiB granularity).
+ */
+#ifndef CARVE_ENGINE_INDEX_H
+#define CARVE_ENGINE_INDEX_H
+
+#include "engine/block.h"
+
+#define CARVE_SL_BITS 5
+#define CARVE_SL_COUNT (1u << CARVE_SL_BITS)
+#define CARVE_LINEAR_SHIFT 8 /* 256-byte classes below CARVE_LINEAR_LIMIT */
+#define CARVE_LINEAR_LIMIT ((size_t)1 << (CARVE_SL_BITS + CARVE_LINEAR_SHIFT))
+#define CARVE_FL_COUNT (64 - (CARVE_SL_BITS + CARVE_LINEAR_SHIFT) + 1)
+#define CARVE_INDEX_SCAN 8 /* blocks looked at in the request's own class */
+
+typedef struct carve_index {
+    uint64_t fl_map;
+    uint32_t sl_map[CARVE_FL_COUNT];
+    carve_block *heads[CARVE_FL_COUNT][CARVE_SL_COUNT];
+    size_t count; /* blocks in the index */
+    size_t bytes; /* their total size */
+} carve_index;
+
+static inline void carve_index_class(size_t size, unsigned *fl, unsigned *sl) {
+    if (size < CARVE_LINEAR_LIMIT) {
+        *fl = 0;
+        *sl = (unsigned)(size >> CARVE_LINEAR_SHIFT);
+    } else {
+        unsigned m = carve_msb(size);
+        *fl = m - (CARVE_SL_BITS + CARVE_LINEAR_SHIFT) + 1;
+        *sl = (unsigned)(size >> (m - CARVE_SL_BITS)) & (CARVE_SL_COUNT - 1);
+    }
+}
+
+static inline int carve_index_same_class(size_t a, size_t b) {
+    unsigned f1, s1, f2, s2;
+    carve_index_class(a, &f1, &s1);
+    carve_index_class(b, &f2, &s2);
+    return f1 == f2 && s1 == s2;
+}
+
+/* Size of the largest block, 0 when empty. O(length of the top list). */
+size_t carve_index_largest(const carve_index *ix) CARVE_INTERNAL;
+
+/* ---- the operations, inline: they are on every alloc and free ---- */
+
+/* Add free block b. */
+static inline void carve_index_insert(carve_index *ix, carve_block *b) {
+    unsigned fl, sl;
+    carve_index_class(b->size, &fl, &sl);
+    b->fl = (uint8_t)fl;
+    b->sl = (uint8_t)sl;
+    carve_block *h = ix->heads[fl][sl];
+    b->fprev = NULL;
+    b->fnext = h;
+    if (h)
+        h->fprev = b;
+    ix->heads[fl][sl] = b;
+    ix->fl_map |= (uint64_t)1 << fl;
+    ix->sl_map[fl] |= 1u << sl;
+    ix->count++;
+    ix->bytes += b->size;
+}
+
+/* Remove free block b. */
+static inline void carve_index_remove(carve_index *ix, carve_block *b) {
+    unsigned fl = b->fl, sl = b->sl; /* recorded by insert */
+    if (b->fprev)
+        b->fprev->fnext = b->fnext;
+    else
+        ix->heads[fl][sl] = b->fnext;
+    if (b->fnext)
+        b->fnext->fprev = b->fprev;
+    if (!ix->heads[fl][sl]) {
+        ix->sl_map[fl] &= ~(1u << sl);
+        if (!ix->sl_map[fl])
+            ix->fl_map &= ~((uint64_t)1 << fl);
+    }
+    b->fprev = b->fnext = NULL;
+    ix->count--;
+    ix->bytes -= b->size;
+}
+
+/* Change the size of indexed block b to size: in place when the size class
+ * stays the same (the common case when a split or merge moves a few KiB of
+ * a large block), else by moving it to its new list. */
+static inline void carve_index_resize(carve_index *ix, carve_block *b, size_t size) {
+    unsigned fl, sl;
+    carve_index_class(size, &fl, &sl);
+    if (fl == b->fl && sl == b->sl) {
+        ix->bytes += size - b->size;
+        b->size = size;
+        return;
+    }
+    carve_index_remove(ix, b);
+    b->size = size;
+    carve_index_insert(ix, b);
+}
+
+/* Whether a block of size would sit in indexed block b's size class. */
+static inline int carve_index_in_class(const carve_block *b, size_t size) {
+    unsigned fl, sl;
+    carve_index_class(size, &fl, &sl);
+    return fl == b->fl && sl == b->sl;
+}
+
+/* Put block nb in indexed block b's list position; the caller guarantees
+ * nb->size is in b->size's class. A split or merge that keeps the class
+ * then touches no bitmap and no list head. */
+static inline void carve_index_swap(carve_index *ix, carve_block *b, carve_block *nb) {
+    unsigned fl = b->fl, sl = b->sl;
+    nb->fl = b->fl;
+    nb->sl = b->sl;
+    nb->fprev = b->fprev;
+    nb->fnext = b->fnext;
+    if (nb->fprev)
+        nb->fprev->fnext = nb;
+    else
+        ix->heads[fl][sl] = nb;
+    if (nb->fnext)
+        nb->fnext->fprev = nb;
+    ix->bytes += nb->size - b->size;
+    b->fprev = b->fnext = NULL;
+}
+
+/* First non-empty class at or above (fl, sl); 0 when there is none. */
+static inline int carve_index_next_class(const carve_index *ix, unsigned *fl, unsigned *sl) {
+    if (*fl >= CARVE_FL_COUNT)
+        return 0;
+    uint32_t sm = *sl < CARVE_SL_COUNT ? ix->sl_map[*fl] & (~0u << *sl) : 0;
+    if (!sm) {
+        uint64_t fm = *fl + 1 < 64 ? ix->fl_map & (~(uint64_t)0 << (*fl + 1)) : 0;
+        if (!fm)
+            return 0;
+        *fl = carve_ctz(fm);
+        sm = ix->sl_map[*fl];
+    }
+    *sl = carve_ctz(sm);
+    return 1;
+}
+
+/* A free block of at least size bytes, or NULL. The block stays in the index. */
+static inline carve_block *carve_index_find(const carve_index *ix, size_t size) {
+    unsigned fl, sl;
+    carve_index_class(size, &fl, &sl);
+    /* The request's own class: blocks in it may be smaller than size. */
+    carve_block *b = ix->heads[fl][sl];
+    for (unsigned n = 0; b && n < CARVE_INDEX_SCAN; n++, b = b->fnext)
+        if (b->size >= size)
+            return b;
+    /* Every block of the next non-empty class above fits. */
+    if (++sl == CARVE_SL_COUNT) {
+        sl = 0;
+        fl++;
+    }
+    if (!carve_index_next_class(ix, &fl, &sl))
+        return NULL;
+    return ix->heads[fl][sl];
+}
+
+#endif

@@ -1,0 +1,361 @@
+/*
+ * pool.c — one pool per stream: finding it, and the block bookkeeping
+ * inside its spans.
+ *
+ * Finding a stream's pool is on every carve_alloc, so it is a thread-local
+ * one-entry cache (arena id, stream) in front of a lock-free open-addressing
+ * table; tables only grow, and outgrown ones are kept until the arena dies so
+ * a reader never follows a freed table. Pools are never freed before the
+ * arena either: a pool with no spans costs a few KiB.
+ */
+#include "engine/pool.h"
+
+#include <string.h>
+
+#include "engine/heap.h"
+
+typedef struct pool_slot {
+    carve_stream key;
+    carve_pool *pool; /* NULL: empty slot; published after key */
+} pool_slot;
+
+struct carve_pool_table {
+    size_t mask;
+    size_t count;
+    carve_pool_table *retired_next;
+    pool_slot slots[];
+};
+
+__thread carve_pool_cache carve_tls_pool __attribute__((tls_model("initial-exec")));
+
+static size_t stream_hash(carve_stream s, size_t mask) {
+    uint64_t h = (uint64_t)(uintptr_t)s * 0x9E3779B97F4A7C15ull;
+    return (size_t)(h >> 32) & mask;
+}
+
+static carve_pool *table_lookup(const carve_pool_table *t, carve_stream s) {
+    for (size_t i = stream_hash(s, t->mask);; i = (i + 1) & t->mask) {
+        carve_pool *p = CARVE_LOAD_ACQ(&t->slots[i].pool);
+        if (!p)
+            return NULL;
+        if (CARVE_LOAD(&t->slots[i].key) == s)
+            return p;
+    }
+}
+
+static carve_pool *lookup(carve_arena *a, carve_stream s) {
+    if (!s)
+        return CARVE_LOAD_ACQ(&a->null_pool);
+    carve_pool_table *t = CARVE_LOAD_ACQ(&a->table);
+    return t ? table_lookup(t, s) : NULL;
+}
+
+static void table_put(carve_pool_table *t, carve_stream s, carve_pool *p) {
+    size_t i = stream_hash(s, t->mask);
+    while (t->slots[i].pool)
+        i = (i + 1) & t->mask;
+    CARVE_STORE(&t->slots[i].key, s);
+    CARVE_STORE_REL(&t->slots[i].pool, p);
+    t->count++;
+}
+
+static carve_pool_table *table_new(size_t cap) {
+    carve_pool_table *t = calloc(1, sizeof(*t) + cap * sizeof(pool_slot));
+    if (t)
+        t->mask = cap - 1;
+    return t;
+}
+
+/* pools_lock held. Insert, growing the table first when half full. */
+static int table_insert(carve_arena *a, carve_stream s, carve_pool *p) {
+    carve_pool_table *t = a->table;
+    if (!t || (t->count + 1) * 2 > t->mask + 1) {
+        carve_pool_table *nt = table_new(t ? (t->mask + 1) * 2 : 16);
+        if (!nt)
+            return -1;
+        if (t) {
+            for (size_t i = 0; i <= t->mask; i++)
+                if (t->slots[i].pool)
+                    table_put(nt, t->slots[i].key, t->slots[i].pool);
+            t->retired_next = a->retired;
+            a->retired = t;
+        }
+        CARVE_STORE_REL(&a->table, nt);
+        t = nt;
+    }
+    table_put(t, s, p);
+    return 0;
+}
+
+/* pools_lock held, one pool exists and a second is being added: from now
+ * on pools merge their counters into the arena-wide ones. Seed those with
+ * the first pool's values under its lock so nothing is counted twice. */
+static void go_multi(carve_arena *a) {
+    carve_pool *first = a->pools;
+    carve_spin_lock(&first->lock);
+    CARVE_STORE(&a->g_alloc, first->allocated);
+    CARVE_STORE(&a->g_req, first->requested);
+    CARVE_STORE(&a->g_alloc_peak, first->allocated_peak);
+    CARVE_STORE(&a->g_req_peak, first->requested_peak);
+    first->unflushed_alloc = first->unflushed_req = 0;
+    CARVE_STORE_REL(&a->multi, 1);
+    carve_spin_unlock(&first->lock);
+}
+
+static carve_pool *pool_create(carve_arena *a, carve_stream s) {
+    carve_mutex_lock(&a->pools_lock);
+    carve_pool *p = lookup(a, s);
+    if (p) {
+        carve_mutex_unlock(&a->pools_lock);
+        return p;
+    }
+    void *mem = NULL;
+    if (posix_memalign(&mem, 64, sizeof(carve_pool)) != 0) {
+        carve_mutex_unlock(&a->pools_lock);
+        return NULL;
+    }
+    p = memset(mem, 0, sizeof(*p));
+    p->stream = s;
+    p->arena = a;
+    if (carve_blockmap_init(&p->map) != 0 || (s && table_insert(a, s, p) != 0)) {
+        carve_blockmap_destroy(&p->map);
+        free(p);
+        carve_mutex_unlock(&a->pools_lock);
+        return NULL;
+    }
+    if (!s)
+        CARVE_STORE_REL(&a->null_pool, p);
+    if (a->pools && !a->multi)
+        go_multi(a);
+    p->next_all = a->pools;
+    CARVE_STORE_REL(&a->pools, p);
+    CARVE_STORE(&a->npools, a->npools + 1);
+    carve_mutex_unlock(&a->pools_lock);
+    return p;
+}
+
+carve_pool *carve_pool_lookup_slow(carve_arena *a, carve_stream s) {
+    carve_pool *p = lookup(a, s);
+    if (!p)
+        p = pool_create(a, s);
+    if (p) {
+        carve_tls_pool.arena_id = a->id;
+        carve_tls_pool.stream = s;
+        carve_tls_pool.pool = p;
+    }
+    return p;
+}
+
+static void uses_free(carve_arena *a, carve_uses *u) {
+    if (!u)
+        return;
+    for (unsigned i = 0; i < u->n; i++)
+        if (u->events && u->events[i])
+            a->be.ops->event_release(&a->be, u->events[i]);
+    free(u->streams);
+    free(u->events);
+    free(u);
+}
+
+void carve_pools_destroy(carve_arena *a) {
+    carve_pool *p = a->pools;
+    while (p) {
+        carve_pool *n = p->next_all;
+        for (carve_block *span = p->spans; span; span = span->fnext)
+            for (carve_block *b = span->u.r.first; b; b = b->next)
+                if (b->state == CARVE_B_USED || b->state == CARVE_B_PENDING)
+                    uses_free(a, b->flags & CARVE_BF_USES ? b->u.b.uses : NULL);
+        carve_blockmap_destroy(&p->map);
+        carve_slab_destroy(&p->slab);
+        free(p);
+        p = n;
+    }
+    a->pools = NULL;
+    free(a->table);
+    while (a->retired) {
+        carve_pool_table *t = a->retired;
+        a->retired = t->retired_next;
+        free(t);
+    }
+    a->table = NULL;
+}
+
+static void pending_unlink(carve_pool *p, carve_block *b) {
+    if (b->fprev)
+        b->fprev->fnext = b->fnext;
+    else
+        p->pending_head = b->fnext;
+    if (b->fnext)
+        b->fnext->fprev = b->fprev;
+    else
+        p->pending_tail = b->fprev;
+    b->fprev = b->fnext = NULL;
+    p->npending--;
+}
+
+void carve_pool_poll_pending(carve_pool *p, int wait, int record) {
+    carve_be *be = &p->arena->be;
+    carve_block *b = p->pending_head;
+    while (b) {
+        carve_block *next = b->fnext;
+        carve_uses *u = b->u.b.uses; /* pending blocks always have uses */
+        int done = 1;
+        for (unsigned i = 0; i < u->n && done; i++) {
+            if (!u->events[i])
+                continue;
+            if (wait)
+                be->ops->event_sync(be, u->events[i]);
+            else if (be->ops->event_query(be, u->events[i]) == 0)
+                done = 0;
+            if (done) {
+                be->ops->event_release(be, u->events[i]);
+                u->events[i] = NULL;
+            }
+        }
+        if (!done)
+            return; /* frees complete in order: later ones are not done either */
+        pending_unlink(p, b);
+        uses_free(p->arena, u);
+        carve_pool_release_block(p, b, record);
+        b = next;
+    }
+}
+
+void carve_pool_flush_hot(carve_pool *p, int record) {
+    if (p->hot) {
+        carve_pool_release_block(p, p->hot, record);
+        p->hot = NULL;
+    }
+}
+
+/* Record the empty-span event of the span waiting in the unrecorded slot. */
+static void record_unrecorded(carve_pool *p) {
+    carve_block *span = p->unrecorded;
+    carve_be *be = &p->arena->be;
+    p->unrecorded = NULL;
+    if (span && span->u.r.nlive == 0 && !span->u.r.event &&
+        be->ops->event_record(be, p->stream, &span->u.r.event) != CARVE_OK)
+        span->u.r.event = NULL;
+}
+
+void carve_pool_span_emptied(carve_pool *p, carve_block *span, int record) {
+    carve_be *be = &p->arena->be;
+    if (span->u.r.event) { /* an older one: it no longer covers the latest work */
+        be->ops->event_release(be, span->u.r.event);
+        span->u.r.event = NULL;
+    }
+    if (!record)
+        return;
+    if (p->unrecorded != span)
+        record_unrecorded(p);
+    p->unrecorded = span;
+}
+
+void carve_pool_span_refilled(carve_pool *p, carve_block *span) {
+    carve_be *be = &p->arena->be;
+    if (p->unrecorded == span)
+        p->unrecorded = NULL;
+    if (span->u.r.event) {
+        be->ops->event_release(be, span->u.r.event);
+        span->u.r.event = NULL;
+    }
+}
+
+size_t carve_pool_return_empty(carve_pool *p, int mode) {
+    carve_arena *a = p->arena;
+    size_t n = 0;
+    /* The hot block may be all that keeps a span; only OWN may record now. */
+    if (mode != CARVE_RETURN_OTHER)
+        carve_pool_flush_hot(p, mode == CARVE_RETURN_OWN);
+    if (mode == CARVE_RETURN_OWN)
+        record_unrecorded(p);
+    carve_block *span = p->spans;
+    while (span) {
+        carve_block *next = span->fnext;
+        void *ev = span->u.r.event;
+        int ok = span->u.r.nlive == 0;
+        if (ok && mode == CARVE_RETURN_SYNCED && ev) { /* the sync completed it */
+            a->be.ops->event_release(&a->be, ev);
+            ev = NULL;
+        } else if (ok && !ev && mode == CARVE_RETURN_OWN) {
+            ok = a->be.ops->event_record(&a->be, p->stream, &ev) == CARVE_OK;
+        } else if (ok && !ev && mode == CARVE_RETURN_OTHER) {
+            ok = 0; /* no proof that its stream's work is done */
+        }
+        if (ok && a->vmm && carve_vmm_unmap_span(a, span) != 0) {
+            if (ev && ev != span->u.r.event)
+                a->be.ops->event_release(&a->be, ev);
+            ok = 0;
+        }
+        if (ok) {
+            span->u.r.event = NULL; /* the heap owns ev from here */
+            if (p->unrecorded == span)
+                p->unrecorded = NULL;
+            carve_block *b = span->u.r.first;
+            carve_index_remove(&p->index[span->cls], b);
+            carve_slab_put(&p->slab, b);
+            if (span->fprev)
+                span->fprev->fnext = span->fnext;
+            else
+                p->spans = span->fnext;
+            if (span->fnext)
+                span->fnext->fprev = span->fprev;
+            span->fprev = span->fnext = NULL;
+            p->nspans--;
+            carve_heap_give(a, span, ev);
+            n++;
+        }
+        span = next;
+    }
+    return n;
+}
+
+void carve_pool_install_span(carve_pool *p, carve_block *span, carve_block *blk) {
+    blk->addr = span->addr;
+    blk->size = span->size;
+    blk->state = CARVE_B_FREE;
+    blk->cls = span->cls;
+    blk->span = span;
+    blk->slack = 0;
+    blk->flags = 0;
+    blk->prev = blk->next = NULL;
+    span->u.r.first = span->u.r.last = blk;
+    span->fprev = NULL;
+    span->fnext = p->spans;
+    if (p->spans)
+        p->spans->fprev = span;
+    p->spans = span;
+    p->nspans++;
+    carve_index_insert(&p->index[span->cls], blk);
+}
+
+void carve_pool_extend_span(carve_pool *p, carve_block *span, size_t added, carve_block *blk) {
+    carve_index *ix = &p->index[span->cls];
+    carve_block *last = span->u.r.last;
+    if (last->state == CARVE_B_FREE) {
+        carve_index_resize(ix, last, last->size + added);
+        carve_slab_put(&p->slab, blk);
+        return;
+    }
+    blk->addr = last->addr + last->size;
+    blk->size = added;
+    blk->state = CARVE_B_FREE;
+    blk->cls = span->cls;
+    blk->span = span;
+    blk->slack = 0;
+    blk->flags = 0;
+    blk->prev = last;
+    blk->next = NULL;
+    last->next = blk;
+    span->u.r.last = blk;
+    carve_index_insert(ix, blk);
+}
+
+void carve_pool_flush(carve_arena *a, carve_pool *p) {
+    size_t ga = CARVE_ADD(&a->g_alloc, (size_t)p->unflushed_alloc);
+    size_t gr = CARVE_ADD(&a->g_req, (size_t)p->unflushed_req);
+    carve_atomic_max(&a->g_alloc_peak, ga);
+    carve_atomic_max(&a->g_req_peak, gr);
+    p->unflushed_alloc = p->unflushed_req = 0;
+}
+

@@ -1,0 +1,136 @@
+/*
+ * pool.h — one pool per stream (pool.c): finding a stream's pool, the block
+ * bookkeeping inside its spans, and — inline, because they are on every
+ * alloc and free and the fast paths need no cross-file inlining — finding
+ * the pool, giving a block back to its index merged with its free
+ * neighbours, and the per-pool counters. Every inline function here calls
+ * only pool.c or files below it.
+ */
+#ifndef CARVE_ENGINE_POOL_H
+#define CARVE_ENGINE_POOL_H
+
+#include "engine/types.h"
+#include "engine/vmm.h"
+
+typedef struct carve_pool_cache {
+    uint64_t arena_id;
+    carve_stream stream;
+    carve_pool *pool;
+} carve_pool_cache;
+extern __thread carve_pool_cache carve_tls_pool __attribute__((tls_model("initial-exec"))) CARVE_INTERNAL;
+carve_pool *carve_pool_lookup_slow(carve_arena *a, carve_stream stream) CARVE_INTERNAL;
+
+/* The pool of stream, created on first use; NULL when host memory ran out.
+ * Lock-free when the pool exists; a thread-local compare when the thread
+ * used the same arena and stream last time. */
+static inline carve_pool *carve_pool_get(carve_arena *a, carve_stream stream) {
+    if (CARVE_LIKELY(carve_tls_pool.arena_id == a->id && carve_tls_pool.stream == stream))
+        return carve_tls_pool.pool;
+    return carve_pool_lookup_slow(a, stream);
+}
+void carve_pools_destroy(carve_arena *a) CARVE_INTERNAL;
+/* Pool lock held. Move freed blocks whose events completed (all of them,
+ * waiting, if wait) from the pending list to the index; record: see
+ * carve_pool_span_emptied. */
+void carve_pool_poll_pending(carve_pool *p, int wait, int record) CARVE_INTERNAL;
+/* Pool lock and heap lock held. Give empty spans back to the heap. An empty
+ * span carries the event recorded on its stream when it emptied; without
+ * one, it goes back only when the caller acts on that stream (OWN: an event
+ * is recorded now) or the device was synchronized (SYNCED: it is clean).
+ * Events are never recorded on another stream later: it may be gone. */
+enum { CARVE_RETURN_OWN, CARVE_RETURN_OTHER, CARVE_RETURN_SYNCED };
+size_t carve_pool_return_empty(carve_pool *p, int mode) CARVE_INTERNAL;
+/* Pool lock held. The span grew by added bytes at its end: merge them into
+ * its last block if free, else append blk (a spare record, consumed or
+ * returned to the slab). */
+void carve_pool_extend_span(carve_pool *p, carve_block *span, size_t added, carve_block *blk) CARVE_INTERNAL;
+/* Pool lock held. Release the hot block, if any, into the index. */
+void carve_pool_flush_hot(carve_pool *p, int record) CARVE_INTERNAL;
+/* Pool lock held. Install a span from the heap: one free block covering it. */
+void carve_pool_install_span(carve_pool *p, carve_block *span, carve_block *blk) CARVE_INTERNAL;
+
+static inline carve_pool *carve_pools_first(const carve_arena *a) { return CARVE_LOAD_ACQ(&a->pools); }
+
+/* Merge a pool's unflushed counter deltas into the arena-wide counters. */
+void carve_pool_flush(carve_arena *a, carve_pool *p) CARVE_INTERNAL;
+
+/* Pool lock held: span just lost its last live block. With record (the
+ * caller acts on the pool's stream, so it is alive), an event will be
+ * recorded on that stream — deferred until another span empties or the
+ * span leaves the pool, as the next allocation often takes it back — and
+ * other streams may take the span once the event completes. Without, the
+ * span moves to another stream only after a device sync. */
+void carve_pool_span_emptied(carve_pool *p, carve_block *span, int record) CARVE_INTERNAL;
+/* Pool lock held: span gets a live block again; its empty-event goes. */
+void carve_pool_span_refilled(carve_pool *p, carve_block *span) CARVE_INTERNAL;
+
+/* Pool lock held. Mark b free, merge it with free neighbours, index it.
+ * record: see carve_pool_span_emptied. */
+static inline void carve_pool_release_block(carve_pool *p, carve_block *b, int record) {
+    carve_block *span = b->span;
+    carve_index *ix = &p->index[span->cls];
+    carve_block *prev = b->prev, *next = b->next;
+    int pf = prev && prev->state == CARVE_B_FREE, nf = next && next->state == CARVE_B_FREE;
+    if (--span->u.r.nlive == 0)
+        carve_pool_span_emptied(p, span, record);
+    if (CARVE_UNLIKELY(p->arena->vmm))
+        carve_vmm_ref(span, b->addr, b->size, -1);
+    b->state = CARVE_B_FREE;
+    b->slack = 0;
+    b->flags = 0;
+    if (pf) { /* prev absorbs b (and next) */
+        size_t size = prev->size + b->size;
+        carve_block *after = b->next;
+        if (nf) {
+            carve_index_remove(ix, next);
+            size += next->size;
+            after = next->next;
+            carve_slab_put(&p->slab, next);
+        }
+        prev->next = after;
+        if (after)
+            after->prev = prev;
+        else
+            span->u.r.last = prev;
+        carve_slab_put(&p->slab, b);
+        carve_index_resize(ix, prev, size);
+    } else if (nf) { /* b absorbs next and takes its place in the index */
+        b->next = next->next;
+        if (next->next)
+            next->next->prev = b;
+        else
+            span->u.r.last = b;
+        b->size += next->size;
+        if (carve_index_in_class(next, b->size)) {
+            carve_index_swap(ix, next, b);
+        } else {
+            carve_index_remove(ix, next);
+            carve_index_insert(ix, b);
+        }
+        carve_slab_put(&p->slab, next);
+    } else {
+        carve_index_insert(ix, b);
+    }
+}
+
+/* Pool lock held. Add (positive) or remove (negative) bytes from the
+ * counters, merging into the arena-wide ones in batches once several streams
+ * exist. */
+static inline void carve_pool_account(carve_pool *p, ptrdiff_t dalloc, ptrdiff_t dreq) {
+    size_t al = p->allocated + (size_t)dalloc, rq = p->requested + (size_t)dreq;
+    CARVE_STORE(&p->allocated, al);
+    CARVE_STORE(&p->requested, rq);
+    if (al > p->allocated_peak)
+        CARVE_STORE(&p->allocated_peak, al);
+    if (rq > p->requested_peak)
+        CARVE_STORE(&p->requested_peak, rq);
+    carve_arena *a = p->arena;
+    if (CARVE_LOAD(&a->multi)) {
+        p->unflushed_alloc += dalloc;
+        p->unflushed_req += dreq;
+        if (p->unflushed_alloc >= CARVE_STATS_BATCH || p->unflushed_alloc <= -CARVE_STATS_BATCH)
+            carve_pool_flush(a, p);
+    }
+}
+
+#endif

@@ -1,0 +1,65 @@
+/*
+ * reclaim.c — moving cached memory back: every pool's empty spans to the
+ * heap, then (when asked) fully free segments to the backend.
+ *
+ * The one idea: a span can change streams only when its stream's work is
+ * known to be done. Without waiting, that is only spans whose own stream
+ * recorded an event when they emptied; waiting, every pool is locked first
+ * so nothing is freed meanwhile, and one device synchronization proves the
+ * work of every stream done, destroyed streams included, without recording
+ * anything on them.
+ */
+#include "engine/reclaim.h"
+
+#include "engine/heap.h"
+#include "engine/pool.h"
+#include "engine/vmm.h"
+
+carve_status carve_reclaim(carve_arena *a, unsigned flags) {
+    int release = (flags & CARVE_RECLAIM_RELEASE) != 0, wait = (flags & CARVE_RECLAIM_WAIT) != 0;
+    /* Waiting: take every pool's lock first, so that nothing is freed from
+     * here on, then synchronize the device once. Everything cached was freed
+     * before the sync, so its work is done and every stream's empty spans
+     * can move, with no event recorded on streams that may no longer exist.
+     * Not waiting: pools one at a time, and only spans whose own stream
+     * recorded an event when they emptied. */
+    carve_pool *first = NULL;
+    int synced = 0;
+    if (wait) {
+        carve_mutex_lock(&a->pools_lock);
+        first = carve_pools_first(a);
+        for (carve_pool *p = first; p; p = p->next_all)
+            carve_spin_lock(&p->lock);
+        synced = a->be.ops->device_sync(&a->be) == CARVE_OK;
+    } else {
+        first = carve_pools_first(a);
+    }
+    for (carve_pool *p = first; p; p = p->next_all) {
+        if (!wait)
+            carve_spin_lock(&p->lock);
+        if (p->pending_head)
+            carve_pool_poll_pending(p, wait, 0);
+        carve_mutex_lock(&a->heap.lock);
+        carve_pool_return_empty(p, synced ? CARVE_RETURN_SYNCED : CARVE_RETURN_OTHER);
+        if (a->vmm)
+            carve_vmm_trim_pool(a, p, SIZE_MAX, 0, 0);
+        carve_mutex_unlock(&a->heap.lock);
+        if (!wait)
+            carve_spin_unlock(&p->lock);
+    }
+    carve_mutex_lock(&a->heap.lock);
+    if (wait)
+        carve_heap_sync(a);
+    if (a->vmm && release) /* what is mapped now is what live buffers need */
+        a->heap.target = a->heap.reserved > a->initial ? a->heap.reserved : a->initial;
+    /* In virtual-memory mode the address space stays reserved (it holds no
+     * memory) unless the arena is being emptied. */
+    carve_status st = release ? carve_heap_release_free(a) : CARVE_OK;
+    carve_mutex_unlock(&a->heap.lock);
+    if (wait) {
+        for (carve_pool *p = first; p; p = p->next_all)
+            carve_spin_unlock(&p->lock);
+        carve_mutex_unlock(&a->pools_lock);
+    }
+    return st;
+}

@@ -1,0 +1,20 @@
+/*
+ * reclaim.h — giving cached memory back (reclaim.c): every pool returns its
+ * empty spans to the heap, and optionally the heap returns fully free
+ * segments to the backend. carve_empty_cache and the out-of-memory retry of
+ * carve_alloc are its two callers.
+ */
+#ifndef CARVE_ENGINE_RECLAIM_H
+#define CARVE_ENGINE_RECLAIM_H
+
+#include "engine/types.h"
+
+/* Every pool gives its empty spans back to the heap (unmapping free
+ * granules in virtual-memory mode). With CARVE_RECLAIM_WAIT, all pools are
+ * locked and the device synchronized first, so every stream's cached memory
+ * can move; with CARVE_RECLAIM_RELEASE, fully free segments then go back to
+ * the backend. No lock held on entry. */
+enum { CARVE_RECLAIM_WAIT = 1, CARVE_RECLAIM_RELEASE = 2 };
+carve_status carve_reclaim(carve_arena *a, unsigned flags) CARVE_INTERNAL;
+
+#endif

@@ -1,0 +1,49 @@
+/*
+ * slab.c — fixed chunks of block records with a free list. Chunks are kept
+ * until the arena is destroyed: records are type-stable, so a pointer read
+ * racily (carve_free of a stale pointer) never points into freed memory.
+ */
+#include "engine/slab.h"
+
+#include <string.h>
+
+#define SLAB_CHUNK_BLOCKS 255
+
+struct carve_slab_chunk {
+    carve_slab_chunk *next;
+    carve_block blocks[SLAB_CHUNK_BLOCKS];
+};
+
+int carve_slab_grow(carve_slab *s) {
+    void *mem = NULL; /* records are cache-line aligned */
+    if (posix_memalign(&mem, 64, sizeof(carve_slab_chunk)) != 0)
+        return -1;
+    carve_slab_chunk *c = mem;
+    c->next = s->chunks;
+    s->chunks = c;
+    s->nchunks++;
+    for (size_t i = SLAB_CHUNK_BLOCKS; i-- > 0;) {
+        c->blocks[i].state = CARVE_B_DEAD;
+        c->blocks[i].fnext = s->free;
+        s->free = &c->blocks[i];
+    }
+    s->nfree += SLAB_CHUNK_BLOCKS;
+    return 0;
+}
+
+carve_block *carve_slab_get_clear(carve_slab *s) {
+    carve_block *b = carve_slab_get(s);
+    if (b)
+        memset(b, 0, sizeof(*b));
+    return b;
+}
+
+void carve_slab_destroy(carve_slab *s) {
+    carve_slab_chunk *c = s->chunks;
+    while (c) {
+        carve_slab_chunk *n = c->next;
+        free(c);
+        c = n;
+    }
+    memset(s, 0, sizeof(*s));
+}

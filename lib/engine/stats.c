@@ -1,0 +1,101 @@
+/*
+ * stats.c — memory_allocated / memory_reserved and carve_get_stats.
+ *
+ * Current values are exact: each pool's counters are summed (relaxed reads
+ * of values written under the pool lock). Peaks are exact per pool; the
+ * arena-wide peak is the larger of the biggest pool peak and the peak of
+ * the batched arena-wide counters (exact with one stream; with several, low
+ * by at most CARVE_STATS_BATCH per stream), which keeps the hot path free of
+ * shared writes.
+ */
+#include "engine/stats.h"
+
+#include <string.h>
+
+#include "engine/error.h"
+#include "engine/heap.h"
+#include "engine/pool.h"
+
+size_t carve_memory_allocated(const carve_arena *a) {
+    size_t sum = 0;
+    if (a)
+        for (carve_pool *p = carve_pools_first(a); p; p = p->next_all)
+            sum += CARVE_LOAD(&p->allocated);
+    return sum;
+}
+
+size_t carve_memory_reserved(const carve_arena *a) { return a ? CARVE_LOAD(&a->heap.reserved) : 0; }
+
+void carve_stats_collect(const carve_arena *a, carve_stats *s, int with_largest) {
+    carve_arena *m = (carve_arena *)a; /* locks are taken; nothing observable changes */
+    memset(s, 0, sizeof(*s));
+    size_t apeak = 0, rpeak = 0, largest = 0;
+    for (carve_pool *p = carve_pools_first(a); p; p = p->next_all) {
+        s->allocated_bytes += CARVE_LOAD(&p->allocated);
+        s->requested_bytes += CARVE_LOAD(&p->requested);
+        size_t ap = CARVE_LOAD(&p->allocated_peak), rp = CARVE_LOAD(&p->requested_peak);
+        apeak = ap > apeak ? ap : apeak;
+        rpeak = rp > rpeak ? rp : rpeak;
+        s->num_allocs += CARVE_LOAD(&p->nallocs);
+        s->num_frees += CARVE_LOAD(&p->nfrees);
+        s->num_live += CARVE_LOAD(&p->nallocs) - CARVE_LOAD(&p->nfrees);
+        s->num_streams++;
+        if (with_largest) {
+            carve_spin_lock(&p->lock);
+            for (int c = 0; c < 2; c++) {
+                size_t l = carve_index_largest(&p->index[c]);
+                largest = l > largest ? l : largest;
+            }
+            carve_spin_unlock(&p->lock);
+        }
+    }
+    size_t ga = CARVE_LOAD(&a->g_alloc_peak), gr = CARVE_LOAD(&a->g_req_peak);
+    s->allocated_bytes_peak = ga > apeak ? ga : apeak;
+    s->requested_bytes_peak = gr > rpeak ? gr : rpeak;
+    /* Peaks never read below the current values. */
+    if (s->allocated_bytes_peak < s->allocated_bytes)
+        s->allocated_bytes_peak = s->allocated_bytes;
+    if (s->requested_bytes_peak < s->requested_bytes)
+        s->requested_bytes_peak = s->requested_bytes;
+
+    carve_mutex_lock(&m->heap.lock);
+    s->reserved_bytes = a->heap.reserved;
+    s->reserved_bytes_peak = a->heap.reserved_peak;
+    s->num_segments = a->heap.nsegs;
+    s->num_backend_allocs = a->heap.nreserve;
+    s->num_backend_frees = a->heap.nrelease;
+    if (with_largest) {
+        size_t l = carve_heap_largest_free(a);
+        largest = l > largest ? l : largest;
+    }
+    carve_mutex_unlock(&m->heap.lock);
+    s->largest_free_block = largest;
+    s->limit_bytes = a->limit;
+    s->cached_bytes = s->reserved_bytes > s->allocated_bytes ? s->reserved_bytes - s->allocated_bytes : 0;
+    s->num_ooms = CARVE_LOAD(&a->nooms);
+}
+
+carve_status carve_get_stats(const carve_arena *a, carve_stats *out) {
+    if (out)
+        memset(out, 0, sizeof(*out));
+    if (!a || !out)
+        return carve_fail(a, CARVE_ERR_INVALID, "carve_get_stats: NULL argument");
+    carve_stats_collect(a, out, 1);
+    return CARVE_OK;
+}
+
+void carve_reset_peak_stats(carve_arena *a) {
+    if (!a)
+        return;
+    for (carve_pool *p = carve_pools_first(a); p; p = p->next_all) {
+        carve_spin_lock(&p->lock);
+        CARVE_STORE(&p->allocated_peak, p->allocated);
+        CARVE_STORE(&p->requested_peak, p->requested);
+        carve_spin_unlock(&p->lock);
+    }
+    CARVE_STORE(&a->g_alloc_peak, CARVE_LOAD(&a->g_alloc));
+    CARVE_STORE(&a->g_req_peak, CARVE_LOAD(&a->g_req));
+    carve_mutex_lock(&a->heap.lock);
+    CARVE_STORE(&a->heap.reserved_peak, a->heap.reserved);
+    carve_mutex_unlock(&a->heap.lock);
+}

@@ -1,0 +1,136 @@
+/*
+ * types.h — the engine's structures, which every engine file shares; the
+ * functions over them are declared by the header of the file that defines
+ * them (heap.h, pool.h, vmm.h, ...).
+ *
+ * An arena has two levels (diagram in docs/design.md):
+ *
+ *   heap   (one per arena, a mutex, slow paths only)
+ *          segments reserved from the backend, tiled by ranges at 2 MiB
+ *          granularity; free ranges in a TLSF index; ranges handed to pools
+ *          are "spans".
+ *   pools  (one per stream, a spinlock, every alloc and free)
+ *          spans tiled by blocks at 256-byte granularity; free blocks in two
+ *          TLSF indexes (small requests <= 1 MiB live in 2 MiB spans of their
+ *          own, so they never fragment the spans of large ones); live blocks
+ *          in an address hash.
+ *
+ * A thread allocating on stream S touches only S's pool, so threads on
+ * different streams never contend; the heap is visited only when a pool
+ * needs a new span or gives empty ones back. Stream order comes for free
+ * inside a pool (everything in it belongs to S); memory crosses to another
+ * stream only through the heap, guarded by an event recorded on S when the
+ * span was given back.
+ *
+ * Lock order: pools_lock (pool creation), then pool locks, then the heap
+ * lock. Never two pool locks at once, except carve_check, the snapshot and
+ * the waiting reclaim, which hold pools_lock and take all pools in list
+ * order first.
+ * Backend calls that can be slow (reserve, release) run with the heap lock
+ * dropped.
+ */
+#ifndef CARVE_ENGINE_TYPES_H
+#define CARVE_ENGINE_TYPES_H
+
+#include "backend/backend.h"
+#include "base/lock.h"
+#include "engine/blockmap.h"
+#include "engine/index.h"
+#include "engine/pagemap.h"
+#include "engine/slab.h"
+
+#define CARVE_SMALL_MAX ((size_t)1 << 20)          /* requests up to 1 MiB are small */
+#define CARVE_SMALL_SPAN CARVE_SEGMENT_GRANULE      /* small spans: 2 MiB */
+#define CARVE_MID_MAX ((size_t)10 << 20)           /* large requests under 10 MiB ... */
+#define CARVE_MID_SPAN ((size_t)20 << 20)          /* ... share 20 MiB spans */
+#define CARVE_MAX_ALLOC ((size_t)1 << 52)          /* 4 PiB: beyond any device */
+#define CARVE_AUTO_GROW_MAX ((size_t)64 << 20)     /* automatic growth step cap */
+#define CARVE_VMM_DEFAULT_VA ((size_t)1 << 42)    /* address space when unlimited: 4 TiB */
+#define CARVE_STREAM_PER_THREAD ((carve_stream)(uintptr_t)0x2) /* cudaStreamPerThread */
+#define CARVE_STATS_BATCH ((ptrdiff_t)16 << 20)    /* per-pool counter batching */
+
+typedef struct carve_segment {
+    uintptr_t base;           /* usable range, granule-aligned */
+    size_t size;
+    uintptr_t raw_base;       /* as the backend returned it */
+    size_t raw_size;
+    struct carve_segment *prev, *next;
+    carve_block *first;       /* first heap range */
+    uint64_t serial;
+    /* Virtual-memory mode: per 2 MiB granule, the used or pending blocks
+     * touching it and whether physical memory is mapped there. */
+    size_t ngran;
+    uint32_t *gref;
+    uint8_t *gmapped;
+} carve_segment;
+
+typedef struct carve_heap {
+    carve_mutex lock;
+    carve_index index;        /* free ranges */
+    carve_slab slab;          /* heap range records (spans included) */
+    carve_segment *segs;
+    size_t nsegs;
+    size_t reserved;          /* bytes held from the backend (mapped bytes in
+                                 virtual-memory mode); written under lock, read relaxed */
+    size_t reserved_peak;
+    size_t target;            /* virtual-memory mode: mapped bytes allowed before
+                                 free granules must be unmapped first */
+    size_t inflight;          /* bytes being reserved or released with the lock dropped */
+    uint64_t nreserve, nrelease, serial;
+} carve_heap;
+
+typedef struct carve_pool {
+    carve_spin lock;
+    carve_stream stream;
+    struct carve_arena *arena;
+    struct carve_pool *next_all;  /* arena's list of pools, append-only */
+    carve_index index[2];         /* CARVE_CLASS_SMALL, CARVE_CLASS_LARGE */
+    carve_blockmap map;           /* live blocks by address */
+    carve_slab slab;              /* block records */
+    carve_block *spans;           /* this pool's spans, linked by fprev/fnext */
+    size_t nspans;
+    carve_block *pending_head, *pending_tail; /* freed, waiting on other streams */
+    size_t npending;
+    /* Counters: written under the lock, read relaxed by stats. */
+    size_t allocated, requested, allocated_peak, requested_peak;
+    ptrdiff_t unflushed_alloc, unflushed_req;
+    uint64_t nallocs, nfrees;
+    /* The last block freed, not merged yet: an allocation of exactly its
+     * size takes it back without touching the index (the loop pattern of
+     * inference), and the next free releases it properly. */
+    carve_block *hot;
+    /* The span that emptied last and has no event yet: the event is
+     * recorded only when another span empties, or the span leaves the pool,
+     * since the next allocation usually takes the span right back. */
+    carve_block *unrecorded;
+} carve_pool;
+
+typedef struct carve_pool_table carve_pool_table;
+
+struct carve_arena {
+    uint64_t id;                 /* unique per arena ever created (never 0) */
+    carve_config cfg;            /* as given, name pointing at name[] */
+    char name[64];
+    size_t limit;                /* resolved; SIZE_MAX when unlimited */
+    size_t initial;              /* resolved, granule-aligned */
+    size_t min_grow;
+    int growth;
+    int vmm;                     /* virtual-memory mode */
+    size_t va_size;              /* virtual-memory mode: address space to reserve */
+    carve_be be;
+    carve_heap heap;
+    /* Pools by stream: lock-free lookup, creation under pools_lock. */
+    carve_mutex pools_lock;
+    carve_pool_table *table;     /* atomic */
+    carve_pool_table *retired;   /* outgrown tables, freed with the arena */
+    carve_pool *null_pool;       /* the default stream's pool (atomic) */
+    carve_pool *pools;           /* list head (atomic) */
+    size_t npools;               /* atomic */
+    int multi;                   /* atomic: more than one pool exists */
+    /* Arena-wide counters merged from pools in batches (only once multi). */
+    size_t g_alloc, g_req, g_alloc_peak, g_req_peak;
+    uint64_t nooms;
+    carve_pagemap pmap;
+};
+
+#endif

@@ -1,0 +1,290 @@
+/*
+ * replay.c — a loaded trace run through carve_alloc / carve_free.
+ *
+ * The timed loop does nothing but the two calls and the store of the
+ * returned pointer into the slot array, so events / time measures the
+ * allocator and not the tool. It runs in chunks of ~1M events so progress
+ * can be reported between chunks, outside the timed intervals. A buffer whose
+ * allocation ran out of memory keeps a NULL slot, so its free is skipped.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "carve_trace.h"
+#include "engine/error.h"
+
+#define CHUNK ((size_t)1 << 20)
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int bad_args(const carve_trace *t, const carve_config *cfg, const carve_replay_streams *rs) {
+    return !t || !cfg || !rs || !rs->s || rs->n < t->nstreams || (t->n && !t->ev);
+}
+
+/* ---- the timed replay -------------------------------------------------- */
+
+carve_status carve_replay_run(const carve_trace *t, const carve_config *cfg, const carve_replay_streams *rs,
+                             void **slots, unsigned flags, carve_progress_fn progress, void *arg,
+                             carve_replay_result *res) {
+    if (!res)
+        return carve_fail(NULL, CARVE_ERR_INVALID, "carve_replay_run: res is NULL");
+    memset(res, 0, sizeof(*res));
+    if (bad_args(t, cfg, rs) || (t->nslots && !slots))
+        return carve_fail(NULL, CARVE_ERR_INVALID,
+                          "carve_replay_run: NULL argument, or fewer streams than the trace uses");
+    carve_arena *a;
+    carve_status st = carve_arena_create(cfg, &a);
+    if (st != CARVE_OK)
+        return st;
+    const carve_trace_event *ev = t->ev;
+    carve_stream const *streams = rs->s;
+    uint64_t nooms = 0, nerrors = 0;
+    size_t i = 0;
+    double seconds = 0;
+    int stop = flags & CARVE_REPLAY_STOP_AT_OOM;
+    while (i < t->n) {
+        size_t end = t->n - i > CHUNK ? i + CHUNK : t->n;
+        double t0 = now_s();
+        for (; i < end; i++) {
+            const carve_trace_event *e = &ev[i];
+            if (e->op == 'a') {
+                carve_status s = carve_alloc(a, (size_t)e->size, streams[e->stream], &slots[e->slot]);
+                if (s != CARVE_OK) {
+                    if (s == CARVE_ERR_OOM) {
+                        nooms++;
+                        if (stop)
+                            break;
+                    } else {
+                        nerrors++;
+                    }
+                }
+            } else if (slots[e->slot]) {
+                nerrors += carve_free(a, slots[e->slot]) != CARVE_OK;
+            }
+        }
+        seconds += now_s() - t0;
+        if (stop && nooms)
+            break;
+        if (progress && i < t->n) {
+            char msg[96];
+            snprintf(msg, sizeof(msg), "replayed %zu of %zu events (%.0f%%)", i, t->n,
+                     100.0 * (double)i / (double)t->n);
+            progress(arg, msg);
+        }
+    }
+    res->done = i;
+    res->seconds = seconds;
+    res->nooms = nooms;
+    res->nerrors = nerrors;
+    if (nerrors)
+        snprintf(res->error, sizeof(res->error), "%s", carve_last_error(a));
+    carve_get_stats(a, &res->stats);
+    carve_config eff;
+    if (carve_arena_get_config(a, &eff) == CARVE_OK)
+        res->initial_bytes = eff.initial_bytes;
+    carve_arena_destroy(a);
+    return CARVE_OK;
+}
+
+/* ---- the recording replay ---------------------------------------------- */
+
+void carve_replay_rec_free(carve_replay_rec *rec) {
+    if (!rec)
+        return;
+    free(rec->addr);
+    free(rec->requested);
+    free(rec->allocated);
+    free(rec->reserved);
+    memset(rec, 0, sizeof(*rec));
+}
+
+carve_status carve_replay_record(const carve_trace *t, const carve_config *cfg, const carve_replay_streams *rs,
+                                size_t ncols, carve_replay_rec *rec, carve_replay_result *res) {
+    if (!rec || !res)
+        return carve_fail(NULL, CARVE_ERR_INVALID, "carve_replay_record: NULL argument");
+    memset(rec, 0, sizeof(*rec));
+    memset(res, 0, sizeof(*res));
+    if (bad_args(t, cfg, rs))
+        return carve_fail(NULL, CARVE_ERR_INVALID,
+                          "carve_replay_record: NULL argument, or fewer streams than the trace uses");
+    if (ncols == 0)
+        ncols = 1;
+    rec->ncols = ncols;
+    rec->addr = calloc(t->n ? t->n : 1, sizeof(*rec->addr));
+    rec->requested = calloc(ncols, sizeof(uint64_t));
+    rec->allocated = calloc(ncols, sizeof(uint64_t));
+    rec->reserved = calloc(ncols, sizeof(uint64_t));
+    void **slots = calloc(t->nslots ? t->nslots : 1, sizeof(void *));
+    uint64_t *slot_size = calloc(t->nslots ? t->nslots : 1, sizeof(uint64_t));
+    if (!rec->addr || !rec->requested || !rec->allocated || !rec->reserved || !slots || !slot_size) {
+        free(slots);
+        free(slot_size);
+        carve_replay_rec_free(rec);
+        return carve_fail(NULL, CARVE_ERR_OOM, "carve_replay_record: host memory exhausted");
+    }
+    carve_arena *a;
+    carve_status st = carve_arena_create(cfg, &a);
+    if (st != CARVE_OK) {
+        free(slots);
+        free(slot_size);
+        carve_replay_rec_free(rec);
+        return st;
+    }
+    unsigned char *touched = calloc(ncols, 1);
+    if (!touched) {
+        carve_arena_destroy(a);
+        free(slots);
+        free(slot_size);
+        carve_replay_rec_free(rec);
+        return carve_fail(NULL, CARVE_ERR_OOM, "carve_replay_record: host memory exhausted");
+    }
+    uint64_t live = 0;
+    double t0 = now_s();
+    for (size_t i = 0; i < t->n; i++) {
+        const carve_trace_event *e = &t->ev[i];
+        if (e->op == 'a') {
+            carve_status s = carve_alloc(a, (size_t)e->size, rs->s[e->stream], &slots[e->slot]);
+            if (s == CARVE_ERR_OOM)
+                res->nooms++;
+            else if (s != CARVE_OK)
+                res->nerrors++;
+            rec->addr[i] = (uintptr_t)slots[e->slot];
+            slot_size[e->slot] = slots[e->slot] ? e->size : 0;
+            live += slot_size[e->slot];
+        } else if (slots[e->slot]) {
+            res->nerrors += carve_free(a, slots[e->slot]) != CARVE_OK;
+            slots[e->slot] = NULL;
+            live -= slot_size[e->slot];
+        }
+        size_t c = (size_t)((double)i * (double)ncols / (double)t->n);
+        if (c >= ncols)
+            c = ncols - 1;
+        touched[c] = 1;
+        uint64_t al = carve_memory_allocated(a), re = carve_memory_reserved(a);
+        if (live > rec->requested[c])
+            rec->requested[c] = live;
+        if (al > rec->allocated[c])
+            rec->allocated[c] = al;
+        if (re > rec->reserved[c])
+            rec->reserved[c] = re;
+    }
+    res->seconds = now_s() - t0;
+    res->done = t->n;
+    /* With fewer events than columns, a column without an event shows the
+     * state left by the one before it. */
+    for (size_t c = 1; c < ncols; c++)
+        if (!touched[c]) {
+            rec->requested[c] = rec->requested[c - 1];
+            rec->allocated[c] = rec->allocated[c - 1];
+            rec->reserved[c] = rec->reserved[c - 1];
+        }
+    free(touched);
+    carve_get_stats(a, &res->stats);
+    carve_arena_destroy(a);
+    free(slots);
+    free(slot_size);
+    return CARVE_OK;
+}
+
+/* ---- the smallest single block ----------------------------------------- */
+
+/* One probe: 1 when t replays in a single block of cap bytes without an OOM,
+ * 0 when it runs out, -1 (with *st) when the arena cannot be made. */
+static int probe(const carve_trace *t, const carve_config *base, const carve_replay_streams *rs,
+                 void **slots, size_t cap, carve_progress_fn progress, void *arg, unsigned n,
+                 carve_status *st) {
+    carve_config cfg = *base;
+    cfg.backend = CARVE_BACKEND_VIRTUAL;
+    cfg.growth = 0;
+    cfg.initial_bytes = cap;
+    cfg.limit_bytes = cap;
+    cfg.initial_fraction = 0;
+    cfg.limit_fraction = 0;
+    carve_replay_result r;
+    *st = carve_replay_run(t, &cfg, rs, slots, CARVE_REPLAY_STOP_AT_OOM, NULL, NULL, &r);
+    if (*st == CARVE_ERR_OOM) { /* the block itself cannot be had: as good as an OOM */
+        *st = CARVE_OK;
+        r.nooms = 1;
+        r.done = 0;
+    } else if (*st != CARVE_OK) {
+        return -1;
+    }
+    if (progress) {
+        char msg[160];
+        if (r.nooms)
+            snprintf(msg, sizeof(msg), "min-capacity probe %u: %zu bytes (%.1f MiB): OOM at event %zu of %zu",
+                     n, cap, (double)cap / 1048576.0, r.done + 1, t->n);
+        else
+            snprintf(msg, sizeof(msg), "min-capacity probe %u: %zu bytes (%.1f MiB): fits", n, cap,
+                     (double)cap / 1048576.0);
+        progress(arg, msg);
+    }
+    return r.nooms == 0;
+}
+
+carve_status carve_replay_min_capacity(const carve_trace *t, const carve_config *base, void **slots,
+                                      carve_progress_fn progress, void *arg, carve_capacity_result *out) {
+    const size_t g = CARVE_SEGMENT_GRANULE;
+    const size_t max_cap = (size_t)1 << 52; /* beyond any device: give up there */
+    if (!out)
+        return carve_fail(NULL, CARVE_ERR_INVALID, "carve_replay_min_capacity: out is NULL");
+    memset(out, 0, sizeof(*out));
+    if (!t || !base || (t->nslots && !slots))
+        return carve_fail(NULL, CARVE_ERR_INVALID, "carve_replay_min_capacity: NULL argument");
+    carve_replay_streams rs;
+    carve_status st = carve_replay_streams_open(&rs, t->nstreams, CARVE_BACKEND_VIRTUAL, 0);
+    if (st != CARVE_OK)
+        return st;
+    uint64_t peak = t->peak_requested;
+    size_t lo = peak > max_cap ? max_cap + g : (size_t)((peak + g - 1) / g * g);
+    if (lo == 0)
+        lo = g;
+    out->lower_bound = lo;
+    if (lo > max_cap)
+        goto done;
+    int r = probe(t, base, &rs, slots, lo, progress, arg, ++out->probes, &st);
+    if (r < 0)
+        goto done;
+    if (r == 1) {
+        out->bytes = lo;
+        goto done;
+    }
+    /* Gallop up from the lower bound (+1/8, +1/4, +1/2, x2, ...) to a
+     * capacity that fits, then bisect between the last failure and it. */
+    size_t step = lo / 8 / g * g;
+    if (step < g)
+        step = g;
+    size_t hi;
+    for (;;) {
+        if (lo > max_cap - step)
+            goto done;
+        hi = lo + step;
+        r = probe(t, base, &rs, slots, hi, progress, arg, ++out->probes, &st);
+        if (r < 0)
+            goto done;
+        if (r == 1)
+            break;
+        lo = hi;
+        step *= 2;
+    }
+    while (hi - lo > g) {
+        size_t mid = lo + (hi - lo) / 2 / g * g;
+        r = probe(t, base, &rs, slots, mid, progress, arg, ++out->probes, &st);
+        if (r < 0)
+            goto done;
+        if (r == 1)
+            hi = mid;
+        else
+            lo = mid;
+    }
+    out->bytes = hi;
+done:
+    carve_replay_streams_close(&rs);
+    return st;
+}

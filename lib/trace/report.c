@@ -1,0 +1,154 @@
+/*
+ * report.c — what a replay measured, as aligned text for people or as one
+ * JSON object for programs (its keys are documented in docs/replay.md).
+ *
+ * The one idea: the front ends only measure; every word and key of the
+ * report is here, so carve-replay, carve-run and the Python package say the
+ * same thing the same way.
+ */
+#include <stdint.h>
+#include <stdio.h>
+
+#include "base/text.h"
+#include "carve_trace.h"
+
+double carve_replay_footprint(const carve_replay_report *r) {
+    if (!r || !r->trace || !r->result || !r->trace->peak_requested)
+        return 0;
+    return (double)r->result->stats.reserved_bytes_peak / (double)r->trace->peak_requested;
+}
+
+static void json_string(FILE *out, const char *s) {
+    fputc('"', out);
+    for (; s && *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(out, "\\%c", c);
+        else if (c < 0x20 || c == 0x7f)
+            fprintf(out, "\\u%04x", c);
+        else
+            fputc(c, out);
+    }
+    fputc('"', out);
+}
+
+static void write_json(FILE *out, const carve_replay_report *p) {
+    const carve_trace *t = p->trace;
+    const carve_replay_result *r = p->result;
+    const carve_stats *s = &r->stats;
+    const carve_config *c = p->cfg;
+    fputs("{\"trace\": ", out);
+    json_string(out, p->trace_name);
+    fprintf(out, ", \"backend\": \"%s\", \"growth\": %d, \"vmm\": %d, \"initial_bytes\": %zu, \"limit_bytes\": %zu",
+            carve_backend_str(c->backend), c->growth ? 1 : 0, c->vmm ? 1 : 0, r->initial_bytes,
+            s->limit_bytes == SIZE_MAX ? (size_t)0 : s->limit_bytes);
+    fprintf(out, ", \"events\": %zu, \"allocs\": %zu, \"frees\": %zu, \"streams\": %u, \"slots\": %zu",
+            t->n, t->nallocs, t->nfrees, t->nstreams, t->nslots);
+    fprintf(out, ", \"skipped_lines\": %zu, \"diag\": ", t->nbad);
+    json_string(out, t->diag);
+    fprintf(out, ", \"peak_requested_bytes\": %llu, \"total_alloc_bytes\": %llu",
+            (unsigned long long)t->peak_requested, (unsigned long long)t->total_alloc_bytes);
+    fprintf(out, ", \"reserved_peak_bytes\": %zu, \"allocated_peak_bytes\": %zu", s->reserved_bytes_peak,
+            s->allocated_bytes_peak);
+    if (t->peak_requested)
+        fprintf(out, ", \"footprint_ratio\": %.6f", carve_replay_footprint(p));
+    else
+        fputs(", \"footprint_ratio\": null", out);
+    fprintf(out, ", \"ns_per_op\": %.3f, \"replay_seconds\": %.6f, \"repeat\": %u, \"load_seconds\": %.6f",
+            p->ns_per_op, p->seconds, p->repeat ? p->repeat : 1, p->load_seconds);
+    fprintf(out, ", \"num_backend_allocs\": %llu, \"num_backend_frees\": %llu, \"num_ooms\": %llu"
+                 ", \"num_errors\": %llu, \"final_reserved_bytes\": %zu, \"live_buffers_at_end\": %llu",
+            (unsigned long long)s->num_backend_allocs, (unsigned long long)s->num_backend_frees,
+            (unsigned long long)r->nooms, (unsigned long long)r->nerrors, s->reserved_bytes,
+            (unsigned long long)s->num_live);
+    const carve_capacity_result *cap = p->capacity;
+    if (cap) {
+        fprintf(out, ", \"min_capacity_lower_bound_bytes\": %zu, \"min_capacity_probes\": %u", cap->lower_bound,
+                cap->probes);
+        if (cap->bytes) {
+            fprintf(out, ", \"min_capacity_bytes\": %zu", cap->bytes);
+            if (t->peak_requested)
+                fprintf(out, ", \"min_capacity_ratio\": %.6f", (double)cap->bytes / (double)t->peak_requested);
+            else
+                fputs(", \"min_capacity_ratio\": null", out);
+        } else {
+            fputs(", \"min_capacity_bytes\": null, \"min_capacity_ratio\": null", out);
+        }
+    }
+    if (p->svg_path) {
+        fputs(", \"svg\": ", out);
+        json_string(out, p->svg_path);
+    }
+    fputs("}\n", out);
+}
+
+/* Byte counts as "1.50 GiB"; "none" for an unlimited limit. */
+static const char *bytes(char *buf, size_t len, uint64_t v) {
+    return carve_fmt_bytes(buf, len, v > SIZE_MAX ? SIZE_MAX : (size_t)v);
+}
+
+static void write_text(FILE *out, const carve_replay_report *p) {
+    const carve_trace *t = p->trace;
+    const carve_replay_result *r = p->result;
+    const carve_stats *s = &r->stats;
+    const carve_config *c = p->cfg;
+    char b1[32], b2[32];
+    double fp = carve_replay_footprint(p);
+    unsigned repeat = p->repeat ? p->repeat : 1;
+    fprintf(out, "carve %s replay: %s\n", carve_version(), p->trace_name ? p->trace_name : "(trace)");
+    fprintf(out, "  arena            %s backend, growth %s%s, initial %s, limit %s\n", carve_backend_str(c->backend),
+            c->growth ? "on" : "off", c->vmm ? ", virtual-memory mode" : "", bytes(b1, sizeof(b1), r->initial_bytes),
+            s->limit_bytes == SIZE_MAX ? "none" : bytes(b2, sizeof(b2), s->limit_bytes));
+    fprintf(out, "  events           %zu (%zu allocs, %zu frees), %u stream%s, %zu slots\n", t->n, t->nallocs,
+            t->nfrees, t->nstreams, t->nstreams == 1 ? "" : "s", t->nslots);
+    if (t->nbad)
+        fprintf(out, "  skipped lines    %zu: %s\n", t->nbad, t->diag);
+    else
+        fprintf(out, "  skipped lines    0\n");
+    fprintf(out, "  peak requested   %s (%llu bytes)\n", bytes(b1, sizeof(b1), t->peak_requested),
+            (unsigned long long)t->peak_requested);
+    fprintf(out, "  reserved peak    %s (%zu bytes)\n", bytes(b1, sizeof(b1), s->reserved_bytes_peak),
+            s->reserved_bytes_peak);
+    if (t->peak_requested && r->nooms)
+        fprintf(out, "  footprint ratio  %.4f (reserved peak / peak requested, of which %llu allocations failed)\n",
+                fp, (unsigned long long)r->nooms);
+    else if (t->peak_requested)
+        fprintf(out, "  footprint ratio  %.4f (reserved peak / peak requested)\n", fp);
+    else
+        fprintf(out, "  footprint ratio  n/a (nothing requested)\n");
+    fprintf(out, "  allocated peak   %s (%zu bytes, rounded sizes of live buffers)\n",
+            bytes(b1, sizeof(b1), s->allocated_bytes_peak), s->allocated_bytes_peak);
+    fprintf(out, "  speed            %.1f ns/op (%zu events in %.4f s", p->ns_per_op, t->n, p->seconds);
+    if (repeat > 1)
+        fprintf(out, ", median of %u replays", repeat);
+    fprintf(out, "; loaded in %.3f s)\n", p->load_seconds);
+    fprintf(out, "  backend calls    %llu segment reserves, %llu releases\n",
+            (unsigned long long)s->num_backend_allocs, (unsigned long long)s->num_backend_frees);
+    fprintf(out, "  OOMs             %llu\n", (unsigned long long)r->nooms);
+    if (r->nerrors)
+        fprintf(out, "  errors           %llu (allocations or frees that failed other than by OOM)\n",
+                (unsigned long long)r->nerrors);
+    fprintf(out, "  at the end       %llu live buffers, %s reserved\n", (unsigned long long)s->num_live,
+            bytes(b1, sizeof(b1), s->reserved_bytes));
+    const carve_capacity_result *cap = p->capacity;
+    if (cap) {
+        if (cap->bytes)
+            fprintf(out, "  min capacity     %s (%zu bytes), %.4f x peak requested (%u probes)\n",
+                    bytes(b1, sizeof(b1), cap->bytes), cap->bytes,
+                    t->peak_requested ? (double)cap->bytes / (double)t->peak_requested : 0.0, cap->probes);
+        else
+            fprintf(out, "  min capacity     none up to 4 PiB (%u probes)\n", cap->probes);
+    }
+    if (p->svg_path)
+        fprintf(out, "  picture          %s (%zu bytes)\n", p->svg_path, p->svg_bytes);
+}
+
+int carve_replay_report_write(FILE *out, const carve_replay_report *r, int json) {
+    if (!out || !r || !r->trace || !r->result || !r->cfg)
+        return -1;
+    if (json)
+        write_json(out, r);
+    else
+        write_text(out, r);
+    return ferror(out) ? -1 : 0;
+}
