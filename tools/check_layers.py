@@ -44,6 +44,7 @@ ROOMS = {
     "lib/device": ["include", "lib/base", "lib/backend", "lib/engine", "lib/config"],
     "lib/trace": ["include", "lib/base", "lib/engine", "lib/config"],
     "lib/kernels": ["include", "lib/base", "lib/engine"],
+    "lib/frameworks": ["include", "lib/base", "lib/engine", "lib/config", "lib/device"],
     "lib/preload": ["include", "lib/base", "lib/backend", "lib/engine", "lib/config", "lib/device",
                     "lib/trace"],
     "tools": ["include"],
