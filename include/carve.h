@@ -101,9 +101,13 @@ CARVE_API const char *carve_backend_str(carve_backend backend);
 typedef struct carve_config {
     carve_backend backend;   /* default CARVE_BACKEND_CUDA */
     int device;              /* CUDA device ordinal; ignored by HOST and VIRTUAL; default 0 */
-    size_t initial_bytes;    /* reserved at create, rounded up to the granule; default 0 */
+    size_t initial_bytes;    /* reserved at create, rounded up to the granule but never
+                                past the rounded limit; default 0 */
     size_t limit_bytes;      /* hard cap on reserved bytes, rounded down to the granule;
-                                0 = the device's total memory for CUDA, unlimited otherwise */
+                                0 = the device's total memory for CUDA, unlimited otherwise.
+                                Initial and limit are compared as given, before rounding:
+                                equal sizes (or equal fractions) give one block of the
+                                rounded limit. */
     int growth;              /* nonzero: reserve more segments on demand; default 1 */
     double initial_fraction; /* if > 0 (at most 1), initial_bytes = this fraction of the
                                 device's total memory (CUDA only); default 0 */
@@ -124,6 +128,18 @@ typedef struct carve_config {
     unsigned sim_event_polls;/* HOST and VIRTUAL: a simulated event reports "not done"
                                 to this many queries before it completes, so that
                                 stream-ordered reuse can be tested; default 0 */
+    /* Fault injection, for testing what a program does when the driver fails.
+     * The backend calls that can fail for real -- a reserve or a map, an event
+     * record, a release or an unmap -- are numbered from 1 over the arena's
+     * life; the chosen ones fail as a driver's would, before reaching the
+     * driver, on every backend (CUDA included). Nothing already handed out is
+     * affected: a failed reserve is an allocation that could not grow, a failed
+     * event record delays reuse, a failed release keeps the segment. */
+    unsigned long fail_backend_at;    /* call number N fails (once); 0 (default) = none */
+    unsigned long fail_backend_every; /* every Nth call fails; 0 (default) = none */
+    carve_status fail_backend_status; /* what a failed reserve or map returns: CARVE_ERR_OOM
+                                         (default, as when memory runs out) or CARVE_ERR_BACKEND;
+                                         failed events and releases give CARVE_ERR_BACKEND */
     const char *name;        /* label used in messages and snapshots (copied); may be NULL */
 } carve_config;
 
@@ -136,13 +152,19 @@ CARVE_API void carve_config_init(carve_config *config);
  *   backend=cuda|host|virtual   device=N        growth=0|1
  *   initial=SIZE|FRACTION       limit=SIZE|FRACTION
  *   min_grow=SIZE               sim_event_polls=N      vmm=0|1
- * SIZE is an integer with an optional suffix B, KiB, MiB, GiB, TiB (powers of
- * 1024) or KB, MB, GB, TB (powers of 1000), case-insensitive; a FRACTION is a
- * number with a decimal point in (0, 1], e.g. limit=0.5, meaning that share of
- * the device's total memory. Keys not given keep their value in *config.
- * Returns CARVE_OK, or CARVE_ERR_INVALID (with *config unchanged) for NULL
- * arguments, an unknown key or a bad value; carve_last_error(NULL) then names
- * the offending key. Thread-safe.
+ *   fail_backend_at=N           fail_backend_every=N   fail_backend_status=oom|backend
+ * SIZE is a decimal number with an optional suffix B, K/KiB, M/MiB, G/GiB,
+ * T/TiB (powers of 1024) or KB, MB, GB, TB (powers of 1000), case-insensitive,
+ * with an optional space before it: "4GiB", "1.5 GB", "123". Without a suffix
+ * it counts bytes and must be whole. Decimal only: no sign, no hexadecimal
+ * (0x100), no exponent (1e9). A FRACTION is a decimal number with a point and
+ * no suffix in (0, 1], judged on its digits (1.0 and 0.25 are fractions;
+ * 1.0000000000000000001 is not), e.g. limit=0.5: that share of the device's
+ * total memory. Each key may be given once. Keys not given keep their value
+ * in *config. Returns CARVE_OK, or CARVE_ERR_INVALID (with *config
+ * unchanged) for NULL arguments, an unknown key, a key given twice or a bad
+ * value; carve_last_error(NULL) then names the offending key and value.
+ * Thread-safe.
  */
 CARVE_API carve_status carve_config_parse(carve_config *config, const char *text);
 
@@ -296,6 +318,9 @@ CARVE_API void carve_snapshot_free(char *json);
  * prefix applies to every device, "deviceN:" to device N only, e.g.
  *   CARVE_CONF="growth=1,limit=4GiB,initial=1GiB;device1:limit=2GiB"
  * with the keys of carve_config_parse (backend and device are not allowed).
+ * A key may appear once among the sections for all devices and once more in
+ * a device's sections, which then wins for that device; any other repeat is
+ * an error.
  */
 
 /* The configuration that device's default arena would be created with from

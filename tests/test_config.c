@@ -1,7 +1,9 @@
 /*
  * test_config.c — carve_config_init defaults, carve_config_parse (sizes with
  * suffixes, fractions, booleans, errors naming the key, nothing changed on
- * error) and CARVE_CONF sections through carve_conf_parse.
+ * error; decimal-only sizes, fractions judged on their digits, keys given
+ * twice), how limits and initial blocks round, and CARVE_CONF sections
+ * through carve_conf_parse.
  */
 #include "test_util.h"
 
@@ -52,6 +54,126 @@ static void test_parse(void) {
     CHECK_ST(NULL, carve_config_parse(&c, NULL), CARVE_ERR_INVALID);
 }
 
+/* Sizes are decimal: hexadecimal, exponents, signs, infinities are refused
+ * (strtod would take them), and a fraction is judged on its digits. */
+static void test_size_syntax(void) {
+    carve_config c;
+    carve_config_init(&c);
+    carve_config before = c;
+    const char *bad[] = {"limit=0x100", "limit=0X1p3", "limit=1e3", "limit=1E3GiB", "limit=inf", "limit=nan",
+                         "limit=+5", "limit=5.", "limit=.5", "limit=1.0000000000000000001",
+                         "limit=1.01", "limit=2.0", "limit=0.", "limit=1.5B", "limit=0.1 B",
+                         "limit=123456789012345678901", "limit=20000000TB", "initial=0x10GiB",
+                         "limit=4 GiB extra", "limit=4GiB GiB"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        CHECK_ST(NULL, carve_config_parse(&c, bad[i]), CARVE_ERR_INVALID);
+        const char *val = strchr(bad[i], '=') + 1;
+        CHECK(strstr(carve_last_error(NULL), val) != NULL); /* the message quotes the value given */
+        CHECK(memcmp(&c, &before, sizeof(c)) == 0);
+    }
+    CHECK_OK(NULL, carve_config_parse(&c, "limit=1.0"));
+    CHECK(c.limit_fraction == 1.0 && c.limit_bytes == 0);
+    CHECK_OK(NULL, carve_config_parse(&c, "limit=1.000000000000000000000000"));
+    CHECK(c.limit_fraction == 1.0);
+    CHECK_OK(NULL, carve_config_parse(&c, "limit=00.5"));
+    CHECK(c.limit_fraction == 0.5);
+    CHECK_OK(NULL, carve_config_parse(&c, "limit=0.0000000000000000001")); /* tiny, but in (0, 1] */
+    CHECK(c.limit_fraction > 0 && c.limit_fraction < 1e-18);
+    CHECK_OK(NULL, carve_config_parse(&c, "limit=1.5GB"));
+    CHECK(c.limit_bytes == 1500000000u && c.limit_fraction == 0);
+    CHECK_OK(NULL, carve_config_parse(&c, "limit=0.5KiB"));
+    CHECK(c.limit_bytes == 512);
+    CHECK_OK(NULL, carve_config_parse(&c, "limit=007"));
+    CHECK(c.limit_bytes == 7);
+    CHECK_OK(NULL, carve_config_parse(&c, "limit=18446744073709551615"));
+    CHECK(c.limit_bytes == SIZE_MAX);
+    CHECK_ST(NULL, carve_config_parse(&c, "limit=18446744073709551616"), CARVE_ERR_INVALID);
+    CHECK_OK(NULL, carve_config_parse(&c, "limit=15TiB"));
+    CHECK(c.limit_bytes == (size_t)15 << 40);
+}
+
+/* A key given twice is refused, in carve_config_parse and in CARVE_CONF,
+ * except once more in a device's own section. */
+static void test_duplicate_keys(void) {
+    carve_config c;
+    carve_config_init(&c);
+    carve_config before = c;
+    CHECK_ST(NULL, carve_config_parse(&c, "limit=1GiB,limit=2GiB"), CARVE_ERR_INVALID);
+    CHECK(strstr(carve_last_error(NULL), "limit") && strstr(carve_last_error(NULL), "twice"));
+    CHECK(memcmp(&c, &before, sizeof(c)) == 0);
+    CHECK_ST(NULL, carve_config_parse(&c, "growth=1,limit=0.5,growth=0"), CARVE_ERR_INVALID);
+    CHECK(strstr(carve_last_error(NULL), "growth") != NULL);
+    /* Separate calls are separate texts. */
+    CHECK_OK(NULL, carve_config_parse(&c, "limit=1GiB"));
+    CHECK_OK(NULL, carve_config_parse(&c, "limit=2GiB"));
+    CHECK(c.limit_bytes == (size_t)2 << 30);
+
+    CHECK_ST(NULL, carve_conf_parse("limit=1GiB;limit=2GiB", 0, &c), CARVE_ERR_INVALID);
+    CHECK(strstr(carve_last_error(NULL), "twice") != NULL);
+    CHECK_ST(NULL, carve_conf_parse("device0:limit=1GiB;device0:limit=2GiB", 0, &c), CARVE_ERR_INVALID);
+    CHECK_ST(NULL, carve_conf_parse("limit=1GiB,growth=0;device2:growth=1;device2:growth=1", 0, &c),
+             CARVE_ERR_INVALID); /* reported even for another device's sections */
+    CHECK_OK(NULL, carve_conf_parse("limit=1GiB;device0:limit=2GiB", 0, &c));
+    CHECK(c.limit_bytes == (size_t)2 << 30);
+    CHECK_OK(NULL, carve_conf_parse("device0:limit=2GiB;limit=1GiB;device1:limit=3GiB", 1, &c));
+    CHECK(c.limit_bytes == (size_t)3 << 30);
+}
+
+/* Limits round down to the granule, initial blocks up but never past the
+ * rounded limit; the two are compared as given. Messages show what the user
+ * gave. */
+static void test_rounding(void) {
+    const size_t MiB = (size_t)1 << 20;
+    carve_config c;
+    carve_config_init(&c);
+    c.backend = CARVE_BACKEND_HOST;
+    c.growth = 0;
+    c.initial_bytes = c.limit_bytes = 3 * MiB; /* equal sizes, not granule multiples */
+    carve_arena *a = NULL;
+    CHECK_OK(NULL, carve_arena_create(&c, &a));
+    carve_config eff;
+    CHECK_OK(a, carve_arena_get_config(a, &eff));
+    CHECK(eff.limit_bytes == 2 * MiB && eff.initial_bytes == 2 * MiB);
+    CHECK(carve_memory_reserved(a) == 2 * MiB);
+    void *p = NULL;
+    CHECK_OK(a, carve_alloc(a, 2 * MiB, NULL, &p));
+    CHECK_OK(a, carve_free(a, p));
+    carve_arena_destroy(a);
+
+    c.initial_bytes = 3 * MiB; /* rounds up to 4 MiB = the rounded limit */
+    c.limit_bytes = 5 * MiB;
+    CHECK_OK(NULL, carve_arena_create(&c, &a));
+    CHECK_OK(a, carve_arena_get_config(a, &eff));
+    CHECK(eff.limit_bytes == 4 * MiB && eff.initial_bytes == 4 * MiB);
+    carve_arena_destroy(a);
+
+    c.initial_bytes = 5 * MiB + 1;
+    c.limit_bytes = 5 * MiB;
+    CHECK_ST(NULL, carve_arena_create(&c, &a), CARVE_ERR_INVALID);
+    CHECK(strstr(carve_last_error(NULL), "5242881 bytes") && strstr(carve_last_error(NULL), "5242880 bytes"));
+
+    /* The message names the limit as given, not as rounded (it used to say 0 bytes). */
+    c.initial_bytes = 0;
+    c.growth = 1;
+    CHECK_OK(NULL, carve_config_parse(&c, "limit=1MiB"));
+    CHECK_ST(NULL, carve_arena_create(&c, &a), CARVE_ERR_INVALID);
+    CHECK(strstr(carve_last_error(NULL), "1048576 bytes") != NULL);
+    CHECK(strstr(carve_last_error(NULL), "(0 bytes)") == NULL);
+    c.limit_bytes = 256;
+    CHECK_ST(NULL, carve_arena_create(&c, &a), CARVE_ERR_INVALID);
+    CHECK(strstr(carve_last_error(NULL), "256 bytes") != NULL);
+
+    /* Fault-injection keys. */
+    carve_config_init(&c);
+    CHECK_OK(NULL, carve_config_parse(&c, "fail_backend_at=7,fail_backend_every=3,fail_backend_status=backend"));
+    CHECK(c.fail_backend_at == 7 && c.fail_backend_every == 3 && c.fail_backend_status == CARVE_ERR_BACKEND);
+    CHECK_ST(NULL, carve_config_parse(&c, "fail_backend_status=sometimes"), CARVE_ERR_INVALID);
+    CHECK_ST(NULL, carve_config_parse(&c, "fail_backend_at=-1"), CARVE_ERR_INVALID);
+    c.backend = CARVE_BACKEND_HOST;
+    c.fail_backend_status = CARVE_ERR_BAD_POINTER;
+    CHECK_ST(NULL, carve_arena_create(&c, &a), CARVE_ERR_INVALID);
+}
+
 static void test_conf_sections(void) {
     carve_config c;
     CHECK_OK(NULL, carve_conf_parse("growth=1,limit=4GiB,initial=1GiB;device1:limit=2GiB", 0, &c));
@@ -98,6 +220,9 @@ static void test_device_api_without_gpu(void) {
 int main(void) {
     test_defaults();
     test_parse();
+    test_size_syntax();
+    test_duplicate_keys();
+    test_rounding();
     test_conf_sections();
     test_device_api_without_gpu();
     return test_finish();

@@ -3,14 +3,15 @@
  * backends: a failed reserve is CARVE_ERR_OOM or CARVE_ERR_BACKEND with the
  * backend's message, nothing is lost, and the arena keeps working.
  */
+#include "backend/faults.h"
 #include "engine/types.h"
 #include "test_util.h"
 
-/* After `after` good reserves, the next `times` fail with st. */
+/* After `after` more good allocation calls (reserves and maps), the next
+ * `times` fail with st. */
 static void inject(carve_arena *a, long after, long times, carve_status st) {
-    a->be.fail_after = after;
-    a->be.fail_times = times;
-    a->be.fail_status = st;
+    carve_backend_faults_on(&a->be, a->be.faults.calls + (unsigned long)after + 1, (unsigned long)times, 0,
+                            CARVE_FAULT_ALLOC, st);
 }
 
 static void test_reserve_failures(carve_backend be) {
@@ -87,7 +88,7 @@ static void test_random_injection(void) {
     }
     for (int i = 0; i < 64; i++)
         CHECK_OK(a, carve_free(a, live[i]));
-    a->be.fail_after = -1;
+    carve_backend_faults_off(&a->be);
     CHECK_OK(a, carve_empty_cache(a));
     CHECK(carve_memory_reserved(a) == 0);
     printf("random injection: %zu allocations, %zu failed\n", ok, failed);

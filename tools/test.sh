@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Build carve and run every test suite: a release build (unit, stress, header,
-# tools, and the gpu/kernels suites, which report SKIP without a CUDA device)
-# and an ASan+UBSan build with the expensive internal checks (unit, stress,
-# tools). Installs meson and ninja with apt-get when they are missing.
+# layers, tools, and the gpu/kernels suites, which report SKIP without a CUDA
+# device), an ASan+UBSan build with the expensive internal checks (unit,
+# stress, tools) and a ThreadSanitizer build (unit, stress). Installs meson and ninja with apt-get when they are missing.
 # Prints "N passed, N failed" (skipped tests counted apart) and exits non-zero
 # on any failure. Usage: tools/test.sh [--quick]
 set -uo pipefail
@@ -66,6 +66,15 @@ if [ $quick = 0 ]; then
   if setup build-sanitize --buildtype=debugoptimized -Db_sanitize=address,undefined -Db_lto=false \
        -Dchecks=expensive -Dbenchmarks=false; then
     run_suites build-sanitize unit stress tools
+  else
+    failed=$((failed + 1))
+  fi
+fi
+if [ $quick = 0 ]; then
+  echo "== ThreadSanitizer build (build-tsan)"
+  if setup build-tsan --buildtype=debugoptimized -Db_sanitize=thread -Db_lto=false -Dchecks=internal \
+       -Dbenchmarks=false -Dtools=false; then
+    run_suites build-tsan unit stress
   else
     failed=$((failed + 1))
   fi

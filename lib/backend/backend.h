@@ -50,6 +50,24 @@ typedef struct carve_backend_ops {
     void (*destroy)(struct carve_be *be);
 } carve_backend_ops;
 
+/* Fault injection (faults.c): when on, the backend's counted calls --
+ * allocations (reserve, commit), event records and releases (release,
+ * decommit) -- are numbered from 1, and call number `at` (then the `times`-1
+ * after it) and every `every`-th call fail instead of reaching the backend.
+ * A failed allocation returns `status`; a failed event or release returns
+ * CARVE_ERR_BACKEND. */
+enum { CARVE_FAULT_ALLOC = 1, CARVE_FAULT_EVENT = 2, CARVE_FAULT_RELEASE = 4, CARVE_FAULT_ALL = 7 };
+typedef struct carve_faults {
+    const struct carve_backend_ops *leaf; /* the real backend's ops; NULL when off */
+    unsigned long calls;     /* counted calls so far (atomic) */
+    unsigned long failed;    /* calls made to fail so far (atomic) */
+    unsigned long at;        /* 0: no single failure */
+    unsigned long times;     /* failures starting at `at` (at least 1) */
+    unsigned long every;     /* 0: no periodic failure */
+    unsigned kinds;          /* CARVE_FAULT_* that count */
+    carve_status status;     /* of a failed allocation: CARVE_ERR_OOM or CARVE_ERR_BACKEND */
+} carve_faults;
+
 typedef struct carve_be {
     const carve_backend_ops *ops;
     void *ctx;
@@ -63,12 +81,7 @@ typedef struct carve_be {
     carve_stream sim_dead[8];
     unsigned sim_ndead;
     unsigned long sim_dead_records;
-    /* Failure injection for tests (host and virtual backends): after
-     * fail_after more successful reserves, the next fail_times reserves fail
-     * with fail_status. */
-    long fail_after;         /* -1: never */
-    long fail_times;
-    carve_status fail_status;
+    carve_faults faults;     /* injected failures (faults.c); off unless configured */
 } carve_be;
 
 /* Backends write the detail of a failure into a per-thread buffer, so that

@@ -9,9 +9,7 @@
 #include <string.h>
 
 static carve_status host_reserve(carve_be *be, size_t size, uintptr_t *base) {
-    carve_status st = carve_sim_injected_failure(be);
-    if (st != CARVE_OK)
-        return st;
+    (void)be;
     void *p = NULL;
     int rc = posix_memalign(&p, CARVE_SEGMENT_GRANULE, size);
     if (rc != 0 || !p) {

@@ -1,11 +1,13 @@
 /*
- * open.c — the dispatcher: picks the backend named by the configuration. It
- * sits above every leaf, so no leaf ever calls back into it.
+ * open.c — the dispatcher: picks the backend named by the configuration, and
+ * puts the fault layer in front of it when the configuration asks for
+ * injected failures. It sits above every leaf, so no leaf calls back into it.
  */
 #include "backend/open.h"
 
 #include <string.h>
 
+#include "backend/faults.h"
 #include "backend/leaves.h"
 
 carve_status carve_backend_open(carve_be *be, const carve_config *cfg) {
@@ -13,13 +15,19 @@ carve_status carve_backend_open(carve_be *be, const carve_config *cfg) {
     be->kind = cfg->backend;
     be->device = cfg->device;
     be->sim_event_polls = cfg->sim_event_polls;
-    be->fail_after = -1;
+    carve_status st;
     switch (cfg->backend) {
     case CARVE_BACKEND_CUDA:
-        return cfg->vmm ? carve_backend_open_cuda_vmm(be, cfg->device) : carve_backend_open_cuda(be, cfg->device);
-    case CARVE_BACKEND_HOST: return carve_backend_open_host(be);
-    case CARVE_BACKEND_VIRTUAL: return carve_backend_open_virtual(be);
+        st = cfg->vmm ? carve_backend_open_cuda_vmm(be, cfg->device) : carve_backend_open_cuda(be, cfg->device);
+        break;
+    case CARVE_BACKEND_HOST: st = carve_backend_open_host(be); break;
+    case CARVE_BACKEND_VIRTUAL: st = carve_backend_open_virtual(be); break;
+    default:
+        carve_backend_fail("unknown backend %d", (int)cfg->backend);
+        return CARVE_ERR_INVALID;
     }
-    carve_backend_fail("unknown backend %d", (int)cfg->backend);
-    return CARVE_ERR_INVALID;
+    if (st == CARVE_OK && (cfg->fail_backend_at || cfg->fail_backend_every))
+        carve_backend_faults_on(be, cfg->fail_backend_at, 1, cfg->fail_backend_every, CARVE_FAULT_ALL,
+                                cfg->fail_backend_status);
+    return st;
 }

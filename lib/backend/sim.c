@@ -1,6 +1,5 @@
 /*
- * sim.c — simulated events and failure injection for the host and
- * virtual backends.
+ * sim.c — simulated events for the host and virtual backends.
  *
  * These backends have no device work, so "work queued before the event" is
  * always done; to let tests exercise stream-ordered reuse, an event instead
@@ -52,17 +51,4 @@ carve_status carve_sim_device_sync(carve_be *be) {
 void carve_sim_event_release(carve_be *be, void *ev) {
     (void)be;
     free(ev);
-}
-
-carve_status carve_sim_injected_failure(carve_be *be) {
-    if (be->fail_after < 0)
-        return CARVE_OK;
-    if (be->fail_after > 0) {
-        be->fail_after--;
-        return CARVE_OK;
-    }
-    if (--be->fail_times <= 0)
-        be->fail_after = -1;
-    carve_backend_fail("injected failure (%s)", carve_status_str(be->fail_status));
-    return be->fail_status;
 }

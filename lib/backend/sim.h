@@ -1,7 +1,7 @@
 /*
  * sim.h — simulated device work for the backends that have none (host and
  * virtual): events that report "not done yet" a configurable number of
- * times, and the injected failures of the reserve path.
+ * times, and device synchronization.
  */
 #ifndef CARVE_BACKEND_SIM_H
 #define CARVE_BACKEND_SIM_H
@@ -15,7 +15,5 @@ int carve_sim_event_query(carve_be *be, void *ev) CARVE_INTERNAL;
 carve_status carve_sim_event_sync(carve_be *be, void *ev) CARVE_INTERNAL;
 void carve_sim_event_release(carve_be *be, void *ev) CARVE_INTERNAL;
 carve_status carve_sim_device_sync(carve_be *be) CARVE_INTERNAL;
-/* Failure injection check used by simulated reserves; CARVE_OK when none due. */
-carve_status carve_sim_injected_failure(carve_be *be) CARVE_INTERNAL;
 
 #endif

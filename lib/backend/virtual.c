@@ -19,9 +19,7 @@
 static uintptr_t next_address = VIRTUAL_BASE;
 
 static carve_status virtual_reserve(carve_be *be, size_t size, uintptr_t *base) {
-    carve_status st = carve_sim_injected_failure(be);
-    if (st != CARVE_OK)
-        return st;
+    (void)be;
     /* A one-granule gap between segments keeps them from ever looking
      * adjacent. Reserves may run concurrently: take the range atomically. */
     if (size > VIRTUAL_END - VIRTUAL_BASE) {
@@ -45,11 +43,12 @@ static carve_status virtual_release(carve_be *be, uintptr_t base, size_t size) {
     return CARVE_OK;
 }
 
-/* Mapping is bookkeeping only; failure injection applies to it too. */
+/* Mapping is bookkeeping only. */
 static carve_status virtual_commit(carve_be *be, uintptr_t addr, size_t size) {
+    (void)be;
     (void)addr;
     (void)size;
-    return carve_sim_injected_failure(be);
+    return CARVE_OK;
 }
 
 static carve_status virtual_decommit(carve_be *be, uintptr_t addr, size_t size) {

@@ -17,9 +17,11 @@
 
 static const char *const conf_denied[] = {"backend", "device", NULL};
 
-/* Apply the sections of CARVE_CONF that concern device to *c. */
 carve_status carve_conf_apply(carve_config *c, int device, const char *conf) {
-    /* Sections for all devices first, then the device's own, whatever their order. */
+    /* Sections for all devices first, then the device's own, whatever their
+     * order. A key may appear once among the sections for all devices and
+     * once more among each device's sections. */
+    unsigned seen_all = 0, seen_dev[CARVE_MAX_DEVICES] = {0};
     for (int pass = 0; pass < 2; pass++) {
         const char *p = conf;
         while (*p) {
@@ -47,7 +49,8 @@ carve_status carve_conf_apply(carve_config *c, int device, const char *conf) {
             if ((pass == 0) != (target == -1))
                 continue;
             carve_config probe = *c;
-            carve_status st = carve_config_parse_keys(&probe, body, conf_denied, "CARVE_CONF");
+            carve_status st = carve_config_parse_keys(&probe, body, conf_denied, "CARVE_CONF",
+                                                      target == -1 ? &seen_all : &seen_dev[target]);
             if (st != CARVE_OK)
                 return st;
             if (target == -1 || target == device)

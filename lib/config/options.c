@@ -11,7 +11,8 @@
 
 #include <ctype.h>
 #include <errno.h>
-#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -23,47 +24,95 @@ void carve_config_init(carve_config *c) {
     memset(c, 0, sizeof(*c));
     c->backend = CARVE_BACKEND_CUDA;
     c->growth = 1;
+    c->fail_backend_status = CARVE_ERR_OOM;
 }
 
+__extension__ typedef unsigned __int128 u128; /* exact products of up to 20 digits and 2^40 */
+
+/* Suffixes: powers of 1024 (K, KiB, ...) and of 1000 (KB, ...), any case. */
 static const struct {
     const char *name;
-    double mult;
+    uint64_t mult;
 } suffixes[] = {
-    {"", 1},           {"b", 1},
-    {"k", 1024.0},     {"kib", 1024.0},          {"kb", 1e3},
-    {"m", 1048576.0},  {"mib", 1048576.0},       {"mb", 1e6},
-    {"g", 1073741824.0}, {"gib", 1073741824.0},  {"gb", 1e9},
-    {"t", 1099511627776.0}, {"tib", 1099511627776.0}, {"tb", 1e12},
+    {"", 1},
+    {"b", 1},
+    {"k", (uint64_t)1 << 10},
+    {"kib", (uint64_t)1 << 10},
+    {"kb", 1000},
+    {"m", (uint64_t)1 << 20},
+    {"mib", (uint64_t)1 << 20},
+    {"mb", 1000000},
+    {"g", (uint64_t)1 << 30},
+    {"gib", (uint64_t)1 << 30},
+    {"gb", 1000000000},
+    {"t", (uint64_t)1 << 40},
+    {"tib", (uint64_t)1 << 40},
+    {"tb", 1000000000000ull},
 };
 
+/*
+ * The grammar is decimal only: DIGITS [ "." DIGITS ] [ " " ] [ SUFFIX ].
+ * No sign, no hexadecimal, no exponent, no "inf": strtod would take all of
+ * those (0x100, 1e3, infinity), so the number is read digit by digit into an
+ * exact integer mantissa and a count of decimals. A value with a point and no
+ * suffix is a fraction and must lie in (0, 1], judged on the digits
+ * themselves (1.0000000000000000001 is above 1 even though it rounds to 1.0
+ * as a double). Everything else is a byte count, which must be whole when no
+ * multiplier applies and fit in size_t.
+ */
 int carve_parse_size(const char *v, size_t *bytes, double *fraction) {
     *bytes = 0;
     *fraction = 0;
-    if (!v || !*v || *v == '-' || *v == '+' || isspace((unsigned char)*v))
+    if (!v)
         return -1;
-    errno = 0;
-    char *end;
-    double num = strtod(v, &end);
-    if (end == v || errno || !isfinite(num) || num < 0)
-        return -1;
-    int has_point = memchr(v, '.', (size_t)(end - v)) != NULL || memchr(v, 'e', (size_t)(end - v)) ||
-                    memchr(v, 'E', (size_t)(end - v));
-    while (*end == ' ') /* "1.5 GB" */
-        end++;
-    if (*end == '\0' && has_point) {
-        if (!(num > 0 && num <= 1))
+    const char *ip = v, *ie = v;               /* integer digits */
+    while (*ie >= '0' && *ie <= '9')
+        ie++;
+    const char *fp = ie, *fe = ie;             /* decimals, after the point */
+    int point = *ie == '.';
+    if (point) {
+        fp = fe = ie + 1;
+        while (*fe >= '0' && *fe <= '9')
+            fe++;
+    }
+    if (ie == ip || (point && fe == fp))
+        return -1;                             /* "", ".5", "5.", "-1", "0x..." */
+    const char *p = fe;
+    while (*p == ' ')                          /* "1.5 GB" */
+        p++;
+    while (ip < ie - 1 && *ip == '0')          /* leading zeros carry no value */
+        ip++;
+    int frac_zero = 1;
+    for (const char *q = fp; q < fe; q++)
+        frac_zero &= *q == '0';
+    if (point && *p == '\0') {                  /* a fraction of device memory: (0, 1] */
+        int int_zero = ie - ip == 1 && *ip == '0', int_one = ie - ip == 1 && *ip == '1';
+        if (!((int_zero && !frac_zero) || (int_one && frac_zero)))
             return -1;
-        *fraction = num;
+        *fraction = strtod(v, NULL);           /* the digits are checked; rounding is harmless now */
         return 0;
     }
+    size_t ndec = (size_t)(fe - fp), nint = (size_t)(ie - ip);
+    if (nint + ndec > 20)                      /* beyond any size, and keeps the arithmetic exact */
+        return -1;
+    u128 mant = 0, scale = 1;
+    for (const char *q = ip; q < ie; q++)
+        mant = mant * 10 + (unsigned)(*q - '0');
+    for (const char *q = fp; q < fe; q++) {
+        mant = mant * 10 + (unsigned)(*q - '0');
+        scale *= 10;
+    }
     for (size_t i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++) {
-        if (strcasecmp(end, suffixes[i].name) == 0) {
-            double b = num * suffixes[i].mult;
-            if (b >= 18446744073709551615.0 || (b != floor(b) && suffixes[i].mult == 1))
-                return -1;
-            *bytes = (size_t)b;
-            return 0;
-        }
+        if (strcasecmp(p, suffixes[i].name) != 0)
+            continue;
+        u128 num = mant * suffixes[i].mult;
+        if (num % scale != 0 && suffixes[i].mult == 1)
+            return -1;                         /* fractional bytes */
+        num /= scale;
+        if (num > SIZE_MAX)
+            return -1;
+        *bytes = (size_t)num;
+        return 0;
     }
     return -1;
 }
@@ -132,6 +181,25 @@ static int set_polls(carve_config *c, const char *v) {
     return 0;
 }
 
+static int parse_count(const char *v, unsigned long *out) {
+    unsigned long x;
+    if (parse_uint(v, &x) || x > 1000000000000ul)
+        return -1;
+    *out = x;
+    return 0;
+}
+
+static int set_fail_at(carve_config *c, const char *v) { return parse_count(v, &c->fail_backend_at); }
+static int set_fail_every(carve_config *c, const char *v) { return parse_count(v, &c->fail_backend_every); }
+
+static int set_fail_status(carve_config *c, const char *v) {
+    if (strcasecmp(v, "oom") == 0)
+        return c->fail_backend_status = CARVE_ERR_OOM, 0;
+    if (strcasecmp(v, "backend") == 0)
+        return c->fail_backend_status = CARVE_ERR_BACKEND, 0;
+    return -1;
+}
+
 const carve_option carve_options[] = {
     {"backend", "cuda|host|virtual", set_backend},
     {"device", "device ordinal", set_device},
@@ -141,14 +209,18 @@ const carve_option carve_options[] = {
     {"min_grow", "size", set_min_grow},
     {"sim_event_polls", "count", set_polls},
     {"vmm", "0|1", set_vmm},
+    {"fail_backend_at", "call number (testing: that backend call fails; 0 = none)", set_fail_at},
+    {"fail_backend_every", "count (testing: every Nth backend call fails; 0 = none)", set_fail_every},
+    {"fail_backend_status", "oom|backend", set_fail_status},
     {NULL, NULL, NULL},
 };
 
 carve_status carve_config_parse_keys(carve_config *config, const char *text, const char *const *denied,
-                                     const char *where) {
+                                     const char *where, unsigned *seen) {
     if (!config || !text)
         return carve_fail(NULL, CARVE_ERR_INVALID, "%s: NULL argument", where);
     carve_config c = *config;
+    unsigned local = 0, *keys = seen ? seen : &local, given = *keys;
     const char *p = text;
     while (*p) {
         while (*p == ',' || isspace((unsigned char)*p))
@@ -184,14 +256,22 @@ carve_status carve_config_parse_keys(carve_config *config, const char *text, con
             o++;
         if (!o->name)
             return carve_fail(NULL, CARVE_ERR_INVALID, "%s: unknown key '%s'", where, key);
+        unsigned bit = 1u << (o - carve_options);
+        if (given & bit)
+            return carve_fail(NULL, CARVE_ERR_INVALID,
+                              "%s: key '%s' is given twice (each key may appear once%s)", where, key,
+                              seen ? " in the sections for all devices, and once more in a device's section"
+                                   : "");
+        given |= bit;
         if (o->set(&c, val) != 0)
             return carve_fail(NULL, CARVE_ERR_INVALID, "%s: bad value '%s' for key '%s' (expected %s)", where,
                               val, key, o->help);
     }
     *config = c;
+    *keys = given;
     return CARVE_OK;
 }
 
 carve_status carve_config_parse(carve_config *config, const char *text) {
-    return carve_config_parse_keys(config, text, NULL, "carve_config_parse");
+    return carve_config_parse_keys(config, text, NULL, "carve_config_parse", NULL);
 }

@@ -17,12 +17,15 @@ typedef struct carve_option {
 extern const carve_option carve_options[] CARVE_INTERNAL; /* NULL-terminated */
 
 /* Parse "123", "4GiB", "1.5 GB" into *bytes, or "0.5" into *fraction (one of
- * the two is set, the other 0). 0 on success, -1 on a malformed value. */
+ * the two is set, the other 0). Decimal only: no sign, hexadecimal or
+ * exponent. 0 on success, -1 on a malformed value. */
 int carve_parse_size(const char *text, size_t *bytes, double *fraction) CARVE_INTERNAL;
 
 /* carve_config_parse with keys in denied (NULL-terminated, may be NULL)
- * rejected; where names the caller in messages. */
+ * rejected; where names the caller in messages. A key given twice is
+ * refused: within text, and when seen is not NULL also across calls (seen
+ * holds one bit per key of carve_options, updated on success). */
 carve_status carve_config_parse_keys(carve_config *config, const char *text, const char *const *denied,
-                                     const char *where) CARVE_INTERNAL;
+                                     const char *where, unsigned *seen) CARVE_INTERNAL;
 
 #endif

@@ -8,6 +8,7 @@
  */
 #include <string.h>
 
+#include "backend/faults.h"
 #include "backend/open.h"
 #include "base/text.h"
 #include "engine/error.h"
@@ -40,15 +41,35 @@ static carve_status validate(const carve_config *c) {
     if (c->vmm && c->backend == CARVE_BACKEND_HOST)
         return carve_fail(NULL, CARVE_ERR_INVALID,
                           "carve_arena_create: virtual-memory mode needs the cuda or virtual backend");
+    if (c->fail_backend_status != CARVE_OK && c->fail_backend_status != CARVE_ERR_OOM &&
+        c->fail_backend_status != CARVE_ERR_BACKEND)
+        return carve_fail(NULL, CARVE_ERR_INVALID,
+                          "carve_arena_create: fail_backend_status must be CARVE_ERR_OOM or CARVE_ERR_BACKEND");
     if (c->device < 0)
         return carve_fail(NULL, CARVE_ERR_INVALID, "carve_arena_create: device %d is negative",
                           c->device);
     return CARVE_OK;
 }
 
-/* Resolve limit and initial in bytes once the backend knows the device size. */
-static carve_status resolve_sizes(carve_arena *a, const carve_config *c) {
+/* "1.50 GiB (1610612736 bytes)", or "0.3 of 79.18 GiB = 23.75 GiB" for a
+ * fraction: a size the way the user gave it, for messages. */
+static const char *given(char *buf, size_t len, size_t bytes, double fraction, size_t total) {
     char b1[32], b2[32];
+    if (fraction > 0)
+        snprintf(buf, len, "%g of %s = %s", fraction, carve_fmt_bytes(b1, sizeof(b1), total),
+                 carve_fmt_bytes(b2, sizeof(b2), bytes));
+    else
+        snprintf(buf, len, "%s (%zu bytes)", carve_fmt_bytes(b1, sizeof(b1), bytes), bytes);
+    return buf;
+}
+
+/* Resolve limit and initial in bytes once the backend knows the device size.
+ * The limit is rounded down to the granule (it is a hard cap) and the
+ * initial block up, but never past the rounded limit: initial and limit are
+ * compared as given, so equal sizes or equal fractions give one block of
+ * the limit. */
+static carve_status resolve_sizes(carve_arena *a, const carve_config *c) {
+    char b1[96], b2[96], b3[32];
     size_t total = a->be.total_bytes;
     size_t limit = c->limit_bytes, initial = c->initial_bytes;
     if (c->limit_fraction > 0)
@@ -57,21 +78,23 @@ static carve_status resolve_sizes(carve_arena *a, const carve_config *c) {
         limit = c->backend == CARVE_BACKEND_CUDA ? total : SIZE_MAX;
     if (c->initial_fraction > 0)
         initial = (size_t)((double)total * c->initial_fraction);
-    if (limit != SIZE_MAX)
-        limit = carve_align_down(limit, CARVE_SEGMENT_GRANULE);
-    if (limit < CARVE_SEGMENT_GRANULE)
-        return carve_fail(NULL, CARVE_ERR_INVALID,
-                          "carve_arena_create: the limit (%zu bytes) is below one granule of %s",
-                          limit, carve_fmt_bytes(b1, sizeof(b1), CARVE_SEGMENT_GRANULE));
     if (initial > limit)
+        return carve_fail(NULL, CARVE_ERR_INVALID, "carve_arena_create: initial %s is larger than the limit %s",
+                          given(b1, sizeof(b1), initial, c->initial_fraction, total),
+                          given(b2, sizeof(b2), limit, c->limit_fraction, total));
+    size_t rlimit = limit == SIZE_MAX ? SIZE_MAX : carve_align_down(limit, CARVE_SEGMENT_GRANULE);
+    if (rlimit < CARVE_SEGMENT_GRANULE)
         return carve_fail(NULL, CARVE_ERR_INVALID,
-                          "carve_arena_create: initial (%s) is larger than the limit (%s)",
-                          carve_fmt_bytes(b1, sizeof(b1), initial), carve_fmt_bytes(b2, sizeof(b2), limit));
-    a->limit = limit;
+                          "carve_arena_create: the limit %s is below one granule of %s",
+                          given(b1, sizeof(b1), limit, c->limit_fraction, total),
+                          carve_fmt_bytes(b3, sizeof(b3), CARVE_SEGMENT_GRANULE));
+    a->limit = rlimit;
     a->initial = initial ? carve_align_up(initial, CARVE_SEGMENT_GRANULE) : 0;
-    if (a->initial > limit)
-        a->initial = limit;
-    a->min_grow = carve_align_up(c->min_grow_bytes, CARVE_SEGMENT_GRANULE); /* 0: automatic */
+    if (a->initial > rlimit || a->initial < initial) /* the second: rounding up wrapped */
+        a->initial = rlimit;
+    /* 0: automatic; never more than the limit (and no wrap-around when rounding). */
+    a->min_grow = c->min_grow_bytes > rlimit ? carve_align_down(rlimit, CARVE_SEGMENT_GRANULE)
+                                             : carve_align_up(c->min_grow_bytes, CARVE_SEGMENT_GRANULE);
     a->growth = c->growth != 0;
     a->vmm = c->vmm != 0;
     if (a->vmm) {
@@ -154,6 +177,7 @@ carve_status carve_arena_create(const carve_config *c, carve_arena **out) {
 void carve_arena_destroy(carve_arena *a) {
     if (!a)
         return;
+    carve_backend_faults_off(&a->be); /* everything goes back, whatever was injected */
     carve_pools_destroy(a);
     carve_heap_destroy(a);
     carve_pagemap_destroy(&a->pmap);

@@ -11,6 +11,7 @@
  */
 #include "engine/reclaim.h"
 
+#include "engine/error.h"
 #include "engine/heap.h"
 #include "engine/pool.h"
 #include "engine/vmm.h"
@@ -25,6 +26,9 @@ carve_status carve_reclaim(carve_arena *a, unsigned flags) {
      * recorded an event when they emptied. */
     carve_pool *first = NULL;
     int synced = 0;
+    carve_mutex_lock(&a->heap.lock);
+    uint64_t unmap_failed = a->heap.nunmap_failed;
+    carve_mutex_unlock(&a->heap.lock);
     if (wait) {
         carve_mutex_lock(&a->pools_lock);
         first = carve_pools_first(a);
@@ -55,6 +59,19 @@ carve_status carve_reclaim(carve_arena *a, unsigned flags) {
     /* In virtual-memory mode the address space stays reserved (it holds no
      * memory) unless the arena is being emptied. */
     carve_status st = release ? carve_heap_release_free(a) : CARVE_OK;
+    /* What could not go back stays reserved and usable; a caller asking for
+     * memory back hears that not all of it came. */
+    if (release && st == CARVE_OK && wait && !synced) {
+        carve_note("synchronizing the device failed, so cached memory of other streams stayed: %s",
+                   carve_backend_msg());
+        st = CARVE_ERR_BACKEND;
+    }
+    if (release && st == CARVE_OK && a->heap.nunmap_failed != unmap_failed) {
+        carve_note("the %s backend refused to unmap %llu granule(s), which stay mapped: %s",
+                   carve_backend_str(a->be.kind), (unsigned long long)(a->heap.nunmap_failed - unmap_failed),
+                   carve_backend_msg());
+        st = CARVE_ERR_BACKEND;
+    }
     carve_mutex_unlock(&a->heap.lock);
     if (wait) {
         for (carve_pool *p = first; p; p = p->next_all)

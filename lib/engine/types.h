@@ -77,6 +77,7 @@ typedef struct carve_heap {
                                  free granules must be unmapped first */
     size_t inflight;          /* bytes being reserved or released with the lock dropped */
     uint64_t nreserve, nrelease, serial;
+    uint64_t nunmap_failed;   /* virtual-memory mode: unmaps the backend refused */
 } carve_heap;
 
 typedef struct carve_pool {

@@ -60,8 +60,12 @@ size_t carve_vmm_unmapped(const carve_segment *s, uintptr_t addr, size_t size) {
 
 /* Heap lock held. Unmap granule g of segment s (reference count 0). */
 static int unmap_one(carve_arena *a, carve_segment *s, size_t g) {
-    if (a->be.ops->decommit(&a->be, s->base + g * G, G) != CARVE_OK)
+    if (a->be.ops->decommit(&a->be, s->base + g * G, G) != CARVE_OK) {
+        a->heap.nunmap_failed++; /* the granule stays mapped and usable; reclaim reports it */
+        carve_note("the %s backend refused to unmap memory: %s", carve_backend_str(a->be.kind),
+                   carve_backend_msg());
         return 0;
+    }
     s->gmapped[g] = 0;
     a->heap.nrelease++;
     CARVE_STORE(&a->heap.reserved, a->heap.reserved - G);

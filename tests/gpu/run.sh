@@ -1,12 +1,14 @@
 #!/bin/sh
-# run.sh — the GPU suite twice: as meson runs it, then every test under
-# compute-sanitizer's memcheck with CARVE_TEST_QUICK=1.
+# run.sh — the GPU suite as meson runs it, then every test under each of
+# compute-sanitizer's tools (memcheck with its leak check, racecheck,
+# synccheck) with CARVE_TEST_QUICK=1.
 #
 # usage: tests/gpu/run.sh [BUILD_DIR]        (default: build)
 #
 # Environment:
 #   SANITIZER           compute-sanitizer to use (default: from PATH, else
 #                       /usr/local/cuda/bin/compute-sanitizer)
+#   SANITIZER_TOOLS     tools to run (default "memcheck racecheck synccheck")
 #   SANITIZER_ARGS      extra arguments for every sanitizer run
 #   SANITIZER_TIMEOUT   seconds per test under the sanitizer (default 1800)
 #   SKIP_SANITIZER=1    run the meson suite only
@@ -60,13 +62,16 @@ for t in json.load(sys.stdin):
     print(" ".join([t["name"]] + [shlex.quote(w) for w in env] + ["--"] + [shlex.quote(w) for w in t["cmd"]]))
 ' > "$LIST" || { echo "run.sh: meson introspect failed" >&2; exit 1; }
 
-echo "== compute-sanitizer --tool memcheck (CARVE_TEST_QUICK=1), logs in $LOGS"
+for tool in ${SANITIZER_TOOLS:-memcheck racecheck synccheck}; do
+echo "== compute-sanitizer --tool $tool (CARVE_TEST_QUICK=1), logs in $LOGS"
 while read -r name rest; do
     api=""
     case "$name" in
     gpu_oom | gpu_two_devices) api="--report-api-errors no" ;;
     esac
-    log="$LOGS/$name.log"
+    leak=""
+    [ "$tool" = memcheck ] && leak="--leak-check full"
+    log="$LOGS/$name.$tool.log"
     start=$(date +%s)
     eval "set -- $rest"
     envs=""
@@ -78,20 +83,21 @@ while read -r name rest; do
     # shellcheck disable=SC2086 # the environment and option lists are split on purpose
     env $envs CARVE_TEST_QUICK=1 CARVE_TEST_MEM_SLACK_MIB=512 \
         timeout "${SANITIZER_TIMEOUT:-1800}" \
-        "$SAN" --tool memcheck --leak-check full --error-exitcode 1 $api ${SANITIZER_ARGS:-} "$@" \
+        "$SAN" --tool "$tool" $leak --error-exitcode 1 $api ${SANITIZER_ARGS:-} "$@" \
         > "$log" 2>&1 < /dev/null
     rc=$?
     secs=$(($(date +%s) - start))
     summary=$(grep -E "ERROR SUMMARY|LEAK SUMMARY" "$log" | tail -1 | sed 's/^=* *//')
     case $rc in
-    0) printf 'PASS  %-22s memcheck %5ss  %s\n' "$name" "$secs" "$summary" ;;
-    77) printf 'SKIP  %-22s memcheck %5ss  %s\n' "$name" "$secs" "$(grep -m1 SKIP "$log")" ;;
-    124) printf 'FAIL  %-22s memcheck %5ss  timed out, see %s\n' "$name" "$secs" "$log"; failed=1 ;;
-    *) printf 'FAIL  %-22s memcheck %5ss  exit %s, %s; see %s\n' "$name" "$secs" "$rc" "$summary" "$log"
+    0) printf 'PASS  %-22s %-9s %5ss  %s\n' "$name" "$tool" "$secs" "$summary" ;;
+    77) printf 'SKIP  %-22s %-9s %5ss  %s\n' "$name" "$tool" "$secs" "$(grep -m1 SKIP "$log")" ;;
+    124) printf 'FAIL  %-22s %-9s %5ss  timed out, see %s\n' "$name" "$tool" "$secs" "$log"; failed=1 ;;
+    *) printf 'FAIL  %-22s %-9s %5ss  exit %s, %s; see %s\n' "$name" "$tool" "$secs" "$rc" "$summary" "$log"
        grep -E "FAIL|FATAL|=========  *(Invalid|Program hit|Leaked|Error)" "$log" | head -5 | sed 's/^/      /'
        failed=1 ;;
     esac
 done < "$LIST"
+done
 
 if [ $failed = 0 ]; then
     echo "== gpu suite: all passed or skipped"

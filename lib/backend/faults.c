@@ -1,0 +1,108 @@
+/*
+ * faults.c — a backend in front of the backend: it numbers the calls that
+ * can fail for real (allocations, event records, releases) and makes the
+ * chosen ones fail the way a driver would, before they reach the real
+ * backend, so that nothing is half done.
+ *
+ * The one idea: the layer swaps be->ops and keeps the real ops in
+ * be->faults.leaf, calling them with the same carve_be, so a backend with
+ * faults on is the same backend (same context, same device, same simulated
+ * events) and costs nothing when faults are off: the ops pointer is then the
+ * real one.
+ */
+#include "backend/faults.h"
+
+#include <stdio.h>
+
+static const char *const kind_name[] = {"", "allocation", "event record", "", "release"};
+
+/* 1 (and the message written) when this counted call must fail. */
+static int fails(carve_be *be, unsigned kind, const char *what) {
+    carve_faults *f = &be->faults;
+    if (!(f->kinds & kind))
+        return 0;
+    unsigned long n = __atomic_add_fetch(&f->calls, 1, __ATOMIC_RELAXED);
+    int due = (f->at && n >= f->at && n - f->at < f->times) || (f->every && n % f->every == 0);
+    if (!due)
+        return 0;
+    __atomic_add_fetch(&f->failed, 1, __ATOMIC_RELAXED);
+    carve_backend_fail("injected failure of backend call %lu (%s: %s)", n, kind_name[kind], what);
+    return 1;
+}
+
+static carve_status f_reserve(carve_be *be, size_t size, uintptr_t *base) {
+    if (fails(be, CARVE_FAULT_ALLOC, "reserve"))
+        return be->faults.status;
+    return be->faults.leaf->reserve(be, size, base);
+}
+
+static carve_status f_release(carve_be *be, uintptr_t base, size_t size) {
+    if (fails(be, CARVE_FAULT_RELEASE, "release"))
+        return CARVE_ERR_BACKEND;
+    return be->faults.leaf->release(be, base, size);
+}
+
+static carve_status f_commit(carve_be *be, uintptr_t addr, size_t size) {
+    if (fails(be, CARVE_FAULT_ALLOC, "map"))
+        return be->faults.status;
+    return be->faults.leaf->commit(be, addr, size);
+}
+
+static carve_status f_decommit(carve_be *be, uintptr_t addr, size_t size) {
+    if (fails(be, CARVE_FAULT_RELEASE, "unmap"))
+        return CARVE_ERR_BACKEND;
+    return be->faults.leaf->decommit(be, addr, size);
+}
+
+static carve_status f_event_record(carve_be *be, carve_stream s, void **ev) {
+    if (fails(be, CARVE_FAULT_EVENT, "record")) {
+        *ev = NULL;
+        return CARVE_ERR_BACKEND;
+    }
+    return be->faults.leaf->event_record(be, s, ev);
+}
+
+static int f_event_query(carve_be *be, void *ev) { return be->faults.leaf->event_query(be, ev); }
+static carve_status f_event_sync(carve_be *be, void *ev) { return be->faults.leaf->event_sync(be, ev); }
+static carve_status f_device_sync(carve_be *be) { return be->faults.leaf->device_sync(be); }
+static void f_event_release(carve_be *be, void *ev) { be->faults.leaf->event_release(be, ev); }
+static void f_destroy(carve_be *be) {
+    const carve_backend_ops *leaf = be->faults.leaf;
+    be->ops = leaf;
+    be->faults.leaf = NULL;
+    leaf->destroy(be);
+}
+
+/* Two tables: a backend without commit/decommit keeps them NULL, which the
+ * engine reads as "cannot map". */
+static const carve_backend_ops fault_ops = {
+    .reserve = f_reserve, .release = f_release, .event_record = f_event_record,
+    .event_query = f_event_query, .event_sync = f_event_sync, .device_sync = f_device_sync,
+    .event_release = f_event_release, .destroy = f_destroy,
+};
+static const carve_backend_ops fault_ops_mapping = {
+    .reserve = f_reserve, .release = f_release, .commit = f_commit, .decommit = f_decommit,
+    .event_record = f_event_record, .event_query = f_event_query, .event_sync = f_event_sync,
+    .device_sync = f_device_sync, .event_release = f_event_release, .destroy = f_destroy,
+};
+
+void carve_backend_faults_on(carve_be *be, unsigned long at, unsigned long times, unsigned long every,
+                             unsigned kinds, carve_status status) {
+    carve_faults *f = &be->faults;
+    if (!f->leaf) {
+        f->leaf = be->ops;
+        be->ops = be->ops->commit ? &fault_ops_mapping : &fault_ops;
+    }
+    f->at = at;
+    f->times = times ? times : 1;
+    f->every = every;
+    f->kinds = kinds;
+    f->status = status == CARVE_ERR_BACKEND ? CARVE_ERR_BACKEND : CARVE_ERR_OOM;
+}
+
+void carve_backend_faults_off(carve_be *be) {
+    if (be->faults.leaf) {
+        be->ops = be->faults.leaf;
+        be->faults.leaf = NULL;
+    }
+}
