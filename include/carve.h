@@ -80,12 +80,22 @@ CARVE_API const char *carve_status_str(carve_status status);
 typedef enum carve_backend {
     CARVE_BACKEND_CUDA = 0, /* device memory from cudaMalloc on config.device */
     CARVE_BACKEND_HOST,     /* real host memory: buffers can be written by the CPU (tests) */
-    CARVE_BACKEND_VIRTUAL   /* unique aligned addresses with no memory behind them:
+    CARVE_BACKEND_VIRTUAL,  /* unique aligned addresses with no memory behind them:
                                simulate any size on any machine; never dereference */
+    CARVE_BACKEND_CUDA_DRIVER /* device memory from cuMemAlloc through the CUDA driver API
+                               (libcuda.so.1, loaded at run time; no cudart needed), in
+                               the CUDA context current on the creating thread if it is
+                               on config.device, else in the device's primary context.
+                               What carve-run's interposer uses. */
 } carve_backend;
 
-/* Name of a backend: "cuda", "host", "virtual". */
+/* Name of a backend: "cuda", "host", "virtual", "cuda_driver". */
 CARVE_API const char *carve_backend_str(carve_backend backend);
+
+/* A byte count as people read it, in powers of 1024 with two decimals
+ * ("1.50 GiB", "512 B"; "unlimited" for SIZE_MAX), written into buf (len
+ * bytes, truncated if short); returns buf. Thread-safe. */
+CARVE_API char *carve_format_bytes(char *buf, size_t len, size_t bytes);
 
 /*
  * Arena configuration. Fill with carve_config_init, then change fields.
@@ -149,7 +159,7 @@ CARVE_API void carve_config_init(carve_config *config);
 /*
  * Apply a textual configuration to *config: comma-separated key=value pairs,
  * e.g. "growth=1,limit=4GiB,initial=1GiB". Keys:
- *   backend=cuda|host|virtual   device=N        growth=0|1
+ *   backend=cuda|host|virtual|cuda_driver      device=N        growth=0|1
  *   initial=SIZE|FRACTION       limit=SIZE|FRACTION
  *   min_grow=SIZE               sim_event_polls=N      vmm=0|1
  *   fail_backend_at=N           fail_backend_every=N   fail_backend_status=oom|backend
@@ -229,6 +239,26 @@ CARVE_API carve_status carve_free(carve_arena *arena, void *ptr);
  * synchronize.
  */
 CARVE_API carve_status carve_record_stream(carve_arena *arena, void *ptr, carve_stream stream);
+
+/*
+ * What the arena knows of ptr: if it is the start of a live buffer of arena,
+ * CARVE_OK with *size the bytes that were asked for and *stream the stream
+ * it was allocated on (either output may be NULL). CARVE_ERR_BAD_POINTER for
+ * any other pointer (interior, foreign, freed), CARVE_ERR_INVALID for a NULL
+ * arena; outputs are then 0 / NULL. A program that did not allocate ptr
+ * through this arena can ask safely: this is how an interposer tells its
+ * buffers from others. Thread-safe (briefly takes the owning stream's lock);
+ * O(1). Does not synchronize.
+ */
+CARVE_API carve_status carve_buffer_info(const carve_arena *arena, const void *ptr, size_t *size,
+                                         carve_stream *stream);
+
+/* Nonzero when addr lies in memory the arena holds from its backend (in a
+ * live buffer or not), 0 otherwise (and for NULL). An interposer uses it to
+ * refuse a stray free of carve memory rather than pass it to the driver,
+ * which would release a whole segment. Thread-safe (takes the arena's heap
+ * lock); O(segments). Does not synchronize. */
+CARVE_API int carve_arena_contains(const carve_arena *arena, const void *addr);
 
 /*
  * Give every cached segment with no live buffer back to the backend, so the
@@ -356,6 +386,17 @@ CARVE_API int carve_device_count(void);
 /* Destroy every default arena (for leak checks at exit). Must not race with
  * their use. */
 CARVE_API void carve_device_arenas_release(void);
+
+/* For interposers of the CUDA driver (carve-run's): lookup(name, arg) finds
+ * the driver's real function by its exported name (e.g. "cuMemAlloc_v2"),
+ * for example with dlsym on a handle of libcuda.so.1, so that the
+ * CUDA_DRIVER backend's own driver calls never come back through the
+ * interposer. Call it before the first arena on that backend exists.
+ * Returns CARVE_OK; CARVE_ERR_INVALID for a NULL lookup or when such an
+ * arena was already made; CARVE_ERR_NO_DEVICE when lookup misses a function
+ * carve needs (carve_last_error(NULL) names it) or carve was built without
+ * CUDA. Thread-safe. */
+CARVE_API carve_status carve_cuda_driver_lookup(void *(*lookup)(const char *name, void *arg), void *arg);
 
 #ifdef __cplusplus
 }

@@ -80,6 +80,48 @@ CARVE_API int carve_trace_load_path(const char *path, carve_trace *t,
 /* Release the events of t and zero it. NULL is a no-op. */
 CARVE_API void carve_trace_free(carve_trace *t);
 
+/* ---- Writing traces ---------------------------------------------------------
+ *
+ * A writer appends events to a trace file as a program runs (carve-run's
+ * capture uses it). Lines are buffered and written whole, so the file always
+ * ends with complete lines; a path ending in ".gz" is compressed through a
+ * `gzip -c` child process. All functions are thread-safe on one writer.
+ */
+typedef struct carve_trace_writer carve_trace_writer;
+
+/* Create (truncate) the trace at path and write a header comment line with
+ * `title` (may be NULL). Returns CARVE_OK; CARVE_ERR_INVALID for NULL
+ * arguments; CARVE_ERR_BACKEND when the file cannot be created or gzip not
+ * started (carve_last_error(NULL) says why). *out is NULL on failure. */
+CARVE_API carve_status carve_trace_writer_open(const char *path, const char *title, carve_trace_writer **out);
+
+/* Append "a,0x<id>,<size>,<stream>,@<t_ns>" / "f,0x<id>,@<t_ns>" / "# text".
+ * Returns CARVE_OK, CARVE_ERR_INVALID (NULL writer, stream >=
+ * CARVE_TRACE_MAX_STREAMS) or CARVE_ERR_BACKEND once a write failed (the
+ * writer then drops further events). */
+CARVE_API carve_status carve_trace_writer_alloc(carve_trace_writer *w, uint64_t id, uint64_t size, uint32_t stream,
+                                                uint64_t t_ns);
+CARVE_API carve_status carve_trace_writer_free(carve_trace_writer *w, uint64_t id, uint64_t t_ns);
+CARVE_API carve_status carve_trace_writer_comment(carve_trace_writer *w, const char *text);
+
+/* Write out what is buffered. carve_trace_writer_flush_now does it without
+ * taking the writer's lock, using only write(2): it is the one function that
+ * may be called from a signal handler (a line being appended at that instant
+ * by another thread may be missing). */
+CARVE_API carve_status carve_trace_writer_flush(carve_trace_writer *w);
+CARVE_API void carve_trace_writer_flush_now(carve_trace_writer *w);
+
+/* Write out what is buffered, close the file and wait for gzip, with
+ * write(2), close(2) and waitpid(2) only: for a signal handler that is about
+ * to end the process. The writer must not be used afterwards (not even
+ * closed). NULL is a no-op. */
+CARVE_API void carve_trace_writer_finish_now(carve_trace_writer *w);
+
+/* Flush, close the file (waiting for gzip to finish) and free the writer.
+ * Returns CARVE_OK or CARVE_ERR_BACKEND when something could not be written.
+ * NULL is a no-op. */
+CARVE_API carve_status carve_trace_writer_close(carve_trace_writer *w);
+
 /* ---- Replaying -------------------------------------------------------------*/
 
 /* Called with a one-line progress message (no newline) during long runs. */
@@ -93,7 +135,7 @@ typedef struct carve_replay_streams {
 } carve_replay_streams;
 
 /* Fill *rs with n stream handles (at least 1) for backend: real non-blocking
- * CUDA streams on device for CARVE_BACKEND_CUDA, otherwise distinct fake
+ * CUDA streams on device for the cuda backends, otherwise distinct fake
  * handles, stream 0 being the default stream (NULL). Returns CARVE_OK,
  * CARVE_ERR_OOM, CARVE_ERR_NO_DEVICE (no CUDA, or carve built without it) or
  * CARVE_ERR_BACKEND, with carve_last_error(NULL) saying why; *rs then holds

@@ -1,7 +1,7 @@
 /*
  * leaves.h — the entry points of the backends themselves: one open function
- * per backend (host.c, virtual.c, cuda.c, cuda_vmm.c; nocuda.c stands in for
- * the CUDA ones in a build without CUDA), and the device queries the CUDA
+ * per backend (host.c, virtual.c, cuda.c, cuda_vmm.c, driver.c; nocuda.c
+ * stands in for the CUDA ones in a build without CUDA), and the device queries the CUDA
  * build answers. Only the dispatcher (open.c) and the device room call them.
  */
 #ifndef CARVE_BACKEND_LEAVES_H
@@ -15,6 +15,13 @@ carve_status carve_backend_open_cuda(carve_be *be, int device) CARVE_INTERNAL;
 carve_status carve_backend_open_cuda_vmm(carve_be *be, int device) CARVE_INTERNAL;
 carve_status carve_backend_open_host(carve_be *be) CARVE_INTERNAL;
 carve_status carve_backend_open_virtual(carve_be *be) CARVE_INTERNAL;
+/* The driver-API backend (driver.c): binds to the current context if it is
+ * on device, else retains device's primary context. */
+carve_status carve_backend_open_driver(carve_be *be, int device) CARVE_INTERNAL;
+
+/* The driver backend's entry points from lookup(name, arg) (driver_api.c, or
+ * nocuda.c without CUDA): 0, or -1 with carve_backend_msg() saying why. */
+int carve_driver_api_lookup(void *(*lookup)(const char *name, void *arg), void *arg) CARVE_INTERNAL;
 
 /* cudaMemGetInfo for device with the device guard; CARVE_ERR_NO_DEVICE when
  * there is no driver or no such device. (carve_device_count, the other

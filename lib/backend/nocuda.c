@@ -7,6 +7,13 @@
 
 int carve_device_count(void) { return 0; }
 
+int carve_driver_api_lookup(void *(*lookup)(const char *name, void *arg), void *arg) {
+    (void)lookup;
+    (void)arg;
+    carve_backend_fail("carve was built without CUDA");
+    return -1;
+}
+
 carve_status carve_cuda_mem_info(int device, size_t *free_bytes, size_t *total_bytes) {
     (void)device;
     *free_bytes = *total_bytes = 0;
@@ -15,6 +22,10 @@ carve_status carve_cuda_mem_info(int device, size_t *free_bytes, size_t *total_b
 }
 
 carve_status carve_backend_open_cuda_vmm(carve_be *be, int device) {
+    return carve_backend_open_cuda(be, device);
+}
+
+carve_status carve_backend_open_driver(carve_be *be, int device) {
     return carve_backend_open_cuda(be, device);
 }
 

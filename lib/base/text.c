@@ -33,11 +33,12 @@ const char *carve_backend_str(carve_backend b) {
     case CARVE_BACKEND_CUDA: return "cuda";
     case CARVE_BACKEND_HOST: return "host";
     case CARVE_BACKEND_VIRTUAL: return "virtual";
+    case CARVE_BACKEND_CUDA_DRIVER: return "cuda_driver";
     }
     return "unknown";
 }
 
-char *carve_fmt_bytes(char *buf, size_t len, size_t bytes) {
+char *carve_format_bytes(char *buf, size_t len, size_t bytes) {
     static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
     if (bytes == SIZE_MAX) {
         snprintf(buf, len, "unlimited");

@@ -1,6 +1,7 @@
 /*
- * text.h — numbers and names as people read them, for every room's messages
- * (status and backend names and the version string are public, in carve.h).
+ * text.h — numbers and names as people read them, for every room's messages.
+ * They are all public (carve.h): status and backend names, the version
+ * string, byte counts; rooms include this header to say where they come from.
  */
 #ifndef CARVE_BASE_TEXT_H
 #define CARVE_BASE_TEXT_H
@@ -9,8 +10,7 @@
 
 #include "base/util.h"
 
-/* Human-readable byte count ("1.50 GiB", "512 B", "unlimited" for SIZE_MAX)
- * into buf; returns buf. */
-char *carve_fmt_bytes(char *buf, size_t len, size_t bytes) CARVE_INTERNAL;
+/* carve_format_bytes (public, carve.h) is defined here too. */
+#include "carve.h"
 
 #endif

@@ -141,8 +141,9 @@ static int parse_uint(const char *v, unsigned long *out) {
 }
 
 static int set_backend(carve_config *c, const char *v) {
-    static const carve_backend all[] = {CARVE_BACKEND_CUDA, CARVE_BACKEND_HOST, CARVE_BACKEND_VIRTUAL};
-    for (int i = 0; i < 3; i++)
+    static const carve_backend all[] = {CARVE_BACKEND_CUDA, CARVE_BACKEND_HOST, CARVE_BACKEND_VIRTUAL,
+                                        CARVE_BACKEND_CUDA_DRIVER};
+    for (int i = 0; i < 4; i++)
         if (strcasecmp(v, carve_backend_str(all[i])) == 0)
             return c->backend = all[i], 0;
     return -1;
@@ -201,7 +202,7 @@ static int set_fail_status(carve_config *c, const char *v) {
 }
 
 const carve_option carve_options[] = {
-    {"backend", "cuda|host|virtual", set_backend},
+    {"backend", "cuda|host|virtual|cuda_driver", set_backend},
     {"device", "device ordinal", set_device},
     {"growth", "0|1", set_growth},
     {"initial", "size (e.g. 1GiB) or fraction of device memory (e.g. 0.25)", set_initial},

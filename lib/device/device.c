@@ -169,3 +169,14 @@ void carve_device_arenas_release(void) {
     }
     carve_mutex_unlock(&g_lock);
 }
+
+carve_status carve_cuda_driver_lookup(void *(*lookup)(const char *name, void *arg), void *arg) {
+    if (!lookup)
+        return carve_fail(NULL, CARVE_ERR_INVALID, "carve_cuda_driver_lookup: lookup is NULL");
+    if (carve_driver_api_lookup(lookup, arg) != 0) {
+        const char *why = carve_backend_msg();
+        return carve_fail(NULL, strstr(why, "in use") ? CARVE_ERR_INVALID : CARVE_ERR_NO_DEVICE,
+                          "carve_cuda_driver_lookup: %s", why);
+    }
+    return CARVE_OK;
+}

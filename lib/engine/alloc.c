@@ -49,14 +49,14 @@ static carve_status alloc_oom(carve_arena *a, size_t size, carve_stream s, const
         "out of memory: carve_alloc of %s (%zu bytes) on stream %p in arena '%s' (%s backend, "
         "device %d) failed: %s. %llu live buffers: %s allocated (%s requested); %s reserved, %s of it "
         "cached; largest free block %s; limit %s.",
-        carve_fmt_bytes(req, sizeof(req), size), size, (void *)s, a->name,
+        carve_format_bytes(req, sizeof(req), size), size, (void *)s, a->name,
         carve_backend_str(a->be.kind), a->be.device, why && *why ? why : "no free block fits",
-        (unsigned long long)st.num_live, carve_fmt_bytes(al, sizeof(al), st.allocated_bytes),
-        carve_fmt_bytes(rq, sizeof(rq), st.requested_bytes),
-        carve_fmt_bytes(rs, sizeof(rs), st.reserved_bytes),
-        carve_fmt_bytes(ca, sizeof(ca), st.cached_bytes),
-        carve_fmt_bytes(lf, sizeof(lf), st.largest_free_block),
-        carve_fmt_bytes(li, sizeof(li), a->limit));
+        (unsigned long long)st.num_live, carve_format_bytes(al, sizeof(al), st.allocated_bytes),
+        carve_format_bytes(rq, sizeof(rq), st.requested_bytes),
+        carve_format_bytes(rs, sizeof(rs), st.reserved_bytes),
+        carve_format_bytes(ca, sizeof(ca), st.cached_bytes),
+        carve_format_bytes(lf, sizeof(lf), st.largest_free_block),
+        carve_format_bytes(li, sizeof(li), a->limit));
 }
 
 /* Pool lock held: drop it, reclaim (carve_reclaim flags), retake it.
@@ -359,6 +359,28 @@ carve_status carve_free(carve_arena *a, void *ptr) {
     carve_spin_unlock(&p->lock);
     CHECK_EXPENSIVE(a);
     return CARVE_OK;
+}
+
+carve_status carve_buffer_info(const carve_arena *ca, const void *ptr, size_t *size, carve_stream *stream) {
+    if (size)
+        *size = 0;
+    if (stream)
+        *stream = NULL;
+    if (!ca)
+        return carve_fail(NULL, CARVE_ERR_INVALID, "carve_buffer_info: arena is NULL");
+    carve_arena *a = (carve_arena *)ca; /* the lock is taken; nothing observable changes */
+    carve_pool *p = ptr ? owner_locked(a, (uintptr_t)ptr) : NULL;
+    if (!p)
+        return bad_pointer(a, "carve_buffer_info", (void *)ptr);
+    carve_block *b = carve_blockmap_get(&p->map, (uintptr_t)ptr);
+    if (b) {
+        if (size)
+            *size = carve_block_requested(b);
+        if (stream)
+            *stream = p->stream;
+    }
+    carve_spin_unlock(&p->lock);
+    return b ? CARVE_OK : bad_pointer(a, "carve_buffer_info", (void *)ptr);
 }
 
 carve_status carve_record_stream(carve_arena *a, void *ptr, carve_stream s) {

@@ -23,7 +23,7 @@ static uint64_t next_arena_id(void) {
 
 static carve_status validate(const carve_config *c) {
     if (c->backend != CARVE_BACKEND_CUDA && c->backend != CARVE_BACKEND_HOST &&
-        c->backend != CARVE_BACKEND_VIRTUAL)
+        c->backend != CARVE_BACKEND_VIRTUAL && c->backend != CARVE_BACKEND_CUDA_DRIVER)
         return carve_fail(NULL, CARVE_ERR_INVALID, "carve_arena_create: unknown backend %d",
                           (int)c->backend);
     if (!(c->initial_fraction >= 0.0 && c->initial_fraction <= 1.0) ||
@@ -31,14 +31,15 @@ static carve_status validate(const carve_config *c) {
         return carve_fail(NULL, CARVE_ERR_INVALID,
                           "carve_arena_create: initial_fraction and limit_fraction must lie in (0, 1] "
                           "(0 = not used)");
-    if ((c->initial_fraction > 0 || c->limit_fraction > 0) && c->backend != CARVE_BACKEND_CUDA)
+    int device_backend = c->backend == CARVE_BACKEND_CUDA || c->backend == CARVE_BACKEND_CUDA_DRIVER;
+    if ((c->initial_fraction > 0 || c->limit_fraction > 0) && !device_backend)
         return carve_fail(NULL, CARVE_ERR_INVALID,
-                          "carve_arena_create: fractions of device memory need the cuda backend");
+                          "carve_arena_create: fractions of device memory need a cuda backend");
     if (!c->growth && c->initial_bytes == 0 && c->initial_fraction == 0)
         return carve_fail(NULL, CARVE_ERR_INVALID,
                           "carve_arena_create: growth is off and initial_bytes is 0: the arena could "
                           "never hold a byte");
-    if (c->vmm && c->backend == CARVE_BACKEND_HOST)
+    if (c->vmm && c->backend != CARVE_BACKEND_CUDA && c->backend != CARVE_BACKEND_VIRTUAL)
         return carve_fail(NULL, CARVE_ERR_INVALID,
                           "carve_arena_create: virtual-memory mode needs the cuda or virtual backend");
     if (c->fail_backend_status != CARVE_OK && c->fail_backend_status != CARVE_ERR_OOM &&
@@ -56,10 +57,10 @@ static carve_status validate(const carve_config *c) {
 static const char *given(char *buf, size_t len, size_t bytes, double fraction, size_t total) {
     char b1[32], b2[32];
     if (fraction > 0)
-        snprintf(buf, len, "%g of %s = %s", fraction, carve_fmt_bytes(b1, sizeof(b1), total),
-                 carve_fmt_bytes(b2, sizeof(b2), bytes));
+        snprintf(buf, len, "%g of %s = %s", fraction, carve_format_bytes(b1, sizeof(b1), total),
+                 carve_format_bytes(b2, sizeof(b2), bytes));
     else
-        snprintf(buf, len, "%s (%zu bytes)", carve_fmt_bytes(b1, sizeof(b1), bytes), bytes);
+        snprintf(buf, len, "%s (%zu bytes)", carve_format_bytes(b1, sizeof(b1), bytes), bytes);
     return buf;
 }
 
@@ -75,7 +76,7 @@ static carve_status resolve_sizes(carve_arena *a, const carve_config *c) {
     if (c->limit_fraction > 0)
         limit = (size_t)((double)total * c->limit_fraction);
     else if (limit == 0)
-        limit = c->backend == CARVE_BACKEND_CUDA ? total : SIZE_MAX;
+        limit = c->backend == CARVE_BACKEND_CUDA || c->backend == CARVE_BACKEND_CUDA_DRIVER ? total : SIZE_MAX;
     if (c->initial_fraction > 0)
         initial = (size_t)((double)total * c->initial_fraction);
     if (initial > limit)
@@ -87,7 +88,7 @@ static carve_status resolve_sizes(carve_arena *a, const carve_config *c) {
         return carve_fail(NULL, CARVE_ERR_INVALID,
                           "carve_arena_create: the limit %s is below one granule of %s",
                           given(b1, sizeof(b1), limit, c->limit_fraction, total),
-                          carve_fmt_bytes(b3, sizeof(b3), CARVE_SEGMENT_GRANULE));
+                          carve_format_bytes(b3, sizeof(b3), CARVE_SEGMENT_GRANULE));
     a->limit = rlimit;
     a->initial = initial ? carve_align_up(initial, CARVE_SEGMENT_GRANULE) : 0;
     if (a->initial > rlimit || a->initial < initial) /* the second: rounding up wrapped */

@@ -311,25 +311,25 @@ carve_status carve_heap_grow(carve_arena *a, size_t want, size_t need) {
         /* One reservation of address space for the whole limit. */
         if (h->nsegs > 0 || h->inflight > 0) {
             carve_note("the arena's address space of %s has no free range of %s",
-                       carve_fmt_bytes(b1, sizeof(b1), a->va_size), carve_fmt_bytes(b2, sizeof(b2), need));
+                       carve_format_bytes(b1, sizeof(b1), a->va_size), carve_format_bytes(b2, sizeof(b2), need));
             return CARVE_ERR_OOM;
         }
         size = a->va_size;
         if (size < need) {
             carve_note("the request needs more than the arena's address space of %s",
-                       carve_fmt_bytes(b1, sizeof(b1), a->va_size));
+                       carve_format_bytes(b1, sizeof(b1), a->va_size));
             return CARVE_ERR_OOM;
         }
     } else if (!a->growth) {
         if (h->nsegs > 0 || h->inflight > 0) {
             carve_note("growth is off and the arena's one block of %s has no free range that fits",
-                       carve_fmt_bytes(b1, sizeof(b1), a->initial));
+                       carve_format_bytes(b1, sizeof(b1), a->initial));
             return CARVE_ERR_OOM;
         }
         size = a->initial; /* the block was given back by empty_cache: take it again */
         if (size < need) {
             carve_note("growth is off and the request needs more than the arena's block of %s",
-                       carve_fmt_bytes(b1, sizeof(b1), a->initial));
+                       carve_format_bytes(b1, sizeof(b1), a->initial));
             return CARVE_ERR_OOM;
         }
     } else {
@@ -339,8 +339,8 @@ carve_status carve_heap_grow(carve_arena *a, size_t want, size_t need) {
             carve_heap_release_free(a);
         if (!(size = grow_size(a, want, need))) {
             carve_note("growing by %s would pass the limit of %s (%s reserved)",
-                       carve_fmt_bytes(b1, sizeof(b1), need), carve_fmt_bytes(b2, sizeof(b2), a->limit),
-                       carve_fmt_bytes(b3, sizeof(b3), h->reserved + h->inflight));
+                       carve_format_bytes(b1, sizeof(b1), need), carve_format_bytes(b2, sizeof(b2), a->limit),
+                       carve_format_bytes(b3, sizeof(b3), h->reserved + h->inflight));
             return CARVE_ERR_OOM;
         }
     }
@@ -366,7 +366,7 @@ carve_status carve_heap_grow(carve_arena *a, size_t want, size_t need) {
     h->inflight -= size;
     if (st != CARVE_OK) {
         carve_note("the %s backend could not reserve %s: %s", carve_backend_str(a->be.kind),
-                   carve_fmt_bytes(b1, sizeof(b1), size), carve_backend_msg());
+                   carve_format_bytes(b1, sizeof(b1), size), carve_backend_msg());
         return st;
     }
     return heap_add_segment(a, base, size, need);
@@ -478,4 +478,17 @@ void carve_heap_destroy(carve_arena *a) {
     h->nsegs = 0;
     carve_slab_destroy(&h->slab);
     carve_mutex_destroy(&h->lock);
+}
+
+int carve_arena_contains(const carve_arena *ca, const void *addr) {
+    if (!ca || !addr)
+        return 0;
+    carve_arena *a = (carve_arena *)ca; /* the lock is taken; nothing observable changes */
+    uintptr_t x = (uintptr_t)addr;
+    int found = 0;
+    carve_mutex_lock(&a->heap.lock);
+    for (const carve_segment *s = a->heap.segs; s && !found; s = s->next)
+        found = x >= s->raw_base && x - s->raw_base < s->raw_size;
+    carve_mutex_unlock(&a->heap.lock);
+    return found;
 }

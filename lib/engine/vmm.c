@@ -122,8 +122,8 @@ carve_status carve_vmm_map(carve_arena *a, carve_pool *p, carve_block *span, uin
         carve_vmm_trim_pool(a, p, h->reserved + need - h->target, addr, addr + size);
     }
     if (h->reserved + need > a->limit) {
-        carve_note("mapping %s more would pass the limit of %s (%s mapped)", carve_fmt_bytes(b1, sizeof(b1), need),
-                   carve_fmt_bytes(b2, sizeof(b2), a->limit), carve_fmt_bytes(b1, sizeof(b1), h->reserved));
+        carve_note("mapping %s more would pass the limit of %s (%s mapped)", carve_format_bytes(b1, sizeof(b1), need),
+                   carve_format_bytes(b2, sizeof(b2), a->limit), carve_format_bytes(b1, sizeof(b1), h->reserved));
         carve_mutex_unlock(&h->lock);
         return CARVE_ERR_OOM;
     }
@@ -134,7 +134,7 @@ carve_status carve_vmm_map(carve_arena *a, carve_pool *p, carve_block *span, uin
         st = a->be.ops->commit(&a->be, s->base + g * G, G);
         if (st != CARVE_OK) {
             carve_note("the %s backend could not map %s: %s", carve_backend_str(a->be.kind),
-                       carve_fmt_bytes(b1, sizeof(b1), G), carve_backend_msg());
+                       carve_format_bytes(b1, sizeof(b1), G), carve_backend_msg());
             break;
         }
         s->gmapped[g] = 1;

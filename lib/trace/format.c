@@ -299,6 +299,26 @@ static int do_line(loader *L, size_t line, const char *s, const char *e) {
         return 0;
     }
     s++;
+    /* An optional last field "@<ns>" is the event's time (a compatible
+     * extension written by carve-run's capture): checked, then set aside. */
+    const char *lc = e;
+    while (lc > s && lc[-1] != ',')
+        lc--;
+    const char *q = lc;
+    while (q < e && is_blank(*q))
+        q++;
+    if (lc > s && q < e && *q == '@') {
+        const char *d = ++q;
+        while (q < e && *q >= '0' && *q <= '9')
+            q++;
+        if (q == d || q != e || q - d > 20) {
+            note(&L->malformed, line, "bad timestamp");
+            return 0;
+        }
+        e = lc - 1;
+        while (e > s && is_blank(e[-1]))
+            e--;
+    }
     uint64_t f[4] = {0, 0, 0, 0};
     int nf = 0;
     while (s < e || nf == 0) {

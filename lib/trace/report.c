@@ -84,7 +84,7 @@ static void write_json(FILE *out, const carve_replay_report *p) {
 
 /* Byte counts as "1.50 GiB"; "none" for an unlimited limit. */
 static const char *bytes(char *buf, size_t len, uint64_t v) {
-    return carve_fmt_bytes(buf, len, v > SIZE_MAX ? SIZE_MAX : (size_t)v);
+    return carve_format_bytes(buf, len, v > SIZE_MAX ? SIZE_MAX : (size_t)v);
 }
 
 static void write_text(FILE *out, const carve_replay_report *p) {

@@ -27,7 +27,7 @@ carve_status carve_replay_streams_open(carve_replay_streams *rs, uint32_t n, car
     if (!rs->s)
         return carve_fail(NULL, CARVE_ERR_OOM, "carve_replay_streams_open: host memory exhausted");
     rs->n = n;
-    if (backend != CARVE_BACKEND_CUDA) {
+    if (backend != CARVE_BACKEND_CUDA && backend != CARVE_BACKEND_CUDA_DRIVER) {
         /* Any distinct non-NULL values will do: HOST and VIRTUAL never look
          * behind a stream handle. */
         for (uint32_t i = 1; i < n; i++)

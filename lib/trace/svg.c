@@ -398,7 +398,7 @@ static void chart(FILE *out, const carve_replay_rec *rec, uint64_t vmax) {
     fprintf(out, "<rect width=\"%d\" height=\"%d\" fill=\"#fafafa\" stroke=\"#ccc\"/>\n", PLOT_W,
             CHART_H);
     fprintf(out, "<text x=\"-8\" y=\"10\" text-anchor=\"end\">%s</text>\n",
-            carve_fmt_bytes(b1, sizeof(b1), (size_t)vmax));
+            carve_format_bytes(b1, sizeof(b1), (size_t)vmax));
     fprintf(out, "<text x=\"-8\" y=\"%d\" text-anchor=\"end\">0</text>\n", CHART_H);
     fprintf(out, "<text x=\"-8\" y=\"%d\" text-anchor=\"end\">bytes</text>\n", CHART_H / 2);
     double sx = (double)PLOT_W / (double)rec->ncols;
@@ -463,7 +463,7 @@ static void islands(FILE *out, const layout *L) {
                     "<text x=\"-8\" y=\"%.1f\" text-anchor=\"end\">0x%llx</text>"
                     "<text x=\"-8\" y=\"%.1f\" text-anchor=\"end\" fill=\"#666\">%s</text>",
                     L->isl[i].y0 + 10, (unsigned long long)L->isl[i].lo, L->isl[i].y0 + 21,
-                    carve_fmt_bytes(b, sizeof(b), (size_t)L->isl[i].hi - L->isl[i].lo));
+                    carve_format_bytes(b, sizeof(b), (size_t)L->isl[i].hi - L->isl[i].lo));
             last_label = L->isl[i].y0;
             fputc('\n', out);
         }
@@ -572,8 +572,8 @@ int carve_svg_write(FILE *out, const carve_trace *t, const carve_replay_rec *rec
     fputs("</text>\n", out);
     fprintf(out, "<text x=\"%d\" y=\"44\" font-size=\"12\">%s backend, %zu events, peak requested %s, "
                  "reserved peak %s, footprint ratio ",
-            LEFT, info->backend, t->n, carve_fmt_bytes(b1, sizeof(b1), (size_t)t->peak_requested),
-            carve_fmt_bytes(b2, sizeof(b2), (size_t)info->reserved_peak));
+            LEFT, info->backend, t->n, carve_format_bytes(b1, sizeof(b1), (size_t)t->peak_requested),
+            carve_format_bytes(b2, sizeof(b2), (size_t)info->reserved_peak));
     if (info->footprint_ratio > 0)
         fprintf(out, "%.3f</text>\n", info->footprint_ratio);
     else

@@ -1,6 +1,6 @@
 /* gpu_util.c — host side of gpu_util.h: start-up, counters, leak marks, cases. */
 #include "gpu_util.h"
-#include "base/text.h" /* carve_fmt_bytes */
+#include "base/text.h" /* carve_format_bytes */
 
 #include <time.h>
 
@@ -50,7 +50,7 @@ void gpu_stream_free(cudaStream_t s) {
     CUDA_CHECK(cudaStreamDestroy(s));
 }
 
-const char *gpu_fmt(char *buf, size_t len, size_t bytes) { return carve_fmt_bytes(buf, len, bytes); }
+const char *gpu_fmt(char *buf, size_t len, size_t bytes) { return carve_format_bytes(buf, len, bytes); }
 
 /* Everything a test will use once, so that lazy module loading, counter
  * memory and the driver's first stream and event pools are in place before

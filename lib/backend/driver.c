@@ -1,0 +1,252 @@
+/*
+ * driver.c — the CUDA backend through the driver API: segments from
+ * cuMemAlloc, events from cuEvent*, all through the entry-point table of
+ * driver_api.c, so this backend links neither cudart nor libcuda and can
+ * sit under an interposer of both.
+ *
+ * The one idea: a driver backend belongs to a CUDA context, not only to a
+ * device. It binds to the context current on the thread that opens it (a
+ * program's own cuCtxCreate context), or else retains the device's primary
+ * context (the one the runtime uses), and makes that context current around
+ * every call that needs one, restoring the caller's afterwards. Events are
+ * recycled through a small free list, as in the cudart backend.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/driver_api.h"
+#include "backend/leaves.h"
+#include "base/lock.h"
+
+typedef struct drv_ctx {
+    const carve_driver_api *api;
+    CUcontext ctx;
+    CUdevice dev;
+    int retained;       /* ctx is the primary context, retained by us */
+    carve_mutex lock;   /* guards the event free list */
+    CUevent *spare;
+    size_t nspare, cap;
+} drv_ctx;
+
+static carve_status drv_error(const carve_driver_api *api, CUresult r, const char *what) {
+    const char *name = NULL;
+    if (!api || api->GetErrorName(r, &name) != CUDA_SUCCESS || !name)
+        name = "unknown CUDA error";
+    carve_backend_fail("%s: %s (%d)", what, name, (int)r);
+    switch (r) {
+    case CUDA_ERROR_OUT_OF_MEMORY: return CARVE_ERR_OOM;
+    case CUDA_ERROR_NO_DEVICE:
+    case CUDA_ERROR_INVALID_DEVICE:
+    case CUDA_ERROR_NOT_INITIALIZED: return CARVE_ERR_NO_DEVICE;
+    default: return CARVE_ERR_BACKEND;
+    }
+}
+
+/* Make the backend's context current; *pushed says whether leave must pop. */
+static carve_status enter(drv_ctx *c, int *pushed) {
+    CUcontext cur = NULL;
+    *pushed = 0;
+    CUresult r = c->api->CtxGetCurrent(&cur);
+    if (r != CUDA_SUCCESS)
+        return drv_error(c->api, r, "cuCtxGetCurrent");
+    if (cur == c->ctx)
+        return CARVE_OK;
+    if ((r = c->api->CtxPushCurrent(c->ctx)) != CUDA_SUCCESS)
+        return drv_error(c->api, r, "cuCtxPushCurrent");
+    *pushed = 1;
+    return CARVE_OK;
+}
+
+static void leave(drv_ctx *c, int pushed) {
+    CUcontext popped;
+    if (pushed)
+        (void)c->api->CtxPopCurrent(&popped);
+}
+
+static carve_status drv_reserve(carve_be *be, size_t size, uintptr_t *base) {
+    drv_ctx *c = be->ctx;
+    int pushed;
+    carve_status st = enter(c, &pushed);
+    if (st != CARVE_OK)
+        return st;
+    CUdeviceptr p = 0;
+    CUresult r = c->api->MemAlloc(&p, size);
+    if (r == CUDA_SUCCESS)
+        *base = (uintptr_t)p;
+    else
+        st = drv_error(c->api, r, "cuMemAlloc");
+    leave(c, pushed);
+    return st;
+}
+
+static carve_status drv_release(carve_be *be, uintptr_t base, size_t size) {
+    (void)size;
+    drv_ctx *c = be->ctx;
+    int pushed;
+    carve_status st = enter(c, &pushed);
+    if (st != CARVE_OK)
+        return st;
+    CUresult r = c->api->MemFree((CUdeviceptr)base);
+    if (r != CUDA_SUCCESS)
+        st = drv_error(c->api, r, "cuMemFree");
+    leave(c, pushed);
+    return st;
+}
+
+static carve_status drv_event_record(carve_be *be, carve_stream s, void **out) {
+    drv_ctx *c = be->ctx;
+    *out = NULL;
+    int pushed;
+    carve_status st = enter(c, &pushed);
+    if (st != CARVE_OK)
+        return st;
+    CUevent ev = NULL;
+    carve_mutex_lock(&c->lock);
+    if (c->nspare)
+        ev = c->spare[--c->nspare];
+    carve_mutex_unlock(&c->lock);
+    CUresult r = CUDA_SUCCESS;
+    const char *what = "cuEventCreate";
+    if (!ev)
+        r = c->api->EventCreate(&ev, CU_EVENT_DISABLE_TIMING);
+    if (r == CUDA_SUCCESS) {
+        r = c->api->EventRecord(ev, (CUstream)s);
+        what = "cuEventRecord";
+    }
+    if (r != CUDA_SUCCESS) {
+        st = drv_error(c->api, r, what);
+        if (ev)
+            (void)c->api->EventDestroy(ev);
+    } else {
+        *out = ev;
+    }
+    leave(c, pushed);
+    return st;
+}
+
+static int drv_event_query(carve_be *be, void *ev) {
+    drv_ctx *c = be->ctx;
+    CUresult r = c->api->EventQuery((CUevent)ev);
+    if (r == CUDA_SUCCESS)
+        return 1;
+    return r == CUDA_ERROR_NOT_READY ? 0 : -1;
+}
+
+static carve_status drv_event_sync(carve_be *be, void *ev) {
+    drv_ctx *c = be->ctx;
+    CUresult r = c->api->EventSynchronize((CUevent)ev);
+    return r == CUDA_SUCCESS ? CARVE_OK : drv_error(c->api, r, "cuEventSynchronize");
+}
+
+static carve_status drv_device_sync(carve_be *be) {
+    drv_ctx *c = be->ctx;
+    int pushed;
+    carve_status st = enter(c, &pushed);
+    if (st != CARVE_OK)
+        return st;
+    CUresult r = c->api->CtxSynchronize();
+    if (r != CUDA_SUCCESS)
+        st = drv_error(c->api, r, "cuCtxSynchronize");
+    leave(c, pushed);
+    return st;
+}
+
+static void drv_event_release(carve_be *be, void *ev) {
+    drv_ctx *c = be->ctx;
+    carve_mutex_lock(&c->lock);
+    if (c->nspare == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 16;
+        CUevent *n = realloc(c->spare, cap * sizeof(*n));
+        if (n) {
+            c->spare = n;
+            c->cap = cap;
+        }
+    }
+    if (c->nspare < c->cap) {
+        c->spare[c->nspare++] = (CUevent)ev;
+        ev = NULL;
+    }
+    carve_mutex_unlock(&c->lock);
+    if (ev)
+        (void)c->api->EventDestroy((CUevent)ev);
+}
+
+static void drv_destroy(carve_be *be) {
+    drv_ctx *c = be->ctx;
+    int pushed;
+    int entered = enter(c, &pushed) == CARVE_OK;
+    for (size_t i = 0; i < c->nspare; i++)
+        (void)c->api->EventDestroy(c->spare[i]);
+    if (entered)
+        leave(c, pushed);
+    if (c->retained)
+        (void)c->api->DevicePrimaryCtxRelease(c->dev);
+    free(c->spare);
+    carve_mutex_destroy(&c->lock);
+    free(c);
+}
+
+static const carve_backend_ops driver_ops = {
+    .reserve = drv_reserve,
+    .release = drv_release,
+    .event_record = drv_event_record,
+    .event_query = drv_event_query,
+    .event_sync = drv_event_sync,
+    .device_sync = drv_device_sync,
+    .event_release = drv_event_release,
+    .destroy = drv_destroy,
+};
+
+carve_status carve_backend_open_driver(carve_be *be, int device) {
+    const carve_driver_api *api = carve_driver_api_get();
+    if (!api)
+        return CARVE_ERR_NO_DEVICE;
+    CUresult r = api->Init(0);
+    if (r != CUDA_SUCCESS)
+        return drv_error(api, r, "cuInit");
+    int n = 0;
+    if ((r = api->DeviceGetCount(&n)) != CUDA_SUCCESS)
+        return drv_error(api, r, "cuDeviceGetCount");
+    if (device < 0 || device >= n) {
+        carve_backend_fail("device %d does not exist (%d device%s visible)", device, n, n == 1 ? "" : "s");
+        return CARVE_ERR_NO_DEVICE;
+    }
+    drv_ctx *c = calloc(1, sizeof(*c));
+    if (!c) {
+        carve_backend_fail("host memory exhausted");
+        return CARVE_ERR_OOM;
+    }
+    c->api = api;
+    if ((r = api->DeviceGet(&c->dev, device)) != CUDA_SUCCESS) {
+        free(c);
+        return drv_error(api, r, "cuDeviceGet");
+    }
+    /* The caller's current context if it is on this device, else the
+     * device's primary context. */
+    CUcontext cur = NULL;
+    CUdevice cur_dev = -1;
+    if (api->CtxGetCurrent(&cur) == CUDA_SUCCESS && cur) {
+        if (api->CtxGetDevice(&cur_dev) == CUDA_SUCCESS && cur_dev == c->dev)
+            c->ctx = cur;
+    }
+    if (!c->ctx) {
+        if ((r = api->DevicePrimaryCtxRetain(&c->ctx, c->dev)) != CUDA_SUCCESS) {
+            free(c);
+            return drv_error(api, r, "cuDevicePrimaryCtxRetain");
+        }
+        c->retained = 1;
+    }
+    size_t total = 0;
+    if ((r = api->DeviceTotalMem(&total, c->dev)) != CUDA_SUCCESS) {
+        carve_status st = drv_error(api, r, "cuDeviceTotalMem");
+        if (c->retained)
+            (void)api->DevicePrimaryCtxRelease(c->dev);
+        free(c);
+        return st;
+    }
+    carve_mutex_init(&c->lock);
+    be->ctx = c;
+    be->ops = &driver_ops;
+    be->total_bytes = total;
+    return CARVE_OK;
+}

@@ -1,0 +1,51 @@
+/*
+ * driver_api.h — the CUDA driver functions carve calls itself, as one table
+ * of pointers (driver_api.c), instead of linked symbols.
+ *
+ * The one idea: whoever stands between the program and the driver (the
+ * carve-run interposer) hands carve the driver's real entry points with
+ * carve_driver_api_lookup before any arena exists, so carve's own calls never
+ * come back through the interposer; everyone else gets the table loaded
+ * from libcuda.so.1 on first use. Nothing here needs cudart.
+ */
+#ifndef CARVE_BACKEND_DRIVER_API_H
+#define CARVE_BACKEND_DRIVER_API_H
+
+#include <cuda.h>
+
+#include "base/util.h"
+
+typedef struct carve_driver_api {
+    CUresult (*Init)(unsigned int flags);
+    CUresult (*DeviceGetCount)(int *count);
+    CUresult (*DeviceGet)(CUdevice *dev, int ordinal);
+    CUresult (*DeviceTotalMem)(size_t *bytes, CUdevice dev);          /* cuDeviceTotalMem_v2 */
+    CUresult (*DevicePrimaryCtxRetain)(CUcontext *ctx, CUdevice dev);
+    CUresult (*DevicePrimaryCtxRelease)(CUdevice dev);                /* _v2 */
+    CUresult (*CtxGetCurrent)(CUcontext *ctx);
+    CUresult (*CtxGetDevice)(CUdevice *dev);
+    CUresult (*CtxPushCurrent)(CUcontext ctx);                        /* _v2 */
+    CUresult (*CtxPopCurrent)(CUcontext *ctx);                        /* _v2 */
+    CUresult (*CtxSynchronize)(void);
+    CUresult (*MemAlloc)(CUdeviceptr *dptr, size_t bytes);            /* cuMemAlloc_v2 */
+    CUresult (*MemFree)(CUdeviceptr dptr);                            /* cuMemFree_v2 */
+    CUresult (*MemGetInfo)(size_t *free_bytes, size_t *total_bytes);  /* cuMemGetInfo_v2 */
+    CUresult (*EventCreate)(CUevent *ev, unsigned int flags);
+    CUresult (*EventRecord)(CUevent ev, CUstream stream);
+    CUresult (*EventQuery)(CUevent ev);
+    CUresult (*EventSynchronize)(CUevent ev);
+    CUresult (*EventDestroy)(CUevent ev);                             /* _v2 */
+    CUresult (*GetErrorName)(CUresult error, const char **name);
+} carve_driver_api;
+
+/* Fill the table with lookup(name, arg) for each exported driver name and
+ * use it from now on. Call it before the first arena on the CUDA_DRIVER
+ * backend is created. 0; -1 when a function is missing (carve_backend_msg()
+ * names it) or the table was already in use. Thread-safe. */
+int carve_driver_api_lookup(void *(*lookup)(const char *name, void *arg), void *arg) CARVE_INTERNAL;
+/* The table in use, loaded from libcuda.so.1 on first call unless one was
+ * given; NULL (carve_backend_msg() says why) when there is no driver.
+ * Thread-safe. */
+const carve_driver_api *carve_driver_api_get(void) CARVE_INTERNAL;
+
+#endif

@@ -1,0 +1,50 @@
+/*
+ * exports.h — every symbol the interposer exports in the driver's and the
+ * runtime's names, with the driver ABI's signatures (hooks.c and lookup.c
+ * define them). A program or library that links, dlsym()s or
+ * cuGetProcAddress()es one of these names gets carve's function.
+ */
+#ifndef CARVE_PRELOAD_EXPORTS_H
+#define CARVE_PRELOAD_EXPORTS_H
+
+#include "preload/cutypes.h"
+
+#define CARVE_EXPORT __attribute__((visibility("default")))
+
+/* hooks.c */
+CARVE_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize);
+CARVE_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr);
+CARVE_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream);
+CARVE_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream);
+CARVE_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream);
+CARVE_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream);
+CARVE_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes);
+CARVE_EXPORT CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags);
+CARVE_EXPORT CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority);
+CARVE_EXPORT CUresult cuStreamDestroy_v2(CUstream hStream);
+CARVE_EXPORT CUresult cuStreamBeginCapture_v2(CUstream hStream, int mode);
+CARVE_EXPORT CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, int mode);
+CARVE_EXPORT CUresult cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph, const CUgraphNode *deps,
+                                                  const void *data, size_t ndeps, int mode);
+CARVE_EXPORT CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGraph, const CUgraphNode *deps,
+                                                       const void *data, size_t ndeps, int mode);
+CARVE_EXPORT CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph);
+CARVE_EXPORT CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph);
+CARVE_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx);
+CARVE_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev);
+
+/* lookup.c */
+CARVE_EXPORT void *dlsym(void *handle, const char *name);
+CARVE_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
+CARVE_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
+                                          int *symbolStatus);
+/* cudaError_t is an int. */
+CARVE_EXPORT int cudaGetDriverEntryPoint(const char *symbol, void **funcPtr, unsigned long long flags, int *status);
+CARVE_EXPORT int cudaGetDriverEntryPoint_ptsz(const char *symbol, void **funcPtr, unsigned long long flags,
+                                              int *status);
+CARVE_EXPORT int cudaGetDriverEntryPointByVersion(const char *symbol, void **funcPtr, unsigned int cudaVersion,
+                                                  unsigned long long flags, int *status);
+CARVE_EXPORT int cudaGetDriverEntryPointByVersion_ptsz(const char *symbol, void **funcPtr, unsigned int cudaVersion,
+                                                       unsigned long long flags, int *status);
+
+#endif

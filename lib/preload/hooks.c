@@ -1,0 +1,316 @@
+/*
+ * hooks.c — the driver functions the interposer serves, under their exported
+ * names: allocation and free (plain and stream-ordered, with their per-thread-
+ * default-stream forms), memory information, and the stream and capture
+ * calls it must watch to keep frees safe.
+ *
+ * The one idea: every path through the CUDA runtime (static or shared) and
+ * every driver-API program ends in these few entry points, reached either by
+ * linking (exported symbols here) or by lookup (lookup.c hands out these same
+ * functions from dlsym and cuGetProcAddress). Each serves a call from carve
+ * when the calling thread's context has an arena, and otherwise calls the
+ * driver's own function unchanged: pointers carve did not hand out, calls
+ * before CUDA is up, allocations on a stream that is being captured into a
+ * graph (the driver must make those graph nodes itself).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "preload/exports.h"
+#include "preload/preload.h"
+
+typedef CUresult (*alloc_fn)(CUdeviceptr *, size_t);
+typedef CUresult (*free_fn)(CUdeviceptr);
+typedef CUresult (*alloc_async_fn)(CUdeviceptr *, size_t, CUstream);
+typedef CUresult (*free_async_fn)(CUdeviceptr, CUstream);
+typedef CUresult (*info_fn)(size_t *, size_t *);
+typedef CUresult (*stream_create_fn)(CUstream *, unsigned);
+typedef CUresult (*stream_prio_fn)(CUstream *, unsigned, int);
+typedef CUresult (*stream_destroy_fn)(CUstream);
+typedef CUresult (*begin_fn)(CUstream, int);
+typedef CUresult (*begin_graph_fn)(CUstream, CUgraph, const CUgraphNode *, const void *, size_t, int);
+typedef CUresult (*end_fn)(CUstream, CUgraph *);
+typedef CUresult (*is_capturing_fn)(CUstream, int *);
+typedef CUresult (*ctx_destroy_fn)(CUcontext);
+typedef CUresult (*ctx_reset_fn)(CUdevice);
+typedef CUresult (*ctx_retain_fn)(CUcontext *, CUdevice);
+typedef CUresult (*ctx_release_fn)(CUdevice);
+
+static struct {
+    alloc_fn MemAlloc;
+    free_fn MemFree;
+    alloc_async_fn MemAllocAsync, MemAllocAsync_ptsz;
+    free_async_fn MemFreeAsync, MemFreeAsync_ptsz;
+    info_fn MemGetInfo;
+    stream_create_fn StreamCreate;
+    stream_prio_fn StreamCreateWithPriority;
+    stream_destroy_fn StreamDestroy;
+    begin_fn BeginCapture, BeginCapture_ptsz;
+    begin_graph_fn BeginCaptureToGraph, BeginCaptureToGraph_ptsz;
+    end_fn EndCapture, EndCapture_ptsz;
+    is_capturing_fn IsCapturing, IsCapturing_ptsz;
+    ctx_destroy_fn CtxDestroy;
+    ctx_reset_fn PrimaryCtxReset;
+    ctx_retain_fn PrimaryCtxRetain;
+    ctx_release_fn PrimaryCtxRelease;
+} real;
+
+static void resolve(void) {
+    static int done;
+    if (__atomic_load_n(&done, __ATOMIC_ACQUIRE))
+        return;
+    carve_session_init();
+#define R(field, name) CARVE_SET_FN(real.field, carve_real_driver(name))
+    R(MemAlloc, "cuMemAlloc_v2");
+    R(MemFree, "cuMemFree_v2");
+    R(MemAllocAsync, "cuMemAllocAsync");
+    R(MemAllocAsync_ptsz, "cuMemAllocAsync_ptsz");
+    R(MemFreeAsync, "cuMemFreeAsync");
+    R(MemFreeAsync_ptsz, "cuMemFreeAsync_ptsz");
+    R(MemGetInfo, "cuMemGetInfo_v2");
+    R(StreamCreate, "cuStreamCreate");
+    R(StreamCreateWithPriority, "cuStreamCreateWithPriority");
+    R(StreamDestroy, "cuStreamDestroy_v2");
+    R(BeginCapture, "cuStreamBeginCapture_v2");
+    R(BeginCapture_ptsz, "cuStreamBeginCapture_v2_ptsz");
+    R(BeginCaptureToGraph, "cuStreamBeginCaptureToGraph");
+    R(BeginCaptureToGraph_ptsz, "cuStreamBeginCaptureToGraph_ptsz");
+    R(EndCapture, "cuStreamEndCapture");
+    R(EndCapture_ptsz, "cuStreamEndCapture_ptsz");
+    R(IsCapturing, "cuStreamIsCapturing");
+    R(IsCapturing_ptsz, "cuStreamIsCapturing_ptsz");
+    R(CtxDestroy, "cuCtxDestroy_v2");
+    R(PrimaryCtxReset, "cuDevicePrimaryCtxReset_v2");
+    R(PrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
+    R(PrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2");
+#undef R
+    __atomic_store_n(&done, 1, __ATOMIC_RELEASE);
+}
+
+__attribute__((constructor)) static void preload_start(void) { resolve(); }
+
+#define NOT_SUPPORTED 801 /* CUDA_ERROR_NOT_SUPPORTED: the driver lacks the function */
+#define CALL_REAL(fn, ...) (real.fn ? real.fn(__VA_ARGS__) : NOT_SUPPORTED)
+
+/* The context to serve this call from, or NULL to pass it through. */
+static carve_ctx *serving(void) {
+    resolve();
+    carve_ctx *c = carve_ctx_current();
+    if (c && !carve_ctx_arena(c)) {
+        carve_session_warn(carve_ctx_device(c), carve_ctx_last_error(c));
+        return NULL;
+    }
+    return c;
+}
+
+static uint64_t clock_in(void) { return carve_run.report ? carve_session_now() : 0; }
+static void clock_out(carve_ctx *c, uint64_t t) {
+    if (t)
+        carve_ctx_add_time(c, carve_session_now() - t);
+}
+
+/* The default streams (NULL, legacy, per-thread) name no particular
+ * stream: allocations and frees on them are unordered. */
+static int is_default_stream(CUstream s) { return (uintptr_t)s <= 2; }
+
+/* Whether s is being captured into a graph right now (cheap when nothing is). */
+static int captured(CUstream s, int ptsz) {
+    if (!carve_ctx_capturing() || is_default_stream(s))
+        return 0;
+    int status = CU_STREAM_CAPTURE_STATUS_NONE;
+    is_capturing_fn f = ptsz && real.IsCapturing_ptsz ? real.IsCapturing_ptsz : real.IsCapturing;
+    return f && f(s, &status) == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+static CUresult do_alloc(CUdeviceptr *dptr, size_t size, CUstream stream, int ordered, int ptsz) {
+    carve_ctx *c = serving();
+    if (!c || !dptr || size == 0 || (ordered && captured(stream, ptsz))) {
+        carve_ctx_passthrough(c);
+        CUresult r = !ordered ? CALL_REAL(MemAlloc, dptr, size)
+                     : ptsz   ? CALL_REAL(MemAllocAsync_ptsz, dptr, size, stream)
+                              : CALL_REAL(MemAllocAsync, dptr, size, stream);
+        if (r == CUDA_SUCCESS && dptr)
+            carve_session_trace_alloc((uintptr_t)*dptr, size, ordered ? (carve_stream)stream : NULL);
+        return r;
+    }
+    uint64_t t = clock_in();
+    uintptr_t p = 0;
+    carve_stream s = ordered && !is_default_stream(stream) ? (carve_stream)stream : NULL;
+    CUresult r = carve_ctx_alloc(c, size, s, &p);
+    clock_out(c, t);
+    if (r == CUDA_SUCCESS) {
+        *dptr = (CUdeviceptr)p;
+        carve_session_trace_alloc(p, size, s);
+    } else if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+        carve_session_oom(carve_ctx_device(c), size, carve_ctx_last_error(c));
+    }
+    return r;
+}
+
+static CUresult do_free(CUdeviceptr dptr, CUstream stream, int ordered, int ptsz) {
+    if (!dptr) /* as the driver: freeing NULL does nothing */
+        return ordered ? (ptsz ? CALL_REAL(MemFreeAsync_ptsz, dptr, stream) : CALL_REAL(MemFreeAsync, dptr, stream))
+                       : CALL_REAL(MemFree, dptr);
+    resolve();
+    uint64_t t = clock_in();
+    carve_ctx *c = carve_run.ready ? carve_ctx_owner((uintptr_t)dptr) : NULL;
+    if (!c) {
+        /* Not a buffer carve handed out. Memory inside an arena (a stray or
+         * double free) never goes to the driver, which would free the whole
+         * segment under carve. */
+        carve_ctx *cur = carve_ctx_current();
+        carve_arena *a = cur ? carve_ctx_arena(cur) : NULL;
+        if (a && carve_arena_contains(a, (void *)(uintptr_t)dptr))
+            return CUDA_ERROR_INVALID_VALUE;
+        carve_ctx_passthrough(cur);
+        CUresult r = !ordered ? CALL_REAL(MemFree, dptr)
+                     : ptsz   ? CALL_REAL(MemFreeAsync_ptsz, dptr, stream)
+                              : CALL_REAL(MemFreeAsync, dptr, stream);
+        if (r == CUDA_SUCCESS)
+            carve_session_trace_free((uintptr_t)dptr);
+        return r;
+    }
+    /* On a default stream, or on a stream being captured, a free is treated
+     * as unordered: kept until all earlier work has completed. */
+    int use_stream = ordered && !is_default_stream(stream) && !captured(stream, ptsz);
+    carve_session_trace_free((uintptr_t)dptr);
+    CUresult r = carve_ctx_free(c, (uintptr_t)dptr, use_stream, (carve_stream)stream);
+    clock_out(c, t);
+    return r;
+}
+
+CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) { return do_alloc(dptr, bytesize, NULL, 0, 0); }
+CUresult cuMemFree_v2(CUdeviceptr dptr) { return do_free(dptr, NULL, 0, 0); }
+
+CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
+    return do_alloc(dptr, bytesize, hStream, 1, 0);
+}
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
+    return do_alloc(dptr, bytesize, hStream, 1, 1);
+}
+CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) { return do_free(dptr, hStream, 1, 0); }
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) { return do_free(dptr, hStream, 1, 1); }
+
+CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes) {
+    carve_ctx *c = serving();
+    if (!c || !free_bytes || !total_bytes)
+        return CALL_REAL(MemGetInfo, free_bytes, total_bytes);
+    return carve_ctx_mem_info(c, free_bytes, total_bytes);
+}
+
+/* ---- streams and captures ------------------------------------------------ */
+
+CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags) {
+    resolve();
+    CUresult r = CALL_REAL(StreamCreate, phStream, Flags);
+    if (r == CUDA_SUCCESS && phStream)
+        carve_ctx_stream_created((carve_stream)*phStream, Flags);
+    return r;
+}
+
+CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority) {
+    resolve();
+    CUresult r = CALL_REAL(StreamCreateWithPriority, phStream, flags, priority);
+    if (r == CUDA_SUCCESS && phStream)
+        carve_ctx_stream_created((carve_stream)*phStream, flags);
+    return r;
+}
+
+CUresult cuStreamDestroy_v2(CUstream hStream) {
+    resolve();
+    carve_ctx_stream_destroyed((carve_stream)hStream); /* while it still exists */
+    return CALL_REAL(StreamDestroy, hStream);
+}
+
+/* Streams being captured; a capture that begins is counted once and ends once. */
+#define MAX_CAPTURES 256
+static CUstream capturing_streams[MAX_CAPTURES];
+static int ncapturing;
+static int capture_lock;
+
+static void capture_begin(CUstream s) {
+    while (__atomic_exchange_n(&capture_lock, 1, __ATOMIC_ACQUIRE)) {
+    }
+    if (ncapturing < MAX_CAPTURES)
+        capturing_streams[ncapturing++] = s;
+    carve_ctx_capture(1);
+    __atomic_store_n(&capture_lock, 0, __ATOMIC_RELEASE);
+}
+
+static void capture_end(CUstream s) {
+    while (__atomic_exchange_n(&capture_lock, 1, __ATOMIC_ACQUIRE)) {
+    }
+    for (int i = 0; i < ncapturing; i++)
+        if (capturing_streams[i] == s) {
+            capturing_streams[i] = capturing_streams[--ncapturing];
+            carve_ctx_capture(-1);
+            break;
+        }
+    __atomic_store_n(&capture_lock, 0, __ATOMIC_RELEASE);
+}
+
+CUresult cuStreamBeginCapture_v2(CUstream hStream, int mode) {
+    resolve();
+    CUresult r = CALL_REAL(BeginCapture, hStream, mode);
+    if (r == CUDA_SUCCESS)
+        capture_begin(hStream);
+    return r;
+}
+
+CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, int mode) {
+    resolve();
+    CUresult r = CALL_REAL(BeginCapture_ptsz, hStream, mode);
+    if (r == CUDA_SUCCESS)
+        capture_begin(hStream);
+    return r;
+}
+
+CUresult cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph, const CUgraphNode *deps, const void *data,
+                                     size_t ndeps, int mode) {
+    resolve();
+    CUresult r = CALL_REAL(BeginCaptureToGraph, hStream, hGraph, deps, data, ndeps, mode);
+    if (r == CUDA_SUCCESS)
+        capture_begin(hStream);
+    return r;
+}
+
+CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGraph, const CUgraphNode *deps,
+                                          const void *data, size_t ndeps, int mode) {
+    resolve();
+    CUresult r = CALL_REAL(BeginCaptureToGraph_ptsz, hStream, hGraph, deps, data, ndeps, mode);
+    if (r == CUDA_SUCCESS)
+        capture_begin(hStream);
+    return r;
+}
+
+CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph) {
+    resolve();
+    CUresult r = CALL_REAL(EndCapture, hStream, phGraph);
+    capture_end(hStream);
+    return r;
+}
+
+CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph) {
+    resolve();
+    CUresult r = CALL_REAL(EndCapture_ptsz, hStream, phGraph);
+    capture_end(hStream);
+    return r;
+}
+
+/* ---- contexts that go away ---------------------------------------------- */
+
+CUresult cuCtxDestroy_v2(CUcontext ctx) {
+    resolve();
+    carve_ctx_gone(ctx);
+    return CALL_REAL(CtxDestroy, ctx);
+}
+
+CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
+    resolve();
+    CUcontext primary = NULL;
+    if (real.PrimaryCtxRetain && real.PrimaryCtxRetain(&primary, dev) == CUDA_SUCCESS) {
+        carve_ctx_gone(primary);
+        real.PrimaryCtxRelease(dev);
+    }
+    return CALL_REAL(PrimaryCtxReset, dev);
+}

@@ -1,0 +1,199 @@
+/*
+ * lookup.c — the ways a program finds driver functions without linking
+ * them, each answered with the interposer's own function where it has one:
+ * dlsym (the static cudart and many libraries dlopen libcuda.so.1 and look
+ * up cuGetProcAddress), cuGetProcAddress and cuGetProcAddress_v2 (through
+ * which the runtime fetches every driver function it calls), and the
+ * runtime's cudaGetDriverEntryPoint / ...ByVersion.
+ *
+ * The one idea: ask the real lookup first, then compare the function it
+ * found with the driver's real entry points that the interposer replaces.
+ * A match by address is exact whatever the symbol was called in the
+ * request, whatever version was asked for and whichever default-stream
+ * flavour (cuMemAllocAsync versus cuMemAllocAsync_ptsz are different
+ * functions, so they match different replacements). Only when the driver
+ * hands out an address it does not also export is the request's name (with
+ * its version and flags) used instead.
+ */
+#include <string.h>
+
+#include "preload/exports.h"
+#include "preload/preload.h"
+
+typedef struct replacement {
+    const char *name;      /* the driver's exported name */
+    void (*ours)(void);    /* the replacement (any function type fits here) */
+    void *real;            /* the driver's function (found on first use) */
+    int looked;
+} replacement;
+
+/* A function's address as data (ISO C has no direct conversion). */
+static void *fn_addr(void (*f)(void)) {
+    void *p;
+    memcpy(&p, &f, sizeof(p));
+    return p;
+}
+#define FN(f) (void (*)(void))(f)
+static replacement table[] = {
+    {"cuMemAlloc_v2", FN(cuMemAlloc_v2), NULL, 0},
+    {"cuMemFree_v2", FN(cuMemFree_v2), NULL, 0},
+    {"cuMemAllocAsync", FN(cuMemAllocAsync), NULL, 0},
+    {"cuMemAllocAsync_ptsz", FN(cuMemAllocAsync_ptsz), NULL, 0},
+    {"cuMemFreeAsync", FN(cuMemFreeAsync), NULL, 0},
+    {"cuMemFreeAsync_ptsz", FN(cuMemFreeAsync_ptsz), NULL, 0},
+    {"cuMemGetInfo_v2", FN(cuMemGetInfo_v2), NULL, 0},
+    {"cuStreamCreate", FN(cuStreamCreate), NULL, 0},
+    {"cuStreamCreateWithPriority", FN(cuStreamCreateWithPriority), NULL, 0},
+    {"cuStreamDestroy_v2", FN(cuStreamDestroy_v2), NULL, 0},
+    {"cuStreamBeginCapture_v2", FN(cuStreamBeginCapture_v2), NULL, 0},
+    {"cuStreamBeginCapture_v2_ptsz", FN(cuStreamBeginCapture_v2_ptsz), NULL, 0},
+    {"cuStreamBeginCaptureToGraph", FN(cuStreamBeginCaptureToGraph), NULL, 0},
+    {"cuStreamBeginCaptureToGraph_ptsz", FN(cuStreamBeginCaptureToGraph_ptsz), NULL, 0},
+    {"cuStreamEndCapture", FN(cuStreamEndCapture), NULL, 0},
+    {"cuStreamEndCapture_ptsz", FN(cuStreamEndCapture_ptsz), NULL, 0},
+    {"cuCtxDestroy_v2", FN(cuCtxDestroy_v2), NULL, 0},
+    {"cuDevicePrimaryCtxReset_v2", FN(cuDevicePrimaryCtxReset_v2), NULL, 0},
+    {"cuGetProcAddress", FN(cuGetProcAddress), NULL, 0},
+    {"cuGetProcAddress_v2", FN(cuGetProcAddress_v2), NULL, 0},
+};
+#define NTABLE (sizeof(table) / sizeof(table[0]))
+
+static void *by_address(void *fn) {
+    for (size_t i = 0; i < NTABLE; i++) {
+        replacement *r = &table[i];
+        if (!__atomic_load_n(&r->looked, __ATOMIC_ACQUIRE)) {
+            __atomic_store_n(&r->real, carve_real_driver(r->name), __ATOMIC_RELAXED);
+            __atomic_store_n(&r->looked, 1, __ATOMIC_RELEASE);
+        }
+        if (fn == __atomic_load_n(&r->real, __ATOMIC_RELAXED))
+            return fn_addr(r->ours);
+    }
+    return NULL;
+}
+
+static void *by_exact_name(const char *name) {
+    for (size_t i = 0; i < NTABLE; i++)
+        if (strcmp(name, table[i].name) == 0)
+            return fn_addr(table[i].ours);
+    return NULL;
+}
+
+/* The exported name a cuGetProcAddress request means: the base name, its
+ * "_v2" from the version that introduced it, "_ptsz" with the per-thread
+ * flag for functions that take a stream. */
+static void *by_request(const char *symbol, int version, cuuint64_t flags) {
+    static const struct {
+        const char *base;
+        int v2_from;     /* version from which the request means base_v2; 0: never */
+        int per_thread;  /* has a _ptsz form */
+    } names[] = {
+        {"cuMemAlloc", 3020, 0},          {"cuMemFree", 3020, 0},
+        {"cuMemGetInfo", 3020, 0},        {"cuMemAllocAsync", 0, 1},
+        {"cuMemFreeAsync", 0, 1},         {"cuStreamCreate", 0, 0},
+        {"cuStreamCreateWithPriority", 0, 0}, {"cuStreamDestroy", 4000, 0},
+        {"cuStreamBeginCapture", 10010, 1}, {"cuStreamBeginCaptureToGraph", 0, 1},
+        {"cuStreamEndCapture", 0, 1},     {"cuCtxDestroy", 4000, 0},
+        {"cuDevicePrimaryCtxReset", 11000, 0}, {"cuGetProcAddress", 12000, 0},
+    };
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        if (strcmp(symbol, names[i].base) != 0)
+            continue;
+        if (names[i].v2_from && version < names[i].v2_from && strcmp(symbol, "cuStreamBeginCapture") == 0)
+            return NULL; /* the first cuStreamBeginCapture took no mode: not replaced */
+        char full[96];
+        snprintf(full, sizeof(full), "%s%s%s", names[i].base,
+                 names[i].v2_from && version >= names[i].v2_from ? "_v2" : "",
+                 names[i].per_thread && (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) ? "_ptsz" : "");
+        return by_exact_name(full);
+    }
+    return NULL;
+}
+
+static void swap_in(void **pfn, const char *symbol, int version, cuuint64_t flags) {
+    if (!pfn || !*pfn)
+        return;
+    void *ours = by_address(*pfn);
+    if (!ours && symbol)
+        ours = by_request(symbol, version, flags);
+    if (ours)
+        *pfn = ours;
+}
+
+/* ---- dlsym ---------------------------------------------------------------- */
+
+void *dlsym(void *handle, const char *name) {
+    void *fn = carve_real_dlsym(handle, name);
+    if (!fn || !name || carve_real_busy())
+        return fn;
+    void *ours = by_exact_name(name);
+    if (!ours)
+        ours = by_address(fn);
+    return ours ? ours : fn;
+}
+
+/* ---- cuGetProcAddress ------------------------------------------------------ */
+
+typedef CUresult (*gpa_fn)(const char *, void **, int, cuuint64_t);
+typedef CUresult (*gpa2_fn)(const char *, void **, int, cuuint64_t, int *);
+
+CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags) {
+    static gpa_fn real;
+    if (!real)
+        CARVE_SET_FN(real, carve_real_driver("cuGetProcAddress"));
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r = real(symbol, pfn, cudaVersion, flags);
+    if (r == CUDA_SUCCESS)
+        swap_in(pfn, symbol, cudaVersion, flags);
+    return r;
+}
+
+CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags, int *status) {
+    static gpa2_fn real;
+    if (!real)
+        CARVE_SET_FN(real, carve_real_driver("cuGetProcAddress_v2"));
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r = real(symbol, pfn, cudaVersion, flags, status);
+    if (r == CUDA_SUCCESS)
+        swap_in(pfn, symbol, cudaVersion, flags);
+    return r;
+}
+
+/* ---- the runtime's lookups (programs linked to the shared cudart) ---------- */
+
+typedef int (*gdep_fn)(const char *, void **, unsigned long long, int *);
+typedef int (*gdepv_fn)(const char *, void **, unsigned int, unsigned long long, int *);
+
+/* cudaError_t is an int; 0 is cudaSuccess. The flags are the driver's
+ * (cudaEnablePerThreadDefaultStream = CU_GET_PROC_ADDRESS_PER_THREAD_...). */
+static int entry_point(const char *which, const char *symbol, void **fn, unsigned version, unsigned long long flags,
+                       int *status, int by_version) {
+    gdep_fn plain = NULL;
+    gdepv_fn versioned = NULL;
+    if (by_version)
+        CARVE_SET_FN(versioned, carve_real_next(which));
+    else
+        CARVE_SET_FN(plain, carve_real_next(which));
+    if (!plain && !versioned)
+        return 49; /* cudaErrorCallRequiresNewerDriver: there is no runtime behind us to ask */
+    int r = by_version ? versioned(symbol, fn, version, flags, status) : plain(symbol, fn, flags, status);
+    if (r == 0)
+        swap_in(fn, symbol, by_version ? (int)version : 1000000, flags);
+    return r;
+}
+
+int cudaGetDriverEntryPoint(const char *symbol, void **funcPtr, unsigned long long flags, int *status) {
+    return entry_point("cudaGetDriverEntryPoint", symbol, funcPtr, 0, flags, status, 0);
+}
+int cudaGetDriverEntryPoint_ptsz(const char *symbol, void **funcPtr, unsigned long long flags, int *status) {
+    return entry_point("cudaGetDriverEntryPoint_ptsz", symbol, funcPtr, 0, flags, status, 0);
+}
+int cudaGetDriverEntryPointByVersion(const char *symbol, void **funcPtr, unsigned int cudaVersion,
+                                     unsigned long long flags, int *status) {
+    return entry_point("cudaGetDriverEntryPointByVersion", symbol, funcPtr, cudaVersion, flags, status, 1);
+}
+int cudaGetDriverEntryPointByVersion_ptsz(const char *symbol, void **funcPtr, unsigned int cudaVersion,
+                                          unsigned long long flags, int *status) {
+    return entry_point("cudaGetDriverEntryPointByVersion_ptsz", symbol, funcPtr, cudaVersion, flags, status, 1);
+}

@@ -1,0 +1,111 @@
+/*
+ * preload.h — how the interposer's files talk to each other. The exported
+ * CUDA symbols (hooks.c, lookup.c) include only cutypes.h, so nothing here
+ * names a type of <cuda.h>: pointers travel as uintptr_t, streams as
+ * carve_stream (the same type as CUstream), results as int (CUresult).
+ *
+ * Files, bottom up: real.c finds the real functions (libc's dlsym, the
+ * driver's entry points) and hands the driver table to libcarve;
+ * contexts.c keeps one carve arena per CUDA context, with the quarantine of
+ * frees that name no stream; session.c is the run (options from the
+ * environment, trace, report at exit, signals); hooks.c and lookup.c are
+ * the exported symbols.
+ */
+#ifndef CARVE_PRELOAD_PRELOAD_H
+#define CARVE_PRELOAD_PRELOAD_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "base/util.h"
+#include "carve.h"
+
+/* ---- real.c ---- */
+/* Find the real functions (once; thread-safe). 0 when the CUDA driver is
+ * there, -1 when it is not (every hook then passes calls through). */
+int carve_real_init(void) CARVE_INTERNAL;
+/* Nonzero on the thread that is loading the driver right now. */
+int carve_real_busy(void) CARVE_INTERNAL;
+/* libc's own dlsym (ours shadows it). */
+void *carve_real_dlsym(void *handle, const char *name) CARVE_INTERNAL;
+/* The driver's exported function of that exact name; NULL if absent. */
+void *carve_real_driver(const char *name) CARVE_INTERNAL;
+/* The next definition of a runtime function after the interposer (the
+ * shared cudart's); NULL if the program has none. */
+void *carve_real_next(const char *name) CARVE_INTERNAL;
+/* Store a function found by name into *slot, a function pointer of any type
+ * (ISO C converts object to function pointers only through memory). */
+#define CARVE_SET_FN(slot, found)                   \
+    do {                                            \
+        void *found_ = (found);                     \
+        memcpy(&(slot), &found_, sizeof(found_));   \
+    } while (0)
+
+/* ---- contexts.c ---- */
+typedef struct carve_ctx carve_ctx;
+/* Per-context counters for the report. */
+typedef struct carve_ctx_counts {
+    uint64_t allocs, frees, async_allocs, async_frees, ooms, passthrough, epochs, drains, ns_in_carve;
+} carve_ctx_counts;
+
+/* The state of the calling thread's current CUDA context, with its arena
+ * (made on first use from CARVE_CONF); NULL when no context is current or
+ * no arena can be made (the call then goes to the driver). */
+carve_ctx *carve_ctx_current(void) CARVE_INTERNAL;
+/* The context whose arena has ptr as a live buffer; NULL for pointers
+ * carve did not hand out. */
+carve_ctx *carve_ctx_owner(uintptr_t ptr) CARVE_INTERNAL;
+/* Allocate size bytes. stream NULL: usable at once on any stream (cuMemAlloc);
+ * otherwise stream-ordered on stream. Returns a CUresult. */
+int carve_ctx_alloc(carve_ctx *c, size_t size, carve_stream stream, uintptr_t *out) CARVE_INTERNAL;
+/* Free ptr. ordered 0: no stream named (cuMemFree): the memory is reused
+ * only once all work queued before the free, on every stream of the
+ * context, has completed. ordered 1: stream-ordered on stream. Returns a
+ * CUresult. */
+int carve_ctx_free(carve_ctx *c, uintptr_t ptr, int ordered, carve_stream stream) CARVE_INTERNAL;
+/* cuMemGetInfo as the program should see it: total = the cap, free = what
+ * it can still obtain. Returns a CUresult. */
+int carve_ctx_mem_info(carve_ctx *c, size_t *free_bytes, size_t *total_bytes) CARVE_INTERNAL;
+/* Streams the current context creates and destroys (non-blocking ones are
+ * waited for by frees that name no stream), and graph captures. */
+void carve_ctx_stream_created(carve_stream s, unsigned flags) CARVE_INTERNAL;
+void carve_ctx_stream_destroyed(carve_stream s) CARVE_INTERNAL;
+void carve_ctx_capture(int delta) CARVE_INTERNAL;
+int carve_ctx_capturing(void) CARVE_INTERNAL;
+/* Visit every context (for the report at exit). */
+void carve_ctx_each(void (*fn)(carve_arena *arena, int device, const carve_ctx_counts *n, void *arg),
+                    void *arg) CARVE_INTERNAL;
+struct CUctx_st;
+/* The context ctx is being destroyed (or reset): forget it. */
+void carve_ctx_gone(struct CUctx_st *ctx) CARVE_INTERNAL;
+/* The context's device, its arena (NULL when it could not be made), and the
+ * explanation of its last failure. */
+carve_arena *carve_ctx_arena(const carve_ctx *c) CARVE_INTERNAL;
+int carve_ctx_device(const carve_ctx *c) CARVE_INTERNAL;
+const char *carve_ctx_last_error(const carve_ctx *c) CARVE_INTERNAL;
+/* Time spent inside the hooks, when the report asks for it. */
+void carve_ctx_add_time(carve_ctx *c, uint64_t ns) CARVE_INTERNAL;
+/* Count a call that went to the driver untouched. */
+void carve_ctx_passthrough(carve_ctx *c) CARVE_INTERNAL;
+
+/* ---- session.c ---- */
+typedef struct carve_session {
+    int ready;              /* options read, hooks may serve */
+    int report;             /* --report given */
+    int quiet;              /* no messages on stderr */
+    uint64_t t0_ns;         /* start of the run (CLOCK_MONOTONIC) */
+} carve_session;
+extern carve_session carve_run CARVE_INTERNAL;
+/* Read the options and set up trace, report and signal handling (once). */
+void carve_session_init(void) CARVE_INTERNAL;
+uint64_t carve_session_now(void) CARVE_INTERNAL;
+/* Trace events (no-ops without --trace): stream is the CUstream handle. */
+void carve_session_trace_alloc(uintptr_t ptr, size_t size, carve_stream stream) CARVE_INTERNAL;
+void carve_session_trace_free(uintptr_t ptr) CARVE_INTERNAL;
+/* A context whose arena could not be made: say why, once per device. */
+void carve_session_warn(int device, const char *why) CARVE_INTERNAL;
+/* An allocation the program did not get: say why, once per device. */
+void carve_session_oom(int device, size_t size, const char *why) CARVE_INTERNAL;
+
+#endif

@@ -1,0 +1,205 @@
+/*
+ * writer.c — appending events to a trace file while a program runs.
+ *
+ * The one idea: a line is formatted on the caller's stack, then copied into
+ * one buffer under a lock, and the buffer's committed length is published
+ * only after the copy. A flush writes [0, committed) with write(2). So a
+ * flush from a signal handler, which takes no lock, never writes half a
+ * line, and the file always ends with whole lines, whether the program
+ * ends by exit, by returning from main, or by SIGINT/SIGTERM (whose
+ * handler, in carve-run's interposer, calls carve_trace_writer_flush_now).
+ * A ".gz" path goes through a `gzip -c` child that ignores SIGINT and
+ * SIGTERM, so that it can finish the stream after the program is told to
+ * stop.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "carve_trace.h"
+#include "engine/error.h"
+
+#define BUF_BYTES ((size_t)256 << 10)
+
+struct carve_trace_writer {
+    pthread_mutex_t lock;
+    int fd;
+    pid_t gzip;       /* 0: plain file */
+    int failed;       /* a write failed: drop further events */
+    size_t len;       /* committed bytes in buf (atomic) */
+    char buf[BUF_BYTES];
+};
+
+/* Write all of [p, p+n) to fd; 0 or -1. Async-signal-safe. */
+static int write_all(int fd, const char *p, size_t n) {
+    while (n) {
+        ssize_t k = write(fd, p, n);
+        if (k < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        p += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+/* Lock held. */
+static void drain(carve_trace_writer *w) {
+    size_t n = __atomic_load_n(&w->len, __ATOMIC_ACQUIRE);
+    if (n && !w->failed && write_all(w->fd, w->buf, n) != 0)
+        w->failed = 1;
+    __atomic_store_n(&w->len, 0, __ATOMIC_RELEASE);
+}
+
+static carve_status append(carve_trace_writer *w, const char *line, size_t n) {
+    if (!w)
+        return carve_fail(NULL, CARVE_ERR_INVALID, "carve_trace_writer: NULL writer");
+    pthread_mutex_lock(&w->lock);
+    if (w->len + n > BUF_BYTES)
+        drain(w);
+    if (!w->failed) {
+        memcpy(w->buf + w->len, line, n);
+        __atomic_store_n(&w->len, w->len + n, __ATOMIC_RELEASE);
+    }
+    int failed = w->failed;
+    pthread_mutex_unlock(&w->lock);
+    return failed ? carve_fail(NULL, CARVE_ERR_BACKEND, "carve_trace_writer: writing the trace failed") : CARVE_OK;
+}
+
+carve_status carve_trace_writer_open(const char *path, const char *title, carve_trace_writer **out) {
+    if (out)
+        *out = NULL;
+    if (!path || !out)
+        return carve_fail(NULL, CARVE_ERR_INVALID, "carve_trace_writer_open: NULL argument");
+    carve_trace_writer *w = calloc(1, sizeof(*w));
+    if (!w)
+        return carve_fail(NULL, CARVE_ERR_OOM, "carve_trace_writer_open: host memory exhausted");
+    pthread_mutex_init(&w->lock, NULL);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        carve_status st = carve_fail(NULL, CARVE_ERR_BACKEND, "cannot create the trace %s: %s", path, strerror(errno));
+        free(w);
+        return st;
+    }
+    size_t n = strlen(path);
+    if (n > 3 && strcmp(path + n - 3, ".gz") == 0) {
+        int p[2];
+        if (pipe2(p, O_CLOEXEC) != 0) {
+            close(fd);
+            free(w);
+            return carve_fail(NULL, CARVE_ERR_BACKEND, "cannot create a pipe for gzip: %s", strerror(errno));
+        }
+        pid_t pid = fork();
+        if (pid == 0) { /* gzip -c < pipe > file, deaf to the signals that stop the program */
+            signal(SIGINT, SIG_IGN);
+            signal(SIGTERM, SIG_IGN);
+            dup2(p[0], STDIN_FILENO);
+            dup2(fd, STDOUT_FILENO);
+            execlp("gzip", "gzip", "-c", (char *)NULL);
+            _exit(127);
+        }
+        close(p[0]);
+        close(fd);
+        if (pid < 0) {
+            close(p[1]);
+            free(w);
+            return carve_fail(NULL, CARVE_ERR_BACKEND, "cannot start gzip for %s: %s", path, strerror(errno));
+        }
+        w->gzip = pid;
+        fd = p[1];
+    }
+    w->fd = fd;
+    *out = w;
+    char line[512];
+    int k = snprintf(line, sizeof(line), "# carve trace%s%.400s\n", title ? ": " : "", title ? title : "");
+    append(w, line, (size_t)k < sizeof(line) ? (size_t)k : sizeof(line) - 1);
+    return CARVE_OK;
+}
+
+carve_status carve_trace_writer_alloc(carve_trace_writer *w, uint64_t id, uint64_t size, uint32_t stream,
+                                      uint64_t t_ns) {
+    if (stream >= CARVE_TRACE_MAX_STREAMS)
+        return carve_fail(NULL, CARVE_ERR_INVALID, "carve_trace_writer_alloc: stream %u out of range", stream);
+    char line[96];
+    int k = snprintf(line, sizeof(line), "a,0x%llx,%llu,%u,@%llu\n", (unsigned long long)id,
+                     (unsigned long long)size, stream, (unsigned long long)t_ns);
+    return append(w, line, (size_t)k);
+}
+
+carve_status carve_trace_writer_free(carve_trace_writer *w, uint64_t id, uint64_t t_ns) {
+    char line[64];
+    int k = snprintf(line, sizeof(line), "f,0x%llx,@%llu\n", (unsigned long long)id, (unsigned long long)t_ns);
+    return append(w, line, (size_t)k);
+}
+
+carve_status carve_trace_writer_comment(carve_trace_writer *w, const char *text) {
+    char line[512];
+    size_t k = 0;
+    line[k++] = '#';
+    line[k++] = ' ';
+    for (const char *t = text ? text : ""; *t && k < sizeof(line) - 2; t++)
+        line[k++] = *t == '\n' || *t == '\r' ? ' ' : *t;
+    line[k++] = '\n';
+    return append(w, line, k);
+}
+
+carve_status carve_trace_writer_flush(carve_trace_writer *w) {
+    if (!w)
+        return carve_fail(NULL, CARVE_ERR_INVALID, "carve_trace_writer_flush: NULL writer");
+    pthread_mutex_lock(&w->lock);
+    drain(w);
+    int failed = w->failed;
+    pthread_mutex_unlock(&w->lock);
+    return failed ? carve_fail(NULL, CARVE_ERR_BACKEND, "carve_trace_writer: writing the trace failed") : CARVE_OK;
+}
+
+void carve_trace_writer_flush_now(carve_trace_writer *w) {
+    if (!w || w->failed)
+        return;
+    size_t n = __atomic_exchange_n(&w->len, 0, __ATOMIC_ACQ_REL);
+    if (n)
+        (void)write_all(w->fd, w->buf, n);
+}
+
+void carve_trace_writer_finish_now(carve_trace_writer *w) {
+    if (!w)
+        return;
+    carve_trace_writer_flush_now(w);
+    close(w->fd);
+    if (w->gzip > 0) {
+        int status;
+        while (waitpid(w->gzip, &status, 0) < 0 && errno == EINTR) {
+        }
+    }
+}
+
+carve_status carve_trace_writer_close(carve_trace_writer *w) {
+    if (!w)
+        return CARVE_OK;
+    pthread_mutex_lock(&w->lock);
+    drain(w);
+    int failed = w->failed;
+    if (close(w->fd) != 0)
+        failed = 1;
+    if (w->gzip > 0) {
+        int status = 0;
+        while (waitpid(w->gzip, &status, 0) < 0 && errno == EINTR) {
+        }
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            failed = 1;
+    }
+    pthread_mutex_unlock(&w->lock);
+    pthread_mutex_destroy(&w->lock);
+    free(w);
+    return failed ? carve_fail(NULL, CARVE_ERR_BACKEND, "carve_trace_writer_close: the trace could not be written whole")
+                  : CARVE_OK;
+}

@@ -1,0 +1,353 @@
+/*
+ * cpu_app.c — a driver-API program that knows nothing of carve, run by
+ * test_dropin_cpu.py against the mock driver (mock_cuda.c), with and
+ * without carve-run.
+ *
+ * The one idea: the mock counts what reaches the driver, and "device"
+ * memory is host memory, so the program can prove by itself what the
+ * interposer must guarantee: buffers never overlap (each holds its own
+ * pattern, checked before its free), allocations are served from a few
+ * large segments instead of one driver call each, foreign pointers still
+ * reach the driver, stray frees of carved memory never do, a freed buffer
+ * with no stream named is not handed out again while (mock) device work
+ * could still use it, and a stream-ordered one is reused at once. Each mode
+ * prints "OK <mode> ..." with its figures, or "FAIL ..." and exits 1.
+ *
+ * Usage: dropin_cpu_app MODE   (basic lookup foreign info oom quarantine
+ *                               threads loop fork capture)
+ */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+typedef int CUresult;
+typedef unsigned long long CUdeviceptr;
+typedef struct mock_ctx *CUcontext;
+typedef struct mock_stream *CUstream;
+typedef uint64_t cuuint64_t;
+
+/* The driver API, as a program linked with -lcuda declares it. */
+CUresult cuInit(unsigned flags);
+CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, int dev);
+CUresult cuCtxSetCurrent(CUcontext ctx);
+CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t size);
+CUresult cuMemFree_v2(CUdeviceptr dptr);
+CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t size, CUstream s);
+CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s);
+CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height, unsigned elem);
+CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t size, unsigned flags);
+CUresult cuMemGetInfo_v2(size_t *f, size_t *t);
+CUresult cuStreamCreate(CUstream *s, unsigned flags);
+CUresult cuStreamDestroy_v2(CUstream s);
+CUresult cuStreamBeginCapture_v2(CUstream s, int mode);
+CUresult cuStreamEndCapture(CUstream s, void **graph);
+void mock_cuda_stats(unsigned long long *nalloc, unsigned long long *nfree, unsigned long long *bad, size_t *live);
+unsigned long long mock_cuda_async_allocs(void);
+
+static int failures;
+#define CHECK(x)                                                          \
+    do {                                                                  \
+        if (!(x)) {                                                       \
+            printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, #x);          \
+            failures++;                                                   \
+        }                                                                 \
+    } while (0)
+#define CU(x) CHECK((x) == 0)
+
+static unsigned long long raw_allocs(void) {
+    unsigned long long a, f, b;
+    size_t live;
+    mock_cuda_stats(&a, &f, &b, &live);
+    return a;
+}
+
+static void fill(CUdeviceptr p, size_t n, uint64_t id) {
+    uint64_t *w = (uint64_t *)(uintptr_t)p;
+    for (size_t i = 0; i < n / 8; i++)
+        w[i] = id * 0x9E3779B97F4A7C15ull + i;
+}
+
+static int intact(CUdeviceptr p, size_t n, uint64_t id) {
+    const uint64_t *w = (const uint64_t *)(uintptr_t)p;
+    for (size_t i = 0; i < n / 8; i++)
+        if (w[i] != id * 0x9E3779B97F4A7C15ull + i)
+            return 0;
+    return 1;
+}
+
+static uint64_t rng = 0x1234567;
+static uint64_t next(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+static void start(void) {
+    CUcontext ctx;
+    CU(cuInit(0));
+    CU(cuDevicePrimaryCtxRetain(&ctx, 0));
+    CU(cuCtxSetCurrent(ctx));
+}
+
+/* Many buffers of many sizes, every one checked before its free. */
+static void mode_basic(void) {
+    enum { N = 400 };
+    static CUdeviceptr p[N];
+    static size_t sz[N];
+    unsigned long long before = raw_allocs();
+    for (int round = 0; round < 5; round++) {
+        for (int i = 0; i < N; i++) {
+            sz[i] = 256 + (size_t)(next() % (4u << 20));
+            CU(cuMemAlloc_v2(&p[i], sz[i]));
+            fill(p[i], sz[i], (uint64_t)(round * N + i));
+        }
+        for (int i = 0; i < N; i++) {
+            CHECK(intact(p[i], sz[i], (uint64_t)(round * N + i)));
+            CU(cuMemFree_v2(p[i]));
+        }
+    }
+    printf("OK basic %d allocations, %llu reached the driver\n", 5 * N, raw_allocs() - before);
+}
+
+/* The static runtime's way: dlopen the driver, ask cuGetProcAddress. */
+static void mode_lookup(void) {
+    typedef CUresult (*gpa2)(const char *, void **, int, cuuint64_t, int *);
+    typedef CUresult (*gpa)(const char *, void **, int, cuuint64_t);
+    void *h = dlopen("libcuda.so.1", RTLD_NOW);
+    CHECK(h != NULL);
+    gpa2 get2 = NULL;
+    gpa get1 = NULL;
+    void *s1 = dlsym(h, "cuGetProcAddress_v2"), *s2 = dlsym(h, "cuGetProcAddress");
+    memcpy(&get2, &s1, sizeof(s1));
+    memcpy(&get1, &s2, sizeof(s2));
+    CHECK(get2 && get1);
+    CUresult (*alloc)(CUdeviceptr *, size_t) = NULL, (*alloc_async_pt)(CUdeviceptr *, size_t, CUstream) = NULL;
+    CUresult (*fre)(CUdeviceptr) = NULL, (*free_async_pt)(CUdeviceptr, CUstream) = NULL;
+    void *fp = NULL;
+    int status = -1;
+    CU(get2("cuMemAlloc", &fp, 12000, 0, &status));
+    memcpy(&alloc, &fp, sizeof(fp));
+    CU(get1("cuMemFree", &fp, 12000, 0));
+    memcpy(&fre, &fp, sizeof(fp));
+    CU(get2("cuMemAllocAsync", &fp, 12000, 2 /* per-thread default stream */, &status));
+    memcpy(&alloc_async_pt, &fp, sizeof(fp));
+    CU(get2("cuMemFreeAsync", &fp, 12000, 2, &status));
+    memcpy(&free_async_pt, &fp, sizeof(fp));
+    unsigned long long before = raw_allocs();
+    CUdeviceptr p[200];
+    for (int i = 0; i < 200; i++) {
+        CU(i % 2 ? alloc(&p[i], 1 << 20) : alloc_async_pt(&p[i], 1 << 20, NULL));
+        fill(p[i], 1 << 20, (uint64_t)i);
+    }
+    for (int i = 0; i < 200; i++) {
+        CHECK(intact(p[i], 1 << 20, (uint64_t)i));
+        CU(i % 2 ? fre(p[i]) : free_async_pt(p[i], NULL));
+    }
+    printf("OK lookup 200 allocations through cuGetProcAddress, %llu reached the driver\n", raw_allocs() - before);
+}
+
+/* Memory carve did not hand out goes to the driver; a stray free of carved
+ * memory must not (it would free a whole segment). */
+static void mode_foreign(void) {
+    unsigned long long a0, f0, b0, a1, f1, b1;
+    size_t live;
+    CUdeviceptr pitched, managed, mine;
+    size_t pitch;
+    CU(cuMemAlloc_v2(&mine, 1 << 20));
+    fill(mine, 1 << 20, 7);
+    CU(cuMemAllocPitch_v2(&pitched, &pitch, 1000, 100, 4));
+    CU(cuMemAllocManaged(&managed, 12345, 1));
+    mock_cuda_stats(&a0, &f0, &b0, &live);
+    CU(cuMemFree_v2(pitched));
+    CU(cuMemFree_v2(managed));
+    mock_cuda_stats(&a1, &f1, &b1, &live);
+    CHECK(f1 == f0 + 2); /* both reached the driver */
+    CHECK(cuMemFree_v2(mine + 256) != 0); /* interior pointer: refused */
+    CU(cuMemFree_v2(mine));
+    CHECK(cuMemFree_v2(mine) != 0); /* double free: refused */
+    unsigned long long a2, f2, b2;
+    mock_cuda_stats(&a2, &f2, &b2, &live);
+    printf("OK foreign %llu frees reached the driver after the stray ones (expect 0 under carve-run)\n", f2 - f1);
+}
+
+static void mode_info(void) {
+    size_t f = 0, t = 0;
+    CU(cuMemGetInfo_v2(&f, &t));
+    CUdeviceptr p;
+    CU(cuMemAlloc_v2(&p, 32 << 20));
+    size_t f2 = 0, t2 = 0;
+    CU(cuMemGetInfo_v2(&f2, &t2));
+    CHECK(t2 == t && f2 <= f && f - f2 >= (32u << 20));
+    CU(cuMemFree_v2(p));
+    printf("OK info total %zu free %zu\n", t, f);
+}
+
+/* Allocate 16 MiB pieces until out of memory. */
+static void mode_oom(void) {
+    CUdeviceptr p[4096];
+    int n = 0;
+    CUresult r = 0;
+    while (n < 4096 && (r = cuMemAlloc_v2(&p[n], 16 << 20)) == 0)
+        n++;
+    CHECK(r == 2); /* CUDA_ERROR_OUT_OF_MEMORY */
+    for (int i = 0; i < n; i++)
+        CU(cuMemFree_v2(p[i]));
+    CUdeviceptr q;
+    int room_again = cuMemAlloc_v2(&q, 16 << 20) == 0; /* what was freed can be had again */
+    if (room_again)
+        CU(cuMemFree_v2(q));
+    printf("OK oom %d pieces of 16 MiB, then error %d; room_again=%d\n", n, r, room_again);
+}
+
+/* A free with no stream is not reused while device work could still touch
+ * it; a stream-ordered free is reused at once by the same stream. */
+static void mode_quarantine(void) {
+    CUdeviceptr a, b;
+    CU(cuMemAlloc_v2(&a, 1 << 20));
+    CU(cuMemFree_v2(a));
+    CU(cuMemAlloc_v2(&b, 1 << 20));
+    int unordered_reused = a == b;
+    CU(cuMemFree_v2(b));
+    CUstream s;
+    CU(cuStreamCreate(&s, 1 /* non-blocking */));
+    CUdeviceptr c, d;
+    CU(cuMemAllocAsync(&c, 1 << 20, s));
+    CU(cuMemFreeAsync(c, s));
+    CU(cuMemAllocAsync(&d, 1 << 20, s));
+    int ordered_reused = c == d;
+    CU(cuMemFreeAsync(d, s));
+    CU(cuStreamDestroy_v2(s));
+    printf("OK quarantine unordered_reused=%d ordered_reused=%d\n", unordered_reused, ordered_reused);
+}
+
+static void start(void);
+
+static void *worker(void *arg) {
+    start(); /* a driver context is current per thread */
+    uint64_t id = (uint64_t)(uintptr_t)arg * 1000000;
+    CUdeviceptr p[64] = {0};
+    size_t sz[64];
+    uint64_t ids[64];
+    uint64_t r = 0x9E3779B97F4A7C15ull * (id + 1);
+    for (int step = 0; step < 20000; step++) {
+        r ^= r << 13;
+        r ^= r >> 7;
+        r ^= r << 17;
+        int i = (int)(r % 64);
+        if (p[i]) {
+            CHECK(intact(p[i], sz[i] < 4096 ? sz[i] : 4096, ids[i]));
+            CU(cuMemFree_v2(p[i]));
+            p[i] = 0;
+        } else {
+            sz[i] = 256 + (size_t)(r >> 20) % (1 << 20);
+            ids[i] = ++id;
+            if (cuMemAlloc_v2(&p[i], sz[i]) != 0) {
+                CHECK(!"allocation failed");
+                p[i] = 0;
+                continue;
+            }
+            fill(p[i], sz[i] < 4096 ? sz[i] : 4096, ids[i]);
+        }
+    }
+    for (int i = 0; i < 64; i++)
+        if (p[i]) {
+            CHECK(intact(p[i], sz[i] < 4096 ? sz[i] : 4096, ids[i]));
+            CU(cuMemFree_v2(p[i]));
+        }
+    return NULL;
+}
+
+static void mode_threads(void) {
+    pthread_t t[8];
+    for (int i = 0; i < 8; i++)
+        pthread_create(&t[i], NULL, worker, (void *)(uintptr_t)(i + 1));
+    for (int i = 0; i < 8; i++)
+        pthread_join(t[i], NULL);
+    printf("OK threads 8 x 20000 operations\n");
+}
+
+/* Allocate and free until killed, saying how far it got. */
+static void mode_loop(void) {
+    for (unsigned long i = 0;; i++) {
+        CUdeviceptr p;
+        CU(cuMemAlloc_v2(&p, 4096 + (i % 7) * 1000));
+        CU(cuMemFree_v2(p));
+        if (i % 1000 == 0) {
+            printf("loop %lu\n", i);
+            fflush(stdout);
+        }
+    }
+}
+
+static void mode_fork(void) {
+    CUdeviceptr p;
+    CU(cuMemAlloc_v2(&p, 1 << 20));
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0)
+        exit(0); /* the child does not trace or report */
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CU(cuMemFree_v2(p));
+    CU(cuMemAlloc_v2(&p, 1 << 20));
+    CU(cuMemFree_v2(p));
+    printf("OK fork\n");
+}
+
+/* During a capture, an allocation on the captured stream is the driver's. */
+static void mode_capture(void) {
+    CUstream s;
+    CU(cuStreamCreate(&s, 1));
+    unsigned long long before = mock_cuda_async_allocs();
+    CU(cuStreamBeginCapture_v2(s, 0));
+    CUdeviceptr p, q;
+    CU(cuMemAllocAsync(&p, 1 << 20, s));
+    CU(cuMemAlloc_v2(&q, 1 << 20)); /* unordered: carve may serve it */
+    CU(cuMemFreeAsync(p, s));
+    CU(cuMemFree_v2(q)); /* waits in the open epoch: no event may be recorded now */
+    void *g;
+    CU(cuStreamEndCapture(s, &g));
+    CU(cuStreamDestroy_v2(s));
+    printf("OK capture %llu captured allocation(s) reached the driver\n", mock_cuda_async_allocs() - before);
+}
+
+int main(int argc, char **argv) {
+    if (argc != 2) {
+        fprintf(stderr, "usage: dropin_cpu_app basic|lookup|foreign|info|oom|quarantine|threads|loop|fork|capture\n");
+        return 2;
+    }
+    start();
+    const char *m = argv[1];
+    if (!strcmp(m, "basic"))
+        mode_basic();
+    else if (!strcmp(m, "lookup"))
+        mode_lookup();
+    else if (!strcmp(m, "foreign"))
+        mode_foreign();
+    else if (!strcmp(m, "info"))
+        mode_info();
+    else if (!strcmp(m, "oom"))
+        mode_oom();
+    else if (!strcmp(m, "quarantine"))
+        mode_quarantine();
+    else if (!strcmp(m, "threads"))
+        mode_threads();
+    else if (!strcmp(m, "loop"))
+        mode_loop();
+    else if (!strcmp(m, "fork"))
+        mode_fork();
+    else if (!strcmp(m, "capture"))
+        mode_capture();
+    else {
+        fprintf(stderr, "dropin_cpu_app: unknown mode %s\n", m);
+        return 2;
+    }
+    return failures ? 1 : 0;
+}

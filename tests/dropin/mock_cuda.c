@@ -1,0 +1,393 @@
+/*
+ * mock_cuda.c — a stand-in libcuda.so.1 for machines without a GPU, so that
+ * carve-run's interposer can be tested where CI runs.
+ *
+ * The one idea: implement the part of the driver API the interposer and
+ * carve's driver backend touch, with host memory as "device" memory and
+ * counters of what reached the driver, so a test can tell whether a call
+ * was served by carve (the mock saw nothing, or one large segment) or
+ * passed through (the mock saw it). Events can be made to report "not
+ * ready" for a while (MOCK_EVENT_POLLS), which is how tests watch the
+ * quarantine of unordered frees hold memory back. Nothing here runs
+ * kernels; "device" buffers are written by the test program directly.
+ *
+ * Environment: MOCK_CUDA_MEM (bytes of device memory, default 1 GiB),
+ * MOCK_EVENT_POLLS (queries before an event completes, default 0).
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef unsigned long long CUdeviceptr;
+typedef struct mock_ctx *CUcontext;
+typedef struct mock_stream *CUstream;
+typedef struct mock_event *CUevent;
+typedef uint64_t cuuint64_t;
+
+enum { OK = 0, INVALID_VALUE = 1, OUT_OF_MEMORY = 2, INVALID_CONTEXT = 201, NOT_FOUND = 500, NOT_READY = 600 };
+
+struct mock_ctx {
+    int device;
+};
+struct mock_stream {
+    unsigned flags;
+    int capturing;
+};
+struct mock_event {
+    int polls_left;
+};
+
+static struct mock_ctx primary = {0};
+static __thread CUcontext current;
+static __thread CUcontext stack[16];
+static __thread int depth;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Live "device" allocations. */
+typedef struct alloc_rec {
+    uintptr_t base;
+    size_t size;
+} alloc_rec;
+static alloc_rec *allocs;
+static size_t nallocs, cap_allocs, used;
+static unsigned long long stat_allocs, stat_frees, stat_bad_frees, stat_async_allocs;
+
+static size_t mem_total(void) {
+    const char *v = getenv("MOCK_CUDA_MEM");
+    return v && *v ? (size_t)strtoull(v, NULL, 10) : ((size_t)1 << 30);
+}
+
+static int event_polls(void) {
+    const char *v = getenv("MOCK_EVENT_POLLS");
+    return v && *v ? atoi(v) : 0;
+}
+
+/* ---- what tests ask the mock ------------------------------------------- */
+
+/* Counters of calls that reached the mock driver. */
+EXPORT void mock_cuda_stats(unsigned long long *nalloc, unsigned long long *nfree, unsigned long long *bad_frees,
+                            size_t *live_bytes) {
+    pthread_mutex_lock(&lock);
+    *nalloc = stat_allocs;
+    *nfree = stat_frees;
+    *bad_frees = stat_bad_frees;
+    *live_bytes = used;
+    pthread_mutex_unlock(&lock);
+}
+
+/* Stream-ordered allocations that reached the mock. */
+EXPORT unsigned long long mock_cuda_async_allocs(void) { return __atomic_load_n(&stat_async_allocs, __ATOMIC_RELAXED); }
+
+/* ---- initialization, devices, contexts --------------------------------- */
+
+EXPORT CUresult cuInit(unsigned flags) {
+    (void)flags;
+    return OK;
+}
+EXPORT CUresult cuDeviceGetCount(int *n) {
+    *n = 1;
+    return OK;
+}
+EXPORT CUresult cuDeviceGet(CUdevice *d, int ordinal) {
+    if (ordinal != 0)
+        return 101; /* CUDA_ERROR_INVALID_DEVICE */
+    *d = 0;
+    return OK;
+}
+EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice d) {
+    (void)d;
+    *bytes = mem_total();
+    return OK;
+}
+EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice d) {
+    (void)d;
+    *ctx = &primary;
+    return OK;
+}
+EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d) {
+    (void)d;
+    return OK;
+}
+EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice d) {
+    (void)d;
+    return OK;
+}
+EXPORT CUresult cuCtxGetCurrent(CUcontext *ctx) {
+    *ctx = current;
+    return OK;
+}
+EXPORT CUresult cuCtxSetCurrent(CUcontext ctx) {
+    current = ctx;
+    return OK;
+}
+EXPORT CUresult cuCtxGetDevice(CUdevice *d) {
+    if (!current)
+        return INVALID_CONTEXT;
+    *d = current->device;
+    return OK;
+}
+EXPORT CUresult cuCtxPushCurrent_v2(CUcontext ctx) {
+    if (depth == 16)
+        return INVALID_VALUE;
+    stack[depth++] = current;
+    current = ctx;
+    return OK;
+}
+EXPORT CUresult cuCtxPopCurrent_v2(CUcontext *ctx) {
+    if (!depth)
+        return INVALID_CONTEXT;
+    if (ctx)
+        *ctx = current;
+    current = stack[--depth];
+    return OK;
+}
+EXPORT CUresult cuCtxSynchronize(void) { return current ? OK : INVALID_CONTEXT; }
+EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
+    (void)ctx;
+    return OK;
+}
+EXPORT CUresult cuGetErrorName(CUresult r, const char **name) {
+    switch (r) {
+    case OK: *name = "CUDA_SUCCESS"; break;
+    case OUT_OF_MEMORY: *name = "CUDA_ERROR_OUT_OF_MEMORY"; break;
+    case INVALID_VALUE: *name = "CUDA_ERROR_INVALID_VALUE"; break;
+    case NOT_READY: *name = "CUDA_ERROR_NOT_READY"; break;
+    default: *name = "CUDA_ERROR_UNKNOWN"; break;
+    }
+    return OK;
+}
+
+/* ---- memory ------------------------------------------------------------ */
+
+static CUresult do_alloc(CUdeviceptr *dptr, size_t size) {
+    if (!current)
+        return INVALID_CONTEXT;
+    if (!dptr || !size)
+        return INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    CUresult r = OK;
+    void *p = NULL;
+    if (used + size > mem_total() || size > mem_total()) {
+        r = OUT_OF_MEMORY;
+    } else if (nallocs == cap_allocs &&
+               !(allocs = realloc(allocs, (cap_allocs = cap_allocs ? cap_allocs * 2 : 64) * sizeof(*allocs)))) {
+        r = OUT_OF_MEMORY;
+    } else if (posix_memalign(&p, 512, size) != 0) {
+        r = OUT_OF_MEMORY;
+    } else {
+        allocs[nallocs++] = (alloc_rec){(uintptr_t)p, size};
+        used += size;
+        stat_allocs++;
+        *dptr = (CUdeviceptr)(uintptr_t)p;
+    }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+static CUresult do_free(CUdeviceptr d) {
+    if (!d)
+        return OK;
+    pthread_mutex_lock(&lock);
+    CUresult r = INVALID_VALUE;
+    for (size_t i = 0; i < nallocs; i++)
+        if (allocs[i].base == (uintptr_t)d) {
+            used -= allocs[i].size;
+            free((void *)allocs[i].base);
+            allocs[i] = allocs[--nallocs];
+            stat_frees++;
+            r = OK;
+            break;
+        }
+    if (r != OK)
+        stat_bad_frees++;
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t size) { return do_alloc(dptr, size); }
+EXPORT CUresult cuMemFree_v2(CUdeviceptr d) { return do_free(d); }
+EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t size, CUstream s) {
+    (void)s;
+    __atomic_add_fetch(&stat_async_allocs, 1, __ATOMIC_RELAXED);
+    return do_alloc(dptr, size);
+}
+EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t size, CUstream s) {
+    (void)s;
+    __atomic_add_fetch(&stat_async_allocs, 1, __ATOMIC_RELAXED);
+    return do_alloc(dptr, size);
+}
+EXPORT CUresult cuMemFreeAsync(CUdeviceptr d, CUstream s) {
+    (void)s;
+    return do_free(d);
+}
+EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr d, CUstream s) {
+    (void)s;
+    return do_free(d);
+}
+EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height, unsigned elem) {
+    (void)elem;
+    *pitch = (width + 511) / 512 * 512;
+    return do_alloc(dptr, *pitch * height);
+}
+EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t size, unsigned flags) {
+    (void)flags;
+    return do_alloc(dptr, size);
+}
+EXPORT CUresult cuMemGetInfo_v2(size_t *f, size_t *t) {
+    pthread_mutex_lock(&lock);
+    *t = mem_total();
+    *f = *t - used;
+    pthread_mutex_unlock(&lock);
+    return OK;
+}
+EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr d) {
+    pthread_mutex_lock(&lock);
+    CUresult r = NOT_FOUND;
+    for (size_t i = 0; i < nallocs; i++)
+        if ((uintptr_t)d >= allocs[i].base && (uintptr_t)d < allocs[i].base + allocs[i].size) {
+            if (base)
+                *base = allocs[i].base;
+            if (size)
+                *size = allocs[i].size;
+            r = OK;
+            break;
+        }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+/* ---- streams, captures, events ----------------------------------------- */
+
+EXPORT CUresult cuStreamCreate(CUstream *s, unsigned flags) {
+    *s = calloc(1, sizeof(**s));
+    (*s)->flags = flags;
+    return OK;
+}
+EXPORT CUresult cuStreamCreateWithPriority(CUstream *s, unsigned flags, int prio) {
+    (void)prio;
+    return cuStreamCreate(s, flags);
+}
+EXPORT CUresult cuStreamDestroy_v2(CUstream s) {
+    free(s);
+    return OK;
+}
+EXPORT CUresult cuStreamBeginCapture_v2(CUstream s, int mode) {
+    (void)mode;
+    if ((uintptr_t)s <= 2)
+        return INVALID_VALUE;
+    s->capturing = 1;
+    return OK;
+}
+EXPORT CUresult cuStreamBeginCapture_v2_ptsz(CUstream s, int mode) { return cuStreamBeginCapture_v2(s, mode); }
+EXPORT CUresult cuStreamEndCapture(CUstream s, void **graph) {
+    if ((uintptr_t)s <= 2)
+        return INVALID_VALUE;
+    s->capturing = 0;
+    if (graph)
+        *graph = NULL;
+    return OK;
+}
+EXPORT CUresult cuStreamEndCapture_ptsz(CUstream s, void **graph) { return cuStreamEndCapture(s, graph); }
+EXPORT CUresult cuStreamIsCapturing(CUstream s, int *status) {
+    *status = (uintptr_t)s > 2 && s->capturing;
+    return OK;
+}
+EXPORT CUresult cuStreamIsCapturing_ptsz(CUstream s, int *status) { return cuStreamIsCapturing(s, status); }
+
+EXPORT CUresult cuEventCreate(CUevent *e, unsigned flags) {
+    (void)flags;
+    *e = calloc(1, sizeof(**e));
+    return *e ? OK : OUT_OF_MEMORY;
+}
+EXPORT CUresult cuEventRecord(CUevent e, CUstream s) {
+    if ((uintptr_t)s > 2 && s->capturing)
+        return 900; /* CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED: recording would have joined the capture */
+    e->polls_left = event_polls();
+    return OK;
+}
+EXPORT CUresult cuEventQuery(CUevent e) {
+    if (e->polls_left > 0) {
+        e->polls_left--;
+        return NOT_READY;
+    }
+    return OK;
+}
+EXPORT CUresult cuEventSynchronize(CUevent e) {
+    e->polls_left = 0;
+    return OK;
+}
+EXPORT CUresult cuEventDestroy_v2(CUevent e) {
+    free(e);
+    return OK;
+}
+
+/* ---- lookup ------------------------------------------------------------ */
+
+EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags);
+EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags, int *status);
+
+/* What the real driver does: the base name asked for, "_v2" for the
+ * functions that have one at this version, "_ptsz" with the per-thread
+ * flag; then the exported function of that name. */
+static void *lookup(const char *symbol, int version, cuuint64_t flags) {
+    static const struct {
+        const char *base;
+        int v2_from, ptsz;
+    } names[] = {
+        {"cuMemAlloc", 3020, 0}, {"cuMemFree", 3020, 0}, {"cuMemGetInfo", 3020, 0}, {"cuMemAllocAsync", 0, 1},
+        {"cuMemFreeAsync", 0, 1}, {"cuStreamDestroy", 4000, 0}, {"cuStreamBeginCapture", 10010, 1},
+        {"cuStreamEndCapture", 0, 1}, {"cuStreamIsCapturing", 0, 1}, {"cuCtxDestroy", 4000, 0},
+        {"cuCtxPushCurrent", 4000, 0}, {"cuCtxPopCurrent", 4000, 0}, {"cuEventDestroy", 4000, 0},
+        {"cuDeviceTotalMem", 3020, 0}, {"cuMemGetAddressRange", 3020, 0}, {"cuMemAllocPitch", 3020, 0},
+        {"cuDevicePrimaryCtxRelease", 11000, 0}, {"cuDevicePrimaryCtxReset", 11000, 0},
+        {"cuGetProcAddress", 12000, 0},
+    };
+    char full[128];
+    snprintf(full, sizeof(full), "%s", symbol);
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (strcmp(symbol, names[i].base) == 0)
+            snprintf(full, sizeof(full), "%s%s%s", symbol, names[i].v2_from && version >= names[i].v2_from ? "_v2" : "",
+                     names[i].ptsz && (flags & 2) ? "_ptsz" : "");
+    /* The mock's own functions, never an interposer's: a table, not dlsym. */
+#define E(f) {#f, (void (*)(void))f}
+    static const struct {
+        const char *name;
+        void (*fn)(void);
+    } exports[] = {
+        E(cuInit), E(cuDeviceGetCount), E(cuDeviceGet), E(cuDeviceTotalMem_v2), E(cuDevicePrimaryCtxRetain),
+        E(cuDevicePrimaryCtxRelease_v2), E(cuDevicePrimaryCtxReset_v2), E(cuCtxGetCurrent), E(cuCtxSetCurrent),
+        E(cuCtxGetDevice), E(cuCtxPushCurrent_v2), E(cuCtxPopCurrent_v2), E(cuCtxSynchronize), E(cuCtxDestroy_v2),
+        E(cuGetErrorName), E(cuMemAlloc_v2), E(cuMemFree_v2), E(cuMemAllocAsync), E(cuMemAllocAsync_ptsz),
+        E(cuMemFreeAsync), E(cuMemFreeAsync_ptsz), E(cuMemAllocPitch_v2), E(cuMemAllocManaged), E(cuMemGetInfo_v2),
+        E(cuMemGetAddressRange_v2), E(cuStreamCreate), E(cuStreamCreateWithPriority), E(cuStreamDestroy_v2),
+        E(cuStreamBeginCapture_v2), E(cuStreamBeginCapture_v2_ptsz), E(cuStreamEndCapture), E(cuStreamEndCapture_ptsz),
+        E(cuStreamIsCapturing), E(cuStreamIsCapturing_ptsz), E(cuEventCreate), E(cuEventRecord), E(cuEventQuery),
+        E(cuEventSynchronize), E(cuEventDestroy_v2), E(cuGetProcAddress), E(cuGetProcAddress_v2),
+    };
+#undef E
+    for (size_t i = 0; i < sizeof(exports) / sizeof(exports[0]); i++)
+        if (strcmp(full, exports[i].name) == 0) {
+            void *p;
+            memcpy(&p, &exports[i].fn, sizeof(p));
+            return p;
+        }
+    return NULL;
+}
+
+EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags) {
+    *pfn = lookup(symbol, version, flags);
+    return *pfn ? OK : NOT_FOUND;
+}
+
+EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags, int *status) {
+    *pfn = lookup(symbol, version, flags);
+    if (status)
+        *status = *pfn ? 0 : 1; /* CU_GET_PROC_ADDRESS_SUCCESS / _SYMBOL_NOT_FOUND */
+    return *pfn ? OK : NOT_FOUND;
+}

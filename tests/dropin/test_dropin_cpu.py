@@ -1,0 +1,187 @@
+#!/usr/bin/env python3
+"""test_dropin_cpu.py — carve-run and its interposer on a machine without a GPU.
+
+Runs dropin_cpu_app (a driver-API program that knows nothing of carve)
+against the mock driver (libcuda.so.1 from mock_cuda.c), directly and under
+carve-run, and checks what the interposer promises: allocations served by
+carve (a few driver calls instead of one each), lookups through dlsym and
+cuGetProcAddress served too, foreign pointers passed to the driver and stray
+frees of carved memory refused, cuMemGetInfo reporting the cap, out of memory
+past the cap with one explanation on stderr, unordered frees held back while
+device work may use them, stream-ordered ones reused at once, eight threads
+at once, fork, graph capture, and a trace that is complete after exit and
+after SIGTERM and loads in carve-replay. Also carve-run's option checking.
+
+Usage: test_dropin_cpu.py CARVE_RUN APP MOCK_DIR CARVE_REPLAY
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+checks = failures = 0
+
+
+def check(ok, what):
+    global checks, failures
+    checks += 1
+    if not ok:
+        failures += 1
+        print("FAIL: " + what, file=sys.stderr)
+
+
+def run(args, env_extra=None, timeout=120):
+    env = dict(os.environ)
+    env["LD_LIBRARY_PATH"] = MOCK + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+    for k in ("CARVE_CONF", "CARVE_RUN_TRACE", "CARVE_RUN_REPORT", "CARVE_RUN_SVG", "LD_PRELOAD"):
+        env.pop(k, None)
+    env.update(env_extra or {})
+    p = subprocess.run(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout,
+                       universal_newlines=True)
+    return p.returncode, p.stdout, p.stderr
+
+
+def ok_line(out, mode):
+    for line in out.splitlines():
+        if line.startswith("OK " + mode):
+            return line
+    return None
+
+
+def number_before(line, word):
+    toks = line.split()
+    return int(toks[toks.index(word) - 1])
+
+
+def main():
+    global MOCK
+    if len(sys.argv) != 5:
+        print(__doc__, file=sys.stderr)
+        return 2
+    run_tool, app, MOCK, replay = sys.argv[1:]
+    tmp = tempfile.mkdtemp(prefix="dropin-")
+
+    # ---- options ---------------------------------------------------------
+    rc, out, err = run([run_tool, "--help"])
+    check(rc == 0 and "--limit" in out and "Examples" in out, "--help explains the options")
+    for bad in (["--limit", "0x100", "--", "true"], ["--limit", "1.5", "--", "true"], ["--mode", "fast", "--", "true"],
+                ["--device-limit", "x=1GiB", "--", "true"], ["--device-limit", "99=1GiB", "--", "true"],
+                ["--bogus", "--", "true"], [], ["--limit", "1GiB", "--conf", "limit=2GiB", "--", "true"],
+                ["--growth", "--no-growth", "--", "true"]):
+        rc, out, err = run([run_tool] + bad)
+        check(rc == 2 and err.startswith("carve-run:") and out == "", f"carve-run {bad}: exit 2 with a message ({rc}, {err!r})")
+    rc, out, err = run([run_tool, "--print-env", "--limit", "8GiB", "--device-limit", "1=2GiB", "--trace", "t.csv",
+                        "--report"])
+    env = dict(line.split("=", 1) for line in out.splitlines())
+    check(rc == 0 and env.get("CARVE_CONF") == "limit=8GiB;device1:limit=2GiB", f"--print-env: {out!r}")
+    check(env.get("LD_PRELOAD", "").endswith("libcarve_preload.so") and env.get("CARVE_RUN_TRACE") == "t.csv"
+          and env.get("CARVE_RUN_REPORT") == "-", f"--print-env sets the interposer and friends: {out!r}")
+    rc, out, err = run([run_tool, "--", "/nonexistent/program"])
+    check(rc == 127 and "cannot run" in err, "a program that cannot be run: exit 127")
+    rc, out, err = run([run_tool, "--", "sh", "-c", "exit 7"])
+    check(rc == 7, "the program's exit status passes through")
+
+    # ---- served by carve -------------------------------------------------
+    rc, out, err = run([app, "basic"])
+    raw = ok_line(out, "basic")
+    check(rc == 0 and raw, f"basic without carve-run: {out}{err}")
+    rc, out, err = run([run_tool, "--", app, "basic"])
+    line = ok_line(out, "basic")
+    check(rc == 0 and line, f"basic under carve-run: {out}{err}")
+    if raw and line:
+        check(number_before(raw, "reached") == 2000, f"without carve-run every allocation reaches the driver: {raw}")
+        check(number_before(line, "reached") < 100, f"under carve-run few do: {line}")
+
+    rc, out, err = run([run_tool, "--", app, "lookup"])
+    line = ok_line(out, "lookup")
+    check(rc == 0 and line and number_before(line, "reached") < 100,
+          f"functions found through dlsym + cuGetProcAddress (plain and per-thread) are carve's: {out}{err}")
+    rc, out, err = run([app, "lookup"])
+    check(rc == 0 and number_before(ok_line(out, "lookup") or "0 0 reached", "reached") == 200,
+          "the same lookups without carve-run reach the driver")
+
+    rc, out, err = run([run_tool, "--", app, "foreign"])
+    line = ok_line(out, "foreign")
+    check(rc == 0 and line and number_before(line, "frees") == 0,
+          f"foreign pointers reach the driver, stray and double frees of carved memory do not: {out}{err}")
+
+    rc, out, err = run([run_tool, "--limit", "256MiB", "--", app, "info"])
+    line = ok_line(out, "info")
+    check(rc == 0 and line and f"total {256 << 20} " in line, f"cuMemGetInfo reports the cap as total: {out}{err}")
+
+    rc, out, err = run([run_tool, "--limit", "256MiB", "--", app, "oom"])
+    line = ok_line(out, "oom")
+    check(rc == 0 and line and number_before(line, "pieces") >= 12 and "error 2" in line and "room_again=1" in line,
+          f"past the cap: CUDA_ERROR_OUT_OF_MEMORY within 256 MiB, and the memory comes back: {out}{err}")
+    check(err.count("out of memory on device 0") == 1 and "limit" in err, f"one explanation on stderr: {err!r}")
+
+    rc, out, err = run([run_tool, "--", app, "quarantine"], {"MOCK_EVENT_POLLS": "1000000"})
+    check(rc == 0 and "unordered_reused=0 ordered_reused=1" in out,
+          f"an unordered free waits for device work; an ordered one is reused at once: {out}{err}")
+    rc, out, err = run([run_tool, "--", app, "threads"])
+    check(rc == 0 and ok_line(out, "threads"), f"eight threads: {out}{err}")
+    rc, out, err = run([run_tool, "--", app, "capture"])
+    line = ok_line(out, "capture")
+    check(rc == 0 and line and number_before(line, "captured") == 1,
+          f"an allocation on a captured stream goes to the driver (a graph node): {out}{err}")
+
+    # ---- fault injection through carve-run --------------------------------
+    rc, out, err = run([run_tool, "--conf", "fail_backend_every=3", "--", app, "oom"])
+    check(rc == 0 and ok_line(out, "oom"), f"driver failures injected under carve-run lose nothing: {out}{err}")
+
+    # ---- trace, report, picture --------------------------------------------
+    trace = os.path.join(tmp, "basic.csv.gz")
+    rjson = os.path.join(tmp, "report.json")
+    svg = os.path.join(tmp, "run.svg")
+    rc, out, err = run([run_tool, "--trace", trace, f"--report={rjson}", "--svg", svg, "--", app, "basic"])
+    check(rc == 0, f"basic with trace, report and svg: {err}")
+    rc2, out2, err2 = run([replay, "--json", "-q", trace])
+    try:
+        j = json.loads(out2)
+        check(j["allocs"] == 2000 and j["frees"] == 2000 and j["skipped_lines"] == 0,
+              f"the trace holds every allocation and free: {out2}")
+    except (ValueError, KeyError) as e:
+        check(False, f"carve-replay reads the trace ({e}): {out2}{err2}")
+    try:
+        with open(rjson) as f:
+            rep = json.load(f)
+        d = rep["devices"][0]
+        check(d["allocs"] == 2000 and d["frees"] == 2000 and d["peak_reserved_bytes"] >= d["peak_allocated_bytes"]
+              and d["footprint_ratio"] >= 1.0, f"report: {d}")
+    except (OSError, ValueError, KeyError, IndexError) as e:
+        check(False, f"--report writes JSON ({e})")
+    check("peak reserved" in err and "allocations" in err, f"--report prints on stderr: {err!r}")
+    check(os.path.exists(svg) and open(svg).read(200).startswith("<svg"), "--svg draws the run")
+
+    # Killed by SIGTERM: the trace ends with whole lines and loads.
+    trace2 = os.path.join(tmp, "loop.csv.gz")
+    env = dict(os.environ, LD_LIBRARY_PATH=MOCK)
+    env.pop("CARVE_CONF", None)
+    p = subprocess.Popen([run_tool, "--trace", trace2, "--", app, "loop"], env=env, stdout=subprocess.PIPE,
+                         universal_newlines=True)
+    for line in p.stdout:
+        if line.startswith("loop 5000"):
+            break
+    p.send_signal(signal.SIGTERM)
+    p.wait(timeout=30)
+    check(p.returncode == -signal.SIGTERM, f"the program died of SIGTERM ({p.returncode})")
+    rc2, out2, err2 = run([replay, "--json", "-q", trace2])
+    try:
+        j = json.loads(out2)
+        check(j["skipped_lines"] == 0 and j["allocs"] >= 5000, f"the trace after SIGTERM is whole: {out2}")
+    except (ValueError, KeyError) as e:
+        check(False, f"the trace after SIGTERM loads ({e}): {out2}{err2}")
+
+    rc, out, err = run([run_tool, "--trace", os.path.join(tmp, "fork.csv"), "--report", "--", app, "fork"])
+    check(rc == 0 and ok_line(out, "fork") and err.count("peak reserved") == 1,
+          f"fork: the child neither traces nor reports: {out}{err}")
+
+    print(f"{checks} checks, {failures} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
