@@ -57,7 +57,7 @@ PY
 
 echo "== release build (build-release)"
 if setup build-release --buildtype=release; then
-  run_suites build-release unit stress header layers tools gpu kernels
+  run_suites build-release unit stress header layers tools dropin gpu gpu-dropin kernels
 else
   failed=$((failed + 1))
 fi

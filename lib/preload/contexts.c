@@ -5,7 +5,7 @@
  * cuMemFree / cudaFree name no stream: the driver frees only after all work
  * queued before it, on every stream, has finished (it synchronizes). carve
  * keeps the promise without stalling the device. A freed buffer goes into
- * the current "epoch"; every 32 frees (or 32 MiB) the epoch is closed by
+ * the current "epoch"; every 128 frees (or 32 MiB) the epoch is closed by
  * recording one event on the legacy default stream — which completes only
  * after the prior work of every blocking stream — and one on each
  * non-blocking stream the context created (those are tracked as they are
@@ -13,7 +13,7 @@
  * buffers go back to the arena at once. Allocations look at the oldest
  * closed epoch now and then (an event query); an allocation that would
  * otherwise fail waits for every closed epoch first. So the cost of the
- * guarantee is a few event records per 32 frees, and nothing on the
+ * guarantee is a few event records per 128 frees, and nothing on the
  * allocation path but a counter. While any stream is being captured into a
  * graph no event is recorded (it would join the capture); frees then wait
  * in the open epoch until the capture ends.
@@ -31,10 +31,10 @@
 #include "preload/preload.h"
 
 #define MAX_CTX 64
-#define EPOCH_FREES 32
+#define EPOCH_FREES 128
 #define EPOCH_BYTES ((size_t)32 << 20)
 #define MAX_EPOCHS 64   /* closed epochs in flight; past this, wait for the oldest */
-#define POLL_EVERY 16   /* allocations between looks at the oldest closed epoch */
+#define POLL_EVERY 32   /* allocations between looks at the oldest closed epoch */
 
 typedef struct epoch {
     uintptr_t *ptr;

@@ -19,6 +19,7 @@ CARVE_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, C
 CARVE_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream);
 CARVE_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream);
 CARVE_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes);
+CARVE_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev);
 CARVE_EXPORT CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags);
 CARVE_EXPORT CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority);
 CARVE_EXPORT CUresult cuStreamDestroy_v2(CUstream hStream);
@@ -38,13 +39,4 @@ CARVE_EXPORT void *dlsym(void *handle, const char *name);
 CARVE_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
 CARVE_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
                                           int *symbolStatus);
-/* cudaError_t is an int. */
-CARVE_EXPORT int cudaGetDriverEntryPoint(const char *symbol, void **funcPtr, unsigned long long flags, int *status);
-CARVE_EXPORT int cudaGetDriverEntryPoint_ptsz(const char *symbol, void **funcPtr, unsigned long long flags,
-                                              int *status);
-CARVE_EXPORT int cudaGetDriverEntryPointByVersion(const char *symbol, void **funcPtr, unsigned int cudaVersion,
-                                                  unsigned long long flags, int *status);
-CARVE_EXPORT int cudaGetDriverEntryPointByVersion_ptsz(const char *symbol, void **funcPtr, unsigned int cudaVersion,
-                                                       unsigned long long flags, int *status);
-
 #endif

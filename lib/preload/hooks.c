@@ -24,6 +24,7 @@ typedef CUresult (*free_fn)(CUdeviceptr);
 typedef CUresult (*alloc_async_fn)(CUdeviceptr *, size_t, CUstream);
 typedef CUresult (*free_async_fn)(CUdeviceptr, CUstream);
 typedef CUresult (*info_fn)(size_t *, size_t *);
+typedef CUresult (*total_fn)(size_t *, CUdevice);
 typedef CUresult (*stream_create_fn)(CUstream *, unsigned);
 typedef CUresult (*stream_prio_fn)(CUstream *, unsigned, int);
 typedef CUresult (*stream_destroy_fn)(CUstream);
@@ -42,6 +43,7 @@ static struct {
     alloc_async_fn MemAllocAsync, MemAllocAsync_ptsz;
     free_async_fn MemFreeAsync, MemFreeAsync_ptsz;
     info_fn MemGetInfo;
+    total_fn DeviceTotalMem;
     stream_create_fn StreamCreate;
     stream_prio_fn StreamCreateWithPriority;
     stream_destroy_fn StreamDestroy;
@@ -68,6 +70,7 @@ static void resolve(void) {
     R(MemFreeAsync, "cuMemFreeAsync");
     R(MemFreeAsync_ptsz, "cuMemFreeAsync_ptsz");
     R(MemGetInfo, "cuMemGetInfo_v2");
+    R(DeviceTotalMem, "cuDeviceTotalMem_v2");
     R(StreamCreate, "cuStreamCreate");
     R(StreamCreateWithPriority, "cuStreamCreateWithPriority");
     R(StreamDestroy, "cuStreamDestroy_v2");
@@ -196,6 +199,22 @@ CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes) {
     if (!c || !free_bytes || !total_bytes)
         return CALL_REAL(MemGetInfo, free_bytes, total_bytes);
     return carve_ctx_mem_info(c, free_bytes, total_bytes);
+}
+
+/* A device's memory as the program should size itself from it: the cap
+ * when one is configured for the device (CARVE_CONF), the real size else. */
+CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
+    resolve();
+    CUresult r = CALL_REAL(DeviceTotalMem, bytes, dev);
+    carve_config cfg;
+    if (r != CUDA_SUCCESS || !bytes || !carve_run.ready ||
+        carve_conf_parse(getenv("CARVE_CONF"), (int)dev, &cfg) != CARVE_OK)
+        return r;
+    size_t cap = cfg.limit_fraction > 0 ? (size_t)((double)*bytes * cfg.limit_fraction) : cfg.limit_bytes;
+    cap = cap / CARVE_SEGMENT_GRANULE * CARVE_SEGMENT_GRANULE;
+    if (cap >= CARVE_SEGMENT_GRANULE && cap < *bytes)
+        *bytes = cap;
+    return r;
 }
 
 /* ---- streams and captures ------------------------------------------------ */

@@ -1,10 +1,12 @@
 /*
  * lookup.c — the ways a program finds driver functions without linking
  * them, each answered with the interposer's own function where it has one:
- * dlsym (the static cudart and many libraries dlopen libcuda.so.1 and look
- * up cuGetProcAddress), cuGetProcAddress and cuGetProcAddress_v2 (through
- * which the runtime fetches every driver function it calls), and the
- * runtime's cudaGetDriverEntryPoint / ...ByVersion.
+ * dlsym (every CUDA runtime, static or shared, dlopens libcuda.so.1 and
+ * looks up cuGetProcAddress_v2; libraries look up driver functions by
+ * name), and cuGetProcAddress / cuGetProcAddress_v2, through which the
+ * runtime fetches every driver function it calls. The runtime's own
+ * cudaGetDriverEntryPoint goes through that same cuGetProcAddress, so it
+ * needs no hook of its own.
  *
  * The one idea: ask the real lookup first, then compare the function it
  * found with the driver's real entry points that the interposer replaces.
@@ -42,6 +44,7 @@ static replacement table[] = {
     {"cuMemFreeAsync", FN(cuMemFreeAsync), NULL, 0},
     {"cuMemFreeAsync_ptsz", FN(cuMemFreeAsync_ptsz), NULL, 0},
     {"cuMemGetInfo_v2", FN(cuMemGetInfo_v2), NULL, 0},
+    {"cuDeviceTotalMem_v2", FN(cuDeviceTotalMem_v2), NULL, 0},
     {"cuStreamCreate", FN(cuStreamCreate), NULL, 0},
     {"cuStreamCreateWithPriority", FN(cuStreamCreateWithPriority), NULL, 0},
     {"cuStreamDestroy_v2", FN(cuStreamDestroy_v2), NULL, 0},
@@ -89,6 +92,7 @@ static void *by_request(const char *symbol, int version, cuuint64_t flags) {
     } names[] = {
         {"cuMemAlloc", 3020, 0},          {"cuMemFree", 3020, 0},
         {"cuMemGetInfo", 3020, 0},        {"cuMemAllocAsync", 0, 1},
+        {"cuDeviceTotalMem", 3020, 0},
         {"cuMemFreeAsync", 0, 1},         {"cuStreamCreate", 0, 0},
         {"cuStreamCreateWithPriority", 0, 0}, {"cuStreamDestroy", 4000, 0},
         {"cuStreamBeginCapture", 10010, 1}, {"cuStreamBeginCaptureToGraph", 0, 1},
@@ -158,42 +162,4 @@ CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cu
     if (r == CUDA_SUCCESS)
         swap_in(pfn, symbol, cudaVersion, flags);
     return r;
-}
-
-/* ---- the runtime's lookups (programs linked to the shared cudart) ---------- */
-
-typedef int (*gdep_fn)(const char *, void **, unsigned long long, int *);
-typedef int (*gdepv_fn)(const char *, void **, unsigned int, unsigned long long, int *);
-
-/* cudaError_t is an int; 0 is cudaSuccess. The flags are the driver's
- * (cudaEnablePerThreadDefaultStream = CU_GET_PROC_ADDRESS_PER_THREAD_...). */
-static int entry_point(const char *which, const char *symbol, void **fn, unsigned version, unsigned long long flags,
-                       int *status, int by_version) {
-    gdep_fn plain = NULL;
-    gdepv_fn versioned = NULL;
-    if (by_version)
-        CARVE_SET_FN(versioned, carve_real_next(which));
-    else
-        CARVE_SET_FN(plain, carve_real_next(which));
-    if (!plain && !versioned)
-        return 49; /* cudaErrorCallRequiresNewerDriver: there is no runtime behind us to ask */
-    int r = by_version ? versioned(symbol, fn, version, flags, status) : plain(symbol, fn, flags, status);
-    if (r == 0)
-        swap_in(fn, symbol, by_version ? (int)version : 1000000, flags);
-    return r;
-}
-
-int cudaGetDriverEntryPoint(const char *symbol, void **funcPtr, unsigned long long flags, int *status) {
-    return entry_point("cudaGetDriverEntryPoint", symbol, funcPtr, 0, flags, status, 0);
-}
-int cudaGetDriverEntryPoint_ptsz(const char *symbol, void **funcPtr, unsigned long long flags, int *status) {
-    return entry_point("cudaGetDriverEntryPoint_ptsz", symbol, funcPtr, 0, flags, status, 0);
-}
-int cudaGetDriverEntryPointByVersion(const char *symbol, void **funcPtr, unsigned int cudaVersion,
-                                     unsigned long long flags, int *status) {
-    return entry_point("cudaGetDriverEntryPointByVersion", symbol, funcPtr, cudaVersion, flags, status, 1);
-}
-int cudaGetDriverEntryPointByVersion_ptsz(const char *symbol, void **funcPtr, unsigned int cudaVersion,
-                                          unsigned long long flags, int *status) {
-    return entry_point("cudaGetDriverEntryPointByVersion_ptsz", symbol, funcPtr, cudaVersion, flags, status, 1);
 }

@@ -31,9 +31,6 @@ int carve_real_busy(void) CARVE_INTERNAL;
 void *carve_real_dlsym(void *handle, const char *name) CARVE_INTERNAL;
 /* The driver's exported function of that exact name; NULL if absent. */
 void *carve_real_driver(const char *name) CARVE_INTERNAL;
-/* The next definition of a runtime function after the interposer (the
- * shared cudart's); NULL if the program has none. */
-void *carve_real_next(const char *name) CARVE_INTERNAL;
 /* Store a function found by name into *slot, a function pointer of any type
  * (ISO C converts object to function pointers only through memory). */
 #define CARVE_SET_FN(slot, found)                   \

@@ -62,5 +62,3 @@ void *carve_real_driver(const char *name) {
     carve_real_init();
     return libcuda ? carve_real_dlsym(libcuda, name) : NULL;
 }
-
-void *carve_real_next(const char *name) { return carve_real_dlsym(RTLD_NEXT, name); }

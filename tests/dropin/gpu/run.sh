@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# run.sh — the drop-in on a real GPU: programs that know nothing of carve,
+# run with and without carve-run, and the drop-in benchmark.
+#
+#   1-2. app_runtime.cu built with nvcc's defaults (static cudart) and with
+#        -cudart shared: streams, eight threads, a late writer racing a
+#        cudaFree, foreign pointers, a captured graph, fork, cudaMemGetInfo
+#        and cudaGetDeviceProperties under --limit, out of memory past it;
+#   3.   app_driver.c: the driver API in a context of its own;
+#   4.   PyTorch (PYTORCH_NO_CUDA_MEMORY_CACHING=1) training GPT-2 small
+#        from its config: the same losses as PyTorch's own allocator;
+#   5.   CuPy: the same results; 6. JAX: runs, and sizes itself to the cap;
+#   7.   compute-sanitizer memcheck over program 1 under carve-run;
+#   and the benchmark: an interposed cudaMalloc+cudaFree pair against the
+#   driver's, PyTorch's step time and peak memory against its own caching
+#   allocator, and a trace of the training run recorded through carve-run.
+#
+# usage: tests/dropin/gpu/run.sh BUILD_DIR OUT_DIR
+# Prints PASS/FAIL per check and a closing "N passed, N failed"; exits 1 on
+# a failure, 77 when there is no GPU.
+set -uo pipefail
+BUILD=${1:?usage: run.sh BUILD_DIR OUT_DIR}
+OUT=${2:?usage: run.sh BUILD_DIR OUT_DIR}
+HERE=$(cd "$(dirname "$0")" && pwd)
+mkdir -p "$OUT/bin"
+export PATH=/usr/local/cuda/bin:$PATH
+RUN=$BUILD/tools/carve-run
+REPLAY=$BUILD/tools/carve-replay
+[ -x "$RUN" ] || { echo "run.sh: $RUN not built"; exit 2; }
+nvidia-smi -L >/dev/null 2>&1 || { echo "SKIP: no CUDA device"; exit 77; }
+passed=0; failed=0
+say() { printf '%-5s %-40s %s\n' "$1" "$2" "$3"; }
+pass() { passed=$((passed + 1)); say PASS "$1" "${2:-}"; }
+fail() { failed=$((failed + 1)); say FAIL "$1" "${2:-}"; }
+# expect NAME LOG COMMAND...: the command exits 0 and prints an OK line.
+expect() {
+  local name=$1 log=$OUT/$2; shift 2
+  if "$@" >"$log" 2>&1 && grep -q "^OK" "$log"; then pass "$name" "$(grep -m1 '^OK' "$log" | cut -c1-90)"
+  else fail "$name" "see $log: $(grep -m1 -E 'FAIL|rror' "$log" | cut -c1-90)"; fi
+}
+json() { python3 -c "import json,sys; d=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); print($2)" "$1"; }
+
+# ---- build the programs ------------------------------------------------------
+nvcc -O2 -o "$OUT/bin/app_static" "$HERE/app_runtime.cu" >"$OUT/build.log" 2>&1 &&
+nvcc -O2 -cudart shared -o "$OUT/bin/app_shared" "$HERE/app_runtime.cu" >>"$OUT/build.log" 2>&1 &&
+gcc -O2 -I/usr/local/cuda/include "$HERE/app_driver.c" -o "$OUT/bin/app_driver" -lcuda >>"$OUT/build.log" 2>&1 ||
+  { echo "run.sh: building the test programs failed"; cat "$OUT/build.log"; exit 1; }
+
+# ---- 1-3: C/CUDA programs -----------------------------------------------------
+for kind in static shared; do
+  app=$OUT/bin/app_$kind
+  for mode in streams threads late foreign capture fork; do
+    expect "$kind/$mode plain" "$kind-$mode-plain.log" "$app" $mode
+    expect "$kind/$mode carve-run" "$kind-$mode.log" "$RUN" --report="$OUT/$kind-$mode.json" -- "$app" $mode
+    n=$(json "$OUT/$kind-$mode.json" 'sum(x["allocs"] for x in d["devices"])' 2>/dev/null || echo 0)
+    [ "${n:-0}" -gt 0 ] && pass "$kind/$mode served by carve" "$n allocations" || fail "$kind/$mode served by carve" "report: $n"
+  done
+  "$RUN" --limit 8GiB -- "$app" info >"$OUT/$kind-info.log" 2>&1
+  grep -q "total 8589934592 .*totalGlobalMem 8589934592" "$OUT/$kind-info.log" &&
+    pass "$kind/cudaMemGetInfo is the cap" "$(grep -m1 OK "$OUT/$kind-info.log")" ||
+    fail "$kind/cudaMemGetInfo is the cap" "$(cat "$OUT/$kind-info.log" | head -3)"
+  "$RUN" --limit 4GiB -- "$app" oom >"$OUT/$kind-oom.log" 2>&1
+  if grep -q "^OK oom .*cudaErrorMemoryAllocation" "$OUT/$kind-oom.log" &&
+     [ "$(grep -c 'out of memory on device 0' "$OUT/$kind-oom.log")" = 1 ]; then
+    pass "$kind/out of memory past the cap" "$(grep -m1 '^OK' "$OUT/$kind-oom.log")"
+  else fail "$kind/out of memory past the cap" "see $OUT/$kind-oom.log"; fi
+done
+expect "driver API, own context" driver.log "$RUN" --report="$OUT/driver.json" -- "$OUT/bin/app_driver"
+n=$(json "$OUT/driver.json" 'sum(x["allocs"] for x in d["devices"])' 2>/dev/null || echo 0)
+[ "${n:-0}" -gt 0 ] && pass "driver API served by carve" "$n allocations" || fail "driver API served by carve" "$n"
+
+# ---- 7: compute-sanitizer over program 1 under carve-run -----------------------
+CARVE_RUN_QUIET=1 compute-sanitizer --tool memcheck --target-processes all --error-exitcode 1 \
+  "$RUN" -- "$OUT/bin/app_static" streams >"$OUT/memcheck.log" 2>&1 &&
+  grep -q "ERROR SUMMARY: 0 errors" "$OUT/memcheck.log" &&
+  pass "memcheck: static/streams under carve-run" "$(grep -m1 'ERROR SUMMARY' "$OUT/memcheck.log")" ||
+  fail "memcheck: static/streams under carve-run" "see $OUT/memcheck.log"
+
+# ---- benchmark: the interposed pair ----------------------------------------------
+"$OUT/bin/app_static" bench >"$OUT/bench-plain.log" 2>&1
+"$RUN" -- "$OUT/bin/app_static" bench >"$OUT/bench-carve.log" 2>&1
+grep -q "^OK" "$OUT/bench-carve.log" && pass "bench pairs" "$(grep -m1 '4096 B' "$OUT/bench-carve.log")" ||
+  fail "bench pairs" "see $OUT/bench-carve.log"
+
+# ---- 4: PyTorch ------------------------------------------------------------------
+T="python3 $HERE/torch_train.py --model gpt2 --steps 30 --batch 8 --seq 512"
+$T >"$OUT/torch-native.json" 2>"$OUT/torch-native.err"
+PYTORCH_NO_CUDA_MEMORY_CACHING=1 "$RUN" --report="$OUT/torch-carve-report.json" -- $T \
+  >"$OUT/torch-carve.json" 2>"$OUT/torch-carve.err"
+if python3 - "$OUT/torch-native.json" "$OUT/torch-carve.json" <<'PY'
+import json, sys
+a = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+b = json.loads(open(sys.argv[2]).read().strip().splitlines()[-1])
+sys.exit(0 if a["losses"] == b["losses"] and len(a["losses"]) == 30 else 1)
+PY
+then pass "torch gpt2: same losses" "$(json "$OUT/torch-carve.json" 'd["losses"][-1]')"
+else fail "torch gpt2: same losses" "see $OUT/torch-*.json"; fi
+PYTORCH_NO_CUDA_MEMORY_CACHING=1 "$RUN" --trace "$OUT/torch_gpt2_nocache.csv.gz" -- \
+  python3 "$HERE/torch_train.py" --model gpt2 --steps 8 --batch 8 --seq 512 >"$OUT/torch-trace.json" 2>&1 &&
+  pass "torch gpt2: trace recorded" "$(ls -la "$OUT/torch_gpt2_nocache.csv.gz" | awk '{print $5}') bytes" ||
+  fail "torch gpt2: trace recorded" "see $OUT/torch-trace.json"
+"$REPLAY" -q "$OUT/torch_gpt2_nocache.csv.gz" >"$OUT/torch-trace-replay.txt" 2>&1 || true
+
+# ---- 5: CuPy ---------------------------------------------------------------------
+python3 "$HERE/cupy_ops.py" >"$OUT/cupy-plain.json" 2>&1
+"$RUN" --report="$OUT/cupy-report.json" -- python3 "$HERE/cupy_ops.py" >"$OUT/cupy-carve.json" 2>&1
+a=$(json "$OUT/cupy-plain.json" 'd["checksum"]' 2>/dev/null); b=$(json "$OUT/cupy-carve.json" 'd["checksum"]' 2>/dev/null)
+[ -n "$a" ] && [ "$a" = "$b" ] && pass "cupy: same results" "checksum $a" || fail "cupy: same results" "$a vs $b"
+
+# ---- 6: JAX ----------------------------------------------------------------------
+"$RUN" --limit 4GiB -- python3 "$HERE/jax_check.py" >"$OUT/jax-limit.json" 2>&1
+lim=$(json "$OUT/jax-limit.json" 'd["bytes_limit"]' 2>/dev/null || echo none)
+[ "$lim" != none ] && [ "$lim" -le $((4 << 30)) ] 2>/dev/null && pass "jax: preallocation within the cap" "bytes_limit $lim" ||
+  fail "jax: preallocation within the cap" "bytes_limit $lim"
+XLA_PYTHON_CLIENT_ALLOCATOR=platform "$RUN" -- python3 "$HERE/jax_check.py" >"$OUT/jax-platform.json" 2>&1 &&
+  pass "jax: platform allocator runs" "$(json "$OUT/jax-platform.json" 'd["result"]')" ||
+  fail "jax: platform allocator runs" "see $OUT/jax-platform.json"
+
+echo "$passed passed, $failed failed"
+[ $failed = 0 ]
