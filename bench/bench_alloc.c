@@ -306,10 +306,14 @@ int main(int argc, char **argv) {
             const size_t sz[] = {256, 64 << 10, 2 << 20, 64 << 20};
             for (int i = 0; i < 4; i++)
                 printf("pair %zu B: %.1f ns\n", sz[i], bench_pair(sz[i], reps1, iters1));
+            printf("alloc+free pairs: %lld\n", 4LL * (iters1 + (long long)reps1 * iters1));
         } else if (!strcmp(only, "churn") || !strcmp(only, "vmm")) {
             g_vmm = !strcmp(only, "vmm");
-            churn_result r = bench_churn(quick ? 3 : 11, steps1);
+            int creps1 = quick ? 3 : 11;
+            churn_result r = bench_churn(creps1, steps1);
             printf("churn%s: %.1f ns/op, footprint %.3f\n", g_vmm ? " (vmm=1)" : "", r.ns_per_op, r.footprint);
+            /* Each repetition: 1000 live allocations, steps alloc+free pairs, 1000 frees. */
+            printf("alloc+free pairs: %lld\n", (long long)creps1 * (1000 + (long long)steps1));
         } else {
             churn_result r = bench_threads(nthreads, quick ? 3 : 7, quick ? 50000 : 1000000);
             printf("threads (%d): %.1f M ops/s\n", nthreads, r.ops_per_s / 1e6);

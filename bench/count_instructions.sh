@@ -4,7 +4,7 @@
 #
 # Runs bench_alloc --quick --only WORKLOAD under valgrind with collection on
 # only inside carve_alloc and carve_free, then divides the instructions
-# collected by the number of carve_alloc calls. Workloads: pair (one size
+# collected by the number of pairs bench_alloc reports it ran. Workloads: pair (one size
 # allocated and freed again, 256 B .. 64 MiB) and churn (1000 live buffers of
 # random sizes). Needs valgrind (apt-get install valgrind).
 #
@@ -25,22 +25,20 @@ for w in "${workloads[@]}"; do
   valgrind --tool=callgrind --callgrind-out-file="$tmp/$w.out" \
     --toggle-collect=carve_alloc --toggle-collect=carve_free \
     "$bin" --quick --only "$w" >"$tmp/$w.log" 2>"$tmp/$w.err" || { cat "$tmp/$w.err" >&2; exit 1; }
-  /usr/bin/env python3 - "$tmp/$w.out" "$w" <<'PY'
+  /usr/bin/env python3 - "$tmp/$w.out" "$w" "$tmp/$w.log" <<'PY'
 import re, sys
-total = 0; calls = 0; cfn = None; names = {}
+total = 0
 for line in open(sys.argv[1]):
     if line.startswith("summary:"):
         total = int(line.split()[1])
-    m = re.match(r"cfn=\((\d+)\)(?: (.*))?", line)
+pairs = 0
+for line in open(sys.argv[3]):  # bench_alloc says how many pairs it ran
+    m = re.match(r"alloc\+free pairs: (\d+)", line)
     if m:
-        if m.group(2): names[m.group(1)] = m.group(2).strip()
-        cfn = names.get(m.group(1))
-        continue
-    if line.startswith("calls=") and cfn == "carve_alloc":
-        calls += int(line[6:].split()[0])
-if not calls:
-    sys.exit("count_instructions: no carve_alloc calls recorded")
-print(f"{sys.argv[2]:6s} {total / calls:8.1f} instructions per alloc+free pair "
-      f"({total} instructions, {calls} pairs)")
+        pairs = int(m.group(1))
+if not pairs or not total:
+    sys.exit("count_instructions: no instructions or no pair count recorded")
+print(f"{sys.argv[2]:6s} {total / pairs:8.1f} instructions per alloc+free pair "
+      f"({total} instructions, {pairs} pairs)")
 PY
 done

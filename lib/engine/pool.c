@@ -282,10 +282,17 @@ size_t carve_pool_return_empty(carve_pool *p, int mode) {
         } else if (ok && !ev && mode == CARVE_RETURN_OTHER) {
             ok = 0; /* no proof that its stream's work is done */
         }
-        if (ok && a->vmm && carve_vmm_unmap_span(a, span) != 0) {
-            if (ev && ev != span->u.r.event)
-                a->be.ops->event_release(&a->be, ev);
-            ok = 0;
+        if (ok && a->vmm) {
+            /* Unmapping is not stream-ordered: the span's stream must be done
+             * with it first (waited for on our own stream, else asked). */
+            int done = mode == CARVE_RETURN_SYNCED || !ev ? 1
+                       : mode == CARVE_RETURN_OWN     ? a->be.ops->event_sync(&a->be, ev) == CARVE_OK
+                                                      : a->be.ops->event_query(&a->be, ev) != 0;
+            if (!done || carve_vmm_unmap_span(a, span) != 0) {
+                if (ev && ev != span->u.r.event)
+                    a->be.ops->event_release(&a->be, ev);
+                ok = 0;
+            }
         }
         if (ok) {
             span->u.r.event = NULL; /* the heap owns ev from here */

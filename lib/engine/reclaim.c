@@ -45,7 +45,7 @@ carve_status carve_reclaim(carve_arena *a, unsigned flags) {
             carve_pool_poll_pending(p, wait, 0);
         carve_mutex_lock(&a->heap.lock);
         carve_pool_return_empty(p, synced ? CARVE_RETURN_SYNCED : CARVE_RETURN_OTHER);
-        if (a->vmm)
+        if (a->vmm && synced) /* unmapping is safe only once the device is done */
             carve_vmm_trim_pool(a, p, SIZE_MAX, 0, 0);
         carve_mutex_unlock(&a->heap.lock);
         if (!wait)

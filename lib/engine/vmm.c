@@ -7,6 +7,12 @@
  * granule that no live buffer touches can be unmapped, so what the arena
  * holds is (nearly) the granules its live buffers touch.
  *
+ * Unmapping is not stream-ordered (the driver unmaps at once), so a granule
+ * is unmapped only when the work queued before its free is known to be
+ * done: after waiting for the freeing stream (lazy trimming), after the
+ * span's event completed (spans going back), or after a device
+ * synchronization (carve_empty_cache).
+ *
  * Every granule of a segment has a reference count (the used or pending
  * blocks that touch it) and a mapped flag. An allocation maps the granules
  * its block touches that are not mapped yet. Unmapping is lazy, to keep
@@ -109,21 +115,41 @@ size_t carve_vmm_trim_pool(carve_arena *a, carve_pool *p, size_t want, uintptr_t
     return done;
 }
 
+/* Pool lock held, on p's own stream: wait until the work queued on the
+ * stream so far has completed. Unmapping is not stream-ordered, so a
+ * granule freed by this stream may be unmapped only once the work queued
+ * before its free is done. 0 when it is, -1 when that cannot be known (no
+ * event could be recorded): then nothing is unmapped. */
+static int settle(carve_arena *a, carve_pool *p) {
+    void *ev = NULL;
+    if (a->be.ops->event_record(&a->be, p->stream, &ev) != CARVE_OK)
+        return -1;
+    carve_status st = a->be.ops->event_sync(&a->be, ev);
+    a->be.ops->event_release(&a->be, ev);
+    return st == CARVE_OK ? 0 : -1;
+}
+
 carve_status carve_vmm_map(carve_arena *a, carve_pool *p, carve_block *span, uintptr_t addr, size_t size) {
     carve_segment *s = span->u.r.seg;
     carve_heap *h = &a->heap;
-    char b1[32], b2[32];
+    char b1[32], b2[32], b3[32];
     size_t need = carve_vmm_unmapped(s, addr, size) * G;
     if (need == 0)
         return CARVE_OK;
     carve_mutex_lock(&h->lock);
     if (h->reserved + need > h->target) {
-        /* Stay under the target: unmap free granules first. */
-        carve_vmm_trim_pool(a, p, h->reserved + need - h->target, addr, addr + size);
+        /* Stay under the target: unmap free granules of this stream first,
+         * once its earlier work is done (waited for with the heap lock
+         * dropped; the pool lock keeps the spans as they are). */
+        carve_mutex_unlock(&h->lock);
+        int settled = settle(a, p) == 0;
+        carve_mutex_lock(&h->lock);
+        if (settled && h->reserved + need > h->target)
+            carve_vmm_trim_pool(a, p, h->reserved + need - h->target, addr, addr + size);
     }
     if (h->reserved + need > a->limit) {
         carve_note("mapping %s more would pass the limit of %s (%s mapped)", carve_format_bytes(b1, sizeof(b1), need),
-                   carve_format_bytes(b2, sizeof(b2), a->limit), carve_format_bytes(b1, sizeof(b1), h->reserved));
+                   carve_format_bytes(b2, sizeof(b2), a->limit), carve_format_bytes(b3, sizeof(b3), h->reserved));
         carve_mutex_unlock(&h->lock);
         return CARVE_ERR_OOM;
     }

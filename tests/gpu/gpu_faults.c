@@ -36,7 +36,7 @@ typedef struct model {
 } model;
 
 typedef struct tally {
-    unsigned long injected, failed_calls, verified, runs;
+    unsigned long injected, failed_calls, verified, runs, runs_failed;
 } tally;
 
 static void check_failure(carve_arena *a, carve_status st, int allow_oom) {
@@ -89,8 +89,13 @@ static void scenario(carve_arena *a, model *m, uint64_t seed, int nsteps, int st
                 CHECK(p == NULL);
                 check_failure(a, st, 1);
             }
-        } else if (what < 4 && m->other[i] < 0) { /* read on another stream too */
+        } else if (what < 4 && m->other[i] < 0) { /* read on another stream too, after its fill */
             int j = (m->stream[i] + 1) % NSTREAM;
+            cudaEvent_t filled;
+            CUDA_CHECK(cudaEventCreateWithFlags(&filled, cudaEventDisableTiming));
+            CUDA_CHECK(cudaEventRecord(filled, streams[m->stream[i]]));
+            CUDA_CHECK(cudaStreamWaitEvent(streams[j], filled, 0));
+            CUDA_CHECK(cudaEventDestroy(filled));
             gpu_counter c = gpu_counter_of(0, NSTREAM + j);
             gpu_verify(m->p[i], m->size[i], m->id[i], c.dev, streams[j]);
             CHECK_OK(a, carve_record_stream(a, m->p[i], (carve_stream)streams[j]));
@@ -137,7 +142,7 @@ static void drain(carve_arena *a, model *m, tally *t) {
     CHECK_ARENA(a);
 }
 
-static carve_arena *faulty_arena(const char *mode, const char *faults) {
+static carve_arena *faulty_arena(const char *mode, const char *faults, int *creation_failed) {
     char conf[160];
     snprintf(conf, sizeof(conf), "limit=2GiB,%s%s%s", mode, faults ? "," : "", faults ? faults : "");
     carve_config c;
@@ -146,6 +151,7 @@ static carve_arena *faulty_arena(const char *mode, const char *faults) {
     CHECK_OK(NULL, carve_config_parse(&c, conf));
     carve_arena *a = NULL;
     carve_status st = carve_arena_create(&c, &a);
+    *creation_failed = st != CARVE_OK;
     if (st != CARVE_OK) { /* creation itself met the failing call (the address space of vmm=1) */
         check_failure(NULL, st, 1);
         c.fail_backend_at = c.fail_backend_every = 0;
@@ -159,8 +165,9 @@ static void exhaustive(const char *mode, int nsteps, unsigned long stride) {
     gpu_mark m0;
     gpu_mark_take(&m0, 0);
     /* Count the backend calls of one clean run. */
-    carve_arena *a = faulty_arena(mode, NULL);
-    carve_backend_faults_on(&a->be, 0, 1, 0, CARVE_FAULT_ALL, CARVE_ERR_OOM);
+    int failed_early = 0;
+    carve_arena *a = faulty_arena(mode, NULL, &failed_early);
+    carve_backend_faults_on(&a->be, 0, 1, 0, CARVE_FAULT_ALL, CARVE_ERR_OOM); /* counts, fails nothing */
     model m;
     memset(&m, 0, sizeof(m));
     tally t = {0};
@@ -173,10 +180,12 @@ static void exhaustive(const char *mode, int nsteps, unsigned long stride) {
         char faults[80];
         snprintf(faults, sizeof(faults), "fail_backend_at=%lu,fail_backend_status=%s", at,
                  at % 2 ? "oom" : "backend");
-        a = faulty_arena(mode, faults);
+        a = faulty_arena(mode, faults, &failed_early);
         memset(&m, 0, sizeof(m));
         scenario(a, &m, seed, nsteps, 0, &t);
         drain(a, &m, &t);
+        /* Call N was reached: in creation, in the steps or in the drain. */
+        t.runs_failed += failed_early || a->be.faults.failed > 0;
         carve_backend_faults_off(&a->be);
         scenario(a, &m, seed + 7, nsteps, 1, &t); /* past the failure: nothing fails */
         drain(a, &m, &t);
@@ -184,10 +193,10 @@ static void exhaustive(const char *mode, int nsteps, unsigned long stride) {
         GPU_CHECK_BACK(&m0, "device memory after a run with an injected failure");
         t.runs++;
     }
-    printf("  %s: %lu backend calls in the scenario, %lu runs with call N failing: %lu failures injected, "
-           "%lu calls answered with a failure, %lu buffer verifications\n",
-           mode, n, t.runs, t.injected, t.failed_calls, t.verified);
-    CHECK(t.injected >= t.runs && t.failed_calls > 0);
+    printf("  %s: %lu backend calls in the scenario, %lu runs with call N failing (%lu reached it): %lu failures "
+           "injected during the steps, %lu calls answered with a failure, %lu buffer verifications\n",
+           mode, n, t.runs, t.runs_failed, t.injected, t.failed_calls, t.verified);
+    CHECK(t.runs_failed == t.runs && t.injected > 0 && t.failed_calls > 0);
 }
 
 static void case_fault_each_call(void) { exhaustive("vmm=0", (int)gpu_scale(120, 40), gpu_quick() ? 5 : 1); }
