@@ -392,6 +392,11 @@ CARVE_API void carve_device_arenas_release(void);
  * for example with dlsym on a handle of libcuda.so.1, so that the
  * CUDA_DRIVER backend's own driver calls never come back through the
  * interposer. Call it before the first arena on that backend exists.
+ * lookup may also answer the name "carve_capture_active" with a function
+ * int (void) that is nonzero while a stream capture is in progress; carve
+ * then records no event meanwhile (recording on the legacy stream would
+ * break the capture), and treats the memory as it treats an event it could
+ * not record.
  * Returns CARVE_OK; CARVE_ERR_INVALID for a NULL lookup or when such an
  * arena was already made; CARVE_ERR_NO_DEVICE when lookup misses a function
  * carve needs (carve_last_error(NULL) names it) or carve was built without

@@ -96,6 +96,10 @@ static carve_status drv_release(carve_be *be, uintptr_t base, size_t size) {
 static carve_status drv_event_record(carve_be *be, carve_stream s, void **out) {
     drv_ctx *c = be->ctx;
     *out = NULL;
+    if (c->api->CaptureActive && c->api->CaptureActive()) {
+        carve_backend_fail("no event is recorded while a graph capture is in progress");
+        return CARVE_ERR_BACKEND;
+    }
     int pushed;
     carve_status st = enter(c, &pushed);
     if (st != CARVE_OK)

@@ -53,6 +53,8 @@ int carve_driver_api_lookup(void *(*lookup)(const char *name, void *arg), void *
             carve_backend_fail("the CUDA driver has no %s", entries[i].name);
             return -1;
         }
+    void *capture = lookup("carve_capture_active", arg); /* optional */
+    memcpy(&t.CaptureActive, &capture, sizeof(capture));
     pthread_mutex_lock(&lock);
     int rc = -1;
     if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) != 1) {

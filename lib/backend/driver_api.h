@@ -36,6 +36,12 @@ typedef struct carve_driver_api {
     CUresult (*EventSynchronize)(CUevent ev);
     CUresult (*EventDestroy)(CUevent ev);                             /* _v2 */
     CUresult (*GetErrorName)(CUresult error, const char **name);
+    /* Optional, from an interposer that watches graph captures: nonzero
+     * while a stream capture is in progress anywhere in the process. The
+     * backend then records no event, since recording on the legacy stream
+     * would join (and break) the capture; carve treats it as an event it
+     * could not record. */
+    int (*CaptureActive)(void);
 } carve_driver_api;
 
 /* Fill the table with lookup(name, arg) for each exported driver name and

@@ -132,7 +132,6 @@ static carve_ctx ctxs[MAX_CTX];
 static unsigned nctx;         /* atomic: entries published so far */
 static unsigned generation;   /* atomic: bumped when a context goes away */
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
-static int capturing;         /* atomic: graph captures in progress */
 
 static __thread struct {
     CUcontext ctx;
@@ -324,6 +323,10 @@ static void release_epoch(carve_ctx *c, epoch *e) {
 /* Release the closed epochs whose events have completed, oldest first;
  * with wait, all of them. */
 static void poll_epochs(carve_ctx *c, int wait) {
+    /* During a capture nothing goes back: a free could make carve record an
+     * event on the legacy stream, which would join the capture. */
+    if (carve_capture_active())
+        return;
     while (c->count) {
         epoch *e = &c->ring[c->head];
         for (unsigned i = 0; i < e->nev; i++) {
@@ -364,7 +367,7 @@ static int close_epoch(carve_ctx *c) {
     epoch *cur = &c->cur;
     if (!cur->n)
         return 0;
-    if (__atomic_load_n(&capturing, __ATOMIC_ACQUIRE))
+    if (carve_capture_active())
         return -1;
     if (c->count == MAX_EPOCHS) { /* too much in flight: wait for the oldest */
         epoch *e = &c->ring[c->head];
@@ -545,8 +548,6 @@ void carve_ctx_stream_destroyed(carve_stream s) {
     }
 }
 
-void carve_ctx_capture(int delta) { __atomic_add_fetch(&capturing, delta, __ATOMIC_ACQ_REL); }
-int carve_ctx_capturing(void) { return __atomic_load_n(&capturing, __ATOMIC_ACQUIRE) > 0; }
 
 /* ---- report ------------------------------------------------------------- */
 

@@ -118,7 +118,7 @@ static int is_default_stream(CUstream s) { return (uintptr_t)s <= 2; }
 
 /* Whether s is being captured into a graph right now (cheap when nothing is). */
 static int captured(CUstream s, int ptsz) {
-    if (!carve_ctx_capturing() || is_default_stream(s))
+    if (!carve_capture_active() || is_default_stream(s))
         return 0;
     int status = CU_STREAM_CAPTURE_STATUS_NONE;
     is_capturing_fn f = ptsz && real.IsCapturing_ptsz ? real.IsCapturing_ptsz : real.IsCapturing;
@@ -252,7 +252,7 @@ static void capture_begin(CUstream s) {
     }
     if (ncapturing < MAX_CAPTURES)
         capturing_streams[ncapturing++] = s;
-    carve_ctx_capture(1);
+    carve_capture_add(1);
     __atomic_store_n(&capture_lock, 0, __ATOMIC_RELEASE);
 }
 
@@ -262,7 +262,7 @@ static void capture_end(CUstream s) {
     for (int i = 0; i < ncapturing; i++)
         if (capturing_streams[i] == s) {
             capturing_streams[i] = capturing_streams[--ncapturing];
-            carve_ctx_capture(-1);
+            carve_capture_add(-1);
             break;
         }
     __atomic_store_n(&capture_lock, 0, __ATOMIC_RELEASE);

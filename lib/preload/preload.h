@@ -4,7 +4,8 @@
  * names a type of <cuda.h>: pointers travel as uintptr_t, streams as
  * carve_stream (the same type as CUstream), results as int (CUresult).
  *
- * Files, bottom up: real.c finds the real functions (libc's dlsym, the
+ * Files, bottom up: captures.c counts the graph captures in progress;
+ * real.c finds the real functions (libc's dlsym, the
  * driver's entry points) and hands the driver table to libcarve;
  * contexts.c keeps one carve arena per CUDA context, with the quarantine of
  * frees that name no stream; session.c is the run (options from the
@@ -20,6 +21,11 @@
 
 #include "base/util.h"
 #include "carve.h"
+
+/* ---- captures.c ---- */
+/* Graph captures in progress in the process (begun minus ended). */
+void carve_capture_add(int delta) CARVE_INTERNAL;
+int carve_capture_active(void) CARVE_INTERNAL;
 
 /* ---- real.c ---- */
 /* Find the real functions (once; thread-safe). 0 when the CUDA driver is
@@ -65,11 +71,9 @@ int carve_ctx_free(carve_ctx *c, uintptr_t ptr, int ordered, carve_stream stream
  * it can still obtain. Returns a CUresult. */
 int carve_ctx_mem_info(carve_ctx *c, size_t *free_bytes, size_t *total_bytes) CARVE_INTERNAL;
 /* Streams the current context creates and destroys (non-blocking ones are
- * waited for by frees that name no stream), and graph captures. */
+ * waited for by frees that name no stream). */
 void carve_ctx_stream_created(carve_stream s, unsigned flags) CARVE_INTERNAL;
 void carve_ctx_stream_destroyed(carve_stream s) CARVE_INTERNAL;
-void carve_ctx_capture(int delta) CARVE_INTERNAL;
-int carve_ctx_capturing(void) CARVE_INTERNAL;
 /* Visit every context (for the report at exit). */
 void carve_ctx_each(void (*fn)(carve_arena *arena, int device, const carve_ctx_counts *n, void *arg),
                     void *arg) CARVE_INTERNAL;

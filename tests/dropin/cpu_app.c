@@ -48,6 +48,7 @@ CUresult cuStreamBeginCapture_v2(CUstream s, int mode);
 CUresult cuStreamEndCapture(CUstream s, void **graph);
 void mock_cuda_stats(unsigned long long *nalloc, unsigned long long *nfree, unsigned long long *bad, size_t *live);
 unsigned long long mock_cuda_async_allocs(void);
+int mock_cuda_broken_captures(void);
 
 static int failures;
 #define CHECK(x)                                                          \
@@ -309,13 +310,21 @@ static void mode_capture(void) {
     CU(cuStreamBeginCapture_v2(s, 0));
     CUdeviceptr p, q;
     CU(cuMemAllocAsync(&p, 1 << 20, s));
-    CU(cuMemAlloc_v2(&q, 1 << 20)); /* unordered: carve may serve it */
+    for (int i = 0; i < 600; i++) { /* unordered: served by carve; frees wait, no event recorded */
+        CU(cuMemAlloc_v2(&q, 4096 + (size_t)(i % 5) * 100000));
+        CU(cuMemFree_v2(q));
+    }
     CU(cuMemFreeAsync(p, s));
-    CU(cuMemFree_v2(q)); /* waits in the open epoch: no event may be recorded now */
     void *g;
     CU(cuStreamEndCapture(s, &g));
+    for (int i = 0; i < 300; i++) { /* after the capture, epochs close again */
+        CU(cuMemAlloc_v2(&q, 4096));
+        CU(cuMemFree_v2(q));
+    }
     CU(cuStreamDestroy_v2(s));
-    printf("OK capture %llu captured allocation(s) reached the driver\n", mock_cuda_async_allocs() - before);
+    CHECK(mock_cuda_broken_captures() == 0);
+    printf("OK capture %llu captured allocation(s) reached the driver, %d captures broken\n",
+           mock_cuda_async_allocs() - before, mock_cuda_broken_captures());
 }
 
 int main(int argc, char **argv) {

@@ -44,6 +44,7 @@ struct mock_event {
 };
 
 static struct mock_ctx primary = {0};
+static int capturing_streams, broken_captures; /* atomic */
 static __thread CUcontext current;
 static __thread CUcontext stack[16];
 static __thread int depth;
@@ -80,6 +81,9 @@ EXPORT void mock_cuda_stats(unsigned long long *nalloc, unsigned long long *nfre
     *live_bytes = used;
     pthread_mutex_unlock(&lock);
 }
+
+/* Event records on the legacy stream while a capture was in progress. */
+EXPORT int mock_cuda_broken_captures(void) { return __atomic_load_n(&broken_captures, __ATOMIC_RELAXED); }
 
 /* Stream-ordered allocations that reached the mock. */
 EXPORT unsigned long long mock_cuda_async_allocs(void) { return __atomic_load_n(&stat_async_allocs, __ATOMIC_RELAXED); }
@@ -282,12 +286,15 @@ EXPORT CUresult cuStreamBeginCapture_v2(CUstream s, int mode) {
     if ((uintptr_t)s <= 2)
         return INVALID_VALUE;
     s->capturing = 1;
+    __atomic_add_fetch(&capturing_streams, 1, __ATOMIC_RELAXED);
     return OK;
 }
 EXPORT CUresult cuStreamBeginCapture_v2_ptsz(CUstream s, int mode) { return cuStreamBeginCapture_v2(s, mode); }
 EXPORT CUresult cuStreamEndCapture(CUstream s, void **graph) {
     if ((uintptr_t)s <= 2)
         return INVALID_VALUE;
+    if (s->capturing)
+        __atomic_sub_fetch(&capturing_streams, 1, __ATOMIC_RELAXED);
     s->capturing = 0;
     if (graph)
         *graph = NULL;
@@ -308,6 +315,13 @@ EXPORT CUresult cuEventCreate(CUevent *e, unsigned flags) {
 EXPORT CUresult cuEventRecord(CUevent e, CUstream s) {
     if ((uintptr_t)s > 2 && s->capturing)
         return 900; /* CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED: recording would have joined the capture */
+    if ((uintptr_t)s <= 1 && __atomic_load_n(&capturing_streams, __ATOMIC_RELAXED)) {
+        /* Legacy-stream work during a capture of a blocking stream: the
+         * driver answers CUDA_ERROR_STREAM_CAPTURE_IMPLICIT and the capture
+         * is broken. */
+        __atomic_add_fetch(&broken_captures, 1, __ATOMIC_RELAXED);
+        return 906;
+    }
     e->polls_left = event_polls();
     return OK;
 }

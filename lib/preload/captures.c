@@ -1,0 +1,16 @@
+/*
+ * captures.c — how many graph captures are in progress in the process.
+ *
+ * The one idea: while any stream is being captured, nothing may be recorded
+ * on the legacy default stream (it would join the capture and break it), so
+ * every part of the interposer that records events — its own quarantine and
+ * carve's driver backend, through carve_cuda_driver_lookup — asks this one
+ * counter first. hooks.c moves it as captures begin and end.
+ */
+#include "preload/preload.h"
+
+static int captures; /* atomic */
+
+void carve_capture_add(int delta) { __atomic_add_fetch(&captures, delta, __ATOMIC_ACQ_REL); }
+
+int carve_capture_active(void) { return __atomic_load_n(&captures, __ATOMIC_ACQUIRE) > 0; }
