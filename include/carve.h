@@ -133,8 +133,10 @@ typedef struct carve_config {
                                 the mapped total may pass its previous peak, so the
                                 footprint follows the live data rather than
                                 fragmentation. reserved_bytes counts mapped bytes.
-                                CUDA (cuMemCreate/cuMemMap) and VIRTUAL backends;
-                                default 0 */
+                                The bookkeeping costs 5 bytes of host memory per
+                                2 MiB granule of the whole limit (2.5 MiB per TiB),
+                                so set a limit. CUDA (cuMemCreate/cuMemMap) and
+                                VIRTUAL backends; default 0 */
     unsigned sim_event_polls;/* HOST and VIRTUAL: a simulated event reports "not done"
                                 to this many queries before it completes, so that
                                 stream-ordered reuse can be tested; default 0 */
@@ -300,9 +302,10 @@ typedef struct carve_stats {
 
 /*
  * Fill *out with the arena's statistics. Peaks are exact when the arena is
- * used from one stream; with several streams, requested/allocated peaks may
- * read low by at most 16 MiB per stream (per-stream counters are merged in
- * batches so that streams do not contend). Returns CARVE_ERR_INVALID for NULL
+ * used from one stream; with several streams, requested/allocated peaks are
+ * off by at most 16 MiB per stream, either way (per-stream counters are
+ * merged in batches so that streams do not contend: one stream's flushed
+ * allocations may meet another's unflushed frees). Returns CARVE_ERR_INVALID for NULL
  * arguments (*out zeroed when out is not NULL). Thread-safe; briefly takes
  * every stream's lock to find largest_free_block.
  */
@@ -316,7 +319,8 @@ CARVE_API void carve_reset_peak_stats(carve_arena *arena);
  * segment exactly, nothing overlaps, free neighbours are merged, every index
  * entry is consistent, and the statistics equal a recount. Returns CARVE_OK
  * or CARVE_ERR_INVALID (carve_last_error says which invariant failed).
- * Thread-safe (takes every lock); O(blocks).
+ * Thread-safe (takes every lock); O(blocks + reserved bytes / 2 MiB): the
+ * address map is checked granule by granule.
  */
 CARVE_API carve_status carve_check(const carve_arena *arena);
 

@@ -57,7 +57,7 @@ PY
 
 echo "== release build (build-release)"
 if setup build-release --buildtype=release; then
-  run_suites build-release unit stress header layers tools dropin gpu gpu-dropin kernels
+  run_suites build-release unit stress header layers tools dropin soak gpu gpu-dropin kernels
 else
   failed=$((failed + 1))
 fi
@@ -65,7 +65,7 @@ if [ $quick = 0 ]; then
   echo "== ASan + UBSan build with expensive checks (build-sanitize)"
   if setup build-sanitize --buildtype=debugoptimized -Db_sanitize=address,undefined -Db_lto=false \
        -Dchecks=expensive -Dbenchmarks=false; then
-    run_suites build-sanitize unit stress tools
+    run_suites build-sanitize unit stress tools soak
   else
     failed=$((failed + 1))
   fi
@@ -74,7 +74,7 @@ if [ $quick = 0 ]; then
   echo "== ThreadSanitizer build (build-tsan)"
   if setup build-tsan --buildtype=debugoptimized -Db_sanitize=thread -Db_lto=false -Dchecks=internal \
        -Dbenchmarks=false -Dtools=false; then
-    run_suites build-tsan unit stress
+    run_suites build-tsan unit stress soak
   else
     failed=$((failed + 1))
   fi

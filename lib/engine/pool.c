@@ -276,7 +276,7 @@ size_t carve_pool_return_empty(carve_pool *p, int mode) {
         int ok = span->u.r.nlive == 0;
         if (ok && mode == CARVE_RETURN_SYNCED && ev) { /* the sync completed it */
             a->be.ops->event_release(&a->be, ev);
-            ev = NULL;
+            ev = span->u.r.event = NULL; /* the span may yet stay (a refused unmap) */
         } else if (ok && !ev && mode == CARVE_RETURN_OWN) {
             ok = a->be.ops->event_record(&a->be, p->stream, &ev) == CARVE_OK;
         } else if (ok && !ev && mode == CARVE_RETURN_OTHER) {
