@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Build carve and run every test suite: a release build (unit, stress, header,
-# layers, tools, and the gpu/kernels suites, which report SKIP without a CUDA
-# device), an ASan+UBSan build with the expensive internal checks (unit,
-# stress, tools) and a ThreadSanitizer build (unit, stress). Installs meson and ninja with apt-get when they are missing.
+# layers, tools, dropin, frameworks with the Python package's tests, soak,
+# and the gpu, gpu-dropin and kernels suites, which report SKIP without a
+# CUDA device), an ASan+UBSan build with the expensive internal checks (unit,
+# stress, tools, frameworks, soak) and a ThreadSanitizer build (unit, stress,
+# frameworks, soak). Installs meson, ninja, python3 and python3-pytest with
+# apt-get when they are missing.
 # Prints "N passed, N failed" (skipped tests counted apart) and exits non-zero
 # on any failure. Usage: tools/test.sh [--quick]
 set -uo pipefail
@@ -17,6 +20,9 @@ command -v ninja >/dev/null || need_apt+=(ninja-build)
 command -v cc >/dev/null || need_apt+=(gcc)
 command -v c++ >/dev/null || need_apt+=(g++)
 command -v python3 >/dev/null || need_apt+=(python3)
+# The Python package's tests use Debian's python3 and python3-pytest (the
+# python3 first on PATH may be a separate build that cannot see them).
+[ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import pytest' 2>/dev/null || need_apt+=(python3 python3-pytest)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "installing: ${need_apt[*]}"
   sudo_cmd=""; [ "$(id -u)" != 0 ] && sudo_cmd=sudo
@@ -57,7 +63,7 @@ PY
 
 echo "== release build (build-release)"
 if setup build-release --buildtype=release; then
-  run_suites build-release unit stress header layers tools dropin soak gpu gpu-dropin kernels
+  run_suites build-release unit stress header layers tools dropin frameworks soak gpu gpu-dropin kernels
 else
   failed=$((failed + 1))
 fi
@@ -65,7 +71,7 @@ if [ $quick = 0 ]; then
   echo "== ASan + UBSan build with expensive checks (build-sanitize)"
   if setup build-sanitize --buildtype=debugoptimized -Db_sanitize=address,undefined -Db_lto=false \
        -Dchecks=expensive -Dbenchmarks=false; then
-    run_suites build-sanitize unit stress tools soak
+    run_suites build-sanitize unit stress tools frameworks soak
   else
     failed=$((failed + 1))
   fi
@@ -74,7 +80,7 @@ if [ $quick = 0 ]; then
   echo "== ThreadSanitizer build (build-tsan)"
   if setup build-tsan --buildtype=debugoptimized -Db_sanitize=thread -Db_lto=false -Dchecks=internal \
        -Dbenchmarks=false -Dtools=false; then
-    run_suites build-tsan unit stress soak
+    run_suites build-tsan unit stress frameworks soak
   else
     failed=$((failed + 1))
   fi

@@ -5,7 +5,6 @@
  */
 #include "backend/backend.h"
 
-char *carve_backend_msg(void) {
-    static __thread char msg[CARVE_BACKEND_MSG_LEN];
-    return msg;
-}
+#include "base/thread_text.h"
+
+char *carve_backend_msg(void) { return carve_thread_text(CARVE_TEXT_BACKEND); }

@@ -1,0 +1,713 @@
+"""carve._api — the package's functions: arenas, the per-device memory
+functions shaped like torch.cuda's, configuration, recording and pictures.
+
+The one idea: every function takes "which arena" the same way. An int is a
+device, and means that device's process-wide default arena (the one
+carve.torch and carve.cupy allocate from when nothing is routed); an Arena
+object means itself. So the same calls that report on a GPU's memory report
+on a HOST-backend arena in a test, and everything but the device queries
+can be exercised without a GPU.
+"""
+
+import contextlib
+import ctypes
+import json
+import os
+import tempfile
+import threading
+
+from . import _lib
+from ._lib import lib
+
+__all__ = [
+    "CarveError", "OutOfMemoryError", "ConfigError", "Arena", "configure", "memory_allocated",
+    "memory_reserved", "max_memory_allocated", "max_memory_reserved", "reset_peak_memory_stats",
+    "empty_cache", "memory_stats", "memory_snapshot", "mem_get_info", "device_count", "report", "record",
+    "stop_recording", "plot", "route", "scoped_arena", "version",
+]
+
+
+# ---- Errors ----------------------------------------------------------------
+
+class CarveError(RuntimeError):
+    """A carve call failed. .status is the C status name (e.g. "CARVE_ERR_OOM")."""
+
+    def __init__(self, message, status=None):
+        super().__init__(message)
+        self.status = status
+
+
+class OutOfMemoryError(CarveError):
+    """An allocation did not fit under the arena's limit or in the device."""
+
+
+class ConfigError(CarveError, ValueError):
+    """A configuration value is malformed, or came too late."""
+
+
+_STATUS_NAMES = {0: "CARVE_OK", 1: "CARVE_ERR_INVALID", 2: "CARVE_ERR_OOM", 3: "CARVE_ERR_BAD_POINTER",
+                 4: "CARVE_ERR_BACKEND", 5: "CARVE_ERR_NO_DEVICE"}
+
+
+def _check(status, handle=None, cls=None, context=None):
+    """Raise the error for a failed status, with carve's own explanation."""
+    if status == _lib.OK:
+        return
+    msg = lib().carve_last_error(handle).decode(errors="replace")
+    name = _STATUS_NAMES.get(status, f"status {status}")
+    if cls is None:
+        cls = OutOfMemoryError if status == _lib.ERR_OOM else CarveError
+    text = msg or name
+    if context:
+        text = f"{context}: {text}"
+    raise cls(f"{text} [{name}]", status=name)
+
+
+# ---- Values ----------------------------------------------------------------
+
+def _size_text(value, key):
+    """The text carve's parser takes for a size or fraction given in Python."""
+    if isinstance(value, bool):
+        raise ConfigError(f"{key}={value!r}: give a size in bytes (int), a string such as '8GiB', "
+                          f"or a fraction of the device's memory in (0, 1]")
+    if isinstance(value, int):
+        if value < 0:
+            raise ConfigError(f"{key}={value}: a size cannot be negative")
+        return str(value)
+    if isinstance(value, float):
+        if not 0 < value <= 1:
+            raise ConfigError(f"{key}={value!r}: a float is a fraction of the device's memory and must be "
+                              f"in (0, 1]; give bytes as an int or a string such as '8GiB'")
+        text = f"{value:.17f}".rstrip("0")
+        return text + "0" if text.endswith(".") else text
+    if isinstance(value, str):
+        v = value.strip()
+        if not v or any(c in v for c in ",;=:"):
+            raise ConfigError(f"{key}={value!r} is not a size (e.g. '8GiB', '1.5 GB', 123) "
+                              f"or a fraction (e.g. 0.5)")
+        return v
+    raise ConfigError(f"{key}={value!r}: give a size in bytes (int), a string such as '8GiB', "
+                      f"or a fraction in (0, 1]")
+
+
+def _mode_vmm(mode):
+    if mode in ("default", None):
+        return 0
+    if mode == "vmm":
+        return 1
+    raise ConfigError(f"mode={mode!r}: expected 'default' or 'vmm'")
+
+
+def _parse_config(text, cfg=None):
+    """A carve_config with text applied by carve_config_parse (errors name the value)."""
+    L = lib()
+    if cfg is None:
+        cfg = _lib.CarveConfig()
+        L.carve_config_init(ctypes.byref(cfg))
+    _check(L.carve_config_parse(ctypes.byref(cfg), text.encode()), cls=ConfigError)
+    return cfg
+
+
+def _stream_ptr(stream):
+    """A stream handle from None, an int, or a framework stream object."""
+    if stream is None:
+        return None
+    if isinstance(stream, int):
+        return stream or None
+    for attr in ("cuda_stream", "ptr", "handle"):
+        v = getattr(stream, attr, None)
+        if isinstance(v, int):
+            return v or None
+    raise TypeError(f"stream={stream!r}: give an int handle or a stream object (.cuda_stream or .ptr)")
+
+
+def _check_device(device):
+    if isinstance(device, bool) or not isinstance(device, int) or device < 0:
+        raise ConfigError(f"device={device!r}: a device is an int >= 0")
+    return device
+
+
+def _fmt(n):
+    if n == (1 << 64) - 1 or n == ctypes.c_size_t(-1).value:
+        return "unlimited"
+    buf = ctypes.create_string_buffer(32)
+    return lib().carve_format_bytes(buf, 32, n).decode()
+
+
+# ---- Arenas ----------------------------------------------------------------
+
+_BACKENDS = {"cuda": _lib.BACKEND_CUDA, "host": _lib.BACKEND_HOST, "virtual": _lib.BACKEND_VIRTUAL,
+             "cuda_driver": _lib.BACKEND_CUDA_DRIVER}
+
+
+class Arena:
+    """An arena of its own: its own cap, its own statistics, closed on demand.
+
+        a = carve.Arena(backend="host", limit="64MiB")   # no GPU needed
+        p = a.alloc(1 << 20)
+        a.free(p)
+        a.close()                # or: with carve.Arena(...) as a: ...
+
+    backend: "cuda" (device memory on device), "host" (real host memory, for
+    tests), "virtual" (addresses only), "cuda_driver". limit / initial: bytes
+    (int), a size string ("8GiB", "1.5 GB") or a fraction of the device's
+    memory (0.5; CUDA only). growth: reserve segments on demand (True) or hold
+    one block of `initial` (False). mode: "default" or "vmm" (virtual-memory
+    mode, docs/cuda.md). conf: more carve_config_parse keys, e.g.
+    "min_grow=64MiB". Errors name the offending value.
+    """
+
+    def __init__(self, backend="cuda", device=0, limit=None, growth=True, initial=None, mode="default",
+                 name=None, conf=None):
+        if backend not in _BACKENDS:
+            raise ConfigError(f"backend={backend!r}: expected one of {', '.join(_BACKENDS)}")
+        _check_device(device)
+        parts = [f"backend={backend}", f"device={device}", f"growth={1 if growth else 0}",
+                 f"vmm={_mode_vmm(mode)}"]
+        if limit is not None:
+            parts.append("limit=" + _size_text(limit, "limit"))
+        if initial is not None:
+            parts.append("initial=" + _size_text(initial, "initial"))
+        if conf:
+            parts.append(conf)
+        cfg = _parse_config(",".join(parts))
+        self._name = (name or "").encode() or None
+        cfg.name = self._name
+        h = ctypes.c_void_p()
+        _check(lib().carve_arena_create(ctypes.byref(cfg), ctypes.byref(h)), cls=None)
+        self._h = h.value
+        self.device = device
+        self.backend = backend
+        self._state = "open"
+
+    # -- lifetime
+    def _handle(self):
+        if self._h is None:
+            raise CarveError(f"arena is {self._state}", status="CARVE_ERR_INVALID")
+        return self._h
+
+    @property
+    def closed(self):
+        return self._h is None
+
+    def close(self):
+        """Give all of the arena's memory back now (live buffers become invalid).
+        Idempotent."""
+        if self._h is None:
+            return
+        L = lib()
+        h, self._h, self._state = self._h, None, "closed"
+        if L.carve_route_known(h):
+            L.carve_route_forget(h)
+        L.carve_arena_destroy(h)
+
+    def retire(self):
+        """Close the arena as soon as it holds no live buffer: now (returns True)
+        or at the free of its last buffer, on any thread (returns False). The
+        object can no longer be used either way."""
+        if self._h is None:
+            return True
+        done = ctypes.c_int(0)
+        _check(lib().carve_route_retire(self._h, ctypes.byref(done)))
+        self._h, self._state = None, "retired"
+        return bool(done.value)
+
+    def __enter__(self):
+        self._handle()
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __del__(self):
+        try:
+            if getattr(self, "_h", None) is not None:
+                self.close()
+        except Exception:  # interpreter shutdown: the library may be gone
+            pass
+
+    def __repr__(self):
+        if self._h is None:
+            return f"<carve.Arena {self._state}>"
+        return (f"<carve.Arena {self.backend} device {self.device}: {_fmt(self.memory_allocated())} allocated, "
+                f"{_fmt(self.memory_reserved())} reserved>")
+
+    # -- buffers (mostly for tests and tools: frameworks allocate through routing)
+    def alloc(self, size, stream=None):
+        """Allocate size bytes on stream (an int handle or stream object; None =
+        the default stream); returns the address as an int (0 for size 0).
+        Recorded when carve.record() is on."""
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            raise ValueError(f"size={size!r}: a size is an int >= 0")
+        p = ctypes.c_void_p()
+        _check(lib().carve_route_alloc(self._handle(), size, self.device, _stream_ptr(stream), ctypes.byref(p)))
+        return p.value or 0
+
+    def free(self, ptr):
+        """Free a buffer from alloc (errors for addresses that are not live
+        buffers of this arena, naming them)."""
+        if not ptr:
+            return
+        L = lib()
+        if L.carve_buffer_info(self._handle(), ptr, None, None) != _lib.OK:
+            raise CarveError(f"Arena.free: {ptr:#x} is not a live buffer of this arena", "CARVE_ERR_BAD_POINTER")
+        _check(L.carve_route_free(ptr, self.device))
+
+    def buffer_info(self, ptr):
+        """(requested size, stream handle) of a live buffer of this arena."""
+        size, stream = ctypes.c_size_t(), ctypes.c_void_p()
+        _check(lib().carve_buffer_info(self._handle(), ptr, ctypes.byref(size), ctypes.byref(stream)), self._h)
+        return size.value, stream.value or 0
+
+    def record_stream(self, ptr, stream):
+        """Declare that work on stream also uses the live buffer ptr."""
+        self._handle()
+        _check(lib().carve_route_record_stream(ptr, self.device, _stream_ptr(stream)))
+
+    # -- accounting, the same functions as for devices
+    def memory_allocated(self):
+        return lib().carve_memory_allocated(self._handle())
+
+    def memory_reserved(self):
+        return lib().carve_memory_reserved(self._handle())
+
+    def max_memory_allocated(self):
+        return self.stats()["allocated_bytes_peak"]
+
+    def max_memory_reserved(self):
+        return self.stats()["reserved_bytes_peak"]
+
+    def reset_peak_memory_stats(self):
+        lib().carve_reset_peak_stats(self._handle())
+
+    def empty_cache(self):
+        _check(lib().carve_empty_cache(self._handle()), self._h)
+
+    def stats(self):
+        return memory_stats(self)
+
+    def snapshot(self):
+        return memory_snapshot(self)
+
+    def config(self):
+        """The effective configuration as a dict (limit and initial in bytes;
+        limit None when unlimited)."""
+        cfg = _lib.CarveConfig()
+        _check(lib().carve_arena_get_config(self._handle(), ctypes.byref(cfg)), self._h)
+        limit = cfg.limit_bytes
+        return {"backend": [k for k, v in _BACKENDS.items() if v == cfg.backend][0], "device": cfg.device,
+                "limit_bytes": None if limit == ctypes.c_size_t(-1).value else limit,
+                "initial_bytes": cfg.initial_bytes, "growth": bool(cfg.growth), "vmm": bool(cfg.vmm),
+                "name": (cfg.name or b"").decode()}
+
+    def check(self):
+        """Walk every invariant of the arena; raises CarveError naming a broken one."""
+        _check(lib().carve_check(self._handle()), self._h)
+
+
+def _arena_handle(device):
+    """The C arena for device: an Arena, or an int (that device's default arena)."""
+    if isinstance(device, Arena):
+        return device._handle()
+    if device is None:
+        device = 0
+    _check_device(device)
+    h = ctypes.c_void_p()
+    _check(lib().carve_device_arena(device, ctypes.byref(h)))
+    return h.value
+
+
+# ---- The torch.cuda-shaped functions ----------------------------------------
+
+def memory_allocated(device=None):
+    """Bytes held by live buffers (as rounded by carve) in device's default
+    arena, or in an Arena. The number to use where torch.cuda.memory_allocated
+    would be (that one raises while carve is PyTorch's allocator)."""
+    return lib().carve_memory_allocated(_arena_handle(device))
+
+
+def memory_reserved(device=None):
+    """Bytes carve holds from the driver for device's default arena (or an Arena)."""
+    return lib().carve_memory_reserved(_arena_handle(device))
+
+
+def max_memory_allocated(device=None):
+    """Peak of memory_allocated since the start or reset_peak_memory_stats."""
+    return memory_stats(device)["allocated_bytes_peak"]
+
+
+def max_memory_reserved(device=None):
+    """Peak of memory_reserved since the start or reset_peak_memory_stats."""
+    return memory_stats(device)["reserved_bytes_peak"]
+
+
+def reset_peak_memory_stats(device=None):
+    """Reset the peaks to the current values."""
+    lib().carve_reset_peak_stats(_arena_handle(device))
+
+
+def empty_cache(device=None):
+    """Give every cached segment with no live buffer back to the driver.
+    Synchronizes the device."""
+    h = _arena_handle(device)
+    _check(lib().carve_empty_cache(h), h)
+
+
+def memory_stats(device=None):
+    """carve_stats as a dict (carve's names, e.g. "allocated_bytes_peak"), with
+    PyTorch's names for the main ones as well ("allocated_bytes.all.current",
+    "reserved_bytes.all.peak", "num_ooms", ...). "limit_bytes" is None when
+    unlimited."""
+    h = _arena_handle(device)
+    s = _lib.CarveStats()
+    _check(lib().carve_get_stats(h, ctypes.byref(s)), h)
+    d = {name: getattr(s, name) for name, _ in _lib.STATS_FIELDS}
+    if d["limit_bytes"] == ctypes.c_size_t(-1).value:
+        d["limit_bytes"] = None
+    for kind, cur, peak in (("allocated_bytes", "allocated_bytes", "allocated_bytes_peak"),
+                            ("reserved_bytes", "reserved_bytes", "reserved_bytes_peak"),
+                            ("requested_bytes", "requested_bytes", "requested_bytes_peak")):
+        d[f"{kind}.all.current"] = d[cur]
+        d[f"{kind}.all.peak"] = d[peak]
+    d["active.all.current"] = d["num_live"]
+    d["segment.all.current"] = d["num_segments"]
+    return d
+
+
+def memory_snapshot(device=None):
+    """carve's JSON snapshot of the arena as a dict (docs/snapshot.md): its
+    configuration, statistics, streams, and every segment with every block."""
+    h = _arena_handle(device)
+    out = ctypes.c_void_p()
+    L = lib()
+    _check(L.carve_snapshot_json(h, ctypes.byref(out)), h)
+    try:
+        return json.loads(ctypes.string_at(out.value).decode())
+    finally:
+        L.carve_snapshot_free(out.value)
+
+
+def mem_get_info(device=None):
+    """(free, total) bytes of the device as the driver sees them (cudaMemGetInfo)."""
+    device = _check_device(0 if device is None else device)
+    free, total = ctypes.c_size_t(), ctypes.c_size_t()
+    _check(lib().carve_device_mem_info(device, ctypes.byref(free), ctypes.byref(total)))
+    return free.value, total.value
+
+
+def device_count():
+    """CUDA devices visible to carve (0 without a driver or device)."""
+    return lib().carve_device_count()
+
+
+def version():
+    """The loaded libcarve's version, e.g. "0.1.0"."""
+    return lib().carve_version().decode()
+
+
+# ---- Configuration of the default arenas -------------------------------------
+
+_conf_lock = threading.Lock()
+_conf_sections = {}      # device -> {key: text} that configure put into CARVE_CONF
+_conf_growth = {}        # device -> growth given to configure
+_conf_initial = set()    # devices configure gave an initial block
+_conf_original = [None]  # CARVE_CONF as it was before configure first changed it
+
+
+def _env_growth(device):
+    """The growth mode device's arena would get from defaults and CARVE_CONF."""
+    cfg = _lib.CarveConfig()
+    conf = os.environ.get("CARVE_CONF")
+    _check(lib().carve_conf_parse(conf.encode() if conf is not None else None, device, ctypes.byref(cfg)),
+           cls=ConfigError, context="CARVE_CONF")
+    return cfg
+
+
+def configure(device=0, limit=None, growth=None, initial=None, mode=None):
+    """Configure device's default arena (the one carve.torch and carve.cupy use)
+    before its first use.
+
+    limit: cap on reserved bytes: an int, a size string ("8GiB", "1.5 GB") or a
+    fraction of the device's memory (0.5). growth: reserve on demand (True) or
+    hold one block of `initial` (False). initial: bytes (or fraction) reserved
+    at creation. mode: "default" or "vmm". Values given override CARVE_CONF.
+
+    Raises ConfigError naming the value for a malformed one (checked first,
+    without a device), or once the arena exists ("configure it before first
+    use"), and CarveError (CARVE_ERR_NO_DEVICE) when there is no such device.
+    """
+    _check_device(device)
+    parts = []
+    if limit is not None:
+        parts.append("limit=" + _size_text(limit, "limit"))
+    if initial is not None:
+        parts.append("initial=" + _size_text(initial, "initial"))
+    if growth is not None:
+        parts.append(f"growth={1 if growth else 0}")
+    vmm = _mode_vmm(mode) if mode is not None else None
+    cfg = _parse_config(",".join(parts))
+    L = lib()
+    with _conf_lock:
+        base = _env_growth(device)
+        g = int(bool(growth)) if growth is not None else _conf_growth.get(device, base.growth)
+        has_initial = (initial is not None or device in _conf_initial or base.initial_bytes
+                       or base.initial_fraction)
+        if not g and not has_initial:
+            raise ConfigError(f"growth={growth!r} needs initial= (the one block the arena holds)")
+        # The growth setter goes first: it finds a missing device or an arena
+        # that already exists before anything changes.
+        st = L.carve_device_set_growth(device, g)
+        _check(st, cls=ConfigError if st == _lib.ERR_INVALID else None)
+        _conf_growth[device] = g
+        if initial is not None:
+            _conf_initial.add(device)
+        if limit is not None:
+            if cfg.limit_fraction > 0:
+                _check(L.carve_device_set_limit_fraction(device, cfg.limit_fraction), cls=ConfigError)
+            else:
+                _check(L.carve_device_set_limit(device, cfg.limit_bytes), cls=ConfigError)
+        section = dict(_conf_sections.get(device, {}))
+        if initial is not None:
+            if cfg.initial_fraction > 0:  # no setter takes a fraction: CARVE_CONF does
+                section["initial"] = _size_text(initial, "initial")
+            else:
+                section.pop("initial", None)
+                _check(L.carve_device_set_initial(device, cfg.initial_bytes), cls=ConfigError)
+        if vmm is not None:
+            section["vmm"] = str(vmm)
+        if section != _conf_sections.get(device, {}):
+            _set_conf_section(device, section)
+
+
+def _set_conf_section(device, section):
+    if _conf_original[0] is None:
+        _conf_original[0] = os.environ.get("CARVE_CONF", "")
+    sections = dict(_conf_sections)
+    sections[device] = section
+    parts = [_conf_original[0]] if _conf_original[0] else []
+    for d, keys in sorted(sections.items()):
+        if keys:
+            parts.append(f"device{d}:" + ",".join(f"{k}={v}" for k, v in sorted(keys.items())))
+    text = ";".join(parts)
+    cfg = _lib.CarveConfig()
+    _check(lib().carve_conf_parse(text.encode(), device, ctypes.byref(cfg)), cls=ConfigError,
+           context=f"CARVE_CONF would become {text!r}")
+    os.environ["CARVE_CONF"] = text
+    _conf_sections[device] = section
+
+
+# ---- Report -----------------------------------------------------------------
+
+def report(devices=None):
+    """A text table of the arenas' statistics, one column per arena. devices:
+    an int, an Arena, or a list of them (default: device 0)."""
+    if devices is None:
+        devices = [0]
+    elif not isinstance(devices, (list, tuple)):
+        devices = [devices]
+    cols = []
+    for d in devices:
+        s = memory_stats(d)
+        if isinstance(d, Arena):
+            c = d.config()
+            title = c["name"] or f"arena ({c['backend']})"
+        else:
+            title = f"device{d}"
+        lim = s["limit_bytes"]
+        cols.append((title, [
+            _fmt(s["allocated_bytes"]), _fmt(s["allocated_bytes_peak"]), _fmt(s["requested_bytes"]),
+            _fmt(s["reserved_bytes"]), _fmt(s["reserved_bytes_peak"]), _fmt(s["cached_bytes"]),
+            _fmt(s["largest_free_block"]), "unlimited" if lim is None else _fmt(lim), str(s["num_segments"]),
+            str(s["num_live"]), f"{s['num_allocs']} / {s['num_frees']}", str(s["num_ooms"]),
+        ]))
+    rows = ["allocated", "allocated (peak)", "requested", "reserved", "reserved (peak)", "cached",
+            "largest free block", "limit", "segments", "live buffers", "allocs / frees", "out-of-memory errors"]
+    w0 = max(len(r) for r in rows)
+    widths = [max(len(t), *(len(v) for v in vals)) for t, vals in cols]
+    lines = ["carve memory report", " " * w0 + "".join("  " + t.rjust(w) for (t, _), w in zip(cols, widths))]
+    for i, r in enumerate(rows):
+        lines.append(r.ljust(w0) + "".join("  " + vals[i].rjust(w) for (_, vals), w in zip(cols, widths)))
+    return "\n".join(lines) + "\n"
+
+
+# ---- Recording and pictures ---------------------------------------------------
+
+_rec_lock = threading.Lock()
+_rec = {"writer": None, "path": None}
+
+
+def record(path=None, title=None):
+    """Start recording every allocation and free made through carve's framework
+    entry points (carve.torch, carve.cupy, Arena.alloc/free) into a trace file
+    (docs/trace-format.md); returns its path (a new temporary file when path
+    is None). carve.plot draws it; carve-replay replays it."""
+    L = lib()
+    with _rec_lock:
+        if _rec["writer"] is not None:
+            raise CarveError(f"already recording into {_rec['path']}; call carve.stop_recording() first")
+        if path is None:
+            fd, path = tempfile.mkstemp(prefix="carve-", suffix=".csv")
+            os.close(fd)
+        w = ctypes.c_void_p()
+        _check(L.carve_trace_writer_open(os.fsencode(path), (title or "carve python").encode(), ctypes.byref(w)))
+        st = L.carve_route_set_recorder(_lib.address("carve_trace_writer_alloc"),
+                                        _lib.address("carve_trace_writer_free"), w)
+        if st != _lib.OK:
+            L.carve_trace_writer_close(w)
+            _check(st)
+        _rec["writer"], _rec["path"] = w.value, path
+        return path
+
+
+def stop_recording():
+    """Stop recording and close the trace; returns its path (None when nothing
+    was being recorded)."""
+    L = lib()
+    with _rec_lock:
+        w = _rec["writer"]
+        if w is None:
+            return None
+        L.carve_route_set_recorder(None, None, None)
+        _rec["writer"] = None
+        _check(L.carve_trace_writer_close(w), context=f"writing {_rec['path']}")
+        return _rec["path"]
+
+
+def _libc():
+    c = ctypes.CDLL(None, use_errno=True)
+    c.fopen.restype = ctypes.c_void_p
+    c.fopen.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+    c.fclose.restype = ctypes.c_int
+    c.fclose.argtypes = [ctypes.c_void_p]
+    return c
+
+
+def plot(path, trace=None, color_by_stream=False, mode="default", title=None):
+    """Draw the SVG of this process's allocations into path: the recording in
+    progress (carve.record) or the trace file given, replayed on carve's
+    virtual backend (growth on, unlimited; mode "vmm" replays in
+    virtual-memory mode), exactly as carve-replay --svg draws it. Returns a
+    dict: path, events, peak requested and reserved bytes, footprint."""
+    L = lib()
+    if trace is None:
+        with _rec_lock:
+            trace = _rec["path"]
+            if trace is None:
+                raise CarveError("nothing to plot: start recording with carve.record() first, or give trace=")
+            if _rec["writer"] is not None:
+                _check(L.carve_trace_writer_flush(_rec["writer"]))
+    t = _lib.CarveTrace()
+    if L.carve_trace_load_path(os.fsencode(trace), ctypes.byref(t), None, None) != 0:
+        raise CarveError(f"cannot read the trace {trace}: {t.diag.decode(errors='replace')}")
+    rs, rec, res = _lib.ReplayStreams(), _lib.ReplayRec(), _lib.ReplayResult()
+    opened = recorded = False
+    try:
+        if t.nallocs == 0:
+            raise CarveError(f"nothing to plot: the trace {trace} holds no allocation")
+        cfg = _parse_config(f"backend=virtual,growth=1,vmm={_mode_vmm(mode)}")
+        _check(L.carve_replay_streams_open(ctypes.byref(rs), max(1, t.nstreams), _lib.BACKEND_VIRTUAL, 0))
+        opened = True
+        _check(L.carve_replay_record(ctypes.byref(t), ctypes.byref(cfg), ctypes.byref(rs), _lib.SVG_COLS,
+                                     ctypes.byref(rec), ctypes.byref(res)))
+        recorded = True
+        peak = res.stats.reserved_bytes_peak
+        footprint = peak / t.peak_requested if t.peak_requested else 0.0
+        info = _lib.SvgInfo((title or os.path.basename(trace)).encode(), b"virtual", footprint, peak,
+                            1 if color_by_stream else 0)
+        c = _libc()
+        f = c.fopen(os.fsencode(path), b"w")
+        if not f:
+            e = ctypes.get_errno()
+            raise OSError(e, f"cannot write {path}: {os.strerror(e)}")
+        rc = L.carve_svg_write(f, ctypes.byref(t), ctypes.byref(rec), ctypes.byref(info))
+        if c.fclose(f) != 0 or rc != 0:
+            raise CarveError(f"cannot write {path} (disk full or host memory exhausted)")
+        return {"path": path, "trace": trace, "events": t.n, "allocations": t.nallocs,
+                "peak_requested_bytes": t.peak_requested, "peak_reserved_bytes": peak, "footprint": footprint}
+    finally:
+        if recorded:
+            L.carve_replay_rec_free(ctypes.byref(rec))
+        if opened:
+            L.carve_replay_streams_close(ctypes.byref(rs))
+        L.carve_trace_free(ctypes.byref(t))
+
+
+# ---- Routing ------------------------------------------------------------------
+
+@contextlib.contextmanager
+def route(arena):
+    """Send the calling thread's framework allocations (carve.torch, carve.cupy)
+    to arena inside the block. Frees find their arena wherever they happen."""
+    if not isinstance(arena, Arena):
+        raise TypeError(f"route() takes a carve.Arena, not {type(arena).__name__}")
+    L = lib()
+    _check(L.carve_route_push(arena._handle()))
+    try:
+        yield arena
+    finally:
+        L.carve_route_pop()
+
+
+class scoped_arena(contextlib.ContextDecorator):
+    """A fresh arena with its own cap for a block of code, as `with` or as a
+    decorator (a fresh arena per call):
+
+        with carve.scoped_arena(limit="4GiB") as a:
+            ...                      # routed allocations of this thread go to a
+        # here the arena is retired: closed now, or when its last buffer is freed
+
+    The arguments are Arena's (backend defaults to "cuda"; device None = 0).
+    After the block, .last_stats holds the arena's statistics at exit and
+    .closed_at_exit whether it was closed right away.
+    """
+
+    def __init__(self, limit=None, growth=True, initial=None, mode="default", device=None, backend="cuda",
+                 name=None, conf=None):
+        self.kw = dict(limit=limit, growth=growth, initial=initial, mode=mode, backend=backend, name=name,
+                       conf=conf)
+        self.device = device
+        self._tls = threading.local()
+        self.last_stats = None
+        self.closed_at_exit = None
+
+    def _stack(self):
+        if not hasattr(self._tls, "stack"):
+            self._tls.stack = []
+        return self._tls.stack
+
+    def _device(self):
+        return 0 if self.device is None else self.device
+
+    def _enter_hook(self, arena):
+        """Subclasses: set up more after the arena is routed."""
+        return None
+
+    def _exit_hook(self, arena, token):
+        """Subclasses: tear down before the route is popped."""
+
+    def __enter__(self):
+        arena = Arena(device=self._device(), **self.kw)
+        try:
+            _check(lib().carve_route_push(arena._handle()))
+        except BaseException:
+            arena.close()
+            raise
+        try:
+            token = self._enter_hook(arena)
+        except BaseException:
+            lib().carve_route_pop()
+            arena.close()
+            raise
+        self._stack().append((arena, token))
+        return arena
+
+    def __exit__(self, *exc):
+        arena, token = self._stack().pop()
+        try:
+            self._exit_hook(arena, token)
+        finally:
+            lib().carve_route_pop()
+            self.last_stats = arena.stats()
+            self.closed_at_exit = arena.retire()
+        return False

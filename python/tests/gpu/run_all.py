@@ -1,0 +1,167 @@
+"""run_all.py — runs every GPU script of the Python package, compares the
+modes, prints one PASS / FAIL / SKIP line per check and a closing
+"N passed, N failed", and writes results.json and results.md into OUTDIR.
+Called by run_all.sh, which first makes sure there is a GPU and a libcarve.
+
+The one idea: each script is a separate process per allocator mode (the
+allocator is fixed once CUDA starts), writing JSON; the verdicts are
+computed here from those files, so a check is a comparison of numbers that
+were measured, never a script's own claim. A framework that is not
+installed makes its checks SKIP, never PASS.
+"""
+
+import importlib.util
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def have(module):
+    return importlib.util.find_spec(module) is not None
+
+
+class Run:
+    def __init__(self, outdir):
+        self.outdir = outdir
+        self.rows = []     # (check, verdict, detail)
+        self.data = {}
+
+    def script(self, name, mode, timeout=900, **opts):
+        """Run name.py in mode; the parsed JSON, or None (the failure is logged)."""
+        out = os.path.join(self.outdir, f"{name}-{mode}.json")
+        log = os.path.join(self.outdir, f"{name}-{mode}.log")
+        cmd = [sys.executable, os.path.join(HERE, name + ".py"), "--mode", mode, "--out", out]
+        for k, v in opts.items():
+            cmd += ["--" + k.replace("_", "-"), str(v)]
+        t0 = time.time()
+        with open(log, "w") as f:
+            try:
+                rc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, timeout=timeout).returncode
+            except subprocess.TimeoutExpired:
+                rc = "timeout"
+        if rc != 0 or not os.path.exists(out):
+            tail = open(log, errors="replace").read()[-600:].strip().replace("\n", " | ")
+            self.verdict(f"{name} --mode {mode} runs", False, f"exit {rc} after {time.time() - t0:.0f} s: {tail}")
+            return None
+        with open(out) as f:
+            d = json.load(f)
+        self.data[f"{name}-{mode}"] = {k: v for k, v in d.items() if k not in ("tokens",)}
+        return d
+
+    def verdict(self, check, ok, detail=""):
+        word = "PASS" if ok else "FAIL"
+        self.rows.append((check, word, detail))
+        print(f"{word} {check}" + (f": {detail}" if detail else ""), flush=True)
+
+    def skip(self, check, why):
+        self.rows.append((check, "SKIP", why))
+        print(f"SKIP {check}: {why}", flush=True)
+
+
+def mib(n):
+    return f"{n / 2**20:.1f} MiB" if n is not None else "-"
+
+
+def close(a, b, rtol):
+    return all(math.isclose(x, y, rel_tol=rtol, abs_tol=rtol) for x, y in zip(a, b)) and len(a) == len(b)
+
+
+def torch_checks(r):
+    train = {m: r.script("gpt2_train", m) for m in ("carve", "default", "expandable")}
+    if all(train.values()):
+        c, d, e = train["carve"], train["default"], train["expandable"]
+        worst = max(abs(x - y) for x, y in zip(c["losses"], d["losses"]))
+        r.verdict("gpt2_train losses equal (carve vs default vs expandable)",
+                  close(c["losses"], d["losses"], 1e-4) and close(c["losses"], e["losses"], 1e-4),
+                  f"max |carve-default| {worst:.2e}, last loss {c['losses'][-1]:.4f}")
+        ratio = c["step_time_median_s"] / d["step_time_median_s"]
+        r.verdict("gpt2_train step time carve/default <= 1.10", ratio <= 1.10,
+                  f"{ratio:.3f} ({c['step_time_median_s'] * 1e3:.1f} ms vs {d['step_time_median_s'] * 1e3:.1f} ms; "
+                  f"expandable {e['step_time_median_s'] * 1e3:.1f} ms)")
+        r.verdict("gpt2_train peak reserved/allocated: carve <= default",
+                  c["reserved_over_allocated"] <= d["reserved_over_allocated"] + 0.01,
+                  ", ".join(f"{m} {t['reserved_over_allocated']:.3f} ({mib(t['peak_reserved_bytes'])})"
+                            for m, t in train.items()))
+
+    gen = {m: r.script("gpt2_generate", m) for m in ("carve", "default", "expandable")}
+    if all(gen.values()):
+        for cr, dr, er in zip(gen["carve"]["runs"], gen["default"]["runs"], gen["expandable"]["runs"]):
+            same = cr["digest"] == dr["digest"] == er["digest"]
+            r.verdict(f"gpt2_generate batch {cr['batch']}: same tokens, carve reserved <= 1.25x default", same and
+                      cr["peak_reserved_bytes"] <= 1.25 * dr["peak_reserved_bytes"],
+                      f"tokens {'identical' if same else 'DIFFER'}; reserved carve {mib(cr['peak_reserved_bytes'])}, "
+                      f"default {mib(dr['peak_reserved_bytes'])}, expandable {mib(er['peak_reserved_bytes'])}; "
+                      f"{cr['tokens_per_s']:.0f} vs {dr['tokens_per_s']:.0f} tokens/s")
+
+    if have("torchvision"):
+        rn = {m: r.script("resnet50_infer", m) for m in ("carve", "default", "expandable")}
+        if all(rn.values()):
+            c, d = rn["carve"], rn["default"]
+            r.verdict("resnet50_infer outputs equal (carve vs default)", close(c["sums"], d["sums"], 1e-5),
+                      f"{len(c['sums'])} batches")
+            r.verdict("resnet50_infer peak reserved/allocated: carve <= default",
+                      c["reserved_over_allocated"] <= d["reserved_over_allocated"] + 0.01,
+                      ", ".join(f"{m} {t['reserved_over_allocated']:.3f} ({mib(t['peak_reserved_bytes'])})"
+                                for m, t in rn.items()))
+            ratio = d["images_per_s"] / c["images_per_s"]
+            r.verdict("resnet50_infer time carve/default <= 1.10", ratio <= 1.10,
+                      f"{c['images_per_s']:.0f} vs {d['images_per_s']:.0f} images/s")
+        seq = r.script("arenas_sequential", "carve")
+        if seq:
+            for s in seq["steps"]:
+                r.verdict(f"arenas_sequential {s['model']}: arena closed, free memory back at baseline", s["ok"],
+                          f"delta {s['delta_bytes'] / 2**20:+.1f} MiB (tolerance {seq['tolerance_mib']} MiB), "
+                          f"arena peak {mib(s['arena_peak_reserved_bytes'])}, live at exit {s['live_at_exit']}")
+    else:
+        r.skip("resnet50_infer, arenas_sequential", "torchvision is not installed")
+
+
+def cupy_checks(r):
+    res = {m: r.script("cupy_ops", m) for m in ("carve", "default")}
+    if all(res.values()):
+        c, d = res["carve"], res["default"]
+        r.verdict("cupy_ops results equal (carve vs CuPy pool)", close(c["sums"], d["sums"], 1e-6),
+                  f"{c['ops']} ops, {c['num_allocs']} carve allocations")
+        r.verdict("cupy_ops no carve buffer left at the end", c["num_live_at_end"] == 0,
+                  f"{c['num_live_at_end']} live; peak reserved {mib(c['peak_reserved_bytes'])}, "
+                  f"CuPy pool total {mib(d['pool_total_bytes'])}; {c['seconds']:.2f} s vs {d['seconds']:.2f} s")
+
+
+def write_tables(r):
+    with open(os.path.join(r.outdir, "results.json"), "w") as f:
+        json.dump({"checks": [{"check": c, "result": v, "detail": d} for c, v, d in r.rows], "runs": r.data}, f,
+                  indent=1)
+    with open(os.path.join(r.outdir, "results.md"), "w") as f:
+        f.write("| check | result | detail |\n| --- | --- | --- |\n")
+        for c, v, d in r.rows:
+            f.write(f"| {c} | {v} | {d.replace('|', '/')} |\n")
+
+
+def main():
+    outdir = sys.argv[1] if len(sys.argv) > 1 else "gpu-results"
+    os.makedirs(outdir, exist_ok=True)
+    r = Run(outdir)
+    if have("torch") and have("transformers"):
+        torch_checks(r)
+    else:
+        r.skip("gpt2_train, gpt2_generate, resnet50_infer, arenas_sequential", "torch or transformers is not installed")
+    if have("cupy"):
+        cupy_checks(r)
+    else:
+        r.skip("cupy_ops", "cupy is not installed")
+    write_tables(r)
+    passed = sum(v == "PASS" for _, v, _ in r.rows)
+    failed = sum(v == "FAIL" for _, v, _ in r.rows)
+    skipped = sum(v == "SKIP" for _, v, _ in r.rows)
+    print(f"(skipped: {skipped}; tables in {outdir}/results.md and results.json)")
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

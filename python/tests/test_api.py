@@ -1,0 +1,398 @@
+"""test_api.py — the package's API on HOST-backend arenas: arenas and their
+errors, the torch.cuda-shaped statistics, peaks, empty_cache, snapshots, the
+report, configure's errors, routing and scoped arenas, recording and plot.
+
+The one idea: a HOST arena is the real engine over real host memory, so
+every number checked here (bytes allocated, peaks, what empty_cache gives
+back) is what the same calls report on a GPU; only the device queries are
+checked for their error, since this machine has no GPU.
+"""
+
+import ctypes
+import os
+import re
+import threading
+
+import pytest
+
+import carve
+from carve import _lib
+
+MiB = 1 << 20
+
+
+def gpu():
+    return carve.device_count() > 0
+
+
+# ---- Arenas and their errors -----------------------------------------------
+
+def test_arena_alloc_free_and_stats(host_arena):
+    a = host_arena(limit="64MiB", name="stats")
+    p = a.alloc(1000)
+    q = a.alloc(3 * MiB, stream=0x40)
+    assert p and q and p % 256 == 0
+    ctypes.memset(p, 0x5A, 1000)  # host memory: really there
+    assert a.buffer_info(p) == (1000, 0)
+    assert a.buffer_info(q) == (3 * MiB, 0x40)
+    s = a.stats()
+    assert s["num_live"] == 2 and s["num_allocs"] == 2 and s["num_frees"] == 0
+    assert s["requested_bytes"] == 1000 + 3 * MiB
+    assert s["allocated_bytes"] == 1024 + 3 * MiB
+    assert s["allocated_bytes.all.current"] == s["allocated_bytes"]
+    assert s["limit_bytes"] == 64 * MiB
+    assert a.memory_allocated() == 1024 + 3 * MiB
+    assert carve.memory_allocated(a) == a.memory_allocated()
+    assert a.memory_reserved() >= 4 * MiB and a.memory_reserved() % (2 * MiB) == 0
+    a.free(p)
+    a.free(q)
+    assert a.memory_allocated() == 0
+    assert a.stats()["num_frees"] == 2
+    a.check()
+
+
+def test_zero_size_and_bad_sizes(host_arena):
+    a = host_arena()
+    assert a.alloc(0) == 0
+    for bad in (-1, 1.5, "10", True):
+        with pytest.raises(ValueError, match=re.escape(f"size={bad!r}")):
+            a.alloc(bad)
+
+
+def test_out_of_memory_explains(host_arena):
+    a = host_arena(limit="8MiB", name="small")
+    p = a.alloc(6 * MiB)
+    with pytest.raises(carve.OutOfMemoryError) as e:
+        a.alloc(6 * MiB)
+    msg = str(e.value)
+    assert e.value.status == "CARVE_ERR_OOM"
+    assert "out of memory" in msg and "'small'" in msg and "limit 8.00 MiB" in msg
+    assert a.stats()["num_ooms"] == 1
+    a.free(p)
+    assert a.alloc(6 * MiB)  # usable again after the OOM
+
+
+def test_free_errors_name_the_pointer(host_arena):
+    a, b = host_arena(), host_arena()
+    p = a.alloc(4096)
+    with pytest.raises(carve.CarveError, match=f"{p:#x} is not a live buffer of this arena"):
+        b.free(p)
+    with pytest.raises(carve.CarveError, match=f"{p + 256:#x}"):
+        a.free(p + 256)  # interior
+    a.free(p)
+    with pytest.raises(carve.CarveError, match="not a live buffer"):
+        a.free(p)  # twice
+    a.free(0)  # free(NULL) is fine
+
+
+@pytest.mark.parametrize("kw, words", [
+    (dict(limit="8XB"), ["'8XB'", "'limit'"]),
+    (dict(limit=1.5), ["limit=1.5", "(0, 1]"]),
+    (dict(limit=-5), ["limit=-5", "negative"]),
+    (dict(limit=True), ["limit=True"]),
+    (dict(limit="1,backend=virtual"), ["limit='1,backend=virtual'"]),
+    (dict(initial="lots"), ["'lots'", "'initial'"]),
+    (dict(limit="1000"), ["1000 B", "below one granule"]),
+    (dict(growth=False), ["growth is off and initial_bytes is 0"]),
+    (dict(limit="4MiB", initial="16MiB"), ["initial"]),
+    (dict(backend="tpu"), ["backend='tpu'"]),
+    (dict(mode="huge"), ["mode='huge'"]),
+    (dict(device=-1), ["device=-1"]),
+    (dict(conf="min_grow=7Q"), ["'7Q'", "min_grow"]),
+])
+def test_arena_config_errors_name_the_value(L, kw, words):
+    kw.setdefault("backend", "host")
+    with pytest.raises(carve.CarveError) as e:
+        carve.Arena(**kw)
+    for w in words:
+        assert w in str(e.value), (w, str(e.value))
+
+
+def test_arena_config_as_given(host_arena):
+    a = host_arena(limit="32MiB", initial="4MiB", growth=False, name="fixed")
+    c = a.config()
+    assert c == {"backend": "host", "device": 0, "limit_bytes": 32 * MiB, "initial_bytes": 4 * MiB,
+                 "growth": False, "vmm": False, "name": "fixed"}
+    assert a.memory_reserved() == 4 * MiB
+    with pytest.raises(carve.OutOfMemoryError):
+        a.alloc(5 * MiB)  # one block, no growth
+    v = host_arena(backend="virtual", limit="1TiB", mode="vmm")
+    assert v.config()["vmm"] is True and v.config()["limit_bytes"] == 1 << 40
+    assert host_arena(limit=None).config()["limit_bytes"] is None
+    assert host_arena(limit=3 * MiB).config()["limit_bytes"] == 2 * MiB  # rounded down to the granule
+
+
+def test_closed_arena_refuses_use(host_arena):
+    a = host_arena()
+    a.alloc(100)
+    a.close()
+    a.close()  # idempotent
+    assert a.closed and "closed" in repr(a)
+    with pytest.raises(carve.CarveError, match="arena is closed"):
+        a.alloc(100)
+    with pytest.raises(carve.CarveError, match="arena is closed"):
+        carve.memory_allocated(a)
+    with carve.Arena(backend="host") as b:
+        assert not b.closed
+    assert b.closed
+
+
+# ---- Peaks, reset, empty_cache ----------------------------------------------
+
+def test_peaks_and_reset(host_arena):
+    a = host_arena()
+    big = a.alloc(10 * MiB)
+    small = a.alloc(MiB)
+    a.free(big)
+    assert carve.memory_allocated(a) == MiB
+    assert carve.max_memory_allocated(a) == 11 * MiB
+    peak_reserved = carve.max_memory_reserved(a)
+    assert peak_reserved >= 11 * MiB
+    carve.reset_peak_memory_stats(a)
+    assert carve.max_memory_allocated(a) == MiB
+    assert carve.max_memory_reserved(a) == carve.memory_reserved(a)
+    x = a.alloc(2 * MiB)
+    assert carve.max_memory_allocated(a) == 3 * MiB
+    a.free(x)
+    a.free(small)
+
+
+def test_empty_cache_gives_memory_back(host_arena):
+    a = host_arena()
+    ptrs = [a.alloc(n) for n in (30 * MiB, 5 * MiB, 1000, 64 << 10)]
+    assert carve.memory_reserved(a) >= 35 * MiB
+    before = carve.memory_reserved(a)
+    keep = ptrs.pop()
+    for p in ptrs:
+        a.free(p)
+    assert carve.memory_reserved(a) == before  # freed memory stays cached ...
+    carve.empty_cache(a)
+    s = a.stats()
+    assert 0 < s["reserved_bytes"] <= before - 30 * MiB  # ... until empty_cache; the live buffer's segment stays
+    assert s["num_backend_frees"] >= 1
+    a.free(keep)
+    a.empty_cache()
+    assert a.memory_reserved() == 0
+    assert a.stats()["reserved_bytes_peak"] >= 35 * MiB  # the peak remembers
+
+
+# ---- Snapshot and report -----------------------------------------------------
+
+def test_snapshot_structure(host_arena):
+    a = host_arena(limit="16MiB", name="snap")
+    p = a.alloc(3000, stream=0x10)
+    snap = carve.memory_snapshot(a)
+    assert snap["carve_snapshot"] == 1
+    assert snap["arena"]["name"] == "snap" and snap["arena"]["backend"] == "host"
+    assert snap["arena"]["limit_bytes"] == 16 * MiB
+    assert snap["stats"]["num_live"] == 1 and snap["stats"]["requested_bytes"] == 3000
+    assert len(snap["streams"]) == 1 and int(snap["streams"][0]["stream"], 16) == 0x10
+    used = [(seg, b) for seg in snap["segments"] for r in seg["ranges"] for b in r.get("blocks", [])
+            if b["state"] == "used"]
+    assert len(used) == 1
+    seg, b = used[0]
+    assert int(seg["address"], 16) + b["offset"] == p
+    assert b["requested"] == 3000 and b["size"] == 3072
+    a.free(p)
+    assert a.snapshot()["stats"]["num_live"] == 0
+
+
+def test_report_text(host_arena):
+    a = host_arena(limit="64MiB", name="model-a")
+    b = host_arena(name="model-b")
+    p = a.alloc(3 * MiB)
+    text = carve.report([a, b])
+    lines = text.splitlines()
+    assert lines[0] == "carve memory report"
+    assert "model-a" in lines[1] and "model-b" in lines[1]
+    row = {l.split("  ")[0].strip(): l for l in lines[2:]}
+    assert "3.00 MiB" in row["allocated"]
+    assert "64.00 MiB" in row["limit"] and "unlimited" in row["limit"]
+    assert re.search(r"1 / 0\s+0 / 0$", row["allocs / frees"])
+    assert carve.report(a).splitlines()[1].split() == ["model-a"]
+    a.free(p)
+
+
+# ---- Devices and configure (no GPU here) -----------------------------------
+
+def test_device_functions_without_gpu(L):
+    if gpu():
+        pytest.skip("this machine has a GPU")
+    for fn in (carve.memory_allocated, carve.memory_reserved, carve.memory_stats, carve.empty_cache,
+               carve.memory_snapshot, carve.mem_get_info):
+        with pytest.raises(carve.CarveError) as e:
+            fn(0)
+        assert e.value.status == "CARVE_ERR_NO_DEVICE", fn.__name__
+    with pytest.raises(carve.CarveError, match="device 3 does not exist"):
+        carve.max_memory_allocated(3)
+    with pytest.raises(carve.ConfigError, match="device='0'"):
+        carve.memory_allocated("0")
+
+
+@pytest.mark.parametrize("kw, words", [
+    (dict(limit="8XB"), ["'8XB'", "'limit'"]),
+    (dict(limit=2.0), ["limit=2.0", "(0, 1]"]),
+    (dict(initial=-1), ["initial=-1"]),
+    (dict(mode="fast"), ["mode='fast'"]),
+    (dict(device=-2), ["device=-2"]),
+    (dict(growth=False), ["growth=False needs initial="]),
+])
+def test_configure_bad_values_named_before_any_device(L, kw, words):
+    with pytest.raises(carve.ConfigError) as e:
+        carve.configure(**kw)
+    for w in words:
+        assert w in str(e.value)
+
+
+def test_configure_without_device(L, monkeypatch):
+    if gpu():
+        pytest.skip("this machine has a GPU")
+    monkeypatch.delenv("CARVE_CONF", raising=False)
+    with pytest.raises(carve.CarveError) as e:
+        carve.configure(device=0, limit="8GiB", growth=True)
+    assert e.value.status == "CARVE_ERR_NO_DEVICE" and "device 0 does not exist" in str(e.value)
+    assert "CARVE_CONF" not in os.environ  # nothing changed
+
+
+def test_configure_reports_bad_carve_conf(L, monkeypatch):
+    monkeypatch.setenv("CARVE_CONF", "limit=lots")
+    with pytest.raises(carve.ConfigError, match="CARVE_CONF.*lots"):
+        carve.configure(limit="1GiB")
+
+
+# ---- Routing and scoped arenas ----------------------------------------------
+
+def test_route_sends_framework_allocations(host_arena, L):
+    a, b = host_arena(), host_arena()
+    with carve.route(a):
+        assert L.carve_route_current() == a._h
+        p = L.carve_torch_alloc(5000, 0, None)
+        with carve.route(b):
+            q = L.carve_torch_alloc(100, 0, None)
+        r = L.carve_cupy_malloc(0x99, 200, 0)
+    assert L.carve_route_current() is None
+    assert a.buffer_info(p) == (5000, 0) and b.buffer_info(q) == (100, 0) and a.buffer_info(r) == (200, 0x99)
+    for x in (p, q, r):
+        L.carve_torch_free(x, 0, 0, None)
+    assert a.memory_allocated() == b.memory_allocated() == 0
+    with pytest.raises(TypeError):
+        with carve.route(a._h):
+            pass
+
+
+def test_scoped_arena_closes_when_last_buffer_goes(L):
+    scope = carve.scoped_arena(backend="host", limit="16MiB", name="scoped")
+    with scope as a:
+        h = a._h
+        p = L.carve_torch_alloc(MiB, 0, None)
+        assert a.buffer_info(p) == (MiB, 0)
+        assert L.carve_torch_alloc(32 * MiB, 0, None) is None  # over its own cap
+        assert "out of memory" in L.carve_last_error(None).decode()
+    assert L.carve_route_current() is None
+    assert scope.closed_at_exit is False and scope.last_stats["num_live"] == 1
+    assert L.carve_route_known(h)
+    t = threading.Thread(target=L.carve_torch_free, args=(p, MiB, 0, None))
+    t.start()
+    t.join()
+    assert not L.carve_route_known(h)  # destroyed by the last free, on another thread
+
+
+def test_scoped_arena_as_decorator(L):
+    seen = []
+    scope = carve.scoped_arena(backend="host")
+
+    @scope
+    def work(n):
+        cur = L.carve_route_current()
+        seen.append(cur)
+        p = L.carve_torch_alloc(n, 0, None)
+        L.carve_torch_free(p, n, 0, None)
+        if n == 0:
+            raise KeyError("boom")
+        return n
+
+    assert work(100) == 100 and work(200) == 200
+    with pytest.raises(KeyError):
+        work(0)
+    assert all(seen) and len(seen) == 3
+    assert scope.closed_at_exit is True and scope.last_stats["num_allocs"] == 0
+    assert L.carve_route_current() is None
+    assert not any(L.carve_route_known(h) for h in seen)
+
+
+def test_routes_are_per_thread(host_arena, L):
+    a, b = host_arena(), host_arena()
+    out = {}
+
+    def worker(arena, key):
+        with carve.route(arena):
+            out[key] = [L.carve_torch_alloc(4096, 0, None) for _ in range(50)]
+
+    ts = [threading.Thread(target=worker, args=(a, "a")), threading.Thread(target=worker, args=(b, "b"))]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert a.stats()["num_live"] == 50 and b.stats()["num_live"] == 50
+    assert all(a.buffer_info(p)[0] == 4096 for p in out["a"])
+    for p in out["a"] + out["b"]:
+        L.carve_torch_free(p, 4096, 0, None)
+    assert a.memory_allocated() == b.memory_allocated() == 0
+
+
+# ---- Recording and pictures ---------------------------------------------------
+
+def test_plot_draws_a_recorded_session(host_arena, tmp_path, L):
+    a = host_arena(limit="256MiB")
+    trace = carve.record(str(tmp_path / "session.csv"))
+    with pytest.raises(carve.CarveError, match="already recording"):
+        carve.record()
+    live = []
+    for i in range(200):
+        live.append(a.alloc((i % 13 + 1) * 37 * 1024, stream=(i % 3) * 0x100))
+        if i % 3 == 2:
+            a.free(live.pop(0))
+    with carve.route(a):
+        t = L.carve_torch_alloc(8 * MiB, 0, None)
+    info = carve.plot(str(tmp_path / "live.svg"))  # while still recording
+    assert info["allocations"] == 201 and info["events"] == 201 + 66
+    L.carve_torch_free(t, 0, 0, None)
+    for p in live:
+        a.free(p)
+    assert carve.stop_recording() == trace
+    assert carve.stop_recording() is None
+    a.alloc(123)  # not recorded any more
+
+    lines = [l for l in open(trace) if not l.startswith("#")]
+    assert sum(l.startswith("a,") for l in lines) == 201
+    assert sum(l.startswith("f,") for l in lines) == 201
+    assert {l.split(",")[3] for l in lines if l.startswith("a,")} == {"0", "1", "2"}
+
+    info = carve.plot(str(tmp_path / "arena.svg"), title="host session")
+    assert info["trace"] == trace and info["allocations"] == 201
+    assert info["peak_requested_bytes"] > 8 * MiB and info["footprint"] >= 1.0
+    svg = (tmp_path / "arena.svg").read_text()
+    assert svg.lstrip().startswith("<") and "<svg" in svg and "</svg>" in svg and "host session" in svg
+    assert os.path.getsize(tmp_path / "live.svg") > 1000
+
+
+def test_plot_errors(tmp_path, L):
+    with pytest.raises(carve.CarveError, match="start recording with carve.record"):
+        carve.plot(str(tmp_path / "x.svg"))
+    with pytest.raises(carve.CarveError, match="cannot read the trace"):
+        carve.plot(str(tmp_path / "x.svg"), trace=str(tmp_path / "missing.csv"))
+    empty = tmp_path / "empty.csv"
+    empty.write_text("# nothing\n")
+    with pytest.raises(carve.CarveError, match="holds no allocation"):
+        carve.plot(str(tmp_path / "x.svg"), trace=str(empty))
+    t = tmp_path / "t.csv"
+    t.write_text("a,1,1000\na,2,5000000,1\nf,1\nf,2\n")
+    with pytest.raises(OSError, match="cannot write"):
+        carve.plot(str(tmp_path / "no" / "dir" / "x.svg"), trace=str(t))
+    info = carve.plot(str(tmp_path / "t.svg"), trace=str(t), mode="vmm", color_by_stream=True)
+    assert info["allocations"] == 2 and (tmp_path / "t.svg").stat().st_size > 500
+
+
+def test_version_and_library_path(L):
+    assert re.fullmatch(r"\d+\.\d+\.\d+", carve.version())
+    assert os.path.exists(carve.library_path()) or carve.library_path().startswith("libcarve")

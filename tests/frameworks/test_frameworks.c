@@ -1,0 +1,467 @@
+/*
+ * test_frameworks.c — the framework entry points (include/carve_frameworks.h)
+ * on the HOST backend: the routing stack, PyTorch's and CuPy's callbacks,
+ * frees on other threads, retired arenas destroyed by their last free, the
+ * hooks, the recorder (through a real trace writer, replayed into an SVG),
+ * and many threads routing, freeing across threads and retiring at once.
+ *
+ * The one idea: HOST arenas hand out real host memory, so every routed
+ * buffer can be written, and carve_buffer_info / carve_route_known tell
+ * exactly which arena a callback used and whether a retired arena is gone.
+ * Device-dependent paths (the default arenas) are checked for their error
+ * without a GPU and for success with one.
+ */
+#include <pthread.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "carve_frameworks.h"
+#include "carve_trace.h"
+#include "test_util.h"
+
+#define MiB ((size_t)1 << 20)
+
+static int contains(const char *hay, const char *needle) { return strstr(hay, needle) != NULL; }
+
+static carve_arena *host_arena(size_t limit) { return test_arena(CARVE_BACKEND_HOST, 1, 0, limit); }
+
+static void test_stack(void) {
+    carve_arena *a = host_arena(0), *b = host_arena(0);
+    CHECK(carve_route_current() == NULL);
+    CHECK_ST(NULL, carve_route_pop(), CARVE_ERR_INVALID);
+    CHECK(contains(carve_last_error(NULL), "routes to no arena"));
+    CHECK_ST(NULL, carve_route_push(NULL), CARVE_ERR_INVALID);
+    CHECK_OK(NULL, carve_route_push(a));
+    CHECK(carve_route_current() == a);
+    CHECK(carve_route_known(a));
+    CHECK(!carve_route_known(b));
+    CHECK_OK(NULL, carve_route_push(b));
+    CHECK(carve_route_current() == b);
+    CHECK_OK(NULL, carve_route_pop());
+    CHECK(carve_route_current() == a);
+    CHECK_OK(NULL, carve_route_pop());
+    CHECK(carve_route_current() == NULL);
+
+    /* The stack is bounded. */
+    int pushed = 0;
+    while (carve_route_push(a) == CARVE_OK && pushed < 1000)
+        pushed++;
+    CHECK(pushed == CARVE_ROUTE_DEPTH);
+    CHECK(contains(carve_last_error(NULL), "pop one first"));
+    for (int i = 0; i < pushed; i++)
+        CHECK_OK(NULL, carve_route_pop());
+    CHECK(carve_route_current() == NULL);
+
+    CHECK_OK(NULL, carve_route_forget(a));
+    CHECK_OK(NULL, carve_route_forget(b));
+    CHECK(!carve_route_known(a) && !carve_route_known(b));
+    CHECK_ST(NULL, carve_route_forget(a), CARVE_ERR_INVALID);
+    CHECK(contains(carve_last_error(NULL), "not registered"));
+    carve_arena_destroy(a);
+    carve_arena_destroy(b);
+}
+
+static void test_torch_callbacks(void) {
+    carve_arena *a = host_arena(8 * MiB), *b = host_arena(0);
+    carve_stream s = (carve_stream)(uintptr_t)0x40;
+    CHECK_OK(NULL, carve_route_push(a));
+    void *p = carve_torch_alloc(1000, 0, NULL);
+    void *q = carve_torch_alloc(3 * MiB, 0, s);
+    CHECK(p != NULL && q != NULL);
+    size_t size = 0;
+    carve_stream got = NULL;
+    CHECK_OK(a, carve_buffer_info(a, p, &size, &got));
+    CHECK(size == 1000 && got == NULL);
+    CHECK_OK(a, carve_buffer_info(a, q, &size, &got));
+    CHECK(size == 3 * MiB && got == s);
+    CHECK_ST(b, carve_buffer_info(b, p, NULL, NULL), CARVE_ERR_BAD_POINTER);
+    memset(p, 0x5a, 1000); /* host memory: really there */
+    memset(q, 0xa5, 3 * MiB);
+
+    /* A nested route wins, and popping it goes back. */
+    CHECK_OK(NULL, carve_route_push(b));
+    void *r = carve_torch_alloc(4096, 0, NULL);
+    CHECK(r != NULL && carve_buffer_info(b, r, NULL, NULL) == CARVE_OK);
+    CHECK_OK(NULL, carve_route_pop());
+    CHECK(carve_route_current() == a);
+
+    /* Size 0 gives NULL, a negative size is refused and named. */
+    CHECK(carve_torch_alloc(0, 0, NULL) == NULL);
+    CHECK(carve_torch_alloc(-5, 0, NULL) == NULL);
+    CHECK(contains(carve_last_error(NULL), "negative size -5"));
+
+    /* Past the arena's cap: NULL (PyTorch's out-of-memory error), and the
+     * engine's explanation is on carve_last_error(NULL). */
+    CHECK(carve_torch_alloc((ssize_t)(64 * MiB), 0, NULL) == NULL);
+    CHECK(contains(carve_last_error(NULL), "out of memory"));
+    carve_stats st;
+    CHECK_OK(a, carve_get_stats(a, &st));
+    CHECK(st.num_ooms == 1 && st.num_live == 2);
+
+    /* The frees find the owner whatever is routed now, with size and stream
+     * as PyTorch recorded them (ignored). */
+    CHECK_OK(NULL, carve_route_pop());
+    carve_torch_free(r, 4096, 0, NULL);
+    CHECK(carve_memory_allocated(b) == 0);
+    carve_torch_free(q, 3 * MiB, 0, s);
+    carve_torch_free(p, 1000, 0, NULL);
+    CHECK(carve_memory_allocated(a) == 0);
+    CHECK_ARENA(a);
+    CHECK_ARENA(b);
+
+    /* A stray free changes nothing and says why. */
+    carve_torch_free((void *)(uintptr_t)0x123400, 16, 0, NULL);
+    CHECK(contains(carve_last_error(NULL), "not a live buffer of any arena carve routes to"));
+    CHECK_ST(NULL, carve_route_free(p, 0), CARVE_ERR_BAD_POINTER); /* double free */
+    CHECK_OK(NULL, carve_route_free(NULL, 0));
+    carve_arena *own = a;
+    CHECK_ST(NULL, carve_route_owner(p, 0, &own), CARVE_ERR_BAD_POINTER);
+    CHECK(own == NULL);
+
+    /* An explicit arena wins over the route and is registered. */
+    carve_arena *c = host_arena(0);
+    void *x = NULL;
+    CHECK_OK(NULL, carve_route_alloc(c, 512, 0, NULL, &x));
+    CHECK(carve_route_known(c));
+    carve_arena *owner = NULL;
+    CHECK_OK(NULL, carve_route_owner(x, 7, &owner));
+    CHECK(owner == c);
+    CHECK_ST(NULL, carve_route_alloc(c, 512, 0, NULL, NULL), CARVE_ERR_INVALID);
+
+    /* record_stream reaches the owner's carve_record_stream. */
+    CHECK_OK(NULL, carve_route_record_stream(x, 0, s));
+    carve_torch_record_stream(x, s);
+    CHECK_ST(NULL, carve_route_record_stream((void *)(uintptr_t)0x999900, 0, s), CARVE_ERR_BAD_POINTER);
+    CHECK_OK(NULL, carve_route_free(x, 0));
+
+    /* Forgotten: its buffers can no longer be freed here. */
+    CHECK_OK(NULL, carve_route_alloc(c, 512, 0, NULL, &x));
+    CHECK_OK(NULL, carve_route_forget(c));
+    CHECK_ST(NULL, carve_route_free(x, 0), CARVE_ERR_BAD_POINTER);
+    CHECK_OK(c, carve_free(c, x));
+
+    CHECK_OK(NULL, carve_route_forget(a));
+    CHECK_OK(NULL, carve_route_forget(b));
+    carve_arena_destroy(a);
+    carve_arena_destroy(b);
+    carve_arena_destroy(c);
+}
+
+static void test_no_route(void) {
+    /* Nothing routed: the device's default arena. */
+    void *p = carve_torch_alloc(4096, 0, NULL);
+    if (carve_device_count() == 0) {
+        CHECK(p == NULL);
+        CHECK(contains(carve_last_error(NULL), "device 0 does not exist"));
+        carve_torch_set_memory_fraction(0.5, 0);
+        CHECK(contains(carve_last_error(NULL), "device 0 does not exist"));
+    } else {
+        CHECK(p != NULL);
+        carve_arena *d = NULL, *own = NULL;
+        CHECK_OK(NULL, carve_device_arena(0, &d));
+        CHECK_OK(NULL, carve_route_owner(p, -1, &own));
+        CHECK(own == d);
+        carve_torch_free(p, 4096, 0, NULL);
+        CHECK(carve_memory_allocated(d) == 0);
+        carve_torch_set_memory_fraction(0.5, 0); /* too late: the arena exists */
+        CHECK(contains(carve_last_error(NULL), "already exists"));
+    }
+    carve_torch_set_memory_fraction(1.5, 0);
+    CHECK(contains(carve_last_error(NULL), "1.5 is not in (0, 1]"));
+}
+
+/* ---- Frees on other threads, retired arenas ---- */
+
+static void *free_it(void *p) {
+    CHECK_OK(NULL, carve_route_free(p, 0));
+    return NULL;
+}
+
+static void test_cross_thread_and_retire(void) {
+    carve_arena *a = host_arena(0);
+    CHECK_OK(NULL, carve_route_push(a));
+    void *p1 = carve_torch_alloc(100, 0, NULL), *p2 = carve_torch_alloc(5 * MiB, 0, NULL);
+    CHECK(p1 && p2);
+
+    /* Retiring while routed is refused. */
+    CHECK_ST(NULL, carve_route_retire(a, NULL), CARVE_ERR_INVALID);
+    CHECK(contains(carve_last_error(NULL), "pop it first"));
+    CHECK_OK(NULL, carve_route_pop());
+
+    pthread_t t;
+    pthread_create(&t, NULL, free_it, p1);
+    pthread_join(t, NULL);
+    CHECK(carve_memory_allocated(a) == 5 * MiB);
+
+    int destroyed = -1;
+    CHECK_OK(NULL, carve_route_retire(a, &destroyed));
+    CHECK(destroyed == 0);
+    CHECK(carve_route_known(a));
+    CHECK_ST(NULL, carve_route_retire(a, NULL), CARVE_ERR_INVALID);
+    CHECK(contains(carve_last_error(NULL), "already retired"));
+    CHECK_ST(NULL, carve_route_push(a), CARVE_ERR_INVALID);
+    CHECK_ST(NULL, carve_route_forget(a), CARVE_ERR_INVALID);
+    void *x = NULL;
+    CHECK_ST(NULL, carve_route_alloc(a, 64, 0, NULL, &x), CARVE_ERR_INVALID);
+    CHECK(x == NULL && contains(carve_last_error(NULL), "retired"));
+    memset(p2, 1, 5 * MiB); /* still valid */
+
+    /* The last free, on another thread, destroys it. */
+    pthread_create(&t, NULL, free_it, p2);
+    pthread_join(t, NULL);
+    CHECK(!carve_route_known(a));
+
+    /* An empty arena (registered or not) goes at once. */
+    carve_arena *b = host_arena(0);
+    destroyed = -1;
+    CHECK_OK(NULL, carve_route_retire(b, &destroyed));
+    CHECK(destroyed == 1 && !carve_route_known(b));
+    CHECK_ST(NULL, carve_route_retire(NULL, NULL), CARVE_ERR_INVALID);
+}
+
+/* ---- CuPy's C allocator ---- */
+
+static void test_cupy(void) {
+    carve_arena *a = host_arena(0);
+    carve_stream s = (carve_stream)(uintptr_t)0x77;
+    CHECK_OK(NULL, carve_route_push(a));
+    void *p = carve_cupy_malloc((void *)s, 4096, 0), *q = carve_cupy_malloc(NULL, 100, 0);
+    CHECK(p && q);
+    carve_stream got = NULL;
+    CHECK_OK(a, carve_buffer_info(a, p, NULL, &got));
+    CHECK(got == s);
+    CHECK_OK(a, carve_buffer_info(a, q, NULL, &got));
+    CHECK(got == NULL);
+    CHECK(carve_cupy_malloc(NULL, 0, 0) == NULL);
+    CHECK_OK(NULL, carve_route_pop());
+    carve_cupy_free((void *)s, p, 0);
+    carve_cupy_free(NULL, q, 0);
+    CHECK(carve_memory_allocated(a) == 0);
+    int destroyed = 0;
+    CHECK_OK(NULL, carve_route_retire(a, &destroyed));
+    CHECK(destroyed == 1);
+}
+
+/* ---- empty_cache ---- */
+
+static void test_empty_caches(void) {
+    carve_arena *a = host_arena(0);
+    CHECK_OK(NULL, carve_route_push(a));
+    void *p = carve_torch_alloc((ssize_t)(40 * MiB), 0, NULL);
+    CHECK(p != NULL);
+    CHECK_OK(NULL, carve_route_pop());
+    carve_torch_free(p, 0, 0, NULL);
+    CHECK(carve_memory_reserved(a) >= 40 * MiB);
+    carve_torch_empty_cache();
+    CHECK(carve_memory_reserved(a) == 0);
+    CHECK_OK(NULL, carve_route_retire(a, NULL));
+}
+
+/* ---- Recording ---- */
+
+typedef struct rec_log {
+    int n;
+    char op[64];
+    uint64_t id[64], size[64];
+    uint32_t stream[64];
+    uint64_t t[64];
+} rec_log;
+
+static carve_status on_alloc(void *ctx, uint64_t id, uint64_t size, uint32_t stream, uint64_t t_ns) {
+    rec_log *l = ctx;
+    if (l->n < 64) {
+        l->op[l->n] = 'a';
+        l->id[l->n] = id;
+        l->size[l->n] = size;
+        l->stream[l->n] = stream;
+        l->t[l->n++] = t_ns;
+    }
+    return CARVE_OK;
+}
+
+static carve_status on_free(void *ctx, uint64_t id, uint64_t t_ns) {
+    rec_log *l = ctx;
+    if (l->n < 64) {
+        l->op[l->n] = 'f';
+        l->id[l->n] = id;
+        l->t[l->n++] = t_ns;
+    }
+    return CARVE_OK;
+}
+
+static carve_status writer_alloc(void *ctx, uint64_t id, uint64_t size, uint32_t stream, uint64_t t_ns) {
+    return carve_trace_writer_alloc(ctx, id, size, stream, t_ns);
+}
+
+static carve_status writer_free(void *ctx, uint64_t id, uint64_t t_ns) {
+    return carve_trace_writer_free(ctx, id, t_ns);
+}
+
+static void test_recorder(void) {
+    carve_arena *a = host_arena(0);
+    rec_log log;
+    memset(&log, 0, sizeof(log));
+    carve_stream s1 = (carve_stream)(uintptr_t)0x100, s2 = (carve_stream)(uintptr_t)0x200;
+
+    CHECK_ST(NULL, carve_route_set_recorder(on_alloc, NULL, &log), CARVE_ERR_INVALID);
+    CHECK_OK(NULL, carve_route_push(a));
+    void *p0 = carve_torch_alloc(10, 0, NULL); /* not recorded: no recorder yet */
+    CHECK_OK(NULL, carve_route_set_recorder(on_alloc, on_free, &log));
+    void *p1 = carve_torch_alloc(1000, 0, s2);
+    void *p2 = carve_torch_alloc(2000, 0, NULL);
+    void *p3 = carve_cupy_malloc((void *)s1, 3000, 0);
+    void *p4 = carve_torch_alloc(4000, 0, s2);
+    carve_torch_free(p2, 2000, 0, NULL);
+    carve_torch_free((void *)(uintptr_t)0x4242, 1, 0, NULL); /* refused: not recorded */
+    CHECK_OK(NULL, carve_route_pop());
+    carve_torch_free(p1, 1000, 0, s2);
+    CHECK_OK(NULL, carve_route_set_recorder(NULL, NULL, NULL));
+    carve_torch_free(p3, 3000, 0, s1); /* not recorded: stopped */
+    carve_torch_free(p4, 4000, 0, s2);
+    carve_torch_free(p0, 10, 0, NULL);
+
+    CHECK(log.n == 6);
+    CHECK(memcmp(log.op, "aaaaff", 6) == 0);
+    CHECK(log.id[0] == (uintptr_t)p1 && log.size[0] == 1000 && log.stream[0] == 1);
+    CHECK(log.id[1] == (uintptr_t)p2 && log.size[1] == 2000 && log.stream[1] == 0);
+    CHECK(log.id[2] == (uintptr_t)p3 && log.size[2] == 3000 && log.stream[2] == 2);
+    CHECK(log.id[3] == (uintptr_t)p4 && log.stream[3] == 1);
+    CHECK(log.id[4] == (uintptr_t)p2 && log.id[5] == (uintptr_t)p1);
+    for (int i = 1; i < log.n; i++)
+        CHECK(log.t[i] >= log.t[i - 1]);
+
+    /* Through a real trace writer into a file, read back, replayed and drawn. */
+    char dir[] = "/tmp/carve-fw-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char trace[64], svg[64];
+    snprintf(trace, sizeof(trace), "%s/t.csv", dir);
+    snprintf(svg, sizeof(svg), "%s/t.svg", dir);
+    carve_trace_writer *w = NULL;
+    CHECK_OK(NULL, carve_trace_writer_open(trace, "test_frameworks", &w));
+    CHECK_OK(NULL, carve_route_set_recorder(writer_alloc, writer_free, w));
+    CHECK_OK(NULL, carve_route_push(a));
+    test_rng rng;
+    test_rng_seed(&rng, test_seed(12));
+    void *live[32] = {0};
+    int nalloc = 0, nfree = 0;
+    for (int i = 0; i < 400; i++) {
+        int k = (int)test_rng_below(&rng, 32);
+        if (live[k]) {
+            carve_torch_free(live[k], 0, 0, NULL);
+            live[k] = NULL;
+            nfree++;
+        } else {
+            carve_stream s = test_rng_below(&rng, 2) ? s1 : NULL;
+            live[k] = carve_torch_alloc((ssize_t)test_rng_loguniform(&rng, 256, 4 * MiB), 0, s);
+            CHECK(live[k] != NULL);
+            nalloc++;
+        }
+    }
+    for (int k = 0; k < 32; k++)
+        if (live[k]) {
+            carve_torch_free(live[k], 0, 0, NULL);
+            nfree++;
+        }
+    CHECK_OK(NULL, carve_route_pop());
+    CHECK_OK(NULL, carve_route_set_recorder(NULL, NULL, NULL));
+    CHECK_OK(NULL, carve_trace_writer_close(w));
+
+    carve_trace t;
+    CHECK(carve_trace_load_path(trace, &t, NULL, NULL) == 0);
+    CHECK(t.nallocs == (size_t)nalloc && t.nfrees == (size_t)nfree && t.nbad == 0);
+    CHECK(t.nstreams == 2);
+    carve_config cfg;
+    carve_config_init(&cfg);
+    cfg.backend = CARVE_BACKEND_VIRTUAL;
+    carve_replay_streams rs;
+    CHECK_OK(NULL, carve_replay_streams_open(&rs, t.nstreams, cfg.backend, 0));
+    carve_replay_rec rec;
+    carve_replay_result rr;
+    CHECK_OK(NULL, carve_replay_record(&t, &cfg, &rs, CARVE_SVG_COLS, &rec, &rr));
+    CHECK(rr.nerrors == 0 && rr.nooms == 0);
+    FILE *f = fopen(svg, "w");
+    CHECK(f != NULL);
+    carve_svg_info info = {"test_frameworks", "virtual", 0, rr.stats.reserved_bytes_peak, 0};
+    CHECK(f && carve_svg_write(f, &t, &rec, &info) == 0);
+    long bytes = f ? ftell(f) : 0;
+    if (f)
+        fclose(f);
+    CHECK(bytes > 1000);
+    carve_replay_rec_free(&rec);
+    carve_replay_streams_close(&rs);
+    carve_trace_free(&t);
+    unlink(trace);
+    unlink(svg);
+    rmdir(dir);
+    CHECK_OK(NULL, carve_route_retire(a, NULL));
+    CHECK(!carve_route_known(a));
+}
+
+/* ---- Many threads: route, free across threads, retire ---- */
+
+enum { NT = 6, NB = 300 };
+static void *g_bufs[NT][NB];
+static carve_arena *g_arenas[NT];
+static pthread_barrier_t g_bar;
+static unsigned g_errors[NT]; /* per worker: CHECK is not thread-safe, main checks these */
+
+static void *worker(void *arg) {
+    int me = (int)(intptr_t)arg;
+    unsigned *err = &g_errors[me];
+    test_rng rng;
+    test_rng_seed(&rng, test_seed(99) + (uint64_t)me);
+    carve_arena *a = g_arenas[me];
+    carve_stream s = (carve_stream)(uintptr_t)(0x1000 + me);
+    *err += carve_route_push(a) != CARVE_OK;
+    for (int i = 0; i < NB; i++) {
+        size_t n = test_rng_loguniform(&rng, 64, 256 << 10);
+        g_bufs[me][i] = carve_torch_alloc((ssize_t)n, 0, s);
+        *err += g_bufs[me][i] == NULL;
+        if (g_bufs[me][i])
+            memset(g_bufs[me][i], me, n < 64 ? n : 64);
+        /* Churn in between: allocate and free at once. */
+        void *tmp = carve_torch_alloc((ssize_t)n, 0, s);
+        *err += tmp == NULL;
+        carve_torch_free(tmp, 0, 0, s);
+    }
+    *err += carve_route_pop() != CARVE_OK;
+    pthread_barrier_wait(&g_bar);
+    /* Retire mine while a neighbour frees my buffers. */
+    *err += carve_route_retire(a, NULL) != CARVE_OK;
+    int next = (me + 1) % NT;
+    for (int i = 0; i < NB; i++) {
+        unsigned char *b = g_bufs[next][i];
+        *err += !b || b[0] != (unsigned char)next;
+        *err += carve_route_free(b, 0) != CARVE_OK;
+    }
+    return NULL;
+}
+
+static void test_threads(void) {
+    pthread_barrier_init(&g_bar, NULL, NT);
+    pthread_t t[NT];
+    for (int i = 0; i < NT; i++)
+        g_arenas[i] = host_arena(0);
+    for (int i = 0; i < NT; i++)
+        pthread_create(&t[i], NULL, worker, (void *)(intptr_t)i);
+    for (int i = 0; i < NT; i++)
+        pthread_join(t[i], NULL);
+    for (int i = 0; i < NT; i++) {
+        CHECK(g_errors[i] == 0);
+        CHECK(!carve_route_known(g_arenas[i]));
+    }
+    pthread_barrier_destroy(&g_bar);
+}
+
+int main(void) {
+    test_stack();
+    test_torch_callbacks();
+    test_no_route();
+    test_cross_thread_and_retire();
+    test_cupy();
+    test_empty_caches();
+    test_recorder();
+    test_threads();
+    carve_device_arenas_release();
+    return test_finish();
+}
