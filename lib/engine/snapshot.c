@@ -6,65 +6,17 @@
  * picture is consistent. Addresses are hex strings, because JSON numbers
  * lose precision above 2^53; sizes and offsets are plain numbers.
  */
-#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "base/strbuf.h"
 #include "engine/error.h"
 #include "engine/pool.h"
 #include "engine/stats.h"
 
-typedef struct sbuf {
-    char *buf;
-    size_t len, cap;
-    int oom;
-} sbuf;
-
-static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void sb_printf(sbuf *b, const char *fmt, ...) {
-    if (b->oom)
-        return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(b->buf + b->len, b->cap - b->len, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            b->oom = 1;
-            return;
-        }
-        if ((size_t)n < b->cap - b->len) {
-            b->len += (size_t)n;
-            return;
-        }
-        size_t cap = (b->cap + (size_t)n + 1) * 2;
-        char *nb = realloc(b->buf, cap);
-        if (!nb) {
-            b->oom = 1;
-            return;
-        }
-        b->buf = nb;
-        b->cap = cap;
-    }
-}
-
-/* JSON string body with the characters that need it escaped. */
-static void sb_string(sbuf *b, const char *s) {
-    sb_printf(b, "\"");
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            sb_printf(b, "\\%c", c);
-        else if (c < 0x20)
-            sb_printf(b, "\\u%04x", c);
-        else
-            sb_printf(b, "%c", c);
-    }
-    sb_printf(b, "\"");
-}
-
-static void stats_json(sbuf *b, const carve_stats *s) {
-    sb_printf(b,
+static void stats_json(carve_strbuf *b, const carve_stats *s) {
+    carve_strbuf_printf(b,
               "{\"requested_bytes\":%zu,\"requested_bytes_peak\":%zu,\"allocated_bytes\":%zu,"
               "\"allocated_bytes_peak\":%zu,\"reserved_bytes\":%zu,\"reserved_bytes_peak\":%zu,"
               "\"cached_bytes\":%zu,\"largest_free_block\":%zu,\"num_segments\":%zu,\"num_streams\":%zu,"
@@ -87,43 +39,43 @@ static const char *block_state(const carve_block *b) {
     }
 }
 
-static void segments_json(sbuf *b, const carve_arena *a) {
-    sb_printf(b, "[");
+static void segments_json(carve_strbuf *b, const carve_arena *a) {
+    carve_strbuf_printf(b, "[");
     for (const carve_segment *s = a->heap.segs; s; s = s->next) {
         size_t mapped = 0;
         for (size_t g = 0; g < s->ngran; g++)
             mapped += s->gmapped[g] ? CARVE_SEGMENT_GRANULE : 0;
-        sb_printf(b, "%s{\"address\":\"%#lx\",\"size\":%zu,\"reserved_size\":%zu,", s == a->heap.segs ? "" : ",",
+        carve_strbuf_printf(b, "%s{\"address\":\"%#lx\",\"size\":%zu,\"reserved_size\":%zu,", s == a->heap.segs ? "" : ",",
                   (unsigned long)s->base, s->size, a->vmm ? mapped : s->raw_size);
         if (a->vmm)
-            sb_printf(b, "\"address_space\":%zu,", s->raw_size);
-        sb_printf(b, "\"serial\":%llu,\"ranges\":[", (unsigned long long)s->serial);
+            carve_strbuf_printf(b, "\"address_space\":%zu,", s->raw_size);
+        carve_strbuf_printf(b, "\"serial\":%llu,\"ranges\":[", (unsigned long long)s->serial);
         for (const carve_block *r = s->first; r; r = r->next) {
-            sb_printf(b, "%s{\"offset\":%zu,\"size\":%zu,", r == s->first ? "" : ",", (size_t)(r->addr - s->base),
+            carve_strbuf_printf(b, "%s{\"offset\":%zu,\"size\":%zu,", r == s->first ? "" : ",", (size_t)(r->addr - s->base),
                       r->size);
             if (r->state == CARVE_B_FREE) {
-                sb_printf(b, "\"state\":\"free\",\"pending_stream\":");
+                carve_strbuf_printf(b, "\"state\":\"free\",\"pending_stream\":");
                 if (r->u.r.event)
-                    sb_printf(b, "\"%p\"}", (void *)r->stream);
+                    carve_strbuf_printf(b, "\"%p\"}", (void *)r->stream);
                 else
-                    sb_printf(b, "null}");
+                    carve_strbuf_printf(b, "null}");
                 continue;
             }
-            sb_printf(b, "\"state\":\"span\",\"stream\":\"%p\",\"class\":\"%s\",\"blocks\":[", (void *)r->stream,
+            carve_strbuf_printf(b, "\"state\":\"span\",\"stream\":\"%p\",\"class\":\"%s\",\"blocks\":[", (void *)r->stream,
                       r->cls == CARVE_CLASS_SMALL ? "small" : "large");
             for (const carve_block *x = r->u.r.first; x; x = x->next) {
-                sb_printf(b, "%s{\"offset\":%zu,\"size\":%zu,\"state\":\"%s\",\"stream\":\"%p\"",
+                carve_strbuf_printf(b, "%s{\"offset\":%zu,\"size\":%zu,\"state\":\"%s\",\"stream\":\"%p\"",
                           x == r->u.r.first ? "" : ",", (size_t)(x->addr - s->base), x->size, block_state(x),
                           (void *)r->stream);
                 if (x->state == CARVE_B_USED)
-                    sb_printf(b, ",\"requested\":%zu", carve_block_requested(x));
-                sb_printf(b, "}");
+                    carve_strbuf_printf(b, ",\"requested\":%zu", carve_block_requested(x));
+                carve_strbuf_printf(b, "}");
             }
-            sb_printf(b, "]}");
+            carve_strbuf_printf(b, "]}");
         }
-        sb_printf(b, "]}");
+        carve_strbuf_printf(b, "]}");
     }
-    sb_printf(b, "]");
+    carve_strbuf_printf(b, "]");
 }
 
 carve_status carve_snapshot_json(const carve_arena *ca, char **out) {
@@ -134,17 +86,15 @@ carve_status carve_snapshot_json(const carve_arena *ca, char **out) {
     carve_arena *a = (carve_arena *)ca;
     carve_stats st;
     carve_stats_collect(a, &st, 1);
-    sbuf b = {malloc(4096), 0, 4096, 0};
-    if (!b.buf)
-        return carve_fail(a, CARVE_ERR_OOM, "carve_snapshot_json: host memory exhausted");
+    carve_strbuf b = {0};
     char lim[32];
-    sb_printf(&b, "{\"carve_snapshot\":1,\"version\":\"%s\",\"arena\":{\"name\":", carve_version());
-    sb_string(&b, a->name);
+    carve_strbuf_printf(&b, "{\"carve_snapshot\":1,\"version\":\"%s\",\"arena\":{\"name\":", carve_version());
+    carve_strbuf_json_string(&b, a->name);
     if (a->limit == SIZE_MAX)
         snprintf(lim, sizeof(lim), "null");
     else
         snprintf(lim, sizeof(lim), "%zu", a->limit);
-    sb_printf(&b,
+    carve_strbuf_printf(&b,
               ",\"backend\":\"%s\",\"device\":%d,\"growth\":%s,\"vmm\":%s,\"initial_bytes\":%zu,\"limit_bytes\":%s,"
               "\"min_grow_bytes\":%zu,\"granule\":%zu,\"alignment\":%u},\"stats\":",
               carve_backend_str(a->be.kind), a->be.device, a->growth ? "true" : "false", a->vmm ? "true" : "false",
@@ -153,30 +103,30 @@ carve_status carve_snapshot_json(const carve_arena *ca, char **out) {
     stats_json(&b, &st);
 
     /* Consistent picture: every pool, then the heap. */
-    sb_printf(&b, ",\"streams\":[");
+    carve_strbuf_printf(&b, ",\"streams\":[");
     carve_mutex_lock(&a->pools_lock); /* no new pool (which could own a span) meanwhile */
     carve_pool *first = carve_pools_first(a);
     for (carve_pool *p = first; p; p = p->next_all)
         carve_spin_lock(&p->lock);
     carve_mutex_lock(&a->heap.lock);
     for (carve_pool *p = first; p; p = p->next_all)
-        sb_printf(&b,
+        carve_strbuf_printf(&b,
                   "%s{\"stream\":\"%p\",\"allocated_bytes\":%zu,\"requested_bytes\":%zu,\"allocated_bytes_peak\":%zu,"
                   "\"live\":%llu,\"spans\":%zu,\"pending\":%zu}",
                   p == first ? "" : ",", (void *)p->stream, p->allocated, p->requested, p->allocated_peak,
                   (unsigned long long)(p->nallocs - p->nfrees), p->nspans, p->npending);
-    sb_printf(&b, "],\"segments\":");
+    carve_strbuf_printf(&b, "],\"segments\":");
     segments_json(&b, a);
     carve_mutex_unlock(&a->heap.lock);
     for (carve_pool *p = first; p; p = p->next_all)
         carve_spin_unlock(&p->lock);
     carve_mutex_unlock(&a->pools_lock);
-    sb_printf(&b, "}\n");
+    carve_strbuf_printf(&b, "}\n");
     if (b.oom) {
-        free(b.buf);
+        free(b.p);
         return carve_fail(a, CARVE_ERR_OOM, "carve_snapshot_json: host memory exhausted");
     }
-    *out = b.buf;
+    *out = b.p;
     return CARVE_OK;
 }
 

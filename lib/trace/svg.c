@@ -18,10 +18,10 @@
  * A strip on top charts requested, allocated and reserved bytes over time.
  */
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/strbuf.h"
 #include "base/text.h"
 #include "carve_trace.h"
 
@@ -46,44 +46,6 @@ static const char *const size_colors[3] = {"#4e79a7", "#59a14f", "#e15759"};
 static const char *const size_names[3] = {"small (up to 1 MiB)", "mid (1 to 10 MiB)",
                                           "large (10 MiB and up)"};
 static const double shade_alpha[NLEVELS] = {0.3, 0.55, 0.8, 1.0};
-
-/* ---- a growing string -------------------------------------------------- */
-
-typedef struct sbuf {
-    char *p;
-    size_t len, cap;
-    int oom;
-} sbuf;
-
-static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(sbuf *b, const char *fmt, ...) {
-    if (b->oom)
-        return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int k = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? b->cap - b->len : 0, fmt, ap);
-        va_end(ap);
-        if (k < 0) {
-            b->oom = 1;
-            return;
-        }
-        if (b->p && b->len + (size_t)k < b->cap) {
-            b->len += (size_t)k;
-            return;
-        }
-        size_t cap = b->cap ? b->cap * 2 : 4096;
-        while (cap < b->len + (size_t)k + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-}
 
 /* ---- the compressed address axis --------------------------------------- */
 
@@ -297,13 +259,13 @@ typedef struct run {
 } run;
 
 typedef struct paths {
-    sbuf p[MAX_CLASSES * NLEVELS];
+    carve_strbuf p[MAX_CLASSES * NLEVELS];
     size_t nrects;
 } paths;
 
 static void emit(paths *ps, const raster *r, const run *u, int yend) {
     int c = r->cell;
-    sb_printf(&ps->p[u->color], "M%d %dh%dv%dh-%dz", u->x0 * c, u->y0 * c, (u->x1 - u->x0) * c,
+    carve_strbuf_printf(&ps->p[u->color], "M%d %dh%dv%dh-%dz", u->x0 * c, u->y0 * c, (u->x1 - u->x0) * c,
               (yend - u->y0) * c, (u->x1 - u->x0) * c);
     ps->nrects++;
 }
