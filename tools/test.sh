@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Build carve and run every test suite: a release build (unit, stress, header,
 # layers, tools, dropin, frameworks with the Python package's tests, soak,
-# and the gpu, gpu-dropin and kernels suites, which report SKIP without a
-# CUDA device), an ASan+UBSan build with the expensive internal checks (unit,
-# stress, tools, frameworks, soak) and a ThreadSanitizer build (unit, stress,
-# frameworks, soak). Installs meson, ninja, python3 and python3-pytest with
-# apt-get when they are missing.
+# fuzz, and the gpu, gpu-dropin and kernels suites, which report SKIP without
+# a CUDA device), an ASan+UBSan build with the expensive internal checks (unit,
+# stress, tools, frameworks, soak, fuzz), a ThreadSanitizer build (unit,
+# stress, frameworks, soak) and a clang build with libFuzzer (suite libfuzzer:
+# each fuzz target for CARVE_FUZZ_SECONDS, default 20). Installs meson, ninja,
+# python3, python3-pytest and clang's libFuzzer with apt-get when they are
+# missing; where clang cannot be had, the libfuzzer suite counts as skipped
+# (the plain fuzz driver still replays every corpus).
 # Prints "N passed, N failed" (skipped tests counted apart) and exits non-zero
 # on any failure. Usage: tools/test.sh [--quick]
 set -uo pipefail
@@ -23,11 +26,23 @@ command -v python3 >/dev/null || need_apt+=(python3)
 # The Python package's tests use Debian's python3 and python3-pytest (the
 # python3 first on PATH may be a separate build that cannot see them).
 [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import pytest' 2>/dev/null || need_apt+=(python3 python3-pytest)
+sudo_cmd=""; [ "$(id -u)" != 0 ] && sudo_cmd=sudo
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "installing: ${need_apt[*]}"
-  sudo_cmd=""; [ "$(id -u)" != 0 ] && sudo_cmd=sudo
   $sudo_cmd apt-get update -qq && $sudo_cmd apt-get install -y -qq "${need_apt[@]}" >/dev/null || {
     echo "could not install ${need_apt[*]}"; exit 1; }
+fi
+# libFuzzer: clang and its runtime (Debian: clang, libclang-rt-dev). Optional.
+have_libfuzzer() {
+  command -v clang >/dev/null &&
+    echo 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { (void)d; (void)n; return 0; }' |
+      clang -x c -fsanitize=fuzzer,address - -o /tmp/carve-libfuzzer-probe.$$ 2>/dev/null &&
+    rm -f /tmp/carve-libfuzzer-probe.$$
+}
+if [ $quick = 0 ] && ! have_libfuzzer; then
+  echo "installing: clang libclang-rt-dev (for the libfuzzer suite)"
+  { $sudo_cmd apt-get update -qq && $sudo_cmd apt-get install -y -qq clang libclang-rt-dev >/dev/null; } 2>/dev/null ||
+    echo "could not install clang; the libfuzzer suite will be skipped"
 fi
 [ -d /usr/local/cuda/bin ] && export PATH=/usr/local/cuda/bin:$PATH
 
@@ -63,7 +78,7 @@ PY
 
 echo "== release build (build-release)"
 if setup build-release --buildtype=release; then
-  run_suites build-release unit stress header layers tools dropin frameworks soak gpu gpu-dropin kernels
+  run_suites build-release unit stress header layers tools dropin frameworks soak fuzz gpu gpu-dropin kernels
 else
   failed=$((failed + 1))
 fi
@@ -71,7 +86,7 @@ if [ $quick = 0 ]; then
   echo "== ASan + UBSan build with expensive checks (build-sanitize)"
   if setup build-sanitize --buildtype=debugoptimized -Db_sanitize=address,undefined -Db_lto=false \
        -Dchecks=expensive -Dbenchmarks=false; then
-    run_suites build-sanitize unit stress tools frameworks soak
+    run_suites build-sanitize unit stress tools frameworks soak fuzz
   else
     failed=$((failed + 1))
   fi
@@ -83,6 +98,21 @@ if [ $quick = 0 ]; then
     run_suites build-tsan unit stress frameworks soak
   else
     failed=$((failed + 1))
+  fi
+fi
+if [ $quick = 0 ]; then
+  echo "== clang + libFuzzer + ASan/UBSan build (build-libfuzzer)"
+  if have_libfuzzer; then
+    # -Db_lundef=false: clang's ASan runtime is linked into executables, not into libcarve.so
+    if CC=clang CXX=clang++ setup build-libfuzzer --buildtype=debugoptimized -Dfuzzing=true \
+         -Db_sanitize=address,undefined -Db_lundef=false -Db_lto=false -Dcuda=disabled -Dbenchmarks=false; then
+      run_suites build-libfuzzer libfuzzer
+    else
+      failed=$((failed + 1))
+    fi
+  else
+    echo "SKIP: no clang with libFuzzer"
+    skipped=$((skipped + 1))
   fi
 fi
 echo
