@@ -288,3 +288,22 @@ def library_path():
 def address(name):
     """The address of the C function name in libcarve, as an int."""
     return ctypes.cast(getattr(lib(), name), ctypes.c_void_p).value
+
+
+def import_framework(module, needs, hint):
+    """Load libcarve, then import the framework `module` and return it.
+
+    libcarve goes first: a framework's libraries take the static TLS space
+    that a library loaded later with dlopen draws from. When the framework
+    cannot be imported, the ImportError says what is missing and `hint` says
+    what to do (install it, or run the program unchanged under carve-run).
+    """
+    import importlib
+    try:
+        lib()
+    except ImportError:
+        pass  # the framework plug-in says so when it is first used
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        raise ImportError(f"{needs}, which cannot be imported here ({e}). {hint}") from e

@@ -25,18 +25,10 @@ import ctypes
 from . import _lib
 from ._api import CarveError, _check, _stream_ptr, configure, scoped_arena
 
-try:  # see carve.torch: load libcarve before the framework's libraries
-    _lib.lib()
-except ImportError:
-    pass
-
-try:
-    import cupy as _cupy
-except ImportError as _e:  # pragma: no cover - the message is what is tested
-    raise ImportError(
-        "carve.cupy needs CuPy, which cannot be imported here "
-        f"({_e}). Install the cupy package matching your CUDA (e.g. cupy-cuda13x), or run the "
-        "program unchanged under carve-run.") from _e
+_cupy = _lib.import_framework(
+    "cupy", "carve.cupy needs CuPy",
+    "Install the cupy package matching your CUDA (e.g. cupy-cuda13x), or run the program unchanged under "
+    "carve-run.")
 
 __all__ = ["enable", "disable", "is_enabled", "malloc", "arena"]
 

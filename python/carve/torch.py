@@ -29,20 +29,10 @@ import gc
 from . import _lib
 from ._api import CarveError, ConfigError, _check, configure, scoped_arena
 
-# Load libcarve before PyTorch's libraries take the static TLS space that a
-# library loaded later with dlopen draws from.
-try:
-    _lib.lib()
-except ImportError:
-    pass
-
-try:
-    import torch as _torch
-except ImportError as _e:  # pragma: no cover - the message is what is tested
-    raise ImportError(
-        "carve.torch needs PyTorch, which cannot be imported here "
-        f"({_e}). Install torch with CUDA support, or run the program unchanged under "
-        "carve-run, which serves any CUDA program from carve.") from _e
+_torch = _lib.import_framework(
+    "torch", "carve.torch needs PyTorch",
+    "Install torch with CUDA support, or run the program unchanged under carve-run, which serves any CUDA "
+    "program from carve.")
 
 __all__ = ["enable", "is_enabled", "arena", "allocator", "set_memory_fraction"]
 
