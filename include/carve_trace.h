@@ -171,6 +171,28 @@ CARVE_API carve_status carve_replay_run(const carve_trace *t, const carve_config
                                         carve_progress_fn progress, void *arg,
                                         carve_replay_result *res);
 
+/* Warm passes (carve_replay_run_warm): the trace replayed again on the
+ * same arena, its cache kept, as a long-running program repeats its steps. */
+typedef struct carve_replay_warm {
+    unsigned passes;
+    double seconds;               /* median wall time of one warm pass */
+    uint64_t backend_allocs;      /* backend reservations (maps, in virtual-memory mode) over all warm passes */
+    uint64_t backend_frees;       /* backend releases (unmaps) over all warm passes */
+    uint64_t reserved_peak_bytes; /* the arena's reserved peak after the last pass (cold pass included) */
+    uint64_t nooms;               /* allocations that ran out of memory in the warm passes */
+} carve_replay_warm;
+
+/* carve_replay_run, then warm_passes more passes on the same arena: after
+ * each pass (the cold one included) the buffers it left live are freed,
+ * untimed, and the next pass starts from the cache as it is. *res describes
+ * the cold pass, *warm (needed when warm_passes > 0) the warm ones; failed
+ * frees or allocations of any pass count in res->nerrors. Returns as
+ * carve_replay_run. */
+CARVE_API carve_status carve_replay_run_warm(const carve_trace *t, const carve_config *cfg,
+                                             const carve_replay_streams *rs, void **slots, unsigned flags,
+                                             unsigned warm_passes, carve_progress_fn progress, void *arg,
+                                             carve_replay_result *res, carve_replay_warm *warm);
+
 /* What a picture needs: the address of every allocation and, per time
  * column (ncols columns spread evenly over the events), the largest
  * requested, allocated and reserved byte counts seen in that column. */
@@ -224,6 +246,7 @@ typedef struct carve_replay_report {
     unsigned repeat;                   /* replays the median is over (at least 1) */
     double load_seconds;               /* time to read the trace */
     const carve_capacity_result *capacity; /* optional: from carve_replay_min_capacity */
+    const carve_replay_warm *warm;     /* optional: from carve_replay_run_warm */
     const char *svg_path;              /* optional: where the picture went */
     size_t svg_bytes;
 } carve_replay_report;

@@ -1,8 +1,11 @@
 /*
  * test_vmm.c — virtual-memory mode on the virtual backend: reserved bytes
  * count mapped granules, free granules are unmapped before the mapped total
- * passes its peak, the limit caps what is mapped, empty_cache unmaps
- * everything free, and the host backend refuses the mode.
+ * passes its allowance (the peak of touched granules plus 2%), mapped
+ * granules are reused before fresh ones are mapped, a program that repeats
+ * its steps stops mapping, one stream's free granules are unmapped for
+ * another, the limit caps what is mapped, empty_cache unmaps everything
+ * free, and the host backend refuses the mode.
  */
 #include "test_util.h"
 
@@ -68,6 +71,98 @@ static void test_peak_bounded(void) {
     carve_arena_destroy(a);
 }
 
+/* A free block whose front granules are unmapped and whose back is mapped:
+ * a request that fits in the mapped part is placed there, no map. */
+static void test_place_on_mapped(void) {
+    carve_arena *a = vmm_arena(0, 1, 0);
+    void *p1, *p2, *p3, *r;
+    CHECK_OK(a, carve_alloc(a, 4 * MiB, NULL, &p1));
+    CHECK_OK(a, carve_alloc(a, 6 * MiB, NULL, &p2));
+    CHECK_OK(a, carve_alloc(a, 4 * MiB, NULL, &p3));
+    size_t before = carve_memory_reserved(a);
+    CHECK_OK(a, carve_free(a, p1));
+    /* past the allowance (touched peak 14 MiB): p1's granules, the free
+     * ones let go longest ago, are unmapped to make room */
+    CHECK_OK(a, carve_alloc(a, 8 * MiB, NULL, &r));
+    CHECK(carve_memory_reserved(a) == before + 4 * MiB);
+    CHECK_OK(a, carve_free(a, p2)); /* p1+p2: one free block, front unmapped */
+    carve_stats s0, s1;
+    carve_get_stats(a, &s0);
+    void *q;
+    CHECK_OK(a, carve_alloc(a, 5 * MiB, NULL, &q)); /* another size: no cached block of p2's */
+    carve_get_stats(a, &s1);
+    CHECK(q == p2);
+    CHECK(s1.num_backend_allocs == s0.num_backend_allocs);
+    CHECK(carve_memory_reserved(a) == before + 4 * MiB);
+    CHECK_ARENA(a);
+    CHECK_OK(a, carve_free(a, q));
+    CHECK_OK(a, carve_free(a, p3));
+    CHECK_OK(a, carve_free(a, r));
+    carve_arena_destroy(a);
+}
+
+/* The same step run over and over (sizes that do not tile granules, freed
+ * in another order than allocated): after the first steps nothing more is
+ * mapped or unmapped, and mapped bytes stay near the touched peak. */
+static void test_steady_state(void) {
+    carve_arena *a = vmm_arena(0, 1, 0);
+    static const size_t sz[] = {3 * MiB + 512, 700 << 10, 9 * MiB, 5 * MiB + 100, 64 << 10, 2 * MiB, 13 * MiB};
+    enum { K = sizeof(sz) / sizeof(sz[0]) };
+    carve_stats s;
+    uint64_t maps3 = 0, unmaps3 = 0;
+    for (int step = 0; step < 12; step++) {
+        void *p[K];
+        for (int i = 0; i < K; i++)
+            CHECK_OK(a, carve_alloc(a, sz[i], NULL, &p[i]));
+        for (int i = 0; i < K; i++) /* 0, 3, 6, 2, 5, 1, 4 */
+            CHECK_OK(a, carve_free(a, p[(3 * i) % K]));
+        carve_get_stats(a, &s);
+        if (step == 3) {
+            maps3 = s.num_backend_allocs;
+            unmaps3 = s.num_backend_frees;
+        }
+    }
+    CHECK(s.num_backend_allocs == maps3 && s.num_backend_frees == unmaps3);
+    size_t live = 0;
+    for (int i = 0; i < K; i++)
+        live += sz[i];
+    /* every buffer may touch one granule more than its size needs */
+    CHECK(s.reserved_bytes_peak <= live + K * 2 * MiB + 2 * MiB);
+    CHECK_ARENA(a);
+    carve_arena_destroy(a);
+}
+
+/* Stream 1 leaves 64 MiB mapped and free; stream 2 then needs 64 MiB of
+ * other sizes: stream 1's granules are unmapped for it, so the mapped total
+ * stays at the allowance instead of doubling. */
+static void test_trim_other_stream(void) {
+    carve_arena *a = vmm_arena(0, 1, 0);
+    carve_stream s1 = (carve_stream)(uintptr_t)0x1000, s2 = (carve_stream)(uintptr_t)0x2000;
+    void *p[16];
+    for (int i = 0; i < 16; i++)
+        CHECK_OK(a, carve_alloc(a, 4 * MiB, s1, &p[i]));
+    for (int i = 0; i < 16; i++)
+        CHECK_OK(a, carve_free(a, p[i]));
+    CHECK(carve_memory_reserved(a) == 64 * MiB);
+    void *q[8];
+    for (int i = 0; i < 8; i++)
+        CHECK_OK(a, carve_alloc(a, 8 * MiB, s2, &q[i]));
+    carve_stats s;
+    carve_get_stats(a, &s);
+    /* touched peak (64 MiB, plus one granule where the blocks do not start
+     * on a granule) + max(2%, one granule); without trimming stream 1's
+     * granules the total would pass 120 MiB */
+    size_t allow = 64 * MiB + 2 * MiB + 2 * MiB;
+    CHECK(s.reserved_bytes_peak <= allow);
+    CHECK(s.reserved_bytes <= allow);
+    CHECK_ARENA(a);
+    for (int i = 0; i < 8; i++)
+        CHECK_OK(a, carve_free(a, q[i]));
+    CHECK_OK(a, carve_empty_cache(a));
+    CHECK(carve_memory_reserved(a) == 0);
+    carve_arena_destroy(a);
+}
+
 static void test_limit(void) {
     carve_arena *a = vmm_arena(64 * MiB, 1, 0);
     void *p[40];
@@ -112,6 +207,9 @@ static void test_refused(void) {
 int main(void) {
     test_counts_mapped();
     test_peak_bounded();
+    test_place_on_mapped();
+    test_steady_state();
+    test_trim_other_stream();
     test_limit();
     test_refused();
     return test_finish();

@@ -34,9 +34,18 @@ typedef struct carve_backend_ops {
      * trims otherwise). CARVE_ERR_OOM when the memory is not there. */
     carve_status (*reserve)(struct carve_be *be, size_t size, uintptr_t *base);
     carve_status (*release)(struct carve_be *be, uintptr_t base, size_t size);
-    /* Optional: back / unback [addr, addr+size) inside a reserved segment. */
+    /* Optional: back / unback [addr, addr+size) inside a reserved segment
+     * (size a multiple of CARVE_SEGMENT_GRANULE). commit backs all of the
+     * range or, failing, none of it. */
     carve_status (*commit)(struct carve_be *be, uintptr_t addr, size_t size);
     carve_status (*decommit)(struct carve_be *be, uintptr_t addr, size_t size);
+    /* Optional, with commit: recycle(be, 1) opens a window in which the
+     * backend may keep the physical memory of what decommit unbacks, to
+     * back the next commits with it instead of creating new memory;
+     * recycle(be, 0) closes it and gives back what was not reused. Memory
+     * is kept only inside the window, so between windows every byte the
+     * backend holds is mapped where the engine counts it. */
+    void (*recycle)(struct carve_be *be, int on);
     /* Record an event on stream: *ev is an opaque handle. */
     carve_status (*event_record)(struct carve_be *be, carve_stream stream, void **ev);
     /* 1 when the work before the event has completed, 0 when not yet,

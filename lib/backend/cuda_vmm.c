@@ -8,8 +8,13 @@
  * The driver functions are fetched through the runtime's entry-point query,
  * so carve links against cudart only. Each 2 MiB granule is its own physical
  * allocation (the driver unmaps whole mappings only), and its handle is kept
- * in a table per address reservation. Events, the device guard and error
- * messages are shared with the cudaMalloc backend (cuda_common.h).
+ * in a table per address reservation. A run of granules is committed with
+ * one cuMemMap per granule and a single cuMemSetAccess over the run. Inside
+ * a recycle window (the engine opens one while it unmaps granules to map
+ * others), unmapped handles are kept on a stack and mapped again in place
+ * of new ones, which saves a cuMemRelease and a cuMemCreate per granule;
+ * closing the window releases what was not reused. Events, the device guard
+ * and error messages are shared with the cudaMalloc backend (cuda_common.h).
  */
 #include <cuda.h>
 #include <string.h>
@@ -28,8 +33,11 @@ typedef struct vmm_ctx {
     carve_cuda_ctx cuda; /* first: the shared event code reads it */
     CUmemAllocationProp prop;
     CUmemAccessDesc access;
-    carve_mutex lock;    /* guards the list of ranges */
+    carve_mutex lock;    /* guards the list of ranges and the recycled handles */
     va_range *ranges;
+    int recycling;       /* recycle windows open (one per engine thread mapping) */
+    CUmemGenericAllocationHandle *spare; /* unmapped handles kept in the window */
+    size_t nspare, capspare;
 } vmm_ctx;
 
 static struct {
@@ -145,11 +153,12 @@ static carve_status vmm_release(carve_be *be, uintptr_t base, size_t size) {
     return e == CUDA_SUCCESS ? CARVE_OK : drv_error(e, "cuMemAddressFree");
 }
 
-/* The reservation holding granule [addr, addr+size) and the granule's index
- * in it; NULL (with a message) for anything but one granule inside one. */
-static va_range *granule_of(vmm_ctx *c, uintptr_t addr, size_t size, const char *what, size_t *g) {
+/* The reservation holding [addr, addr+size) (whole granules) and the index
+ * of its first granule; NULL (with a message) for anything else. */
+static va_range *granules_of(vmm_ctx *c, uintptr_t addr, size_t size, const char *what, size_t *g) {
     va_range *r = range_of(c, addr);
-    if (!r || size != CARVE_SEGMENT_GRANULE) {
+    if (!r || size == 0 || size % CARVE_SEGMENT_GRANULE || (addr - r->base) % CARVE_SEGMENT_GRANULE ||
+        size > r->size - (addr - r->base)) {
         carve_backend_fail("%s of %zu bytes at %#lx outside a reserved range", what, size, (unsigned long)addr);
         return NULL;
     }
@@ -157,41 +166,98 @@ static va_range *granule_of(vmm_ctx *c, uintptr_t addr, size_t size, const char 
     return r;
 }
 
+/* A handle for one granule: a recycled one, else a new one. */
+static CUresult take_handle(vmm_ctx *c, CUmemGenericAllocationHandle *h) {
+    carve_mutex_lock(&c->lock);
+    int got = c->nspare > 0;
+    if (got)
+        *h = c->spare[--c->nspare];
+    carve_mutex_unlock(&c->lock);
+    return got ? CUDA_SUCCESS : drv.create(h, CARVE_SEGMENT_GRANULE, &c->prop, 0);
+}
+
+/* An unmapped handle: kept inside a recycle window (when there is room to
+ * remember it), else released. */
+static CUresult drop_handle(vmm_ctx *c, CUmemGenericAllocationHandle h) {
+    carve_mutex_lock(&c->lock);
+    int keep = c->recycling;
+    if (keep && c->nspare == c->capspare) {
+        size_t cap = c->capspare ? 2 * c->capspare : 64;
+        CUmemGenericAllocationHandle *n = realloc(c->spare, cap * sizeof(*n));
+        if (n) {
+            c->spare = n;
+            c->capspare = cap;
+        } else {
+            keep = 0;
+        }
+    }
+    if (keep)
+        c->spare[c->nspare++] = h;
+    carve_mutex_unlock(&c->lock);
+    return keep ? CUDA_SUCCESS : drv.release(h);
+}
+
 static carve_status vmm_commit(carve_be *be, uintptr_t addr, size_t size) {
     vmm_ctx *c = be->ctx;
-    size_t g;
-    va_range *r = granule_of(c, addr, size, "commit", &g);
+    size_t g0;
+    va_range *r = granules_of(c, addr, size, "commit", &g0);
     if (!r)
         return CARVE_ERR_BACKEND;
-    CUmemGenericAllocationHandle h = 0;
-    CUresult e = drv.create(&h, size, &c->prop, 0);
-    if (e != CUDA_SUCCESS)
-        return drv_error(e, "cuMemCreate");
-    if ((e = drv.map((CUdeviceptr)addr, size, 0, h, 0)) != CUDA_SUCCESS) {
-        drv.release(h);
-        return drv_error(e, "cuMemMap");
+    size_t n = size / CARVE_SEGMENT_GRANULE, i = 0;
+    CUresult e = CUDA_SUCCESS;
+    const char *what = "cuMemCreate";
+    for (; i < n; i++) {
+        CUmemGenericAllocationHandle h = 0;
+        if ((e = take_handle(c, &h)) != CUDA_SUCCESS)
+            break;
+        uintptr_t at = addr + i * CARVE_SEGMENT_GRANULE;
+        if ((e = drv.map((CUdeviceptr)at, CARVE_SEGMENT_GRANULE, 0, h, 0)) != CUDA_SUCCESS) {
+            what = "cuMemMap";
+            drop_handle(c, h);
+            break;
+        }
+        r->handles[g0 + i] = h;
     }
-    if ((e = drv.set_access((CUdeviceptr)addr, size, &c->access, 1)) != CUDA_SUCCESS) {
-        drv.unmap((CUdeviceptr)addr, size);
-        drv.release(h);
-        return drv_error(e, "cuMemSetAccess");
+    if (i == n && (e = drv.set_access((CUdeviceptr)addr, size, &c->access, 1)) != CUDA_SUCCESS)
+        what = "cuMemSetAccess";
+    if (e == CUDA_SUCCESS)
+        return CARVE_OK;
+    while (i-- > 0) { /* all or nothing: undo the granules mapped */
+        drv.unmap((CUdeviceptr)(addr + i * CARVE_SEGMENT_GRANULE), CARVE_SEGMENT_GRANULE);
+        drop_handle(c, r->handles[g0 + i]);
+        r->handles[g0 + i] = 0;
     }
-    r->handles[g] = h;
-    return CARVE_OK;
+    return drv_error(e, what);
 }
 
 static carve_status vmm_decommit(carve_be *be, uintptr_t addr, size_t size) {
     vmm_ctx *c = be->ctx;
-    size_t g;
-    va_range *r = granule_of(c, addr, size, "decommit", &g);
+    size_t g0;
+    va_range *r = granules_of(c, addr, size, "decommit", &g0);
     if (!r)
         return CARVE_ERR_BACKEND;
-    CUresult e = drv.unmap((CUdeviceptr)addr, size);
-    if (e != CUDA_SUCCESS)
-        return drv_error(e, "cuMemUnmap");
-    e = drv.release(r->handles[g]);
-    r->handles[g] = 0;
-    return e == CUDA_SUCCESS ? CARVE_OK : drv_error(e, "cuMemRelease");
+    for (size_t i = 0; i < size / CARVE_SEGMENT_GRANULE; i++) {
+        CUresult e = drv.unmap((CUdeviceptr)(addr + i * CARVE_SEGMENT_GRANULE), CARVE_SEGMENT_GRANULE);
+        if (e != CUDA_SUCCESS)
+            return drv_error(e, "cuMemUnmap");
+        e = drop_handle(c, r->handles[g0 + i]);
+        r->handles[g0 + i] = 0;
+        if (e != CUDA_SUCCESS)
+            return drv_error(e, "cuMemRelease");
+    }
+    return CARVE_OK;
+}
+
+static void vmm_recycle(carve_be *be, int on) {
+    vmm_ctx *c = be->ctx;
+    carve_mutex_lock(&c->lock);
+    c->recycling += on ? 1 : -1;
+    if (c->recycling == 0) { /* the last window closed: give back what was not reused */
+        for (size_t i = 0; i < c->nspare; i++)
+            drv.release(c->spare[i]);
+        c->nspare = 0;
+    }
+    carve_mutex_unlock(&c->lock);
 }
 
 static void vmm_destroy(carve_be *be) {
@@ -204,6 +270,9 @@ static void vmm_destroy(carve_be *be) {
         free(r->handles);
         free(r);
     }
+    for (size_t i = 0; i < c->nspare; i++)
+        drv.release(c->spare[i]);
+    free(c->spare);
     free(c);
 }
 
@@ -212,6 +281,7 @@ static const carve_backend_ops vmm_ops = {
     .release = vmm_release,
     .commit = vmm_commit,
     .decommit = vmm_decommit,
+    .recycle = vmm_recycle,
     .event_record = carve_cuda_event_record,
     .event_query = carve_cuda_event_query,
     .event_sync = carve_cuda_event_sync,

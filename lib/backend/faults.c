@@ -54,6 +54,11 @@ static carve_status f_decommit(carve_be *be, uintptr_t addr, size_t size) {
     return be->faults.leaf->decommit(be, addr, size);
 }
 
+static void f_recycle(carve_be *be, int on) {
+    if (be->faults.leaf->recycle)
+        be->faults.leaf->recycle(be, on);
+}
+
 static carve_status f_event_record(carve_be *be, carve_stream s, void **ev) {
     if (fails(be, CARVE_FAULT_EVENT, "record")) {
         *ev = NULL;
@@ -82,7 +87,7 @@ static const carve_backend_ops fault_ops = {
 };
 static const carve_backend_ops fault_ops_mapping = {
     .reserve = f_reserve, .release = f_release, .commit = f_commit, .decommit = f_decommit,
-    .event_record = f_event_record, .event_query = f_event_query, .event_sync = f_event_sync,
+    .recycle = f_recycle, .event_record = f_event_record, .event_query = f_event_query, .event_sync = f_event_sync,
     .device_sync = f_device_sync, .event_release = f_event_release, .destroy = f_destroy,
 };
 

@@ -41,6 +41,11 @@ static inline void carve_spin_lock(carve_spin *l) {
     }
 }
 
+/* 1 when the lock was free and is now held, 0 when someone holds it. */
+static inline int carve_spin_trylock(carve_spin *l) {
+    return !__atomic_load_n(&l->v, __ATOMIC_RELAXED) && !__atomic_exchange_n(&l->v, 1, __ATOMIC_ACQUIRE);
+}
+
 static inline void carve_spin_unlock(carve_spin *l) { __atomic_store_n(&l->v, 0, __ATOMIC_RELEASE); }
 
 typedef pthread_mutex_t carve_mutex;

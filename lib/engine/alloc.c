@@ -160,6 +160,23 @@ static carve_block *pool_refill(carve_arena *a, carve_pool *p, unsigned cls, siz
     }
 }
 
+static inline __attribute__((always_inline)) carve_block *block_split(carve_pool *p, carve_block *b, size_t rs);
+
+/* Pool lock held, virtual-memory mode: free block b would need granules
+ * mapped at its front. When a granule-aligned place further into b has rs
+ * bytes already mapped, split the part before it off as a free block of its
+ * own and return the free block that starts there (indexed); else NULL,
+ * nothing changed. Keeps a program's mappings in use instead of mapping
+ * fresh granules while mapped ones sit free. */
+__attribute__((noinline, cold)) static carve_block *place_on_mapped(carve_pool *p, carve_block *b, size_t rs) {
+    uintptr_t x = carve_vmm_find_mapped(b->span->u.r.seg, b->addr, b->addr + b->size, rs);
+    if (!x || carve_slab_reserve(&p->slab, 2) != 0 || carve_blockmap_reserve(&p->map) != 0)
+        return NULL;
+    carve_block *front = block_split(p, b, x - b->addr);
+    carve_index_insert(&p->index[front->cls], front);
+    return front->next;
+}
+
 /* Pool lock held; the fast path found no block for rs, or (virtual-memory
  * mode) the block it found touches unmapped granules. Find or bring in a
  * block and map it; on running out of room, reclaim cached memory from
@@ -170,8 +187,11 @@ static carve_block *pool_take(carve_arena *a, carve_pool *p, unsigned cls, size_
         carve_block *b = carve_index_find(&p->index[cls], rs);
         if (!b && !(b = pool_refill(a, p, cls, rs, st)))
             return NULL;
-        if (!a->vmm || b->span->u.r.unmapped == 0)
+        if (!a->vmm || b->span->u.r.unmapped == 0 || carve_vmm_unmapped(b->span->u.r.seg, b->addr, rs) == 0)
             return b;
+        carve_block *m = place_on_mapped(p, b, rs);
+        if (m)
+            return m;
         *st = carve_vmm_map(a, p, b->span, b->addr, rs);
         if (*st == CARVE_OK)
             return b;
@@ -183,7 +203,7 @@ static carve_block *pool_take(carve_arena *a, carve_pool *p, unsigned cls, size_
 
 /* Take rs bytes off the front of free block b, leaving the rest indexed
  * (in b's list position when it stays in b's size class). */
-static carve_block *block_split(carve_pool *p, carve_block *b, size_t rs) {
+static inline __attribute__((always_inline)) carve_block *block_split(carve_pool *p, carve_block *b, size_t rs) {
     carve_index *ix = &p->index[b->cls];
     if (b->size == rs) {
         carve_index_remove(ix, b);
@@ -265,7 +285,7 @@ carve_status carve_alloc(carve_arena *a, size_t size, carve_stream s, void **out
     if (CARVE_UNLIKELY(b->span->u.r.nlive++ == 0))
         carve_pool_span_refilled(p, b->span);
     if (CARVE_UNLIKELY(a->vmm))
-        carve_vmm_ref(b->span, b->addr, b->size, 1);
+        carve_vmm_ref(p, b->span, b->addr, b->size, 1);
 found:
     carve_blockmap_put(&p->map, b);
     CARVE_STORE(&p->nallocs, p->nallocs + 1);

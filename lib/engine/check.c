@@ -107,7 +107,7 @@ carve_status carve_check(const carve_arena *ca) {
     }
     carve_mutex_lock(&a->heap.lock);
 
-    size_t reserved = 0, nsegs = 0, nfree = 0, free_bytes = 0;
+    size_t reserved = 0, nsegs = 0, nfree = 0, free_bytes = 0, touched = 0;
     const char *why;
     uint32_t *refs = NULL; /* virtual-memory mode: recounted granule references */
     for (const carve_segment *s = h->segs; s; s = s->next) {
@@ -238,6 +238,7 @@ carve_status carve_check(const carve_arena *ca) {
                      s->gref[g], refs[g]);
             if (refs[g] && !s->gmapped[g])
                 FAIL("granule %zu of segment %#lx holds live blocks but is not mapped", g, (unsigned long)s->base);
+            touched += refs[g] != 0;
         }
     }
     if (nsegs != h->nsegs || reserved != h->reserved)
@@ -245,6 +246,9 @@ carve_status carve_check(const carve_arena *ca) {
              h->reserved);
     if (h->reserved > a->limit)
         FAIL("reserved %zu bytes, over the limit of %zu", h->reserved, a->limit);
+    if (a->vmm && (touched != h->touched || h->touched_peak < h->touched))
+        FAIL("%zu granules are touched by live or pending blocks, the heap counts %zu (peak %zu)", touched,
+             h->touched, h->touched_peak);
     if (h->reserved_peak < h->reserved)
         FAIL("reserved peak below reserved");
     if (nfree != h->index.count || free_bytes != h->index.bytes)

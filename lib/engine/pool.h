@@ -74,7 +74,7 @@ static inline void carve_pool_release_block(carve_pool *p, carve_block *b, int r
     if (--span->u.r.nlive == 0)
         carve_pool_span_emptied(p, span, record);
     if (CARVE_UNLIKELY(p->arena->vmm))
-        carve_vmm_ref(span, b->addr, b->size, -1);
+        carve_vmm_ref(p, span, b->addr, b->size, -1);
     b->state = CARVE_B_FREE;
     b->slack = 0;
     b->flags = 0;

@@ -54,8 +54,11 @@ carve_status carve_reclaim(carve_arena *a, unsigned flags) {
     carve_mutex_lock(&a->heap.lock);
     if (wait)
         carve_heap_sync(a);
-    if (a->vmm && release) /* what is mapped now is what live buffers need */
+    if (a->vmm && release) { /* what is mapped now is what live buffers need */
         a->heap.target = a->heap.reserved > a->initial ? a->heap.reserved : a->initial;
+        __atomic_store_n(&a->heap.touched_peak, __atomic_load_n(&a->heap.touched, __ATOMIC_RELAXED),
+                         __ATOMIC_RELAXED);
+    }
     /* In virtual-memory mode the address space stays reserved (it holds no
      * memory) unless the arena is being emptied. */
     carve_status st = release ? carve_heap_release_free(a) : CARVE_OK;

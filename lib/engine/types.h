@@ -46,6 +46,8 @@
 #define CARVE_MAX_ALLOC ((size_t)1 << 52)          /* 4 PiB: beyond any device */
 #define CARVE_AUTO_GROW_MAX ((size_t)64 << 20)     /* automatic growth step cap */
 #define CARVE_VMM_DEFAULT_VA ((size_t)1 << 42)    /* address space when unlimited: 4 TiB */
+#define CARVE_VMM_SLACK_DIV 50       /* virtual-memory mode: mapped may pass the touched peak by 2% */
+#define CARVE_VMM_HYSTERESIS_DIV 50   /* ... and a trim unmaps 2% more than it must */
 #define CARVE_STREAM_PER_THREAD ((carve_stream)(uintptr_t)0x2) /* cudaStreamPerThread */
 #define CARVE_STATS_BATCH ((ptrdiff_t)16 << 20)    /* per-pool counter batching */
 
@@ -58,9 +60,12 @@ typedef struct carve_segment {
     carve_block *first;       /* first heap range */
     uint64_t serial;
     /* Virtual-memory mode: per 2 MiB granule, the used or pending blocks
-     * touching it and whether physical memory is mapped there. */
+     * touching it, when it was last let go (its owning pool's clock, for
+     * unmapping the longest-unused first) and whether physical memory is
+     * mapped there. */
     size_t ngran;
     uint32_t *gref;
+    uint32_t *gstamp;
     uint8_t *gmapped;
 } carve_segment;
 
@@ -73,8 +78,11 @@ typedef struct carve_heap {
     size_t reserved;          /* bytes held from the backend (mapped bytes in
                                  virtual-memory mode); written under lock, read relaxed */
     size_t reserved_peak;
-    size_t target;            /* virtual-memory mode: mapped bytes allowed before
-                                 free granules must be unmapped first */
+    size_t target;            /* virtual-memory mode: mapped bytes always allowed
+                                 (the initial amount, or what was mapped after a release) */
+    size_t touched;           /* virtual-memory mode: granules that live or pending
+                                 blocks touch (atomic: every pool writes it) */
+    size_t touched_peak;      /* its peak (atomic) since creation or the last release */
     size_t inflight;          /* bytes being reserved or released with the lock dropped */
     uint64_t nreserve, nrelease, serial;
     uint64_t nunmap_failed;   /* virtual-memory mode: unmaps the backend refused */
@@ -104,6 +112,7 @@ typedef struct carve_pool {
      * recorded only when another span empties, or the span leaves the pool,
      * since the next allocation usually takes the span right back. */
     carve_block *unrecorded;
+    uint32_t vclock;              /* virtual-memory mode: granules let go so far (wraps) */
 } carve_pool;
 
 typedef struct carve_pool_table carve_pool_table;

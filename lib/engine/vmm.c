@@ -14,16 +14,27 @@
  * synchronization (carve_empty_cache).
  *
  * Every granule of a segment has a reference count (the used or pending
- * blocks that touch it) and a mapped flag. An allocation maps the granules
- * its block touches that are not mapped yet. Unmapping is lazy, to keep
- * driver calls off the common path: mapped bytes may rise freely up to a
- * target (the largest amount ever needed), and only a request that would
- * pass the target first unmaps free mapped granules of the requesting
- * stream's own spans, and raises the target only by what is still missing.
- * Spans given back to the heap are unmapped as they go, so the heap's free
- * ranges never hold memory. The peak of mapped bytes therefore follows
- * the peak of touched granules, while in steady state nothing is mapped or
- * unmapped at all. carve_empty_cache unmaps every free granule.
+ * blocks that touch it) and a mapped flag, and the arena counts the
+ * granules touched and their peak. An allocation maps the granules its
+ * block touches that are not mapped yet. Unmapping is lazy, to keep driver
+ * calls off the common path: mapped bytes may rise freely up to an
+ * allowance, the peak of touched granules plus 2% (carve_vmm_allowance),
+ * and only a request that would pass it first unmaps free mapped granules
+ * of the requesting stream's own spans, those let go longest ago first,
+ * and 2% more than it needs, so that the next requests map without
+ * unmapping; only when its own spans have too few, other streams' (after
+ * a device synchronization). The peak of mapped bytes therefore stays within about 2% of
+ * the peak of touched granules, while in a program that repeats its steps
+ * nothing is mapped or unmapped after the first (carve-replay --warm counts
+ * the calls). Two more things keep mappings in use: an allocation whose
+ * block would need maps at its front is placed further into the block where
+ * the granules are already mapped (carve_vmm_find_mapped), and spans given
+ * back to the heap are unmapped as they go, so the heap's free ranges never
+ * hold memory. carve_empty_cache unmaps every free granule. Driver calls
+ * are batched where the backend allows: a run of unmapped granules is
+ * mapped with one commit, and the unmapping a request does to make room
+ * happens inside a recycle window, in which the backend may map the
+ * physical memory it just unmapped again instead of creating new.
  *
  * Granules belong to exactly one span or free range, so their counts and
  * flags (one byte each: no word shared between pools) are written under the
@@ -42,8 +53,9 @@
 int carve_vmm_segment_init(carve_segment *s) {
     s->ngran = s->size / G;
     s->gref = calloc(s->ngran, sizeof(*s->gref));
+    s->gstamp = calloc(s->ngran, sizeof(*s->gstamp));
     s->gmapped = calloc(s->ngran, sizeof(*s->gmapped));
-    if (!s->gref || !s->gmapped) {
+    if (!s->gref || !s->gstamp || !s->gmapped) {
         carve_vmm_segment_free(s);
         return -1;
     }
@@ -52,9 +64,43 @@ int carve_vmm_segment_init(carve_segment *s) {
 
 void carve_vmm_segment_free(carve_segment *s) {
     free(s->gref);
+    free(s->gstamp);
     free(s->gmapped);
     s->gref = NULL;
+    s->gstamp = NULL;
     s->gmapped = NULL;
+}
+
+void carve_vmm_touched_add(carve_heap *h, size_t n) {
+    size_t t = __atomic_add_fetch(&h->touched, n, __ATOMIC_RELAXED);
+    size_t pk = __atomic_load_n(&h->touched_peak, __ATOMIC_RELAXED);
+    while (t > pk && !__atomic_compare_exchange_n(&h->touched_peak, &pk, t, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
+}
+
+size_t carve_vmm_allowance(const carve_arena *a) {
+    size_t pk = __atomic_load_n(&a->heap.touched_peak, __ATOMIC_RELAXED) * G;
+    size_t slack = pk / CARVE_VMM_SLACK_DIV;
+    size_t allow = pk + (slack > G ? slack : G);
+    return allow > a->heap.target ? allow : a->heap.target;
+}
+
+uintptr_t carve_vmm_find_mapped(const carve_segment *s, uintptr_t lo, uintptr_t hi, size_t size) {
+    uintptr_t x = carve_align_up(lo, G);
+    if (x >= hi || hi - x < size)
+        return 0;
+    size_t need = (size + G - 1) / G, run = 0;
+    for (size_t g = (x - s->base) / G, e = (hi - 1 - s->base) / G; g <= e; g++) {
+        if (!s->gmapped[g]) {
+            run = 0;
+            continue;
+        }
+        if (++run == need) {
+            uintptr_t at = s->base + (g + 1 - need) * G;
+            return at + size <= hi ? at : 0;
+        }
+    }
+    return 0;
 }
 
 size_t carve_vmm_unmapped(const carve_segment *s, uintptr_t addr, size_t size) {
@@ -105,12 +151,65 @@ int carve_vmm_unmap_span(carve_arena *a, carve_block *span) {
     return span->u.r.unmapped == span->size / G ? 0 : -1;
 }
 
+/* A free mapped granule that may be unmapped, and when it was let go. */
+typedef struct trim_cand {
+    uint32_t age;    /* clock - stamp: larger is longer unused (wraps safely) */
+    size_t g;
+    carve_block *span;
+} trim_cand;
+
+static int older_first(const void *x, const void *y) {
+    const trim_cand *a = x, *b = y;
+    return a->age > b->age ? -1 : a->age < b->age;
+}
+
+/* The free mapped granules of p's spans outside [keep_lo, keep_hi), into
+ * *out (allocated here). Returns how many, or -1 when host memory ran out. */
+static ptrdiff_t trim_candidates(carve_pool *p, uintptr_t keep_lo, uintptr_t keep_hi, trim_cand **out) {
+    size_t n = 0, cap = 0;
+    trim_cand *c = NULL;
+    for (carve_block *span = p->spans; span; span = span->fnext) {
+        carve_segment *s = span->u.r.seg;
+        for (size_t g = (span->addr - s->base) / G, e = (span->addr + span->size - 1 - s->base) / G; g <= e; g++) {
+            uintptr_t at = s->base + g * G;
+            if (!s->gmapped[g] || s->gref[g] || (at < keep_hi && at + G > keep_lo))
+                continue;
+            if (n == cap) {
+                cap = cap ? 2 * cap : 256;
+                trim_cand *nc = realloc(c, cap * sizeof(*c));
+                if (!nc) {
+                    free(c);
+                    return -1;
+                }
+                c = nc;
+            }
+            c[n++] = (trim_cand){p->vclock - s->gstamp[g], g, span};
+        }
+    }
+    *out = c;
+    return (ptrdiff_t)n;
+}
+
 size_t carve_vmm_trim_pool(carve_arena *a, carve_pool *p, size_t want, uintptr_t keep_lo, uintptr_t keep_hi) {
     size_t done = 0;
+    trim_cand *c = NULL;
+    ptrdiff_t n = want == SIZE_MAX ? -1 : trim_candidates(p, keep_lo, keep_hi, &c);
+    if (n >= 0) { /* longest unused first */
+        if (n > 1)
+            qsort(c, (size_t)n, sizeof(*c), older_first);
+        for (ptrdiff_t i = 0; i < n && done < want; i++)
+            if (unmap_one(a, c[i].span->u.r.seg, c[i].g)) {
+                done += G;
+                c[i].span->u.r.unmapped++;
+            }
+        free(c);
+        return done;
+    }
+    /* Everything, or no host memory to sort: in address order. */
     for (carve_block *span = p->spans; span && done < want; span = span->fnext) {
-        size_t n = 0;
-        done += trim_range(a, span->u.r.seg, span->addr, span->size, want - done, keep_lo, keep_hi, &n);
-        span->u.r.unmapped += n;
+        size_t k = 0;
+        done += trim_range(a, span->u.r.seg, span->addr, span->size, want - done, keep_lo, keep_hi, &k);
+        span->u.r.unmapped += k;
     }
     return done;
 }
@@ -129,6 +228,28 @@ static int settle(carve_arena *a, carve_pool *p) {
     return st == CARVE_OK ? 0 : -1;
 }
 
+/* Pool p's lock held, heap lock not: unmap up to want bytes of free
+ * granules of other streams' pools, once all work on the device is done.
+ * (Their streams may have been destroyed since their buffers were freed,
+ * so nothing is recorded on them: one device synchronization, like the
+ * one cudaFree makes, covers every stream. This happens only when the
+ * requesting stream's own pool cannot make room.) A pool whose lock is
+ * busy is passed over (waiting for it while holding p's could deadlock
+ * with its holder doing the same). */
+static void trim_others(carve_arena *a, carve_pool *p, size_t want) {
+    if (a->be.ops->device_sync(&a->be) != CARVE_OK)
+        return;
+    size_t done = 0;
+    for (carve_pool *q = CARVE_LOAD_ACQ(&a->pools); q && done < want; q = q->next_all) {
+        if (q == p || !carve_spin_trylock(&q->lock))
+            continue;
+        carve_mutex_lock(&a->heap.lock);
+        done += carve_vmm_trim_pool(a, q, want - done, 0, 0);
+        carve_mutex_unlock(&a->heap.lock);
+        carve_spin_unlock(&q->lock);
+    }
+}
+
 carve_status carve_vmm_map(carve_arena *a, carve_pool *p, carve_block *span, uintptr_t addr, size_t size) {
     carve_segment *s = span->u.r.seg;
     carve_heap *h = &a->heap;
@@ -137,39 +258,61 @@ carve_status carve_vmm_map(carve_arena *a, carve_pool *p, carve_block *span, uin
     if (need == 0)
         return CARVE_OK;
     carve_mutex_lock(&h->lock);
-    if (h->reserved + need > h->target) {
-        /* Stay under the target: unmap free granules of this stream first,
-         * once its earlier work is done (waited for with the heap lock
-         * dropped; the pool lock keeps the spans as they are). */
+    size_t allow = carve_vmm_allowance(a);
+    int recycle = 0;
+    if (h->reserved + need > allow) {
+        /* What is unmapped now is mostly mapped again below: let the
+         * backend keep its physical memory for that (closed at the end). */
+        if ((recycle = a->be.ops->recycle != NULL))
+            a->be.ops->recycle(&a->be, 1);
+        /* Stay within the allowance: unmap free granules of this stream
+         * first, once its earlier work is done (waited for with the heap
+         * lock dropped; the pool lock keeps the spans as they are), and a
+         * little more, so that the next requests need not. */
         carve_mutex_unlock(&h->lock);
         int settled = settle(a, p) == 0;
         carve_mutex_lock(&h->lock);
-        if (settled && h->reserved + need > h->target)
-            carve_vmm_trim_pool(a, p, h->reserved + need - h->target, addr, addr + size);
+        allow = carve_vmm_allowance(a);
+        size_t want = h->reserved + need - allow + allow / CARVE_VMM_HYSTERESIS_DIV;
+        size_t got = settled && h->reserved + need > allow ? carve_vmm_trim_pool(a, p, want, addr, addr + size) : want;
+        if (got < want && CARVE_LOAD(&a->multi)) {
+            carve_mutex_unlock(&h->lock);
+            trim_others(a, p, want - got);
+            carve_mutex_lock(&h->lock);
+        }
     }
     if (h->reserved + need > a->limit) {
         carve_note("mapping %s more would pass the limit of %s (%s mapped)", carve_format_bytes(b1, sizeof(b1), need),
                    carve_format_bytes(b2, sizeof(b2), a->limit), carve_format_bytes(b3, sizeof(b3), h->reserved));
+        if (recycle)
+            a->be.ops->recycle(&a->be, 0);
         carve_mutex_unlock(&h->lock);
         return CARVE_ERR_OOM;
     }
+    /* Map each run of unmapped granules with one backend call. */
     carve_status st = CARVE_OK;
-    for (size_t g = (addr - s->base) / G, e = (addr + size - 1 - s->base) / G; g <= e; g++) {
-        if (s->gmapped[g])
+    for (size_t g = (addr - s->base) / G, e = (addr + size - 1 - s->base) / G; g <= e;) {
+        if (s->gmapped[g]) {
+            g++;
             continue;
-        st = a->be.ops->commit(&a->be, s->base + g * G, G);
+        }
+        size_t r = g;
+        while (r <= e && !s->gmapped[r])
+            r++;
+        st = a->be.ops->commit(&a->be, s->base + g * G, (r - g) * G);
         if (st != CARVE_OK) {
             carve_note("the %s backend could not map %s: %s", carve_backend_str(a->be.kind),
-                       carve_format_bytes(b1, sizeof(b1), G), carve_backend_msg());
+                       carve_format_bytes(b1, sizeof(b1), (r - g) * G), carve_backend_msg());
             break;
         }
-        s->gmapped[g] = 1;
-        span->u.r.unmapped--;
-        h->nreserve++;
-        CARVE_STORE(&h->reserved, h->reserved + G);
+        memset(s->gmapped + g, 1, r - g);
+        span->u.r.unmapped -= r - g;
+        h->nreserve += r - g;
+        CARVE_STORE(&h->reserved, h->reserved + (r - g) * G);
+        g = r;
     }
-    if (h->reserved > h->target)
-        h->target = h->reserved;
+    if (recycle)
+        a->be.ops->recycle(&a->be, 0);
     if (h->reserved > h->reserved_peak)
         CARVE_STORE(&h->reserved_peak, h->reserved);
     carve_mutex_unlock(&h->lock);

@@ -544,6 +544,14 @@ void carve_ctx_stream_destroyed(carve_stream s) {
                 c->nb[k] = c->nb[--c->nnb];
                 break;
             }
+        /* A buffer in the quarantine may have been allocated on s, and
+         * carve_free records on a buffer's own stream: give back everything
+         * in the quarantine while s still exists (a wait, only when frees
+         * are pending; streams are seldom destroyed). */
+        if (c->arena && (c->cur.n || c->count) && close_epoch(c) == 0) {
+            poll_epochs(c, 1);
+            c->n.drains++;
+        }
         pthread_mutex_unlock(&c->lock);
     }
 }

@@ -29,25 +29,13 @@ static int bad_args(const carve_trace *t, const carve_config *cfg, const carve_r
 
 /* ---- the timed replay -------------------------------------------------- */
 
-carve_status carve_replay_run(const carve_trace *t, const carve_config *cfg, const carve_replay_streams *rs,
-                             void **slots, unsigned flags, carve_progress_fn progress, void *arg,
-                             carve_replay_result *res) {
-    if (!res)
-        return carve_fail(NULL, CARVE_ERR_INVALID, "carve_replay_run: res is NULL");
-    memset(res, 0, sizeof(*res));
-    if (bad_args(t, cfg, rs) || (t->nslots && !slots))
-        return carve_fail(NULL, CARVE_ERR_INVALID,
-                          "carve_replay_run: NULL argument, or fewer streams than the trace uses");
-    carve_arena *a;
-    carve_status st = carve_arena_create(cfg, &a);
-    if (st != CARVE_OK)
-        return st;
+/* One timed pass of t on arena a; counts add up in res. */
+static void replay_pass(carve_arena *a, const carve_trace *t, carve_stream const *streams, void **slots, int stop,
+                        carve_progress_fn progress, void *arg, carve_replay_result *res) {
     const carve_trace_event *ev = t->ev;
-    carve_stream const *streams = rs->s;
     uint64_t nooms = 0, nerrors = 0;
     size_t i = 0;
     double seconds = 0;
-    int stop = flags & CARVE_REPLAY_STOP_AT_OOM;
     while (i < t->n) {
         size_t end = t->n - i > CHUNK ? i + CHUNK : t->n;
         double t0 = now_s();
@@ -79,17 +67,100 @@ carve_status carve_replay_run(const carve_trace *t, const carve_config *cfg, con
         }
     }
     res->done = i;
-    res->seconds = seconds;
-    res->nooms = nooms;
-    res->nerrors = nerrors;
-    if (nerrors)
+    res->seconds += seconds;
+    res->nooms += nooms;
+    res->nerrors += nerrors;
+    if (nerrors && !res->error[0])
         snprintf(res->error, sizeof(res->error), "%s", carve_last_error(a));
+}
+
+/* Free what a pass left live (the trace's never-freed buffers), untimed.
+ * The timed loop leaves freed slots as they were, so which slots are live
+ * comes from the events themselves. */
+static void free_live(carve_arena *a, const carve_trace *t, void **slots, carve_replay_result *res) {
+    uint8_t *live = calloc(t->nslots ? t->nslots : 1, 1);
+    if (!live) { /* cannot tell: leave them (the arena's destruction takes them) */
+        res->nerrors++;
+        snprintf(res->error, sizeof(res->error), "host memory exhausted between warm passes");
+        return;
+    }
+    for (size_t i = 0; i < t->n; i++)
+        live[t->ev[i].slot] = t->ev[i].op == 'a';
+    for (size_t k = 0; k < t->nslots; k++) {
+        if (live[k] && slots[k])
+            res->nerrors += carve_free(a, slots[k]) != CARVE_OK;
+        slots[k] = NULL;
+    }
+    free(live);
+}
+
+static int cmp_seconds(const void *x, const void *y) {
+    double a = *(const double *)x, b = *(const double *)y;
+    return a < b ? -1 : a > b;
+}
+
+carve_status carve_replay_run_warm(const carve_trace *t, const carve_config *cfg, const carve_replay_streams *rs,
+                                  void **slots, unsigned flags, unsigned warm_passes, carve_progress_fn progress,
+                                  void *arg, carve_replay_result *res, carve_replay_warm *warm) {
+    if (!res)
+        return carve_fail(NULL, CARVE_ERR_INVALID, "carve_replay_run: res is NULL");
+    memset(res, 0, sizeof(*res));
+    if (warm)
+        memset(warm, 0, sizeof(*warm));
+    if (bad_args(t, cfg, rs) || (t->nslots && !slots) || (warm_passes && !warm))
+        return carve_fail(NULL, CARVE_ERR_INVALID,
+                          "carve_replay_run: NULL argument, or fewer streams than the trace uses");
+    double *secs = NULL;
+    if (warm_passes && !(secs = calloc(warm_passes, sizeof(double))))
+        return carve_fail(NULL, CARVE_ERR_OOM, "carve_replay_run: host memory exhausted");
+    carve_arena *a;
+    carve_status st = carve_arena_create(cfg, &a);
+    if (st != CARVE_OK) {
+        free(secs);
+        return st;
+    }
+    for (size_t k = 0; k < t->nslots; k++)
+        slots[k] = NULL;
+    int stop = flags & CARVE_REPLAY_STOP_AT_OOM;
+    replay_pass(a, t, rs->s, slots, stop, progress, arg, res);
     carve_get_stats(a, &res->stats);
     carve_config eff;
     if (carve_arena_get_config(a, &eff) == CARVE_OK)
         res->initial_bytes = eff.initial_bytes;
+    if (warm_passes) {
+        /* The cache stays: each pass starts from what the last one left. */
+        carve_replay_result w;
+        memset(&w, 0, sizeof(w));
+        free_live(a, t, slots, res);
+        carve_stats s0, s1;
+        carve_get_stats(a, &s0);
+        for (unsigned k = 0; k < warm_passes; k++) {
+            double before = w.seconds;
+            replay_pass(a, t, rs->s, slots, 0, progress, arg, &w);
+            secs[k] = w.seconds - before;
+            free_live(a, t, slots, &w);
+        }
+        carve_get_stats(a, &s1);
+        qsort(secs, warm_passes, sizeof(double), cmp_seconds);
+        warm->passes = warm_passes;
+        warm->seconds = warm_passes % 2 ? secs[warm_passes / 2] : (secs[warm_passes / 2 - 1] + secs[warm_passes / 2]) / 2;
+        warm->backend_allocs = s1.num_backend_allocs - s0.num_backend_allocs;
+        warm->backend_frees = s1.num_backend_frees - s0.num_backend_frees;
+        warm->reserved_peak_bytes = s1.reserved_bytes_peak;
+        warm->nooms = w.nooms;
+        res->nerrors += w.nerrors;
+        if (w.nerrors && !res->error[0])
+            snprintf(res->error, sizeof(res->error), "%s", w.error);
+    }
+    free(secs);
     carve_arena_destroy(a);
     return CARVE_OK;
+}
+
+carve_status carve_replay_run(const carve_trace *t, const carve_config *cfg, const carve_replay_streams *rs,
+                             void **slots, unsigned flags, carve_progress_fn progress, void *arg,
+                             carve_replay_result *res) {
+    return carve_replay_run_warm(t, cfg, rs, slots, flags, 0, progress, arg, res, NULL);
 }
 
 /* ---- the recording replay ---------------------------------------------- */

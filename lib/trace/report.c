@@ -61,6 +61,16 @@ static void write_json(FILE *out, const carve_replay_report *p) {
             (unsigned long long)s->num_backend_allocs, (unsigned long long)s->num_backend_frees,
             (unsigned long long)r->nooms, (unsigned long long)r->nerrors, s->reserved_bytes,
             (unsigned long long)s->num_live);
+    const carve_replay_warm *w = p->warm;
+    if (w && w->passes) {
+        fprintf(out, ", \"warm_passes\": %u, \"warm_ns_per_op\": %.3f, \"warm_backend_allocs_per_pass\": %.3f"
+                     ", \"warm_backend_frees_per_pass\": %.3f, \"warm_reserved_peak_bytes\": %llu, \"warm_num_ooms\": %llu",
+                w->passes, t->n ? w->seconds * 1e9 / (double)t->n : 0.0, (double)w->backend_allocs / w->passes,
+                (double)w->backend_frees / w->passes, (unsigned long long)w->reserved_peak_bytes,
+                (unsigned long long)w->nooms);
+        if (t->peak_requested)
+            fprintf(out, ", \"warm_footprint_ratio\": %.6f", (double)w->reserved_peak_bytes / (double)t->peak_requested);
+    }
     const carve_capacity_result *cap = p->capacity;
     if (cap) {
         fprintf(out, ", \"min_capacity_lower_bound_bytes\": %zu, \"min_capacity_probes\": %u", cap->lower_bound,
@@ -122,8 +132,23 @@ static void write_text(FILE *out, const carve_replay_report *p) {
     if (repeat > 1)
         fprintf(out, ", median of %u replays", repeat);
     fprintf(out, "; loaded in %.3f s)\n", p->load_seconds);
-    fprintf(out, "  backend calls    %llu segment reserves, %llu releases\n",
-            (unsigned long long)s->num_backend_allocs, (unsigned long long)s->num_backend_frees);
+    if (c->vmm)
+        fprintf(out, "  backend calls    %llu granule maps, %llu unmaps\n", (unsigned long long)s->num_backend_allocs,
+                (unsigned long long)s->num_backend_frees);
+    else
+        fprintf(out, "  backend calls    %llu segment reserves, %llu releases\n",
+                (unsigned long long)s->num_backend_allocs, (unsigned long long)s->num_backend_frees);
+    const carve_replay_warm *w = p->warm;
+    if (w && w->passes) {
+        fprintf(out, "  warm passes      %u on the same arena: %.1f ns/op (median), %.1f %s and %.1f %s per pass\n",
+                w->passes, t->n ? w->seconds * 1e9 / (double)t->n : 0.0, (double)w->backend_allocs / w->passes,
+                c->vmm ? "maps" : "reserves", (double)w->backend_frees / w->passes, c->vmm ? "unmaps" : "releases");
+        if (t->peak_requested)
+            fprintf(out, "                   reserved peak %s, %.4f x peak requested%s\n",
+                    bytes(b1, sizeof(b1), w->reserved_peak_bytes),
+                    (double)w->reserved_peak_bytes / (double)t->peak_requested,
+                    w->nooms ? " (some allocations ran out of memory)" : "");
+    }
     fprintf(out, "  OOMs             %llu\n", (unsigned long long)r->nooms);
     if (r->nerrors)
         fprintf(out, "  errors           %llu (allocations or frees that failed other than by OOM)\n",

@@ -212,11 +212,41 @@ def test_limits_and_backends(trace, tmp):
     check(rc == 1, "unwritable svg path: exit 1")
 
 
+def test_warm(tmp):
+    """--warm N: the trace again on the same arena; a program that repeats a
+    step maps nothing in a warm pass, and the keys are there."""
+    sizes = [3 << 20, 700 << 10, 9 << 20, (5 << 20) + 100, 64 << 10, 2 << 20, 13 << 20]
+    lines, n = [], 0
+    for step in range(6):
+        ids = []
+        for sz in sizes:
+            lines.append("a,%d,%d,0\n" % (n, sz))
+            ids.append(n)
+            n += 1
+        for i in range(len(ids)):
+            lines.append("f,%d\n" % ids[(3 * i) % len(ids)])
+    steps = write(tmp, "steps.csv", "".join(lines))
+    for conf in ([], ["--conf", "vmm=1"]):
+        j = run_json(["-q", "--warm", "2"] + conf + [steps])
+        check(j.get("warm_passes") == 2, "warm passes reported %s" % conf)
+        for key in ("warm_ns_per_op", "warm_backend_frees_per_pass", "warm_reserved_peak_bytes",
+                    "warm_num_ooms", "warm_footprint_ratio"):
+            check(key in j, "warm JSON has %s %s" % (key, conf))
+        check(j.get("warm_backend_allocs_per_pass") == 0,
+              "a repeated step maps nothing when warm %s: %s" %
+              (conf, j.get("warm_backend_allocs_per_pass")))
+        check(j.get("warm_num_ooms") == 0, "no OOM when warm %s" % conf)
+    j = run_json(["-q", steps])
+    check("warm_passes" not in j or j.get("warm_passes") == 0, "no warm passes unless asked")
+    rc, out, _ = run(["--warm", "1", "--conf", "vmm=1", steps])
+    check(rc == 0 and "warm" in out and "granule maps" in out, "text report of warm passes: " + out)
+
+
 def test_options(trace):
     rc, out, _ = run(["--help"])
     check(rc == 0, "--help exits 0")
     for opt in ("--backend", "--device", "--initial", "--limit", "--growth", "--min-grow",
-                "--conf", "--repeat", "--min-capacity", "--svg", "--svg-color", "--json",
+                "--conf", "--repeat", "--warm", "--min-capacity", "--svg", "--svg-color", "--json",
                 "--quiet", "--help", "--version"):
         check(opt in out, "--help documents " + opt)
     rc, out, _ = run(["--version"])
@@ -225,7 +255,8 @@ def test_options(trace):
         ["--bogus", trace], ["-z", trace], [], [trace, trace], ["--growth", "2", trace],
         ["--growth"], ["--limit", "12XB", trace], ["--initial", "lots", trace],
         ["--limit", "1GiB,backend=cuda", trace], ["--repeat", "0", trace],
-        ["--repeat", "-3", trace], ["--repeat", "x", trace], ["--backend", "nope", trace],
+        ["--repeat", "-3", trace], ["--repeat", "x", trace], ["--warm", "-1", trace],
+        ["--warm", "x", trace], ["--warm"], ["--backend", "nope", trace],
         ["--svg-color", "pink", trace], ["--svg"], ["--conf", "nokey=1", trace],
         ["--growth", "0", trace],  # growth off needs an initial block
     ]
@@ -252,6 +283,7 @@ def main():
         test_svg(trace, tmp)
         test_problem_trace(tmp)
         test_limits_and_backends(trace, tmp)
+        test_warm(tmp)
         test_options(trace)
     print("%d checks, %d failed" % (checks, failures))
     return 1 if failures else 0

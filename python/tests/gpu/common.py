@@ -22,7 +22,12 @@ PYROOT = os.path.dirname(os.path.dirname(HERE))
 if PYROOT not in sys.path:
     sys.path.insert(0, PYROOT)
 
-MODES = ("carve", "default", "expandable")
+# carve: the default mode; carve-vmm: virtual-memory mode (mode="vmm").
+MODES = ("carve", "carve-vmm", "default", "expandable")
+
+
+def is_carve(mode):
+    return mode.startswith("carve")
 
 
 def args(description, modes=MODES, **extra):
@@ -42,9 +47,9 @@ def torch_for(mode):
     else:
         os.environ.pop("PYTORCH_CUDA_ALLOC_CONF", None)
     import torch
-    if mode == "carve":
+    if is_carve(mode):
         import carve.torch
-        carve.torch.enable()
+        carve.torch.enable(mode="vmm" if mode == "carve-vmm" else None)
     torch.manual_seed(0)
     torch.backends.cudnn.benchmark = False
     torch.backends.cudnn.deterministic = True
@@ -54,7 +59,7 @@ def torch_for(mode):
 
 def reset_peaks(torch, mode):
     torch.cuda.synchronize()
-    if mode == "carve":
+    if is_carve(mode):
         import carve
         carve.reset_peak_memory_stats(0)
     else:
@@ -64,7 +69,7 @@ def reset_peaks(torch, mode):
 def peaks(torch, mode):
     """(peak allocated, peak reserved) bytes of device 0 by the allocator in use."""
     torch.cuda.synchronize()
-    if mode == "carve":
+    if is_carve(mode):
         import carve
         return carve.max_memory_allocated(0), carve.max_memory_reserved(0)
     return torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved()

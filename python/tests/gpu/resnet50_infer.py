@@ -21,17 +21,31 @@ gen = torch.Generator().manual_seed(3)
 batches = [int(b) for b in a.batches.split(",")]
 inputs = [torch.randn(bs, 3, 224, 224, generator=gen) for bs in batches]
 common.reset_peaks(torch, a.mode)
-sums = []
-t0 = common.now()
-with torch.no_grad():
-    for x in inputs:
-        y = model(x.cuda())
-        sums.append(float(y.double().sum()))
-torch.cuda.synchronize()
-seconds = common.now() - t0
+
+
+def one_pass():
+    """Every batch once; (output sums, seconds)."""
+    out = []
+    t0 = common.now()
+    with torch.no_grad():
+        for x in inputs:
+            y = model(x.cuda())
+            out.append(float(y.double().sum()))
+    torch.cuda.synchronize()
+    return out, common.now() - t0
+
+
+# The first pass finds every buffer size cold (the allocator reserves memory,
+# cuDNN picks kernels); a server runs warm, so the warm passes are the speed
+# that counts: the median of three.
+sums, cold_seconds = one_pass()
+warm = [one_pass() for _ in range(3)]
+seconds = sorted(w[1] for w in warm)[1]
+assert all(w[0] == sums for w in warm), "outputs changed between passes"
 peak_alloc, peak_res = common.peaks(torch, a.mode)
 common.write(a.out, {
-    "mode": a.mode, "batches": batches, "sums": sums, "seconds": seconds,
-    "images_per_s": sum(batches) / seconds, "peak_allocated_bytes": peak_alloc,
+    "mode": a.mode, "batches": batches, "sums": sums, "seconds": seconds, "cold_seconds": cold_seconds,
+    "images_per_s": sum(batches) / seconds, "cold_images_per_s": sum(batches) / cold_seconds,
+    "peak_allocated_bytes": peak_alloc,
     "peak_reserved_bytes": peak_res, "reserved_over_allocated": peak_res / peak_alloc if peak_alloc else None,
 })

@@ -15,7 +15,7 @@
 #   driver's, PyTorch's step time and peak memory against its own caching
 #   allocator, and a trace of the training run recorded through carve-run.
 #
-# usage: tests/dropin/gpu/run.sh BUILD_DIR OUT_DIR
+# usage: tests/dropin/gpu/run.sh BUILD_DIR OUT_DIR   (MEMCHECK_TIMEOUT: seconds for step 7, default 300)
 # Prints PASS/FAIL per check and a closing "N passed, N failed"; exits 1 on
 # a failure, 77 when there is no GPU.
 set -uo pipefail
@@ -70,7 +70,7 @@ n=$(json "$OUT/driver.json" 'sum(x["allocs"] for x in d["devices"])' 2>/dev/null
 [ "${n:-0}" -gt 0 ] && pass "driver API served by carve" "$n allocations" || fail "driver API served by carve" "$n"
 
 # ---- 7: compute-sanitizer over program 1 under carve-run -----------------------
-CARVE_RUN_QUIET=1 compute-sanitizer --tool memcheck --target-processes all --error-exitcode 1 \
+CARVE_RUN_QUIET=1 timeout "${MEMCHECK_TIMEOUT:-300}" compute-sanitizer --tool memcheck --target-processes all --error-exitcode 1 \
   "$RUN" -- "$OUT/bin/app_static" streams >"$OUT/memcheck.log" 2>&1 &&
   grep -q "ERROR SUMMARY: 0 errors" "$OUT/memcheck.log" &&
   pass "memcheck: static/streams under carve-run" "$(grep -m1 'ERROR SUMMARY' "$OUT/memcheck.log")" ||
