@@ -102,8 +102,8 @@ PYTORCH_NO_CUDA_MEMORY_CACHING=1 "$RUN" --trace "$OUT/torch_gpt2_nocache.csv.gz"
 "$REPLAY" -q "$OUT/torch_gpt2_nocache.csv.gz" >"$OUT/torch-trace-replay.txt" 2>&1 || true
 
 # ---- 5: CuPy ---------------------------------------------------------------------
-python3 "$HERE/cupy_ops.py" >"$OUT/cupy-plain.json" 2>&1
-"$RUN" --report="$OUT/cupy-report.json" -- python3 "$HERE/cupy_ops.py" >"$OUT/cupy-carve.json" 2>&1
+python3 "$HERE/cupy_ops.py" >"$OUT/cupy-plain.json" 2>"$OUT/cupy-plain.err"
+"$RUN" --report="$OUT/cupy-report.json" -- python3 "$HERE/cupy_ops.py" >"$OUT/cupy-carve.json" 2>"$OUT/cupy-carve.err"
 a=$(json "$OUT/cupy-plain.json" 'd["checksum"]' 2>/dev/null); b=$(json "$OUT/cupy-carve.json" 'd["checksum"]' 2>/dev/null)
 [ -n "$a" ] && [ "$a" = "$b" ] && pass "cupy: same results" "checksum $a" || fail "cupy: same results" "$a vs $b"
 
