@@ -34,7 +34,7 @@
 #define EPOCH_FREES 128
 #define EPOCH_BYTES ((size_t)32 << 20)
 #define MAX_EPOCHS 64   /* closed epochs in flight; past this, wait for the oldest */
-#define POLL_EVERY 32   /* allocations between looks at the oldest closed epoch */
+#define POLL_EVERY 32   /* allocations (and unordered frees) between looks at the oldest closed epoch */
 
 typedef struct epoch {
     uintptr_t *ptr;
@@ -490,7 +490,9 @@ int carve_ctx_free(carve_ctx *c, uintptr_t ptr, int ordered, carve_stream stream
     c->quarantined += size;
     if (cur->n >= EPOCH_FREES || cur->bytes >= EPOCH_BYTES)
         close_epoch(c);
-    if (c->count)
+    /* Looking at the oldest epoch's events is a driver call: once every
+     * POLL_EVERY frees, as allocations do. */
+    if (c->count && (__atomic_add_fetch(&c->tick, 1, __ATOMIC_RELAXED) % POLL_EVERY) == 0)
         poll_epochs(c, 0);
     pthread_mutex_unlock(&c->lock);
     return CUDA_SUCCESS;
