@@ -36,7 +36,7 @@ typedef struct model {
 } model;
 
 typedef struct tally {
-    unsigned long injected, failed_calls, verified, runs, runs_failed;
+    unsigned long injected, failed_calls, verified, runs, runs_reached, runs_failed;
 } tally;
 
 static void check_failure(carve_arena *a, carve_status st, int allow_oom) {
@@ -184,8 +184,14 @@ static void exhaustive(const char *mode, int nsteps, unsigned long stride) {
         memset(&m, 0, sizeof(m));
         scenario(a, &m, seed, nsteps, 0, &t);
         drain(a, &m, &t);
-        /* Call N was reached: in creation, in the steps or in the drain. */
-        t.runs_failed += failed_early || a->be.faults.failed > 0;
+        /* Call N was reached (in creation, in the steps or in the drain),
+         * and then it failed. Which calls a run makes depends a little on
+         * how fast the device finishes (an event that has completed is not
+         * waited for), so a run may make fewer calls than the counting run:
+         * such a run cannot fail call N, and is counted apart. */
+        int reached = failed_early || a->be.faults.calls >= at;
+        t.runs_reached += reached;
+        t.runs_failed += reached && (failed_early || a->be.faults.failed > 0);
         carve_backend_faults_off(&a->be);
         scenario(a, &m, seed + 7, nsteps, 1, &t); /* past the failure: nothing fails */
         drain(a, &m, &t);
@@ -193,16 +199,19 @@ static void exhaustive(const char *mode, int nsteps, unsigned long stride) {
         GPU_CHECK_BACK(&m0, "device memory after a run with an injected failure");
         t.runs++;
     }
-    printf("  %s: %lu backend calls in the scenario, %lu runs with call N failing (%lu reached it): %lu failures "
-           "injected during the steps, %lu calls answered with a failure, %lu buffer verifications\n",
-           mode, n, t.runs, t.runs_failed, t.injected, t.failed_calls, t.verified);
-    CHECK(t.runs_failed == t.runs && t.injected > 0 && t.failed_calls > 0);
+    printf("  %s: %lu backend calls in the scenario, %lu runs with call N failing (%lu reached it, %lu of those "
+           "failed): %lu failures injected during the steps, %lu calls answered with a failure, %lu buffer "
+           "verifications\n",
+           mode, n, t.runs, t.runs_reached, t.runs_failed, t.injected, t.failed_calls, t.verified);
+    /* every run that reached call N saw it fail; nearly every run reached it */
+    CHECK(t.runs_failed == t.runs_reached && t.runs_reached * 4 >= t.runs * 3 && t.injected > 0 &&
+          t.failed_calls > 0);
 }
 
 static void case_fault_each_call(void) { exhaustive("vmm=0", (int)gpu_scale(120, 40), gpu_quick() ? 5 : 1); }
 
 static void case_fault_each_call_vmm(void) {
-    exhaustive("vmm=1", (int)gpu_scale(60, 20), gpu_quick() ? 25 : 3);
+    exhaustive("vmm=1", (int)gpu_scale(60, 20), gpu_quick() ? 5 : 3);
 }
 
 /* Equal fractions with growth off give one block of the limit. */
