@@ -15,6 +15,20 @@ DIR/NAME.json (its provenance). Workloads:
                         different lengths, batch size varying per request
   torch_resnet50_train  torchvision ResNet-50 (random weights), SGD, bf16
                         autocast, batch size and image size varying per step
+  torch_cnn_infer       image classification serving: ResNet-50 in eval mode
+                        under inference_mode, fp16 autocast, uint8 images
+                        copied in and normalised on the GPU, top-5 copied
+                        out, batch size varying per request
+  torch_encoder_serving BERT-base encoder (transformers BertConfig(), random
+                        init) in fp16 under inference_mode: per request a
+                        random batch size and an unbucketed padded sequence
+                        length, attention mask, mean pooling
+  torch_vit_train       ViT-B/16 (timm vit_base_patch16_224, pretrained=False;
+                        torchvision vit_b_16 if timm is missing), AdamW, bf16
+                        autocast, batch size varying per step
+  torch_two_models      one process serving two models: the LLaMA-style
+                        decoder's token-by-token generation with ResNet-50
+                        inference requests served between its decode steps
 
 Recording: PyTorch's own allocator instrumentation,
 torch.cuda.memory._record_memory_history(context=None), which logs every call
@@ -35,7 +49,10 @@ trace equal PyTorch's active.all.current and requested_bytes.all.current
 requested_bytes.all.peak. Mismatches are reported, not hidden.
 
 Each workload runs in a process of its own, so that the caching allocator
-starts empty and max_memory_reserved is that workload's.
+starts empty and max_memory_reserved is that workload's. A workload whose
+Python packages (transformers, torchvision; timm is optional) cannot be
+imported is skipped with a message saying which, before anything is recorded
+or overwritten, and the run exits non-zero.
 """
 import argparse
 import datetime
@@ -50,7 +67,20 @@ import subprocess
 import sys
 import time
 
-WORKLOADS = ["torch_llm_train", "torch_llm_decode", "torch_resnet50_train"]
+# New workloads go at the end: a workload's seed is --seed plus its index here.
+WORKLOADS = ["torch_llm_train", "torch_llm_decode", "torch_resnet50_train", "torch_cnn_infer",
+             "torch_encoder_serving", "torch_vit_train", "torch_two_models"]
+
+# Python packages each workload imports; "a|b" is satisfied by either.
+REQUIRES = {
+    "torch_llm_train": ["transformers"],
+    "torch_llm_decode": ["transformers"],
+    "torch_resnet50_train": ["torchvision"],
+    "torch_cnn_infer": ["torchvision"],
+    "torch_encoder_serving": ["transformers"],
+    "torch_vit_train": ["timm|torchvision"],
+    "torch_two_models": ["transformers", "torchvision"],
+}
 
 
 # ---------------------------------------------------------------------------
@@ -241,12 +271,18 @@ def run_llm_train(torch, rec, rng, quick):
     return info, (model, opt)
 
 
-def run_llm_decode(torch, rec, rng, quick):
-    dev = torch.device("cuda")
+def llama_for_decoding(torch, dev):
+    """The small LLaMA in bf16 on dev, in eval mode, and its description."""
     model, info = llama_model(torch, LLAMA_SMALL)
     model.to(dtype=torch.bfloat16)
     model.to(dev)
     model.eval()
+    return model, info
+
+
+def run_llm_decode(torch, rec, rng, quick):
+    dev = torch.device("cuda")
+    model, info = llama_for_decoding(torch, dev)
     batches = [1, 2, 4, 8, 16, 32, 64]
     rounds = 3 if quick else 40
     schedule = []
@@ -321,10 +357,256 @@ def run_resnet50_train(torch, rec, rng, quick):
     return info, (model, opt)
 
 
+# Image-classification serving, shared by torch_cnn_infer and torch_two_models:
+# decoded images arrive as uint8 HWC in pinned host memory (the pinned pool
+# belongs to PyTorch's host allocator, not to the trace), are copied to the
+# GPU, converted and normalised there, classified under autocast, and the
+# top-5 goes back to the host (which synchronises, as a reply would).
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+
+def image_inputs(torch, dev, max_batch, res, dtype):
+    host = torch.randint(0, 256, (max_batch, res, res, 3), dtype=torch.uint8).pin_memory()
+    mean = torch.tensor(IMAGENET_MEAN, device=dev, dtype=dtype).view(1, 3, 1, 1)
+    std = torch.tensor(IMAGENET_STD, device=dev, dtype=dtype).view(1, 3, 1, 1)
+    return host, mean, std
+
+
+def cnn_request(torch, model, host, mean, std, b, dtype):
+    x = host[:b].to("cuda", non_blocking=True)  # uint8 NHWC
+    x = x.permute(0, 3, 1, 2).to(dtype)  # NCHW view of NHWC memory: channels_last
+    x.div_(255).sub_(mean).div_(std)
+    with torch.autocast("cuda", dtype=dtype):
+        logits = model(x)
+    del x
+    top = logits.float().softmax(-1).topk(5, dim=-1)
+    del logits
+    return top.values.cpu(), top.indices.cpu()
+
+
+def run_cnn_infer(torch, rec, rng, quick):
+    import torchvision
+
+    dev = torch.device("cuda")
+    model = torchvision.models.resnet50(weights=None)
+    model.to(dev, memory_format=torch.channels_last)
+    model.eval()
+    dtype = torch.float16
+    batches = [1, 4, 8, 16, 32, 64]
+    res = 224
+    requests = 10 if quick else 600
+    host, mean, std = image_inputs(torch, dev, max(batches), res, dtype)
+    schedule = []
+    with torch.inference_mode():
+        for _ in range(requests):
+            b = rng.choice(batches)
+            cnn_request(torch, model, host, mean, std, b, dtype)
+            schedule.append(b)
+            rec.flush()
+            if rec.over_budget():
+                break
+    torch.cuda.synchronize()
+    info = {"torchvision": torchvision.__version__, "model": "resnet50(weights=None), eval",
+            "params": sum(p.numel() for p in model.parameters()),
+            "precision": "fp32 weights, fp16 autocast, torch.inference_mode",
+            "memory_format": "channels_last", "cudnn_benchmark": torch.backends.cudnn.benchmark,
+            "request": ("uint8 NHWC batch from pinned host memory -> GPU, to fp16, normalised in "
+                        "place, forward, softmax + top-5 copied back"),
+            "image_size": res, "batch_choices": batches, "requests_planned": requests,
+            "requests_run": len(schedule), "schedule_batch": schedule}
+    return info, (model,)
+
+
+def run_encoder_serving(torch, rec, rng, quick):
+    import transformers
+    from transformers import AutoModel, BertConfig
+
+    dev = torch.device("cuda")
+    cfg = BertConfig()  # BERT-base: 12 layers, hidden 768, 12 heads, vocabulary 30522
+    try:
+        model = AutoModel.from_config(cfg, attn_implementation="sdpa")
+    except (TypeError, ValueError):
+        model = AutoModel.from_config(cfg)
+    model.to(dtype=torch.float16)
+    model.to(dev)
+    model.eval()
+    vocab = cfg.vocab_size
+    batch_range = [1, 32]
+    seq_range = [16, 512]
+    requests = 10 if quick else 700
+    schedule = []
+    with torch.inference_mode():
+        for _ in range(requests):
+            b = rng.randint(*batch_range)
+            s = rng.randint(*seq_range)  # padded to the longest sequence, no bucketing
+            lens = [s] + [rng.randint(1, s) for _ in range(b - 1)]
+            rng.shuffle(lens)
+            # What a tokenizer hands over: int64 ids, mask and token types on the host.
+            mask = (torch.arange(s)[None, :] < torch.tensor(lens)[:, None]).long()
+            ids = torch.randint(1000, vocab, (b, s)).masked_fill_(mask == 0, 0)
+            ids[:, 0] = 101  # [CLS]
+            types = torch.zeros_like(ids)
+            ids, mask, types = ids.to(dev), mask.to(dev), types.to(dev)
+            out = model(input_ids=ids, attention_mask=mask, token_type_ids=types)
+            h = out.last_hidden_state
+            del out
+            m = mask.unsqueeze(-1).to(h.dtype)
+            emb = (h * m).sum(1) / m.sum(1).clamp(min=1)  # mean pooling over real tokens
+            emb = torch.nn.functional.normalize(emb.float(), dim=-1).cpu()
+            del h, m, ids, mask, types, emb
+            schedule.append([b, s])
+            rec.flush()
+            if rec.over_budget():
+                break
+    torch.cuda.synchronize()
+    info = {"transformers": transformers.__version__, "model": "BertModel(BertConfig()), eval",
+            "attn_implementation": getattr(model.config, "_attn_implementation", None),
+            "params": sum(p.numel() for p in model.parameters()),
+            "precision": "fp16 weights, torch.inference_mode",
+            "request": ("ids, attention mask, token types built on the host and copied in, "
+                        "forward, masked mean pooling, L2-normalised fp32 embeddings copied back"),
+            "batch_range": batch_range, "seq_range": seq_range,
+            "padding": "right, to the longest sequence of the request (one has the full length, "
+                       "the others 1..s)",
+            "requests_planned": requests, "requests_run": len(schedule),
+            "schedule_batch_seq": schedule}
+    return info, (model,)
+
+
+def run_vit_train(torch, rec, rng, quick):
+    dev = torch.device("cuda")
+    try:
+        import timm
+
+        model = timm.create_model("vit_base_patch16_224", pretrained=False)
+        src = {"timm": timm.__version__,
+               "model": "timm.create_model('vit_base_patch16_224', pretrained=False)"}
+    except Exception as e:  # timm missing or broken: torchvision's ViT-B/16
+        import torchvision
+
+        print(f"record_torch: torch_vit_train: timm not usable ({type(e).__name__}: {e}); "
+              "using torchvision vit_b_16(weights=None)", flush=True)
+        model = torchvision.models.vit_b_16(weights=None)
+        src = {"torchvision": torchvision.__version__, "model": "torchvision vit_b_16(weights=None)",
+               "timm_error": f"{type(e).__name__}: {e}"}
+    model.to(dev)
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.05)
+    loss_fn = torch.nn.CrossEntropyLoss(label_smoothing=0.1)
+    batches = [32, 40, 48, 56, 64]
+    res = 224
+    steps = 6 if quick else 120
+    schedule = []
+    for _ in range(steps):
+        b = rng.choice(batches)
+        x = torch.randn(b, 3, res, res, device=dev)
+        y = torch.randint(0, 1000, (b,), device=dev)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = loss_fn(model(x), y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        del loss, x, y
+        schedule.append(b)
+        rec.flush()
+        if rec.over_budget():
+            break
+    torch.cuda.synchronize()
+    info = dict(src)
+    info.update({"params": sum(p.numel() for p in model.parameters()),
+                 "optimizer": "AdamW (foreach), weight decay 0.05",
+                 "loss": "cross entropy, label smoothing 0.1", "grad_clip": 1.0,
+                 "precision": "fp32 weights, bf16 autocast", "image_size": res,
+                 "batch_choices": batches, "steps_planned": steps, "steps_run": len(schedule),
+                 "schedule_batch": schedule})
+    return info, (model, opt)
+
+
+def run_two_models(torch, rec, rng, quick):
+    import torchvision
+
+    dev = torch.device("cuda")
+    llm, info = llama_for_decoding(torch, dev)
+    cnn = torchvision.models.resnet50(weights=None)
+    cnn.to(dev, memory_format=torch.channels_last)
+    cnn.eval()
+    cnn_dtype = torch.float16
+    llm_batches = [1, 2, 4, 8, 16]
+    prompt_range = [16, 512]
+    new_range = [8, 16] if quick else [16, 64]
+    cnn_batches = [1, 4, 8, 16, 32]
+    res = 224
+    p_cnn = 0.3  # chance that an image request is served before a decode step
+    idle_cnn = [0, 2]  # image requests served between two generations
+    llm_requests = 2 if quick else 8
+    host, mean, std = image_inputs(torch, dev, max(cnn_batches), res, cnn_dtype)
+    schedule = []  # ["llm", batch, prompt, new] | ["cnn", batch, decode step or -1]
+    n_llm = n_cnn = 0
+    keep = {"logits_to_keep": 1}
+
+    def image(at):
+        nonlocal n_cnn
+        b2 = rng.choice(cnn_batches)
+        cnn_request(torch, cnn, host, mean, std, b2, cnn_dtype)
+        schedule.append(["cnn", b2, at])
+        n_cnn += 1
+
+    with torch.inference_mode():
+        for _ in range(llm_requests):
+            for _ in range(rng.randint(*idle_cnn)):
+                image(-1)
+            b = rng.choice(llm_batches)
+            prompt = rng.randint(*prompt_range)
+            new = rng.randint(*new_range)
+            schedule.append(["llm", b, prompt, new])
+            ids = torch.randint(0, LLAMA_SMALL["vocab_size"], (b, prompt), device=dev)
+            try:
+                out = llm(input_ids=ids, use_cache=True, **keep)
+            except TypeError:  # a release without logits_to_keep
+                keep = {}
+                out = llm(input_ids=ids, use_cache=True)
+            past = out.past_key_values
+            nxt = out.logits[:, -1:].argmax(-1)
+            del out, ids
+            for t in range(new):
+                if rng.random() < p_cnn:  # the KV cache stays live meanwhile
+                    image(t)
+                out = llm(input_ids=nxt, past_key_values=past, use_cache=True, **keep)
+                past = out.past_key_values
+                nxt = out.logits[:, -1:].argmax(-1)
+                del out
+            del past, nxt
+            n_llm += 1
+            rec.flush()
+            if rec.over_budget():
+                break
+    torch.cuda.synchronize()
+    info.update({"llm": "LLaMA-style decoder of torch_llm_decode (LLAMA_SMALL), bf16 weights, "
+                        "greedy, DynamicCache",
+                 "cnn": "torchvision resnet50(weights=None), eval, channels_last, fp32 weights, "
+                        "fp16 autocast, requests as in torch_cnn_infer",
+                 "torchvision": torchvision.__version__,
+                 "cnn_params": sum(p.numel() for p in cnn.parameters()),
+                 "logits_to_keep": bool(keep), "llm_batch_choices": llm_batches,
+                 "prompt_range": prompt_range, "new_tokens_range": new_range,
+                 "cnn_batch_choices": cnn_batches, "image_size": res,
+                 "cnn_probability_per_decode_step": p_cnn,
+                 "cnn_requests_between_generations": idle_cnn,
+                 "llm_requests_planned": llm_requests, "llm_requests_run": n_llm,
+                 "cnn_requests_run": n_cnn, "schedule_llm_cnn": schedule})
+    return info, (llm, cnn)
+
+
 RUNNERS = {
     "torch_llm_train": run_llm_train,
     "torch_llm_decode": run_llm_decode,
     "torch_resnet50_train": run_resnet50_train,
+    "torch_cnn_infer": run_cnn_infer,
+    "torch_encoder_serving": run_encoder_serving,
+    "torch_vit_train": run_vit_train,
+    "torch_two_models": run_two_models,
 }
 
 
@@ -339,12 +621,40 @@ def sha256(path):
     return h.hexdigest()
 
 
+def missing_packages(name):
+    """The REQUIRES entries of NAME that cannot be imported, with the reason."""
+    import importlib
+
+    missing = []
+    for need in REQUIRES.get(name, []):
+        mods = need.split("|")
+        why = []
+        for mod in mods:
+            try:
+                importlib.import_module(mod)
+                break
+            except Exception as e:  # ImportError, or a package broken against this torch
+                why.append((f"{mod}: " if len(mods) > 1 else "") + f"{type(e).__name__}: {e}")
+        else:
+            missing.append(" or ".join(mods) + " (" + "; ".join(why) + ")")
+    return missing
+
+
+SKIPPED = 4  # worker exit status: a package the workload needs is missing
+
+
 def worker(name, args):
     import torch
 
     if not torch.cuda.is_available():
         print("record_torch: no CUDA device", file=sys.stderr)
         return 1
+    missing = missing_packages(name)
+    if missing:  # before anything in --out is removed or overwritten
+        msg = (f"record_torch: {name} skipped, nothing recorded: it needs the Python package(s) "
+               f"{', '.join(missing)}; install them, or leave {name} out of --workloads")
+        print(msg, flush=True)
+        return SKIPPED
     torch.cuda.init()
     dev_index = args.device
     torch.cuda.set_device(dev_index)
@@ -454,7 +764,7 @@ def worker(name, args):
         "torch": torch.__version__,
         "torch_cuda": torch.version.cuda,
         "cudnn": torch.backends.cudnn.version(),
-        "packages": {p: version(p) for p in ("torch", "torchvision", "transformers")},
+        "packages": {p: version(p) for p in ("torch", "torchvision", "transformers", "timm")},
         "device": props.name,
         "device_total_bytes": props.total_memory,
         "seed": seed,
@@ -531,6 +841,7 @@ def main():
         ap.error(f"unknown workload(s) {bad}; choose from {WORKLOADS}")
     rc = 0
     done = []
+    skipped = []
     t0 = time.monotonic()
     for name in names:
         print(f"record_torch: {name} ...", flush=True)
@@ -541,7 +852,10 @@ def main():
         if args.quick:
             cmd.append("--quick")
         r = subprocess.run(cmd)
-        if r.returncode != 0:
+        if r.returncode == SKIPPED:
+            skipped.append(name)
+            rc = 1
+        elif r.returncode != 0:
             print(f"record_torch: {name} exited with {r.returncode}", file=sys.stderr)
             rc = 1
         meta = os.path.join(args.out, name + ".json")
@@ -553,6 +867,9 @@ def main():
           f"({time.monotonic() - t0:.0f} s)")
     for m in done:
         print(summary_line(m))
+    if skipped:
+        print(f"record_torch: skipped for missing Python packages (see above): "
+              f"{', '.join(skipped)}")
     return rc
 
 
