@@ -458,9 +458,11 @@ static int waiting(carve_ctx *c, uintptr_t ptr) {
 int carve_ctx_free(carve_ctx *c, uintptr_t ptr, int ordered, carve_stream stream) {
     size_t size = 0;
     carve_stream own = NULL;
-    if (carve_buffer_info(c->arena, (void *)ptr, &size, &own) != CARVE_OK || waiting(c, ptr))
-        return CUDA_ERROR_INVALID_VALUE; /* not a live buffer, or freed already */
+    if (carve_buffer_info(c->arena, (void *)ptr, &size, &own) != CARVE_OK)
+        return CUDA_ERROR_INVALID_VALUE; /* not a live buffer */
     if (ordered) {
+        if (waiting(c, ptr))
+            return CUDA_ERROR_INVALID_VALUE; /* freed already, waiting in the quarantine */
         __atomic_add_fetch(&c->n.async_frees, 1, __ATOMIC_RELAXED);
         if (stream != own && carve_record_stream(c->arena, (void *)ptr, stream) != CARVE_OK)
             ordered = 0; /* no memory for the record: fall back to the quarantine */
@@ -470,7 +472,7 @@ int carve_ctx_free(carve_ctx *c, uintptr_t ptr, int ordered, carve_stream stream
     __atomic_add_fetch(&c->n.frees, 1, __ATOMIC_RELAXED);
     pthread_mutex_lock(&c->lock);
     epoch *cur = &c->cur;
-    if (qset_has(&c->waiting, ptr)) { /* a second free raced with the first */
+    if (qset_has(&c->waiting, ptr)) { /* freed already (or a second free raced with the first) */
         pthread_mutex_unlock(&c->lock);
         return CUDA_ERROR_INVALID_VALUE;
     }

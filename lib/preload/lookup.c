@@ -125,15 +125,58 @@ static void swap_in(void **pfn, const char *symbol, int version, cuuint64_t flag
 
 /* ---- dlsym ---------------------------------------------------------------- */
 
-void *dlsym(void *handle, const char *name) {
+/* Every lookup but RTLD_NEXT: the real answer, or the interposer's function
+ * where it replaces the driver's. */
+void *carve_dlsym_lookup(void *handle, const char *name) CARVE_INTERNAL;
+void *carve_dlsym_lookup(void *handle, const char *name) {
     void *fn = carve_real_dlsym(handle, name);
-    if (!fn || !name || carve_real_busy())
+    /* Only driver functions are ever replaced, and they all begin with
+     * "cu". Any other name is answered before anything else happens here:
+     * tools preloaded in front of this library (compute-sanitizer's
+     * injection libraries) look up dlopen and friends through this dlsym
+     * while they initialize, and must not be made to re-enter themselves
+     * through the driver lookup below. */
+    if (!fn || !name || name[0] != 'c' || name[1] != 'u' || carve_real_busy())
         return fn;
     void *ours = by_exact_name(name);
     if (!ours)
         ours = by_address(fn);
     return ours ? ours : fn;
 }
+
+/* dlsym(RTLD_NEXT, name) means "the next definition after the object that
+ * called dlsym", and libc tells the caller by its return address. Called
+ * through a C function here, libc would count from this library instead: a
+ * tool preloaded behind it that looks up its own wrapped function (dlopen,
+ * say) with RTLD_NEXT would be handed itself. So on x86-64 dlsym is a
+ * three-instruction entry: RTLD_NEXT jumps to libc's dlsym with the
+ * caller's return address still in place (the next definition is the
+ * caller's business, never replaced), everything else goes to
+ * carve_dlsym_lookup. Elsewhere, a C dlsym that answers RTLD_NEXT from here. */
+void *carve_dlsym_libc(void) CARVE_INTERNAL;
+void *carve_dlsym_libc(void) { return carve_real_dlsym_fn(); }
+#if defined(__x86_64__) && defined(__ELF__)
+__asm__(".text\n"
+        ".globl dlsym\n"
+        ".type dlsym, @function\n"
+        "dlsym:\n"
+        "    cmpq $-1, %rdi\n" /* RTLD_NEXT is ((void *)-1) */
+        "    jne carve_dlsym_lookup\n"
+        "    pushq %rdi\n"
+        "    pushq %rsi\n"
+        "    subq $8, %rsp\n"
+        "    call carve_dlsym_libc\n"
+        "    addq $8, %rsp\n"
+        "    popq %rsi\n"
+        "    popq %rdi\n"
+        "    testq %rax, %rax\n"
+        "    jz 1f\n"
+        "    jmp *%rax\n"
+        "1:  ret\n"
+        ".size dlsym, .-dlsym\n");
+#else
+void *dlsym(void *handle, const char *name) { return carve_dlsym_lookup(handle, name); }
+#endif
 
 /* ---- cuGetProcAddress ------------------------------------------------------ */
 

@@ -35,6 +35,8 @@ int carve_real_init(void) CARVE_INTERNAL;
 int carve_real_busy(void) CARVE_INTERNAL;
 /* libc's own dlsym (ours shadows it). */
 void *carve_real_dlsym(void *handle, const char *name) CARVE_INTERNAL;
+/* libc's dlsym itself, as a data pointer (NULL if it cannot be found). */
+void *carve_real_dlsym_fn(void) CARVE_INTERNAL;
 /* The driver's exported function of that exact name; NULL if absent. */
 void *carve_real_driver(const char *name) CARVE_INTERNAL;
 /* Store a function found by name into *slot, a function pointer of any type

@@ -63,6 +63,14 @@ int carve_real_init(void) {
     return driver_ok ? 0 : -1;
 }
 
+void *carve_real_dlsym_fn(void) {
+    if (!real_dlsym)
+        find_dlsym();
+    void *p;
+    memcpy(&p, &real_dlsym, sizeof(p));
+    return p;
+}
+
 void *carve_real_dlsym(void *handle, const char *name) {
     if (!real_dlsym)
         find_dlsym(); /* dlsym may be called before anything else, from a constructor */

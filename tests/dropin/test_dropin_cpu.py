@@ -103,6 +103,17 @@ def main():
     check(rc == 0 and number_before(ok_line(out, "lookup") or "0 0 reached", "reached") == 200,
           "the same lookups without carve-run reach the driver")
 
+    # A tool preloaded beside the interposer that wraps dlopen and looks it
+    # up through dlsym (compute-sanitizer puts its own in front): no
+    # re-entry, whichever comes first.
+    tool = os.path.join(MOCK, "libdropin_tool.so")
+    interposer = env.get("LD_PRELOAD", "")
+    for order, preload in (("in front of", tool + ":" + interposer), ("behind", interposer + ":" + tool)):
+        rc, out, err = run([app, "basic"], {"LD_PRELOAD": preload})
+        line = ok_line(out, "basic")
+        check(rc == 0 and line and number_before(line, "reached") < 100 and "FAIL tool" not in err,
+              f"a dlopen-wrapping tool preloaded {order} the interposer: {out}{err}")
+
     rc, out, err = run([run_tool, "--", app, "foreign"])
     line = ok_line(out, "foreign")
     check(rc == 0 and line and number_before(line, "frees") == 0,

@@ -7,11 +7,17 @@
  * 32-bit value of its own with cuMemsetD32Async on a non-blocking stream,
  * and read back whole before it is freed. Prints "OK driver ..." or
  * "FAIL ..." and exits non-zero.
+ *
+ * "app_driver bench" times cuMemAlloc+cuMemFree and cuMemAllocAsync+
+ * cuMemFreeAsync pairs of one size (warm-up, 21 repetitions, the median):
+ * the interposer's cost with no CUDA runtime layer in between.
  */
 #include <cuda.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 static int failures;
 #define CU(x)                                                                    \
@@ -25,7 +31,46 @@ static int failures;
         }                                                                        \
     } while (0)
 
-int main(void) {
+static double now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
+static int cmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void bench(CUstream s) {
+    const size_t sizes[] = {4096, 1 << 20, 64 << 20};
+    for (int k = 0; k < 3; k++)
+        for (int async_ = 0; async_ < 2; async_++) {
+            enum { ITERS = 2000, REPS = 21 };
+            double t[REPS];
+            CUdeviceptr p;
+            for (int w = 0; w < 200; w++) {
+                CU(async_ ? cuMemAllocAsync(&p, sizes[k], s) : cuMemAlloc(&p, sizes[k]));
+                CU(async_ ? cuMemFreeAsync(p, s) : cuMemFree(p));
+            }
+            for (int r = 0; r < REPS; r++) {
+                double t0 = now_ns();
+                for (int i = 0; i < ITERS; i++) {
+                    CUresult e1 = async_ ? cuMemAllocAsync(&p, sizes[k], s) : cuMemAlloc(&p, sizes[k]);
+                    CUresult e2 = async_ ? cuMemFreeAsync(p, s) : cuMemFree(p);
+                    failures += e1 != CUDA_SUCCESS || e2 != CUDA_SUCCESS;
+                }
+                t[r] = (now_ns() - t0) / ITERS;
+            }
+            qsort(t, REPS, sizeof(double), cmp);
+            printf("bench %s %zu B: %.1f ns per pair (median of %d x %d)\n",
+                   async_ ? "cuMemAllocAsync+cuMemFreeAsync" : "cuMemAlloc+cuMemFree", sizes[k], t[REPS / 2], REPS,
+                   ITERS);
+        }
+    CU(cuStreamSynchronize(s));
+}
+
+int main(int argc, char **argv) {
     CUdevice dev;
     CUcontext ctx;
     CU(cuInit(0));
@@ -37,6 +82,13 @@ int main(void) {
 #endif
     CUstream s;
     CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    if (argc > 1 && strcmp(argv[1], "bench") == 0) {
+        bench(s);
+        CU(cuStreamDestroy(s));
+        CU(cuCtxDestroy(ctx));
+        printf("%s bench\n", failures ? "FAILED" : "OK");
+        return failures ? 1 : 0;
+    }
     enum { N = 32 };
     CUdeviceptr p[N] = {0};
     size_t words[N];

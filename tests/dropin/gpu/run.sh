@@ -81,6 +81,11 @@ CARVE_RUN_QUIET=1 timeout "${MEMCHECK_TIMEOUT:-300}" compute-sanitizer --tool me
 "$RUN" -- "$OUT/bin/app_static" bench >"$OUT/bench-carve.log" 2>&1
 grep -q "^OK" "$OUT/bench-carve.log" && pass "bench pairs" "$(grep -m1 '4096 B' "$OUT/bench-carve.log")" ||
   fail "bench pairs" "see $OUT/bench-carve.log"
+# the same pairs through the driver API, with no runtime layer in between
+"$OUT/bin/app_driver" bench >"$OUT/bench-driver-plain.log" 2>&1
+"$RUN" -- "$OUT/bin/app_driver" bench >"$OUT/bench-driver-carve.log" 2>&1
+grep -q "^OK" "$OUT/bench-driver-carve.log" && pass "bench pairs, driver API" "$(grep -m1 '4096 B' "$OUT/bench-driver-carve.log")" ||
+  fail "bench pairs, driver API" "see $OUT/bench-driver-carve.log"
 
 # ---- 4: PyTorch ------------------------------------------------------------------
 T="python3 $HERE/torch_train.py --model gpt2 --steps 30 --batch 8 --seq 512"
