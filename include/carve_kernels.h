@@ -1,7 +1,8 @@
 /*
  * carve_kernels.h — device kernels that work on carved buffers.
  *
- * Matrix product and sum reduction in fp32, launched on a stream, reading and
+ * Matrix products (fp32, and bf16/fp16 on tensor cores with fp32
+ * accumulation) and sum reduction in fp32, launched on a stream, reading and
  * writing device memory (buffers from a CUDA arena, or any device pointer).
  * Every function validates its arguments and returns a status instead of
  * launching with bad ones. No CUDA headers are needed to use this header.
@@ -53,6 +54,52 @@ CARVE_API carve_status carve_gemm_f32(carve_stream s, int m, int n, int k, float
  */
 CARVE_API carve_status carve_reduce_sum_f32(carve_arena *arena, carve_stream s,
                                             const float *x, size_t n, float *out);
+
+/* ---- tensor-core GEMM (bf16 / fp16 inputs, fp32 accumulation) ----------- */
+
+/* Element types of carve_gemm's matrices. */
+typedef enum carve_dtype {
+    CARVE_DTYPE_F32 = 0,  /* IEEE binary32 */
+    CARVE_DTYPE_F16 = 1,  /* IEEE binary16 */
+    CARVE_DTYPE_BF16 = 2  /* bfloat16 */
+} carve_dtype;
+
+/* Storage order of all three matrices of one carve_gemm call. */
+typedef enum carve_order { CARVE_ROW_MAJOR = 0, CARVE_COL_MAJOR = 1 } carve_order;
+
+/* Whether an input is used as stored or transposed. */
+typedef enum carve_transpose { CARVE_NO_TRANS = 0, CARVE_TRANS = 1 } carve_transpose;
+
+/*
+ * C = alpha * op(A) * op(B) + beta * C on tensor cores, as BLAS gemm: op(A)
+ * is m x k, op(B) k x n, C m x n; all three stored in `order` with leading
+ * dimensions lda, ldb, ldc in elements (row-major: the row stride, at least
+ * the stored matrix's column count; column-major: the column stride, at
+ * least its row count). A and B are ab_type (CARVE_DTYPE_F16 or
+ * CARVE_DTYPE_BF16); products are accumulated in fp32; C is c_type, either
+ * ab_type (rounded to nearest even) or CARVE_DTYPE_F32. With beta == 0, C is
+ * not read (it may hold NaN). Elements of C outside the m x n box (the
+ * padding up to ldc) are never touched.
+ *
+ * arena: a CUDA arena for workspace, or NULL; the current kernels need none
+ * (docs/kernels.md), so it is only checked. On Hopper (compute capability
+ * 9.0) the work runs as warpgroup MMA fed by TMA when A and B are 16-byte
+ * aligned and lda, ldb are multiples of 8; otherwise, and on sm_80 and
+ * later, as mma.sync. The environment variable CARVE_GEMM_PATH=wgmma|mma|auto
+ * forces a path (for tests; wgmma still falls back when its alignment rules
+ * do not hold).
+ *
+ * Returns CARVE_OK; CARVE_ERR_INVALID for m, n or k <= 0, leading
+ * dimensions below the minimum, unknown order, transpose or type values,
+ * a c_type other than ab_type or f32, a non-CUDA arena, NULL or non-device
+ * pointers, C overlapping A or B; CARVE_ERR_NO_DEVICE when no CUDA device
+ * (or one older than sm_80) is present; CARVE_ERR_BACKEND if the launch
+ * fails (carve_last_error(NULL) names the CUDA error).
+ */
+CARVE_API carve_status carve_gemm(carve_arena *arena, carve_stream s, carve_order order, carve_transpose transa,
+                                  carve_transpose transb, int m, int n, int k, float alpha, const void *A, int lda,
+                                  const void *B, int ldb, float beta, void *C, int ldc, carve_dtype ab_type,
+                                  carve_dtype c_type);
 
 #ifdef __cplusplus
 }

@@ -1,7 +1,7 @@
 #!/bin/sh
 # run.sh [BUILD_DIR] — the GPU kernel tests, then the kernel benchmark, all
 # output to stdout. BUILD_DIR defaults to build (relative to the repository
-# root). The benchmark's JSON copy goes to $OUT/bench_kernels.json when OUT
+# root). bench_gemm_tc follows bench_kernels. The benchmark's JSON copy goes to $OUT/bench_kernels.json when OUT
 # is set. Takes about two minutes on an H100.
 #   CARVE_TEST_QUICK=1  small test sizes only
 #   BENCH_ARGS=--quick  a short benchmark
@@ -34,4 +34,10 @@ fi
 bench_rc=$?
 echo "== kernel benchmark: exit $bench_rc, $(( $(date +%s) - start )) s"
 
-[ "$tests_rc" -eq 0 ] && [ "$bench_rc" -eq 0 ]
+echo "== tensor-core GEMM benchmark (carve_gemm vs cublasGemmEx)"
+start=$(date +%s)
+"$B"/bench/kernels/bench_gemm_tc ${BENCH_ARGS:-}
+tc_rc=$?
+echo "== tensor-core GEMM benchmark: exit $tc_rc, $(( $(date +%s) - start )) s"
+
+[ "$tests_rc" -eq 0 ] && [ "$bench_rc" -eq 0 ] && [ "$tc_rc" -eq 0 ]

@@ -47,7 +47,7 @@
 #define CARVE_DEV __device__ __forceinline__
 #endif
 
-namespace carve_gemm {
+namespace carve_sgemm {
 
 struct Params {
     int m, n, k;
@@ -815,6 +815,6 @@ __global__ void __launch_bounds__(WM *WN * 32, MINB) gemm_tf32(Params p) {
             }
 }
 
-}  // namespace carve_gemm
+}  // namespace carve_sgemm
 
 #endif

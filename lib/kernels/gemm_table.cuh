@@ -11,7 +11,7 @@
 
 #include <stdint.h>
 
-namespace carve_gemm {
+namespace carve_sgemm {
 
 typedef void (*kernel_fn)(Params);
 
@@ -101,6 +101,6 @@ inline Plan make_plan(int v, int m, int n, int k, float alpha, const float *A, i
     return pl;
 }
 
-}  // namespace carve_gemm
+}  // namespace carve_sgemm
 
 #endif

@@ -20,7 +20,7 @@
 
 namespace {
 
-using namespace carve_gemm;
+using namespace carve_sgemm;
 
 constexpr int kMaxDevices = 64;
 std::atomic<int> g_sm_count[kMaxDevices];

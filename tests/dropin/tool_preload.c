@@ -12,7 +12,6 @@
  * library, so the first lookup can come before the interposer has set
  * itself up.
  */
-#define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>

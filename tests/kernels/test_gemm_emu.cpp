@@ -25,8 +25,8 @@
 #include <cstring>
 #include <vector>
 
-using carve_gemm::kNumVariants;
-using carve_gemm::kVariants;
+using carve_sgemm::kNumVariants;
+using carve_sgemm::kVariants;
 
 namespace {
 
@@ -82,8 +82,8 @@ void run_case(int v, const Case &c, emu::copy_mode mode) {
         C.p[i] = c0[i];
     }
 
-    carve_gemm::Plan pl =
-        carve_gemm::make_plan(v, c.m, c.n, c.k, c.alpha, A.p, lda, B.p, ldb, c.beta, C.p, ldc);
+    carve_sgemm::Plan pl =
+        carve_sgemm::make_plan(v, c.m, c.n, c.k, c.alpha, A.p, lda, B.p, ldb, c.beta, C.p, ldc);
     emu::mode = mode;
     emu::launch(pl.f, pl.blocks, pl.threads, pl.smem, pl.p);
 

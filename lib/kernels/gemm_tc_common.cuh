@@ -1,0 +1,60 @@
+/*
+ * gemm_tc_common.cuh — what the two halves of the tensor-core GEMM share:
+ * the canonical problem (row-major C[M,N] = A[M,K] * B[K,N] with each input
+ * K-major or MN-major) and the entry point of the Hopper (sm_90a) path.
+ *
+ * gemm_tc.cu is compiled twice: once for the project's gencode (argument
+ * checks, dispatch and the mma.sync path) and, when the build targets sm_90,
+ * once more for sm_90a only with CARVE_GEMM_TC_SM90A_PART defined (the
+ * wgmma + TMA path, gemm_tc_wgmma.cuh). The second object defines
+ * carve_gemm_tc_wgmma_run; the first calls it.
+ */
+#ifndef CARVE_GEMM_TC_COMMON_CUH
+#define CARVE_GEMM_TC_COMMON_CUH
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+namespace carve_tc {
+
+/* C[M,N] (row-major, ldc) = alpha * A * B + beta * C, fp32 accumulation.
+ * a_kmajor: element (m,k) of A at A[m*lda + k], else at A[k*lda + m].
+ * b_kmajor: element (k,n) of B at B[n*ldb + k], else at B[k*ldb + n].
+ * bf16: inputs are bf16 (else fp16); c_f32: C is fp32 (else the input type).
+ * beta == 0: C is never read. */
+struct Problem {
+    const void *A;
+    const void *B;
+    void *C;
+    int M, N, K;
+    long long lda, ldb, ldc;
+    float alpha, beta;
+    bool a_kmajor, b_kmajor, bf16, c_f32;
+    cudaStream_t stream;
+};
+
+/* Parameters the kernels read (one struct, passed by value). */
+struct EpiParams {
+    void *C;
+    long long ldc;
+    int M, N, K;
+    float alpha, beta;
+    int c_f32;
+};
+
+}  // namespace carve_tc
+
+/* Launch the wgmma + TMA path (gemm_tc_wgmma.cuh, sm_90a object).
+ * Returns cudaSuccess when launched; cudaErrorNotSupported when this path
+ * cannot take the problem (alignment, no tensor-map entry point in the
+ * driver): the caller falls back to mma.sync; any other error is a launch
+ * failure. *why names the reason for a fallback. */
+extern "C" cudaError_t carve_gemm_tc_wgmma_run(const carve_tc::Problem *p, const char **why);
+
+/* Per-problem check of the wgmma path's alignment rules (TMA: 16-byte
+ * aligned base addresses and row strides). */
+static inline bool carve_tc_tma_ok(const carve_tc::Problem &p) {
+    return ((uintptr_t)p.A % 16 == 0) && ((uintptr_t)p.B % 16 == 0) && (p.lda % 8 == 0) && (p.ldb % 8 == 0);
+}
+
+#endif

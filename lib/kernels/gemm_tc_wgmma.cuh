@@ -1,0 +1,342 @@
+/*
+ * gemm_tc_wgmma.cuh — the Hopper tensor-core GEMM path (sm_90a only):
+ * warpgroup MMA (wgmma.mma_async) reading both operands from shared memory
+ * that TMA (cp.async.bulk.tensor) fills, in a ring of kWgStages stages
+ * guarded by mbarriers.
+ *
+ * Block tile 128 x BN x 64 (BN = 256 or 128), 3 warpgroups: warpgroup 0 is
+ * the producer (one thread issues the TMA loads; its registers are given
+ * back with setmaxnreg), warpgroups 1 and 2 each compute 64 x BN with
+ * m64nBNk16 wgmma, accumulators in registers. Stage s is "full" when its
+ * TMA bytes have landed (full[s], transaction count) and "empty" when every
+ * consumer thread has seen its wgmma group retire (empty[s], 256 arrivals);
+ * consumers keep one wgmma group in flight.
+ *
+ * Shared tiles use the 128-byte swizzle that TMA writes and wgmma reads: a
+ * K-major operand is one box of (64 k) x rows, 128 bytes a row; an MN-major
+ * operand is rows/64 boxes of (64 mn) x (64 k), each 8 KiB. The tensor maps
+ * describe the real matrix extents, so TMA zero-fills everything past the
+ * edge (partial tiles in M, N and K need no special code) and the epilogue
+ * masks its stores. TMA needs 16-byte aligned bases and row strides; the
+ * caller checks that (carve_tc_tma_ok) and otherwise uses mma.sync.
+ *
+ * The tensor maps are made with cuTensorMapEncodeTiled, found through
+ * cudaGetDriverEntryPointByVersion so that libcarve does not link libcuda,
+ * and passed to the kernel as __grid_constant__ parameters.
+ */
+#ifndef CARVE_GEMM_TC_WGMMA_CUH
+#define CARVE_GEMM_TC_WGMMA_CUH
+
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#include "gemm_tc_common.cuh"
+#include "gemm_tc_mma.cuh"
+
+namespace carve_tc {
+
+constexpr int kWgBM = 128, kWgBK = 64, kWgStages = 4, kWgThreads = 384;
+
+template <int BN>
+struct WgCfg {
+    static constexpr int kABytes = kWgBM * kWgBK * 2;
+    static constexpr int kBBytes = BN * kWgBK * 2;
+    static constexpr int kStageBytes = kABytes + kBBytes;
+    /* 1 KiB of slack to align the ring to the 1024-byte swizzle atom, then
+     * the barriers. */
+    static constexpr int kSmem = 1024 + kWgStages * kStageBytes + 2 * kWgStages * 8;
+};
+
+/* ---- PTX wrappers -------------------------------------------------------- */
+
+__device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, int bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, int parity) {
+    uint32_t done = 0;
+    do {
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(bar), "r"(parity)
+                     : "memory");
+    } while (!done);
+}
+__device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap *map, uint32_t bar, int c0, int c1) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, "
+                 "%4}], [%2];\n" ::"r"(dst),
+                 "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1)
+                 : "memory");
+}
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+/* Keep the compiler from moving accumulator accesses across wgmma fences. */
+__device__ __forceinline__ void reg_fence(float &x) { asm volatile("" : "+f"(x)::"memory"); }
+
+/* Shared-memory matrix descriptor, 128-byte swizzle: start address, leading
+ * and stride byte offsets (all >> 4). */
+__device__ __forceinline__ uint64_t smem_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+    uint64_t d = 0;
+    d |= (uint64_t)((addr & 0x3FFFF) >> 4);
+    d |= (uint64_t)((lbo >> 4) & 0x3FFF) << 16;
+    d |= (uint64_t)((sbo >> 4) & 0x3FFF) << 32;
+    d |= (uint64_t)1 << 62;
+    return d;
+}
+
+/* m64n128k16, fp32 accumulators d[0..64) in wgmma's fragment order. */
+template <bool BF16, int TA, int TB>
+__device__ __forceinline__ void wgmma_n128(float *d, uint64_t da, uint64_t db, int scale_d) {
+    if (BF16)
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+                     "{"
+                     "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+                     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+                     "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+                     "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+                     "}, %64, %65, p, 1, 1, %67, %68;\n}\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                       "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                       "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                       "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+                       "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+                       "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                       "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                       "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                     : "l"(da), "l"(db), "r"(scale_d), "n"(TA), "n"(TB));
+    else
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
+                     "{"
+                     "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+                     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+                     "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+                     "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+                     "}, %64, %65, p, 1, 1, %67, %68;\n}\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                       "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                       "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                       "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+                       "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+                       "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                       "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                       "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                     : "l"(da), "l"(db), "r"(scale_d), "n"(TA), "n"(TB));
+}
+
+/* m64n256k16, fp32 accumulators d[0..128) in wgmma's fragment order. */
+template <bool BF16, int TA, int TB>
+__device__ __forceinline__ void wgmma_n256(float *d, uint64_t da, uint64_t db, int scale_d) {
+    if (BF16)
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
+                     "{"
+                     "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+                     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+                     "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+                     "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63,"
+                     "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79,"
+                     "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95,"
+                     "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111,"
+                     "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+                     "}, %128, %129, p, 1, 1, %131, %132;\n}\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                       "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                       "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                       "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+                       "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+                       "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                       "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                       "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+                       "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+                       "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+                       "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+                       "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+                       "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+                       "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+                       "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+                       "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+                     : "l"(da), "l"(db), "r"(scale_d), "n"(TA), "n"(TB));
+    else
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 "
+                     "{"
+                     "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+                     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+                     "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+                     "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63,"
+                     "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79,"
+                     "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95,"
+                     "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111,"
+                     "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+                     "}, %128, %129, p, 1, 1, %131, %132;\n}\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                       "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                       "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                       "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+                       "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+                       "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                       "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                       "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+                       "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+                       "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+                       "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+                       "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+                       "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+                       "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+                       "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+                       "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+                     : "l"(da), "l"(db), "r"(scale_d), "n"(TA), "n"(TB));
+}
+
+template <int BN, bool BF16, int TA, int TB>
+__device__ __forceinline__ void wgmma_tile(float *d, uint64_t da, uint64_t db, int scale_d) {
+    if (BN == 256)
+        wgmma_n256<BF16, TA, TB>(d, da, db, scale_d);
+    else
+        wgmma_n128<BF16, TA, TB>(d, da, db, scale_d);
+}
+
+/* Descriptor of the 64 (mn) x 16 (k) slice at mn offset mn0 (a multiple of
+ * 64) and k offset k0 (a multiple of 16) of a stage tile at base.
+ * K-major: rows of 128 bytes (64 k), 8-row groups 1024 bytes apart; a k step
+ * of 16 is 32 bytes along the row (the swizzle is applied to the address).
+ * MN-major: 8 KiB boxes of 64 mn per k row, 128-byte rows; LBO steps from
+ * one 64-wide mn box to the next, SBO from one 8-row k group to the next. */
+template <bool KMAJOR>
+__device__ __forceinline__ uint64_t operand_desc(uint32_t base, int mn0, int k0) {
+    if (KMAJOR)
+        return smem_desc(base + mn0 * 128 + k0 * 2, 16, 1024);
+    return smem_desc(base + (mn0 / 64) * 8192 + k0 * 128, 8192, 1024);
+}
+
+template <int BN, typename T, bool AK, bool BKM>
+__global__ void __launch_bounds__(kWgThreads, 1)
+    wgmma_gemm_kernel(const __grid_constant__ CUtensorMap mapA, const __grid_constant__ CUtensorMap mapB, EpiParams p) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    using Cfg = WgCfg<BN>;
+    constexpr bool kBf16 = sizeof(T) == 2 && !std::is_same<T, __half>::value;
+    extern __shared__ __align__(1024) unsigned char wg_smem[];
+    const uint32_t raw = smem_u32(wg_smem);
+    const uint32_t ring = (raw + 1023) & ~1023u;
+    const uint32_t bars = ring + kWgStages * Cfg::kStageBytes;
+    auto full = [&](int s) { return bars + 8 * s; };
+    auto empty = [&](int s) { return bars + 8 * (kWgStages + s); };
+    auto a_stage = [&](int s) { return ring + s * Cfg::kStageBytes; };
+    auto b_stage = [&](int s) { return ring + s * Cfg::kStageBytes + Cfg::kABytes; };
+
+    const int tid = threadIdx.x;
+    const int wg = tid / 128;
+
+    const int tiles_m = (p.M + kWgBM - 1) / kWgBM, tiles_n = (p.N + BN - 1) / BN;
+    const int bid = blockIdx.x, per_group = 8 * tiles_n;
+    const int first_m = (bid / per_group) * 8;
+    const int gsize = tiles_m - first_m < 8 ? tiles_m - first_m : 8;
+    const int tm = first_m + (bid % per_group) % gsize, tn = (bid % per_group) / gsize;
+    const int m0 = tm * kWgBM, n0 = tn * BN;
+    const int ktiles = (p.K + kWgBK - 1) / kWgBK;
+
+    if (tid == 0) {
+        for (int s = 0; s < kWgStages; s++) {
+            mbar_init(full(s), 1);
+            mbar_init(empty(s), 256);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    }
+    __syncthreads();
+
+    if (wg == 0) {
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+        if (tid == 0) {
+            for (int kt = 0; kt < ktiles; kt++) {
+                const int s = kt % kWgStages;
+                if (kt >= kWgStages)
+                    mbar_wait(empty(s), ((kt / kWgStages) + 1) & 1);
+                mbar_expect_tx(full(s), Cfg::kStageBytes);
+                const int k0 = kt * kWgBK;
+                if (AK) {
+                    tma_load_2d(a_stage(s), &mapA, full(s), k0, m0);
+                } else {
+#pragma unroll
+                    for (int c = 0; c < kWgBM / 64; c++)
+                        tma_load_2d(a_stage(s) + c * 8192, &mapA, full(s), m0 + 64 * c, k0);
+                }
+                if (BKM) {
+                    tma_load_2d(b_stage(s), &mapB, full(s), k0, n0);
+                } else {
+#pragma unroll
+                    for (int c = 0; c < BN / 64; c++)
+                        tma_load_2d(b_stage(s) + c * 8192, &mapB, full(s), n0 + 64 * c, k0);
+                }
+            }
+        }
+        return;
+    }
+
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+    const int cw = wg - 1; /* consumer warpgroup: rows 64*cw .. 64*cw+63 of the tile */
+    float d[BN / 2];
+#pragma unroll
+    for (int i = 0; i < BN / 2; i++)
+        d[i] = 0.f;
+
+    for (int kt = 0; kt < ktiles; kt++) {
+        const int s = kt % kWgStages;
+        mbar_wait(full(s), (kt / kWgStages) & 1);
+#pragma unroll
+        for (int i = 0; i < BN / 2; i++)
+            reg_fence(d[i]);
+        wgmma_fence();
+#pragma unroll
+        for (int j = 0; j < kWgBK / 16; j++) {
+            uint64_t da = operand_desc<AK>(a_stage(s), 64 * cw, 16 * j);
+            uint64_t db = operand_desc<BKM>(b_stage(s), 0, 16 * j);
+            wgmma_tile<BN, kBf16, AK ? 0 : 1, BKM ? 0 : 1>(d, da, db, (kt > 0 || j > 0) ? 1 : 0);
+        }
+        wgmma_commit();
+#pragma unroll
+        for (int i = 0; i < BN / 2; i++)
+            reg_fence(d[i]);
+        wgmma_wait<1>();
+        if (kt > 0)
+            mbar_arrive(empty((kt - 1) % kWgStages));
+    }
+    wgmma_wait<0>();
+#pragma unroll
+    for (int i = 0; i < BN / 2; i++)
+        reg_fence(d[i]);
+
+    /* Fragment layout: d[4j + 2i + c] is row 16*warp + lane/4 + 8i, column
+     * 8j + 2*(lane%4) + c of this warpgroup's 64 x BN block. */
+    const int lt = tid % 128, warp = lt / 32, lane = lt % 32;
+    const int rbase = m0 + 64 * cw + 16 * warp + lane / 4;
+    const int cbase = n0 + 2 * (lane % 4);
+#pragma unroll
+    for (int j = 0; j < BN / 8; j++)
+#pragma unroll
+        for (int i = 0; i < 2; i++)
+#pragma unroll
+            for (int c = 0; c < 2; c++) {
+                int r = rbase + 8 * i, col = cbase + 8 * j + c;
+                if (r < p.M && col < p.N)
+                    store_out<T>(p, r, col, d[4 * j + 2 * i + c]);
+            }
+#endif
+}
+
+}  // namespace carve_tc
+
+#endif

@@ -1,0 +1,385 @@
+/*
+ * test_gemm_tc.c — carve_gemm (tensor-core GEMM, bf16/fp16 inputs, fp32
+ * accumulation) on the GPU against cuBLAS (cublasGemmEx, same types, fp32
+ * compute), both paths (wgmma + TMA on Hopper, mma.sync) forced in turn
+ * through CARVE_GEMM_PATH.
+ *
+ * Inputs are j/64 for random integers j in [-64, 64]: exact in bf16 and
+ * fp16, so both libraries see the same values and every product is exact in
+ * fp32; differences come only from the order of fp32 additions and the
+ * final rounding. The reference is cublasGemmEx with the same input types,
+ * CUBLAS_COMPUTE_32F and an fp32 C (C0 widened), rounded on the host to the
+ * output type when that is 16-bit: cuBLAS with a 16-bit C was seen (H100,
+ * CUDA 13.0) to differ from the exactly rounded result by several units in
+ * the last place where alpha*AB and beta*C0 cancel, so it is no yardstick
+ * for one-ulp agreement. Tolerance per element (docs/kernels.md):
+ *   |carve - ref| <= u * |ref| + 1e-5 * max|ref| + 1e-6
+ * where u is 0 for fp32 output, 2^-7 for bf16 (two units in the last place:
+ * both sides round once) and 2^-10 for fp16. Shapes include 1, 7, 127, 1000
+ * and 4097 in every role, both storage orders, all four transpose pairs,
+ * both input types, both output types, beta 0 (C poisoned with NaN, must not
+ * be read) and beta != 0, exact and padded leading dimensions (padding must
+ * keep its bytes). Buffers are carved from a CUDA arena. Bad arguments must
+ * return CARVE_ERR_INVALID. Exits 77 without a device.
+ *
+ * CARVE_TEST_QUICK=1 keeps to small shapes (for compute-sanitizer).
+ */
+#include <cublas_v2.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "carve_kernels.h"
+#include "ktest.h"
+
+/* Internal: 1 if the calling thread's last carve_gemm ran the wgmma
+ * path, 0 for mma.sync, -1 if it launched nothing (lib/kernels/gemm_tc.cu). */
+int carve__gemm_tc_last_path(void);
+
+static test_rng rng;
+static int g_cc;
+
+/* ---- host conversions ----------------------------------------------------- */
+
+static uint16_t f2bf(float f) { /* exact for our inputs; round to nearest even otherwise */
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u += 0x7FFFu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+static float bf2f(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+static uint16_t f2h(float f) { /* exact for normal values with <= 11 significant bits, and 0 */
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+    if ((u & 0x7FFFFFFFu) == 0)
+        return sign;
+    int e = (int)((u >> 23) & 0xFF) - 127 + 15;
+    return (uint16_t)(sign | (uint16_t)(e << 10) | (uint16_t)((u >> 13) & 0x3FFu));
+}
+/* Round to nearest even binary16. */
+static uint16_t f2h_rne(float f) {
+    if (isnan(f))
+        return 0x7FFF;
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+    float a = fabsf(f);
+    if (a < ldexpf(1.f, -14)) /* subnormal: multiples of 2^-24 */
+        return (uint16_t)(sign | (uint16_t)nearbyintf(a * ldexpf(1.f, 24)));
+    uint32_t au = u & 0x7FFFFFFFu;
+    au += 0xFFFu + ((au >> 13) & 1u); /* round the 13 dropped bits to even */
+    int e = (int)(au >> 23) - 127 + 15;
+    if (e >= 31)
+        return (uint16_t)(sign | 0x7C00u);
+    return (uint16_t)(sign | (uint16_t)(e << 10) | (uint16_t)((au >> 13) & 0x3FFu));
+}
+static float h2f(uint16_t h) {
+    int s = h >> 15, e = (h >> 10) & 0x1F, mant = h & 0x3FF;
+    float v;
+    if (e == 0)
+        v = ldexpf((float)mant, -24);
+    else if (e == 31)
+        v = mant ? NAN : INFINITY;
+    else
+        v = ldexpf((float)(mant | 0x400), e - 25);
+    return s ? -v : v;
+}
+
+static float rand_in(void) { return (float)((int)test_rng_below(&rng, 129) - 64) / 64.f; }
+
+/* ---- one case ------------------------------------------------------------- */
+
+typedef struct {
+    int m, n, k;
+    carve_order order;
+    carve_transpose ta, tb;
+    carve_dtype ab, c;
+    float alpha, beta;
+    int pad; /* leading dimensions rounded up to a multiple of 8, plus 8 */
+    int path; /* 1 wgmma, 2 mma */
+} tcase;
+
+static double worst_err[2][3]; /* [path-1][c type]: max |d| / max|ref| seen */
+
+static const char *tname(carve_dtype t) { return t == CARVE_DTYPE_F32 ? "f32" : t == CARVE_DTYPE_F16 ? "f16" : "bf16"; }
+
+static int ld_of(int need, int pad) { return pad ? ((need + 7) / 8) * 8 + 8 : need; }
+
+static void run_case(carve_arena *arena, cublasHandle_t h, const tcase *c) {
+    const int row = c->order == CARVE_ROW_MAJOR;
+    const int a_rows = c->ta ? c->k : c->m, a_cols = c->ta ? c->m : c->k;
+    const int b_rows = c->tb ? c->n : c->k, b_cols = c->tb ? c->k : c->n;
+    const int lda = ld_of(row ? a_cols : a_rows, c->pad), ldb = ld_of(row ? b_cols : b_rows, c->pad);
+    const int ldc = ld_of(row ? c->n : c->m, c->pad);
+    const size_t asz = (size_t)(row ? a_rows : a_cols) * lda, bsz = (size_t)(row ? b_rows : b_cols) * ldb;
+    const size_t csz = (size_t)(row ? c->m : c->n) * ldc;
+    const size_t cel = c->c == CARVE_DTYPE_F32 ? 4 : 2;
+
+    uint16_t *hA = malloc(asz * 2), *hB = malloc(bsz * 2);
+    unsigned char *hC0 = malloc(csz * cel), *hC = malloc(csz * cel);
+    float *hR = malloc(csz * 4); /* the reference is fp32 (see the header) */
+    if (!hA || !hB || !hC0 || !hC || !hR) {
+        fprintf(stderr, "FAIL: host allocation\n");
+        exit(1);
+    }
+    for (size_t i = 0; i < asz; i++)
+        hA[i] = c->ab == CARVE_DTYPE_BF16 ? f2bf(rand_in()) : f2h(rand_in());
+    for (size_t i = 0; i < bsz; i++)
+        hB[i] = c->ab == CARVE_DTYPE_BF16 ? f2bf(rand_in()) : f2h(rand_in());
+    if (c->beta == 0.f) {
+        memset(hC0, 0xFF, csz * cel); /* NaN in every type: must not be read */
+    } else {
+        for (size_t i = 0; i < csz; i++) {
+            float v = rand_in();
+            if (cel == 4)
+                memcpy(hC0 + 4 * i, &v, 4);
+            else {
+                uint16_t b = c->c == CARVE_DTYPE_BF16 ? f2bf(v) : f2h(v);
+                memcpy(hC0 + 2 * i, &b, 2);
+            }
+        }
+    }
+
+    void *dA, *dB, *dC, *dR;
+    CHECK_OK(arena, carve_alloc(arena, asz * 2, NULL, &dA));
+    CHECK_OK(arena, carve_alloc(arena, bsz * 2, NULL, &dB));
+    CHECK_OK(arena, carve_alloc(arena, csz * cel, NULL, &dC));
+    CHECK_OK(arena, carve_alloc(arena, csz * 4, NULL, &dR));
+    CUDA_OK(cudaMemcpy(dA, hA, asz * 2, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(dB, hB, bsz * 2, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(dC, hC0, csz * cel, cudaMemcpyHostToDevice));
+    for (size_t i = 0; i < csz; i++) { /* C0 widened to fp32 (NaN stays NaN) */
+        if (cel == 4) {
+            memcpy(&hR[i], hC0 + 4 * i, 4);
+        } else {
+            uint16_t b;
+            memcpy(&b, hC0 + 2 * i, 2);
+            hR[i] = c->c == CARVE_DTYPE_BF16 ? bf2f(b) : h2f(b);
+        }
+    }
+    CUDA_OK(cudaMemcpy(dR, hR, csz * 4, cudaMemcpyHostToDevice));
+
+    setenv("CARVE_GEMM_PATH", c->path == 1 ? "wgmma" : "mma", 1);
+    carve_status st = carve_gemm(arena, NULL, c->order, c->ta, c->tb, c->m, c->n, c->k, c->alpha, dA, lda, dB,
+                                    ldb, c->beta, dC, ldc, c->ab, c->c);
+    int ran = carve__gemm_tc_last_path();
+    CHECK(st == CARVE_OK);
+    if (st != CARVE_OK)
+        fprintf(stderr, "  carve_gemm: %s\n", carve_last_error(NULL));
+    /* The wgmma path must really run where it can: Hopper, aligned rows. */
+    int tma_ok = lda % 8 == 0 && ldb % 8 == 0;
+    if (c->path == 1 && g_cc == 90 && tma_ok) {
+        CHECK(ran == 1);
+    } else {
+        CHECK(ran == 0);
+    }
+
+    cudaDataType_t abt = c->ab == CARVE_DTYPE_BF16 ? CUDA_R_16BF : CUDA_R_16F;
+    cudaDataType_t ct = CUDA_R_32F;
+    cublasOperation_t oa = c->ta ? CUBLAS_OP_T : CUBLAS_OP_N, ob = c->tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasStatus_t bs;
+    if (row) /* row-major C = op(A) op(B)  <=>  column-major C^T = op(B)^T op(A)^T */
+        bs = cublasGemmEx(h, ob, oa, c->n, c->m, c->k, &c->alpha, dB, abt, ldb, dA, abt, lda, &c->beta, dR, ct, ldc,
+                          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    else
+        bs = cublasGemmEx(h, oa, ob, c->m, c->n, c->k, &c->alpha, dA, abt, lda, dB, abt, ldb, &c->beta, dR, ct, ldc,
+                          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    CHECK(bs == CUBLAS_STATUS_SUCCESS);
+    CUDA_OK(cudaDeviceSynchronize());
+    CUDA_OK(cudaMemcpy(hC, dC, csz * cel, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(hR, dR, csz * 4, cudaMemcpyDeviceToHost));
+
+    /* Compare inside the box; outside it (padding) the bytes must be C0's. */
+    const int outer = row ? c->m : c->n, inner = row ? c->n : c->m;
+    double maxref = 0, maxd = 0;
+    long bad_pad = 0, bad = 0, nan_out = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int o = 0; o < outer; o++)
+            for (int i = 0; i < ldc; i++) {
+                size_t idx = (size_t)o * ldc + i;
+                if (i >= inner) {
+                    if (pass == 0 && memcmp(hC + idx * cel, hC0 + idx * cel, cel) != 0)
+                        bad_pad++;
+                    continue;
+                }
+                float x, r;
+                if (cel == 4) {
+                    memcpy(&x, hC + 4 * idx, 4);
+                    r = hR[idx];
+                } else {
+                    uint16_t xb;
+                    memcpy(&xb, hC + 2 * idx, 2);
+                    x = c->c == CARVE_DTYPE_BF16 ? bf2f(xb) : h2f(xb);
+                    r = c->c == CARVE_DTYPE_BF16 ? bf2f(f2bf(hR[idx])) : h2f(f2h_rne(hR[idx]));
+                }
+                if (pass == 0) {
+                    if (isnan(x))
+                        nan_out++;
+                    if (fabs(r) > maxref)
+                        maxref = fabs(r);
+                    continue;
+                }
+                double u = c->c == CARVE_DTYPE_F32 ? 0 : c->c == CARVE_DTYPE_BF16 ? 1.0 / 128 : 1.0 / 1024;
+                double d = fabs((double)x - (double)r);
+                if (!(d <= u * fabs(r) + 1e-5 * maxref + 1e-6)) {
+                    if (bad < 3)
+                        fprintf(stderr, "  mismatch at (outer %d, inner %d): carve %.7g cublas %.7g\n", o, i, x, r);
+                    bad++;
+                }
+                if (d > maxd)
+                    maxd = d;
+            }
+    }
+    test_checks += 3;
+    int ok = bad == 0 && bad_pad == 0 && nan_out == 0;
+    if (!ok) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "%d elements out of tolerance, %ld padding changed, %ld NaN", (int)bad, bad_pad,
+                 nan_out);
+        test_fail(__FILE__, __LINE__, "carve_gemm matches cublasGemmEx", msg);
+    }
+    double rel = maxref > 0 ? maxd / maxref : maxd;
+    int ci = c->c == CARVE_DTYPE_F32 ? 0 : c->c == CARVE_DTYPE_F16 ? 1 : 2;
+    int pi = ran == 1 ? 0 : 1;
+    if (rel > worst_err[pi][ci])
+        worst_err[pi][ci] = rel;
+    if (!ok || c->m * (double)c->n * c->k >= 1e9)
+        printf("%s %s m=%d n=%d k=%d %s%s %s->%s ld=%d,%d,%d alpha=%g beta=%g path=%s: max|d|=%.3g "
+               "max|ref|=%.3g%s\n",
+               ok ? "ok  " : "FAIL", row ? "row" : "col", c->m, c->n, c->k, c->ta ? "T" : "N", c->tb ? "T" : "N",
+               tname(c->ab), tname(c->c), lda, ldb, ldc, c->alpha, c->beta, ran == 1 ? "wgmma" : "mma", maxd, maxref,
+               ok ? "" : "  <---");
+
+    carve_free(arena, dA);
+    carve_free(arena, dB);
+    carve_free(arena, dC);
+    carve_free(arena, dR);
+    free(hA);
+    free(hB);
+    free(hC0);
+    free(hC);
+    free(hR);
+}
+
+/* ---- bad arguments ---------------------------------------------------------- */
+
+static void check_bad_arguments(carve_arena *arena) {
+    void *dA, *dB, *dC;
+    CHECK_OK(arena, carve_alloc(arena, 4096, NULL, &dA));
+    CHECK_OK(arena, carve_alloc(arena, 4096, NULL, &dB));
+    CHECK_OK(arena, carve_alloc(arena, 4096, NULL, &dC));
+    const carve_dtype bf = CARVE_DTYPE_BF16, f32 = CARVE_DTYPE_F32;
+    const carve_order R = CARVE_ROW_MAJOR;
+    const carve_transpose N = CARVE_NO_TRANS;
+    static char host[4096];
+#define GEMM(m, n, k, A, lda, B, ldb, C, ldc, ab, c) \
+    carve_gemm(arena, NULL, R, N, N, m, n, k, 1.f, A, lda, B, ldb, 0.f, C, ldc, ab, c)
+    CHECK(GEMM(8, 8, 8, dA, 8, dB, 8, dC, 8, bf, f32) == CARVE_OK);
+    CHECK(GEMM(0, 8, 8, dA, 8, dB, 8, dC, 8, bf, f32) == CARVE_ERR_INVALID);
+    CHECK(GEMM(8, -1, 8, dA, 8, dB, 8, dC, 8, bf, f32) == CARVE_ERR_INVALID);
+    CHECK(GEMM(8, 8, 0, dA, 8, dB, 8, dC, 8, bf, f32) == CARVE_ERR_INVALID);
+    CHECK(GEMM(8, 8, 8, dA, 7, dB, 8, dC, 8, bf, f32) == CARVE_ERR_INVALID);
+    CHECK(GEMM(8, 8, 8, dA, 8, dB, 7, dC, 8, bf, f32) == CARVE_ERR_INVALID);
+    CHECK(GEMM(8, 8, 8, dA, 8, dB, 8, dC, 7, bf, f32) == CARVE_ERR_INVALID);
+    CHECK(GEMM(8, 8, 8, NULL, 8, dB, 8, dC, 8, bf, f32) == CARVE_ERR_INVALID);
+    CHECK(GEMM(8, 8, 8, dA, 8, host, 8, dC, 8, bf, f32) == CARVE_ERR_INVALID);
+    CHECK(GEMM(8, 8, 8, dA, 8, dB, 8, NULL, 8, bf, f32) == CARVE_ERR_INVALID);
+    CHECK(GEMM(8, 8, 8, dA, 8, dB, 8, dC, 8, f32, f32) == CARVE_ERR_INVALID);
+    CHECK(GEMM(8, 8, 8, dA, 8, dB, 8, dC, 8, bf, CARVE_DTYPE_F16) == CARVE_ERR_INVALID);
+    CHECK(GEMM(8, 8, 8, dA, 8, dB, 8, dC, 8, (carve_dtype)7, f32) == CARVE_ERR_INVALID);
+    CHECK(GEMM(8, 8, 8, dA, 8, dB, 8, dA, 8, bf, f32) == CARVE_ERR_INVALID); /* C overlaps A */
+    CHECK(carve__gemm_tc_last_path() == -1);
+    CHECK(carve_gemm(arena, NULL, (carve_order)2, N, N, 8, 8, 8, 1.f, dA, 8, dB, 8, 0.f, dC, 8, bf, f32) ==
+          CARVE_ERR_INVALID);
+    CHECK(carve_gemm(arena, NULL, R, (carve_transpose)5, N, 8, 8, 8, 1.f, dA, 8, dB, 8, 0.f, dC, 8, bf, f32) ==
+          CARVE_ERR_INVALID);
+    /* Column-major minimums: lda >= m (A m x k), ldb >= k, ldc >= m. */
+    CHECK(carve_gemm(arena, NULL, CARVE_COL_MAJOR, N, N, 16, 8, 8, 1.f, dA, 8, dB, 8, 0.f, dC, 16, bf, f32) ==
+          CARVE_ERR_INVALID);
+    CHECK(carve_gemm(NULL, NULL, CARVE_COL_MAJOR, N, N, 16, 8, 8, 1.f, dA, 16, dB, 8, 0.f, dC, 16, bf, f32) ==
+          CARVE_OK);
+    CHECK(strstr(carve_last_error(NULL), "") != NULL);
+#undef GEMM
+    CUDA_OK(cudaDeviceSynchronize());
+    carve_free(arena, dA);
+    carve_free(arena, dB);
+    carve_free(arena, dC);
+}
+
+int main(void) {
+    ktest_require_device();
+    const int quick = ktest_quick();
+    test_rng_seed(&rng, test_seed(0x7c6e3ull));
+    CUDA_OK(cudaSetDevice(0));
+    CUDA_OK(cudaFree(NULL));
+    int ma = 0, mi = 0;
+    CUDA_OK(cudaDeviceGetAttribute(&ma, cudaDevAttrComputeCapabilityMajor, 0));
+    CUDA_OK(cudaDeviceGetAttribute(&mi, cudaDevAttrComputeCapabilityMinor, 0));
+    g_cc = ma * 10 + mi;
+    if (g_cc < 80) {
+        printf("SKIP: compute capability %d.%d has no bf16 mma.sync\n", ma, mi);
+        return 77;
+    }
+    size_t free_before = ktest_free_bytes();
+    carve_arena *arena = ktest_arena();
+    cublasHandle_t h;
+    if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) {
+        fprintf(stderr, "FAIL: cublasCreate\n");
+        return 1;
+    }
+
+    check_bad_arguments(arena);
+
+    static const int full_shapes[][3] = {
+        {1, 1, 1},       {7, 7, 7},         {1, 7, 127},      {7, 127, 1},      {127, 127, 127},
+        {127, 1000, 7},  {1000, 1, 1000},   {1000, 1000, 1000}, {1, 4097, 1000}, {4097, 7, 127},
+        {16, 4096, 4096}, {128, 256, 64},   {256, 512, 1024}, {1000, 4097, 127}, {4097, 1000, 1},
+        {64, 8192, 4096}, {2048, 2048, 4097}, {4097, 4097, 1000},
+    };
+    static const int quick_shapes[][3] = {
+        {1, 1, 1}, {7, 7, 7}, {1, 7, 127}, {127, 127, 127}, {127, 200, 7}, {130, 260, 72}, {16, 256, 256},
+    };
+    const int (*shapes)[3] = quick ? quick_shapes : full_shapes;
+    const int nshapes = quick ? (int)(sizeof quick_shapes / sizeof quick_shapes[0])
+                              : (int)(sizeof full_shapes / sizeof full_shapes[0]);
+    double t0 = ktest_now();
+    int ncases = 0;
+    for (int si = 0; si < nshapes; si++) {
+        for (int path = 1; path <= 2; path++) {
+            for (int lay = 0; lay < 8; lay++) {
+                tcase c;
+                c.m = shapes[si][0], c.n = shapes[si][1], c.k = shapes[si][2];
+                c.order = (lay & 4) ? CARVE_COL_MAJOR : CARVE_ROW_MAJOR;
+                c.ta = (lay & 2) ? CARVE_TRANS : CARVE_NO_TRANS;
+                c.tb = (lay & 1) ? CARVE_TRANS : CARVE_NO_TRANS;
+                int v = (lay + si + path) & 3;
+                c.ab = (v & 1) ? CARVE_DTYPE_F16 : CARVE_DTYPE_BF16;
+                c.c = (v & 2) ? CARVE_DTYPE_F32 : c.ab;
+                c.alpha = (lay + si) % 3 == 0 ? 1.5f : 1.f;
+                c.beta = (lay + si) % 2 ? 0.5f : 0.f;
+                c.pad = (lay + si + path) % 3 != 0; /* two of three padded: the wgmma path gets odd shapes */
+                c.path = path;
+                run_case(arena, h, &c);
+                ncases++;
+            }
+        }
+    }
+    printf("gemm_tc: %d cases in %.1f s\n", ncases, ktest_now() - t0);
+    static const char *cn[3] = {"f32", "f16", "bf16"};
+    for (int p = 0; p < 2; p++)
+        for (int ci = 0; ci < 3; ci++)
+            printf("gemm_tc: worst max|carve - cublas| / max|cublas|, path %s, output %s: %.3g\n",
+                   p == 0 ? "wgmma" : "mma", cn[ci], worst_err[p][ci]);
+
+    cublasDestroy(h);
+    CHECK_ARENA(arena);
+    carve_arena_destroy(arena);
+    CHECK(ktest_free_bytes() + ((size_t)64 << 20) >= free_before);
+    return test_finish();
+}
