@@ -249,6 +249,16 @@ carve_status carve_check(const carve_arena *ca) {
     if (a->vmm && (touched != h->touched || h->touched_peak < h->touched))
         FAIL("%zu granules are touched by live or pending blocks, the heap counts %zu (peak %zu)", touched,
              h->touched, h->touched_peak);
+    if (a->vmm) {
+        size_t by_pools = 0;
+        for (const carve_pool *q = CARVE_LOAD_ACQ(&a->pools); q; q = q->next_all) {
+            by_pools += q->touched;
+            if (q->touched_peak < q->touched)
+                FAIL("a pool touches %zu granules, above its peak of %zu", q->touched, q->touched_peak);
+        }
+        if (by_pools != touched)
+            FAIL("the pools count %zu touched granules, the segments %zu", by_pools, touched);
+    }
     if (h->reserved_peak < h->reserved)
         FAIL("reserved peak below reserved");
     if (nfree != h->index.count || free_bytes != h->index.bytes)

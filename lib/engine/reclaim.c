@@ -58,6 +58,8 @@ carve_status carve_reclaim(carve_arena *a, unsigned flags) {
         a->heap.target = a->heap.reserved > a->initial ? a->heap.reserved : a->initial;
         __atomic_store_n(&a->heap.touched_peak, __atomic_load_n(&a->heap.touched, __ATOMIC_RELAXED),
                          __ATOMIC_RELAXED);
+        for (carve_pool *q = CARVE_LOAD_ACQ(&a->pools); q; q = q->next_all)
+            __atomic_store_n(&q->touched_peak, __atomic_load_n(&q->touched, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
     }
     /* In virtual-memory mode the address space stays reserved (it holds no
      * memory) unless the arena is being emptied. */

@@ -113,6 +113,10 @@ typedef struct carve_pool {
      * since the next allocation usually takes the span right back. */
     carve_block *unrecorded;
     uint32_t vclock;              /* virtual-memory mode: granules let go so far (wraps) */
+    size_t touched;               /* virtual-memory mode: granules of this pool's spans that live or
+                                     pending blocks touch (pool lock; read atomically) */
+    size_t touched_peak;          /* its peak since creation, the last release or the last time other
+                                     streams took its free granules (pool lock; read atomically) */
 } carve_pool;
 
 typedef struct carve_pool_table carve_pool_table;

@@ -18,8 +18,10 @@
  * granules touched and their peak. An allocation maps the granules its
  * block touches that are not mapped yet. Unmapping is lazy, to keep driver
  * calls off the common path: mapped bytes may rise freely up to an
- * allowance, the peak of touched granules plus 2% (carve_vmm_allowance),
- * and only a request that would pass it first unmaps free mapped granules
+ * allowance, the peak of touched granules plus 2% (carve_vmm_allowance;
+ * with several streams, the sum of each stream's own peak, so that streams
+ * whose peaks come at different times do not take each other's granules on
+ * every step), and only a request that would pass it first unmaps free mapped granules
  * of the requesting stream's own spans, those let go longest ago first,
  * and 2% more than it needs, so that the next requests map without
  * unmapping; only when its own spans have too few, other streams' (after
@@ -79,7 +81,18 @@ void carve_vmm_touched_add(carve_heap *h, size_t n) {
 }
 
 size_t carve_vmm_allowance(const carve_arena *a) {
-    size_t pk = __atomic_load_n(&a->heap.touched_peak, __ATOMIC_RELAXED) * G;
+    size_t pk = __atomic_load_n(&a->heap.touched_peak, __ATOMIC_RELAXED);
+    if (CARVE_LOAD(&a->multi)) {
+        /* Each stream may keep what it touched at its own peak: their sum,
+         * not the peak of the total, or streams whose peaks come at
+         * different times would take each other's granules on every step
+         * (one device synchronization each). */
+        size_t sum = 0;
+        for (const carve_pool *q = CARVE_LOAD_ACQ(&a->pools); q; q = q->next_all)
+            sum += __atomic_load_n(&q->touched_peak, __ATOMIC_RELAXED);
+        pk = sum > pk ? sum : pk;
+    }
+    pk *= G;
     size_t slack = pk / CARVE_VMM_SLACK_DIV;
     size_t allow = pk + (slack > G ? slack : G);
     return allow > a->heap.target ? allow : a->heap.target;
@@ -246,6 +259,9 @@ static void trim_others(carve_arena *a, carve_pool *p, size_t want) {
         carve_mutex_lock(&a->heap.lock);
         done += carve_vmm_trim_pool(a, q, want - done, 0, 0);
         carve_mutex_unlock(&a->heap.lock);
+        /* q's stream is past its peak (idle, or gone): what it may keep
+         * starts again from what it touches now. */
+        __atomic_store_n(&q->touched_peak, q->touched, __ATOMIC_RELAXED);
         carve_spin_unlock(&q->lock);
     }
 }

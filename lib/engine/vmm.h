@@ -11,8 +11,9 @@ int carve_vmm_segment_init(carve_segment *s) CARVE_INTERNAL;
 /* Add n granules to the heap's touched count and raise its peak. */
 void carve_vmm_touched_add(carve_heap *h, size_t n) CARVE_INTERNAL;
 /* Mapped bytes the arena may hold before free granules are unmapped first:
- * the peak of touched granules plus a little slack (CARVE_VMM_SLACK), never
- * below the heap's target. */
+ * the peak of touched granules (with several pools, the sum of each pool's
+ * own peak) plus a little slack (CARVE_VMM_SLACK_DIV), never below the
+ * heap's target. */
 size_t carve_vmm_allowance(const carve_arena *a) CARVE_INTERNAL;
 /* The lowest granule-aligned address x in [lo, hi) with [x, x+size) inside
  * [lo, hi) and all mapped, or 0 when there is none. O(granules of the range). */
@@ -36,8 +37,9 @@ carve_status carve_vmm_release_segment(carve_arena *a, carve_segment *s) CARVE_I
 
 /* Pool lock held: the used or pending block [addr, addr+size) of p's span
  * starts (delta 1) or stops (-1) touching its granules. The arena counts
- * the granules touched (one atomic add per call that changes it); a granule
- * let go is stamped with p's clock. */
+ * the granules touched (one atomic add per call that changes it), and so
+ * does p with its own (and their peak); a granule let go is stamped with
+ * p's clock. */
 static inline void carve_vmm_ref(carve_pool *p, const carve_block *span, uintptr_t addr, size_t size, int delta) {
     const carve_segment *s = span->u.r.seg;
     size_t g = (addr - s->base) >> CARVE_PM_SHIFT, e = (addr + size - 1 - s->base) >> CARVE_PM_SHIFT;
@@ -45,16 +47,23 @@ static inline void carve_vmm_ref(carve_pool *p, const carve_block *span, uintptr
     if (delta > 0) {
         for (; g <= e; g++)
             changed += s->gref[g]++ == 0;
-        if (changed)
+        if (changed) {
             carve_vmm_touched_add(&p->arena->heap, changed);
+            size_t t = p->touched + changed;
+            __atomic_store_n(&p->touched, t, __ATOMIC_RELAXED);
+            if (t > p->touched_peak)
+                __atomic_store_n(&p->touched_peak, t, __ATOMIC_RELAXED);
+        }
     } else {
         for (; g <= e; g++)
             if (--s->gref[g] == 0) {
                 s->gstamp[g] = ++p->vclock;
                 changed++;
             }
-        if (changed)
+        if (changed) {
             __atomic_sub_fetch(&p->arena->heap.touched, changed, __ATOMIC_RELAXED);
+            __atomic_store_n(&p->touched, p->touched - changed, __ATOMIC_RELAXED);
+        }
     }
 }
 
