@@ -177,6 +177,41 @@ __attribute__((noinline, cold)) static carve_block *place_on_mapped(carve_pool *
     return front->next;
 }
 
+#define MAPPED_SCAN 4 /* free blocks looked at for one already mapped (more found no more on the recorded traces) */
+
+/* Pool lock held, virtual-memory mode: the best-fitting free block would
+ * need granules mapped, and has no mapped place inside. Look through the
+ * other free blocks that can hold rs (smallest classes first, at most
+ * MAPPED_SCAN of them) for one with rs bytes already mapped, at its front
+ * or further in; NULL when there is none. Only done when mapping would
+ * pass the allowance (so something would be unmapped to make room): below
+ * it, best fit keeps the touched granules compact. A program whose requests change
+ * shape (serving, dynamic batch sizes) then lands on the granules that
+ * earlier requests left mapped instead of unmapping those to map others: a
+ * scan of host memory instead of driver calls. */
+__attribute__((noinline, cold)) static carve_block *find_mapped_block(carve_pool *p, unsigned cls, size_t rs,
+                                                                   const carve_block *skip) {
+    carve_index *ix = &p->index[cls];
+    unsigned fl, sl, seen = 0;
+    carve_index_class(rs, &fl, &sl);
+    while (seen < MAPPED_SCAN && carve_index_next_class(ix, &fl, &sl)) {
+        for (carve_block *b = ix->heads[fl][sl]; b && seen < MAPPED_SCAN; b = b->fnext, seen++) {
+            if (b == skip || b->size < rs)
+                continue;
+            if (b->span->u.r.unmapped == 0 || carve_vmm_unmapped(b->span->u.r.seg, b->addr, rs) == 0)
+                return b;
+            carve_block *m = place_on_mapped(p, b, rs);
+            if (m)
+                return m;
+        }
+        if (++sl == CARVE_SL_COUNT) {
+            sl = 0;
+            fl++;
+        }
+    }
+    return NULL;
+}
+
 /* Pool lock held; the fast path found no block for rs, or (virtual-memory
  * mode) the block it found touches unmapped granules. Find or bring in a
  * block and map it; on running out of room, reclaim cached memory from
@@ -190,6 +225,9 @@ static carve_block *pool_take(carve_arena *a, carve_pool *p, unsigned cls, size_
         if (!a->vmm || b->span->u.r.unmapped == 0 || carve_vmm_unmapped(b->span->u.r.seg, b->addr, rs) == 0)
             return b;
         carve_block *m = place_on_mapped(p, b, rs);
+        if (!m && CARVE_LOAD(&a->heap.reserved) + carve_vmm_unmapped(b->span->u.r.seg, b->addr, rs) *
+                                                      CARVE_SEGMENT_GRANULE > carve_vmm_allowance(a))
+            m = find_mapped_block(p, cls, rs, b);
         if (m)
             return m;
         *st = carve_vmm_map(a, p, b->span, b->addr, rs);
