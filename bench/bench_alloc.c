@@ -11,7 +11,8 @@
  * and the churn once more in virtual-memory mode (vmm=1: granules mapped on
  * use, free ones unmapped before the footprint can pass its peak).
  * Method: warm-up, many repetitions, medians; random sizes are drawn before
- * the timed loop. Usage: bench_alloc [--quick] [--json FILE] [--threads N] [--only WORKLOAD]
+ * the timed loop. Usage: bench_alloc [--quick] [--json FILE] [--threads N] [--vmm] [--only WORKLOAD]
+ * (--vmm: the threads workload in virtual-memory mode, with granule maps per operation)
  * (--only pair|churn|threads|vmm runs one workload: bench/count_instructions.sh
  * uses it to count the instructions of one alloc+free pair under callgrind).
  */
@@ -125,6 +126,7 @@ typedef struct churn_result {
     double ops_per_s;
     double footprint;
     size_t reserved_peak, requested_peak;
+    double backend_allocs_per_op; /* threads: segments reserved (granules mapped with --vmm) per operation */
 } churn_result;
 
 typedef struct churn_plan {
@@ -255,6 +257,7 @@ static churn_result bench_threads(int nthreads, int reps, size_t steps) {
         rate[r] = 2.0 * (double)steps * nthreads / slowest;
         carve_stats st;
         carve_get_stats(a, &st);
+        res.backend_allocs_per_op += (double)st.num_backend_allocs / (2.0 * (double)steps * nthreads) / reps;
         double fp = (double)st.reserved_bytes_peak / (double)st.requested_bytes_peak;
         if (fp > res.footprint) {
             res.footprint = fp;
@@ -281,12 +284,14 @@ int main(int argc, char **argv) {
             quick = 1;
         else if (!strcmp(argv[i], "--json") && i + 1 < argc)
             json = argv[++i];
+        else if (!strcmp(argv[i], "--vmm"))
+            g_vmm = 1;
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
             nthreads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--only") && i + 1 < argc)
             only = argv[++i];
         else {
-            fprintf(stderr, "usage: bench_alloc [--quick] [--json FILE] [--threads N] "
+            fprintf(stderr, "usage: bench_alloc [--quick] [--json FILE] [--threads N] [--vmm] "
                             "[--only pair|churn|threads|vmm]\n");
             return 2;
         }
@@ -297,6 +302,10 @@ int main(int argc, char **argv) {
     }
     if (only && strcmp(only, "pair") && strcmp(only, "churn") && strcmp(only, "threads") && strcmp(only, "vmm")) {
         fprintf(stderr, "bench_alloc: --only takes pair, churn, threads or vmm, not '%s'\n", only);
+        return 2;
+    }
+    if (g_vmm && (!only || strcmp(only, "threads"))) {
+        fprintf(stderr, "bench_alloc: --vmm goes with --only threads (--only vmm is the churn in that mode)\n");
         return 2;
     }
     if (only) { /* one workload, no JSON: for instruction counts and profiles */
@@ -316,7 +325,8 @@ int main(int argc, char **argv) {
             printf("alloc+free pairs: %lld\n", (long long)creps1 * (1000 + (long long)steps1));
         } else {
             churn_result r = bench_threads(nthreads, quick ? 3 : 7, quick ? 50000 : 1000000);
-            printf("threads (%d): %.1f M ops/s\n", nthreads, r.ops_per_s / 1e6);
+            printf("threads (%d%s): %.1f M ops/s, footprint %.3f, %.4f backend allocations per op\n", nthreads,
+                   g_vmm ? ", vmm=1" : "", r.ops_per_s / 1e6, r.footprint, r.backend_allocs_per_op);
         }
         return 0;
     }
