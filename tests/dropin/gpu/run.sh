@@ -81,6 +81,10 @@ CARVE_RUN_QUIET=1 timeout "${MEMCHECK_TIMEOUT:-300}" compute-sanitizer --tool me
 "$RUN" -- "$OUT/bin/app_static" bench >"$OUT/bench-carve.log" 2>&1
 grep -q "^OK" "$OUT/bench-carve.log" && pass "bench pairs" "$(grep -m1 '4096 B' "$OUT/bench-carve.log")" ||
   fail "bench pairs" "see $OUT/bench-carve.log"
+# the same program on the shared runtime
+"$RUN" -- "$OUT/bin/app_shared" bench >"$OUT/bench-shared-carve.log" 2>&1
+grep -q "^OK" "$OUT/bench-shared-carve.log" && pass "bench pairs, shared cudart" "$(grep -m1 '4096 B' "$OUT/bench-shared-carve.log")" ||
+  fail "bench pairs, shared cudart" "see $OUT/bench-shared-carve.log"
 # the same pairs through the driver API, with no runtime layer in between
 "$OUT/bin/app_driver" bench >"$OUT/bench-driver-plain.log" 2>&1
 "$RUN" -- "$OUT/bin/app_driver" bench >"$OUT/bench-driver-carve.log" 2>&1
