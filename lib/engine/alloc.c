@@ -192,20 +192,11 @@ __attribute__((noinline, cold)) static carve_block *place_on_mapped(carve_pool *
  * shape (serving, dynamic batch sizes) then lands on the granules that
  * earlier requests left mapped instead of unmapping those to map others: a
  * scan of host memory instead of driver calls. */
-/* Granules of [addr, addr+size) that no live or pending block touches yet. */
-static size_t newly_touched(const carve_segment *s, uintptr_t addr, size_t size) {
-    size_t n = 0;
-    for (size_t g = (addr - s->base) / CARVE_SEGMENT_GRANULE, e = (addr + size - 1 - s->base) / CARVE_SEGMENT_GRANULE;
-         g <= e; g++)
-        n += s->gref[g] == 0;
-    return n;
-}
-
 __attribute__((noinline, cold)) static carve_block *find_mapped_block(carve_pool *p, unsigned cls, size_t rs,
                                                                    const carve_block *skip) {
     /* The peak of touched granules sets the allowance: it must not grow
      * by the choice. */
-    size_t touch_limit = newly_touched(skip->span->u.r.seg, skip->addr, rs);
+    size_t touch_limit = carve_vmm_untouched(skip->span->u.r.seg, skip->addr, rs);
     carve_index *ix = &p->index[cls];
     unsigned fl, sl, seen = 0;
     carve_index_class(rs, &fl, &sl);
@@ -215,12 +206,12 @@ __attribute__((noinline, cold)) static carve_block *find_mapped_block(carve_pool
                 continue;
             const carve_segment *seg = b->span->u.r.seg;
             if (b->span->u.r.unmapped == 0 || carve_vmm_unmapped(seg, b->addr, rs) == 0) {
-                if (newly_touched(seg, b->addr, rs) <= touch_limit)
+                if (carve_vmm_untouched(seg, b->addr, rs) <= touch_limit)
                     return b;
                 continue;
             }
             uintptr_t x = carve_vmm_find_mapped(seg, b->addr, b->addr + b->size, rs);
-            if (x && newly_touched(seg, x, rs) <= touch_limit) {
+            if (x && carve_vmm_untouched(seg, x, rs) <= touch_limit) {
                 carve_block *m = place_on_mapped(p, b, rs);
                 if (m)
                     return m;
@@ -244,11 +235,11 @@ static carve_block *pool_take(carve_arena *a, carve_pool *p, unsigned cls, size_
         carve_block *b = carve_index_find(&p->index[cls], rs);
         if (!b && !(b = pool_refill(a, p, cls, rs, st)))
             return NULL;
-        if (!a->vmm || b->span->u.r.unmapped == 0 || carve_vmm_unmapped(b->span->u.r.seg, b->addr, rs) == 0)
+        size_t need;
+        if (!a->vmm || b->span->u.r.unmapped == 0 || (need = carve_vmm_unmapped(b->span->u.r.seg, b->addr, rs)) == 0)
             return b;
         carve_block *m = place_on_mapped(p, b, rs);
-        if (!m && CARVE_LOAD(&a->heap.reserved) + carve_vmm_unmapped(b->span->u.r.seg, b->addr, rs) *
-                                                      CARVE_SEGMENT_GRANULE > carve_vmm_allowance(a))
+        if (!m && CARVE_LOAD(&a->heap.reserved) + need * CARVE_SEGMENT_GRANULE > carve_vmm_allowance(a))
             m = find_mapped_block(p, cls, rs, b);
         if (m)
             return m;

@@ -123,6 +123,13 @@ size_t carve_vmm_unmapped(const carve_segment *s, uintptr_t addr, size_t size) {
     return n;
 }
 
+size_t carve_vmm_untouched(const carve_segment *s, uintptr_t addr, size_t size) {
+    size_t n = 0;
+    for (size_t g = (addr - s->base) / G, e = (addr + size - 1 - s->base) / G; g <= e; g++)
+        n += s->gref[g] == 0;
+    return n;
+}
+
 /* Heap lock held. Unmap granule g of segment s (reference count 0). */
 static int unmap_one(carve_arena *a, carve_segment *s, size_t g) {
     if (a->be.ops->decommit(&a->be, s->base + g * G, G) != CARVE_OK) {

@@ -21,6 +21,8 @@ uintptr_t carve_vmm_find_mapped(const carve_segment *s, uintptr_t lo, uintptr_t 
 void carve_vmm_segment_free(carve_segment *s) CARVE_INTERNAL;
 /* Granules of [addr, addr+size) not mapped. */
 size_t carve_vmm_unmapped(const carve_segment *s, uintptr_t addr, size_t size) CARVE_INTERNAL;
+/* Granules of [addr, addr+size) that no live or pending block touches yet. */
+size_t carve_vmm_untouched(const carve_segment *s, uintptr_t addr, size_t size) CARVE_INTERNAL;
 /* Pool lock held; takes the heap lock. Map every granule of [addr,
  * addr+size) in span, unmapping free granules first where the mapped total
  * would pass its target. CARVE_ERR_OOM past the limit. */

@@ -153,8 +153,6 @@ void *carve_dlsym_lookup(void *handle, const char *name) {
  * caller's return address still in place (the next definition is the
  * caller's business, never replaced), everything else goes to
  * carve_dlsym_lookup. Elsewhere, a C dlsym that answers RTLD_NEXT from here. */
-void *carve_dlsym_libc(void) CARVE_INTERNAL;
-void *carve_dlsym_libc(void) { return carve_real_dlsym_fn(); }
 #if defined(__x86_64__) && defined(__ELF__)
 __asm__(".text\n"
         ".globl dlsym\n"
@@ -165,7 +163,7 @@ __asm__(".text\n"
         "    pushq %rdi\n"
         "    pushq %rsi\n"
         "    subq $8, %rsp\n"
-        "    call carve_dlsym_libc\n"
+        "    call carve_real_dlsym_fn\n"
         "    addq $8, %rsp\n"
         "    popq %rsi\n"
         "    popq %rdi\n"
