@@ -149,7 +149,7 @@ void *carve_dlsym_lookup(void *handle, const char *name) {
  * through a C function here, libc would count from this library instead: a
  * tool preloaded behind it that looks up its own wrapped function (dlopen,
  * say) with RTLD_NEXT would be handed itself. So on x86-64 dlsym is a
- * three-instruction entry: RTLD_NEXT jumps to libc's dlsym with the
+ * small assembly entry: RTLD_NEXT jumps to libc's dlsym with the
  * caller's return address still in place (the next definition is the
  * caller's business, never replaced), everything else goes to
  * carve_dlsym_lookup. Elsewhere, a C dlsym that answers RTLD_NEXT from here. */
