@@ -237,6 +237,11 @@ int device_cc() {
     return cc;
 }
 
+bool overlaps(const void *a, uint64_t abytes, const void *b, uint64_t bbytes) {
+    uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+    return x < y + bbytes && y < x + abytes;
+}
+
 const char *dtype_name(carve_dtype t) {
     switch (t) {
     case CARVE_DTYPE_F32: return "f32";
@@ -297,10 +302,17 @@ extern "C" carve_status carve_gemm(carve_arena *arena, carve_stream s, carve_ord
     const long long tiles = (long long)((m + 127) / 128) * ((n + 127) / 128);
     if (tiles > INT_MAX)
         return carve_fail(nullptr, CARVE_ERR_INVALID, "%s: m=%d by n=%d needs too many thread blocks", fn, m, n);
-    const uint64_t csize = c_type == CARVE_DTYPE_F32 ? 4 : 2;
-    carve_status st = carve_k::check_gemm_operands(fn, A, aspan * 2, B, bspan * 2, C, cspan * csize);
+    carve_status st = carve_k::check_device_present(fn);
     if (st != CARVE_OK)
         return st;
+    if ((st = carve_k::check_device_ptr(A, fn, "A")) != CARVE_OK ||
+        (st = carve_k::check_device_ptr(B, fn, "B")) != CARVE_OK ||
+        (st = carve_k::check_device_ptr(C, fn, "C")) != CARVE_OK)
+        return st;
+    const uint64_t csize = c_type == CARVE_DTYPE_F32 ? 4 : 2;
+    if (overlaps(C, cspan * csize, A, aspan * 2) || overlaps(C, cspan * csize, B, bspan * 2))
+        return carve_fail(nullptr, CARVE_ERR_INVALID, "%s: C [%p, +%llu elements) overlaps A or B", fn, C,
+                          (unsigned long long)cspan);
 
     /* The canonical row-major problem. */
     Problem pr;

@@ -33,25 +33,6 @@ carve_status check_device_ptr(const void *p, const char *fn, const char *what) {
     return CARVE_OK;
 }
 
-static bool overlaps(const void *a, uint64_t abytes, const void *b, uint64_t bbytes) {
-    uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
-    return x < y + bbytes && y < x + abytes;
-}
-
-carve_status check_gemm_operands(const char *fn, const void *A, uint64_t abytes, const void *B, uint64_t bbytes,
-                                 const void *C, uint64_t cbytes) {
-    carve_status st = check_device_present(fn);
-    if (st != CARVE_OK)
-        return st;
-    if ((st = check_device_ptr(A, fn, "A")) != CARVE_OK || (st = check_device_ptr(B, fn, "B")) != CARVE_OK ||
-        (st = check_device_ptr(C, fn, "C")) != CARVE_OK)
-        return st;
-    if (overlaps(C, cbytes, A, abytes) || overlaps(C, cbytes, B, bbytes))
-        return carve_fail(nullptr, CARVE_ERR_INVALID, "%s: C [%p, +%llu bytes) overlaps A or B", fn, C,
-                          (unsigned long long)cbytes);
-    return CARVE_OK;
-}
-
 carve_status launch_status(cudaError_t e, const char *fn) {
     if (e == cudaSuccess)
         return CARVE_OK;

@@ -7,7 +7,6 @@
 #define CARVE_KERNEL_COMMON_H
 
 #include <cuda_runtime.h>
-#include <stdint.h>
 
 #include "carve.h"
 
@@ -29,12 +28,6 @@ carve_status launch_status(cudaError_t e, const char *fn);
 
 /* CARVE_ERR_NO_DEVICE when no device is usable. */
 carve_status check_device_present(const char *fn);
-
-/* The operands of a matrix product C = op(A) op(B): a device present, A, B
- * and C device pointers of the current device, and C's bytes overlapping
- * neither A's nor B's (each given as the bytes its elements span). */
-carve_status check_gemm_operands(const char *fn, const void *A, uint64_t abytes, const void *B, uint64_t bbytes,
-                                 const void *C, uint64_t cbytes);
 
 }  // namespace carve_k
 

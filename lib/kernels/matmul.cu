@@ -70,6 +70,11 @@ void forget_smem(int v) {
     (void)cudaGetLastError();
 }
 
+bool overlaps(const void *a, size_t abytes, const void *b, size_t bbytes) {
+    uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+    return x < y + bbytes && y < x + abytes;
+}
+
 int pick(int m, int n, bool vec) {
     if (!vec)
         return 0;
@@ -96,8 +101,18 @@ carve_status validate(const char *fn, int m, int n, int k, const float *A, int l
     long long tiles = (long long)((m + 63) / 64) * ((n + 63) / 64);
     if (tiles > INT_MAX)
         return carve_fail(nullptr, CARVE_ERR_INVALID, "%s: m=%d by n=%d needs too many thread blocks", fn, m, n);
-    return carve_k::check_gemm_operands(fn, A, aspan * sizeof(float), B, bspan * sizeof(float), C,
-                                        cspan * sizeof(float));
+    carve_status st = carve_k::check_device_present(fn);
+    if (st != CARVE_OK)
+        return st;
+    if ((st = carve_k::check_device_ptr(A, fn, "A")) != CARVE_OK ||
+        (st = carve_k::check_device_ptr(B, fn, "B")) != CARVE_OK ||
+        (st = carve_k::check_device_ptr(C, fn, "C")) != CARVE_OK)
+        return st;
+    if (overlaps(C, cspan * sizeof(float), A, aspan * sizeof(float)) ||
+        overlaps(C, cspan * sizeof(float), B, bspan * sizeof(float)))
+        return carve_fail(nullptr, CARVE_ERR_INVALID, "%s: C [%p, +%llu floats) overlaps A or B", fn, (void *)C,
+                          (unsigned long long)cspan);
+    return CARVE_OK;
 }
 
 carve_status run(const char *fn, int variant, carve_stream s, int m, int n, int k, float alpha, const float *A,
