@@ -2,19 +2,24 @@
  * bench_alloc.c — the allocator's own speed and footprint, on the VIRTUAL
  * backend so it runs on any machine (no GPU, no memory behind the arena).
  *
- * Workloads (targets from the project's issue, checked here, never in tests):
+ * Workloads (targets from the project's issues, checked here, never in tests):
  *   pair     alloc+free of one size (256 B, 64 KiB, 2 MiB, 64 MiB)   <= 40 ns/pair
  *   churn    1000 live buffers; each step frees a random one and allocates a
  *            log-uniform size in 256 B..16 MiB                         <= 60 ns/op,
- *            footprint = reserved peak / requested peak                <= 1.15
+ *            footprint = reserved peak / requested peak                <= 1.10
  *   threads  8 threads, a stream each, churn                        >= 20 M ops/s
- * and the churn once more in virtual-memory mode (vmm=1: granules mapped on
- * use, free ones unmapped before the footprint can pass its peak).
+ *   scaling  the threads workload with 1, 2, 4, 8, 16 threads: each rate
+ *            against 0.8 x T x the one-thread rate
+ * each in the default mode (carve_config_init: virtual-memory mode on this
+ * backend) and in segments mode (vmm=0). In virtual-memory mode the granule
+ * maps and unmaps per operation of the timed part are counted too: on a GPU
+ * each costs tens of microseconds (bench/vmm_costs.cu).
  * Method: warm-up, many repetitions, medians; random sizes are drawn before
- * the timed loop. Usage: bench_alloc [--quick] [--json FILE] [--threads N] [--vmm] [--only WORKLOAD]
- * (--vmm: the threads workload in virtual-memory mode, with granule maps per operation)
- * (--only pair|churn|threads|vmm runs one workload: bench/count_instructions.sh
- * uses it to count the instructions of one alloc+free pair under callgrind).
+ * the timed loop.
+ * Usage: bench_alloc [--quick] [--json FILE] [--threads N] [--segments|--vmm] [--only WORKLOAD]
+ * (--segments / --vmm: only that mode; --only pair|churn|threads|scaling runs one
+ * workload: bench/count_instructions.sh uses it to count the instructions of
+ * one alloc+free pair under callgrind).
  */
 
 #include <math.h>
@@ -56,7 +61,7 @@ static size_t loguniform(uint64_t *s, double lo, double hi) {
     return (size_t)exp(log(lo) + u * (log(hi) - log(lo)));
 }
 
-static int g_vmm; /* arenas in virtual-memory mode */
+static int g_vmm = CARVE_VMM_AUTO; /* the mode of the arenas made (carve_config.vmm) */
 
 static carve_arena *new_arena(void) {
     carve_config c;
@@ -126,7 +131,8 @@ typedef struct churn_result {
     double ops_per_s;
     double footprint;
     size_t reserved_peak, requested_peak;
-    double backend_allocs_per_op; /* threads: segments reserved (granules mapped with --vmm) per operation */
+    double backend_allocs_per_op; /* timed steps: segments reserved (granules mapped) per operation */
+    double backend_frees_per_op;  /* ... segments released (granules unmapped) per operation */
 } churn_result;
 
 typedef struct churn_plan {
@@ -152,12 +158,14 @@ static void plan_free(churn_plan *pl) {
     free(pl->victims);
 }
 
-/* One churn run on arena a (stream s); returns seconds for the steps. */
-static double churn_run(carve_arena *a, carve_stream s, const churn_plan *pl) {
+/* One churn run on arena a (stream s); returns seconds for the steps, and
+ * the backend calls they made in *st1 - *st0. */
+static double churn_run(carve_arena *a, carve_stream s, const churn_plan *pl, carve_stats *st0, carve_stats *st1) {
     void **buf = malloc(sizeof(void *) * pl->live);
     for (size_t i = 0; i < pl->live; i++)
         DIE_IF(carve_alloc(a, pl->sizes[i], s, &buf[i]) != CARVE_OK);
     const size_t *sz = pl->sizes + pl->live;
+    carve_get_stats(a, st0);
     double t0 = now_ns();
     for (size_t i = 0; i < pl->steps; i++) {
         uint32_t v = pl->victims[i];
@@ -166,6 +174,7 @@ static double churn_run(carve_arena *a, carve_stream s, const churn_plan *pl) {
             DIE_IF(1);
     }
     double dt = (now_ns() - t0) * 1e-9;
+    carve_get_stats(a, st1);
     for (size_t i = 0; i < pl->live; i++)
         carve_free(a, buf[i]);
     free(buf);
@@ -180,7 +189,10 @@ static churn_result bench_churn(int reps, size_t steps) {
         churn_plan pl;
         plan_make(&pl, 1000, steps, 1000 + (uint64_t)r);
         carve_arena *a = new_arena();
-        double dt = churn_run(a, NULL, &pl);
+        carve_stats s0, s1;
+        double dt = churn_run(a, NULL, &pl, &s0, &s1);
+        res.backend_allocs_per_op += (double)(s1.num_backend_allocs - s0.num_backend_allocs) / (2.0 * (double)steps) / reps;
+        res.backend_frees_per_op += (double)(s1.num_backend_frees - s0.num_backend_frees) / (2.0 * (double)steps) / reps;
         carve_stats st;
         carve_get_stats(a, &st);
         double fp = (double)st.reserved_bytes_peak / (double)st.requested_bytes_peak;
@@ -237,7 +249,7 @@ static churn_result bench_threads(int nthreads, int reps, size_t steps) {
     for (int r = 0; r < reps; r++) {
         carve_arena *a = new_arena();
         pthread_barrier_t bar;
-        pthread_barrier_init(&bar, NULL, (unsigned)nthreads);
+        pthread_barrier_init(&bar, NULL, (unsigned)nthreads + 1);
         thread_arg *ta = calloc((size_t)nthreads, sizeof(*ta));
         pthread_t *th = calloc((size_t)nthreads, sizeof(*th));
         for (int i = 0; i < nthreads; i++) {
@@ -247,6 +259,11 @@ static churn_result bench_threads(int nthreads, int reps, size_t steps) {
             plan_make(&ta[i].plan, 1000, steps, 77 + (uint64_t)(r * nthreads + i));
             pthread_create(&th[i], NULL, thread_main, &ta[i]);
         }
+        carve_stats s0, s1;
+        pthread_barrier_wait(&bar); /* every thread has filled its buffers */
+        carve_get_stats(a, &s0);
+        pthread_barrier_wait(&bar); /* every thread has run its steps */
+        carve_get_stats(a, &s1);
         double slowest = 0;
         for (int i = 0; i < nthreads; i++) {
             pthread_join(th[i], NULL);
@@ -257,7 +274,9 @@ static churn_result bench_threads(int nthreads, int reps, size_t steps) {
         rate[r] = 2.0 * (double)steps * nthreads / slowest;
         carve_stats st;
         carve_get_stats(a, &st);
-        res.backend_allocs_per_op += (double)st.num_backend_allocs / (2.0 * (double)steps * nthreads) / reps;
+        double ops = 2.0 * (double)steps * nthreads;
+        res.backend_allocs_per_op += (double)(s1.num_backend_allocs - s0.num_backend_allocs) / ops / reps;
+        res.backend_frees_per_op += (double)(s1.num_backend_frees - s0.num_backend_frees) / ops / reps;
         double fp = (double)st.reserved_bytes_peak / (double)st.requested_bytes_peak;
         if (fp > res.footprint) {
             res.footprint = fp;
@@ -276,8 +295,38 @@ static churn_result bench_threads(int nthreads, int reps, size_t steps) {
 
 static const char *verdict(int ok) { return ok ? "meets" : "MISSES"; }
 
+static const char *mode_name(int vmm) { return vmm == 0 ? "segments" : vmm == 1 ? "vmm=1" : "default"; }
+
+typedef struct mode_result {
+    double pair[4], mpair[4];
+    churn_result churn, threads;
+} mode_result;
+
+/* Thread counts 1, 2, 4, ... up to max (and max itself): each rate against
+ * 0.8 x T x the one-thread rate. */
+static void run_scaling(int max, int reps, size_t steps, FILE *json) {
+    double one = 0;
+    printf("%-28s %12s %12s %10s\n", "threads (scaling)", "M ops/s", ">= 0.8 T x1", "");
+    for (int t = 1; t <= max; t = t * 2 > max && t < max ? max : t * 2) {
+        churn_result r = bench_threads(t, reps, steps);
+        if (t == 1)
+            one = r.ops_per_s;
+        double want = 0.8 * t * one;
+        printf("  %-2d thread%s (%s) %*s %9.2f M/s %9.2f M/s %8s   (footprint %.3f, maps %.4f unmaps %.4f per op)\n", t,
+               t == 1 ? " " : "s", mode_name(g_vmm), 9 - (int)strlen(mode_name(g_vmm)), "", r.ops_per_s / 1e6,
+               want / 1e6, t == 1 ? "" : verdict(r.ops_per_s >= want), r.footprint, r.backend_allocs_per_op,
+               r.backend_frees_per_op);
+        if (json)
+            fprintf(json, "%s{\"mode\":\"%s\",\"threads\":%d,\"ops_per_s\":%.0f,\"footprint\":%.4f,"
+                          "\"maps_per_op\":%.5f,\"unmaps_per_op\":%.5f}", t == 1 ? "" : ",", mode_name(g_vmm), t,
+                    r.ops_per_s, r.footprint, r.backend_allocs_per_op, r.backend_frees_per_op);
+        if (t == max)
+            break;
+    }
+}
+
 int main(int argc, char **argv) {
-    int quick = 0, nthreads = 8;
+    int quick = 0, nthreads = 8, forced = 0;
     const char *json = NULL, *only = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick"))
@@ -285,14 +334,16 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--json") && i + 1 < argc)
             json = argv[++i];
         else if (!strcmp(argv[i], "--vmm"))
-            g_vmm = 1;
+            g_vmm = 1, forced = 1;
+        else if (!strcmp(argv[i], "--segments"))
+            g_vmm = 0, forced = 1;
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
             nthreads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--only") && i + 1 < argc)
             only = argv[++i];
         else {
-            fprintf(stderr, "usage: bench_alloc [--quick] [--json FILE] [--threads N] [--vmm] "
-                            "[--only pair|churn|threads|vmm]\n");
+            fprintf(stderr, "usage: bench_alloc [--quick] [--json FILE] [--threads N] [--segments|--vmm] "
+                            "[--only pair|churn|threads|scaling]\n");
             return 2;
         }
     }
@@ -300,89 +351,89 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_alloc: --threads must be 1..1024\n");
         return 2;
     }
-    if (only && strcmp(only, "pair") && strcmp(only, "churn") && strcmp(only, "threads") && strcmp(only, "vmm")) {
-        fprintf(stderr, "bench_alloc: --only takes pair, churn, threads or vmm, not '%s'\n", only);
+    if (only && strcmp(only, "pair") && strcmp(only, "churn") && strcmp(only, "threads") && strcmp(only, "scaling")) {
+        fprintf(stderr, "bench_alloc: --only takes pair, churn, threads or scaling, not '%s'\n", only);
         return 2;
     }
-    if (g_vmm && (!only || strcmp(only, "threads"))) {
-        fprintf(stderr, "bench_alloc: --vmm goes with --only threads (--only vmm is the churn in that mode)\n");
-        return 2;
-    }
-    if (only) { /* one workload, no JSON: for instruction counts and profiles */
-        int reps1 = quick ? 5 : 31, iters1 = quick ? 20000 : 200000;
-        size_t steps1 = quick ? 100000 : 2000000;
-        if (!strcmp(only, "pair")) {
-            const size_t sz[] = {256, 64 << 10, 2 << 20, 64 << 20};
-            for (int i = 0; i < 4; i++)
-                printf("pair %zu B: %.1f ns\n", sz[i], bench_pair(sz[i], reps1, iters1));
-            printf("alloc+free pairs: %lld\n", 4LL * (iters1 + (long long)reps1 * iters1));
-        } else if (!strcmp(only, "churn") || !strcmp(only, "vmm")) {
-            g_vmm = !strcmp(only, "vmm");
-            int creps1 = quick ? 3 : 11;
-            churn_result r = bench_churn(creps1, steps1);
-            printf("churn%s: %.1f ns/op, footprint %.3f\n", g_vmm ? " (vmm=1)" : "", r.ns_per_op, r.footprint);
-            /* Each repetition: 1000 live allocations, steps alloc+free pairs, 1000 frees. */
-            printf("alloc+free pairs: %lld\n", (long long)creps1 * (1000 + (long long)steps1));
-        } else {
-            churn_result r = bench_threads(nthreads, quick ? 3 : 7, quick ? 50000 : 1000000);
-            printf("threads (%d%s): %.1f M ops/s, footprint %.3f, %.4f backend allocations per op\n", nthreads,
-                   g_vmm ? ", vmm=1" : "", r.ops_per_s / 1e6, r.footprint, r.backend_allocs_per_op);
-        }
-        return 0;
-    }
-    (void)rng_state;
     int reps = quick ? 5 : 31, iters = quick ? 20000 : 200000;
     size_t steps = quick ? 100000 : 2000000, tsteps = quick ? 50000 : 1000000;
     int creps = quick ? 3 : 11, treps = quick ? 3 : 7;
     const size_t sizes[] = {256, 64 << 10, 2 << 20, 64 << 20};
     const char *names[] = {"256 B", "64 KiB", "2 MiB", "64 MiB"};
-    double pair[4], mpair[4];
-
+    if (only) { /* one workload, no JSON: for instruction counts and profiles */
+        if (!strcmp(only, "pair")) {
+            for (int i = 0; i < 4; i++)
+                printf("pair %zu B (%s): %.1f ns\n", sizes[i], mode_name(g_vmm), bench_pair(sizes[i], reps, iters));
+            printf("alloc+free pairs: %lld\n", 4LL * (iters + (long long)reps * iters));
+        } else if (!strcmp(only, "churn")) {
+            churn_result r = bench_churn(creps, steps);
+            printf("churn (%s): %.1f ns/op, footprint %.3f, %.5f maps and %.5f unmaps per op\n", mode_name(g_vmm),
+                   r.ns_per_op, r.footprint, r.backend_allocs_per_op, r.backend_frees_per_op);
+            /* Each repetition: 1000 live allocations, steps alloc+free pairs, 1000 frees. */
+            printf("alloc+free pairs: %lld\n", (long long)creps * (1000 + (long long)steps));
+        } else if (!strcmp(only, "threads")) {
+            churn_result r = bench_threads(nthreads, treps, tsteps);
+            printf("threads (%d, %s): %.1f M ops/s, footprint %.3f, %.5f maps and %.5f unmaps per op\n", nthreads,
+                   mode_name(g_vmm), r.ops_per_s / 1e6, r.footprint, r.backend_allocs_per_op, r.backend_frees_per_op);
+        } else {
+            run_scaling(nthreads, treps, tsteps, NULL);
+        }
+        return 0;
+    }
+    (void)rng_state;
+    int modes[2] = {forced ? g_vmm : CARVE_VMM_AUTO, 0}, nmodes = forced ? 1 : 2;
+    mode_result mr[2];
+    FILE *f = NULL;
+    if (json && !(f = fopen(json, "w"))) {
+        perror(json);
+        return 1;
+    }
     printf("carve %s bench_alloc (virtual backend)%s\n", carve_version(), quick ? " --quick" : "");
     printf("method: median of %d repetitions x %d pairs (pair), %d x %zu steps (churn), %d x %zu steps x "
-           "%d threads\n\n", reps, iters, creps, steps, treps, tsteps, nthreads);
-    printf("%-28s %12s %12s %10s\n", "workload", "carve", "target", "");
-    for (int i = 0; i < 4; i++) {
-        pair[i] = bench_pair(sizes[i], reps, iters);
-        mpair[i] = bench_pair_malloc(sizes[i], reps, iters / 4);
-        printf("pair %-23s %9.1f ns %9s ns %10s   (glibc malloc+free: %.1f ns)\n", names[i], pair[i], "<= 40",
-               verdict(pair[i] <= 40), mpair[i]);
-    }
-    churn_result ch = bench_churn(creps, steps);
-    printf("%-28s %9.1f ns %9s ns %10s\n", "churn ns/op", ch.ns_per_op, "<= 60", verdict(ch.ns_per_op <= 60));
-    printf("%-28s %12.3f %12s %10s   (reserved peak %.1f MiB / requested peak %.1f MiB, worst run)\n",
-           "churn footprint", ch.footprint, "<= 1.15", verdict(ch.footprint <= 1.15),
-           ch.reserved_peak / 1048576.0, ch.requested_peak / 1048576.0);
-    churn_result th = bench_threads(nthreads, treps, tsteps);
-    printf("%-28s %9.1f M/s %9s M/s %8s\n", "threads aggregate ops/s", th.ops_per_s / 1e6, ">= 20",
-           verdict(th.ops_per_s >= 20e6));
-    printf("%-28s %12.3f\n", "threads footprint", th.footprint);
-    g_vmm = 1;
-    churn_result cv = bench_churn(creps, steps);
-    g_vmm = 0;
-    printf("%-28s %9.1f ns %9s ns %10s\n", "churn ns/op (vmm=1)", cv.ns_per_op, "<= 60", verdict(cv.ns_per_op <= 60));
-    printf("%-28s %12.3f %12s %10s   (reserved peak %.1f MiB / requested peak %.1f MiB, worst run)\n",
-           "churn footprint (vmm=1)", cv.footprint, "<= 1.15", verdict(cv.footprint <= 1.15),
-           cv.reserved_peak / 1048576.0, cv.requested_peak / 1048576.0);
-
-    if (json) {
-        FILE *f = fopen(json, "w");
-        if (!f) {
-            perror(json);
-            return 1;
+           "%d threads; modes: default (carve_config_init: virtual-memory mode here)%s\n\n", reps, iters, creps,
+           steps, treps, tsteps, nthreads, forced ? "" : " and segments (vmm=0)");
+    if (f)
+        fprintf(f, "{\"version\":\"%s\",\"quick\":%s,\"threads\":%d,\"modes\":[", carve_version(),
+                quick ? "true" : "false", nthreads);
+    for (int m = 0; m < nmodes; m++) {
+        g_vmm = modes[m];
+        mode_result *r = &mr[m];
+        printf("%-28s %12s %12s %10s   mode: %s\n", "workload", "carve", "target", "", mode_name(g_vmm));
+        for (int i = 0; i < 4; i++) {
+            r->pair[i] = bench_pair(sizes[i], reps, iters);
+            r->mpair[i] = bench_pair_malloc(sizes[i], reps, iters / 4);
+            printf("pair %-23s %9.1f ns %9s ns %10s   (glibc malloc+free: %.1f ns)\n", names[i], r->pair[i], "<= 40",
+                   verdict(r->pair[i] <= 40), r->mpair[i]);
         }
-        fprintf(f, "{\"version\":\"%s\",\"quick\":%s,\"pair_ns\":{", carve_version(), quick ? "true" : "false");
-        for (int i = 0; i < 4; i++)
-            fprintf(f, "%s\"%zu\":%.2f", i ? "," : "", sizes[i], pair[i]);
-        fprintf(f, "},\"malloc_pair_ns\":{");
-        for (int i = 0; i < 4; i++)
-            fprintf(f, "%s\"%zu\":%.2f", i ? "," : "", sizes[i], mpair[i]);
-        fprintf(f,
-                "},\"churn_ns_per_op\":%.2f,\"churn_footprint\":%.4f,\"churn_reserved_peak\":%zu,"
-                "\"churn_requested_peak\":%zu,\"threads\":%d,\"threads_ops_per_s\":%.0f,\"threads_footprint\":%.4f,"
-                "\"vmm_churn_ns_per_op\":%.2f,\"vmm_churn_footprint\":%.4f}\n",
-                ch.ns_per_op, ch.footprint, ch.reserved_peak, ch.requested_peak, nthreads, th.ops_per_s,
-                th.footprint, cv.ns_per_op, cv.footprint);
+        churn_result ch = r->churn = bench_churn(creps, steps);
+        printf("%-28s %9.1f ns %9s ns %10s\n", "churn ns/op", ch.ns_per_op, "<= 60", verdict(ch.ns_per_op <= 60));
+        printf("%-28s %12.3f %12s %10s   (reserved peak %.1f MiB / requested peak %.1f MiB, worst run)\n",
+               "churn footprint", ch.footprint, "<= 1.10", verdict(ch.footprint <= 1.10), ch.reserved_peak / 1048576.0,
+               ch.requested_peak / 1048576.0);
+        if (g_vmm != 0)
+            printf("%-28s %12.5f %12s %10s   (and %.5f unmaps per op)\n", "churn granule maps per op",
+                   ch.backend_allocs_per_op, "", "", ch.backend_frees_per_op);
+        churn_result th = r->threads = bench_threads(nthreads, treps, tsteps);
+        printf("%-28s %9.1f M/s %9s M/s %8s\n", "threads aggregate ops/s", th.ops_per_s / 1e6, ">= 20",
+               verdict(th.ops_per_s >= 20e6));
+        printf("%-28s %12.3f\n\n", "threads footprint", th.footprint);
+        if (f) {
+            fprintf(f, "%s{\"mode\":\"%s\",\"pair_ns\":{", m ? "," : "", mode_name(g_vmm));
+            for (int i = 0; i < 4; i++)
+                fprintf(f, "%s\"%zu\":%.2f", i ? "," : "", sizes[i], r->pair[i]);
+            fprintf(f, "},\"malloc_pair_ns\":{");
+            for (int i = 0; i < 4; i++)
+                fprintf(f, "%s\"%zu\":%.2f", i ? "," : "", sizes[i], r->mpair[i]);
+            fprintf(f,
+                    "},\"churn_ns_per_op\":%.2f,\"churn_footprint\":%.4f,\"churn_reserved_peak\":%zu,"
+                    "\"churn_requested_peak\":%zu,\"churn_maps_per_op\":%.5f,\"churn_unmaps_per_op\":%.5f,"
+                    "\"threads_ops_per_s\":%.0f,\"threads_footprint\":%.4f,\"threads_maps_per_op\":%.5f}",
+                    ch.ns_per_op, ch.footprint, ch.reserved_peak, ch.requested_peak, ch.backend_allocs_per_op,
+                    ch.backend_frees_per_op, th.ops_per_s, th.footprint, th.backend_allocs_per_op);
+        }
+    }
+    if (f) {
+        fprintf(f, "]}\n");
         fclose(f);
     }
     return 0;

@@ -6,13 +6,15 @@
 # only inside carve_alloc and carve_free, then divides the instructions
 # collected by the number of pairs bench_alloc reports it ran. Workloads: pair (one size
 # allocated and freed again, 256 B .. 64 MiB) and churn (1000 live buffers of
-# random sizes). Needs valgrind (apt-get install valgrind).
+# random sizes), in the default mode (virtual-memory mode on bench_alloc's
+# virtual backend); pair-segments and churn-segments in segments mode (vmm=0).
+# Needs valgrind (apt-get install valgrind).
 #
 # Usage: bench/count_instructions.sh BENCH_ALLOC_BINARY [WORKLOAD ...]
-#   e.g. bench/count_instructions.sh build-release/bench/bench_alloc pair churn
+#   e.g. bench/count_instructions.sh build-release/bench/bench_alloc pair churn pair-segments churn-segments
 set -euo pipefail
 if [ $# -lt 1 ] || [ "$1" = "--help" ] || [ "$1" = "-h" ]; then
-  sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
   [ $# -lt 1 ] && exit 2 || exit 0
 fi
 bin=$1; shift
@@ -21,10 +23,14 @@ command -v valgrind >/dev/null || { echo "count_instructions: valgrind not found
 workloads=("$@"); [ ${#workloads[@]} -eq 0 ] && workloads=(pair churn)
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 for w in "${workloads[@]}"; do
-  case $w in pair|churn) ;; *) echo "count_instructions: unknown workload '$w' (pair, churn)" >&2; exit 2;; esac
+  case $w in
+    pair|churn) args=(--only "$w") ;;
+    pair-segments|churn-segments) args=(--only "${w%-segments}" --segments) ;;
+    *) echo "count_instructions: unknown workload '$w' (pair, churn, pair-segments, churn-segments)" >&2; exit 2;;
+  esac
   valgrind --tool=callgrind --callgrind-out-file="$tmp/$w.out" \
     --toggle-collect=carve_alloc --toggle-collect=carve_free \
-    "$bin" --quick --only "$w" >"$tmp/$w.log" 2>"$tmp/$w.err" || { cat "$tmp/$w.err" >&2; exit 1; }
+    "$bin" --quick "${args[@]}" >"$tmp/$w.log" 2>"$tmp/$w.err" || { cat "$tmp/$w.err" >&2; exit 1; }
   /usr/bin/env python3 - "$tmp/$w.out" "$w" "$tmp/$w.log" <<'PY'
 import re, sys
 total = 0
@@ -38,7 +44,7 @@ for line in open(sys.argv[3]):  # bench_alloc says how many pairs it ran
         pairs = int(m.group(1))
 if not pairs or not total:
     sys.exit("count_instructions: no instructions or no pair count recorded")
-print(f"{sys.argv[2]:6s} {total / pairs:8.1f} instructions per alloc+free pair "
+print(f"{sys.argv[2]:14s} {total / pairs:8.1f} instructions per alloc+free pair "
       f"({total} instructions, {pairs} pairs)")
 PY
 done

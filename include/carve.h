@@ -107,6 +107,7 @@ CARVE_API char *carve_format_bytes(char *buf, size_t len, size_t bytes);
  * CARVE_SEGMENT_GRANULE.
  */
 #define CARVE_SEGMENT_GRANULE ((size_t)2 << 20) /* 2 MiB */
+#define CARVE_VMM_AUTO (-1) /* carve_config.vmm: virtual-memory mode where it is supported */
 
 typedef struct carve_config {
     carve_backend backend;   /* default CARVE_BACKEND_CUDA */
@@ -126,17 +127,27 @@ typedef struct carve_config {
     size_t min_grow_bytes;   /* growth mode: smallest segment reserved at once;
                                 0 (default) = automatic: an eighth of what is
                                 reserved, between 2 MiB and 64 MiB */
-    int vmm;                 /* nonzero: virtual-memory mode. Address space for the
-                                whole limit is reserved once and physical memory is
-                                mapped into it in 2 MiB granules as buffers need it;
-                                granules no live buffer touches are unmapped before
-                                the mapped total may pass its previous peak, so the
-                                footprint follows the live data rather than
-                                fragmentation. reserved_bytes counts mapped bytes.
-                                The bookkeeping costs 5 bytes of host memory per
-                                2 MiB granule of the whole limit (2.5 MiB per TiB),
-                                so set a limit. CUDA (cuMemCreate/cuMemMap) and
-                                VIRTUAL backends; default 0 */
+    int vmm;                 /* CARVE_VMM_AUTO (default), 1 or 0. 1: virtual-memory
+                                mode. Address space is reserved (twice the limit, or
+                                64 GiB at a time when unlimited) and physical memory
+                                is mapped into it in 2 MiB granules as buffers need
+                                it; free granules are unmapped, longest unused first,
+                                before the mapped total passes the peak of granules
+                                live buffers touch (plus 2%), so the footprint follows
+                                the live data rather than fragmentation.
+                                reserved_bytes counts mapped bytes. Buffers are placed
+                                lowest address first and where memory is already
+                                mapped, so a program that repeats its steps stops
+                                mapping after the first ones. Host bookkeeping: 9
+                                bytes per 2 MiB granule of address space. CUDA
+                                (cuMemCreate/cuMemMap; devices that support virtual
+                                memory management) and VIRTUAL backends.
+                                0: segments mode: segments from cudaMalloc (or the
+                                backend's reserve), cached whole and given back whole.
+                                CARVE_VMM_AUTO: virtual-memory mode when growth is on,
+                                nothing is to be reserved at creation (initial 0) and
+                                the backend and device support it, else segments;
+                                carve_arena_get_config reports which. */
     unsigned sim_event_polls;/* HOST and VIRTUAL: a simulated event reports "not done"
                                 to this many queries before it completes, so that
                                 stream-ordered reuse can be tested; default 0 */
@@ -163,7 +174,7 @@ CARVE_API void carve_config_init(carve_config *config);
  * e.g. "growth=1,limit=4GiB,initial=1GiB". Keys:
  *   backend=cuda|host|virtual|cuda_driver      device=N        growth=0|1
  *   initial=SIZE|FRACTION       limit=SIZE|FRACTION
- *   min_grow=SIZE               sim_event_polls=N      vmm=0|1
+ *   min_grow=SIZE               sim_event_polls=N      vmm=auto|0|1
  *   fail_backend_at=N           fail_backend_every=N   fail_backend_status=oom|backend
  * SIZE is a decimal number with an optional suffix B, K/KiB, M/MiB, G/GiB,
  * T/TiB (powers of 1024) or KB, MB, GB, TB (powers of 1000), case-insensitive,
@@ -285,18 +296,22 @@ typedef struct carve_stats {
     size_t requested_bytes_peak;
     size_t allocated_bytes;       /* bytes held by live buffers (rounded) */
     size_t allocated_bytes_peak;
-    size_t reserved_bytes;        /* bytes reserved from the backend */
+    size_t reserved_bytes;        /* bytes reserved from the backend (virtual-memory mode:
+                                     bytes mapped) */
     size_t reserved_bytes_peak;
     size_t limit_bytes;           /* the hard cap (SIZE_MAX when unlimited) */
     size_t cached_bytes;          /* reserved but not held by live buffers */
-    size_t largest_free_block;    /* largest contiguous free range, in bytes */
-    size_t num_segments;          /* segments reserved now */
+    size_t largest_free_block;    /* largest contiguous free range with memory behind it, in bytes */
+    size_t num_segments;          /* segments reserved now (virtual-memory mode: address
+                                     space reservations) */
     size_t num_streams;           /* streams the arena has seen */
     uint64_t num_live;            /* live buffers */
     uint64_t num_allocs;          /* successful carve_alloc calls with size > 0 */
     uint64_t num_frees;           /* successful carve_free calls with ptr != NULL */
-    uint64_t num_backend_allocs;  /* segments reserved from the backend, ever */
-    uint64_t num_backend_frees;   /* segments given back, ever */
+    uint64_t num_backend_allocs;  /* segments reserved from the backend, ever (virtual-memory
+                                     mode: address space reservations and granule maps) */
+    uint64_t num_backend_frees;   /* segments given back, ever (virtual-memory mode:
+                                     granule unmaps) */
     uint64_t num_ooms;            /* carve_alloc calls that returned CARVE_ERR_OOM */
 } carve_stats;
 

@@ -152,6 +152,7 @@ typedef struct carve_replay_result {
     size_t done;         /* events replayed (fewer than t->n only when stopped at an OOM) */
     double seconds;      /* wall time of the replay loop alone */
     size_t initial_bytes;/* the arena's initial block as resolved (granule-aligned) */
+    int vmm;             /* the arena ran in virtual-memory mode (as resolved from the config) */
     char error[256];     /* carve_last_error after the replay, when nerrors > 0 */
 } carve_replay_result;
 

@@ -1,11 +1,12 @@
 /*
  * test_stats.c — statistics: current and peak values, counters, reset,
- * cached and largest free block, and peaks merged across streams.
+ * cached and largest free block, and peaks merged across streams, in both
+ * modes.
  */
 #include "test_util.h"
 
 static void test_single_stream(void) {
-    carve_arena *a = test_arena(CARVE_BACKEND_VIRTUAL, 1, 0, 0);
+    carve_arena *a = test_arena_conf(CARVE_BACKEND_VIRTUAL, 1, 0, 0, "vmm=0"); /* segments: counts as segments */
     carve_stats s;
     CHECK_ST(NULL, carve_get_stats(NULL, &s), CARVE_ERR_INVALID);
     CHECK_ST(a, carve_get_stats(a, NULL), CARVE_ERR_INVALID);
@@ -75,8 +76,32 @@ static void test_many_streams(void) {
     carve_arena_destroy(a);
 }
 
+/* Virtual-memory mode: reserved bytes are mapped granules, backend calls
+ * count granule maps and unmaps, one segment of address space. */
+static void test_vmm_counts(void) {
+    carve_arena *a = test_arena(CARVE_BACKEND_VIRTUAL, 1, 0, 0); /* the default mode there */
+    carve_stats s;
+    void *p, *q;
+    CHECK_OK(a, carve_alloc(a, 1000, NULL, &p));
+    CHECK_OK(a, carve_alloc(a, 3 << 20, NULL, &q)); /* [1 KiB, 3 MiB + 1 KiB): two granules in all */
+    CHECK_OK(a, carve_get_stats(a, &s));
+    /* one reservation of address space, two granule maps */
+    CHECK(s.reserved_bytes == (size_t)4 << 20 && s.num_segments == 1 && s.num_backend_allocs == 3);
+    CHECK(s.cached_bytes == s.reserved_bytes - s.allocated_bytes);
+    CHECK(s.largest_free_block > 0 && s.largest_free_block <= s.cached_bytes);
+    CHECK_OK(a, carve_free(a, q));
+    CHECK_OK(a, carve_free(a, p));
+    CHECK_OK(a, carve_empty_cache(a));
+    CHECK_OK(a, carve_get_stats(a, &s));
+    CHECK(s.reserved_bytes == 0 && s.num_backend_frees == 2 && s.reserved_bytes_peak == (size_t)4 << 20);
+    CHECK(s.largest_free_block == 0 && s.cached_bytes == 0);
+    CHECK_ARENA(a);
+    carve_arena_destroy(a);
+}
+
 int main(void) {
     test_single_stream();
+    test_vmm_counts();
     test_many_streams();
     return test_finish();
 }

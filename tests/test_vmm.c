@@ -5,7 +5,9 @@
  * granules are reused before fresh ones are mapped, a program that repeats
  * its steps stops mapping, one stream's free granules are unmapped for
  * another, the limit caps what is mapped, empty_cache unmaps everything
- * free, and the host backend refuses the mode.
+ * free, requests of changing sizes land where memory is mapped, free space
+ * is taken lowest address first, the automatic mode picks virtual memory
+ * where it can, and the host backend refuses the mode.
  */
 #include "test_util.h"
 
@@ -22,14 +24,20 @@ static void test_counts_mapped(void) {
     CHECK_OK(a, carve_alloc(a, 5 * MiB, NULL, &p)); /* touches 3 granules */
     CHECK(carve_memory_reserved(a) == 6 * MiB);
     void *q;
-    CHECK_OK(a, carve_alloc(a, 1000, NULL, &q)); /* a small span elsewhere: one more granule */
+    CHECK_OK(a, carve_alloc(a, 1000, NULL, &q)); /* lowest address: right after p, in its last granule */
+    CHECK((char *)q == (char *)p + 5 * MiB);
+    CHECK(carve_memory_reserved(a) == 6 * MiB);
+    void *r;
+    CHECK_OK(a, carve_alloc(a, 2 * MiB, NULL, &r)); /* one granule more */
     CHECK(carve_memory_reserved(a) == 8 * MiB);
     CHECK_OK(a, carve_free(a, p));
     CHECK(carve_memory_reserved(a) == 8 * MiB); /* unmapping is lazy */
+    CHECK_ARENA(a);
     CHECK_OK(a, carve_empty_cache(a));
-    CHECK(carve_memory_reserved(a) == 2 * MiB); /* only q's granule stays */
+    CHECK(carve_memory_reserved(a) == 4 * MiB); /* q's and r's granules stay */
     CHECK_ARENA(a);
     CHECK_OK(a, carve_free(a, q));
+    CHECK_OK(a, carve_free(a, r));
     CHECK_OK(a, carve_empty_cache(a));
     carve_stats s;
     carve_get_stats(a, &s);
@@ -192,6 +200,90 @@ static void test_limit(void) {
     carve_arena_destroy(a);
 }
 
+/* Requests whose sizes change from one round to the next (a server seeing
+ * other batch sizes): once the biggest round has been seen, later rounds are
+ * placed where memory is mapped already, and nothing is mapped or unmapped. */
+static void test_changing_shapes(void) {
+    carve_arena *a = vmm_arena(0, 1, 0);
+    carve_stats s;
+    uint64_t maps = 0, unmaps = 0;
+    void *w;
+    CHECK_OK(a, carve_alloc(a, 40 * MiB + 12345, NULL, &w)); /* weights, kept */
+    for (int round = 0; round < 40; round++) {
+        size_t batch = 1 + (size_t)(round * 7 % 16); /* 1..16, in a scrambled order */
+        void *p[12];
+        for (int i = 0; i < 12; i++) /* activations: alloc, and free the one before last */
+            CHECK_OK(a, carve_alloc(a, batch * (300 << 10) * (size_t)(1 + i % 3) + 4096 * (size_t)i, NULL, &p[i]));
+        for (int i = 0; i < 12; i++)
+            CHECK_OK(a, carve_free(a, p[(5 * i) % 12]));
+        carve_get_stats(a, &s);
+        if (round == 15) { /* every batch size has been seen */
+            maps = s.num_backend_allocs;
+            unmaps = s.num_backend_frees;
+        }
+    }
+    CHECK(s.num_backend_allocs == maps && s.num_backend_frees == unmaps);
+    /* the largest round: 16 * 300 KiB * (4 * (1 + 2 + 3)) = 112.5 MiB + 264 KiB, plus the weights */
+    size_t peak = 40 * MiB + 12345 + 16 * (300 << 10) * 24 + 4096 * 66;
+    CHECK(s.reserved_bytes_peak <= peak + peak / 50 + 4 * MiB);
+    CHECK_ARENA(a);
+    CHECK_OK(a, carve_free(a, w));
+    carve_arena_destroy(a);
+}
+
+/* Free space is taken lowest address first. */
+static void test_address_order(void) {
+    carve_arena *a = vmm_arena(0, 1, 0);
+    void *p[8];
+    for (int i = 0; i < 8; i++)
+        CHECK_OK(a, carve_alloc(a, 3 * MiB, NULL, &p[i]));
+    CHECK_OK(a, carve_free(a, p[6]));
+    CHECK_OK(a, carve_free(a, p[1]));
+    CHECK_OK(a, carve_free(a, p[4]));
+    void *q;
+    CHECK_OK(a, carve_alloc(a, 2 * MiB, NULL, &q)); /* holes at 1, 4, 6: the first */
+    CHECK(q == p[1]);
+    CHECK_OK(a, carve_alloc(a, 1 * MiB, NULL, &q)); /* the rest of hole 1 */
+    CHECK((char *)q == (char *)p[1] + 2 * MiB);
+    CHECK_ARENA(a);
+    carve_arena_destroy(a);
+}
+
+/* The automatic mode: virtual memory where the backend maps granules and
+ * the arena grows; segments for one fixed block and on the host backend. */
+static void test_auto(void) {
+    carve_config c, eff;
+    carve_config_init(&c);
+    CHECK(c.vmm == CARVE_VMM_AUTO);
+    carve_arena *a = test_arena(CARVE_BACKEND_VIRTUAL, 1, 0, 0);
+    CHECK_OK(a, carve_arena_get_config(a, &eff));
+    CHECK(eff.vmm == 1);
+    carve_arena_destroy(a);
+    a = test_arena(CARVE_BACKEND_VIRTUAL, 0, 64 * MiB, 0);
+    CHECK_OK(a, carve_arena_get_config(a, &eff));
+    CHECK(eff.vmm == 0);
+    carve_arena_destroy(a);
+    a = test_arena(CARVE_BACKEND_VIRTUAL, 1, 8 * MiB, 0); /* memory held from the start: a segment */
+    CHECK_OK(a, carve_arena_get_config(a, &eff));
+    CHECK(eff.vmm == 0 && carve_memory_reserved(a) == 8 * MiB);
+    carve_arena_destroy(a);
+    a = test_arena(CARVE_BACKEND_HOST, 1, 0, 0);
+    CHECK_OK(a, carve_arena_get_config(a, &eff));
+    CHECK(eff.vmm == 0);
+    carve_arena_destroy(a);
+    a = test_arena_conf(CARVE_BACKEND_VIRTUAL, 1, 0, 0, "vmm=0");
+    CHECK_OK(a, carve_arena_get_config(a, &eff));
+    CHECK(eff.vmm == 0);
+    carve_arena_destroy(a);
+    CHECK_OK(NULL, carve_config_parse(&c, "vmm=0"));
+    CHECK_OK(NULL, carve_config_parse(&c, "vmm=auto"));
+    CHECK(c.vmm == CARVE_VMM_AUTO);
+    CHECK_ST(NULL, carve_config_parse(&c, "vmm=2"), CARVE_ERR_INVALID);
+    c.vmm = 7;
+    c.backend = CARVE_BACKEND_VIRTUAL;
+    CHECK_ST(NULL, carve_arena_create(&c, &a), CARVE_ERR_INVALID);
+}
+
 static void test_refused(void) {
     carve_config c;
     carve_config_init(&c);
@@ -211,6 +303,9 @@ int main(void) {
     test_steady_state();
     test_trim_other_stream();
     test_limit();
+    test_changing_shapes();
+    test_address_order();
+    test_auto();
     test_refused();
     return test_finish();
 }

@@ -123,20 +123,21 @@ class CudaMallocAsyncAllocator final : public Allocator {
 class CarveAllocator final : public Allocator {
     carve_arena *arena_ = nullptr;
     std::string desc_;
-    int vmm_ = 0;
+    std::string name_;
     static thread_local std::string err_;
 
   public:
-    /* vmm: carve's virtual-memory mode (cuMemMap granules) instead of
-     * cudaMalloc segments. */
-    bool init(int device, int vmm, std::string *err)
+    /* mode: carve's configuration value for vmm (CARVE_VMM_AUTO: the
+     * default, virtual-memory mode where the device supports it; 0:
+     * cudaMalloc segments; 1: virtual-memory mode). */
+    bool init(int device, int mode, const std::string &name, std::string *err)
     {
         carve_config c;
         carve_config_init(&c);
         c.backend = CARVE_BACKEND_CUDA;
         c.device = device;
-        c.vmm = vmm;
-        vmm_ = vmm;
+        c.vmm = mode;
+        name_ = name;
         c.name = "peers";
         carve_status s = carve_arena_create(&c, &arena_);
         if (s != CARVE_OK) {
@@ -150,7 +151,9 @@ class CarveAllocator final : public Allocator {
             std::snprintf(b, sizeof b,
                           "carve %s, CUDA backend, %s (growth %d, initial %zu, "
                           "limit %zu, min_grow %zu)",
-                          carve_version(), vmm ? "virtual-memory mode (vmm=1)" : "default config",
+                          carve_version(),
+                          mode == CARVE_VMM_AUTO ? (e.vmm ? "default config: virtual-memory mode" : "default config: segments")
+                          : mode ? "vmm=1" : "segments mode (vmm=0)",
                           e.growth, e.initial_bytes, e.limit_bytes, e.min_grow_bytes);
             desc_ = b;
         } else {
@@ -159,7 +162,7 @@ class CarveAllocator final : public Allocator {
         return true;
     }
     ~CarveAllocator() override { carve_arena_destroy(arena_); }
-    std::string name() const override { return vmm_ ? "carve-vmm" : "carve"; }
+    std::string name() const override { return name_; }
     std::string describe() const override { return desc_; }
     void *alloc(size_t size, cudaStream_t st) override
     {
@@ -242,7 +245,7 @@ bool load_text(const char *path, peers::OpList *out, std::string *err)
     return true;
 }
 
-const char *const kAllocators[] = {"cudaMalloc", "cudaMallocAsync", "cub", "carve", "carve-vmm"};
+const char *const kAllocators[] = {"cudaMalloc", "cudaMallocAsync", "cub", "carve", "carve-segments"};
 
 Allocator *make_allocator(const std::string &name, int device, std::string *err)
 {
@@ -258,9 +261,10 @@ Allocator *make_allocator(const std::string &name, int device, std::string *err)
     }
     if (name == "cub")
         return peers::make_cub_allocator(device, err);
-    if (name == "carve" || name == "carve-vmm") {
+    if (name == "carve" || name == "carve-segments" || name == "carve-vmm") {
         auto *a = new CarveAllocator();
-        if (!a->init(device, name == "carve-vmm", err)) {
+        int mode = name == "carve" ? CARVE_VMM_AUTO : name == "carve-vmm" ? 1 : 0;
+        if (!a->init(device, mode, name, err)) {
             delete a;
             return nullptr;
         }

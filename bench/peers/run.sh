@@ -13,7 +13,7 @@
 #
 # Environment: OUT; QUICK=1 (a smoke run: fewer steps and repetitions);
 # PYTHON (default python3); SKIP_TORCH=1; ALLOCATORS (native peers, default
-# "cudaMalloc cudaMallocAsync cub carve carve-vmm"); WORKLOADS (default
+# "cudaMalloc cudaMallocAsync cub carve carve-segments"); WORKLOADS (default
 # "pair churn threads"); STEP_TIMEOUT (seconds per process, default 300).
 set -u -o pipefail
 
@@ -41,7 +41,7 @@ log=$out/run.log
 py=${PYTHON:-python3}
 quick=()
 [ "${QUICK:-0}" = 1 ] && quick=(--quick)
-allocs=${ALLOCATORS:-"cudaMalloc cudaMallocAsync cub carve carve-vmm"}
+allocs=${ALLOCATORS:-"cudaMalloc cudaMallocAsync cub carve carve-segments"}
 workloads=${WORKLOADS:-"pair churn threads"}
 step_timeout=${STEP_TIMEOUT:-300}
 t_start=$(date +%s)

@@ -13,7 +13,7 @@ import csv
 import json
 import sys
 
-ALLOC_ORDER = ["cudaMalloc", "cudaMallocAsync", "cub", "torch", "torch-expandable", "carve", "carve-vmm"]
+ALLOC_ORDER = ["cudaMalloc", "cudaMallocAsync", "cub", "torch", "torch-expandable", "carve", "carve-segments", "carve-vmm"]
 ROW_ORDER = ["pair_256B", "pair_64KiB", "pair_2MiB", "pair_64MiB", "churn"]
 
 

@@ -50,6 +50,8 @@ static struct {
     CUresult (*set_access)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
     CUresult (*granularity)(size_t *, const CUmemAllocationProp *, CUmemAllocationGranularity_flags);
     CUresult (*error_name)(CUresult, const char **);
+    CUresult (*attribute)(int *, CUdevice_attribute, CUdevice);
+    CUresult (*device_get)(CUdevice *, int);
 } drv;
 
 static int load_driver(void) {
@@ -64,7 +66,8 @@ static int load_driver(void) {
         {"cuMemCreate", (void **)&drv.create},          {"cuMemRelease", (void **)&drv.release},
         {"cuMemMap", (void **)&drv.map},                {"cuMemUnmap", (void **)&drv.unmap},
         {"cuMemSetAccess", (void **)&drv.set_access},   {"cuMemGetAllocationGranularity", (void **)&drv.granularity},
-        {"cuGetErrorName", (void **)&drv.error_name},
+        {"cuGetErrorName", (void **)&drv.error_name},   {"cuDeviceGetAttribute", (void **)&drv.attribute},
+        {"cuDeviceGet", (void **)&drv.device_get},
     };
     int ok = 1;
     for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
@@ -297,6 +300,15 @@ carve_status carve_backend_open_cuda_vmm(carve_be *be, int device) {
         return st;
     if (load_driver() != 1)
         return CARVE_ERR_NO_DEVICE;
+    int vmm_ok = 0;
+    CUdevice dev = 0;
+    CUresult ea = drv.device_get(&dev, device);
+    if (ea == CUDA_SUCCESS)
+        ea = drv.attribute(&vmm_ok, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, dev);
+    if (ea != CUDA_SUCCESS || !vmm_ok) {
+        carve_backend_fail("device %d does not support virtual memory management (cuMemCreate/cuMemMap)", device);
+        return CARVE_ERR_NO_DEVICE;
+    }
     vmm_ctx *c = calloc(1, sizeof(*c));
     if (!c) {
         carve_backend_fail("host memory exhausted");

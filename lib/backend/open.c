@@ -18,7 +18,12 @@ carve_status carve_backend_open(carve_be *be, const carve_config *cfg) {
     carve_status st;
     switch (cfg->backend) {
     case CARVE_BACKEND_CUDA:
-        st = cfg->vmm ? carve_backend_open_cuda_vmm(be, cfg->device) : carve_backend_open_cuda(be, cfg->device);
+        /* Automatic: the virtual-memory form where the device supports it. */
+        st = cfg->vmm == 0 || (cfg->vmm != 1 && (!cfg->growth || cfg->initial_bytes || cfg->initial_fraction > 0))
+                 ? CARVE_ERR_NO_DEVICE
+                                                               : carve_backend_open_cuda_vmm(be, cfg->device);
+        if (st != CARVE_OK && cfg->vmm != 1)
+            st = carve_backend_open_cuda(be, cfg->device);
         break;
     case CARVE_BACKEND_HOST: st = carve_backend_open_host(be); break;
     case CARVE_BACKEND_VIRTUAL: st = carve_backend_open_virtual(be); break;

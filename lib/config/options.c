@@ -24,6 +24,7 @@ void carve_config_init(carve_config *c) {
     memset(c, 0, sizeof(*c));
     c->backend = CARVE_BACKEND_CUDA;
     c->growth = 1;
+    c->vmm = CARVE_VMM_AUTO;
     c->fail_backend_status = CARVE_ERR_OOM;
 }
 
@@ -172,7 +173,11 @@ static int set_min_grow(carve_config *c, const char *v) {
     return carve_parse_size(v, &c->min_grow_bytes, &f) || f != 0 ? -1 : 0;
 }
 
-static int set_vmm(carve_config *c, const char *v) { return parse_bool(v, &c->vmm); }
+static int set_vmm(carve_config *c, const char *v) {
+    if (strcasecmp(v, "auto") == 0)
+        return c->vmm = CARVE_VMM_AUTO, 0;
+    return parse_bool(v, &c->vmm);
+}
 
 static int set_polls(carve_config *c, const char *v) {
     unsigned long x;
@@ -209,7 +214,7 @@ const carve_option carve_options[] = {
     {"limit", "size (e.g. 4GiB) or fraction of device memory (e.g. 0.5)", set_limit},
     {"min_grow", "size", set_min_grow},
     {"sim_event_polls", "count", set_polls},
-    {"vmm", "0|1", set_vmm},
+    {"vmm", "auto|0|1", set_vmm},
     {"fail_backend_at", "call number (testing: that backend call fails; 0 = none)", set_fail_at},
     {"fail_backend_every", "count (testing: every Nth backend call fails; 0 = none)", set_fail_every},
     {"fail_backend_status", "oom|backend", set_fail_status},

@@ -73,13 +73,19 @@ static void reclaim_unlocked(carve_arena *a, carve_pool *p, unsigned flags) {
 /* Pool and heap locks held. Grow one of the pool's spans of class cls into
  * the free range right after it, so the new memory merges with the span's
  * last free block: a stream's spans then behave as one region. Returns the
- * free block that now fits rs, or NULL. */
+ * span's last block, which now fits rs (in virtual-memory mode it is
+ * UNMAPPED, perhaps with a FREE block before it that makes up the rest),
+ * or NULL. */
 static carve_block *pool_extend(carve_arena *a, carve_pool *p, unsigned cls, size_t rs, size_t want) {
     for (carve_block *span = p->spans; span; span = span->fnext) {
         if (span->cls != cls)
             continue;
         carve_block *last = span->u.r.last;
-        size_t tail = last->state == CARVE_B_FREE ? last->size : 0;
+        /* Room at the end: a FREE block, or (virtual-memory mode) an
+         * UNMAPPED one with perhaps a FREE one before it. */
+        size_t tail = last->state == CARVE_B_FREE || last->state == CARVE_B_UNMAPPED ? last->size : 0;
+        if (last->state == CARVE_B_UNMAPPED && last->prev && last->prev->state == CARVE_B_FREE)
+            tail += last->prev->size;
         if (tail >= rs)
             continue;
         size_t need = carve_align_up(rs - tail, CARVE_SEGMENT_GRANULE);
@@ -92,13 +98,16 @@ static carve_block *pool_extend(carve_arena *a, carve_pool *p, unsigned cls, siz
     return NULL;
 }
 
-/* Pool lock held; the pool's index has no block for rs. Bring a span in:
+/* Pool lock held; the pool's index has no block for rs (and, in
+ * virtual-memory mode, no UNMAPPED place holds it either). Bring a span in:
  * by extending a span of the pool, from the heap (after giving the heap this
  * pool's empty spans, so they can merge), by growing — but before growing
  * past the largest footprint so far, other streams are asked for their empty
  * spans first — and once more after reclaiming every stream's cached memory
- * and waiting for it. Returns a free indexed block of at least rs bytes, or
- * NULL with *st set. The pool lock is dropped and retaken around reclaims. */
+ * and waiting for it. Returns a free indexed block of at least rs bytes (in
+ * virtual-memory mode, the new UNMAPPED room may be that block or its
+ * neighbour), or NULL with *st set. The pool lock is dropped and retaken
+ * around reclaims. */
 static carve_block *pool_refill(carve_arena *a, carve_pool *p, unsigned cls, size_t rs,
                                 carve_status *st) {
     size_t want = span_want(cls, rs), need = span_need(cls, rs);
@@ -162,94 +171,111 @@ static carve_block *pool_refill(carve_arena *a, carve_pool *p, unsigned cls, siz
 
 static inline __attribute__((always_inline)) carve_block *block_split(carve_pool *p, carve_block *b, size_t rs);
 
-/* Pool lock held, virtual-memory mode: free block b would need granules
- * mapped at its front. When a granule-aligned place further into b has rs
- * bytes already mapped, split the part before it off as a free block of its
- * own and return the free block that starts there (indexed); else NULL,
- * nothing changed. Keeps a program's mappings in use instead of mapping
- * fresh granules while mapped ones sit free. */
-__attribute__((noinline, cold)) static carve_block *place_on_mapped(carve_pool *p, carve_block *b, size_t rs) {
-    uintptr_t x = carve_vmm_find_mapped(b->span->u.r.seg, b->addr, b->addr + b->size, rs);
-    if (!x || carve_slab_reserve(&p->slab, 2) != 0 || carve_blockmap_reserve(&p->map) != 0)
-        return NULL;
-    carve_block *front = block_split(p, b, x - b->addr);
-    carve_index_insert(&p->index[front->cls], front);
-    return front->next;
-}
-
-#define MAPPED_SCAN 16 /* free blocks looked at for one already mapped (more found no more on the recorded traces) */
-
-/* Pool lock held, virtual-memory mode: the best-fitting free block would
- * need granules mapped, and has no mapped place inside. Look through the
- * other free blocks that can hold rs (smallest classes first, at most
- * MAPPED_SCAN of them) for one with rs bytes already mapped, at its front
- * or further in; NULL when there is none. Only done when mapping would
- * pass the allowance (so something would be unmapped to make room): below
- * it, best fit keeps the touched granules compact; and only a place that
- * touches no more granules anew than the best fit would (taking any place
- * that stays within the pool's peak of touched granules spreads a growing
- * program over more granules: LLM decode's footprint went 1.043 -> 1.063). A program whose requests change
- * shape (serving, dynamic batch sizes) then lands on the granules that
- * earlier requests left mapped instead of unmapping those to map others: a
- * scan of host memory instead of driver calls. */
-__attribute__((noinline, cold)) static carve_block *find_mapped_block(carve_pool *p, unsigned cls, size_t rs,
-                                                                   const carve_block *skip) {
-    /* The peak of touched granules sets the allowance: it must not grow
-     * by the choice. */
-    size_t touch_limit = carve_vmm_untouched(skip->span->u.r.seg, skip->addr, rs);
-    carve_index *ix = &p->index[cls];
-    unsigned fl, sl, seen = 0;
-    carve_index_class(rs, &fl, &sl);
-    while (seen < MAPPED_SCAN && carve_index_next_class(ix, &fl, &sl)) {
-        for (carve_block *b = ix->heads[fl][sl]; b && seen < MAPPED_SCAN; b = b->fnext, seen++) {
-            if (b == skip || b->size < rs)
-                continue;
-            const carve_segment *seg = b->span->u.r.seg;
-            if (b->span->u.r.unmapped == 0 || carve_vmm_unmapped(seg, b->addr, rs) == 0) {
-                if (carve_vmm_untouched(seg, b->addr, rs) <= touch_limit)
-                    return b;
-                continue;
-            }
-            uintptr_t x = carve_vmm_find_mapped(seg, b->addr, b->addr + b->size, rs);
-            if (x && carve_vmm_untouched(seg, x, rs) <= touch_limit) {
-                carve_block *m = place_on_mapped(p, b, rs);
-                if (m)
-                    return m;
-            }
-        }
-        if (++sl == CARVE_SL_COUNT) {
-            sl = 0;
-            fl++;
+/* Pool lock held, virtual-memory mode, and no FREE block holds rs bytes.
+ * Look at every UNMAPPED block of the class with its FREE neighbours: the
+ * request can sit at the front of that window (using the FREE block before
+ * and the UNMAPPED block's first granules) or at its back (its last granules
+ * and the FREE block after). Take the place that needs the fewest granules
+ * mapped, the lowest address among equals (which keeps what is touched
+ * compact), map them, and return a FREE indexed block that starts at the
+ * place. NULL with *st CARVE_OK when no window is large enough; NULL with
+ * the mapping's status when mapping failed. A program whose requests change
+ * shape (serving, dynamic batches) then lands where earlier requests left
+ * memory mapped instead of unmapping it to map other granules, and a scan
+ * of host memory replaces driver calls that cost tens of microseconds. */
+__attribute__((noinline, cold)) static carve_block *vmm_place(carve_arena *a, carve_pool *p, unsigned cls,
+                                                            size_t rs, carve_status *st) {
+    const size_t G = CARVE_SEGMENT_GRANULE;
+    carve_block *best = NULL;
+    size_t best_need = SIZE_MAX;
+    uintptr_t best_x = 0;
+    int best_back = 0;
+    *st = CARVE_OK;
+    for (carve_block *u = p->unmapped[cls]; u; u = u->fnext) {
+        carve_block *l = u->prev && u->prev->state == CARVE_B_FREE ? u->prev : NULL;
+        carve_block *r = u->next && u->next->state == CARVE_B_FREE ? u->next : NULL;
+        uintptr_t ua = u->addr, ub = u->addr + u->size;
+        uintptr_t lo = l ? l->addr : ua, hi = r ? r->addr + r->size : ub;
+        if (hi - lo < rs)
+            continue;
+        uintptr_t end = lo + rs, x = hi - rs;
+        size_t front = end <= ua ? 0 : (carve_align_up(end < ub ? end : ub, G) - ua) / G;
+        size_t back = x >= ub ? 0 : (ub - carve_align_down(x > ua ? x : ua, G)) / G;
+        int use_back = back < front;
+        size_t need = use_back ? back : front;
+        uintptr_t at = use_back ? x : lo;
+        if (need < best_need || (need == best_need && at < best_x)) {
+            best = u;
+            best_need = need;
+            best_x = at;
+            best_back = use_back;
         }
     }
-    return NULL;
+    if (!best)
+        return NULL;
+    carve_block *u = best, *m;
+    if (carve_slab_reserve(&p->slab, 3) != 0 || carve_blockmap_reserve(&p->map) != 0) {
+        carve_note("host memory exhausted for carve's metadata");
+        *st = CARVE_ERR_OOM;
+        return NULL;
+    }
+    if (best_need == 0) { /* a FREE neighbour holds it alone (the index scan passed it over) */
+        m = best_back ? u->next : u->prev;
+    } else {
+        uintptr_t ga = best_back ? u->addr + u->size - best_need * G : u->addr;
+        /* Making room must leave mapped the place itself, and the granules
+         * next to u (unmapping one would merge u away). */
+        carve_keep keep = {{best_x, u->addr - G}, {best_x + rs, u->addr + u->size + G}};
+        *st = carve_vmm_map(a, p, u->span, ga, best_need * G, &keep);
+        if (*st != CARVE_OK)
+            return NULL;
+        if (carve_slab_reserve(&p->slab, 2) != 0) {
+            carve_note("host memory exhausted for carve's metadata");
+            *st = CARVE_ERR_OOM;
+            return NULL;
+        }
+        m = carve_vmm_claim(p, u, ga, ga + best_need * G);
+    }
+    if (m->addr < best_x) { /* start the block at the place */
+        carve_block *front = block_split(p, m, best_x - m->addr);
+        carve_index_insert(&p->index[front->cls], front);
+        m = front->next;
+    }
+    return m;
 }
 
-/* Pool lock held; the fast path found no block for rs, or (virtual-memory
- * mode) the block it found touches unmapped granules. Find or bring in a
- * block and map it; on running out of room, reclaim cached memory from
- * every stream and retry once. */
+/* Pool lock held; the fast path found no block for rs. Find or bring in a
+ * block (in virtual-memory mode, map it); on running out of room, reclaim
+ * cached memory from every stream and retry once. */
 static carve_block *pool_take(carve_arena *a, carve_pool *p, unsigned cls, size_t rs, carve_status *st) {
     carve_pool_flush_hot(p, 1); /* merged, it may fit */
     for (int attempt = 0;; attempt++) {
         carve_block *b = carve_index_find(&p->index[cls], rs);
-        if (!b && !(b = pool_refill(a, p, cls, rs, st)))
-            return NULL;
-        size_t need;
-        if (!a->vmm || b->span->u.r.unmapped == 0 || (need = carve_vmm_unmapped(b->span->u.r.seg, b->addr, rs)) == 0)
+        if (b)
             return b;
-        carve_block *m = place_on_mapped(p, b, rs);
-        if (!m && CARVE_LOAD(&a->heap.reserved) + need * CARVE_SEGMENT_GRANULE > carve_vmm_allowance(a))
-            m = find_mapped_block(p, cls, rs, b);
-        if (m)
-            return m;
-        *st = carve_vmm_map(a, p, b->span, b->addr, rs);
-        if (*st == CARVE_OK)
+        if (!a->vmm)
+            return pool_refill(a, p, cls, rs, st);
+        if (!(b = vmm_place(a, p, cls, rs, st)) && *st == CARVE_OK) {
+            /* No room anywhere in the pool: bring address space in. */
+            b = pool_refill(a, p, cls, rs, st);
+            if (b && !(b->state == CARVE_B_FREE && b->size >= rs))
+                b = vmm_place(a, p, cls, rs, st);
+        }
+        if (b)
             return b;
         if (*st != CARVE_ERR_OOM || attempt == 1)
             return NULL;
         reclaim_unlocked(a, p, CARVE_RECLAIM_WAIT);
     }
+}
+
+/* Ordered index (virtual-memory mode): the parked block of the requested
+ * size is taken back only where address order would put the request anyway
+ * (no fitting free block lies below it), so parking saves the search, split
+ * and merge without spreading what is live over more granules. */
+static inline int hot_is_lowest(const carve_index *ix, const carve_block *hot) {
+    const carve_block *c = carve_index_find_low(ix, hot->size);
+    return !c || c->addr > hot->addr;
 }
 
 /* Take rs bytes off the front of free block b, leaving the rest indexed
@@ -298,7 +324,7 @@ carve_status carve_alloc(carve_arena *a, size_t size, carve_stream s, void **out
     if (CARVE_UNLIKELY(size > CARVE_MAX_ALLOC || size > a->limit))
         return alloc_oom(a, size, s, "the request is larger than the arena's limit");
     size_t rs = carve_align_up(size, CARVE_ALIGNMENT);
-    unsigned cls = rs <= CARVE_SMALL_MAX ? CARVE_CLASS_SMALL : CARVE_CLASS_LARGE;
+    unsigned cls = rs <= a->small_max ? CARVE_CLASS_SMALL : CARVE_CLASS_LARGE;
     carve_pool *p = carve_pool_get(a, s);
     if (CARVE_UNLIKELY(!p))
         return alloc_oom(a, size, s, "host memory exhausted for carve's metadata");
@@ -307,15 +333,19 @@ carve_status carve_alloc(carve_arena *a, size_t size, carve_stream s, void **out
     if (CARVE_UNLIKELY(p->pending_head != NULL))
         carve_pool_poll_pending(p, 0, 1);
     carve_block *b = p->hot;
-    if (b && b->size == rs && CARVE_LIKELY(carve_blockmap_reserve(&p->map) == 0)) {
+    carve_index *ix = &p->index[cls];
+    if (b && b->size == rs && CARVE_LIKELY(carve_blockmap_reserve(&p->map) == 0) &&
+        (CARVE_LIKELY(!ix->ordered) || hot_is_lowest(ix, b))) {
         p->hot = NULL; /* the same size again: no search, no split */
         b->state = CARVE_B_USED;
         b->slack = (uint8_t)(rs - size);
         goto found;
     }
-    b = carve_index_find(&p->index[cls], rs);
+    if (CARVE_UNLIKELY(b != NULL) && ix->ordered) /* merged first: nothing is placed around it */
+        carve_pool_flush_hot(p, 1);
+    b = carve_index_find(ix, rs);
     carve_status st = CARVE_OK;
-    if (CARVE_UNLIKELY(!b || (a->vmm && b->span->u.r.unmapped)))
+    if (CARVE_UNLIKELY(!b))
         b = pool_take(a, p, cls, rs, &st);
     if (CARVE_LIKELY(b) && CARVE_UNLIKELY(carve_slab_reserve(&p->slab, 1) != 0 ||
                                            carve_blockmap_reserve(&p->map) != 0)) {
@@ -420,8 +450,8 @@ carve_status carve_free(carve_arena *a, void *ptr) {
             p->pending_head = b;
         p->pending_tail = b;
         p->npending++;
-    } else { /* park it; release the one parked before */
-        carve_block *old = p->hot;
+    } else {
+        carve_block *old = p->hot; /* park it; release the one parked before */
         b->state = CARVE_B_HOT;
         p->hot = b;
         if (old)

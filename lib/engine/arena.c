@@ -39,7 +39,9 @@ static carve_status validate(const carve_config *c) {
         return carve_fail(NULL, CARVE_ERR_INVALID,
                           "carve_arena_create: growth is off and initial_bytes is 0: the arena could "
                           "never hold a byte");
-    if (c->vmm && c->backend != CARVE_BACKEND_CUDA && c->backend != CARVE_BACKEND_VIRTUAL)
+    if (c->vmm != 0 && c->vmm != 1 && c->vmm != CARVE_VMM_AUTO)
+        return carve_fail(NULL, CARVE_ERR_INVALID, "carve_arena_create: vmm is %d (0, 1 or CARVE_VMM_AUTO)", c->vmm);
+    if (c->vmm == 1 && c->backend != CARVE_BACKEND_CUDA && c->backend != CARVE_BACKEND_VIRTUAL)
         return carve_fail(NULL, CARVE_ERR_INVALID,
                           "carve_arena_create: virtual-memory mode needs the cuda or virtual backend");
     if (c->fail_backend_status != CARVE_OK && c->fail_backend_status != CARVE_ERR_OOM &&
@@ -97,13 +99,25 @@ static carve_status resolve_sizes(carve_arena *a, const carve_config *c) {
     a->min_grow = c->min_grow_bytes > rlimit ? carve_align_down(rlimit, CARVE_SEGMENT_GRANULE)
                                              : carve_align_up(c->min_grow_bytes, CARVE_SEGMENT_GRANULE);
     a->growth = c->growth != 0;
-    a->vmm = c->vmm != 0;
+    /* Automatic: virtual-memory mode where the backend maps granules (the
+     * CUDA backend opened its virtual-memory form only if the device
+     * supports it) and the arena grows from nothing; an arena asked to hold
+     * memory from the start (initial > 0, or one fixed block) keeps it as a
+     * segment reserved at creation. */
+    a->vmm = c->vmm == 1 ||
+             (c->vmm == CARVE_VMM_AUTO && a->growth && a->initial == 0 && a->be.ops->commit != NULL);
+    a->small_max = a->vmm ? 0 : CARVE_SMALL_MAX;
     if (a->vmm) {
-        /* Address space for everything the arena may map; growth off caps
-         * the mapped bytes at the initial amount. */
+        /* Address space for twice what the arena may map (so that it never
+         * runs out of room in one piece before the limit is reached), or
+         * 64 GiB at a time when unlimited; growth off caps the mapped bytes
+         * at the initial amount. */
         if (!a->growth)
             a->limit = a->initial;
-        a->va_size = a->limit != SIZE_MAX ? a->limit : CARVE_VMM_DEFAULT_VA;
+        a->va_more = a->limit == SIZE_MAX;
+        a->va_size = a->va_more ? CARVE_VMM_VA_STEP
+                     : a->limit > SIZE_MAX / 4 ? carve_align_down(SIZE_MAX / 2, CARVE_SEGMENT_GRANULE)
+                                               : 2 * a->limit;
         a->heap.target = a->initial;
     }
     return CARVE_OK;
@@ -196,6 +210,7 @@ carve_status carve_arena_get_config(const carve_arena *a, carve_config *out) {
     out->min_grow_bytes = a->min_grow;
     out->limit_fraction = 0;
     out->initial_fraction = 0;
+    out->vmm = a->vmm;
     return CARVE_OK;
 }
 

@@ -5,8 +5,12 @@
  *  - heap ranges tile a segment; a range is FREE (in the heap's index) or a
  *    SPAN, handed to one stream's pool;
  *  - pool blocks tile a span; a block is FREE (in the pool's index), USED (a
- *    live buffer), PENDING (freed, waiting for events on other streams) or
- *    HOT (just freed, parked unmerged for an allocation of the same size).
+ *    live buffer), PENDING (freed, waiting for events on other streams),
+ *    HOT (just freed, parked unmerged for an allocation of the same size) or,
+ *    in virtual-memory mode, UNMAPPED (free address space with no memory
+ *    behind it: whole granules, in the pool's unmapped list). A FREE block
+ *    there always has every granule it touches mapped, so the fast path
+ *    never maps; FREE and UNMAPPED neighbours do not merge.
  * prev/next link physical neighbours inside the container (segment or span),
  * so coalescing is O(1); fprev/fnext link a free block into its index list,
  * a pending block into the pool's pending list, and a span into its pool's
@@ -27,7 +31,8 @@ enum carve_block_state {
     CARVE_B_USED,      /* pool block: a live buffer */
     CARVE_B_PENDING,   /* pool block: freed, events on other streams outstanding */
     CARVE_B_SPAN,      /* heap range: owned by a pool */
-    CARVE_B_HOT        /* pool block: freed, parked unmerged in its pool's hot slot */
+    CARVE_B_HOT,       /* pool block: freed, parked unmerged in its pool's hot slot */
+    CARVE_B_UNMAPPED   /* pool block, virtual-memory mode: free whole granules, none mapped */
 };
 
 enum { CARVE_CLASS_SMALL = 0, CARVE_CLASS_LARGE = 1 };
@@ -52,7 +57,7 @@ typedef struct carve_block {
     uintptr_t addr;
     size_t size;
     struct carve_block *prev, *next;   /* physical neighbours in the container */
-    struct carve_block *fprev, *fnext; /* index list / pending list / span list */
+    struct carve_block *fprev, *fnext; /* index list / pending list / span list / unmapped list */
     uint8_t state;
     uint8_t cls;                       /* span: CARVE_CLASS_*; pool block: its span's */
     uint8_t slack;                     /* pool block in use: size - requested bytes (< 256) */

@@ -19,6 +19,7 @@ typedef struct tally {
     const carve_pool *pool;
     size_t nfree[2], free_bytes[2];
     size_t nused, used_bytes, req_bytes, npending, nspans, nhot;
+    size_t nunmapped[2]; /* virtual-memory mode: UNMAPPED blocks */
 } tally;
 
 #define FAIL(...)                                                   \
@@ -178,8 +179,19 @@ carve_status carve_check(const carve_arena *ca) {
                     if (b->next && b->next->state == CARVE_B_FREE)
                         FAIL("free blocks %#lx and %#lx are not merged", (unsigned long)b->addr,
                              (unsigned long)b->next->addr);
+                    if (a->vmm && carve_vmm_unmapped(s, b->addr, b->size))
+                        FAIL("free block %#lx touches unmapped granules", (unsigned long)b->addr);
                     pt->nfree[r->cls]++;
                     pt->free_bytes[r->cls] += b->size;
+                    break;
+                case CARVE_B_UNMAPPED:
+                    if (!a->vmm || b->addr % CARVE_SEGMENT_GRANULE || b->size % CARVE_SEGMENT_GRANULE ||
+                        carve_vmm_unmapped(s, b->addr, b->size) != b->size / CARVE_SEGMENT_GRANULE)
+                        FAIL("unmapped block %#lx is not whole unmapped granules", (unsigned long)b->addr);
+                    if (b->next && b->next->state == CARVE_B_UNMAPPED)
+                        FAIL("unmapped blocks %#lx and %#lx are not merged", (unsigned long)b->addr,
+                             (unsigned long)b->next->addr);
+                    pt->nunmapped[r->cls]++;
                     break;
                 case CARVE_B_USED:
                 case CARVE_B_PENDING:
@@ -246,9 +258,6 @@ carve_status carve_check(const carve_arena *ca) {
              h->reserved);
     if (h->reserved > a->limit)
         FAIL("reserved %zu bytes, over the limit of %zu", h->reserved, a->limit);
-    if (a->vmm && (touched != h->touched || h->touched_peak < h->touched))
-        FAIL("%zu granules are touched by live or pending blocks, the heap counts %zu (peak %zu)", touched,
-             h->touched, h->touched_peak);
     if (a->vmm) {
         size_t by_pools = 0;
         for (const carve_pool *q = CARVE_LOAD_ACQ(&a->pools); q; q = q->next_all) {
@@ -276,6 +285,18 @@ carve_status carve_check(const carve_arena *ca) {
             if (t[i].nfree[c] != p->index[c].count || t[i].free_bytes[c] != p->index[c].bytes)
                 FAIL("pool of stream %p: index %u holds %zu blocks, the walk found %zu", (void *)p->stream, c,
                      p->index[c].count, t[i].nfree[c]);
+        }
+        for (unsigned c = 0; c < 2; c++) {
+            size_t n = 0;
+            const carve_block *prev = NULL;
+            for (const carve_block *b = p->unmapped[c]; b; prev = b, b = b->fnext) {
+                if (++n > t[i].nunmapped[c] || b->state != CARVE_B_UNMAPPED || b->fprev != prev || b->cls != c ||
+                    !b->span || b->span->u.r.pool != p)
+                    FAIL("pool of stream %p: unmapped list %u is wrong", (void *)p->stream, c);
+            }
+            if (n != t[i].nunmapped[c])
+                FAIL("pool of stream %p: unmapped list %u holds %zu blocks, the walk found %zu", (void *)p->stream,
+                     c, n, t[i].nunmapped[c]);
         }
         size_t nspans = 0, npend = 0;
         for (const carve_block *sp = p->spans; sp; sp = sp->fnext)

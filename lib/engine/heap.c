@@ -308,17 +308,21 @@ carve_status carve_heap_grow(carve_arena *a, size_t want, size_t need) {
     char b1[32], b2[32], b3[32];
     size_t size;
     if (a->vmm) {
-        /* One reservation of address space for the whole limit. */
-        if (h->nsegs > 0 || h->inflight > 0) {
+        /* Address space: one reservation for twice the limit, or (no
+         * limit) another piece whenever the last is full. */
+        if (h->nsegs > 0 && !a->va_more) {
             carve_note("the arena's address space of %s has no free range of %s",
                        carve_format_bytes(b1, sizeof(b1), a->va_size), carve_format_bytes(b2, sizeof(b2), need));
             return CARVE_ERR_OOM;
         }
         size = a->va_size;
         if (size < need) {
-            carve_note("the request needs more than the arena's address space of %s",
-                       carve_format_bytes(b1, sizeof(b1), a->va_size));
-            return CARVE_ERR_OOM;
+            if (!a->va_more) {
+                carve_note("the request needs more than the arena's address space of %s",
+                           carve_format_bytes(b1, sizeof(b1), a->va_size));
+                return CARVE_ERR_OOM;
+            }
+            size = carve_align_up(need, CARVE_SEGMENT_GRANULE);
         }
     } else if (!a->growth) {
         if (h->nsegs > 0 || h->inflight > 0) {
@@ -344,7 +348,10 @@ carve_status carve_heap_grow(carve_arena *a, size_t want, size_t need) {
             return CARVE_ERR_OOM;
         }
     }
-    h->inflight += size;
+    /* In flight against the limit; address space (virtual-memory mode)
+     * holds no memory. */
+    size_t held = a->vmm ? 0 : size;
+    h->inflight += held;
     carve_mutex_unlock(&h->lock);
     uintptr_t base = 0;
     carve_status st = a->be.ops->reserve(&a->be, size, &base);
@@ -358,12 +365,12 @@ carve_status carve_heap_grow(carve_arena *a, size_t want, size_t need) {
             carve_backend_fail("the backend returned an unaligned block and one granule more passes the limit");
         } else {
             h->inflight += more - size;
-            size = more;
+            held = size = more;
             st = a->be.ops->reserve(&a->be, size, &base);
         }
     }
     carve_mutex_lock(&h->lock);
-    h->inflight -= size;
+    h->inflight -= held;
     if (st != CARVE_OK) {
         carve_note("the %s backend could not reserve %s: %s", carve_backend_str(a->be.kind),
                    carve_format_bytes(b1, sizeof(b1), size), carve_backend_msg());

@@ -13,3 +13,29 @@ size_t carve_index_largest(const carve_index *ix) {
             best = b->size;
     return best;
 }
+
+carve_block *carve_index_find_low(const carve_index *ix, size_t size) {
+    unsigned fl, sl;
+    carve_index_class(size, &fl, &sl);
+    carve_block *best = NULL;
+    unsigned n = 0;
+    for (carve_block *b = ix->heads[fl][sl]; b && n < CARVE_INDEX_SCAN; b = b->fnext, n++)
+        if (b->size >= size) {
+            best = b;
+            break;
+        }
+    if (++sl == CARVE_SL_COUNT) {
+        sl = 0;
+        fl++;
+    }
+    for (unsigned seen = 0; seen < CARVE_INDEX_LOW_CLASSES && carve_index_next_class(ix, &fl, &sl); seen++) {
+        carve_block *h = ix->heads[fl][sl];
+        if (!best || h->addr < best->addr)
+            best = h;
+        if (++sl == CARVE_SL_COUNT) {
+            sl = 0;
+            fl++;
+        }
+    }
+    return best;
+}

@@ -33,7 +33,13 @@ typedef struct carve_index {
     carve_block *heads[CARVE_FL_COUNT][CARVE_SL_COUNT];
     size_t count; /* blocks in the index */
     size_t bytes; /* their total size */
+    int ordered;  /* lists kept in address order (nearly: see carve_index_insert),
+                     and find takes the fitting block of lowest address */
 } carve_index;
+
+#define CARVE_INDEX_ORDER_WALK 16 /* list nodes passed at most to insert in address order */
+#define CARVE_INDEX_LOW_CLASSES 2 /* ordered find: non-empty classes above the request's looked at
+                                     (more found no better places on the recorded traces, and cost time) */
 
 static inline void carve_index_class(size_t size, unsigned *fl, unsigned *sl) {
     if (size < CARVE_LINEAR_LIMIT) {
@@ -58,18 +64,32 @@ size_t carve_index_largest(const carve_index *ix) CARVE_INTERNAL;
 
 /* ---- the operations, inline: they are on every alloc and free ---- */
 
-/* Add free block b. */
+/* Add free block b: at the head of its list, or in an ordered index after
+ * the blocks of lower address (at most CARVE_INDEX_ORDER_WALK of them are
+ * passed, so a long list is ordered only at its front: the lowest addresses
+ * are what find looks at). */
 static inline void carve_index_insert(carve_index *ix, carve_block *b) {
     unsigned fl, sl;
     carve_index_class(b->size, &fl, &sl);
     b->fl = (uint8_t)fl;
     b->sl = (uint8_t)sl;
     carve_block *h = ix->heads[fl][sl];
-    b->fprev = NULL;
-    b->fnext = h;
-    if (h)
-        h->fprev = b;
-    ix->heads[fl][sl] = b;
+    if (CARVE_UNLIKELY(ix->ordered) && h && h->addr < b->addr) {
+        carve_block *at = h;
+        for (unsigned n = 0; at->fnext && at->fnext->addr < b->addr && n < CARVE_INDEX_ORDER_WALK; n++)
+            at = at->fnext;
+        b->fprev = at;
+        b->fnext = at->fnext;
+        if (at->fnext)
+            at->fnext->fprev = b;
+        at->fnext = b;
+    } else {
+        b->fprev = NULL;
+        b->fnext = h;
+        if (h)
+            h->fprev = b;
+        ix->heads[fl][sl] = b;
+    }
     ix->fl_map |= (uint64_t)1 << fl;
     ix->sl_map[fl] |= 1u << sl;
     ix->count++;
@@ -153,8 +173,17 @@ static inline int carve_index_next_class(const carve_index *ix, unsigned *fl, un
     return 1;
 }
 
+/* Ordered index: of the blocks that fit size, the one of lowest address
+ * among the first fitting one of the request's own class and the heads (each
+ * the lowest of its list) of the next CARVE_INDEX_LOW_CLASSES non-empty
+ * classes above. Address order keeps what is in use packed at the low end,
+ * so fewer granules are touched at once. */
+carve_block *carve_index_find_low(const carve_index *ix, size_t size) CARVE_INTERNAL;
+
 /* A free block of at least size bytes, or NULL. The block stays in the index. */
 static inline carve_block *carve_index_find(const carve_index *ix, size_t size) {
+    if (CARVE_UNLIKELY(ix->ordered))
+        return carve_index_find_low(ix, size);
     unsigned fl, sl;
     carve_index_class(size, &fl, &sl);
     /* The request's own class: blocks in it may be smaller than size. */

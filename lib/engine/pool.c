@@ -117,6 +117,10 @@ static carve_pool *pool_create(carve_arena *a, carve_stream s) {
     p = memset(mem, 0, sizeof(*p));
     p->stream = s;
     p->arena = a;
+    /* Virtual-memory mode: free blocks are taken lowest address first, so
+     * live buffers stay packed and touch few granules (fewer to map). */
+    p->index[CARVE_CLASS_SMALL].ordered = p->index[CARVE_CLASS_LARGE].ordered = a->vmm;
+    p->vslack = CARVE_VMM_SLACK_MIN;
     if (carve_blockmap_init(&p->map) != 0 || (s && table_insert(a, s, p) != 0)) {
         carve_blockmap_destroy(&p->map);
         free(p);
@@ -288,7 +292,7 @@ size_t carve_pool_return_empty(carve_pool *p, int mode) {
             int done = mode == CARVE_RETURN_SYNCED || !ev ? 1
                        : mode == CARVE_RETURN_OWN     ? a->be.ops->event_sync(&a->be, ev) == CARVE_OK
                                                       : a->be.ops->event_query(&a->be, ev) != 0;
-            if (!done || carve_vmm_unmap_span(a, span) != 0) {
+            if (!done || carve_vmm_unmap_span(a, p, span) != 0) {
                 if (ev && ev != span->u.r.event)
                     a->be.ops->event_release(&a->be, ev);
                 ok = 0;
@@ -298,9 +302,16 @@ size_t carve_pool_return_empty(carve_pool *p, int mode) {
             span->u.r.event = NULL; /* the heap owns ev from here */
             if (p->unrecorded == span)
                 p->unrecorded = NULL;
-            carve_block *b = span->u.r.first;
-            carve_index_remove(&p->index[span->cls], b);
-            carve_slab_put(&p->slab, b);
+            /* An empty span is FREE blocks, and in virtual-memory mode
+             * UNMAPPED ones between them. */
+            for (carve_block *b = span->u.r.first, *bn; b; b = bn) {
+                bn = b->next;
+                if (b->state == CARVE_B_FREE)
+                    carve_index_remove(&p->index[span->cls], b);
+                else
+                    carve_vmm_list_remove(p, b);
+                carve_slab_put(&p->slab, b);
+            }
             if (span->fprev)
                 span->fprev->fnext = span->fnext;
             else
@@ -320,7 +331,6 @@ size_t carve_pool_return_empty(carve_pool *p, int mode) {
 void carve_pool_install_span(carve_pool *p, carve_block *span, carve_block *blk) {
     blk->addr = span->addr;
     blk->size = span->size;
-    blk->state = CARVE_B_FREE;
     blk->cls = span->cls;
     blk->span = span;
     blk->slack = 0;
@@ -333,20 +343,30 @@ void carve_pool_install_span(carve_pool *p, carve_block *span, carve_block *blk)
         p->spans->fprev = span;
     p->spans = span;
     p->nspans++;
-    carve_index_insert(&p->index[span->cls], blk);
+    if (span->u.r.unmapped) { /* virtual-memory mode: the heap's ranges hold no memory */
+        CARVE_ASSERT_INTERNAL(span->u.r.unmapped == span->size / CARVE_SEGMENT_GRANULE);
+        carve_vmm_list_add(p, blk);
+    } else {
+        blk->state = CARVE_B_FREE;
+        carve_index_insert(&p->index[span->cls], blk);
+    }
 }
 
 void carve_pool_extend_span(carve_pool *p, carve_block *span, size_t added, carve_block *blk) {
     carve_index *ix = &p->index[span->cls];
     carve_block *last = span->u.r.last;
-    if (last->state == CARVE_B_FREE) {
-        carve_index_resize(ix, last, last->size + added);
+    /* In virtual-memory mode what the heap adds holds no memory yet. */
+    int unmapped = p->arena->vmm;
+    if (last->state == (unmapped ? CARVE_B_UNMAPPED : CARVE_B_FREE)) {
+        if (unmapped)
+            last->size += added;
+        else
+            carve_index_resize(ix, last, last->size + added);
         carve_slab_put(&p->slab, blk);
         return;
     }
     blk->addr = last->addr + last->size;
     blk->size = added;
-    blk->state = CARVE_B_FREE;
     blk->cls = span->cls;
     blk->span = span;
     blk->slack = 0;
@@ -355,7 +375,12 @@ void carve_pool_extend_span(carve_pool *p, carve_block *span, size_t added, carv
     blk->next = NULL;
     last->next = blk;
     span->u.r.last = blk;
-    carve_index_insert(ix, blk);
+    if (unmapped) {
+        carve_vmm_list_add(p, blk);
+    } else {
+        blk->state = CARVE_B_FREE;
+        carve_index_insert(ix, blk);
+    }
 }
 
 void carve_pool_flush(carve_arena *a, carve_pool *p) {

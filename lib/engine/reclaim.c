@@ -45,9 +45,9 @@ carve_status carve_reclaim(carve_arena *a, unsigned flags) {
             carve_pool_poll_pending(p, wait, 0);
         carve_mutex_lock(&a->heap.lock);
         carve_pool_return_empty(p, synced ? CARVE_RETURN_SYNCED : CARVE_RETURN_OTHER);
-        if (a->vmm && synced) /* unmapping is safe only once the device is done */
-            carve_vmm_trim_pool(a, p, SIZE_MAX, 0, 0);
         carve_mutex_unlock(&a->heap.lock);
+        if (a->vmm && synced) /* unmapping is safe only once the device is done */
+            carve_vmm_trim_pool(a, p, SIZE_MAX, NULL);
         if (!wait)
             carve_spin_unlock(&p->lock);
     }
@@ -56,8 +56,6 @@ carve_status carve_reclaim(carve_arena *a, unsigned flags) {
         carve_heap_sync(a);
     if (a->vmm && release) { /* what is mapped now is what live buffers need */
         a->heap.target = a->heap.reserved > a->initial ? a->heap.reserved : a->initial;
-        __atomic_store_n(&a->heap.touched_peak, __atomic_load_n(&a->heap.touched, __ATOMIC_RELAXED),
-                         __ATOMIC_RELAXED);
         for (carve_pool *q = CARVE_LOAD_ACQ(&a->pools); q; q = q->next_all)
             __atomic_store_n(&q->touched_peak, __atomic_load_n(&q->touched, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
     }

@@ -35,6 +35,7 @@ static const char *block_state(const carve_block *b) {
     case CARVE_B_USED: return "used";
     case CARVE_B_PENDING: return "pending";
     case CARVE_B_HOT: return "cached";
+    case CARVE_B_UNMAPPED: return "unmapped";
     default: return "free";
     }
 }

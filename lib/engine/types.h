@@ -45,9 +45,20 @@
 #define CARVE_MID_SPAN ((size_t)20 << 20)          /* ... share 20 MiB spans */
 #define CARVE_MAX_ALLOC ((size_t)1 << 52)          /* 4 PiB: beyond any device */
 #define CARVE_AUTO_GROW_MAX ((size_t)64 << 20)     /* automatic growth step cap */
-#define CARVE_VMM_DEFAULT_VA ((size_t)1 << 42)    /* address space when unlimited: 4 TiB */
-#define CARVE_VMM_SLACK_DIV 50       /* virtual-memory mode: mapped may pass the touched peak by 2% */
-#define CARVE_VMM_HYSTERESIS_DIV 50   /* ... and a trim unmaps 2% more than it must */
+#define CARVE_VMM_VA_STEP ((size_t)64 << 30)      /* address space reserved at a time when unlimited */
+/* Virtual-memory mode: mapped bytes may pass the touched peak by a slack,
+ * in 1/1024ths, from 2% up to 25% in steps of 1% where a stream remaps
+ * faster than its budget (vmm.c); a trim unmaps 2% more than it must. */
+#define CARVE_VMM_SLACK_MIN 20
+#define CARVE_VMM_SLACK_MAX 256
+#define CARVE_VMM_SLACK_STEP 10
+#define CARVE_VMM_HYSTERESIS_DIV 50
+/* The budget: one granule unmapped and mapped again per this many
+ * allocations of a stream (about 62 us each on an H100: bench/vmm_costs.cu,
+ * so at most some 120 ns per operation), counted over windows of CARVE_VMM_WINDOW
+ * allocations. */
+#define CARVE_VMM_OPS_PER_REMAP 256
+#define CARVE_VMM_WINDOW 65536
 #define CARVE_STREAM_PER_THREAD ((carve_stream)(uintptr_t)0x2) /* cudaStreamPerThread */
 #define CARVE_STATS_BATCH ((ptrdiff_t)16 << 20)    /* per-pool counter batching */
 
@@ -80,10 +91,7 @@ typedef struct carve_heap {
     size_t reserved_peak;
     size_t target;            /* virtual-memory mode: mapped bytes always allowed
                                  (the initial amount, or what was mapped after a release) */
-    size_t touched;           /* virtual-memory mode: granules that live or pending
-                                 blocks touch (atomic: every pool writes it) */
-    size_t touched_peak;      /* its peak (atomic) since creation or the last release */
-    size_t inflight;          /* bytes being reserved or released with the lock dropped */
+    size_t inflight;          /* bytes being reserved, mapped or released with the lock dropped */
     uint64_t nreserve, nrelease, serial;
     uint64_t nunmap_failed;   /* virtual-memory mode: unmaps the backend refused */
 } carve_heap;
@@ -99,6 +107,7 @@ typedef struct carve_pool {
     carve_block *spans;           /* this pool's spans, linked by fprev/fnext */
     size_t nspans;
     carve_block *pending_head, *pending_tail; /* freed, waiting on other streams */
+    carve_block *unmapped[2];     /* virtual-memory mode: UNMAPPED blocks per class, unordered */
     size_t npending;
     /* Counters: written under the lock, read relaxed by stats. */
     size_t allocated, requested, allocated_peak, requested_peak;
@@ -113,6 +122,10 @@ typedef struct carve_pool {
      * since the next allocation usually takes the span right back. */
     carve_block *unrecorded;
     uint32_t vclock;              /* virtual-memory mode: granules let go so far (wraps) */
+    unsigned vslack;              /* virtual-memory mode: this pool's slack, in 1/1024ths of its
+                                     touched peak (pool lock; read atomically) */
+    uint64_t vremapped;           /* ... granules it unmapped to map others in this window */
+    uint64_t vwindow_at;          /* ... its allocation count when the window began */
     size_t touched;               /* virtual-memory mode: granules of this pool's spans that live or
                                      pending blocks touch (pool lock; read atomically) */
     size_t touched_peak;          /* its peak since creation, the last release or the last time other
@@ -130,7 +143,12 @@ struct carve_arena {
     size_t min_grow;
     int growth;
     int vmm;                     /* virtual-memory mode */
-    size_t va_size;              /* virtual-memory mode: address space to reserve */
+    size_t small_max;            /* requests up to this are small: CARVE_SMALL_MAX, or 0 in
+                                    virtual-memory mode, where one address-ordered region per
+                                    stream packs buffers of every size (unused granules are
+                                    unmapped, so small ones need no spans of their own) */
+    size_t va_size;              /* virtual-memory mode: address space to reserve (at a time) */
+    int va_more;                 /* virtual-memory mode: more may be reserved (no limit) */
     carve_be be;
     carve_heap heap;
     /* Pools by stream: lock-free lookup, creation under pools_lock. */

@@ -7,41 +7,42 @@
  * granule that no live buffer touches can be unmapped, so what the arena
  * holds is (nearly) the granules its live buffers touch.
  *
+ * The one idea that keeps it fast: free space with memory behind it and free
+ * space without are different blocks. A pool's FREE blocks (in its index)
+ * have every granule they touch mapped, and its UNMAPPED blocks (whole
+ * granules, in a list of their own) have none; the two never merge. So the
+ * allocation fast path is exactly the plain mode's: whatever the index
+ * returns is usable as it is. Only when no FREE block fits does the
+ * allocation look at the UNMAPPED blocks (alloc.c), for the place that
+ * needs the fewest granules mapped, and this file maps them and turns them
+ * into FREE memory (carve_vmm_claim).
+ *
+ * Mapping costs tens of microseconds a granule (cuMemSetAccess and cuMemUnmap
+ * dominate: bench/vmm_costs.cu), so unmapping is lazy: mapped bytes may rise
+ * freely up to an allowance, the peak of touched granules plus a slack
+ * (carve_vmm_allowance; with several streams, the sum of each stream's own
+ * peak, so that streams whose peaks come at different times do not take
+ * each other's granules on every step), and only a request that would pass
+ * it first unmaps free granules of its own pool, those let go longest ago
+ * first, and a little more than it needs so that the next requests map
+ * without unmapping; only when its own pool has too few, other streams'
+ * (after a device synchronization). Unmapped granules are cut out of their
+ * FREE block as an UNMAPPED one. carve_empty_cache unmaps every free
+ * granule, and spans given back to the heap are unmapped as they go, so the
+ * heap's free ranges never hold memory.
+ *
  * Unmapping is not stream-ordered (the driver unmaps at once), so a granule
  * is unmapped only when the work queued before its free is known to be
- * done: after waiting for the freeing stream (lazy trimming), after the
- * span's event completed (spans going back), or after a device
- * synchronization (carve_empty_cache).
+ * done: after waiting for the freeing stream, after the span's event
+ * completed (spans going back), or after a device synchronization.
  *
  * Every granule of a segment has a reference count (the used or pending
- * blocks that touch it) and a mapped flag, and the arena counts the
- * granules touched and their peak. An allocation maps the granules its
- * block touches that are not mapped yet. Unmapping is lazy, to keep driver
- * calls off the common path: mapped bytes may rise freely up to an
- * allowance, the peak of touched granules plus 2% (carve_vmm_allowance;
- * with several streams, the sum of each stream's own peak, so that streams
- * whose peaks come at different times do not take each other's granules on
- * every step), and only a request that would pass it first unmaps free mapped granules
- * of the requesting stream's own spans, those let go longest ago first,
- * and 2% more than it needs, so that the next requests map without
- * unmapping; only when its own spans have too few, other streams' (after
- * a device synchronization). The peak of mapped bytes therefore stays within about 2% of
- * the peak of touched granules, while in a program that repeats its steps
- * nothing is mapped or unmapped after the first (carve-replay --warm counts
- * the calls). Two more things keep mappings in use: an allocation whose
- * block would need maps at its front is placed further into the block where
- * the granules are already mapped (carve_vmm_find_mapped), and spans given
- * back to the heap are unmapped as they go, so the heap's free ranges never
- * hold memory. carve_empty_cache unmaps every free granule. Driver calls
- * are batched where the backend allows: a run of unmapped granules is
- * mapped with one commit, and the unmapping a request does to make room
- * happens inside a recycle window, in which the backend may map the
- * physical memory it just unmapped again instead of creating new.
- *
- * Granules belong to exactly one span or free range, so their counts and
- * flags (one byte each: no word shared between pools) are written under the
- * owning pool's lock; mapping and unmapping also take the heap lock, which
- * guards the mapped total and the target.
+ * blocks that touch it), a stamp (when its last block left) and a mapped
+ * flag, one byte or word each, so pools never share a written word: a
+ * granule belongs to one span or free range, and is written under the
+ * owning pool's lock. The heap lock guards only the totals (mapped bytes,
+ * their peak, the counters); driver calls are made with it dropped, so
+ * streams mapping at the same time wait only for the driver.
  */
 #include "engine/vmm.h"
 
@@ -73,47 +74,20 @@ void carve_vmm_segment_free(carve_segment *s) {
     s->gmapped = NULL;
 }
 
-void carve_vmm_touched_add(carve_heap *h, size_t n) {
-    size_t t = __atomic_add_fetch(&h->touched, n, __ATOMIC_RELAXED);
-    size_t pk = __atomic_load_n(&h->touched_peak, __ATOMIC_RELAXED);
-    while (t > pk && !__atomic_compare_exchange_n(&h->touched_peak, &pk, t, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-    }
-}
-
 size_t carve_vmm_allowance(const carve_arena *a) {
-    size_t pk = __atomic_load_n(&a->heap.touched_peak, __ATOMIC_RELAXED);
-    if (CARVE_LOAD(&a->multi)) {
-        /* Each stream may keep what it touched at its own peak: their sum,
-         * not the peak of the total, or streams whose peaks come at
-         * different times would take each other's granules on every step
-         * (one device synchronization each). */
-        size_t sum = 0;
-        for (const carve_pool *q = CARVE_LOAD_ACQ(&a->pools); q; q = q->next_all)
-            sum += __atomic_load_n(&q->touched_peak, __ATOMIC_RELAXED);
-        pk = sum > pk ? sum : pk;
+    /* Each stream may keep what it touched at its own peak: their sum, not
+     * the peak of the total, or streams whose peaks come at different times
+     * would take each other's granules on every step (one device
+     * synchronization each). Counting per stream also keeps the fast paths
+     * free of a counter every stream would write. */
+    size_t pk = 0, slack = 0;
+    for (const carve_pool *q = CARVE_LOAD_ACQ(&a->pools); q; q = q->next_all) {
+        size_t t = __atomic_load_n(&q->touched_peak, __ATOMIC_RELAXED) * G;
+        pk += t;
+        slack += t / 1024 * __atomic_load_n(&q->vslack, __ATOMIC_RELAXED);
     }
-    pk *= G;
-    size_t slack = pk / CARVE_VMM_SLACK_DIV;
     size_t allow = pk + (slack > G ? slack : G);
     return allow > a->heap.target ? allow : a->heap.target;
-}
-
-uintptr_t carve_vmm_find_mapped(const carve_segment *s, uintptr_t lo, uintptr_t hi, size_t size) {
-    uintptr_t x = carve_align_up(lo, G);
-    if (x >= hi || hi - x < size)
-        return 0;
-    size_t need = (size + G - 1) / G, run = 0;
-    for (size_t g = (x - s->base) / G, e = (hi - 1 - s->base) / G; g <= e; g++) {
-        if (!s->gmapped[g]) {
-            run = 0;
-            continue;
-        }
-        if (++run == need) {
-            uintptr_t at = s->base + (g + 1 - need) * G;
-            return at + size <= hi ? at : 0;
-        }
-    }
-    return 0;
 }
 
 size_t carve_vmm_unmapped(const carve_segment *s, uintptr_t addr, size_t size) {
@@ -123,116 +97,334 @@ size_t carve_vmm_unmapped(const carve_segment *s, uintptr_t addr, size_t size) {
     return n;
 }
 
-size_t carve_vmm_untouched(const carve_segment *s, uintptr_t addr, size_t size) {
-    size_t n = 0;
-    for (size_t g = (addr - s->base) / G, e = (addr + size - 1 - s->base) / G; g <= e; g++)
-        n += s->gref[g] == 0;
-    return n;
+/* ---- blocks: FREE and UNMAPPED pieces of a span -------------------------- */
+
+/* A new pool block [addr, addr+size) of span, linked after prev (NULL: first). */
+static carve_block *block_new(carve_pool *p, carve_block *span, carve_block *prev, uintptr_t addr, size_t size) {
+    carve_block *b = carve_slab_get(&p->slab);
+    b->addr = addr;
+    b->size = size;
+    b->cls = span->cls;
+    b->span = span;
+    b->slack = 0;
+    b->flags = 0;
+    b->prev = prev;
+    b->next = prev ? prev->next : span->u.r.first;
+    if (b->next)
+        b->next->prev = b;
+    else
+        span->u.r.last = b;
+    if (prev)
+        prev->next = b;
+    else
+        span->u.r.first = b;
+    return b;
 }
 
-/* Heap lock held. Unmap granule g of segment s (reference count 0). */
-static int unmap_one(carve_arena *a, carve_segment *s, size_t g) {
+static void block_unlink(carve_pool *p, carve_block *b) {
+    carve_block *span = b->span;
+    if (b->prev)
+        b->prev->next = b->next;
+    else
+        span->u.r.first = b->next;
+    if (b->next)
+        b->next->prev = b->prev;
+    else
+        span->u.r.last = b->prev;
+    carve_slab_put(&p->slab, b);
+}
+
+/* u is UNMAPPED and listed: absorb UNMAPPED neighbours into it. */
+static void unmapped_coalesce(carve_pool *p, carve_block *u) {
+    carve_block *n = u->next;
+    if (n && n->state == CARVE_B_UNMAPPED) {
+        u->size += n->size;
+        carve_vmm_list_remove(p, n);
+        block_unlink(p, n);
+    }
+    carve_block *v = u->prev;
+    if (v && v->state == CARVE_B_UNMAPPED) {
+        u->addr = v->addr;
+        u->size += v->size;
+        carve_vmm_list_remove(p, v);
+        block_unlink(p, v);
+    }
+}
+
+/* f is FREE and indexed; [ua, ub) inside it is no longer mapped. Cut it out
+ * as an UNMAPPED block; what is left of f on either side stays FREE. Returns
+ * the FREE piece after [ua, ub), or NULL. Needs two spare slab records. */
+static carve_block *cut_unmapped(carve_pool *p, carve_block *f, uintptr_t ua, uintptr_t ub) {
+    carve_index *ix = &p->index[f->cls];
+    uintptr_t fa = f->addr, fb = f->addr + f->size;
+    carve_index_remove(ix, f);
+    carve_block *right = NULL, *mid;
+    if (ub < fb) {
+        right = block_new(p, f->span, f, ub, fb - ub);
+        right->state = CARVE_B_FREE;
+        carve_index_insert(ix, right);
+    }
+    if (ua > fa) {
+        f->size = ua - fa;
+        carve_index_insert(ix, f);
+        mid = block_new(p, f->span, f, ua, ub - ua);
+    } else {
+        mid = f; /* f itself becomes the unmapped piece */
+        mid->size = ub - ua;
+    }
+    carve_vmm_list_add(p, mid);
+    unmapped_coalesce(p, mid);
+    f->span->u.r.unmapped += (ub - ua) / G;
+    return right;
+}
+
+carve_block *carve_vmm_claim(carve_pool *p, carve_block *u, uintptr_t lo, uintptr_t hi) {
+    carve_index *ix = &p->index[u->cls];
+    uintptr_t ua = u->addr, ub = u->addr + u->size;
+    CARVE_ASSERT_INTERNAL(u->state == CARVE_B_UNMAPPED && lo >= ua && hi <= ub && lo < hi && (lo == ua || hi == ub));
+    u->span->u.r.unmapped -= (hi - lo) / G;
+    carve_block *m;
+    if (lo == ua && hi == ub) {
+        carve_vmm_list_remove(p, u);
+        m = u;
+    } else if (lo == ua) { /* the front: u keeps the back */
+        m = block_new(p, u->span, u->prev, lo, hi - lo);
+        u->addr = hi;
+        u->size = ub - hi;
+    } else { /* the back */
+        m = block_new(p, u->span, u, lo, hi - lo);
+        u->size = lo - ua;
+    }
+    m->state = CARVE_B_FREE;
+    carve_block *v = m->prev, *n = m->next;
+    if (v && v->state == CARVE_B_FREE) { /* v absorbs m */
+        carve_index_remove(ix, v);
+        v->size += m->size;
+        block_unlink(p, m);
+        m = v;
+    }
+    if (n && n->state == CARVE_B_FREE) { /* m absorbs n */
+        carve_index_remove(ix, n);
+        m->size += n->size;
+        block_unlink(p, n);
+    }
+    carve_index_insert(ix, m);
+    return m;
+}
+
+/* ---- unmapping ----------------------------------------------------------- */
+
+/* Unmap granule g of segment s (reference count 0, mapped). 1 on success;
+ * 0 when the backend refused (it stays mapped and usable). Counters are
+ * the caller's. */
+static int unmap_granule(carve_arena *a, carve_segment *s, size_t g) {
     if (a->be.ops->decommit(&a->be, s->base + g * G, G) != CARVE_OK) {
-        a->heap.nunmap_failed++; /* the granule stays mapped and usable; reclaim reports it */
         carve_note("the %s backend refused to unmap memory: %s", carve_backend_str(a->be.kind),
                    carve_backend_msg());
         return 0;
     }
     s->gmapped[g] = 0;
-    a->heap.nrelease++;
-    CARVE_STORE(&a->heap.reserved, a->heap.reserved - G);
     return 1;
 }
 
-/* Heap lock held (and the owner's lock for a span). Unmap free mapped
- * granules of [addr, addr+size), skipping [keep_lo, keep_hi), until want
- * bytes are unmapped. Returns the bytes unmapped; *unmapped_out (may be
- * NULL) counts granules. */
-static size_t trim_range(carve_arena *a, carve_segment *s, uintptr_t addr, size_t size, size_t want,
-                         uintptr_t keep_lo, uintptr_t keep_hi, size_t *unmapped_out) {
-    size_t done = 0;
-    for (size_t g = (addr - s->base) / G, e = (addr + size - 1 - s->base) / G; g <= e && done < want; g++) {
-        uintptr_t at = s->base + g * G;
-        if (!s->gmapped[g] || s->gref[g] || (at < keep_hi && at + G > keep_lo))
-            continue;
-        if (unmap_one(a, s, g)) {
-            done += G;
-            if (unmapped_out)
-                (*unmapped_out)++;
-        }
-    }
-    return done;
-}
-
-int carve_vmm_unmap_span(carve_arena *a, carve_block *span) {
-    size_t n = 0;
-    trim_range(a, span->u.r.seg, span->addr, span->size, SIZE_MAX, 0, 0, &n);
-    span->u.r.unmapped += n;
-    return span->u.r.unmapped == span->size / G ? 0 : -1;
+/* Heap lock held: n granules were unmapped, failed of them refused. */
+static void count_unmapped(carve_arena *a, size_t n, size_t failed) {
+    carve_heap *h = &a->heap;
+    h->nrelease += n;
+    h->nunmap_failed += failed;
+    CARVE_STORE(&h->reserved, h->reserved - n * G);
 }
 
 /* A free mapped granule that may be unmapped, and when it was let go. */
 typedef struct trim_cand {
-    uint32_t age;    /* clock - stamp: larger is longer unused (wraps safely) */
+    carve_block *blk; /* the FREE block that holds it */
     size_t g;
-    carve_block *span;
+    uint32_t age;     /* clock - stamp: larger is longer unused (wraps safely) */
 } trim_cand;
 
 static int older_first(const void *x, const void *y) {
-    const trim_cand *a = x, *b = y;
+    const trim_cand *a = *(trim_cand *const *)x, *b = *(trim_cand *const *)y;
     return a->age > b->age ? -1 : a->age < b->age;
 }
 
-/* The free mapped granules of p's spans outside [keep_lo, keep_hi), into
- * *out (allocated here). Returns how many, or -1 when host memory ran out. */
-static ptrdiff_t trim_candidates(carve_pool *p, uintptr_t keep_lo, uintptr_t keep_hi, trim_cand **out) {
+/* The whole granules inside p's FREE blocks, outside the kept ranges,
+ * grouped by block in address order, into *out (allocated here). Returns
+ * how many, or -1 when host memory ran out. */
+static ptrdiff_t trim_candidates(carve_pool *p, const carve_keep *keep, trim_cand **out) {
     size_t n = 0, cap = 0;
     trim_cand *c = NULL;
-    for (carve_block *span = p->spans; span; span = span->fnext) {
-        carve_segment *s = span->u.r.seg;
-        for (size_t g = (span->addr - s->base) / G, e = (span->addr + span->size - 1 - s->base) / G; g <= e; g++) {
-            uintptr_t at = s->base + g * G;
-            if (!s->gmapped[g] || s->gref[g] || (at < keep_hi && at + G > keep_lo))
+    for (unsigned cls = 0; cls < 2; cls++) {
+        const carve_index *ix = &p->index[cls];
+        for (unsigned fl = 0; fl < CARVE_FL_COUNT; fl++) {
+            if (!(ix->fl_map & ((uint64_t)1 << fl)))
                 continue;
-            if (n == cap) {
-                cap = cap ? 2 * cap : 256;
-                trim_cand *nc = realloc(c, cap * sizeof(*c));
-                if (!nc) {
-                    free(c);
-                    return -1;
+            for (unsigned sl = 0; sl < CARVE_SL_COUNT; sl++) {
+                for (carve_block *b = ix->heads[fl][sl]; b; b = b->fnext) {
+                    if (b->size < G)
+                        continue;
+                    const carve_segment *s = b->span->u.r.seg;
+                    size_t g = (carve_align_up(b->addr, G) - s->base) / G;
+                    size_t e = (carve_align_down(b->addr + b->size, G) - s->base) / G; /* exclusive */
+                    for (; g < e; g++) {
+                        uintptr_t at = s->base + g * G;
+                        if (keep && ((at < keep->hi[0] && at + G > keep->lo[0]) ||
+                                     (at < keep->hi[1] && at + G > keep->lo[1])))
+                            continue;
+                        CARVE_ASSERT_INTERNAL(s->gmapped[g] && s->gref[g] == 0);
+                        if (n == cap) {
+                            cap = cap ? 2 * cap : 256;
+                            trim_cand *nc = realloc(c, cap * sizeof(*c));
+                            if (!nc) {
+                                free(c);
+                                return -1;
+                            }
+                            c = nc;
+                        }
+                        c[n++] = (trim_cand){b, g, p->vclock - s->gstamp[g]};
+                    }
                 }
-                c = nc;
             }
-            c[n++] = (trim_cand){p->vclock - s->gstamp[g], g, span};
         }
     }
     *out = c;
     return (ptrdiff_t)n;
 }
 
-size_t carve_vmm_trim_pool(carve_arena *a, carve_pool *p, size_t want, uintptr_t keep_lo, uintptr_t keep_hi) {
+/* Unmap the granules of candidates c[0..n) (one FREE block's, ascending)
+ * whose mapped flag is 2 (chosen), cutting the block around them. Returns
+ * granules unmapped; *failed counts refusals. */
+static size_t trim_block(carve_arena *a, carve_pool *p, const trim_cand *c, size_t n, size_t *failed) {
+    carve_block *f = c[0].blk;
+    carve_segment *s = f->span->u.r.seg;
     size_t done = 0;
-    trim_cand *c = NULL;
-    ptrdiff_t n = want == SIZE_MAX ? -1 : trim_candidates(p, keep_lo, keep_hi, &c);
-    if (n >= 0) { /* longest unused first */
-        if (n > 1)
-            qsort(c, (size_t)n, sizeof(*c), older_first);
-        for (ptrdiff_t i = 0; i < n && done < want; i++)
-            if (unmap_one(a, c[i].span->u.r.seg, c[i].g)) {
-                done += G;
-                c[i].span->u.r.unmapped++;
+    for (size_t i = 0; i < n && f;) {
+        if (s->gmapped[c[i].g] != 2) {
+            i++;
+            continue;
+        }
+        size_t j = i; /* a run of chosen granules, consecutive */
+        while (j < n && s->gmapped[c[j].g] == 2 && c[j].g == c[i].g + (j - i))
+            j++;
+        size_t k = i;
+        for (; k < j; k++) {
+            s->gmapped[c[k].g] = 1;
+            if (!unmap_granule(a, s, c[k].g)) {
+                (*failed)++;
+                break;
             }
-        free(c);
-        return done;
+        }
+        if (k > i) { /* granules i..k-1 are unmapped now */
+            f = cut_unmapped(p, f, s->base + c[i].g * G, s->base + (c[k - 1].g + 1) * G);
+            done += k - i;
+        }
+        for (; k < j; k++) /* after a refusal, the rest of the run stays */
+            s->gmapped[c[k].g] = 1;
+        i = j;
     }
-    /* Everything, or no host memory to sort: in address order. */
-    for (carve_block *span = p->spans; span && done < want; span = span->fnext) {
-        size_t k = 0;
-        done += trim_range(a, span->u.r.seg, span->addr, span->size, want - done, keep_lo, keep_hi, &k);
-        span->u.r.unmapped += k;
-    }
+    for (size_t i = 0; i < n; i++) /* nothing chosen stays marked */
+        if (s->gmapped[c[i].g] == 2)
+            s->gmapped[c[i].g] = 1;
     return done;
 }
+
+size_t carve_vmm_trim_pool(carve_arena *a, carve_pool *p, size_t want, const carve_keep *keep) {
+    trim_cand *c = NULL, **order = NULL;
+    ptrdiff_t n = trim_candidates(p, keep, &c);
+    if (n <= 0)
+        return 0;
+    size_t take = want == SIZE_MAX ? (size_t)n : (want + G - 1) / G;
+    if (take > (size_t)n)
+        take = (size_t)n;
+    /* Choose the longest unused (all of them if there is no memory to sort). */
+    if (take < (size_t)n && (order = malloc((size_t)n * sizeof(*order)))) {
+        for (ptrdiff_t i = 0; i < n; i++)
+            order[i] = &c[i];
+        qsort(order, (size_t)n, sizeof(*order), older_first);
+        for (size_t i = 0; i < take; i++)
+            order[i]->blk->span->u.r.seg->gmapped[order[i]->g] = 2;
+        free(order);
+    } else {
+        take = (size_t)n;
+        for (ptrdiff_t i = 0; i < n; i++)
+            c[i].blk->span->u.r.seg->gmapped[c[i].g] = 2;
+    }
+    size_t done = 0, failed = 0;
+    if (carve_slab_reserve(&p->slab, 2 * take + 3) == 0) { /* and three for the caller's claim and splits */
+        for (ptrdiff_t i = 0; i < n;) {
+            ptrdiff_t j = i;
+            while (j < n && c[j].blk == c[i].blk)
+                j++;
+            done += trim_block(a, p, c + i, (size_t)(j - i), &failed);
+            i = j;
+        }
+    } else { /* no records for the cuts: unmap nothing */
+        for (ptrdiff_t i = 0; i < n; i++)
+            c[i].blk->span->u.r.seg->gmapped[c[i].g] = 1;
+    }
+    free(c);
+    carve_mutex_lock(&a->heap.lock);
+    count_unmapped(a, done, failed);
+    carve_mutex_unlock(&a->heap.lock);
+    return done * G;
+}
+
+/* Pool lock held, span empty: make its blocks one FREE block per mapped run
+ * and one UNMAPPED block per unmapped run (after a partial unmapping). */
+static void rebuild_empty_span(carve_pool *p, carve_block *span) {
+    carve_index *ix = &p->index[span->cls];
+    carve_block *b = span->u.r.first;
+    while (b) {
+        carve_block *n = b->next;
+        if (b->state == CARVE_B_FREE)
+            carve_index_remove(ix, b);
+        else
+            carve_vmm_list_remove(p, b);
+        carve_slab_put(&p->slab, b);
+        b = n;
+    }
+    span->u.r.first = span->u.r.last = NULL;
+    const carve_segment *s = span->u.r.seg;
+    size_t g = (span->addr - s->base) / G, e = (span->addr + span->size - s->base) / G;
+    carve_block *prev = NULL;
+    span->u.r.unmapped = 0;
+    while (g < e) {
+        size_t r = g;
+        while (r < e && !!s->gmapped[r] == !!s->gmapped[g])
+            r++;
+        prev = block_new(p, span, prev, s->base + g * G, (r - g) * G);
+        if (s->gmapped[g]) {
+            prev->state = CARVE_B_FREE;
+            carve_index_insert(ix, prev);
+        } else {
+            carve_vmm_list_add(p, prev);
+            span->u.r.unmapped += r - g;
+        }
+        g = r;
+    }
+}
+
+int carve_vmm_unmap_span(carve_arena *a, carve_pool *p, carve_block *span) {
+    carve_segment *s = span->u.r.seg;
+    size_t n = 0, failed = 0;
+    for (size_t g = (span->addr - s->base) / G, e = (span->addr + span->size - s->base) / G; g < e; g++)
+        if (s->gmapped[g]) {
+            if (unmap_granule(a, s, g))
+                n++;
+            else
+                failed++;
+        }
+    count_unmapped(a, n, failed);
+    if (n == 0 && failed == 0)
+        return 0;
+    /* Its blocks describe the old mapping: make them match (the span goes
+     * back to the heap if everything is unmapped, and its blocks with it). */
+    if (carve_slab_reserve(&p->slab, span->size / G) != 0)
+        return failed ? -1 : 0; /* no records: the caller gives the span back only if all went */
+    rebuild_empty_span(p, span);
+    return failed ? -1 : 0;
+}
+
+/* ---- mapping ------------------------------------------------------------- */
 
 /* Pool lock held, on p's own stream: wait until the work queued on the
  * stream so far has completed. Unmapping is not stream-ordered, so a
@@ -263,9 +455,7 @@ static void trim_others(carve_arena *a, carve_pool *p, size_t want) {
     for (carve_pool *q = CARVE_LOAD_ACQ(&a->pools); q && done < want; q = q->next_all) {
         if (q == p || !carve_spin_trylock(&q->lock))
             continue;
-        carve_mutex_lock(&a->heap.lock);
-        done += carve_vmm_trim_pool(a, q, want - done, 0, 0);
-        carve_mutex_unlock(&a->heap.lock);
+        done += carve_vmm_trim_pool(a, q, want - done, NULL);
         /* q's stream is past its peak (idle, or gone): what it may keep
          * starts again from what it touches now. */
         __atomic_store_n(&q->touched_peak, q->touched, __ATOMIC_RELAXED);
@@ -273,78 +463,105 @@ static void trim_others(carve_arena *a, carve_pool *p, size_t want) {
     }
 }
 
-carve_status carve_vmm_map(carve_arena *a, carve_pool *p, carve_block *span, uintptr_t addr, size_t size) {
+/* Pool lock held: the pool just unmapped `remapped` granules of its own to
+ * map others. Each such granule costs driver calls of tens of microseconds,
+ * so a stream may remap one per CARVE_VMM_OPS_PER_REMAP allocations, counted
+ * over windows of CARVE_VMM_WINDOW allocations. A stream whose buffers change
+ * shape faster than that gets more slack (it keeps more free memory mapped
+ * and remaps less); one that stays well within the budget for a window gives
+ * a step back. Speed is bounded first; the footprint is as low as that
+ * bound allows. */
+static void pace(carve_pool *p, size_t remapped) {
+    const uint64_t budget = CARVE_VMM_WINDOW / CARVE_VMM_OPS_PER_REMAP;
+    p->vremapped += remapped;
+    uint64_t ops = p->nallocs - p->vwindow_at;
+    unsigned s = p->vslack;
+    if (ops >= CARVE_VMM_WINDOW || p->vremapped > 4 * budget) { /* a window ends, or is far over */
+        uint64_t allowed = budget * (ops > CARVE_VMM_WINDOW ? ops : CARVE_VMM_WINDOW) / CARVE_VMM_WINDOW;
+        if (p->vremapped > allowed)
+            s = s + CARVE_VMM_SLACK_STEP < CARVE_VMM_SLACK_MAX ? s + CARVE_VMM_SLACK_STEP : CARVE_VMM_SLACK_MAX;
+        else if (p->vremapped * 4 < allowed && s > CARVE_VMM_SLACK_MIN)
+            s = s - CARVE_VMM_SLACK_STEP > CARVE_VMM_SLACK_MIN ? s - CARVE_VMM_SLACK_STEP : CARVE_VMM_SLACK_MIN;
+        p->vremapped = 0;
+        p->vwindow_at = p->nallocs;
+    }
+    __atomic_store_n(&p->vslack, s, __ATOMIC_RELAXED);
+}
+
+carve_status carve_vmm_map(carve_arena *a, carve_pool *p, carve_block *span, uintptr_t addr, size_t size,
+                           const carve_keep *keep) {
     carve_segment *s = span->u.r.seg;
     carve_heap *h = &a->heap;
     char b1[32], b2[32], b3[32];
-    size_t need = carve_vmm_unmapped(s, addr, size) * G;
-    if (need == 0)
-        return CARVE_OK;
+    size_t need = size;
+    CARVE_ASSERT_INTERNAL(addr % G == 0 && size % G == 0 && carve_vmm_unmapped(s, addr, size) == size / G);
     carve_mutex_lock(&h->lock);
     size_t allow = carve_vmm_allowance(a);
+    int over = h->reserved + h->inflight + need > allow;
+    carve_mutex_unlock(&h->lock);
     int recycle = 0;
-    if (h->reserved + need > allow) {
+    if (over) {
         /* What is unmapped now is mostly mapped again below: let the
          * backend keep its physical memory for that (closed at the end). */
         if ((recycle = a->be.ops->recycle != NULL))
             a->be.ops->recycle(&a->be, 1);
         /* Stay within the allowance: unmap free granules of this stream
-         * first, once its earlier work is done (waited for with the heap
-         * lock dropped; the pool lock keeps the spans as they are), and a
-         * little more, so that the next requests need not. */
-        carve_mutex_unlock(&h->lock);
-        int settled = settle(a, p) == 0;
-        carve_mutex_lock(&h->lock);
-        allow = carve_vmm_allowance(a);
-        size_t want = h->reserved + need - allow + allow / CARVE_VMM_HYSTERESIS_DIV;
-        size_t got = settled && h->reserved + need > allow ? carve_vmm_trim_pool(a, p, want, addr, addr + size) : want;
-        if (got < want && CARVE_LOAD(&a->multi)) {
-            carve_mutex_unlock(&h->lock);
-            trim_others(a, p, want - got);
+         * first, once its earlier work is done (the pool lock keeps the
+         * blocks as they are), and a little more, so that the next
+         * requests need not. */
+        if (settle(a, p) == 0) {
             carve_mutex_lock(&h->lock);
+            allow = carve_vmm_allowance(a);
+            size_t used = h->reserved + h->inflight + need;
+            size_t want = used > allow ? used - allow + allow / CARVE_VMM_HYSTERESIS_DIV : 0;
+            carve_mutex_unlock(&h->lock);
+            size_t got = want ? carve_vmm_trim_pool(a, p, want, keep) : 0;
+            if (got)
+                pace(p, got / G);
+            if (got < want && CARVE_LOAD(&a->multi))
+                trim_others(a, p, want - got);
         }
     }
-    if (h->reserved + need > a->limit) {
+    carve_mutex_lock(&h->lock);
+    if (h->reserved + h->inflight + need > a->limit) {
         carve_note("mapping %s more would pass the limit of %s (%s mapped)", carve_format_bytes(b1, sizeof(b1), need),
                    carve_format_bytes(b2, sizeof(b2), a->limit), carve_format_bytes(b3, sizeof(b3), h->reserved));
+        carve_mutex_unlock(&h->lock);
         if (recycle)
             a->be.ops->recycle(&a->be, 0);
-        carve_mutex_unlock(&h->lock);
         return CARVE_ERR_OOM;
     }
-    /* Map each run of unmapped granules with one backend call. */
-    carve_status st = CARVE_OK;
-    for (size_t g = (addr - s->base) / G, e = (addr + size - 1 - s->base) / G; g <= e;) {
-        if (s->gmapped[g]) {
-            g++;
-            continue;
-        }
-        size_t r = g;
-        while (r <= e && !s->gmapped[r])
-            r++;
-        st = a->be.ops->commit(&a->be, s->base + g * G, (r - g) * G);
-        if (st != CARVE_OK) {
-            carve_note("the %s backend could not map %s: %s", carve_backend_str(a->be.kind),
-                       carve_format_bytes(b1, sizeof(b1), (r - g) * G), carve_backend_msg());
-            break;
-        }
-        memset(s->gmapped + g, 1, r - g);
-        span->u.r.unmapped -= r - g;
-        h->nreserve += r - g;
-        CARVE_STORE(&h->reserved, h->reserved + (r - g) * G);
-        g = r;
-    }
+    h->inflight += need; /* counted against the limit while the driver maps */
+    carve_mutex_unlock(&h->lock);
+    carve_status st = a->be.ops->commit(&a->be, addr, size);
+    if (st == CARVE_OK)
+        memset(s->gmapped + (addr - s->base) / G, 1, size / G);
+    else
+        carve_note("the %s backend could not map %s: %s", carve_backend_str(a->be.kind),
+                   carve_format_bytes(b1, sizeof(b1), size), carve_backend_msg());
     if (recycle)
         a->be.ops->recycle(&a->be, 0);
-    if (h->reserved > h->reserved_peak)
-        CARVE_STORE(&h->reserved_peak, h->reserved);
+    carve_mutex_lock(&h->lock);
+    h->inflight -= need;
+    if (st == CARVE_OK) {
+        h->nreserve += size / G;
+        CARVE_STORE(&h->reserved, h->reserved + size);
+        if (h->reserved > h->reserved_peak)
+            CARVE_STORE(&h->reserved_peak, h->reserved);
+    }
     carve_mutex_unlock(&h->lock);
     return st;
 }
 
 carve_status carve_vmm_release_segment(carve_arena *a, carve_segment *s) {
-    for (size_t g = 0; g < s->ngran; g++)
-        if (s->gmapped[g] && !unmap_one(a, s, g))
-            return CARVE_ERR_BACKEND;
-    return CARVE_OK;
+    size_t n = 0, failed = 0;
+    for (size_t g = 0; g < s->ngran && !failed; g++)
+        if (s->gmapped[g]) {
+            if (unmap_granule(a, s, g))
+                n++;
+            else
+                failed++;
+        }
+    count_unmapped(a, n, failed);
+    return failed ? CARVE_ERR_BACKEND : CARVE_OK;
 }

@@ -1,6 +1,7 @@
 /*
  * vmm.h — virtual-memory mode (vmm.c): per-granule reference counts and
- * mapped flags inside each segment, mapping on use and lazy unmapping.
+ * mapped flags inside each segment, the pools' UNMAPPED blocks, mapping on
+ * use and lazy unmapping.
  */
 #ifndef CARVE_ENGINE_VMM_H
 #define CARVE_ENGINE_VMM_H
@@ -8,40 +9,70 @@
 #include "engine/types.h"
 
 int carve_vmm_segment_init(carve_segment *s) CARVE_INTERNAL;
-/* Add n granules to the heap's touched count and raise its peak. */
-void carve_vmm_touched_add(carve_heap *h, size_t n) CARVE_INTERNAL;
 /* Mapped bytes the arena may hold before free granules are unmapped first:
- * the peak of touched granules (with several pools, the sum of each pool's
- * own peak) plus a little slack (CARVE_VMM_SLACK_DIV), never below the
- * heap's target. */
+ * the sum of each pool's peak of touched granules plus the slack, never
+ * below the heap's target. */
 size_t carve_vmm_allowance(const carve_arena *a) CARVE_INTERNAL;
-/* The lowest granule-aligned address x in [lo, hi) with [x, x+size) inside
- * [lo, hi) and all mapped, or 0 when there is none. O(granules of the range). */
-uintptr_t carve_vmm_find_mapped(const carve_segment *s, uintptr_t lo, uintptr_t hi, size_t size) CARVE_INTERNAL;
 void carve_vmm_segment_free(carve_segment *s) CARVE_INTERNAL;
 /* Granules of [addr, addr+size) not mapped. */
 size_t carve_vmm_unmapped(const carve_segment *s, uintptr_t addr, size_t size) CARVE_INTERNAL;
-/* Granules of [addr, addr+size) that no live or pending block touches yet. */
-size_t carve_vmm_untouched(const carve_segment *s, uintptr_t addr, size_t size) CARVE_INTERNAL;
-/* Pool lock held; takes the heap lock. Map every granule of [addr,
- * addr+size) in span, unmapping free granules first where the mapped total
- * would pass its target. CARVE_ERR_OOM past the limit. */
-carve_status carve_vmm_map(carve_arena *a, carve_pool *p, carve_block *span, uintptr_t addr, size_t size) CARVE_INTERNAL;
-/* Heap lock held (and p's lock): unmap free mapped granules, up to want
- * bytes, of p's spans outside [keep_lo, keep_hi), those let go longest ago
- * first (want SIZE_MAX: all of them). */
-size_t carve_vmm_trim_pool(carve_arena *a, carve_pool *p, size_t want, uintptr_t keep_lo, uintptr_t keep_hi) CARVE_INTERNAL;
-/* Heap lock held, span empty: unmap all of it before it goes back to the
- * heap. 0 on success, -1 if the backend refused (the span stays). */
-int carve_vmm_unmap_span(carve_arena *a, carve_block *span) CARVE_INTERNAL;
+
+/* Two address ranges [lo[i], hi[i]) whose granules a trim leaves mapped. */
+typedef struct carve_keep {
+    uintptr_t lo[2], hi[2];
+} carve_keep;
+
+/* Pool lock held, heap lock not. Map every granule of [addr, addr+size)
+ * (whole granules of one UNMAPPED block of span), first unmapping free
+ * granules of this pool (longest unused first; none in keep, which may be
+ * NULL) where the mapped total would pass the allowance, and other streams'
+ * when this one has too few. Driver calls run with the heap lock dropped.
+ * CARVE_ERR_OOM past the limit; the blocks are unchanged then. */
+carve_status carve_vmm_map(carve_arena *a, carve_pool *p, carve_block *span, uintptr_t addr, size_t size,
+                           const carve_keep *keep) CARVE_INTERNAL;
+/* Pool lock held: [lo, hi), just mapped, is the front or the back (or all)
+ * of UNMAPPED block u: make it FREE, merged with a FREE neighbour, and
+ * indexed. Returns the FREE block that holds [lo, hi). Needs one spare
+ * slab record. */
+carve_block *carve_vmm_claim(carve_pool *p, carve_block *u, uintptr_t lo, uintptr_t hi) CARVE_INTERNAL;
+/* Pool lock held, heap lock not: unmap free mapped granules of p, up to want
+ * bytes (SIZE_MAX: all of them), those let go longest ago first, none in
+ * keep (may be NULL). FREE blocks are cut around what is unmapped.
+ * The caller makes sure p's work queued before those frees is done.
+ * Returns the bytes unmapped. */
+size_t carve_vmm_trim_pool(carve_arena *a, carve_pool *p, size_t want, const carve_keep *keep) CARVE_INTERNAL;
+/* Pool and heap locks held, span empty: unmap all of it before it goes
+ * back to the heap. 0 on success; -1 if the backend refused (the span stays,
+ * its blocks rebuilt around what is still mapped). */
+int carve_vmm_unmap_span(carve_arena *a, carve_pool *p, carve_block *span) CARVE_INTERNAL;
 /* Heap lock held: unmap every mapped granule of a free segment. */
 carve_status carve_vmm_release_segment(carve_arena *a, carve_segment *s) CARVE_INTERNAL;
 
+/* Pool lock held: link / unlink an UNMAPPED block in its pool's list. */
+static inline void carve_vmm_list_add(carve_pool *p, carve_block *b) {
+    carve_block **head = &p->unmapped[b->cls];
+    b->state = CARVE_B_UNMAPPED;
+    b->fprev = NULL;
+    b->fnext = *head;
+    if (*head)
+        (*head)->fprev = b;
+    *head = b;
+}
+
+static inline void carve_vmm_list_remove(carve_pool *p, carve_block *b) {
+    if (b->fprev)
+        b->fprev->fnext = b->fnext;
+    else
+        p->unmapped[b->cls] = b->fnext;
+    if (b->fnext)
+        b->fnext->fprev = b->fprev;
+    b->fprev = b->fnext = NULL;
+}
+
 /* Pool lock held: the used or pending block [addr, addr+size) of p's span
- * starts (delta 1) or stops (-1) touching its granules. The arena counts
- * the granules touched (one atomic add per call that changes it), and so
- * does p with its own (and their peak); a granule let go is stamped with
- * p's clock. */
+ * starts (delta 1) or stops (-1) touching its granules. p counts the
+ * granules it touches and their peak (written under its lock: nothing
+ * shared with other streams); a granule let go is stamped with p's clock. */
 static inline void carve_vmm_ref(carve_pool *p, const carve_block *span, uintptr_t addr, size_t size, int delta) {
     const carve_segment *s = span->u.r.seg;
     size_t g = (addr - s->base) >> CARVE_PM_SHIFT, e = (addr + size - 1 - s->base) >> CARVE_PM_SHIFT;
@@ -50,7 +81,6 @@ static inline void carve_vmm_ref(carve_pool *p, const carve_block *span, uintptr
         for (; g <= e; g++)
             changed += s->gref[g]++ == 0;
         if (changed) {
-            carve_vmm_touched_add(&p->arena->heap, changed);
             size_t t = p->touched + changed;
             __atomic_store_n(&p->touched, t, __ATOMIC_RELAXED);
             if (t > p->touched_peak)
@@ -62,10 +92,8 @@ static inline void carve_vmm_ref(carve_pool *p, const carve_block *span, uintptr
                 s->gstamp[g] = ++p->vclock;
                 changed++;
             }
-        if (changed) {
-            __atomic_sub_fetch(&p->arena->heap.touched, changed, __ATOMIC_RELAXED);
+        if (changed)
             __atomic_store_n(&p->touched, p->touched - changed, __ATOMIC_RELAXED);
-        }
     }
 }
 

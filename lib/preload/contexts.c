@@ -201,7 +201,7 @@ static void make_arena(carve_ctx *c) {
     cfg.device = c->device;
     /* The driver backend allocates in this context with the real cuMemAlloc;
      * virtual-memory mode maps granules with cuMemMap in the primary context. */
-    cfg.backend = cfg.vmm ? CARVE_BACKEND_CUDA : CARVE_BACKEND_CUDA_DRIVER;
+    cfg.backend = cfg.vmm == 1 ? CARVE_BACKEND_CUDA : CARVE_BACKEND_CUDA_DRIVER;
     if (carve_arena_create(&cfg, &c->arena) != CARVE_OK) {
         c->arena = NULL;
         snprintf(c->err, sizeof(c->err), "%s", carve_last_error(NULL));

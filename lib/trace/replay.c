@@ -125,8 +125,10 @@ carve_status carve_replay_run_warm(const carve_trace *t, const carve_config *cfg
     replay_pass(a, t, rs->s, slots, stop, progress, arg, res);
     carve_get_stats(a, &res->stats);
     carve_config eff;
-    if (carve_arena_get_config(a, &eff) == CARVE_OK)
+    if (carve_arena_get_config(a, &eff) == CARVE_OK) {
         res->initial_bytes = eff.initial_bytes;
+        res->vmm = eff.vmm;
+    }
     if (warm_passes) {
         /* The cache stays: each pass starts from what the last one left. */
         carve_replay_result w;

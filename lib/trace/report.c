@@ -40,7 +40,7 @@ static void write_json(FILE *out, const carve_replay_report *p) {
     fputs("{\"trace\": ", out);
     json_string(out, p->trace_name);
     fprintf(out, ", \"backend\": \"%s\", \"growth\": %d, \"vmm\": %d, \"initial_bytes\": %zu, \"limit_bytes\": %zu",
-            carve_backend_str(c->backend), c->growth ? 1 : 0, c->vmm ? 1 : 0, r->initial_bytes,
+            carve_backend_str(c->backend), c->growth ? 1 : 0, r->vmm ? 1 : 0, r->initial_bytes,
             s->limit_bytes == SIZE_MAX ? (size_t)0 : s->limit_bytes);
     fprintf(out, ", \"events\": %zu, \"allocs\": %zu, \"frees\": %zu, \"streams\": %u, \"slots\": %zu",
             t->n, t->nallocs, t->nfrees, t->nstreams, t->nslots);
@@ -107,7 +107,7 @@ static void write_text(FILE *out, const carve_replay_report *p) {
     unsigned repeat = p->repeat ? p->repeat : 1;
     fprintf(out, "carve %s replay: %s\n", carve_version(), p->trace_name ? p->trace_name : "(trace)");
     fprintf(out, "  arena            %s backend, growth %s%s, initial %s, limit %s\n", carve_backend_str(c->backend),
-            c->growth ? "on" : "off", c->vmm ? ", virtual-memory mode" : "", bytes(b1, sizeof(b1), r->initial_bytes),
+            c->growth ? "on" : "off", r->vmm ? ", virtual-memory mode" : ", segments", bytes(b1, sizeof(b1), r->initial_bytes),
             s->limit_bytes == SIZE_MAX ? "none" : bytes(b2, sizeof(b2), s->limit_bytes));
     fprintf(out, "  events           %zu (%zu allocs, %zu frees), %u stream%s, %zu slots\n", t->n, t->nallocs,
             t->nfrees, t->nstreams, t->nstreams == 1 ? "" : "s", t->nslots);
@@ -132,7 +132,7 @@ static void write_text(FILE *out, const carve_replay_report *p) {
     if (repeat > 1)
         fprintf(out, ", median of %u replays", repeat);
     fprintf(out, "; loaded in %.3f s)\n", p->load_seconds);
-    if (c->vmm)
+    if (r->vmm)
         fprintf(out, "  backend calls    %llu granule maps, %llu unmaps\n", (unsigned long long)s->num_backend_allocs,
                 (unsigned long long)s->num_backend_frees);
     else
@@ -142,7 +142,7 @@ static void write_text(FILE *out, const carve_replay_report *p) {
     if (w && w->passes) {
         fprintf(out, "  warm passes      %u on the same arena: %.1f ns/op (median), %.1f %s and %.1f %s per pass\n",
                 w->passes, t->n ? w->seconds * 1e9 / (double)t->n : 0.0, (double)w->backend_allocs / w->passes,
-                c->vmm ? "maps" : "reserves", (double)w->backend_frees / w->passes, c->vmm ? "unmaps" : "releases");
+                r->vmm ? "maps" : "reserves", (double)w->backend_frees / w->passes, r->vmm ? "unmaps" : "releases");
         if (t->peak_requested)
             fprintf(out, "                   reserved peak %s, %.4f x peak requested%s\n",
                     bytes(b1, sizeof(b1), w->reserved_peak_bytes),

@@ -117,9 +117,9 @@ static void check_round_trip(const carve_config *c) {
         snprintf(limit, sizeof(limit), "%zu", c->limit_bytes);
     }
     snprintf(text, sizeof(text),
-             "backend=%s, device=%d,growth=%s,initial=%s,limit=%s,min_grow=%zu b,sim_event_polls=%u,vmm=%d",
+             "backend=%s, device=%d,growth=%s,initial=%s,limit=%s,min_grow=%zu b,sim_event_polls=%u,vmm=%s",
              carve_backend_str(c->backend), c->device, c->growth ? "on" : "off", init, limit,
-             c->min_grow_bytes, c->sim_event_polls, c->vmm ? 1 : 0);
+             c->min_grow_bytes, c->sim_event_polls, c->vmm == CARVE_VMM_AUTO ? "auto" : c->vmm ? "1" : "0");
     carve_config back;
     carve_config_init(&back);
     carve_status st = carve_config_parse(&back, text);
@@ -127,7 +127,7 @@ static void check_round_trip(const carve_config *c) {
                carve_last_error(NULL));
     carve_config want = *c;
     want.growth = c->growth != 0;
-    want.vmm = c->vmm != 0;
+    want.vmm = c->vmm == CARVE_VMM_AUTO ? CARVE_VMM_AUTO : c->vmm != 0;
     check_same(&back, &want, "round trip through the printed text");
 }
 
@@ -195,12 +195,16 @@ static int strict_mode(void) {
 
 static void check_arena(const carve_config *parsed, const char *text) {
     carve_config c = *parsed;
+    /* The virtual backend maps granules, so the automatic mode is
+     * virtual-memory mode there whenever growth is on. */
+    int vm = c.vmm == 1 || (c.vmm == CARVE_VMM_AUTO && c.growth && c.initial_bytes == 0);
     /* Virtual-memory mode keeps host metadata per 2 MiB granule of its
-     * whole limit (carve.h; under ASan 4 PiB costs a gigabyte and seconds):
-     * to keep the fuzzer fast, such arenas beyond 16 TiB are only built
-     * with CARVE_FUZZ_STRICT=1. */
-    if (c.vmm && !strict_mode()) {
-        size_t va = c.limit_bytes ? c.limit_bytes : (size_t)4 << 40;
+     * address space, twice the limit (carve.h; under ASan 4 PiB costs a
+     * gigabyte and seconds): to keep the fuzzer fast, such arenas beyond
+     * 16 TiB are only built with CARVE_FUZZ_STRICT=1. */
+    if (vm && !strict_mode()) {
+        size_t va = c.limit_bytes ? (c.limit_bytes > ((size_t)1 << 62) ? SIZE_MAX : 2 * c.limit_bytes)
+                                  : (size_t)64 << 30;
         if (va > ((size_t)16 << 40) || c.initial_bytes > ((size_t)16 << 40))
             return;
     }
@@ -235,7 +239,7 @@ static void check_arena(const carve_config *parsed, const char *text) {
     /* Limits round down to the granule, initial blocks up, never past the limit. */
     carve_config eff;
     FUZZ_CHECK(carve_arena_get_config(a, &eff) == CARVE_OK, "carve_arena_get_config failed");
-    if (!c.vmm || c.growth)
+    if (!vm || c.growth)
         FUZZ_CHECK(eff.limit_bytes == rlimit, "effective limit %zu, want %zu", eff.limit_bytes, rlimit);
     size_t init = c.initial_bytes;
     size_t want_init = init == 0 ? 0 : init > SIZE_MAX - (GRANULE - 1) ? rlimit : align_down(init + GRANULE - 1);
@@ -243,15 +247,15 @@ static void check_arena(const carve_config *parsed, const char *text) {
         want_init = rlimit;
     FUZZ_CHECK(eff.initial_bytes == want_init, "effective initial %zu, want %zu (given %zu, limit %zu)",
                eff.initial_bytes, want_init, init, rlimit);
-    FUZZ_CHECK(eff.backend == CARVE_BACKEND_VIRTUAL && eff.growth == c.growth && eff.vmm == c.vmm,
-               "carve_arena_get_config changed the backend, growth or vmm");
+    FUZZ_CHECK(eff.backend == CARVE_BACKEND_VIRTUAL && eff.growth == c.growth && eff.vmm == vm,
+               "carve_arena_get_config changed the backend or growth, or reports the mode wrongly");
     FUZZ_CHECK(carve_memory_reserved(a) <= eff.limit_bytes, "reserved %zu above the limit %zu",
                carve_memory_reserved(a), eff.limit_bytes);
 
     /* carve_check is O(blocks + reserved bytes / 2 MiB) (carve.h): on an
      * arena of petabytes it takes minutes, so it runs here only up to 64 GiB
      * of address space, or always with CARVE_FUZZ_STRICT=1. */
-    size_t va = c.vmm ? (eff.limit_bytes == SIZE_MAX ? (size_t)4 << 40 : eff.limit_bytes) : 0;
+    size_t va = vm ? (eff.limit_bytes == SIZE_MAX ? (size_t)64 << 30 : 2 * eff.limit_bytes) : 0;
 
     /* The arena works: one small buffer, stream-ordered on a fake stream. */
     void *p = NULL;
