@@ -171,7 +171,9 @@ static carve_trace_writer *trace_writer(void) {
             struct sigaction sa;
             memset(&sa, 0, sizeof(sa));
             sa.sa_handler = on_signal;
-            sigemptyset(&sa.sa_mask);
+            sigemptyset(&sa.sa_mask); /* one handler at a time: the trace is finished once */
+            sigaddset(&sa.sa_mask, SIGINT);
+            sigaddset(&sa.sa_mask, SIGTERM);
             sigaction(SIGINT, &sa, &old_int);
             sigaction(SIGTERM, &sa, &old_term);
             pthread_atfork(before_fork, NULL, NULL);
