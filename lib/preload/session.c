@@ -147,6 +147,7 @@ static void init_once(void) {
         snprintf(trace_path, sizeof(trace_path), "%s/carve-run-%d.trace", dir && *dir ? dir : "/tmp", (int)owner);
         trace_is_temp = 1;
     }
+    carve_run.tracing = trace_path[0] != 0;
     __atomic_store_n(&carve_run.ready, 1, __ATOMIC_RELEASE);
 }
 

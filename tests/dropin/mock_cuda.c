@@ -59,6 +59,7 @@ static alloc_rec *allocs;
 static size_t nallocs, cap_allocs, used;
 static unsigned long long stat_allocs, stat_frees, stat_bad_frees, stat_async_allocs;
 static unsigned long long stat_calls; /* every call of a driver function */
+static unsigned long long stat_stream_syncs;
 #define COUNTED() __atomic_add_fetch(&stat_calls, 1, __ATOMIC_RELAXED)
 
 /* The environment, read once (getenv on every call would dwarf what the
@@ -104,6 +105,9 @@ EXPORT int mock_cuda_broken_captures(void) { return __atomic_load_n(&broken_capt
 
 /* Stream-ordered allocations that reached the mock. */
 EXPORT unsigned long long mock_cuda_async_allocs(void) { return __atomic_load_n(&stat_async_allocs, __ATOMIC_RELAXED); }
+
+/* cuStreamSynchronize calls so far. */
+EXPORT unsigned long long mock_cuda_stream_syncs(void) { return __atomic_load_n(&stat_stream_syncs, __ATOMIC_RELAXED); }
 
 /* Calls of driver functions so far (each costs time in a real driver). */
 EXPORT unsigned long long mock_cuda_calls(void) { return __atomic_load_n(&stat_calls, __ATOMIC_RELAXED); }
@@ -326,6 +330,12 @@ EXPORT CUresult cuStreamDestroy_v2(CUstream s) {
     free(s);
     return OK;
 }
+EXPORT CUresult cuStreamSynchronize(CUstream s) {
+    COUNTED();
+    (void)s;
+    __atomic_add_fetch(&stat_stream_syncs, 1, __ATOMIC_RELAXED);
+    return OK;
+}
 EXPORT CUresult cuStreamBeginCapture_v2(CUstream s, int mode) {
     COUNTED();
     (void)mode;
@@ -432,7 +442,7 @@ static void *lookup(const char *symbol, int version, cuuint64_t flags) {
         E(cuCtxGetDevice), E(cuCtxPushCurrent_v2), E(cuCtxPopCurrent_v2), E(cuCtxSynchronize), E(cuCtxDestroy_v2),
         E(cuGetErrorName), E(cuMemAlloc_v2), E(cuMemFree_v2), E(cuMemAllocAsync), E(cuMemAllocAsync_ptsz),
         E(cuMemFreeAsync), E(cuMemFreeAsync_ptsz), E(cuMemAllocPitch_v2), E(cuMemAllocManaged), E(cuMemGetInfo_v2),
-        E(cuMemGetAddressRange_v2), E(cuStreamCreate), E(cuStreamCreateWithPriority), E(cuStreamDestroy_v2),
+        E(cuMemGetAddressRange_v2), E(cuStreamCreate), E(cuStreamCreateWithPriority), E(cuStreamDestroy_v2), E(cuStreamSynchronize),
         E(cuStreamBeginCapture_v2), E(cuStreamBeginCapture_v2_ptsz), E(cuStreamEndCapture), E(cuStreamEndCapture_ptsz),
         E(cuStreamIsCapturing), E(cuStreamIsCapturing_ptsz), E(cuEventCreate), E(cuEventRecord), E(cuEventQuery),
         E(cuEventSynchronize), E(cuEventDestroy_v2), E(cuGetProcAddress), E(cuGetProcAddress_v2),

@@ -139,6 +139,24 @@ def main():
     check(rc == 0 and line and number_before(line, "captured") == 1,
           f"an allocation on a captured stream goes to the driver (a graph node): {out}{err}")
 
+    rc, out, err = run([run_tool, "--", app, "doublefree"])
+    check(rc == 0 and "refused: same=1 async=1 other_thread=1" in out and "accepted once: 512/512" in out
+          and "later refusals 0" in out,
+          f"a second free of a waiting buffer is refused, from any thread and racing; later ones are not: {out}{err}")
+    rjson = os.path.join(tmp, "batches.json")
+    rc, out, err = run([run_tool, "--limit", "8MiB", f"--report={rjson}", "--", app, "batches"])
+    line = ok_line(out, "batches")
+    check(rc == 0 and line and "while_held=1 after_exit=1" in line and "stream_waited=1" in line,
+          f"frees waiting in threads' batches: taken when memory is short, handed over at thread exit, "
+          f"waited for when a stream is destroyed: {out}{err}")
+    try:
+        with open(rjson) as f:
+            d = json.load(f)["devices"][0]
+        n = int(line.split("frees=")[1])
+        check(d["allocs"] == n and d["frees"] == n, f"the report counts every thread's calls: {d} vs {n}")
+    except (OSError, ValueError, KeyError, IndexError, AttributeError) as e:
+        check(False, f"batches report ({e}): {out}{err}")
+
     # ---- fault injection through carve-run --------------------------------
     rc, out, err = run([run_tool, "--conf", "fail_backend_every=3", "--", app, "oom"])
     check(rc == 0 and ok_line(out, "oom"), f"driver failures injected under carve-run lose nothing: {out}{err}")
