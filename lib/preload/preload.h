@@ -30,6 +30,12 @@ void carve_capture_add(int delta) CARVE_INTERNAL;
 extern int carve_captures CARVE_INTERNAL;
 static inline int carve_capture_active(void) { return __atomic_load_n(&carve_captures, __ATOMIC_ACQUIRE) > 0; }
 
+/* A sanitizer's runtime looks up the functions it wraps with dlsym while it
+ * starts, before it can check any access, and this library's dlsym answers:
+ * the functions on that path are never instrumented (a sanitized test build
+ * preloads the runtime in front of the interposer). */
+#define CARVE_NOT_SANITIZED __attribute__((no_sanitize("address", "undefined", "thread")))
+
 /* ---- real.c ---- */
 /* Find the real functions (once; thread-safe). 0 when the CUDA driver is
  * there, -1 when it is not (every hook then passes calls through). */

@@ -33,12 +33,20 @@ def check(ok, what):
         print("FAIL: " + what, file=sys.stderr)
 
 
-def run(args, env_extra=None, timeout=120):
+# A sanitized build's interposer runs with its sanitizer's runtime beside it.
+RUNTIME = os.environ.get("DROPIN_PRELOAD_RUNTIME", "")
+RUN_TOOL = None
+
+
+def run(args, env_extra=None, timeout=240):
     env = dict(os.environ)
     env["LD_LIBRARY_PATH"] = MOCK + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
     for k in ("CARVE_CONF", "CARVE_RUN_TRACE", "CARVE_RUN_REPORT", "CARVE_RUN_SVG", "LD_PRELOAD"):
         env.pop(k, None)
     env.update(env_extra or {})
+    if RUNTIME and (args[0] == RUN_TOOL or "libcarve_preload" in env.get("LD_PRELOAD", "")):
+        # beside the interposer (carve-run puts it in front of what is there)
+        env["LD_PRELOAD"] = env["LD_PRELOAD"] + ":" + RUNTIME if env.get("LD_PRELOAD") else RUNTIME
     p = subprocess.run(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout,
                        universal_newlines=True)
     return p.returncode, p.stdout, p.stderr
@@ -57,11 +65,12 @@ def number_before(line, word):
 
 
 def main():
-    global MOCK
+    global MOCK, RUN_TOOL
     if len(sys.argv) != 5:
         print(__doc__, file=sys.stderr)
         return 2
     run_tool, app, MOCK, replay = sys.argv[1:]
+    RUN_TOOL = run_tool
     tmp = tempfile.mkdtemp(prefix="dropin-")
 
     # ---- options ---------------------------------------------------------
@@ -77,7 +86,8 @@ def main():
                         "--report"])
     env = dict(line.split("=", 1) for line in out.splitlines())
     check(rc == 0 and env.get("CARVE_CONF") == "limit=8GiB;device1:limit=2GiB", f"--print-env: {out!r}")
-    check(env.get("LD_PRELOAD", "").endswith("libcarve_preload.so") and env.get("CARVE_RUN_TRACE") == "t.csv"
+    check(env.get("LD_PRELOAD", "").split(":")[0].endswith("libcarve_preload.so")
+          and env.get("CARVE_RUN_TRACE") == "t.csv"
           and env.get("CARVE_RUN_REPORT") == "-", f"--print-env sets the interposer and friends: {out!r}")
     rc, out, err = run([run_tool, "--", "/nonexistent/program"])
     check(rc == 127 and "cannot run" in err, "a program that cannot be run: exit 127")
@@ -107,7 +117,7 @@ def main():
     # up through dlsym (compute-sanitizer puts its own in front): no
     # re-entry, whichever comes first.
     tool = os.path.join(MOCK, "libdropin_tool.so")
-    interposer = env.get("LD_PRELOAD", "")
+    interposer = env.get("LD_PRELOAD", "").split(":")[0]
     for order, preload in (("in front of", tool + ":" + interposer), ("behind", interposer + ":" + tool)):
         rc, out, err = run([app, "basic"], {"LD_PRELOAD": preload})
         line = ok_line(out, "basic")
@@ -189,6 +199,8 @@ def main():
     trace2 = os.path.join(tmp, "loop.csv.gz")
     env = dict(os.environ, LD_LIBRARY_PATH=MOCK)
     env.pop("CARVE_CONF", None)
+    if RUNTIME:
+        env["LD_PRELOAD"] = RUNTIME
     p = subprocess.Popen([run_tool, "--trace", trace2, "--", app, "loop"], env=env, stdout=subprocess.PIPE,
                          universal_newlines=True)
     for line in p.stdout:
