@@ -328,6 +328,10 @@ static inline carve_ctx *current(void) {
 
 carve_ctx *carve_ctx_current(void) { return current(); }
 
+int carve_ctx_thread_ready(void) {
+    return me.ctx && me.gen == __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
+}
+
 /* The context whose arena has ptr as a live buffer, with its size and
  * stream: first the one that owned this thread's last freed buffer. */
 static carve_ctx *owner(uintptr_t ptr, size_t *size, carve_stream *own) {

@@ -18,6 +18,7 @@
 
 #include "preload/exports.h"
 #include "preload/preload.h"
+#include "preload/timing.h"
 
 typedef CUresult (*alloc_fn)(CUdeviceptr *, size_t);
 typedef CUresult (*free_fn)(CUdeviceptr);
@@ -110,15 +111,6 @@ static carve_ctx *serving(void) {
     return c;
 }
 
-/* With --report, one call in a few is timed (carve_ctx_sample). */
-static inline uint64_t clock_in(void) {
-    return CARVE_UNLIKELY(carve_run.report) && carve_ctx_sample() ? carve_session_now() : 0;
-}
-static inline void clock_out(carve_ctx *c, uint64_t t0) {
-    if (CARVE_UNLIKELY(t0) && c)
-        carve_ctx_add_time(c, carve_session_now() - t0);
-}
-
 /* The default streams (NULL, legacy, per-thread) name no particular
  * stream: allocations and frees on them are unordered. */
 static int is_default_stream(CUstream s) { return (uintptr_t)s <= 2; }
@@ -134,7 +126,7 @@ static int captured(CUstream s, int ptsz) {
 
 static CUresult do_alloc(CUdeviceptr *dptr, size_t size, CUstream stream, int ordered, int ptsz) {
     resolve();
-    uint64_t t = clock_in();
+    uint64_t t = carve_clock_in();
     uintptr_t p = 0;
     carve_ctx *c = NULL;
     carve_stream s = ordered && !is_default_stream(stream) ? (carve_stream)stream : NULL;
@@ -145,7 +137,7 @@ static CUresult do_alloc(CUdeviceptr *dptr, size_t size, CUstream stream, int or
         *dptr = (CUdeviceptr)p;
         if (CARVE_UNLIKELY(carve_run.tracing))
             carve_session_trace_alloc(p, size, s);
-        clock_out(c, t);
+        carve_clock_out(c, t);
         return r;
     }
     if (r != CARVE_CTX_NOT_SERVED) {
@@ -175,7 +167,7 @@ static CUresult do_free(CUdeviceptr dptr, CUstream stream, int ordered, int ptsz
         return ordered ? (ptsz ? CALL_REAL(MemFreeAsync_ptsz, dptr, stream) : CALL_REAL(MemFreeAsync, dptr, stream))
                        : CALL_REAL(MemFree, dptr);
     resolve();
-    uint64_t t = clock_in();
+    uint64_t t = carve_clock_in();
     carve_ctx *c = NULL;
     CUresult r = CARVE_CTX_NOT_OURS;
     if (CARVE_LIKELY(carve_run.ready)) {
@@ -186,7 +178,7 @@ static CUresult do_free(CUdeviceptr dptr, CUstream stream, int ordered, int ptsz
                            carve_run.tracing ? carve_session_trace_free : NULL, &c);
     }
     if (CARVE_LIKELY(r != CARVE_CTX_NOT_OURS)) {
-        clock_out(c, t);
+        carve_clock_out(c, t);
         return r;
     }
     /* Not a buffer carve handed out. Memory inside an arena (a stray or

@@ -99,6 +99,10 @@ typedef struct carve_ctx_counts {
  * no arena can be made (the call then goes to the driver). One driver call
  * (cuCtxGetCurrent); the rest is cached per thread. */
 carve_ctx *carve_ctx_current(void) CARVE_INTERNAL;
+/* Whether the calling thread has had a context current (seen by
+ * carve_ctx_current since any context last went away): the CUDA runtime
+ * has started on this thread. */
+int carve_ctx_thread_ready(void) CARVE_INTERNAL;
 /* The context whose arena has ptr as a live buffer; NULL for pointers
  * carve did not hand out. */
 carve_ctx *carve_ctx_owner(uintptr_t ptr) CARVE_INTERNAL;

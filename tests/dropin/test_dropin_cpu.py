@@ -8,9 +8,12 @@ carve (a few driver calls instead of one each), lookups through dlsym and
 cuGetProcAddress served too, foreign pointers passed to the driver and stray
 frees of carved memory refused, cuMemGetInfo reporting the cap, out of memory
 past the cap with one explanation on stderr, unordered frees held back while
-device work may use them, stream-ordered ones reused at once, eight threads
-at once, fork, graph capture, and a trace that is complete after exit and
-after SIGTERM and loads in carve-replay. Also carve-run's option checking.
+device work may use them, stream-ordered ones reused at once, second frees
+refused wherever the first one waits, frees held in threads' batches never
+lost, eight threads at once, fork, graph capture, the runtime functions the
+interposer exports (dropin_rt_app over the mock shared runtime), and a trace
+that is complete after exit and after SIGTERM and loads in carve-replay.
+Also carve-run's option checking.
 
 Usage: test_dropin_cpu.py CARVE_RUN APP MOCK_DIR CARVE_REPLAY
 """
@@ -166,6 +169,36 @@ def main():
         check(d["allocs"] == n and d["frees"] == n, f"the report counts every thread's calls: {d} vs {n}")
     except (OSError, ValueError, KeyError, IndexError, AttributeError) as e:
         check(False, f"batches report ({e}): {out}{err}")
+
+    # ---- the runtime functions the interposer exports ----------------------
+    # A program whose shared runtime (the mock) lives in libraries loaded with
+    # RTLD_LOCAL: the plain calls are answered without the runtime, all else
+    # reaches it (and its last error) exactly once.
+    rt_app = os.path.join(MOCK, "dropin_rt_app")
+    rc, out, err = run([rt_app, MOCK])
+    check(rc == 0 and ok_line(out, "runtime"), f"rt_app without carve-run: {out}{err}")
+    rc, out, err = run([run_tool, "--", rt_app, MOCK])
+    line = ok_line(out, "runtime")
+    check(rc == 0 and line, f"rt_app under carve-run: {out}{err}")
+    if line:
+        got = dict(kv.split("=") for kv in line.split()[2:])
+        want = {"start": "1", "passed": "0", "ordered_reused": "1", "second_free": "1", "second_passed": "1",
+                "errors_passed": "2", "foreign": "1", "capture_passed": "4", "graph_nodes": "1",
+                "plain_to_driver": "0", "after_capture": "0", "fresh_first": "1", "fresh_then": "0",
+                "fresh_driver": "0", "tail_passed": "2"}
+        wrong = {k: (got.get(k), v) for k, v in want.items() if got.get(k) != v}
+        check(not wrong and int(got["driver_allocs"]) < 10,
+              f"cudaMalloc/cudaFree/cudaMallocAsync/cudaFreeAsync[_ptsz] answered by the interposer only in the "
+              f"plain case (got, wanted): {wrong} {line}")
+        check(err.count("out of memory on device 0") == 1, f"one explanation of the failed allocation: {err!r}")
+
+    # The pair benchmark runs in every mode, served without the runtime.
+    bench = os.path.join(MOCK, "dropin_bench_pairs")
+    for mode in ("driver", "async", "runtime", "runtime-async"):
+        rc, out, err = run([run_tool, "--", bench, mode, "3000"])
+        f = out.split()
+        check(rc == 0 and len(f) == 7 and f[0] == "pairs" and float(f[5]) < 1.1 and float(f[6]) == 0,
+              f"dropin_bench_pairs {mode}: about one driver call and no runtime call a pair: {out}{err}")
 
     # ---- fault injection through carve-run --------------------------------
     rc, out, err = run([run_tool, "--conf", "fail_backend_every=3", "--", app, "oom"])
