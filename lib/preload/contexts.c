@@ -14,8 +14,8 @@
  *  - an allocation that would fail first waits for the waiting memory,
  *    every thread's batch included;
  *  - nothing is recorded while a graph capture is in progress;
- *  - destroying a stream first empties the quarantine, and waits for the
- *    stream's own work when threads hold frees in their batches;
+ *  - destroying a stream first empties the quarantine, threads' batches
+ *    included (an epoch with an event on the stream, waited for);
  *  - a thread's exit, a context's destruction and the report at exit lose no
  *    batch (they take it), and none of them calls the driver at exit.
  *
@@ -105,7 +105,6 @@ static struct {
     CUresult (*CtxGetCurrent)(CUcontext *);
     CUresult (*CtxGetDevice)(CUdevice *);
     CUresult (*MemGetInfo)(size_t *, size_t *);
-    CUresult (*StreamSynchronize)(CUstream);
 } real;
 static pthread_once_t real_once = PTHREAD_ONCE_INIT;
 static int real_ok; /* atomic */
@@ -117,7 +116,6 @@ static void find_real(void) {
     R(CtxGetCurrent, "cuCtxGetCurrent");
     R(CtxGetDevice, "cuCtxGetDevice");
     R(MemGetInfo, "cuMemGetInfo_v2");
-    R(StreamSynchronize, "cuStreamSynchronize");
 #undef R
     __atomic_store_n(&real_ok, real.CtxGetCurrent && real.CtxGetDevice && real.MemGetInfo, __ATOMIC_RELEASE);
 }
@@ -532,20 +530,17 @@ void carve_ctx_stream_created(carve_stream s, unsigned flags) {
 
 void carve_ctx_stream_destroyed(carve_stream s) {
     unsigned n = __atomic_load_n(&nctx, __ATOMIC_ACQUIRE);
-    int batched = 0;
     for (unsigned i = 0; i < n; i++) {
         carve_ctx *c = &ctxs[i];
         if (!c->q)
             continue;
+        /* Buffers in threads' batches were freed before now and may be used
+         * by work on s: they join the quarantine first, whose epoch then
+         * gets its event on s while s still exists. */
+        if (__atomic_load_n(&c->batched, __ATOMIC_SEQ_CST))
+            take_batches(c, 1);
         carve_q_stream_destroyed(c->q, s);
-        batched |= __atomic_load_n(&c->batched, __ATOMIC_SEQ_CST);
     }
-    /* Buffers in threads' batches were freed before now and may be used by
-     * work on s; their epochs will close after s is gone, without an event
-     * on it: wait for s's work now (not during a capture, which a wait
-     * would break). */
-    if (batched && real.StreamSynchronize && !carve_capture_active())
-        real.StreamSynchronize((CUstream)s);
 }
 
 /* ---- report ------------------------------------------------------------- */

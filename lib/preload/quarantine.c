@@ -17,8 +17,8 @@
  * While any stream is being captured into a graph no event is recorded (it
  * would join the capture) and nothing goes back; frees wait in the open
  * epoch until the capture ends. Destroying a stream first waits for the
- * epochs (contexts.c also waits for the stream itself when threads hold
- * frees in their batches).
+ * epochs, recording on that stream while it exists (contexts.c first adds
+ * what threads hold in their batches).
  *
  * An epoch closes after EPOCH_FREES frees per event it records (so a
  * context with many non-blocking streams records no more events per free

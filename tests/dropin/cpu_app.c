@@ -50,7 +50,7 @@ CUresult cuStreamEndCapture(CUstream s, void **graph);
 void mock_cuda_stats(unsigned long long *nalloc, unsigned long long *nfree, unsigned long long *bad, size_t *live);
 unsigned long long mock_cuda_async_allocs(void);
 int mock_cuda_broken_captures(void);
-unsigned long long mock_cuda_stream_syncs(void);
+unsigned long long mock_cuda_event_waits(void);
 
 static int failures;
 #define CHECK(x)                                                          \
@@ -420,7 +420,7 @@ static void mode_doublefree(void) {
 
 /* What threads hold in their batches of frees is not lost: another thread
  * short of memory takes it, a thread's exit hands it over, and destroying
- * a stream waits for the stream while frees wait in batches. Run under
+ * a stream first waits for it (an epoch with an event on the stream). Run under
  * --limit 8MiB: as many 256 KiB buffers as the cap allows are allocated and
  * freed by another thread (its frees stay in its batch), then as many again
  * here. */
@@ -470,9 +470,9 @@ static void mode_batches(void) {
     CUdeviceptr p;
     CU(cuMemAlloc_v2(&p, 4096));
     CU(cuMemFree_v2(p));
-    unsigned long long syncs = mock_cuda_stream_syncs();
+    unsigned long long waits = mock_cuda_event_waits();
     CU(cuStreamDestroy_v2(s));
-    int waited = mock_cuda_stream_syncs() > syncs;
+    int waited = mock_cuda_event_waits() > waits;
     CHECK(held_n > 0 && held_n < HELD && while_held == held_n && after_exit == held_n && waited);
     int n = 5 * held_n + 1; /* allocations, and as many frees */
     printf("OK batches %d buffers fit; got them all again while_held=%d after_exit=%d; stream_waited=%d "

@@ -59,7 +59,7 @@ static alloc_rec *allocs;
 static size_t nallocs, cap_allocs, used;
 static unsigned long long stat_allocs, stat_frees, stat_bad_frees, stat_async_allocs;
 static unsigned long long stat_calls; /* every call of a driver function */
-static unsigned long long stat_stream_syncs;
+static unsigned long long stat_event_waits;
 #define COUNTED() __atomic_add_fetch(&stat_calls, 1, __ATOMIC_RELAXED)
 
 /* The environment, read once (getenv on every call would dwarf what the
@@ -106,8 +106,8 @@ EXPORT int mock_cuda_broken_captures(void) { return __atomic_load_n(&broken_capt
 /* Stream-ordered allocations that reached the mock. */
 EXPORT unsigned long long mock_cuda_async_allocs(void) { return __atomic_load_n(&stat_async_allocs, __ATOMIC_RELAXED); }
 
-/* cuStreamSynchronize calls so far. */
-EXPORT unsigned long long mock_cuda_stream_syncs(void) { return __atomic_load_n(&stat_stream_syncs, __ATOMIC_RELAXED); }
+/* cuEventSynchronize calls so far (waits for device work). */
+EXPORT unsigned long long mock_cuda_event_waits(void) { return __atomic_load_n(&stat_event_waits, __ATOMIC_RELAXED); }
 
 /* Calls of driver functions so far (each costs time in a real driver). */
 EXPORT unsigned long long mock_cuda_calls(void) { return __atomic_load_n(&stat_calls, __ATOMIC_RELAXED); }
@@ -333,7 +333,6 @@ EXPORT CUresult cuStreamDestroy_v2(CUstream s) {
 EXPORT CUresult cuStreamSynchronize(CUstream s) {
     COUNTED();
     (void)s;
-    __atomic_add_fetch(&stat_stream_syncs, 1, __ATOMIC_RELAXED);
     return OK;
 }
 EXPORT CUresult cuStreamBeginCapture_v2(CUstream s, int mode) {
@@ -395,6 +394,7 @@ EXPORT CUresult cuEventQuery(CUevent e) {
 }
 EXPORT CUresult cuEventSynchronize(CUevent e) {
     COUNTED();
+    __atomic_add_fetch(&stat_event_waits, 1, __ATOMIC_RELAXED);
     e->polls_left = 0;
     return OK;
 }
