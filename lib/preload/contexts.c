@@ -160,7 +160,6 @@ static NOINLINE carve_thread *thread_new(void) {
     if (key_ok)
         pthread_setspecific(exit_key, t);
     me.t = t;
-    me.sample = SAMPLE_EVERY;
     return t;
 }
 
@@ -375,8 +374,13 @@ void carve_ctx_gone(struct CUctx_st *ctx) {
 /* ---- allocation and free ------------------------------------------------ */
 
 int carve_ctx_sample(void) {
-    if (CARVE_LIKELY(--me.sample != 0 && me.sample <= SAMPLE_EVERY))
+    unsigned left = me.sample;
+    if (CARVE_UNLIKELY(left == 0)) /* a new thread starts anywhere in the period, so */
+        left = 1 + (unsigned)((((uintptr_t)&me >> 4) * 2654435761u) % SAMPLE_EVERY); /* its first call is not always timed */
+    if (CARVE_LIKELY(--left != 0)) {
+        me.sample = left;
         return 0;
+    }
     me.sample = SAMPLE_EVERY;
     return 1;
 }

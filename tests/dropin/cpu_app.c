@@ -15,7 +15,7 @@
  *
  * Usage: dropin_cpu_app MODE   (basic lookup foreign info oom quarantine
  *                               threads loop fork capture doublefree
- *                               batches)
+ *                               batches reset)
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -47,6 +47,7 @@ CUresult cuStreamCreate(CUstream *s, unsigned flags);
 CUresult cuStreamDestroy_v2(CUstream s);
 CUresult cuStreamBeginCapture_v2(CUstream s, int mode);
 CUresult cuStreamEndCapture(CUstream s, void **graph);
+CUresult cuDevicePrimaryCtxReset_v2(int dev);
 void mock_cuda_stats(unsigned long long *nalloc, unsigned long long *nfree, unsigned long long *bad, size_t *live);
 unsigned long long mock_cuda_async_allocs(void);
 int mock_cuda_broken_captures(void);
@@ -479,10 +480,39 @@ static void mode_batches(void) {
            "allocs=%d frees=%d\n", held_n, while_held == held_n, after_exit == held_n, waited, n, n);
 }
 
+/* The primary context is reset while frees wait (in this thread's batch
+ * and in the quarantine): they are dropped with the context (the driver
+ * frees its memory), and the context made current again gets a new arena
+ * whose buffers are allocated, checked and freed as usual, none refused. */
+static void mode_reset(void) {
+    CUdeviceptr p[100];
+    for (int i = 0; i < 100; i++)
+        CU(cuMemAlloc_v2(&p[i], 4096 + (size_t)i * 512));
+    for (int i = 0; i < 100; i += 2)
+        CU(cuMemFree_v2(p[i]));
+    CU(cuDevicePrimaryCtxReset_v2(0));
+    start();
+    enum { N = 500 };
+    static CUdeviceptr q[N];
+    int refused = 0;
+    for (int round = 0; round < 4; round++) {
+        for (int i = 0; i < N; i++) {
+            CU(cuMemAlloc_v2(&q[i], 256 + (size_t)(i % 9) * 1024));
+            fill(q[i], 256, (uint64_t)(round * N + i));
+        }
+        for (int i = 0; i < N; i++) {
+            CHECK(intact(q[i], 256, (uint64_t)(round * N + i)));
+            refused += cuMemFree_v2(q[i]) != 0;
+        }
+    }
+    CHECK(refused == 0);
+    printf("OK reset %d frees refused after the reset\n", refused);
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: dropin_cpu_app basic|lookup|foreign|info|oom|quarantine|threads|loop|fork|capture|"
-                        "doublefree|batches\n");
+                        "doublefree|batches|reset\n");
         return 2;
     }
     start();
@@ -511,6 +541,8 @@ int main(int argc, char **argv) {
         mode_doublefree();
     else if (!strcmp(m, "batches"))
         mode_batches();
+    else if (!strcmp(m, "reset"))
+        mode_reset();
     else {
         fprintf(stderr, "dropin_cpu_app: unknown mode %s\n", m);
         return 2;

@@ -170,6 +170,10 @@ def main():
     except (OSError, ValueError, KeyError, IndexError, AttributeError) as e:
         check(False, f"batches report ({e}): {out}{err}")
 
+    rc, out, err = run([run_tool, "--report", "--", app, "reset"])
+    check(rc == 0 and "OK reset 0 frees refused" in out,
+          f"a context reset while frees wait: a new arena, nothing refused or overlapping: {out}{err}")
+
     # ---- the runtime functions the interposer exports ----------------------
     # A program whose shared runtime (the mock) lives in libraries loaded with
     # RTLD_LOCAL: the plain calls are answered without the runtime, all else
