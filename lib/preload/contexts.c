@@ -98,6 +98,7 @@ static TLS struct {
     unsigned hint_gen;
     carve_thread *t;
     unsigned tick, sample;
+    unsigned batched, batched_seen; /* frees put in the batch, in all and at the last look */
 } me;
 
 /* The driver functions this file calls, found through real.c. */
@@ -389,9 +390,20 @@ void carve_ctx_add_time(carve_ctx *c, uint64_t ns) {
     __atomic_add_fetch(&c->n.ns_in_carve, ns * SAMPLE_EVERY, __ATOMIC_RELAXED);
 }
 
+/* Every POLL_EVERY calls of a thread: give back what has completed, and
+ * hand over the thread's batch if no free joined it since the last time
+ * (a thread that stopped freeing does not keep its frees). */
+static NOINLINE void look_around(carve_ctx *c) {
+    carve_thread *t = me.t;
+    if (t && me.batched == me.batched_seen)
+        take_batch(t, NULL, 1);
+    me.batched_seen = me.batched;
+    carve_q_poll(c->q);
+}
+
 static inline void poll_now_and_then(carve_ctx *c) {
     if (CARVE_UNLIKELY((++me.tick & (POLL_EVERY - 1)) == 0))
-        carve_q_poll(c->q);
+        look_around(c);
 }
 
 int carve_ctx_alloc(size_t size, carve_stream stream, int try_only, uintptr_t *out, carve_ctx **cp) {
@@ -444,6 +456,7 @@ static void batch_add(carve_thread *t, carve_ctx *c, uintptr_t ptr, size_t size)
     carve_spin_lock(&t->lock);
     t->ptr[t->n++] = ptr;
     t->bytes += size;
+    me.batched++;
     int full = t->n == BATCH_FREES || t->bytes >= BATCH_BYTES;
     carve_spin_unlock(&t->lock);
     if (full)
