@@ -3,8 +3,8 @@
 # layers, tools, dropin, frameworks with the Python package's tests, soak,
 # fuzz, and the gpu, gpu-dropin and kernels suites, which report SKIP without
 # a CUDA device), an ASan+UBSan build with the expensive internal checks (unit,
-# stress, tools, frameworks, soak, fuzz), a ThreadSanitizer build (unit,
-# stress, frameworks, soak) and a clang build with libFuzzer (suite libfuzzer:
+# stress, tools, dropin, frameworks, soak, fuzz), a ThreadSanitizer build (unit,
+# stress, dropin, frameworks, soak) and a clang build with libFuzzer (suite libfuzzer:
 # each fuzz target for CARVE_FUZZ_SECONDS, default 20). Installs meson, ninja,
 # python3, python3-pytest and clang's libFuzzer with apt-get when they are
 # missing; where clang cannot be had, the libfuzzer suite counts as skipped
@@ -86,16 +86,17 @@ if [ $quick = 0 ]; then
   echo "== ASan + UBSan build with expensive checks (build-sanitize)"
   if setup build-sanitize --buildtype=debugoptimized -Db_sanitize=address,undefined -Db_lto=false \
        -Dchecks=expensive -Dbenchmarks=false; then
-    run_suites build-sanitize unit stress tools frameworks soak fuzz
+    run_suites build-sanitize unit stress tools dropin frameworks soak fuzz
   else
     failed=$((failed + 1))
   fi
 fi
 if [ $quick = 0 ]; then
   echo "== ThreadSanitizer build (build-tsan)"
+  # tools: carve-run, for the dropin suite (the interposer with TSan's runtime beside it)
   if setup build-tsan --buildtype=debugoptimized -Db_sanitize=thread -Db_lto=false -Dchecks=internal \
-       -Dbenchmarks=false -Dtools=false; then
-    run_suites build-tsan unit stress frameworks soak
+       -Dbenchmarks=false -Dtools=true; then
+    run_suites build-tsan unit stress dropin frameworks soak
   else
     failed=$((failed + 1))
   fi

@@ -9,8 +9,6 @@
  */
 #include "preload/preload.h"
 
-static int captures; /* atomic */
+int carve_captures; /* atomic */
 
-void carve_capture_add(int delta) { __atomic_add_fetch(&captures, delta, __ATOMIC_ACQ_REL); }
-
-int carve_capture_active(void) { return __atomic_load_n(&captures, __ATOMIC_ACQUIRE) > 0; }
+void carve_capture_add(int delta) { __atomic_add_fetch(&carve_captures, delta, __ATOMIC_ACQ_REL); }

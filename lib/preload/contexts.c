@@ -1,22 +1,37 @@
 /*
- * contexts.c — one carve arena per CUDA context, and the quarantine that
- * makes a free without a stream safe.
+ * contexts.c — one carve arena per CUDA context, and the interposer's
+ * allocation and free as carve serves them, with what each thread keeps to
+ * itself.
  *
- * cuMemFree / cudaFree name no stream: the driver frees only after all work
- * queued before it, on every stream, has finished (it synchronizes). carve
- * keeps the promise without stalling the device. A freed buffer goes into
- * the current "epoch"; every 128 frees (or 32 MiB) the epoch is closed by
- * recording one event on the legacy default stream — which completes only
- * after the prior work of every blocking stream — and one on each
- * non-blocking stream the context created (those are tracked as they are
- * made and destroyed). When all of an epoch's events have completed, its
- * buffers go back to the arena at once. Allocations look at the oldest
- * closed epoch now and then (an event query); an allocation that would
- * otherwise fail waits for every closed epoch first. So the cost of the
- * guarantee is a few event records per 128 frees, and nothing on the
- * allocation path but a counter. While any stream is being captured into a
- * graph no event is recorded (it would join the capture); frees then wait
- * in the open epoch until the capture ends.
+ * What a free that names no stream (cuMemFree, cudaFree) promises, and how
+ * it is kept (with quarantine.c and pending.c):
+ *  - the buffer is not handed out again while work queued before the free,
+ *    on any stream of the context (blocking or non-blocking, any thread),
+ *    may still touch it: it goes back to carve only through an epoch whose
+ *    events were recorded after the free;
+ *  - a second free of a buffer that is waiting is refused
+ *    (CUDA_ERROR_INVALID_VALUE), never turned into an early free;
+ *  - an allocation that would fail first waits for the waiting memory,
+ *    every thread's batch included;
+ *  - nothing is recorded while a graph capture is in progress;
+ *  - destroying a stream first empties the quarantine, threads' batches
+ *    included (an epoch with an event on the stream, waited for);
+ *  - a thread's exit, a context's destruction and the report at exit lose no
+ *    batch (they take it), and none of them calls the driver at exit.
+ *
+ * The one idea: the hot path touches nothing another thread writes but
+ * carve's own pools. A thread caches its current context's state (keyed by
+ * the CUcontext and a generation bumped whenever a context goes away),
+ * counts its calls in a record of its own, and collects its unordered frees
+ * in a private batch of up to BATCH_FREES buffers that joins the context's
+ * open epoch in one step under the quarantine's lock. Before anything else
+ * such a free sets the buffer's pending mark (one atomic OR), which is how a
+ * second free is refused wherever the first one waits; only buffers
+ * allocated on the default stream use batches (a buffer of a real stream
+ * joins the epoch at once, so that it goes back before its stream can be
+ * destroyed). Other threads take a batch under its small lock, which its
+ * owner takes alone in practice. With --report, one call in SAMPLE_EVERY is
+ * timed and counted SAMPLE_EVERY times.
  *
  * Stream-ordered frees (cuMemFreeAsync on a real stream) need no quarantine:
  * on the allocation's stream the buffer is freed at once, on another stream
@@ -27,134 +42,73 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/lock.h"
 #include "preload/cutypes.h"
+#include "preload/pending.h"
 #include "preload/preload.h"
 
 #define MAX_CTX 64
-#define EPOCH_FREES 128
-#define EPOCH_BYTES ((size_t)32 << 20)
-#define MAX_EPOCHS 64   /* closed epochs in flight; past this, wait for the oldest */
-#define POLL_EVERY 32   /* allocations (and unordered frees) between looks at the oldest closed epoch */
+#define BATCH_FREES 32
+#define BATCH_BYTES ((size_t)8 << 20) /* a batch joins sooner when it holds this much */
+#define POLL_EVERY 64                  /* calls of a thread between looks at the closed epochs */
+#define SAMPLE_EVERY 67                /* calls between two timed ones (with --report) */
 
-typedef struct epoch {
-    uintptr_t *ptr;
-    size_t n, cap, bytes;
-    CUevent *ev;
-    unsigned nev, cap_ev;
-} epoch;
-
-/* The pointers waiting in the quarantine, to refuse a second free of one
- * (which would otherwise free it early). Open addressing, backward-shift
- * deletion; a quarter full at most. */
-typedef struct qset {
-    uintptr_t *slot; /* 0: empty */
-    size_t mask, count;
-} qset;
-
-static size_t qhash(uintptr_t p, size_t mask) { return (size_t)(((uint64_t)(p >> 8) * 0x9E3779B97F4A7C15ull) >> 20) & mask; }
-
-static int qset_has(const qset *q, uintptr_t p) {
-    if (!q->count)
-        return 0;
-    for (size_t i = qhash(p, q->mask);; i = (i + 1) & q->mask) {
-        if (q->slot[i] == p)
-            return 1;
-        if (!q->slot[i])
-            return 0;
-    }
-}
-
-static void qset_put(qset *q, uintptr_t p) {
-    size_t i = qhash(p, q->mask);
-    while (q->slot[i])
-        i = (i + 1) & q->mask;
-    q->slot[i] = p;
-    q->count++;
-}
-
-static int qset_add(qset *q, uintptr_t p) {
-    if ((q->count + 1) * 4 > (q->slot ? q->mask + 1 : 0)) {
-        size_t cap = q->slot ? (q->mask + 1) * 2 : 256;
-        qset n = {calloc(cap, sizeof(uintptr_t)), cap - 1, 0};
-        if (!n.slot)
-            return -1;
-        for (size_t i = 0; q->slot && i <= q->mask; i++)
-            if (q->slot[i])
-                qset_put(&n, q->slot[i]);
-        free(q->slot);
-        *q = n;
-    }
-    qset_put(q, p);
-    return 0;
-}
-
-static void qset_del(qset *q, uintptr_t p) {
-    size_t i = qhash(p, q->mask);
-    while (q->slot[i] != p) {
-        if (!q->slot[i])
-            return;
-        i = (i + 1) & q->mask;
-    }
-    size_t hole = i;
-    for (size_t j = (i + 1) & q->mask; q->slot[j]; j = (j + 1) & q->mask) {
-        size_t home = qhash(q->slot[j], q->mask);
-        int stays = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
-        if (!stays) {
-            q->slot[hole] = q->slot[j];
-            hole = j;
-        }
-    }
-    q->slot[hole] = 0;
-    q->count--;
-}
+#define TLS __thread __attribute__((tls_model("initial-exec")))
+#define NOINLINE __attribute__((noinline))
 
 struct carve_ctx {
-    CUcontext ctx;            /* NULL once the context is gone */
+    CUcontext ctx;      /* NULL once the context is gone (atomic) */
     int device;
-    carve_arena *arena;       /* NULL: could not be made (calls go to the driver) */
-    pthread_mutex_t lock;     /* quarantine and streams */
-    epoch cur;                /* collecting frees */
-    epoch ring[MAX_EPOCHS];   /* closed, oldest at head */
-    unsigned head, count;
-    size_t quarantined;       /* bytes in cur and ring */
-    qset waiting;             /* the pointers in cur and ring */
-    size_t nwaiting;          /* atomic copy of waiting.count, read without the lock */
-    CUevent *spare;
-    unsigned nspare, cap_spare;
-    carve_stream *nb;         /* non-blocking streams of the context */
-    size_t nnb, cap_nb;
-    unsigned tick;
-    carve_ctx_counts n;
+    carve_arena *arena; /* NULL: could not be made (calls go to the driver) */
+    carve_quarantine *q;
+    int batched;        /* some thread has put frees of this context in its batch (atomic) */
+    carve_ctx_counts n; /* counts folded in from threads, and the rare ones (atomic) */
     char err[512];
 };
 
+/* What a thread keeps: its batch (guarded by lock) and its counts. */
+typedef struct carve_thread {
+    carve_spin lock;
+    carve_ctx *bc; /* whose frees the batch holds (written by the owner, under lock) */
+    unsigned n;
+    size_t bytes;
+    uintptr_t ptr[BATCH_FREES];
+    carve_ctx *nc; /* whose calls the counts are (changed by the owner under threads_lock) */
+    uint64_t count[4]; /* written by the owner only */
+    struct carve_thread *prev, *next;
+} carve_thread;
+enum { ALLOCS, FREES, ASYNC_ALLOCS, ASYNC_FREES };
+
 static carve_ctx ctxs[MAX_CTX];
-static unsigned nctx;         /* atomic: entries published so far */
-static unsigned generation;   /* atomic: bumped when a context goes away */
+static unsigned nctx;       /* atomic: entries published so far */
+static unsigned generation; /* atomic: bumped when a context goes away */
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static __thread struct {
-    CUcontext ctx;
+static carve_thread *threads; /* every thread's record */
+static pthread_mutex_t threads_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_key_t exit_key;
+static pthread_once_t key_once = PTHREAD_ONCE_INIT;
+static int key_ok;
+
+static TLS struct {
+    CUcontext ctx; /* the current context, as last seen, and its state */
     carve_ctx *c;
-    unsigned generation;
-} tls;
+    unsigned gen;
+    carve_ctx *hint; /* the context that owned this thread's last freed buffer */
+    unsigned hint_gen;
+    carve_thread *t;
+    unsigned tick, sample;
+    unsigned batched, batched_seen; /* frees put in the batch, in all and at the last look */
+} me;
 
 /* The driver functions this file calls, found through real.c. */
 static struct {
     CUresult (*CtxGetCurrent)(CUcontext *);
     CUresult (*CtxGetDevice)(CUdevice *);
-    CUresult (*CtxPushCurrent)(CUcontext);
-    CUresult (*CtxPopCurrent)(CUcontext *);
-    CUresult (*CtxSynchronize)(void);
-    CUresult (*EventCreate)(CUevent *, unsigned);
-    CUresult (*EventRecord)(CUevent, CUstream);
-    CUresult (*EventQuery)(CUevent);
-    CUresult (*EventSynchronize)(CUevent);
-    CUresult (*EventDestroy)(CUevent);
     CUresult (*MemGetInfo)(size_t *, size_t *);
 } real;
 static pthread_once_t real_once = PTHREAD_ONCE_INIT;
-static int real_ok;
+static int real_ok; /* atomic */
 
 static void find_real(void) {
     if (carve_real_init() != 0)
@@ -162,22 +116,137 @@ static void find_real(void) {
 #define R(field, name) CARVE_SET_FN(real.field, carve_real_driver(name))
     R(CtxGetCurrent, "cuCtxGetCurrent");
     R(CtxGetDevice, "cuCtxGetDevice");
-    R(CtxPushCurrent, "cuCtxPushCurrent_v2");
-    R(CtxPopCurrent, "cuCtxPopCurrent_v2");
-    R(CtxSynchronize, "cuCtxSynchronize");
-    R(EventCreate, "cuEventCreate");
-    R(EventRecord, "cuEventRecord");
-    R(EventQuery, "cuEventQuery");
-    R(EventSynchronize, "cuEventSynchronize");
-    R(EventDestroy, "cuEventDestroy_v2");
     R(MemGetInfo, "cuMemGetInfo_v2");
 #undef R
-    real_ok = real.CtxGetCurrent && real.CtxGetDevice && real.CtxPushCurrent && real.CtxPopCurrent &&
-              real.CtxSynchronize && real.EventCreate && real.EventRecord && real.EventQuery &&
-              real.EventSynchronize && real.EventDestroy && real.MemGetInfo;
+    __atomic_store_n(&real_ok, real.CtxGetCurrent && real.CtxGetDevice && real.MemGetInfo, __ATOMIC_RELEASE);
 }
 
-#define drv() (&real)
+/* ---- threads ------------------------------------------------------------ */
+
+static void take_batch(carve_thread *t, const carve_ctx *only, int may_record);
+static void fold_counts(carve_thread *t);
+
+/* A thread ends: its batch joins its context's epoch (no driver call: this
+ * may run while the process exits), its counts go to the context. */
+static void thread_gone(void *arg) {
+    carve_thread *t = arg;
+    pthread_mutex_lock(&threads_lock);
+    take_batch(t, NULL, 0);
+    fold_counts(t);
+    if (t->prev)
+        t->prev->next = t->next;
+    else
+        threads = t->next;
+    if (t->next)
+        t->next->prev = t->prev;
+    pthread_mutex_unlock(&threads_lock);
+    if (me.t == t)
+        me.t = NULL;
+    free(t);
+}
+
+static void make_key(void) { key_ok = pthread_key_create(&exit_key, thread_gone) == 0; }
+
+static NOINLINE carve_thread *thread_new(void) {
+    pthread_once(&key_once, make_key);
+    carve_thread *t = calloc(1, sizeof(*t));
+    if (!t)
+        return NULL;
+    pthread_mutex_lock(&threads_lock);
+    t->next = threads;
+    if (threads)
+        threads->prev = t;
+    threads = t;
+    pthread_mutex_unlock(&threads_lock);
+    if (key_ok)
+        pthread_setspecific(exit_key, t);
+    me.t = t;
+    return t;
+}
+
+static inline carve_thread *thread_self(void) { return CARVE_LIKELY(me.t != NULL) ? me.t : thread_new(); }
+
+/* Move t's counts to the context they count (by t's owner, threads_lock
+ * held). */
+static void fold_counts(carve_thread *t) {
+    for (int k = 0; k < 4; k++) {
+        uint64_t v = __atomic_load_n(&t->count[k], __ATOMIC_RELAXED);
+        if (v && t->nc) {
+            uint64_t *dst = k == ALLOCS ? &t->nc->n.allocs : k == FREES ? &t->nc->n.frees
+                            : k == ASYNC_ALLOCS ? &t->nc->n.async_allocs : &t->nc->n.async_frees;
+            __atomic_add_fetch(dst, v, __ATOMIC_RELAXED);
+        }
+        __atomic_store_n(&t->count[k], 0, __ATOMIC_RELAXED);
+    }
+}
+
+static NOINLINE void count_slow(carve_thread *t, carve_ctx *c, int kind) {
+    if (!t) { /* no record of its own: count in the shared one */
+        carve_ctx_counts *n = &c->n;
+        uint64_t *dst = kind == ALLOCS ? &n->allocs : kind == FREES ? &n->frees
+                        : kind == ASYNC_ALLOCS ? &n->async_allocs : &n->async_frees;
+        __atomic_add_fetch(dst, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    pthread_mutex_lock(&threads_lock);
+    fold_counts(t);
+    t->nc = c;
+    __atomic_store_n(&t->count[kind], 1, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&threads_lock);
+}
+
+/* One more call of kind for c: a plain increment of the thread's own count
+ * (an atomic store only so that the report may read it meanwhile). */
+static inline void count(carve_thread *t, carve_ctx *c, int kind) {
+    if (CARVE_UNLIKELY(!t || t->nc != c)) {
+        count_slow(t, c, kind);
+        return;
+    }
+    __atomic_store_n(&t->count[kind], __atomic_load_n(&t->count[kind], __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+}
+
+/* Empty t's batch (if it holds frees of only, or of any context for NULL)
+ * into its context's quarantine (may_record 0: no driver call, the open
+ * epoch just grows). Called by the owner or, under threads_lock, by another
+ * thread. */
+static void take_batch(carve_thread *t, const carve_ctx *only, int may_record) {
+    uintptr_t ptr[BATCH_FREES];
+    carve_spin_lock(&t->lock);
+    carve_ctx *c = t->bc;
+    unsigned n = !only || c == only ? t->n : 0;
+    size_t bytes = t->bytes;
+    memcpy(ptr, t->ptr, n * sizeof(uintptr_t));
+    if (n) {
+        t->n = 0;
+        t->bytes = 0;
+    }
+    carve_spin_unlock(&t->lock);
+    if (n)
+        carve_q_join(c->q, ptr, n, bytes, may_record);
+}
+
+/* Every thread's batch of c's frees (all contexts' for NULL) into the
+ * quarantines. */
+static void take_batches(carve_ctx *c, int may_record) {
+    pthread_mutex_lock(&threads_lock);
+    for (carve_thread *t = threads; t; t = t->next)
+        take_batch(t, c, may_record);
+    pthread_mutex_unlock(&threads_lock);
+}
+
+/* Bytes in batches of c's frees. */
+static size_t batched_bytes(carve_ctx *c) {
+    size_t bytes = 0;
+    pthread_mutex_lock(&threads_lock);
+    for (carve_thread *t = threads; t; t = t->next) {
+        carve_spin_lock(&t->lock);
+        if (t->bc == c)
+            bytes += t->bytes;
+        carve_spin_unlock(&t->lock);
+    }
+    pthread_mutex_unlock(&threads_lock);
+    return bytes;
+}
 
 /* ---- contexts and arenas ------------------------------------------------ */
 
@@ -189,7 +258,7 @@ static carve_ctx *find(CUcontext cur) {
     return NULL;
 }
 
-static void make_arena(carve_ctx *c) {
+static void make_arena(carve_ctx *c, CUcontext cur) {
     carve_config cfg;
     if (carve_conf_parse(getenv("CARVE_CONF"), c->device, &cfg) != CARVE_OK) {
         snprintf(c->err, sizeof(c->err), "CARVE_CONF: %s", carve_last_error(NULL));
@@ -205,19 +274,18 @@ static void make_arena(carve_ctx *c) {
     if (carve_arena_create(&cfg, &c->arena) != CARVE_OK) {
         c->arena = NULL;
         snprintf(c->err, sizeof(c->err), "%s", carve_last_error(NULL));
+        return;
+    }
+    if (!(c->q = carve_q_create(c->arena, cur))) {
+        snprintf(c->err, sizeof(c->err), "no memory for the quarantine of unordered frees");
+        carve_arena_destroy(c->arena);
+        c->arena = NULL;
     }
 }
 
-carve_ctx *carve_ctx_current(void) {
-    pthread_once(&real_once, find_real);
-    if (!real_ok)
-        return NULL;
-    CUcontext cur = NULL;
-    if (drv()->CtxGetCurrent(&cur) != CUDA_SUCCESS || !cur)
-        return NULL;
+/* The state of context cur, made on first use; cached for the thread. */
+static NOINLINE carve_ctx *lookup(CUcontext cur) {
     unsigned gen = __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
-    if (CARVE_LIKELY(tls.ctx == cur && tls.generation == gen))
-        return tls.c;
     carve_ctx *c = find(cur);
     if (!c) {
         pthread_mutex_lock(&table_lock);
@@ -225,11 +293,10 @@ carve_ctx *carve_ctx_current(void) {
         if (!c && nctx < MAX_CTX) {
             c = &ctxs[nctx];
             memset(c, 0, sizeof(*c));
-            pthread_mutex_init(&c->lock, NULL);
             CUdevice dev = 0;
-            drv()->CtxGetDevice(&dev);
+            real.CtxGetDevice(&dev);
             c->device = (int)dev;
-            make_arena(c);
+            make_arena(c, cur);
             __atomic_store_n(&c->ctx, cur, __ATOMIC_RELEASE);
             __atomic_store_n(&nctx, nctx + 1, __ATOMIC_RELEASE);
         }
@@ -237,22 +304,53 @@ carve_ctx *carve_ctx_current(void) {
         if (!c)
             return NULL;
     }
-    tls.ctx = cur;
-    tls.c = c;
-    tls.generation = gen;
+    me.ctx = cur;
+    me.c = c;
+    me.gen = gen;
     return c;
 }
 
-carve_ctx *carve_ctx_owner(uintptr_t ptr) {
+static inline carve_ctx *current(void) {
+    if (CARVE_UNLIKELY(!__atomic_load_n(&real_ok, __ATOMIC_ACQUIRE))) {
+        pthread_once(&real_once, find_real);
+        if (!__atomic_load_n(&real_ok, __ATOMIC_ACQUIRE))
+            return NULL;
+    }
+    CUcontext cur = NULL;
+    if (real.CtxGetCurrent(&cur) != CUDA_SUCCESS || !cur)
+        return NULL;
+    if (CARVE_LIKELY(me.ctx == cur && me.gen == __atomic_load_n(&generation, __ATOMIC_ACQUIRE)))
+        return me.c;
+    return lookup(cur);
+}
+
+carve_ctx *carve_ctx_current(void) { return current(); }
+
+int carve_ctx_thread_ready(void) {
+    return me.ctx && me.gen == __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
+}
+
+/* The context whose arena has ptr as a live buffer, with its size and
+ * stream: first the one that owned this thread's last freed buffer. */
+static carve_ctx *owner(uintptr_t ptr, size_t *size, carve_stream *own) {
+    unsigned gen = __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
+    carve_ctx *hint = me.hint_gen == gen ? me.hint : NULL;
+    if (CARVE_LIKELY(hint && carve_buffer_info(hint->arena, (void *)ptr, size, own) == CARVE_OK))
+        return hint;
     unsigned n = __atomic_load_n(&nctx, __ATOMIC_ACQUIRE);
     for (unsigned i = 0; i < n; i++) {
         carve_ctx *c = &ctxs[i];
-        if (c->arena && __atomic_load_n(&c->ctx, __ATOMIC_ACQUIRE) &&
-            carve_buffer_info(c->arena, (void *)ptr, NULL, NULL) == CARVE_OK)
+        if (c != hint && c->arena && __atomic_load_n(&c->ctx, __ATOMIC_ACQUIRE) &&
+            carve_buffer_info(c->arena, (void *)ptr, size, own) == CARVE_OK) {
+            me.hint = c;
+            me.hint_gen = gen;
             return c;
+        }
     }
     return NULL;
 }
+
+carve_ctx *carve_ctx_owner(uintptr_t ptr) { return owner(ptr, NULL, NULL); }
 
 int carve_ctx_device(const carve_ctx *c) { return c->device; }
 carve_arena *carve_ctx_arena(const carve_ctx *c) { return c->arena; }
@@ -263,253 +361,169 @@ void carve_ctx_gone(struct CUctx_st *ctx) {
     if (!c)
         return;
     /* The driver frees the context's memory itself; the arena's records are
-     * kept for the report but nothing is handed out from them again. */
+     * kept for the report but nothing is handed out from them again, and the
+     * buffers waiting to go back to it lose their pending marks (the driver
+     * may hand the same addresses to another context). */
     __atomic_store_n(&c->ctx, NULL, __ATOMIC_RELEASE);
     __atomic_add_fetch(&generation, 1, __ATOMIC_RELEASE);
-}
-
-/* ---- driver helpers ----------------------------------------------------- */
-
-/* Make c's context current if it is not; returns 1 if it was pushed. */
-static int enter(carve_ctx *c) {
-    CUcontext cur = NULL;
-    if (drv()->CtxGetCurrent(&cur) == CUDA_SUCCESS && cur == c->ctx)
-        return 0;
-    return drv()->CtxPushCurrent(c->ctx) == CUDA_SUCCESS;
-}
-
-static void leave(int pushed) {
-    CUcontext popped;
-    if (pushed)
-        drv()->CtxPopCurrent(&popped);
-}
-
-static CUevent take_event(carve_ctx *c) {
-    if (c->nspare)
-        return c->spare[--c->nspare];
-    CUevent ev = NULL;
-    return drv()->EventCreate(&ev, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS ? ev : NULL;
-}
-
-static void give_event(carve_ctx *c, CUevent ev) {
-    if (c->nspare == c->cap_spare) {
-        unsigned cap = c->cap_spare ? c->cap_spare * 2 : 16;
-        CUevent *s = realloc(c->spare, cap * sizeof(*s));
-        if (!s) {
-            drv()->EventDestroy(ev);
-            return;
-        }
-        c->spare = s;
-        c->cap_spare = cap;
+    if (c->q) {
+        carve_q_gone(c->q);
+        take_batches(c, 0); /* joined to a gone quarantine: marks cleared */
     }
-    c->spare[c->nspare++] = ev;
-}
-
-/* ---- the quarantine (lock held) ----------------------------------------- */
-
-static void release_epoch(carve_ctx *c, epoch *e) {
-    for (size_t i = 0; i < e->n; i++) {
-        qset_del(&c->waiting, e->ptr[i]);
-        (void)carve_free(c->arena, (void *)e->ptr[i]);
-    }
-    __atomic_store_n(&c->nwaiting, c->waiting.count, __ATOMIC_RELAXED);
-    for (unsigned i = 0; i < e->nev; i++)
-        give_event(c, e->ev[i]);
-    c->quarantined -= e->bytes;
-    e->n = e->bytes = 0;
-    e->nev = 0;
-}
-
-/* Release the closed epochs whose events have completed, oldest first;
- * with wait, all of them. */
-static void poll_epochs(carve_ctx *c, int wait) {
-    /* During a capture nothing goes back: a free could make carve record an
-     * event on the legacy stream, which would join the capture. */
-    if (carve_capture_active())
-        return;
-    while (c->count) {
-        epoch *e = &c->ring[c->head];
-        for (unsigned i = 0; i < e->nev; i++) {
-            CUresult r = wait ? drv()->EventSynchronize(e->ev[i]) : drv()->EventQuery(e->ev[i]);
-            if (r == CUDA_ERROR_NOT_READY)
-                return;
-            if (r != CUDA_SUCCESS) { /* cannot tell: wait for everything instead */
-                int pushed = enter(c);
-                drv()->CtxSynchronize();
-                leave(pushed);
-                break;
-            }
-        }
-        release_epoch(c, e);
-        c->head = (c->head + 1) % MAX_EPOCHS;
-        c->count--;
-    }
-}
-
-static int grow(void **p, size_t *cap, size_t need, size_t elem) {
-    if (need <= *cap)
-        return 0;
-    size_t n = *cap ? *cap * 2 : 64;
-    while (n < need)
-        n *= 2;
-    void *q = realloc(*p, n * elem);
-    if (!q)
-        return -1;
-    *p = q;
-    *cap = n;
-    return 0;
-}
-
-/* Close the current epoch: one event on the legacy stream and one on each
- * non-blocking stream. 0 when closed (or empty), -1 when it must stay open
- * (a graph capture is in progress). */
-static int close_epoch(carve_ctx *c) {
-    epoch *cur = &c->cur;
-    if (!cur->n)
-        return 0;
-    if (carve_capture_active())
-        return -1;
-    if (c->count == MAX_EPOCHS) { /* too much in flight: wait for the oldest */
-        epoch *e = &c->ring[c->head];
-        for (unsigned i = 0; i < e->nev; i++)
-            drv()->EventSynchronize(e->ev[i]);
-        poll_epochs(c, 0);
-    }
-    int pushed = enter(c);
-    size_t cap_ev = cur->cap_ev;
-    int ok = grow((void **)&cur->ev, &cap_ev, c->nnb + 1, sizeof(CUevent)) == 0;
-    cur->cap_ev = (unsigned)cap_ev;
-    for (size_t i = 0; ok && i <= c->nnb; i++) {
-        CUevent ev = take_event(c);
-        if (!ev || drv()->EventRecord(ev, i == 0 ? (CUstream)0x1 /* legacy */ : (CUstream)c->nb[i - 1]) !=
-                       CUDA_SUCCESS) {
-            if (ev)
-                give_event(c, ev);
-            ok = 0;
-            break;
-        }
-        cur->ev[cur->nev++] = ev;
-    }
-    if (!ok) { /* no events: wait for the device, then everything is safe now */
-        drv()->CtxSynchronize();
-        leave(pushed);
-        release_epoch(c, cur);
-        c->n.drains++;
-        return 0;
-    }
-    leave(pushed);
-    /* Move cur into the ring, taking the slot's arrays for the next epoch. */
-    unsigned slot = (c->head + c->count) % MAX_EPOCHS;
-    epoch spare = c->ring[slot];
-    c->ring[slot] = *cur;
-    *cur = spare;
-    cur->n = cur->bytes = 0;
-    cur->nev = 0;
-    c->count++;
-    c->n.epochs++;
-    return 0;
 }
 
 /* ---- allocation and free ------------------------------------------------ */
 
-int carve_ctx_alloc(carve_ctx *c, size_t size, carve_stream stream, uintptr_t *out) {
-    *out = 0;
-    if (c->count && (__atomic_add_fetch(&c->tick, 1, __ATOMIC_RELAXED) % POLL_EVERY) == 0 &&
-        pthread_mutex_trylock(&c->lock) == 0) {
-        poll_epochs(c, 0);
-        if (!c->count && c->cur.n)
-            close_epoch(c);
-        pthread_mutex_unlock(&c->lock);
+int carve_ctx_sample(void) {
+    unsigned left = me.sample;
+    if (CARVE_UNLIKELY(left == 0)) /* a new thread starts anywhere in the period, so */
+        left = 1 + (unsigned)((((uintptr_t)&me >> 4) * 2654435761u) % SAMPLE_EVERY); /* its first call is not always timed */
+    if (CARVE_LIKELY(--left != 0)) {
+        me.sample = left;
+        return 0;
     }
+    me.sample = SAMPLE_EVERY;
+    return 1;
+}
+
+void carve_ctx_add_time(carve_ctx *c, uint64_t ns) {
+    __atomic_add_fetch(&c->n.ns_in_carve, ns * SAMPLE_EVERY, __ATOMIC_RELAXED);
+}
+
+/* Every POLL_EVERY calls of a thread: give back what has completed, and
+ * hand over the thread's batch if no free joined it since the last time
+ * (a thread that stopped freeing does not keep its frees). */
+static NOINLINE void look_around(carve_ctx *c) {
+    carve_thread *t = me.t;
+    if (t && me.batched == me.batched_seen)
+        take_batch(t, NULL, 1);
+    me.batched_seen = me.batched;
+    carve_q_poll(c->q);
+}
+
+static inline void poll_now_and_then(carve_ctx *c) {
+    if (CARVE_UNLIKELY((++me.tick & (POLL_EVERY - 1)) == 0))
+        look_around(c);
+}
+
+int carve_ctx_alloc(size_t size, carve_stream stream, int try_only, uintptr_t *out, carve_ctx **cp) {
+    carve_ctx *c = *cp = current();
+    if (CARVE_UNLIKELY(!c || !c->arena))
+        return CARVE_CTX_NOT_SERVED;
+    carve_thread *t = thread_self();
+    poll_now_and_then(c);
     void *p = NULL;
     carve_status st = carve_alloc(c->arena, size, stream, &p);
-    if (st == CARVE_ERR_OOM && c->quarantined) {
-        /* Memory waiting for the device may be all that is missing. */
-        pthread_mutex_lock(&c->lock);
-        close_epoch(c);
-        poll_epochs(c, 1);
-        c->n.drains++;
-        pthread_mutex_unlock(&c->lock);
-        st = carve_alloc(c->arena, size, stream, &p);
-    }
-    if (st != CARVE_OK) {
-        snprintf(c->err, sizeof(c->err), "%s", carve_last_error(c->arena));
-        if (st == CARVE_ERR_OOM) {
-            __atomic_add_fetch(&c->n.ooms, 1, __ATOMIC_RELAXED);
-            return CUDA_ERROR_OUT_OF_MEMORY;
+    if (CARVE_UNLIKELY(st != CARVE_OK)) {
+        if (try_only)
+            return st == CARVE_ERR_OOM ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_UNKNOWN;
+        if (st == CARVE_ERR_OOM && (__atomic_load_n(&c->batched, __ATOMIC_RELAXED) || carve_q_busy(c->q))) {
+            /* Memory waiting for the device may be all that is missing. */
+            take_batches(c, 1);
+            carve_q_drain(c->q);
+            st = carve_alloc(c->arena, size, stream, &p);
         }
-        return st == CARVE_ERR_INVALID ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_UNKNOWN;
+        if (st != CARVE_OK) {
+            snprintf(c->err, sizeof(c->err), "%s", carve_last_error(c->arena));
+            if (st == CARVE_ERR_OOM) {
+                __atomic_add_fetch(&c->n.ooms, 1, __ATOMIC_RELAXED);
+                return CUDA_ERROR_OUT_OF_MEMORY;
+            }
+            return st == CARVE_ERR_INVALID ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_UNKNOWN;
+        }
     }
     *out = (uintptr_t)p;
-    __atomic_add_fetch(stream ? &c->n.async_allocs : &c->n.allocs, 1, __ATOMIC_RELAXED);
+    count(t, c, stream ? ASYNC_ALLOCS : ALLOCS);
     return CUDA_SUCCESS;
 }
 
-/* Whether ptr waits in the quarantine (freed already). */
-static int waiting(carve_ctx *c, uintptr_t ptr) {
-    if (!__atomic_load_n(&c->nwaiting, __ATOMIC_RELAXED))
-        return 0;
-    pthread_mutex_lock(&c->lock);
-    int w = qset_has(&c->waiting, ptr);
-    pthread_mutex_unlock(&c->lock);
-    return w;
+/* The thread's batch is to hold c's frees from now on; what it holds of
+ * another context's joins that context's epoch first. */
+static NOINLINE void rebind(carve_thread *t, carve_ctx *c) {
+    take_batch(t, NULL, 1);
+    if (!__atomic_load_n(&c->batched, __ATOMIC_SEQ_CST))
+        __atomic_store_n(&c->batched, 1, __ATOMIC_SEQ_CST);
+    carve_spin_lock(&t->lock);
+    t->bc = c; /* empty: only its owner adds to a batch */
+    carve_spin_unlock(&t->lock);
 }
 
-int carve_ctx_free(carve_ctx *c, uintptr_t ptr, int ordered, carve_stream stream) {
+/* Put ptr (marked pending, allocated on the default stream) in the thread's
+ * batch; a full batch joins the epoch. */
+static void batch_add(carve_thread *t, carve_ctx *c, uintptr_t ptr, size_t size) {
+    if (CARVE_UNLIKELY(t->bc != c))
+        rebind(t, c);
+    carve_spin_lock(&t->lock);
+    t->ptr[t->n++] = ptr;
+    t->bytes += size;
+    me.batched++;
+    int full = t->n == BATCH_FREES || t->bytes >= BATCH_BYTES;
+    carve_spin_unlock(&t->lock);
+    if (full)
+        take_batch(t, NULL, 1);
+}
+
+int carve_ctx_free(uintptr_t ptr, int ordered, carve_stream stream, void (*trace)(uintptr_t), carve_ctx **out) {
+    int claimed = 0;
+    *out = NULL;
+    if (!ordered) {
+        /* Mark it waiting before anything else: of two frees of one buffer,
+         * racing or not, exactly one gets the mark. */
+        if (ptr & (CARVE_ALIGNMENT - 1))
+            return CARVE_CTX_NOT_OURS; /* no buffer of carve begins there */
+        int m = carve_pending_mark(ptr);
+        if (CARVE_UNLIKELY(m == 1))
+            m = carve_pending_settle(ptr, 1); /* maybe a quarantine is giving it back right now */
+        if (m == 1)
+            return CUDA_ERROR_INVALID_VALUE; /* freed already, waiting in the quarantine */
+        claimed = m == 0;
+    }
     size_t size = 0;
     carve_stream own = NULL;
-    if (carve_buffer_info(c->arena, (void *)ptr, &size, &own) != CARVE_OK)
-        return CUDA_ERROR_INVALID_VALUE; /* not a live buffer */
+    carve_ctx *c = owner(ptr, &size, &own);
+    if (!c) {
+        if (claimed)
+            carve_pending_clear(ptr);
+        return CARVE_CTX_NOT_OURS;
+    }
+    *out = c;
+    carve_thread *t = thread_self();
     if (ordered) {
-        if (waiting(c, ptr))
+        if (CARVE_UNLIKELY(carve_pending_test(ptr)) && carve_pending_settle(ptr, 0))
             return CUDA_ERROR_INVALID_VALUE; /* freed already, waiting in the quarantine */
-        __atomic_add_fetch(&c->n.async_frees, 1, __ATOMIC_RELAXED);
-        if (stream != own && carve_record_stream(c->arena, (void *)ptr, stream) != CARVE_OK)
-            ordered = 0; /* no memory for the record: fall back to the quarantine */
-        else
+        if (trace)
+            trace(ptr);
+        count(t, c, ASYNC_FREES);
+        if (stream == own || carve_record_stream(c->arena, (void *)ptr, stream) == CARVE_OK)
             return carve_free(c->arena, (void *)ptr) == CARVE_OK ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+        /* No memory for the record: the quarantine keeps it instead. */
+        int m = carve_pending_mark(ptr);
+        if (m == 1)
+            return CUDA_ERROR_INVALID_VALUE; /* an unordered free of it raced this one */
+        claimed = m == 0;
+    } else {
+        if (trace)
+            trace(ptr);
+        count(t, c, FREES);
     }
-    __atomic_add_fetch(&c->n.frees, 1, __ATOMIC_RELAXED);
-    pthread_mutex_lock(&c->lock);
-    epoch *cur = &c->cur;
-    if (qset_has(&c->waiting, ptr)) { /* freed already (or a second free raced with the first) */
-        pthread_mutex_unlock(&c->lock);
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    if (grow((void **)&cur->ptr, &cur->cap, cur->n + 1, sizeof(uintptr_t)) != 0 ||
-        qset_add(&c->waiting, ptr) != 0) {
-        /* No room to remember it: make it safe the slow way. */
-        int pushed = enter(c);
-        drv()->CtxSynchronize();
-        leave(pushed);
-        (void)carve_free(c->arena, (void *)ptr);
-        pthread_mutex_unlock(&c->lock);
-        return CUDA_SUCCESS;
-    }
-    __atomic_store_n(&c->nwaiting, c->waiting.count, __ATOMIC_RELAXED);
-    cur->ptr[cur->n++] = ptr;
-    cur->bytes += size;
-    c->quarantined += size;
-    if (cur->n >= EPOCH_FREES || cur->bytes >= EPOCH_BYTES)
-        close_epoch(c);
-    /* Looking at the oldest epoch's events is a driver call: once every
-     * POLL_EVERY frees, as allocations do. */
-    if (c->count && (__atomic_add_fetch(&c->tick, 1, __ATOMIC_RELAXED) % POLL_EVERY) == 0)
-        poll_epochs(c, 0);
-    pthread_mutex_unlock(&c->lock);
+    if (CARVE_UNLIKELY(!claimed))
+        carve_q_free_now(c->q, ptr); /* no memory for its mark: wait for the device, free it now */
+    else if (own || !t)
+        carve_q_join(c->q, &ptr, 1, size, 1);
+    else
+        batch_add(t, c, ptr, size);
+    poll_now_and_then(c);
     return CUDA_SUCCESS;
 }
 
 int carve_ctx_mem_info(carve_ctx *c, size_t *free_bytes, size_t *total_bytes) {
     size_t f = 0, t = 0;
-    CUresult r = drv()->MemGetInfo(&f, &t);
+    CUresult r = real.MemGetInfo(&f, &t);
     if (r != CUDA_SUCCESS)
         return r;
     carve_stats s;
     carve_get_stats(c->arena, &s);
-    pthread_mutex_lock(&c->lock);
-    size_t quarantined = c->quarantined;
-    pthread_mutex_unlock(&c->lock);
+    size_t quarantined = carve_q_held(c->q) + batched_bytes(c);
     size_t total = s.limit_bytes < t ? s.limit_bytes : t;
     size_t can_grow = s.limit_bytes > s.reserved_bytes ? s.limit_bytes - s.reserved_bytes : 0;
     if (can_grow > f)
@@ -521,56 +535,62 @@ int carve_ctx_mem_info(carve_ctx *c, size_t *free_bytes, size_t *total_bytes) {
     return CUDA_SUCCESS;
 }
 
-/* ---- streams and captures ----------------------------------------------- */
+/* ---- streams ------------------------------------------------------------ */
 
 void carve_ctx_stream_created(carve_stream s, unsigned flags) {
     if (!(flags & CU_STREAM_NON_BLOCKING) || !s)
         return;
     carve_ctx *c = carve_ctx_current();
-    if (!c)
-        return;
-    pthread_mutex_lock(&c->lock);
-    if (grow((void **)&c->nb, &c->cap_nb, c->nnb + 1, sizeof(carve_stream)) == 0)
-        c->nb[c->nnb++] = s;
-    pthread_mutex_unlock(&c->lock);
+    if (c && c->q)
+        carve_q_stream_created(c->q, s);
 }
 
 void carve_ctx_stream_destroyed(carve_stream s) {
     unsigned n = __atomic_load_n(&nctx, __ATOMIC_ACQUIRE);
     for (unsigned i = 0; i < n; i++) {
         carve_ctx *c = &ctxs[i];
-        pthread_mutex_lock(&c->lock);
-        for (size_t k = 0; k < c->nnb; k++)
-            if (c->nb[k] == s) {
-                /* Frees before now may have been used on s: close their epoch
-                 * while s still exists. */
-                close_epoch(c);
-                c->nb[k] = c->nb[--c->nnb];
-                break;
-            }
-        /* A buffer in the quarantine may have been allocated on s, and
-         * carve_free records on a buffer's own stream: give back everything
-         * in the quarantine while s still exists (a wait, only when frees
-         * are pending; streams are seldom destroyed). */
-        if (c->arena && (c->cur.n || c->count) && close_epoch(c) == 0) {
-            poll_epochs(c, 1);
-            c->n.drains++;
-        }
-        pthread_mutex_unlock(&c->lock);
+        if (!c->q)
+            continue;
+        /* Buffers in threads' batches were freed before now and may be used
+         * by work on s: they join the quarantine first, whose epoch then
+         * gets its event on s while s still exists. */
+        if (__atomic_load_n(&c->batched, __ATOMIC_SEQ_CST))
+            take_batches(c, 1);
+        carve_q_stream_destroyed(c->q, s);
     }
 }
-
 
 /* ---- report ------------------------------------------------------------- */
 
 void carve_ctx_each(void (*fn)(carve_arena *arena, int device, const carve_ctx_counts *n, void *arg), void *arg) {
+    /* What threads hold: batches join their epochs (no driver call: this
+     * runs at exit), and the counts they have not handed over yet are added
+     * in (read, not moved: their owners may still be counting). */
+    take_batches(NULL, 0);
     unsigned n = __atomic_load_n(&nctx, __ATOMIC_ACQUIRE);
-    for (unsigned i = 0; i < n; i++)
-        if (ctxs[i].arena)
-            fn(ctxs[i].arena, ctxs[i].device, &ctxs[i].n, arg);
+    for (unsigned i = 0; i < n; i++) {
+        carve_ctx *c = &ctxs[i];
+        if (!c->arena)
+            continue;
+        uint64_t k[4] = {0, 0, 0, 0};
+        pthread_mutex_lock(&threads_lock);
+        for (carve_thread *t = threads; t; t = t->next)
+            for (int j = 0; t->nc == c && j < 4; j++)
+                k[j] += __atomic_load_n(&t->count[j], __ATOMIC_RELAXED);
+        pthread_mutex_unlock(&threads_lock);
+        carve_ctx_counts counts;
+        counts.allocs = __atomic_load_n(&c->n.allocs, __ATOMIC_RELAXED) + k[ALLOCS];
+        counts.frees = __atomic_load_n(&c->n.frees, __ATOMIC_RELAXED) + k[FREES];
+        counts.async_allocs = __atomic_load_n(&c->n.async_allocs, __ATOMIC_RELAXED) + k[ASYNC_ALLOCS];
+        counts.async_frees = __atomic_load_n(&c->n.async_frees, __ATOMIC_RELAXED) + k[ASYNC_FREES];
+        counts.ooms = __atomic_load_n(&c->n.ooms, __ATOMIC_RELAXED);
+        counts.passthrough = __atomic_load_n(&c->n.passthrough, __ATOMIC_RELAXED);
+        counts.ns_in_carve = __atomic_load_n(&c->n.ns_in_carve, __ATOMIC_RELAXED);
+        carve_q_counts(c->q, &counts.epochs, &counts.drains);
+        fn(c->arena, c->device, &counts, arg);
+    }
 }
 
-void carve_ctx_add_time(carve_ctx *c, uint64_t ns) { __atomic_add_fetch(&c->n.ns_in_carve, ns, __ATOMIC_RELAXED); }
 void carve_ctx_passthrough(carve_ctx *c) {
     if (c)
         __atomic_add_fetch(&c->n.passthrough, 1, __ATOMIC_RELAXED);

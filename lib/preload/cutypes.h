@@ -1,10 +1,10 @@
 /*
- * cutypes.h — the few CUDA driver types and constants the interposer's
- * exported functions need, declared here rather than taken from <cuda.h>:
- * cuda.h renames functions with macros (cuMemAlloc -> cuMemAlloc_v2, per-
- * thread-stream variants) and declares them, which would clash with
- * definitions of those very symbols. The values are the driver ABI's and do
- * not change between CUDA versions.
+ * cutypes.h — the few CUDA driver (and runtime) types and constants the
+ * interposer's exported functions need, declared here rather than taken
+ * from <cuda.h> and <cuda_runtime_api.h>: those rename functions with macros
+ * (cuMemAlloc -> cuMemAlloc_v2, per-thread-stream variants) and declare
+ * them, which would clash with definitions of those very symbols. The
+ * values are the ABI's and do not change between CUDA versions.
  */
 #ifndef CARVE_PRELOAD_CUTYPES_H
 #define CARVE_PRELOAD_CUTYPES_H
@@ -31,6 +31,12 @@ enum {
     CUDA_ERROR_NOT_READY = 600,
     CUDA_ERROR_UNKNOWN = 999,
 };
+
+/* The runtime's names for the same things: a cudaStream_t is a CUstream,
+ * cudaStreamLegacy and cudaStreamPerThread are the driver's two handles. */
+typedef int cudaError_t;                    /* enum cudaError */
+typedef CUstream cudaStream_t;
+enum { cudaSuccess = 0, cudaErrorUnknown = 999 };
 
 #define CU_STREAM_LEGACY ((CUstream)0x1)
 #define CU_STREAM_PER_THREAD ((CUstream)0x2)

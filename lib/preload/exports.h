@@ -34,6 +34,14 @@ CARVE_EXPORT CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph
 CARVE_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx);
 CARVE_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev);
 
+/* runtime.c: the shared CUDA runtime's allocation functions */
+CARVE_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size);
+CARVE_EXPORT cudaError_t cudaFree(void *devPtr);
+CARVE_EXPORT cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream);
+CARVE_EXPORT cudaError_t cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStream_t hStream);
+CARVE_EXPORT cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream);
+CARVE_EXPORT cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t hStream);
+
 /* lookup.c */
 CARVE_EXPORT void *dlsym(void *handle, const char *name);
 CARVE_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);

@@ -18,6 +18,7 @@
 
 #include "preload/exports.h"
 #include "preload/preload.h"
+#include "preload/timing.h"
 
 typedef CUresult (*alloc_fn)(CUdeviceptr *, size_t);
 typedef CUresult (*free_fn)(CUdeviceptr);
@@ -57,10 +58,9 @@ static struct {
     ctx_release_fn PrimaryCtxRelease;
 } real;
 
-static void resolve(void) {
-    static int done;
-    if (__atomic_load_n(&done, __ATOMIC_ACQUIRE))
-        return;
+static int resolved; /* atomic */
+
+static void resolve_all(void) {
     carve_session_init();
 #define R(field, name) CARVE_SET_FN(real.field, carve_real_driver(name))
     R(MemAlloc, "cuMemAlloc_v2");
@@ -87,10 +87,15 @@ static void resolve(void) {
     R(PrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
     R(PrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2");
 #undef R
-    __atomic_store_n(&done, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&resolved, 1, __ATOMIC_RELEASE);
 }
 
-__attribute__((constructor)) static void preload_start(void) { resolve(); }
+static inline void resolve(void) {
+    if (CARVE_UNLIKELY(!__atomic_load_n(&resolved, __ATOMIC_ACQUIRE)))
+        resolve_all();
+}
+
+__attribute__((constructor)) static void preload_start(void) { resolve_all(); }
 
 #define NOT_SUPPORTED 801 /* CUDA_ERROR_NOT_SUPPORTED: the driver lacks the function */
 #define CALL_REAL(fn, ...) (real.fn ? real.fn(__VA_ARGS__) : NOT_SUPPORTED)
@@ -104,12 +109,6 @@ static carve_ctx *serving(void) {
         return NULL;
     }
     return c;
-}
-
-static uint64_t clock_in(void) { return carve_run.report ? carve_session_now() : 0; }
-static void clock_out(carve_ctx *c, uint64_t t) {
-    if (t)
-        carve_ctx_add_time(c, carve_session_now() - t);
 }
 
 /* The default streams (NULL, legacy, per-thread) name no particular
@@ -126,27 +125,40 @@ static int captured(CUstream s, int ptsz) {
 }
 
 static CUresult do_alloc(CUdeviceptr *dptr, size_t size, CUstream stream, int ordered, int ptsz) {
-    carve_ctx *c = serving();
-    if (!c || !dptr || size == 0 || (ordered && captured(stream, ptsz))) {
-        carve_ctx_passthrough(c);
-        CUresult r = !ordered ? CALL_REAL(MemAlloc, dptr, size)
-                     : ptsz   ? CALL_REAL(MemAllocAsync_ptsz, dptr, size, stream)
-                              : CALL_REAL(MemAllocAsync, dptr, size, stream);
-        if (r == CUDA_SUCCESS && dptr)
-            carve_session_trace_alloc((uintptr_t)*dptr, size, ordered ? (carve_stream)stream : NULL);
+    resolve();
+    uint64_t t = carve_clock_in();
+    uintptr_t p = 0;
+    carve_ctx *c = NULL;
+    carve_stream s = ordered && !is_default_stream(stream) ? (carve_stream)stream : NULL;
+    CUresult r = CARVE_CTX_NOT_SERVED;
+    if (CARVE_LIKELY(dptr && size && !(ordered && captured(stream, ptsz))))
+        r = carve_ctx_alloc(size, s, 0, &p, &c);
+    if (CARVE_LIKELY(r == CUDA_SUCCESS)) {
+        *dptr = (CUdeviceptr)p;
+        if (CARVE_UNLIKELY(carve_run.tracing))
+            carve_session_trace_alloc(p, size, s);
+        carve_clock_out(c, t);
         return r;
     }
-    uint64_t t = clock_in();
-    uintptr_t p = 0;
-    carve_stream s = ordered && !is_default_stream(stream) ? (carve_stream)stream : NULL;
-    CUresult r = carve_ctx_alloc(c, size, s, &p);
-    clock_out(c, t);
-    if (r == CUDA_SUCCESS) {
-        *dptr = (CUdeviceptr)p;
-        carve_session_trace_alloc(p, size, s);
-    } else if (r == CUDA_ERROR_OUT_OF_MEMORY) {
-        carve_session_oom(carve_ctx_device(c), size, carve_ctx_last_error(c));
+    if (r != CARVE_CTX_NOT_SERVED) {
+        if (r == CUDA_ERROR_OUT_OF_MEMORY)
+            carve_session_oom(carve_ctx_device(c), size, carve_ctx_last_error(c));
+        return r;
     }
+    /* Not served: no context, an arena that could not be made, a NULL
+     * pointer or size 0 (the driver's answer), or a graph node. */
+    if (!c)
+        c = carve_ctx_current();
+    if (c && !carve_ctx_arena(c)) {
+        carve_session_warn(carve_ctx_device(c), carve_ctx_last_error(c));
+        c = NULL;
+    }
+    carve_ctx_passthrough(c);
+    r = !ordered ? CALL_REAL(MemAlloc, dptr, size)
+        : ptsz   ? CALL_REAL(MemAllocAsync_ptsz, dptr, size, stream)
+                 : CALL_REAL(MemAllocAsync, dptr, size, stream);
+    if (r == CUDA_SUCCESS && dptr)
+        carve_session_trace_alloc((uintptr_t)*dptr, size, ordered ? (carve_stream)stream : NULL);
     return r;
 }
 
@@ -155,30 +167,33 @@ static CUresult do_free(CUdeviceptr dptr, CUstream stream, int ordered, int ptsz
         return ordered ? (ptsz ? CALL_REAL(MemFreeAsync_ptsz, dptr, stream) : CALL_REAL(MemFreeAsync, dptr, stream))
                        : CALL_REAL(MemFree, dptr);
     resolve();
-    uint64_t t = clock_in();
-    carve_ctx *c = carve_run.ready ? carve_ctx_owner((uintptr_t)dptr) : NULL;
-    if (!c) {
-        /* Not a buffer carve handed out. Memory inside an arena (a stray or
-         * double free) never goes to the driver, which would free the whole
-         * segment under carve. */
-        carve_ctx *cur = carve_ctx_current();
-        carve_arena *a = cur ? carve_ctx_arena(cur) : NULL;
-        if (a && carve_arena_contains(a, (void *)(uintptr_t)dptr))
-            return CUDA_ERROR_INVALID_VALUE;
-        carve_ctx_passthrough(cur);
-        CUresult r = !ordered ? CALL_REAL(MemFree, dptr)
-                     : ptsz   ? CALL_REAL(MemFreeAsync_ptsz, dptr, stream)
-                              : CALL_REAL(MemFreeAsync, dptr, stream);
-        if (r == CUDA_SUCCESS)
-            carve_session_trace_free((uintptr_t)dptr);
+    uint64_t t = carve_clock_in();
+    carve_ctx *c = NULL;
+    CUresult r = CARVE_CTX_NOT_OURS;
+    if (CARVE_LIKELY(carve_run.ready)) {
+        /* On a default stream, or on a stream being captured, a free is
+         * treated as unordered: kept until all earlier work has completed. */
+        int use_stream = ordered && !is_default_stream(stream) && !captured(stream, ptsz);
+        r = carve_ctx_free((uintptr_t)dptr, use_stream, (carve_stream)stream,
+                           carve_run.tracing ? carve_session_trace_free : NULL, &c);
+    }
+    if (CARVE_LIKELY(r != CARVE_CTX_NOT_OURS)) {
+        carve_clock_out(c, t);
         return r;
     }
-    /* On a default stream, or on a stream being captured, a free is treated
-     * as unordered: kept until all earlier work has completed. */
-    int use_stream = ordered && !is_default_stream(stream) && !captured(stream, ptsz);
-    carve_session_trace_free((uintptr_t)dptr);
-    CUresult r = carve_ctx_free(c, (uintptr_t)dptr, use_stream, (carve_stream)stream);
-    clock_out(c, t);
+    /* Not a buffer carve handed out. Memory inside an arena (a stray or
+     * double free) never goes to the driver, which would free the whole
+     * segment under carve. */
+    carve_ctx *cur = carve_ctx_current();
+    carve_arena *a = cur ? carve_ctx_arena(cur) : NULL;
+    if (a && carve_arena_contains(a, (void *)(uintptr_t)dptr))
+        return CUDA_ERROR_INVALID_VALUE;
+    carve_ctx_passthrough(cur);
+    r = !ordered ? CALL_REAL(MemFree, dptr)
+        : ptsz   ? CALL_REAL(MemFreeAsync_ptsz, dptr, stream)
+                 : CALL_REAL(MemFreeAsync, dptr, stream);
+    if (r == CUDA_SUCCESS)
+        carve_session_trace_free((uintptr_t)dptr);
     return r;
 }
 

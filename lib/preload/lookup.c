@@ -128,7 +128,7 @@ static void swap_in(void **pfn, const char *symbol, int version, cuuint64_t flag
 /* Every lookup but RTLD_NEXT: the real answer, or the interposer's function
  * where it replaces the driver's. */
 void *carve_dlsym_lookup(void *handle, const char *name) CARVE_INTERNAL;
-void *carve_dlsym_lookup(void *handle, const char *name) {
+CARVE_NOT_SANITIZED void *carve_dlsym_lookup(void *handle, const char *name) {
     void *fn = carve_real_dlsym(handle, name);
     /* Only driver functions are ever replaced, and they all begin with
      * "cu". Any other name is answered before anything else happens here:

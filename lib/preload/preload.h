@@ -5,12 +5,14 @@
  * carve_stream (the same type as CUstream), results as int (CUresult).
  *
  * Files, bottom up: captures.c counts the graph captures in progress;
- * real.c finds the real functions (libc's dlsym, the
- * driver's entry points) and hands the driver table to libcarve;
- * contexts.c keeps one carve arena per CUDA context, with the quarantine of
- * frees that name no stream; session.c is the run (options from the
- * environment, trace, report at exit, signals); hooks.c and lookup.c are
- * the exported symbols.
+ * real.c finds the real functions (libc's dlsym, the driver's entry
+ * points) and hands the driver table to libcarve; pending.c marks the
+ * buffers that wait to go back; quarantine.c holds a context's frees that
+ * name no stream until the device is done with them; contexts.c keeps one
+ * carve arena per CUDA context and serves allocations and frees, with each
+ * thread's batch of frees; session.c is the run (options from the
+ * environment, trace, report at exit, signals); hooks.c, runtime.c and
+ * lookup.c are the exported symbols.
  */
 #ifndef CARVE_PRELOAD_PRELOAD_H
 #define CARVE_PRELOAD_PRELOAD_H
@@ -25,7 +27,14 @@
 /* ---- captures.c ---- */
 /* Graph captures in progress in the process (begun minus ended). */
 void carve_capture_add(int delta) CARVE_INTERNAL;
-int carve_capture_active(void) CARVE_INTERNAL;
+extern int carve_captures CARVE_INTERNAL;
+static inline int carve_capture_active(void) { return __atomic_load_n(&carve_captures, __ATOMIC_ACQUIRE) > 0; }
+
+/* A sanitizer's runtime looks up the functions it wraps with dlsym while it
+ * starts, before it can check any access, and this library's dlsym answers:
+ * the functions on that path are never instrumented (a sanitized test build
+ * preloads the runtime in front of the interposer). */
+#define CARVE_NOT_SANITIZED __attribute__((no_sanitize("address", "undefined", "thread")))
 
 /* ---- real.c ---- */
 /* Find the real functions (once; thread-safe). 0 when the CUDA driver is
@@ -47,6 +56,37 @@ void *carve_real_driver(const char *name) CARVE_INTERNAL;
         memcpy(&(slot), &found_, sizeof(found_));   \
     } while (0)
 
+/* ---- pending.c: see pending.h ---- */
+
+/* ---- quarantine.c ---- */
+/* The unordered frees of one context waiting for the device (every call
+ * thread-safe; takes the quarantine's lock). */
+typedef struct carve_quarantine carve_quarantine;
+struct CUctx_st;
+/* NULL when the driver lacks event functions or memory is short. */
+carve_quarantine *carve_q_create(carve_arena *arena, struct CUctx_st *ctx) CARVE_INTERNAL;
+/* n freed buffers, marked pending, bytes in all, join the open epoch. With
+ * may_record, a full epoch is closed (events recorded) and completed ones
+ * given back; without, no driver function is called. */
+void carve_q_join(carve_quarantine *q, const uintptr_t *ptr, size_t n, size_t bytes, int may_record) CARVE_INTERNAL;
+/* A buffer that cannot be marked: wait for the device, then free it. */
+void carve_q_free_now(carve_quarantine *q, uintptr_t ptr) CARVE_INTERNAL;
+/* Whether anything waits (a hint, read without the lock). */
+int carve_q_busy(const carve_quarantine *q) CARVE_INTERNAL;
+/* Give back what has completed, if the lock is free (an event query). */
+void carve_q_poll(carve_quarantine *q) CARVE_INTERNAL;
+/* Close the open epoch and wait for every epoch (synchronizes). */
+void carve_q_drain(carve_quarantine *q) CARVE_INTERNAL;
+/* Bytes waiting; epochs closed and waits so far. */
+size_t carve_q_held(carve_quarantine *q) CARVE_INTERNAL;
+void carve_q_counts(carve_quarantine *q, uint64_t *epochs, uint64_t *drains) CARVE_INTERNAL;
+/* Non-blocking streams of the context, made and destroyed (destroying waits
+ * for the epochs while the stream exists). */
+void carve_q_stream_created(carve_quarantine *q, carve_stream s) CARVE_INTERNAL;
+void carve_q_stream_destroyed(carve_quarantine *q, carve_stream s) CARVE_INTERNAL;
+/* The context is destroyed: drop everything (the marks too), give nothing back. */
+void carve_q_gone(carve_quarantine *q) CARVE_INTERNAL;
+
 /* ---- contexts.c ---- */
 typedef struct carve_ctx carve_ctx;
 /* Per-context counters for the report. */
@@ -56,19 +96,35 @@ typedef struct carve_ctx_counts {
 
 /* The state of the calling thread's current CUDA context, with its arena
  * (made on first use from CARVE_CONF); NULL when no context is current or
- * no arena can be made (the call then goes to the driver). */
+ * no arena can be made (the call then goes to the driver). One driver call
+ * (cuCtxGetCurrent); the rest is cached per thread. */
 carve_ctx *carve_ctx_current(void) CARVE_INTERNAL;
+/* Whether the calling thread has had a context current (seen by
+ * carve_ctx_current since any context last went away): the CUDA runtime
+ * has started on this thread. */
+int carve_ctx_thread_ready(void) CARVE_INTERNAL;
 /* The context whose arena has ptr as a live buffer; NULL for pointers
  * carve did not hand out. */
 carve_ctx *carve_ctx_owner(uintptr_t ptr) CARVE_INTERNAL;
-/* Allocate size bytes. stream NULL: usable at once on any stream (cuMemAlloc);
- * otherwise stream-ordered on stream. Returns a CUresult. */
-int carve_ctx_alloc(carve_ctx *c, size_t size, carve_stream stream, uintptr_t *out) CARVE_INTERNAL;
-/* Free ptr. ordered 0: no stream named (cuMemFree): the memory is reused
- * only once all work queued before the free, on every stream of the
- * context, has completed. ordered 1: stream-ordered on stream. Returns a
- * CUresult. */
-int carve_ctx_free(carve_ctx *c, uintptr_t ptr, int ordered, carve_stream stream) CARVE_INTERNAL;
+/* Allocate size bytes (> 0) in the calling thread's current context, *c.
+ * stream NULL: usable at once on any stream (cuMemAlloc); otherwise
+ * stream-ordered on stream. Returns a CUresult, or CARVE_CTX_NOT_SERVED
+ * when no context is current (*c NULL) or its arena could not be made.
+ * try_only: on failure return at once, leaving nothing recorded (no wait
+ * for the quarantine, no count, no message), for a caller that will ask
+ * again another way. */
+#define CARVE_CTX_NOT_SERVED (-2)
+int carve_ctx_alloc(size_t size, carve_stream stream, int try_only, uintptr_t *out, carve_ctx **c) CARVE_INTERNAL;
+/* Free ptr if carve handed it out. ordered 0: no stream named (cuMemFree):
+ * the memory is reused only once all work queued before the free, on every
+ * stream of its context, has completed. ordered 1: stream-ordered on stream.
+ * Returns CUDA_SUCCESS, CUDA_ERROR_INVALID_VALUE (freed already and
+ * waiting), or CARVE_CTX_NOT_OURS when no arena has ptr as a live buffer.
+ * trace (may be NULL) is called with ptr once the free is accepted and
+ * before the memory can be reused; *owner is the buffer's context. */
+#define CARVE_CTX_NOT_OURS (-1)
+int carve_ctx_free(uintptr_t ptr, int ordered, carve_stream stream, void (*trace)(uintptr_t),
+                   carve_ctx **owner) CARVE_INTERNAL;
 /* cuMemGetInfo as the program should see it: total = the cap, free = what
  * it can still obtain. Returns a CUresult. */
 int carve_ctx_mem_info(carve_ctx *c, size_t *free_bytes, size_t *total_bytes) CARVE_INTERNAL;
@@ -76,10 +132,10 @@ int carve_ctx_mem_info(carve_ctx *c, size_t *free_bytes, size_t *total_bytes) CA
  * waited for by frees that name no stream). */
 void carve_ctx_stream_created(carve_stream s, unsigned flags) CARVE_INTERNAL;
 void carve_ctx_stream_destroyed(carve_stream s) CARVE_INTERNAL;
-/* Visit every context (for the report at exit). */
+/* Visit every context (for the report at exit; takes the threads' batches
+ * and adds in their counts, without calling the driver). */
 void carve_ctx_each(void (*fn)(carve_arena *arena, int device, const carve_ctx_counts *n, void *arg),
                     void *arg) CARVE_INTERNAL;
-struct CUctx_st;
 /* The context ctx is being destroyed (or reset): forget it. */
 void carve_ctx_gone(struct CUctx_st *ctx) CARVE_INTERNAL;
 /* The context's device, its arena (NULL when it could not be made), and the
@@ -87,7 +143,10 @@ void carve_ctx_gone(struct CUctx_st *ctx) CARVE_INTERNAL;
 carve_arena *carve_ctx_arena(const carve_ctx *c) CARVE_INTERNAL;
 int carve_ctx_device(const carve_ctx *c) CARVE_INTERNAL;
 const char *carve_ctx_last_error(const carve_ctx *c) CARVE_INTERNAL;
-/* Time spent inside the hooks, when the report asks for it. */
+/* Time spent inside the hooks, with --report: carve_ctx_sample says whether
+ * to time this call (one in every few), carve_ctx_add_time counts the ns
+ * that call took for all of them. */
+int carve_ctx_sample(void) CARVE_INTERNAL;
 void carve_ctx_add_time(carve_ctx *c, uint64_t ns) CARVE_INTERNAL;
 /* Count a call that went to the driver untouched. */
 void carve_ctx_passthrough(carve_ctx *c) CARVE_INTERNAL;
@@ -96,6 +155,7 @@ void carve_ctx_passthrough(carve_ctx *c) CARVE_INTERNAL;
 typedef struct carve_session {
     int ready;              /* options read, hooks may serve */
     int report;             /* --report given */
+    int tracing;            /* --trace or --svg given */
     int quiet;              /* no messages on stderr */
     uint64_t t0_ns;         /* start of the run (CLOCK_MONOTONIC) */
 } carve_session;

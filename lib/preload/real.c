@@ -25,7 +25,7 @@ static __thread int in_init; /* the driver's constructors may call dlsym meanwhi
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int driver_ok;
 
-static void find_dlsym(void) {
+CARVE_NOT_SANITIZED static void find_dlsym(void) {
     static const char *const versions[] = {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17", "GLIBC_2.0"};
     for (size_t i = 0; !real_dlsym && i < sizeof(versions) / sizeof(versions[0]); i++)
         CARVE_SET_FN(real_dlsym, dlvsym(RTLD_NEXT, "dlsym", versions[i]));
@@ -56,14 +56,14 @@ static void init_once(void) {
     driver_ok = carve_cuda_driver_lookup(lookup_real, libcuda) == CARVE_OK;
 }
 
-int carve_real_busy(void) { return in_init; }
+CARVE_NOT_SANITIZED int carve_real_busy(void) { return in_init; }
 
 int carve_real_init(void) {
     pthread_once(&once, init_once);
     return driver_ok ? 0 : -1;
 }
 
-void *carve_real_dlsym_fn(void) {
+CARVE_NOT_SANITIZED void *carve_real_dlsym_fn(void) {
     if (!real_dlsym)
         find_dlsym();
     void *p;
@@ -71,7 +71,7 @@ void *carve_real_dlsym_fn(void) {
     return p;
 }
 
-void *carve_real_dlsym(void *handle, const char *name) {
+CARVE_NOT_SANITIZED void *carve_real_dlsym(void *handle, const char *name) {
     if (!real_dlsym)
         find_dlsym(); /* dlsym may be called before anything else, from a constructor */
     return real_dlsym ? real_dlsym(handle, name) : NULL;

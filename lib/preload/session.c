@@ -147,6 +147,7 @@ static void init_once(void) {
         snprintf(trace_path, sizeof(trace_path), "%s/carve-run-%d.trace", dir && *dir ? dir : "/tmp", (int)owner);
         trace_is_temp = 1;
     }
+    carve_run.tracing = trace_path[0] != 0;
     __atomic_store_n(&carve_run.ready, 1, __ATOMIC_RELEASE);
 }
 
@@ -171,7 +172,9 @@ static carve_trace_writer *trace_writer(void) {
             struct sigaction sa;
             memset(&sa, 0, sizeof(sa));
             sa.sa_handler = on_signal;
-            sigemptyset(&sa.sa_mask);
+            sigemptyset(&sa.sa_mask); /* one handler at a time: the trace is finished once */
+            sigaddset(&sa.sa_mask, SIGINT);
+            sigaddset(&sa.sa_mask, SIGTERM);
             sigaction(SIGINT, &sa, &old_int);
             sigaction(SIGTERM, &sa, &old_term);
             pthread_atfork(before_fork, NULL, NULL);

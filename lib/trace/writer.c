@@ -8,6 +8,10 @@
  * line, and the file always ends with whole lines, whether the program
  * ends by exit, by returning from main, or by SIGINT/SIGTERM (whose
  * handler, in carve-run's interposer, calls carve_trace_writer_flush_now).
+ * Whoever writes the buffer out holds `busy` meanwhile, and an ordinary
+ * flush blocks SIGINT and SIGTERM on its thread while it does, so the
+ * handler never writes bytes a flush it interrupted (or one running on
+ * another thread) is writing too; it waits for that flush instead.
  * A ".gz" path goes through a `gzip -c` child that ignores SIGINT and
  * SIGTERM, so that it can finish the stream after the program is told to
  * stop.
@@ -21,6 +25,7 @@
 #include <string.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "carve_trace.h"
@@ -34,6 +39,7 @@ struct carve_trace_writer {
     pid_t gzip;       /* 0: plain file */
     int failed;       /* a write failed: drop further events */
     size_t len;       /* committed bytes in buf (atomic) */
+    int busy;         /* someone is writing buf out (atomic) */
     char buf[BUF_BYTES];
 };
 
@@ -52,12 +58,29 @@ static int write_all(int fd, const char *p, size_t n) {
     return 0;
 }
 
+/* Take or give back the right to write buf out. Async-signal-safe. */
+static void take_busy(carve_trace_writer *w) {
+    while (__atomic_exchange_n(&w->busy, 1, __ATOMIC_ACQUIRE)) {
+        struct timespec pause = {0, 100000};
+        nanosleep(&pause, NULL);
+    }
+}
+static void give_busy(carve_trace_writer *w) { __atomic_store_n(&w->busy, 0, __ATOMIC_RELEASE); }
+
 /* Lock held. */
 static void drain(carve_trace_writer *w) {
+    sigset_t stop, old;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop, &old);
+    take_busy(w);
     size_t n = __atomic_load_n(&w->len, __ATOMIC_ACQUIRE);
     if (n && !w->failed && write_all(w->fd, w->buf, n) != 0)
         w->failed = 1;
     __atomic_store_n(&w->len, 0, __ATOMIC_RELEASE);
+    give_busy(w);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 static carve_status append(carve_trace_writer *w, const char *line, size_t n) {
@@ -165,9 +188,11 @@ carve_status carve_trace_writer_flush(carve_trace_writer *w) {
 void carve_trace_writer_flush_now(carve_trace_writer *w) {
     if (!w || w->failed)
         return;
+    take_busy(w);
     size_t n = __atomic_exchange_n(&w->len, 0, __ATOMIC_ACQ_REL);
     if (n)
         (void)write_all(w->fd, w->buf, n);
+    give_busy(w);
 }
 
 void carve_trace_writer_finish_now(carve_trace_writer *w) {

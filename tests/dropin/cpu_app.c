@@ -14,7 +14,8 @@
  * prints "OK <mode> ..." with its figures, or "FAIL ..." and exits 1.
  *
  * Usage: dropin_cpu_app MODE   (basic lookup foreign info oom quarantine
- *                               threads loop fork capture)
+ *                               threads loop fork capture doublefree
+ *                               batches reset)
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -46,9 +47,11 @@ CUresult cuStreamCreate(CUstream *s, unsigned flags);
 CUresult cuStreamDestroy_v2(CUstream s);
 CUresult cuStreamBeginCapture_v2(CUstream s, int mode);
 CUresult cuStreamEndCapture(CUstream s, void **graph);
+CUresult cuDevicePrimaryCtxReset_v2(int dev);
 void mock_cuda_stats(unsigned long long *nalloc, unsigned long long *nfree, unsigned long long *bad, size_t *live);
 unsigned long long mock_cuda_async_allocs(void);
 int mock_cuda_broken_captures(void);
+unsigned long long mock_cuda_event_waits(void);
 
 static int failures;
 #define CHECK(x)                                                          \
@@ -327,9 +330,189 @@ static void mode_capture(void) {
            mock_cuda_async_allocs() - before, mock_cuda_broken_captures());
 }
 
+/* Frees of one buffer with no stream named, sequential and racing in
+ * several threads: exactly one is accepted, a waiting buffer is refused by a
+ * later free of any kind and from any thread, and once given back its
+ * address is handed out again and freed as usual. Every buffer allocated
+ * afterwards keeps its pattern (nothing was freed early). */
+enum { RACED = 512, RACERS = 4 };
+static CUdeviceptr raced[RACED];
+static int accepted[RACED];
+static pthread_barrier_t race_start;
+
+static void *racer(void *arg) {
+    (void)arg;
+    start();
+    pthread_barrier_wait(&race_start);
+    for (int i = 0; i < RACED; i++)
+        if (cuMemFree_v2(raced[i]) == 0)
+            __atomic_add_fetch(&accepted[i], 1, __ATOMIC_RELAXED);
+    return NULL;
+}
+
+static void *free_again(void *arg) {
+    start();
+    CUdeviceptr p = *(CUdeviceptr *)arg;
+    *(CUdeviceptr *)arg = cuMemFree_v2(p) != 0; /* 1: refused */
+    return NULL;
+}
+
+static void mode_doublefree(void) {
+    CUstream s;
+    CU(cuStreamCreate(&s, 1));
+    CUdeviceptr p;
+    CU(cuMemAlloc_v2(&p, 4096));
+    CU(cuMemFree_v2(p));
+    int refused_same = cuMemFree_v2(p) != 0;
+    int refused_async = cuMemFreeAsync(p, s) != 0;
+    CUdeviceptr q, arg;
+    CU(cuMemAlloc_v2(&q, 4096));
+    CU(cuMemFree_v2(q)); /* waits in this thread's batch */
+    arg = q;
+    pthread_t t;
+    pthread_create(&t, NULL, free_again, &arg);
+    pthread_join(t, NULL);
+    int refused_other = arg == 1;
+    CHECK(refused_same && refused_async && refused_other);
+
+    pthread_barrier_init(&race_start, NULL, RACERS);
+    for (int i = 0; i < RACED; i++)
+        CU(cuMemAlloc_v2(&raced[i], 256 + (size_t)(i % 7) * 4096));
+    pthread_t r[RACERS];
+    for (int i = 0; i < RACERS; i++)
+        pthread_create(&r[i], NULL, racer, NULL);
+    for (int i = 0; i < RACERS; i++)
+        pthread_join(r[i], NULL);
+    int once = 0;
+    for (int i = 0; i < RACED; i++)
+        once += accepted[i] == 1;
+    CHECK(once == RACED);
+
+    /* Everything freed above goes back in time; none of it early. */
+    enum { N = 3000 };
+    static CUdeviceptr b[N];
+    int reused = 0;
+    for (int i = 0; i < N; i++) {
+        b[i] = 0;
+        CU(cuMemAlloc_v2(&b[i], 256 + (size_t)(i % 7) * 4096));
+        if (!b[i])
+            continue;
+        fill(b[i], 256, (uint64_t)i);
+        for (int k = 0; k < RACED && !reused; k++)
+            reused = b[i] == raced[k];
+    }
+    for (int i = 0; i < N; i++)
+        if (b[i]) {
+            CHECK(intact(b[i], 256, (uint64_t)i));
+            CU(cuMemFree_v2(b[i]));
+        }
+    int refused_later = 0; /* a correct program's frees are never refused */
+    for (int i = 0; i < 20000; i++) {
+        CUdeviceptr x;
+        CU(cuMemAlloc_v2(&x, 4096 + (size_t)(i % 3) * 256));
+        refused_later += cuMemFree_v2(x) != 0;
+    }
+    CHECK(refused_later == 0);
+    CU(cuStreamDestroy_v2(s));
+    printf("OK doublefree refused: same=%d async=%d other_thread=%d; racing frees accepted once: %d/%d; "
+           "addresses reused=%d; later refusals %d\n",
+           refused_same, refused_async, refused_other, once, RACED, reused, refused_later);
+}
+
+/* What threads hold in their batches of frees is not lost: another thread
+ * short of memory takes it, a thread's exit hands it over, and destroying
+ * a stream first waits for it (an epoch with an event on the stream). Run under
+ * --limit 8MiB: as many 256 KiB buffers as the cap allows are allocated and
+ * freed by another thread (its frees stay in its batch), then as many again
+ * here. */
+enum { HELD = 31, HELD_SIZE = 256 << 10 };
+static int held_n;
+static pthread_barrier_t batch_step;
+
+static void *holder(void *arg) {
+    int stay = arg != NULL;
+    start();
+    CUdeviceptr p[HELD];
+    for (int i = 0; i < held_n; i++)
+        CU(cuMemAlloc_v2(&p[i], HELD_SIZE));
+    for (int i = 0; i < held_n; i++)
+        CU(cuMemFree_v2(p[i])); /* they stay in this thread's batch */
+    if (stay) {
+        pthread_barrier_wait(&batch_step); /* the frees are done */
+        pthread_barrier_wait(&batch_step); /* main has allocated */
+    }
+    return NULL;
+}
+
+static int take_as_much(void) {
+    CUdeviceptr p[HELD];
+    int ok = 0;
+    while (ok < HELD && cuMemAlloc_v2(&p[ok], HELD_SIZE) == 0)
+        ok++;
+    for (int i = 0; i < ok; i++)
+        CU(cuMemFree_v2(p[i]));
+    return ok;
+}
+
+static void mode_batches(void) {
+    held_n = take_as_much(); /* what the cap holds */
+    pthread_barrier_init(&batch_step, NULL, 2);
+    pthread_t t;
+    pthread_create(&t, NULL, holder, (void *)1);
+    pthread_barrier_wait(&batch_step);
+    int while_held = take_as_much(); /* the other thread is alive, its batch full of frees */
+    pthread_barrier_wait(&batch_step);
+    pthread_join(t, NULL);
+    pthread_create(&t, NULL, holder, NULL);
+    pthread_join(t, NULL);
+    int after_exit = take_as_much(); /* that thread is gone: its batch was handed over */
+    CUstream s;
+    CU(cuStreamCreate(&s, 1));
+    CUdeviceptr p;
+    CU(cuMemAlloc_v2(&p, 4096));
+    CU(cuMemFree_v2(p));
+    unsigned long long waits = mock_cuda_event_waits();
+    CU(cuStreamDestroy_v2(s));
+    int waited = mock_cuda_event_waits() > waits;
+    CHECK(held_n > 0 && held_n < HELD && while_held == held_n && after_exit == held_n && waited);
+    int n = 5 * held_n + 1; /* allocations, and as many frees */
+    printf("OK batches %d buffers fit; got them all again while_held=%d after_exit=%d; stream_waited=%d "
+           "allocs=%d frees=%d\n", held_n, while_held == held_n, after_exit == held_n, waited, n, n);
+}
+
+/* The primary context is reset while frees wait (in this thread's batch
+ * and in the quarantine): they are dropped with the context (the driver
+ * frees its memory), and the context made current again gets a new arena
+ * whose buffers are allocated, checked and freed as usual, none refused. */
+static void mode_reset(void) {
+    CUdeviceptr p[100];
+    for (int i = 0; i < 100; i++)
+        CU(cuMemAlloc_v2(&p[i], 4096 + (size_t)i * 512));
+    for (int i = 0; i < 100; i += 2)
+        CU(cuMemFree_v2(p[i]));
+    CU(cuDevicePrimaryCtxReset_v2(0));
+    start();
+    enum { N = 500 };
+    static CUdeviceptr q[N];
+    int refused = 0;
+    for (int round = 0; round < 4; round++) {
+        for (int i = 0; i < N; i++) {
+            CU(cuMemAlloc_v2(&q[i], 256 + (size_t)(i % 9) * 1024));
+            fill(q[i], 256, (uint64_t)(round * N + i));
+        }
+        for (int i = 0; i < N; i++) {
+            CHECK(intact(q[i], 256, (uint64_t)(round * N + i)));
+            refused += cuMemFree_v2(q[i]) != 0;
+        }
+    }
+    CHECK(refused == 0);
+    printf("OK reset %d frees refused after the reset\n", refused);
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
-        fprintf(stderr, "usage: dropin_cpu_app basic|lookup|foreign|info|oom|quarantine|threads|loop|fork|capture\n");
+        fprintf(stderr, "usage: dropin_cpu_app basic|lookup|foreign|info|oom|quarantine|threads|loop|fork|capture|"
+                        "doublefree|batches|reset\n");
         return 2;
     }
     start();
@@ -354,6 +537,12 @@ int main(int argc, char **argv) {
         mode_fork();
     else if (!strcmp(m, "capture"))
         mode_capture();
+    else if (!strcmp(m, "doublefree"))
+        mode_doublefree();
+    else if (!strcmp(m, "batches"))
+        mode_batches();
+    else if (!strcmp(m, "reset"))
+        mode_reset();
     else {
         fprintf(stderr, "dropin_cpu_app: unknown mode %s\n", m);
         return 2;

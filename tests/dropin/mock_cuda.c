@@ -58,15 +58,33 @@ typedef struct alloc_rec {
 static alloc_rec *allocs;
 static size_t nallocs, cap_allocs, used;
 static unsigned long long stat_allocs, stat_frees, stat_bad_frees, stat_async_allocs;
+static unsigned long long stat_calls; /* every call of a driver function */
+static unsigned long long stat_event_waits;
+#define COUNTED() __atomic_add_fetch(&stat_calls, 1, __ATOMIC_RELAXED)
+
+/* The environment, read once (getenv on every call would dwarf what the
+ * benchmarks measure). */
+static size_t env_mem = 0;
+static int env_polls = -1;
 
 static size_t mem_total(void) {
-    const char *v = getenv("MOCK_CUDA_MEM");
-    return v && *v ? (size_t)strtoull(v, NULL, 10) : ((size_t)1 << 30);
+    size_t m = __atomic_load_n(&env_mem, __ATOMIC_RELAXED);
+    if (!m) {
+        const char *v = getenv("MOCK_CUDA_MEM");
+        m = v && *v ? (size_t)strtoull(v, NULL, 10) : ((size_t)1 << 30);
+        __atomic_store_n(&env_mem, m, __ATOMIC_RELAXED);
+    }
+    return m;
 }
 
 static int event_polls(void) {
-    const char *v = getenv("MOCK_EVENT_POLLS");
-    return v && *v ? atoi(v) : 0;
+    int n = __atomic_load_n(&env_polls, __ATOMIC_RELAXED);
+    if (n < 0) {
+        const char *v = getenv("MOCK_EVENT_POLLS");
+        n = v && *v ? atoi(v) : 0;
+        __atomic_store_n(&env_polls, n, __ATOMIC_RELAXED);
+    }
+    return n;
 }
 
 /* ---- what tests ask the mock ------------------------------------------- */
@@ -88,55 +106,72 @@ EXPORT int mock_cuda_broken_captures(void) { return __atomic_load_n(&broken_capt
 /* Stream-ordered allocations that reached the mock. */
 EXPORT unsigned long long mock_cuda_async_allocs(void) { return __atomic_load_n(&stat_async_allocs, __ATOMIC_RELAXED); }
 
+/* cuEventSynchronize calls so far (waits for device work). */
+EXPORT unsigned long long mock_cuda_event_waits(void) { return __atomic_load_n(&stat_event_waits, __ATOMIC_RELAXED); }
+
+/* Calls of driver functions so far (each costs time in a real driver). */
+EXPORT unsigned long long mock_cuda_calls(void) { return __atomic_load_n(&stat_calls, __ATOMIC_RELAXED); }
+
 /* ---- initialization, devices, contexts --------------------------------- */
 
 EXPORT CUresult cuInit(unsigned flags) {
+    COUNTED();
     (void)flags;
     return OK;
 }
 EXPORT CUresult cuDeviceGetCount(int *n) {
+    COUNTED();
     *n = 1;
     return OK;
 }
 EXPORT CUresult cuDeviceGet(CUdevice *d, int ordinal) {
+    COUNTED();
     if (ordinal != 0)
         return 101; /* CUDA_ERROR_INVALID_DEVICE */
     *d = 0;
     return OK;
 }
 EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice d) {
+    COUNTED();
     (void)d;
     *bytes = mem_total();
     return OK;
 }
 EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice d) {
+    COUNTED();
     (void)d;
     *ctx = &primary;
     return OK;
 }
 EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d) {
+    COUNTED();
     (void)d;
     return OK;
 }
 EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice d) {
+    COUNTED();
     (void)d;
     return OK;
 }
 EXPORT CUresult cuCtxGetCurrent(CUcontext *ctx) {
+    COUNTED();
     *ctx = current;
     return OK;
 }
 EXPORT CUresult cuCtxSetCurrent(CUcontext ctx) {
+    COUNTED();
     current = ctx;
     return OK;
 }
 EXPORT CUresult cuCtxGetDevice(CUdevice *d) {
+    COUNTED();
     if (!current)
         return INVALID_CONTEXT;
     *d = current->device;
     return OK;
 }
 EXPORT CUresult cuCtxPushCurrent_v2(CUcontext ctx) {
+    COUNTED();
     if (depth == 16)
         return INVALID_VALUE;
     stack[depth++] = current;
@@ -144,6 +179,7 @@ EXPORT CUresult cuCtxPushCurrent_v2(CUcontext ctx) {
     return OK;
 }
 EXPORT CUresult cuCtxPopCurrent_v2(CUcontext *ctx) {
+    COUNTED();
     if (!depth)
         return INVALID_CONTEXT;
     if (ctx)
@@ -151,12 +187,14 @@ EXPORT CUresult cuCtxPopCurrent_v2(CUcontext *ctx) {
     current = stack[--depth];
     return OK;
 }
-EXPORT CUresult cuCtxSynchronize(void) { return current ? OK : INVALID_CONTEXT; }
+EXPORT CUresult cuCtxSynchronize(void) { COUNTED(); return current ? OK : INVALID_CONTEXT; }
 EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
+    COUNTED();
     (void)ctx;
     return OK;
 }
 EXPORT CUresult cuGetErrorName(CUresult r, const char **name) {
+    COUNTED();
     switch (r) {
     case OK: *name = "CUDA_SUCCESS"; break;
     case OUT_OF_MEMORY: *name = "CUDA_ERROR_OUT_OF_MEMORY"; break;
@@ -214,36 +252,43 @@ static CUresult do_free(CUdeviceptr d) {
     return r;
 }
 
-EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t size) { return do_alloc(dptr, size); }
-EXPORT CUresult cuMemFree_v2(CUdeviceptr d) { return do_free(d); }
+EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t size) { COUNTED(); return do_alloc(dptr, size); }
+EXPORT CUresult cuMemFree_v2(CUdeviceptr d) { COUNTED(); return do_free(d); }
 EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t size, CUstream s) {
+    COUNTED();
     (void)s;
     __atomic_add_fetch(&stat_async_allocs, 1, __ATOMIC_RELAXED);
     return do_alloc(dptr, size);
 }
 EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t size, CUstream s) {
+    COUNTED();
     (void)s;
     __atomic_add_fetch(&stat_async_allocs, 1, __ATOMIC_RELAXED);
     return do_alloc(dptr, size);
 }
 EXPORT CUresult cuMemFreeAsync(CUdeviceptr d, CUstream s) {
+    COUNTED();
     (void)s;
     return do_free(d);
 }
 EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr d, CUstream s) {
+    COUNTED();
     (void)s;
     return do_free(d);
 }
 EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height, unsigned elem) {
+    COUNTED();
     (void)elem;
     *pitch = (width + 511) / 512 * 512;
     return do_alloc(dptr, *pitch * height);
 }
 EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t size, unsigned flags) {
+    COUNTED();
     (void)flags;
     return do_alloc(dptr, size);
 }
 EXPORT CUresult cuMemGetInfo_v2(size_t *f, size_t *t) {
+    COUNTED();
     pthread_mutex_lock(&lock);
     *t = mem_total();
     *f = *t - used;
@@ -251,6 +296,7 @@ EXPORT CUresult cuMemGetInfo_v2(size_t *f, size_t *t) {
     return OK;
 }
 EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr d) {
+    COUNTED();
     pthread_mutex_lock(&lock);
     CUresult r = NOT_FOUND;
     for (size_t i = 0; i < nallocs; i++)
@@ -269,19 +315,28 @@ EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdevic
 /* ---- streams, captures, events ----------------------------------------- */
 
 EXPORT CUresult cuStreamCreate(CUstream *s, unsigned flags) {
+    COUNTED();
     *s = calloc(1, sizeof(**s));
     (*s)->flags = flags;
     return OK;
 }
 EXPORT CUresult cuStreamCreateWithPriority(CUstream *s, unsigned flags, int prio) {
+    COUNTED();
     (void)prio;
     return cuStreamCreate(s, flags);
 }
 EXPORT CUresult cuStreamDestroy_v2(CUstream s) {
+    COUNTED();
     free(s);
     return OK;
 }
+EXPORT CUresult cuStreamSynchronize(CUstream s) {
+    COUNTED();
+    (void)s;
+    return OK;
+}
 EXPORT CUresult cuStreamBeginCapture_v2(CUstream s, int mode) {
+    COUNTED();
     (void)mode;
     if ((uintptr_t)s <= 2)
         return INVALID_VALUE;
@@ -289,8 +344,9 @@ EXPORT CUresult cuStreamBeginCapture_v2(CUstream s, int mode) {
     __atomic_add_fetch(&capturing_streams, 1, __ATOMIC_RELAXED);
     return OK;
 }
-EXPORT CUresult cuStreamBeginCapture_v2_ptsz(CUstream s, int mode) { return cuStreamBeginCapture_v2(s, mode); }
+EXPORT CUresult cuStreamBeginCapture_v2_ptsz(CUstream s, int mode) { COUNTED(); return cuStreamBeginCapture_v2(s, mode); }
 EXPORT CUresult cuStreamEndCapture(CUstream s, void **graph) {
+    COUNTED();
     if ((uintptr_t)s <= 2)
         return INVALID_VALUE;
     if (s->capturing)
@@ -300,19 +356,22 @@ EXPORT CUresult cuStreamEndCapture(CUstream s, void **graph) {
         *graph = NULL;
     return OK;
 }
-EXPORT CUresult cuStreamEndCapture_ptsz(CUstream s, void **graph) { return cuStreamEndCapture(s, graph); }
+EXPORT CUresult cuStreamEndCapture_ptsz(CUstream s, void **graph) { COUNTED(); return cuStreamEndCapture(s, graph); }
 EXPORT CUresult cuStreamIsCapturing(CUstream s, int *status) {
+    COUNTED();
     *status = (uintptr_t)s > 2 && s->capturing;
     return OK;
 }
-EXPORT CUresult cuStreamIsCapturing_ptsz(CUstream s, int *status) { return cuStreamIsCapturing(s, status); }
+EXPORT CUresult cuStreamIsCapturing_ptsz(CUstream s, int *status) { COUNTED(); return cuStreamIsCapturing(s, status); }
 
 EXPORT CUresult cuEventCreate(CUevent *e, unsigned flags) {
+    COUNTED();
     (void)flags;
     *e = calloc(1, sizeof(**e));
     return *e ? OK : OUT_OF_MEMORY;
 }
 EXPORT CUresult cuEventRecord(CUevent e, CUstream s) {
+    COUNTED();
     if ((uintptr_t)s > 2 && s->capturing)
         return 900; /* CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED: recording would have joined the capture */
     if ((uintptr_t)s <= 1 && __atomic_load_n(&capturing_streams, __ATOMIC_RELAXED)) {
@@ -326,6 +385,7 @@ EXPORT CUresult cuEventRecord(CUevent e, CUstream s) {
     return OK;
 }
 EXPORT CUresult cuEventQuery(CUevent e) {
+    COUNTED();
     if (e->polls_left > 0) {
         e->polls_left--;
         return NOT_READY;
@@ -333,10 +393,13 @@ EXPORT CUresult cuEventQuery(CUevent e) {
     return OK;
 }
 EXPORT CUresult cuEventSynchronize(CUevent e) {
+    COUNTED();
+    __atomic_add_fetch(&stat_event_waits, 1, __ATOMIC_RELAXED);
     e->polls_left = 0;
     return OK;
 }
 EXPORT CUresult cuEventDestroy_v2(CUevent e) {
+    COUNTED();
     free(e);
     return OK;
 }
@@ -379,7 +442,7 @@ static void *lookup(const char *symbol, int version, cuuint64_t flags) {
         E(cuCtxGetDevice), E(cuCtxPushCurrent_v2), E(cuCtxPopCurrent_v2), E(cuCtxSynchronize), E(cuCtxDestroy_v2),
         E(cuGetErrorName), E(cuMemAlloc_v2), E(cuMemFree_v2), E(cuMemAllocAsync), E(cuMemAllocAsync_ptsz),
         E(cuMemFreeAsync), E(cuMemFreeAsync_ptsz), E(cuMemAllocPitch_v2), E(cuMemAllocManaged), E(cuMemGetInfo_v2),
-        E(cuMemGetAddressRange_v2), E(cuStreamCreate), E(cuStreamCreateWithPriority), E(cuStreamDestroy_v2),
+        E(cuMemGetAddressRange_v2), E(cuStreamCreate), E(cuStreamCreateWithPriority), E(cuStreamDestroy_v2), E(cuStreamSynchronize),
         E(cuStreamBeginCapture_v2), E(cuStreamBeginCapture_v2_ptsz), E(cuStreamEndCapture), E(cuStreamEndCapture_ptsz),
         E(cuStreamIsCapturing), E(cuStreamIsCapturing_ptsz), E(cuEventCreate), E(cuEventRecord), E(cuEventQuery),
         E(cuEventSynchronize), E(cuEventDestroy_v2), E(cuGetProcAddress), E(cuGetProcAddress_v2),
@@ -395,11 +458,13 @@ static void *lookup(const char *symbol, int version, cuuint64_t flags) {
 }
 
 EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags) {
+    COUNTED();
     *pfn = lookup(symbol, version, flags);
     return *pfn ? OK : NOT_FOUND;
 }
 
 EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags, int *status) {
+    COUNTED();
     *pfn = lookup(symbol, version, flags);
     if (status)
         *status = *pfn ? 0 : 1; /* CU_GET_PROC_ADDRESS_SUCCESS / _SYMBOL_NOT_FOUND */

@@ -8,9 +8,12 @@ carve (a few driver calls instead of one each), lookups through dlsym and
 cuGetProcAddress served too, foreign pointers passed to the driver and stray
 frees of carved memory refused, cuMemGetInfo reporting the cap, out of memory
 past the cap with one explanation on stderr, unordered frees held back while
-device work may use them, stream-ordered ones reused at once, eight threads
-at once, fork, graph capture, and a trace that is complete after exit and
-after SIGTERM and loads in carve-replay. Also carve-run's option checking.
+device work may use them, stream-ordered ones reused at once, second frees
+refused wherever the first one waits, frees held in threads' batches never
+lost, eight threads at once, fork, graph capture, the runtime functions the
+interposer exports (dropin_rt_app over the mock shared runtime), and a trace
+that is complete after exit and after SIGTERM and loads in carve-replay.
+Also carve-run's option checking.
 
 Usage: test_dropin_cpu.py CARVE_RUN APP MOCK_DIR CARVE_REPLAY
 """
@@ -33,12 +36,20 @@ def check(ok, what):
         print("FAIL: " + what, file=sys.stderr)
 
 
-def run(args, env_extra=None, timeout=120):
+# A sanitized build's interposer runs with its sanitizer's runtime beside it.
+RUNTIME = os.environ.get("DROPIN_PRELOAD_RUNTIME", "")
+RUN_TOOL = None
+
+
+def run(args, env_extra=None, timeout=240):
     env = dict(os.environ)
     env["LD_LIBRARY_PATH"] = MOCK + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
     for k in ("CARVE_CONF", "CARVE_RUN_TRACE", "CARVE_RUN_REPORT", "CARVE_RUN_SVG", "LD_PRELOAD"):
         env.pop(k, None)
     env.update(env_extra or {})
+    if RUNTIME and (args[0] == RUN_TOOL or "libcarve_preload" in env.get("LD_PRELOAD", "")):
+        # beside the interposer (carve-run puts it in front of what is there)
+        env["LD_PRELOAD"] = env["LD_PRELOAD"] + ":" + RUNTIME if env.get("LD_PRELOAD") else RUNTIME
     p = subprocess.run(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout,
                        universal_newlines=True)
     return p.returncode, p.stdout, p.stderr
@@ -57,11 +68,12 @@ def number_before(line, word):
 
 
 def main():
-    global MOCK
+    global MOCK, RUN_TOOL
     if len(sys.argv) != 5:
         print(__doc__, file=sys.stderr)
         return 2
     run_tool, app, MOCK, replay = sys.argv[1:]
+    RUN_TOOL = run_tool
     tmp = tempfile.mkdtemp(prefix="dropin-")
 
     # ---- options ---------------------------------------------------------
@@ -77,7 +89,8 @@ def main():
                         "--report"])
     env = dict(line.split("=", 1) for line in out.splitlines())
     check(rc == 0 and env.get("CARVE_CONF") == "limit=8GiB;device1:limit=2GiB", f"--print-env: {out!r}")
-    check(env.get("LD_PRELOAD", "").endswith("libcarve_preload.so") and env.get("CARVE_RUN_TRACE") == "t.csv"
+    check(env.get("LD_PRELOAD", "").split(":")[0].endswith("libcarve_preload.so")
+          and env.get("CARVE_RUN_TRACE") == "t.csv"
           and env.get("CARVE_RUN_REPORT") == "-", f"--print-env sets the interposer and friends: {out!r}")
     rc, out, err = run([run_tool, "--", "/nonexistent/program"])
     check(rc == 127 and "cannot run" in err, "a program that cannot be run: exit 127")
@@ -107,7 +120,7 @@ def main():
     # up through dlsym (compute-sanitizer puts its own in front): no
     # re-entry, whichever comes first.
     tool = os.path.join(MOCK, "libdropin_tool.so")
-    interposer = env.get("LD_PRELOAD", "")
+    interposer = env.get("LD_PRELOAD", "").split(":")[0]
     for order, preload in (("in front of", tool + ":" + interposer), ("behind", interposer + ":" + tool)):
         rc, out, err = run([app, "basic"], {"LD_PRELOAD": preload})
         line = ok_line(out, "basic")
@@ -138,6 +151,58 @@ def main():
     line = ok_line(out, "capture")
     check(rc == 0 and line and number_before(line, "captured") == 1,
           f"an allocation on a captured stream goes to the driver (a graph node): {out}{err}")
+
+    rc, out, err = run([run_tool, "--", app, "doublefree"])
+    check(rc == 0 and "refused: same=1 async=1 other_thread=1" in out and "accepted once: 512/512" in out
+          and "later refusals 0" in out,
+          f"a second free of a waiting buffer is refused, from any thread and racing; later ones are not: {out}{err}")
+    rjson = os.path.join(tmp, "batches.json")
+    rc, out, err = run([run_tool, "--limit", "8MiB", f"--report={rjson}", "--", app, "batches"])
+    line = ok_line(out, "batches")
+    check(rc == 0 and line and "while_held=1 after_exit=1" in line and "stream_waited=1" in line,
+          f"frees waiting in threads' batches: taken when memory is short, handed over at thread exit, "
+          f"waited for when a stream is destroyed: {out}{err}")
+    try:
+        with open(rjson) as f:
+            d = json.load(f)["devices"][0]
+        n = int(line.split("frees=")[1])
+        check(d["allocs"] == n and d["frees"] == n, f"the report counts every thread's calls: {d} vs {n}")
+    except (OSError, ValueError, KeyError, IndexError, AttributeError) as e:
+        check(False, f"batches report ({e}): {out}{err}")
+
+    rc, out, err = run([run_tool, "--report", "--", app, "reset"])
+    check(rc == 0 and "OK reset 0 frees refused" in out,
+          f"a context reset while frees wait: a new arena, nothing refused or overlapping: {out}{err}")
+
+    # ---- the runtime functions the interposer exports ----------------------
+    # A program whose shared runtime (the mock) lives in libraries loaded with
+    # RTLD_LOCAL: the plain calls are answered without the runtime, all else
+    # reaches it (and its last error) exactly once.
+    rt_app = os.path.join(MOCK, "dropin_rt_app")
+    rc, out, err = run([rt_app, MOCK])
+    check(rc == 0 and ok_line(out, "runtime"), f"rt_app without carve-run: {out}{err}")
+    rc, out, err = run([run_tool, "--", rt_app, MOCK])
+    line = ok_line(out, "runtime")
+    check(rc == 0 and line, f"rt_app under carve-run: {out}{err}")
+    if line:
+        got = dict(kv.split("=") for kv in line.split()[2:])
+        want = {"start": "1", "passed": "0", "ordered_reused": "1", "second_free": "1", "second_passed": "1",
+                "errors_passed": "2", "foreign": "1", "capture_passed": "4", "graph_nodes": "1",
+                "plain_to_driver": "0", "after_capture": "0", "fresh_first": "1", "fresh_then": "0",
+                "fresh_driver": "0", "tail_passed": "2"}
+        wrong = {k: (got.get(k), v) for k, v in want.items() if got.get(k) != v}
+        check(not wrong and int(got["driver_allocs"]) < 10,
+              f"cudaMalloc/cudaFree/cudaMallocAsync/cudaFreeAsync[_ptsz] answered by the interposer only in the "
+              f"plain case (got, wanted): {wrong} {line}")
+        check(err.count("out of memory on device 0") == 1, f"one explanation of the failed allocation: {err!r}")
+
+    # The pair benchmark runs in every mode, served without the runtime.
+    bench = os.path.join(MOCK, "dropin_bench_pairs")
+    for mode in ("driver", "async", "runtime", "runtime-async"):
+        rc, out, err = run([run_tool, "--", bench, mode, "3000"])
+        f = out.split()
+        check(rc == 0 and len(f) == 7 and f[0] == "pairs" and float(f[5]) < 1.1 and float(f[6]) == 0,
+              f"dropin_bench_pairs {mode}: about one driver call and no runtime call a pair: {out}{err}")
 
     # ---- fault injection through carve-run --------------------------------
     rc, out, err = run([run_tool, "--conf", "fail_backend_every=3", "--", app, "oom"])
@@ -171,6 +236,8 @@ def main():
     trace2 = os.path.join(tmp, "loop.csv.gz")
     env = dict(os.environ, LD_LIBRARY_PATH=MOCK)
     env.pop("CARVE_CONF", None)
+    if RUNTIME:
+        env["LD_PRELOAD"] = RUNTIME
     p = subprocess.Popen([run_tool, "--trace", trace2, "--", app, "loop"], env=env, stdout=subprocess.PIPE,
                          universal_newlines=True)
     for line in p.stdout:

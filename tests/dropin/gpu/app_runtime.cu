@@ -234,7 +234,8 @@ static void mode_oom(void) {
     while (n < 8192 && (e = cudaMalloc(&p[n], 64 << 20)) == cudaSuccess)
         n++;
     CHECK(e == cudaErrorMemoryAllocation);
-    (void)cudaGetLastError();
+    CHECK(cudaGetLastError() == cudaErrorMemoryAllocation); /* the runtime's last error says so too */
+    CHECK(cudaGetLastError() == cudaSuccess);
     for (int i = 0; i < n; i++)
         CU(cudaFree(p[i]));
     void *q = NULL;
@@ -263,7 +264,12 @@ static void mode_foreign(void) {
     CU(cudaFreeHost(host));
     CU(cudaFree(mine));
     CHECK(cudaFree(mine) == cudaErrorInvalidValue); /* freed twice */
-    (void)cudaGetLastError();
+    CHECK(cudaPeekAtLastError() == cudaErrorInvalidValue); /* the runtime recorded it, */
+    void *again = NULL;
+    CU(cudaMalloc(&again, 4096)); /* a success leaves it, */
+    CU(cudaFree(again));
+    CHECK(cudaGetLastError() == cudaErrorInvalidValue); /* and reading clears it */
+    CHECK(cudaGetLastError() == cudaSuccess);
     printf("OK foreign\n");
 }
 

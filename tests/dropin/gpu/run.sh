@@ -11,9 +11,13 @@
 #        from its config: the same losses as PyTorch's own allocator;
 #   5.   CuPy: the same results; 6. JAX: runs, and sizes itself to the cap;
 #   7.   compute-sanitizer memcheck over program 1 under carve-run;
-#   and the benchmark: an interposed cudaMalloc+cudaFree pair against the
-#   driver's, PyTorch's step time and peak memory against its own caching
-#   allocator, and a trace of the training run recorded through carve-run.
+#   and the benchmark: interposed allocation+free pairs against the driver's
+#   (cudaMalloc+cudaFree and cudaMallocAsync+cudaFreeAsync through the static
+#   cudart and through the shared one, whose functions carve-run's
+#   interposer exports itself; cuMemAlloc+cuMemFree and cuMemAllocAsync+
+#   cuMemFreeAsync through the driver API), summed up in bench-pairs.txt,
+#   PyTorch's step time and peak memory against its own caching allocator,
+#   and a trace of the training run recorded through carve-run.
 #
 # usage: tests/dropin/gpu/run.sh BUILD_DIR OUT_DIR   (MEMCHECK_TIMEOUT: seconds for step 7, default 300)
 # Prints PASS/FAIL per check and a closing "N passed, N failed"; exits 1 on
@@ -31,6 +35,7 @@ nvidia-smi -L >/dev/null 2>&1 || { echo "SKIP: no CUDA device"; exit 77; }
 passed=0; failed=0
 say() { printf '%-5s %-40s %s\n' "$1" "$2" "$3"; }
 pass() { passed=$((passed + 1)); say PASS "$1" "${2:-}"; }
+info() { say INFO "$1" "${2:-}"; }  # a figure, neither passed nor failed
 fail() { failed=$((failed + 1)); say FAIL "$1" "${2:-}"; }
 # expect NAME LOG COMMAND...: the command exits 0 and prints an OK line.
 expect() {
@@ -81,15 +86,47 @@ CARVE_RUN_QUIET=1 timeout "${MEMCHECK_TIMEOUT:-300}" compute-sanitizer --tool me
 "$RUN" -- "$OUT/bin/app_static" bench >"$OUT/bench-carve.log" 2>&1
 grep -q "^OK" "$OUT/bench-carve.log" && pass "bench pairs" "$(grep -m1 '4096 B' "$OUT/bench-carve.log")" ||
   fail "bench pairs" "see $OUT/bench-carve.log"
-# the same program on the shared runtime
+# the same program on the shared runtime: its cudaMalloc, cudaFree,
+# cudaMallocAsync and cudaFreeAsync are the interposer's own exports
+"$OUT/bin/app_shared" bench >"$OUT/bench-shared-plain.log" 2>&1
 "$RUN" -- "$OUT/bin/app_shared" bench >"$OUT/bench-shared-carve.log" 2>&1
 grep -q "^OK" "$OUT/bench-shared-carve.log" && pass "bench pairs, shared cudart" "$(grep -m1 '4096 B' "$OUT/bench-shared-carve.log")" ||
   fail "bench pairs, shared cudart" "see $OUT/bench-shared-carve.log"
+if nm -D "$OUT/bin/app_shared" 2>/dev/null | grep -q " U cudaMalloc@" &&
+   nm -D --defined-only "$BUILD/lib/preload/libcarve_preload.so" | grep -q " T cudaMalloc$"; then
+  pass "shared cudart: cudaMalloc is the interposer's" "the program imports it, libcarve_preload.so exports it"
+else fail "shared cudart: cudaMalloc is the interposer's" "nm -D app_shared / libcarve_preload.so"; fi
 # the same pairs through the driver API, with no runtime layer in between
 "$OUT/bin/app_driver" bench >"$OUT/bench-driver-plain.log" 2>&1
 "$RUN" -- "$OUT/bin/app_driver" bench >"$OUT/bench-driver-carve.log" 2>&1
 grep -q "^OK" "$OUT/bench-driver-carve.log" && pass "bench pairs, driver API" "$(grep -m1 '4096 B' "$OUT/bench-driver-carve.log")" ||
   fail "bench pairs, driver API" "see $OUT/bench-driver-carve.log"
+# The 4 KiB pairs side by side (median ns of 21 x 2000), in bench-pairs.txt.
+python3 - "$OUT" <<'PY' | tee "$OUT/bench-pairs.txt"
+import re, sys
+out = sys.argv[1]
+def ns(log, pair):
+    try:
+        for line in open(f"{out}/{log}"):
+            m = re.match(r"bench (\S+) 4096 B: ([0-9.]+) ns", line)
+            if m and m.group(1) == pair:
+                return m.group(2)
+    except OSError:
+        pass
+    return "-"
+rows = [("cudaMalloc+cudaFree", "static cudart", "bench-plain.log", "bench-carve.log"),
+        ("cudaMallocAsync+cudaFreeAsync", "static cudart", "bench-plain.log", "bench-carve.log"),
+        ("cudaMalloc+cudaFree", "shared cudart", "bench-shared-plain.log", "bench-shared-carve.log"),
+        ("cudaMallocAsync+cudaFreeAsync", "shared cudart", "bench-shared-plain.log", "bench-shared-carve.log"),
+        ("cuMemAlloc+cuMemFree", "driver API", "bench-driver-plain.log", "bench-driver-carve.log"),
+        ("cuMemAllocAsync+cuMemFreeAsync", "driver API", "bench-driver-plain.log", "bench-driver-carve.log")]
+print("4 KiB pairs, median ns per pair (plain: without carve-run)")
+print(f"{'pair':32s} {'program':14s} {'plain':>10s} {'carve-run':>10s}")
+for pair, prog, plain, carve in rows:
+    print(f"{pair:32s} {prog:14s} {ns(plain, pair):>10s} {ns(carve, pair):>10s}")
+PY
+shared=$(grep -m1 "^cudaMalloc+cudaFree  *shared" "$OUT/bench-pairs.txt" | awk '{print $NF}')
+info "aim: shared cudaMalloc+cudaFree < 150 ns" "${shared:-?} ns under carve-run (bench-pairs.txt)"
 
 # ---- 4: PyTorch ------------------------------------------------------------------
 T="python3 $HERE/torch_train.py --model gpt2 --steps 30 --batch 8 --seq 512"

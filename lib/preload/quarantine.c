@@ -1,0 +1,400 @@
+/*
+ * quarantine.c — a context's frees that name no stream (cuMemFree,
+ * cudaFree), held until no work queued before them can touch the memory.
+ *
+ * cuMemFree / cudaFree name no stream: the driver frees only after all work
+ * queued before it, on every stream, has finished (it synchronizes). carve
+ * keeps the promise without stalling the device. Freed buffers join the
+ * open "epoch" (a batch of a thread's frees at a time, contexts.c); once it
+ * holds enough frees or bytes, the epoch is closed by recording one event
+ * on the legacy default stream — which completes only after the prior work
+ * of every blocking stream — and one on each non-blocking stream the
+ * context created (tracked as they are made and destroyed). Every buffer of
+ * an epoch was freed before its events were recorded; when they have all
+ * completed, the buffers go back to the arena. Closed epochs are looked at
+ * when another one closes and now and then from allocations (an event
+ * query); an allocation that would otherwise fail waits for every epoch.
+ * While any stream is being captured into a graph no event is recorded (it
+ * would join the capture) and nothing goes back; frees wait in the open
+ * epoch until the capture ends. Destroying a stream first waits for the
+ * epochs, recording on that stream while it exists (contexts.c first adds
+ * what threads hold in their batches).
+ *
+ * An epoch closes after EPOCH_FREES frees per event it records (so a
+ * context with many non-blocking streams records no more events per free
+ * than one with none), at most EPOCH_FREES_MAX, or after EPOCH_BYTES.
+ * Buffers waiting here keep their pending mark (pending.c) until they are
+ * given back, so a second free of one is refused.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "preload/cutypes.h"
+#include "preload/pending.h"
+#include "preload/preload.h"
+
+#define EPOCH_FREES 128
+#define EPOCH_FREES_MAX 4096
+#define EPOCH_BYTES ((size_t)32 << 20)
+#define MAX_EPOCHS 64 /* closed epochs in flight; past this, wait for the oldest */
+
+typedef struct epoch {
+    uintptr_t *ptr;
+    size_t n, cap, bytes;
+    CUevent *ev;
+    unsigned nev, cap_ev;
+} epoch;
+
+struct carve_quarantine {
+    pthread_mutex_t lock;
+    carve_arena *arena;
+    CUcontext ctx;
+    int gone;               /* the context was destroyed: nothing is given back */
+    epoch cur;              /* collecting frees */
+    epoch ring[MAX_EPOCHS]; /* closed, oldest at head */
+    unsigned head, count;
+    int busy;               /* count || cur.n, for readers without the lock (atomic) */
+    size_t held;            /* bytes in cur and ring */
+    unsigned quiet_polls;   /* looks at the epochs since frees last joined */
+    CUevent *spare;
+    unsigned nspare, cap_spare;
+    carve_stream *nb; /* non-blocking streams of the context */
+    size_t nnb, cap_nb;
+    uint64_t epochs, drains;
+};
+
+/* The driver functions this file calls, found through real.c. */
+static struct {
+    CUresult (*CtxGetCurrent)(CUcontext *);
+    CUresult (*CtxPushCurrent)(CUcontext);
+    CUresult (*CtxPopCurrent)(CUcontext *);
+    CUresult (*CtxSynchronize)(void);
+    CUresult (*EventCreate)(CUevent *, unsigned);
+    CUresult (*EventRecord)(CUevent, CUstream);
+    CUresult (*EventQuery)(CUevent);
+    CUresult (*EventSynchronize)(CUevent);
+    CUresult (*EventDestroy)(CUevent);
+} drv;
+static pthread_once_t drv_once = PTHREAD_ONCE_INIT;
+static int drv_ok;
+
+static void find_drv(void) {
+#define R(field, name) CARVE_SET_FN(drv.field, carve_real_driver(name))
+    R(CtxGetCurrent, "cuCtxGetCurrent");
+    R(CtxPushCurrent, "cuCtxPushCurrent_v2");
+    R(CtxPopCurrent, "cuCtxPopCurrent_v2");
+    R(CtxSynchronize, "cuCtxSynchronize");
+    R(EventCreate, "cuEventCreate");
+    R(EventRecord, "cuEventRecord");
+    R(EventQuery, "cuEventQuery");
+    R(EventSynchronize, "cuEventSynchronize");
+    R(EventDestroy, "cuEventDestroy_v2");
+#undef R
+    drv_ok = drv.CtxGetCurrent && drv.CtxPushCurrent && drv.CtxPopCurrent && drv.CtxSynchronize &&
+             drv.EventCreate && drv.EventRecord && drv.EventQuery && drv.EventSynchronize && drv.EventDestroy;
+}
+
+carve_quarantine *carve_q_create(carve_arena *arena, struct CUctx_st *ctx) {
+    pthread_once(&drv_once, find_drv);
+    if (!drv_ok)
+        return NULL;
+    carve_quarantine *q = calloc(1, sizeof(*q));
+    if (!q)
+        return NULL;
+    pthread_mutex_init(&q->lock, NULL);
+    q->arena = arena;
+    q->ctx = ctx;
+    return q;
+}
+
+/* ---- driver helpers ----------------------------------------------------- */
+
+/* Make q's context current if it is not; returns 1 if it was pushed. */
+static int enter(carve_quarantine *q) {
+    CUcontext cur = NULL;
+    if (drv.CtxGetCurrent(&cur) == CUDA_SUCCESS && cur == q->ctx)
+        return 0;
+    return drv.CtxPushCurrent(q->ctx) == CUDA_SUCCESS;
+}
+
+static void leave(int pushed) {
+    CUcontext popped;
+    if (pushed)
+        drv.CtxPopCurrent(&popped);
+}
+
+static void synchronize(carve_quarantine *q) {
+    int pushed = enter(q);
+    drv.CtxSynchronize();
+    leave(pushed);
+}
+
+static CUevent take_event(carve_quarantine *q) {
+    if (q->nspare)
+        return q->spare[--q->nspare];
+    CUevent ev = NULL;
+    return drv.EventCreate(&ev, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS ? ev : NULL;
+}
+
+static void give_event(carve_quarantine *q, CUevent ev) {
+    if (q->nspare == q->cap_spare) {
+        unsigned cap = q->cap_spare ? q->cap_spare * 2 : 16;
+        CUevent *s = realloc(q->spare, cap * sizeof(*s));
+        if (!s) {
+            drv.EventDestroy(ev);
+            return;
+        }
+        q->spare = s;
+        q->cap_spare = cap;
+    }
+    q->spare[q->nspare++] = ev;
+}
+
+static int grow(void **p, size_t *cap, size_t need, size_t elem) {
+    if (need <= *cap)
+        return 0;
+    size_t n = *cap ? *cap * 2 : 64;
+    while (n < need)
+        n *= 2;
+    void *bigger = realloc(*p, n * elem);
+    if (!bigger)
+        return -1;
+    *p = bigger;
+    *cap = n;
+    return 0;
+}
+
+/* ---- epochs (lock held) ------------------------------------------------- */
+
+/* Give an epoch's buffers back to carve, then drop their pending marks. */
+static void release_epoch(carve_quarantine *q, epoch *e) {
+    carve_pending_release_begin();
+    for (size_t i = 0; i < e->n; i++) {
+        (void)carve_free(q->arena, (void *)e->ptr[i]);
+        carve_pending_clear(e->ptr[i]);
+    }
+    carve_pending_release_end();
+    for (unsigned i = 0; i < e->nev; i++)
+        give_event(q, e->ev[i]);
+    q->held -= e->bytes;
+    e->n = e->bytes = 0;
+    e->nev = 0;
+}
+
+/* Release the closed epochs whose events have completed, oldest first;
+ * with wait, all of them. */
+static void poll_epochs(carve_quarantine *q, int wait) {
+    /* During a capture nothing goes back: a free could make carve record an
+     * event on the legacy stream, which would join the capture. */
+    if (carve_capture_active())
+        return;
+    while (q->count) {
+        epoch *e = &q->ring[q->head];
+        for (unsigned i = 0; i < e->nev; i++) {
+            CUresult r = wait ? drv.EventSynchronize(e->ev[i]) : drv.EventQuery(e->ev[i]);
+            if (r == CUDA_ERROR_NOT_READY)
+                return;
+            if (r != CUDA_SUCCESS) { /* cannot tell: wait for everything instead */
+                synchronize(q);
+                break;
+            }
+        }
+        release_epoch(q, e);
+        q->head = (q->head + 1) % MAX_EPOCHS;
+        q->count--;
+    }
+}
+
+/* Close the open epoch: one event on the legacy stream and one on each
+ * non-blocking stream. 0 when closed (or empty), -1 when it must stay open
+ * (a graph capture is in progress). */
+static int close_epoch(carve_quarantine *q) {
+    epoch *cur = &q->cur;
+    if (!cur->n)
+        return 0;
+    if (carve_capture_active())
+        return -1;
+    if (q->count == MAX_EPOCHS) { /* too much in flight: wait for the oldest */
+        epoch *e = &q->ring[q->head];
+        for (unsigned i = 0; i < e->nev; i++)
+            drv.EventSynchronize(e->ev[i]);
+        poll_epochs(q, 0);
+    }
+    int pushed = enter(q);
+    size_t cap_ev = cur->cap_ev;
+    int ok = grow((void **)&cur->ev, &cap_ev, q->nnb + 1, sizeof(CUevent)) == 0;
+    cur->cap_ev = (unsigned)cap_ev;
+    for (size_t i = 0; ok && i <= q->nnb; i++) {
+        CUevent ev = take_event(q);
+        if (!ev || drv.EventRecord(ev, i == 0 ? CU_STREAM_LEGACY : (CUstream)q->nb[i - 1]) != CUDA_SUCCESS) {
+            if (ev)
+                give_event(q, ev);
+            ok = 0;
+            break;
+        }
+        cur->ev[cur->nev++] = ev;
+    }
+    if (!ok) { /* no events: wait for the device, then everything is safe now */
+        drv.CtxSynchronize();
+        leave(pushed);
+        release_epoch(q, cur);
+        q->drains++;
+        return 0;
+    }
+    leave(pushed);
+    /* Move cur into the ring, taking the slot's arrays for the next epoch. */
+    unsigned slot = (q->head + q->count) % MAX_EPOCHS;
+    epoch spare = q->ring[slot];
+    q->ring[slot] = *cur;
+    *cur = spare;
+    cur->n = cur->bytes = 0;
+    cur->nev = 0;
+    q->count++;
+    q->epochs++;
+    return 0;
+}
+
+static int epoch_full(const carve_quarantine *q) {
+    size_t frees = EPOCH_FREES * (q->nnb + 1);
+    return q->cur.n >= (frees < EPOCH_FREES_MAX ? frees : EPOCH_FREES_MAX) || q->cur.bytes >= EPOCH_BYTES;
+}
+
+/* Buffers of a destroyed context: the driver freed their memory with it,
+ * so they only lose their marks. */
+static void forget(const uintptr_t *ptr, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        carve_pending_clear(ptr[i]);
+}
+
+/* Say whether anything waits, for carve_q_busy; then unlock. */
+static void unlock(carve_quarantine *q) {
+    __atomic_store_n(&q->busy, q->count || q->cur.n, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&q->lock);
+}
+
+/* ---- what contexts.c calls ---------------------------------------------- */
+
+void carve_q_join(carve_quarantine *q, const uintptr_t *ptr, size_t n, size_t bytes, int may_record) {
+    pthread_mutex_lock(&q->lock);
+    epoch *cur = &q->cur;
+    if (q->gone) {
+        forget(ptr, n);
+    } else if (grow((void **)&cur->ptr, &cur->cap, cur->n + n, sizeof(uintptr_t)) != 0) {
+        /* No room to remember them: make them safe the slow way. Without
+         * driver calls (a thread's exit), keep them forever instead: never
+         * handed out again is safe too. */
+        if (may_record) {
+            synchronize(q);
+            carve_pending_release_begin();
+            for (size_t i = 0; i < n; i++) {
+                (void)carve_free(q->arena, (void *)ptr[i]);
+                carve_pending_clear(ptr[i]);
+            }
+            carve_pending_release_end();
+            q->drains++;
+        }
+    } else {
+        memcpy(cur->ptr + cur->n, ptr, n * sizeof(uintptr_t));
+        cur->n += n;
+        cur->bytes += bytes;
+        q->held += bytes;
+        q->quiet_polls = 0;
+        if (may_record && epoch_full(q) && close_epoch(q) == 0)
+            poll_epochs(q, 0); /* the older epochs are likely done by now */
+    }
+    unlock(q);
+}
+
+void carve_q_free_now(carve_quarantine *q, uintptr_t ptr) {
+    pthread_mutex_lock(&q->lock);
+    synchronize(q);
+    (void)carve_free(q->arena, (void *)ptr);
+    q->drains++;
+    pthread_mutex_unlock(&q->lock);
+}
+
+int carve_q_busy(const carve_quarantine *q) { return __atomic_load_n(&q->busy, __ATOMIC_RELAXED); }
+
+void carve_q_poll(carve_quarantine *q) {
+    if (!carve_q_busy(q) || pthread_mutex_trylock(&q->lock) != 0)
+        return;
+    if (!q->gone) {
+        poll_epochs(q, 0);
+        /* Frees that stopped coming (none joined since the last look): close
+         * their epoch now rather than when it is full. */
+        if (!q->count && q->cur.n && q->quiet_polls++)
+            close_epoch(q);
+    }
+    unlock(q);
+}
+
+void carve_q_drain(carve_quarantine *q) {
+    pthread_mutex_lock(&q->lock);
+    if (!q->gone && (q->cur.n || q->count)) {
+        close_epoch(q);
+        poll_epochs(q, 1);
+        q->drains++;
+    }
+    unlock(q);
+}
+
+size_t carve_q_held(carve_quarantine *q) {
+    pthread_mutex_lock(&q->lock);
+    size_t held = q->held;
+    pthread_mutex_unlock(&q->lock);
+    return held;
+}
+
+void carve_q_counts(carve_quarantine *q, uint64_t *epochs, uint64_t *drains) {
+    pthread_mutex_lock(&q->lock);
+    *epochs = q->epochs;
+    *drains = q->drains;
+    pthread_mutex_unlock(&q->lock);
+}
+
+void carve_q_stream_created(carve_quarantine *q, carve_stream s) {
+    pthread_mutex_lock(&q->lock);
+    if (grow((void **)&q->nb, &q->cap_nb, q->nnb + 1, sizeof(carve_stream)) == 0)
+        q->nb[q->nnb++] = s;
+    pthread_mutex_unlock(&q->lock);
+}
+
+void carve_q_stream_destroyed(carve_quarantine *q, carve_stream s) {
+    pthread_mutex_lock(&q->lock);
+    for (size_t k = 0; k < q->nnb; k++)
+        if (q->nb[k] == s) {
+            /* Frees before now may have been used on s: close their epoch
+             * while s still exists. */
+            if (!q->gone)
+                close_epoch(q);
+            q->nb[k] = q->nb[--q->nnb];
+            break;
+        }
+    /* A buffer in the quarantine may have been allocated on s, and
+     * carve_free records on a buffer's own stream: give back everything in
+     * the quarantine while s still exists (a wait, only when frees are
+     * pending; streams are seldom destroyed). */
+    if (!q->gone && (q->cur.n || q->count) && close_epoch(q) == 0) {
+        poll_epochs(q, 1);
+        q->drains++;
+    }
+    unlock(q);
+}
+
+void carve_q_gone(carve_quarantine *q) {
+    pthread_mutex_lock(&q->lock);
+    q->gone = 1;
+    forget(q->cur.ptr, q->cur.n);
+    q->cur.n = q->cur.bytes = 0;
+    for (unsigned i = 0; i < q->count; i++) {
+        epoch *e = &q->ring[(q->head + i) % MAX_EPOCHS];
+        forget(e->ptr, e->n);
+        e->n = e->bytes = 0;
+        e->nev = 0; /* the driver destroys the events with the context */
+    }
+    q->count = 0;
+    q->nspare = 0;
+    q->held = 0;
+    unlock(q);
+}
