@@ -436,8 +436,7 @@ carve_status carve_heap_release_free(carve_arena *a) {
         carve_mutex_lock(&h->lock);
         h->inflight -= held;
         if (st == CARVE_OK) {
-            if (!a->vmm)
-                h->nrelease++;
+            h->nrelease++; /* in virtual-memory mode, the address space */
             carve_slab_put(&h->slab, s->first);
             carve_vmm_segment_free(s);
             free(s);

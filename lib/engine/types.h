@@ -58,9 +58,11 @@
  * so at most some 120 ns per operation), counted over windows of CARVE_VMM_WINDOW
  * allocations. */
 #define CARVE_VMM_OPS_PER_REMAP 256
-#define CARVE_VMM_WINDOW 65536
+#define CARVE_VMM_WINDOW 16384
 #define CARVE_STREAM_PER_THREAD ((carve_stream)(uintptr_t)0x2) /* cudaStreamPerThread */
+#ifndef CARVE_STATS_BATCH /* (a build may set it, to measure its effect) */
 #define CARVE_STATS_BATCH ((ptrdiff_t)16 << 20)    /* per-pool counter batching */
+#endif
 
 typedef struct carve_segment {
     uintptr_t base;           /* usable range, granule-aligned */
@@ -149,20 +151,25 @@ struct carve_arena {
                                     unmapped, so small ones need no spans of their own) */
     size_t va_size;              /* virtual-memory mode: address space to reserve (at a time) */
     int va_more;                 /* virtual-memory mode: more may be reserved (no limit) */
+    int multi;                   /* atomic: more than one pool exists (written once) */
     carve_be be;
-    carve_heap heap;
+    /* What is written (the heap, pool creation, the merged counters) sits on
+     * cache lines of its own, apart from what every allocation and free
+     * reads (the fields above, multi, pmap): threads on other streams must
+     * not lose those lines each time one of them flushes its counters. */
+    carve_heap heap __attribute__((aligned(64)));
     /* Pools by stream: lock-free lookup, creation under pools_lock. */
-    carve_mutex pools_lock;
+    carve_mutex pools_lock __attribute__((aligned(64)));
     carve_pool_table *table;     /* atomic */
     carve_pool_table *retired;   /* outgrown tables, freed with the arena */
     carve_pool *null_pool;       /* the default stream's pool (atomic) */
     carve_pool *pools;           /* list head (atomic) */
     size_t npools;               /* atomic */
-    int multi;                   /* atomic: more than one pool exists */
     /* Arena-wide counters merged from pools in batches (only once multi). */
-    size_t g_alloc, g_req, g_alloc_peak, g_req_peak;
+    size_t g_alloc __attribute__((aligned(64)));
+    size_t g_req, g_alloc_peak, g_req_peak;
     uint64_t nooms;
-    carve_pagemap pmap;
+    carve_pagemap pmap __attribute__((aligned(64)));
 };
 
 #endif

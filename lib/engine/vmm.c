@@ -20,13 +20,12 @@
  * Mapping costs tens of microseconds a granule (cuMemSetAccess and cuMemUnmap
  * dominate: bench/vmm_costs.cu), so unmapping is lazy: mapped bytes may rise
  * freely up to an allowance, the peak of touched granules plus a slack
- * (carve_vmm_allowance; with several streams, the sum of each stream's own
- * peak, so that streams whose peaks come at different times do not take
- * each other's granules on every step), and only a request that would pass
- * it first unmaps free granules of its own pool, those let go longest ago
- * first, and a little more than it needs so that the next requests map
- * without unmapping; only when its own pool has too few, other streams'
- * (after a device synchronization). Unmapped granules are cut out of their
+ * (carve_vmm_allowance, per stream, so that streams whose peaks come at
+ * different times do not take each other's granules on every step), and
+ * only a request that would pass it first unmaps free granules of its own
+ * pool, those let go longest ago first, and a little more than it needs so
+ * that the next requests map without unmapping; only at the arena's limit,
+ * other streams' (after a device synchronization). Unmapped granules are cut out of their
  * FREE block as an UNMAPPED one. carve_empty_cache unmaps every free
  * granule, and spans given back to the heap are unmapped as they go, so the
  * heap's free ranges never hold memory.
@@ -74,20 +73,23 @@ void carve_vmm_segment_free(carve_segment *s) {
     s->gmapped = NULL;
 }
 
-size_t carve_vmm_allowance(const carve_arena *a) {
-    /* Each stream may keep what it touched at its own peak: their sum, not
-     * the peak of the total, or streams whose peaks come at different times
-     * would take each other's granules on every step (one device
-     * synchronization each). Counting per stream also keeps the fast paths
-     * free of a counter every stream would write. */
-    size_t pk = 0, slack = 0;
-    for (const carve_pool *q = CARVE_LOAD_ACQ(&a->pools); q; q = q->next_all) {
-        size_t t = __atomic_load_n(&q->touched_peak, __ATOMIC_RELAXED) * G;
-        pk += t;
-        slack += t / 1024 * __atomic_load_n(&q->vslack, __ATOMIC_RELAXED);
-    }
-    size_t allow = pk + (slack > G ? slack : G);
+size_t carve_vmm_allowance(const carve_arena *a, const carve_pool *p) {
+    /* Each stream keeps what it touched at its own peak, plus its slack:
+     * streams whose peaks come at different times then never take each
+     * other's granules (each time with a device synchronization), and the
+     * fast paths need no counter every stream would write. */
+    size_t t = __atomic_load_n(&p->touched_peak, __ATOMIC_RELAXED) * G;
+    size_t slack = t / 1024 * __atomic_load_n(&p->vslack, __ATOMIC_RELAXED);
+    size_t allow = t + (slack > G ? slack : G);
     return allow > a->heap.target ? allow : a->heap.target;
+}
+
+/* Pool lock held: the bytes mapped in p's spans. */
+static size_t pool_mapped(const carve_pool *p) {
+    size_t n = 0;
+    for (const carve_block *span = p->spans; span; span = span->fnext)
+        n += span->size - span->u.r.unmapped * G;
+    return n;
 }
 
 size_t carve_vmm_unmapped(const carve_segment *s, uintptr_t addr, size_t size) {
@@ -495,12 +497,9 @@ carve_status carve_vmm_map(carve_arena *a, carve_pool *p, carve_block *span, uin
     char b1[32], b2[32], b3[32];
     size_t need = size;
     CARVE_ASSERT_INTERNAL(addr % G == 0 && size % G == 0 && carve_vmm_unmapped(s, addr, size) == size / G);
-    carve_mutex_lock(&h->lock);
-    size_t allow = carve_vmm_allowance(a);
-    int over = h->reserved + h->inflight + need > allow;
-    carve_mutex_unlock(&h->lock);
+    size_t allow = carve_vmm_allowance(a, p), mapped = pool_mapped(p);
     int recycle = 0;
-    if (over) {
+    if (mapped + need > allow) {
         /* What is unmapped now is mostly mapped again below: let the
          * backend keep its physical memory for that (closed at the end). */
         if ((recycle = a->be.ops->recycle != NULL))
@@ -510,17 +509,17 @@ carve_status carve_vmm_map(carve_arena *a, carve_pool *p, carve_block *span, uin
          * blocks as they are), and a little more, so that the next
          * requests need not. */
         if (settle(a, p) == 0) {
-            carve_mutex_lock(&h->lock);
-            allow = carve_vmm_allowance(a);
-            size_t used = h->reserved + h->inflight + need;
-            size_t want = used > allow ? used - allow + allow / CARVE_VMM_HYSTERESIS_DIV : 0;
-            carve_mutex_unlock(&h->lock);
-            size_t got = want ? carve_vmm_trim_pool(a, p, want, keep) : 0;
+            size_t want = mapped + need - allow + allow / CARVE_VMM_HYSTERESIS_DIV;
+            size_t got = carve_vmm_trim_pool(a, p, want, keep);
             if (got)
                 pace(p, got / G);
-            if (got < want && CARVE_LOAD(&a->multi))
-                trim_others(a, p, want - got);
         }
+    }
+    carve_mutex_lock(&h->lock);
+    size_t over = h->reserved + h->inflight + need > a->limit ? h->reserved + h->inflight + need - a->limit : 0;
+    carve_mutex_unlock(&h->lock);
+    if (over && CARVE_LOAD(&a->multi)) { /* at the limit: other streams' free granules too */
+        trim_others(a, p, over);
     }
     carve_mutex_lock(&h->lock);
     if (h->reserved + h->inflight + need > a->limit) {

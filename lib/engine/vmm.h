@@ -9,10 +9,10 @@
 #include "engine/types.h"
 
 int carve_vmm_segment_init(carve_segment *s) CARVE_INTERNAL;
-/* Mapped bytes the arena may hold before free granules are unmapped first:
- * the sum of each pool's peak of touched granules plus the slack, never
- * below the heap's target. */
-size_t carve_vmm_allowance(const carve_arena *a) CARVE_INTERNAL;
+/* Mapped bytes pool p may hold before its free granules are unmapped first:
+ * its peak of touched granules plus its slack, never below the heap's
+ * target. */
+size_t carve_vmm_allowance(const carve_arena *a, const carve_pool *p) CARVE_INTERNAL;
 void carve_vmm_segment_free(carve_segment *s) CARVE_INTERNAL;
 /* Granules of [addr, addr+size) not mapped. */
 size_t carve_vmm_unmapped(const carve_segment *s, uintptr_t addr, size_t size) CARVE_INTERNAL;
@@ -25,8 +25,8 @@ typedef struct carve_keep {
 /* Pool lock held, heap lock not. Map every granule of [addr, addr+size)
  * (whole granules of one UNMAPPED block of span), first unmapping free
  * granules of this pool (longest unused first; none in keep, which may be
- * NULL) where the mapped total would pass the allowance, and other streams'
- * when this one has too few. Driver calls run with the heap lock dropped.
+ * NULL) where its mapped bytes would pass its allowance, and other streams'
+ * where the arena's would pass the limit. Driver calls run with the heap lock dropped.
  * CARVE_ERR_OOM past the limit; the blocks are unchanged then. */
 carve_status carve_vmm_map(carve_arena *a, carve_pool *p, carve_block *span, uintptr_t addr, size_t size,
                            const carve_keep *keep) CARVE_INTERNAL;

@@ -91,11 +91,14 @@ def _size_text(value, key):
 
 
 def _mode_vmm(mode):
+    """The carve_config_parse value of vmm for a mode name."""
     if mode in ("default", None):
-        return 0
+        return "auto"
     if mode == "vmm":
         return 1
-    raise ConfigError(f"mode={mode!r}: expected 'default' or 'vmm'")
+    if mode == "segments":
+        return 0
+    raise ConfigError(f"mode={mode!r}: expected 'default', 'vmm' or 'segments'")
 
 
 def _parse_config(text, cfg=None):
@@ -152,9 +155,11 @@ class Arena:
     tests), "virtual" (addresses only), "cuda_driver". limit / initial: bytes
     (int), a size string ("8GiB", "1.5 GB") or a fraction of the device's
     memory (0.5; CUDA only). growth: reserve segments on demand (True) or hold
-    one block of `initial` (False). mode: "default" or "vmm" (virtual-memory
-    mode, docs/cuda.md). conf: more carve_config_parse keys, e.g.
-    "min_grow=64MiB". Errors name the offending value.
+    one block of `initial` (False). mode: "default" (virtual-memory mode where
+    the device supports it, growth is on and initial is 0; else segments),
+    "vmm" (virtual-memory mode) or "segments" (cudaMalloc segments;
+    docs/cuda.md). conf: more carve_config_parse keys, e.g. "min_grow=64MiB".
+    Errors name the offending value.
     """
 
     def __init__(self, backend="cuda", device=0, limit=None, growth=True, initial=None, mode="default",
@@ -431,7 +436,8 @@ def configure(device=0, limit=None, growth=None, initial=None, mode=None):
     limit: cap on reserved bytes: an int, a size string ("8GiB", "1.5 GB") or a
     fraction of the device's memory (0.5). growth: reserve on demand (True) or
     hold one block of `initial` (False). initial: bytes (or fraction) reserved
-    at creation. mode: "default" or "vmm". Values given override CARVE_CONF.
+    at creation. mode: "default", "vmm" or "segments". Values given override
+    CARVE_CONF.
 
     Raises ConfigError naming the value for a malformed one (checked first,
     without a device), or once the arena exists ("configure it before first

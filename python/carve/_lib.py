@@ -86,7 +86,7 @@ class ReplayStreams(ctypes.Structure):
 class ReplayResult(ctypes.Structure):
     _fields_ = [
         ("stats", CarveStats), ("nooms", ctypes.c_uint64), ("nerrors", ctypes.c_uint64), ("done", c_size),
-        ("seconds", ctypes.c_double), ("initial_bytes", c_size), ("error", ctypes.c_char * 256),
+        ("seconds", ctypes.c_double), ("initial_bytes", c_size), ("vmm", ctypes.c_int), ("error", ctypes.c_char * 256),
     ]
 
 

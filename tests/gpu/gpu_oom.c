@@ -4,9 +4,11 @@
  *
  * Three ways to run out: the arena's own limit, the one block of growth-off
  * mode, and the driver itself (cudaMalloc failing with
- * cudaErrorMemoryAllocation). The last one must also release the arena's
- * cached segments and retry once, so a request that only fits once the cache
- * is gone succeeds.
+ * cudaErrorMemoryAllocation in segments mode, cuMemCreate with
+ * CUDA_ERROR_OUT_OF_MEMORY in the default virtual-memory mode). The last one
+ * must also release the arena's cached memory and retry once, so a request
+ * that only fits once the cache is gone succeeds; those cases run in both
+ * modes.
  *
  * Under compute-sanitizer, the deliberate cudaMalloc failures are reported
  * as API errors; tests/gpu/run.sh runs this test with --report-api-errors no.
@@ -17,6 +19,12 @@ static cudaStream_t s0;
 
 static carve_arena *arena(int growth, size_t initial, size_t limit, const char *name) {
     return gpu_arena(0, growth, initial, limit, name);
+}
+
+static int g_segments; /* the driver-OOM cases: segments mode (1) or the default (0) */
+
+static carve_arena *mode_arena(const char *name) {
+    return g_segments ? gpu_arena_conf("vmm=0", name) : gpu_arena(0, 1, 0, 0, name);
 }
 
 static int has(const char *msg, const char *word) {
@@ -114,7 +122,7 @@ static void case_oom_larger_than_device(void) {
 /* Under the limit but more than the driver has: cudaMalloc itself fails.
  * The arena's cache is released and the request retried once, then OOM. */
 static void case_oom_from_driver(void) {
-    carve_arena *a = arena(1, 0, 0, "oom-driver");
+    carve_arena *a = mode_arena("oom-driver");
     void *p = NULL, *cached = NULL;
     CHECK_OK(a, carve_alloc(a, 256 * MiB, s0, &cached));
     CHECK_OK(a, carve_free(a, cached)); /* 256 MiB cached */
@@ -124,7 +132,7 @@ static void case_oom_from_driver(void) {
     CHECK(p == NULL);
     const char *msg = carve_last_error(a);
     check_message(a, ask);
-    CHECK(has(msg, "cudaErrorMemoryAllocation"));
+    CHECK(has(msg, g_segments ? "cudaErrorMemoryAllocation" : "CUDA_ERROR_OUT_OF_MEMORY"));
     printf("  message: %s\n", msg);
     s = gpu_stats(a);
     CHECK(s.num_ooms == 1);
@@ -147,7 +155,7 @@ static void case_retry_after_release(void) {
     size_t ask = (free_b / 5 * 2) & ~(CARVE_SEGMENT_GRANULE - 1); /* 40%: fits only without the cache */
     void *h = NULL;
     CUDA_CHECK(cudaMalloc(&h, hold));
-    carve_arena *a = arena(1, 0, 0, "oom-retry");
+    carve_arena *a = mode_arena("oom-retry");
     void *p = NULL, *q = NULL;
     CHECK_OK(a, carve_alloc(a, cache, s0, &p));
     CHECK_OK(a, carve_free(a, p)); /* cached: the driver has about 30% left */
@@ -156,7 +164,10 @@ static void case_retry_after_release(void) {
     uint64_t frees0 = s.num_backend_frees;
     CHECK_OK(a, carve_alloc(a, ask, s0, &q));
     s = gpu_stats(a);
-    CHECK(s.num_backend_frees == frees0 + 1); /* the cached segment was given back */
+    if (g_segments)
+        CHECK(s.num_backend_frees == frees0 + 1); /* the cached segment was given back */
+    else /* the cached granules were unmapped */
+        CHECK(s.num_backend_frees >= frees0 + cache / CARVE_SEGMENT_GRANULE / 2);
     CHECK(s.num_ooms == 0);
     CHECK(cudaGetLastError() == cudaSuccess);
     if (q) { /* all of it usable (the first 256 MiB in quick mode: memcheck is slow) */
@@ -178,6 +189,9 @@ int main(void) {
     GPU_CASE(case_oom_at_limit);
     GPU_CASE(case_oom_one_block);
     GPU_CASE(case_oom_larger_than_device);
+    GPU_CASE(case_oom_from_driver);
+    GPU_CASE(case_retry_after_release);
+    g_segments = 1;
     GPU_CASE(case_oom_from_driver);
     GPU_CASE(case_retry_after_release);
     gpu_stream_free(s0);

@@ -22,8 +22,10 @@ PYROOT = os.path.dirname(os.path.dirname(HERE))
 if PYROOT not in sys.path:
     sys.path.insert(0, PYROOT)
 
-# carve: the default mode; carve-vmm: virtual-memory mode (mode="vmm").
-MODES = ("carve", "carve-vmm", "default", "expandable")
+# carve: carve's default mode (virtual-memory mode on a GPU that supports it);
+# carve-segments: cudaMalloc segments (mode="segments"); default and
+# expandable: PyTorch's own allocator, plain and with expandable segments.
+MODES = ("carve", "carve-segments", "default", "expandable")
 
 
 def is_carve(mode):
@@ -49,7 +51,7 @@ def torch_for(mode):
     import torch
     if is_carve(mode):
         import carve.torch
-        carve.torch.enable(mode="vmm" if mode == "carve-vmm" else None)
+        carve.torch.enable(mode="segments" if mode == "carve-segments" else None)
     torch.manual_seed(0)
     torch.backends.cudnn.benchmark = False
     torch.backends.cudnn.deterministic = True
