@@ -288,7 +288,7 @@ static carve_status heap_add_segment(carve_arena *a, uintptr_t base, size_t size
     seg->raw_base = base;
     seg->raw_size = size;
     seg->first = r;
-    seg->serial = ++h->nreserve;
+    seg->serial = __atomic_add_fetch(&h->nreserve, 1, __ATOMIC_RELAXED); /* atomic: granule maps count here too */
     seg->next = h->segs;
     if (h->segs)
         h->segs->prev = seg;
@@ -436,7 +436,7 @@ carve_status carve_heap_release_free(carve_arena *a) {
         carve_mutex_lock(&h->lock);
         h->inflight -= held;
         if (st == CARVE_OK) {
-            h->nrelease++; /* in virtual-memory mode, the address space */
+            __atomic_add_fetch(&h->nrelease, 1, __ATOMIC_RELAXED); /* in virtual-memory mode, the address space */
             carve_slab_put(&h->slab, s->first);
             carve_vmm_segment_free(s);
             free(s);

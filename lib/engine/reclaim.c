@@ -56,8 +56,12 @@ carve_status carve_reclaim(carve_arena *a, unsigned flags) {
         carve_heap_sync(a);
     if (a->vmm && release) { /* what is mapped now is what live buffers need */
         a->heap.target = a->heap.reserved > a->initial ? a->heap.reserved : a->initial;
-        for (carve_pool *q = CARVE_LOAD_ACQ(&a->pools); q; q = q->next_all)
+        size_t now = 0;
+        for (carve_pool *q = CARVE_LOAD_ACQ(&a->pools); q; q = q->next_all) {
             __atomic_store_n(&q->touched_peak, __atomic_load_n(&q->touched, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
+            now += q->touched;
+        }
+        __atomic_store_n(&a->heap.vpeak, now * CARVE_SEGMENT_GRANULE, __ATOMIC_RELAXED);
     }
     /* In virtual-memory mode the address space stays reserved (it holds no
      * memory) unless the arena is being emptied. */

@@ -53,6 +53,7 @@
 #define CARVE_VMM_SLACK_MAX 256
 #define CARVE_VMM_SLACK_STEP 10
 #define CARVE_VMM_HYSTERESIS_DIV 50
+#define CARVE_VMM_IDLE_DIV 4 /* other streams' free granules go when the arena maps 1/4 above the touched peak */
 /* The budget: one granule unmapped and mapped again per this many
  * allocations of a stream (about 62 us each on an H100: bench/vmm_costs.cu,
  * so at most some 120 ns per operation), counted over windows of CARVE_VMM_WINDOW
@@ -95,7 +96,10 @@ typedef struct carve_heap {
                                  (the initial amount, or what was mapped after a release) */
     size_t inflight;          /* bytes being reserved, mapped or released with the lock dropped */
     uint64_t nreserve, nrelease, serial;
-    uint64_t nunmap_failed;   /* virtual-memory mode: unmaps the backend refused */
+    size_t vpeak;             /* virtual-memory mode: the most bytes all pools touched at once, as seen
+                                 at map time (atomic; reset with the peaks) */
+    uint64_t nunmap_failed;   /* virtual-memory mode: unmaps the backend refused (atomic, as are
+                                 reserved, inflight and the two counts in vmm.c) */
 } carve_heap;
 
 typedef struct carve_pool {

@@ -229,12 +229,16 @@ static int unmap_granule(carve_arena *a, carve_segment *s, size_t g) {
     return 1;
 }
 
-/* Heap lock held: n granules were unmapped, failed of them refused. */
+/* n granules were unmapped, failed of them refused. Atomic, so that
+ * streams mapping and unmapping at once do not queue on the heap lock. */
 static void count_unmapped(carve_arena *a, size_t n, size_t failed) {
     carve_heap *h = &a->heap;
-    h->nrelease += n;
-    h->nunmap_failed += failed;
-    CARVE_STORE(&h->reserved, h->reserved - n * G);
+    if (n) {
+        __atomic_add_fetch(&h->nrelease, (uint64_t)n, __ATOMIC_RELAXED);
+        __atomic_sub_fetch(&h->reserved, n * G, __ATOMIC_RELAXED);
+    }
+    if (failed)
+        __atomic_add_fetch(&h->nunmap_failed, (uint64_t)failed, __ATOMIC_RELAXED);
 }
 
 /* A free mapped granule that may be unmapped, and when it was let go. */
@@ -364,9 +368,7 @@ size_t carve_vmm_trim_pool(carve_arena *a, carve_pool *p, size_t want, const car
             c[i].blk->span->u.r.seg->gmapped[c[i].g] = 1;
     }
     free(c);
-    carve_mutex_lock(&a->heap.lock);
     count_unmapped(a, done, failed);
-    carve_mutex_unlock(&a->heap.lock);
     return done * G;
 }
 
@@ -515,23 +517,37 @@ carve_status carve_vmm_map(carve_arena *a, carve_pool *p, carve_block *span, uin
                 pace(p, got / G);
         }
     }
-    carve_mutex_lock(&h->lock);
-    size_t over = h->reserved + h->inflight + need > a->limit ? h->reserved + h->inflight + need - a->limit : 0;
-    carve_mutex_unlock(&h->lock);
-    if (over && CARVE_LOAD(&a->multi)) { /* at the limit: other streams' free granules too */
-        trim_others(a, p, over);
+    if (CARVE_LOAD(&a->multi)) {
+        /* Streams keep their own peaks, but not idle ones' forever: when
+         * the arena maps a quarter more than the most its streams ever
+         * touched at once (as seen here; no counter on the fast paths),
+         * other streams' free granules go first. */
+        size_t now = 0;
+        for (const carve_pool *q = CARVE_LOAD_ACQ(&a->pools); q; q = q->next_all)
+            now += __atomic_load_n(&q->touched, __ATOMIC_RELAXED);
+        carve_atomic_max(&h->vpeak, now * G);
+        size_t peak = CARVE_LOAD(&h->vpeak), cap = peak + peak / CARVE_VMM_IDLE_DIV;
+        size_t total = CARVE_LOAD(&h->reserved) + CARVE_LOAD(&h->inflight) + need;
+        if (total > cap && total > allow)
+            trim_others(a, p, total - cap);
     }
-    carve_mutex_lock(&h->lock);
-    if (h->reserved + h->inflight + need > a->limit) {
+    /* Counted against the limit while the driver maps (atomically: mapping
+     * streams do not queue on the heap lock; two at the limit may both be
+     * refused where one would have fitted). */
+    size_t used = __atomic_add_fetch(&h->inflight, need, __ATOMIC_RELAXED) + CARVE_LOAD(&h->reserved);
+    if (used > a->limit && CARVE_LOAD(&a->multi)) { /* at the limit: other streams' free granules too */
+        trim_others(a, p, used - a->limit);
+        used = CARVE_LOAD(&h->inflight) + CARVE_LOAD(&h->reserved);
+    }
+    if (used > a->limit) {
+        __atomic_sub_fetch(&h->inflight, need, __ATOMIC_RELAXED);
         carve_note("mapping %s more would pass the limit of %s (%s mapped)", carve_format_bytes(b1, sizeof(b1), need),
-                   carve_format_bytes(b2, sizeof(b2), a->limit), carve_format_bytes(b3, sizeof(b3), h->reserved));
-        carve_mutex_unlock(&h->lock);
+                   carve_format_bytes(b2, sizeof(b2), a->limit),
+                   carve_format_bytes(b3, sizeof(b3), CARVE_LOAD(&h->reserved)));
         if (recycle)
             a->be.ops->recycle(&a->be, 0);
         return CARVE_ERR_OOM;
     }
-    h->inflight += need; /* counted against the limit while the driver maps */
-    carve_mutex_unlock(&h->lock);
     carve_status st = a->be.ops->commit(&a->be, addr, size);
     if (st == CARVE_OK)
         memset(s->gmapped + (addr - s->base) / G, 1, size / G);
@@ -540,15 +556,11 @@ carve_status carve_vmm_map(carve_arena *a, carve_pool *p, carve_block *span, uin
                    carve_format_bytes(b1, sizeof(b1), size), carve_backend_msg());
     if (recycle)
         a->be.ops->recycle(&a->be, 0);
-    carve_mutex_lock(&h->lock);
-    h->inflight -= need;
     if (st == CARVE_OK) {
-        h->nreserve += size / G;
-        CARVE_STORE(&h->reserved, h->reserved + size);
-        if (h->reserved > h->reserved_peak)
-            CARVE_STORE(&h->reserved_peak, h->reserved);
+        __atomic_add_fetch(&h->nreserve, (uint64_t)(size / G), __ATOMIC_RELAXED);
+        carve_atomic_max(&h->reserved_peak, __atomic_add_fetch(&h->reserved, size, __ATOMIC_RELAXED));
     }
-    carve_mutex_unlock(&h->lock);
+    __atomic_sub_fetch(&h->inflight, need, __ATOMIC_RELAXED);
     return st;
 }
 
