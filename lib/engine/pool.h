@@ -41,12 +41,15 @@ void carve_pool_poll_pending(carve_pool *p, int wait, int record) CARVE_INTERNAL
 enum { CARVE_RETURN_OWN, CARVE_RETURN_OTHER, CARVE_RETURN_SYNCED };
 size_t carve_pool_return_empty(carve_pool *p, int mode) CARVE_INTERNAL;
 /* Pool lock held. The span grew by added bytes at its end: merge them into
- * its last block if free, else append blk (a spare record, consumed or
- * returned to the slab). */
+ * its last block if free (UNMAPPED in virtual-memory mode, where what the
+ * heap adds holds no memory yet), else append blk (a spare record, consumed
+ * or returned to the slab). */
 void carve_pool_extend_span(carve_pool *p, carve_block *span, size_t added, carve_block *blk) CARVE_INTERNAL;
 /* Pool lock held. Release the hot block, if any, into the index. */
 void carve_pool_flush_hot(carve_pool *p, int record) CARVE_INTERNAL;
-/* Pool lock held. Install a span from the heap: one free block covering it. */
+/* Pool lock held. Install a span from the heap: one block covering it, FREE
+ * (segments) or UNMAPPED (virtual-memory mode: the heap's ranges hold no
+ * memory). */
 void carve_pool_install_span(carve_pool *p, carve_block *span, carve_block *blk) CARVE_INTERNAL;
 
 static inline carve_pool *carve_pools_first(const carve_arena *a) { return CARVE_LOAD_ACQ(&a->pools); }

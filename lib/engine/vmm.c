@@ -407,17 +407,26 @@ static void rebuild_empty_span(carve_pool *p, carve_block *span) {
     }
 }
 
-int carve_vmm_unmap_span(carve_arena *a, carve_pool *p, carve_block *span) {
-    carve_segment *s = span->u.r.seg;
-    size_t n = 0, failed = 0;
-    for (size_t g = (span->addr - s->base) / G, e = (span->addr + span->size - s->base) / G; g < e; g++)
+/* Unmap every mapped granule of s in [g, e) (none in use), counted; stop
+ * at the first refusal when stop. Returns the granules unmapped, *failed
+ * the refusals. */
+static size_t unmap_all(carve_arena *a, carve_segment *s, size_t g, size_t e, int stop, size_t *failed) {
+    size_t n = 0;
+    *failed = 0;
+    for (; g < e && !(stop && *failed); g++)
         if (s->gmapped[g]) {
             if (unmap_granule(a, s, g))
                 n++;
             else
-                failed++;
+                (*failed)++;
         }
-    count_unmapped(a, n, failed);
+    count_unmapped(a, n, *failed);
+    return n;
+}
+
+int carve_vmm_unmap_span(carve_arena *a, carve_pool *p, carve_block *span) {
+    carve_segment *s = span->u.r.seg;
+    size_t failed, n = unmap_all(a, s, (span->addr - s->base) / G, (span->addr + span->size - s->base) / G, 0, &failed);
     if (n == 0 && failed == 0)
         return 0;
     /* Its blocks describe the old mapping: make them match (the span goes
@@ -565,14 +574,7 @@ carve_status carve_vmm_map(carve_arena *a, carve_pool *p, carve_block *span, uin
 }
 
 carve_status carve_vmm_release_segment(carve_arena *a, carve_segment *s) {
-    size_t n = 0, failed = 0;
-    for (size_t g = 0; g < s->ngran && !failed; g++)
-        if (s->gmapped[g]) {
-            if (unmap_granule(a, s, g))
-                n++;
-            else
-                failed++;
-        }
-    count_unmapped(a, n, failed);
+    size_t failed;
+    unmap_all(a, s, 0, s->ngran, 1, &failed);
     return failed ? CARVE_ERR_BACKEND : CARVE_OK;
 }
