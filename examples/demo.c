@@ -104,9 +104,16 @@ static int churn(carve_backend be, long steps) {
     printf("   %.1f ns per operation (alloc or free)\n", dt * 1e9 / (2.0 * (double)steps));
     printf("   allocated %s (peak %s), reserved %s (peak %s)\n", mib(b1, s.allocated_bytes),
            mib(b2, s.allocated_bytes_peak), mib(b3, s.reserved_bytes), mib(b4, s.reserved_bytes_peak));
-    printf("   footprint: reserved peak / requested peak = %.3f; %zu segments, %llu backend allocations\n",
-           (double)s.reserved_bytes_peak / (double)s.requested_bytes_peak, s.num_segments,
-           (unsigned long long)s.num_backend_allocs);
+    carve_config eff;
+    carve_arena_get_config(a, &eff);
+    if (eff.vmm) /* the default where the backend maps granules */
+        printf("   footprint: reserved peak / requested peak = %.3f; virtual-memory mode: %llu granule maps, "
+               "%llu unmaps\n", (double)s.reserved_bytes_peak / (double)s.requested_bytes_peak,
+               (unsigned long long)s.num_backend_allocs - s.num_segments, (unsigned long long)s.num_backend_frees);
+    else
+        printf("   footprint: reserved peak / requested peak = %.3f; segments mode: %zu segments, %llu reserved in all\n",
+               (double)s.reserved_bytes_peak / (double)s.requested_bytes_peak, s.num_segments,
+               (unsigned long long)s.num_backend_allocs);
     for (int i = 0; i < LIVE; i++)
         carve_free(a, buf[i]);
     carve_arena_destroy(a);
