@@ -100,7 +100,9 @@ CARVE_API char *carve_format_bytes(char *buf, size_t len, size_t bytes);
 /*
  * Arena configuration. Fill with carve_config_init, then change fields.
  *
- * Memory is reserved from the backend in segments. With growth on, segments
+ * Memory is reserved from the backend in segments (in virtual-memory mode,
+ * the default where the device supports it, see vmm below: address space,
+ * with memory mapped into it granule by granule). With growth on, segments
  * are reserved on demand, never past limit_bytes. With growth off, the arena
  * holds one segment of initial_bytes (reserved at create, and again on demand
  * if carve_empty_cache gave it back). Segment sizes are multiples of
@@ -132,9 +134,13 @@ typedef struct carve_config {
                                 64 GiB at a time when unlimited) and physical memory
                                 is mapped into it in 2 MiB granules as buffers need
                                 it; free granules are unmapped, longest unused first,
-                                before the mapped total passes the peak of granules
-                                live buffers touch (plus 2%), so the footprint follows
-                                the live data rather than fragmentation.
+                                before a stream's mapped bytes pass the peak of the
+                                granules its live buffers touched plus a slack (2%;
+                                up to 25% for a stream that would otherwise remap more
+                                than one granule per 256 allocations, since a remap
+                                costs tens of microseconds of driver calls), so the
+                                footprint follows the live data rather than
+                                fragmentation.
                                 reserved_bytes counts mapped bytes. Buffers are placed
                                 lowest address first and where memory is already
                                 mapped, so a program that repeats its steps stops

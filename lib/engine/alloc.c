@@ -229,11 +229,8 @@ __attribute__((noinline, cold)) static carve_block *vmm_place(carve_arena *a, ca
         *st = carve_vmm_map(a, p, u->span, ga, best_need * G, &keep);
         if (*st != CARVE_OK)
             return NULL;
-        if (carve_slab_reserve(&p->slab, 2) != 0) {
-            carve_note("host memory exhausted for carve's metadata");
-            *st = CARVE_ERR_OOM;
-            return NULL;
-        }
+        /* The records reserved above are still there: a trim on the way
+         * leaves three more than its own cuts. */
         m = carve_vmm_claim(p, u, ga, ga + best_need * G);
     }
     if (m->addr < best_x) { /* start the block at the place */
@@ -450,8 +447,8 @@ carve_status carve_free(carve_arena *a, void *ptr) {
             p->pending_head = b;
         p->pending_tail = b;
         p->npending++;
-    } else {
-        carve_block *old = p->hot; /* park it; release the one parked before */
+    } else { /* park it; release the one parked before */
+        carve_block *old = p->hot;
         b->state = CARVE_B_HOT;
         p->hot = b;
         if (old)

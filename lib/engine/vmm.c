@@ -24,8 +24,10 @@
  * different times do not take each other's granules on every step), and
  * only a request that would pass it first unmaps free granules of its own
  * pool, those let go longest ago first, and a little more than it needs so
- * that the next requests map without unmapping; only at the arena's limit,
- * other streams' (after a device synchronization). Unmapped granules are cut out of their
+ * that the next requests map without unmapping. Other streams' free
+ * granules go (after a device synchronization) only when the arena maps a
+ * quarter more than the most its streams ever touched at once, or at the
+ * limit. Unmapped granules are cut out of their
  * FREE block as an UNMAPPED one. carve_empty_cache unmaps every free
  * granule, and spans given back to the heap are unmapped as they go, so the
  * heap's free ranges never hold memory.

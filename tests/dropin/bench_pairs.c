@@ -21,21 +21,7 @@
 #include <string.h>
 #include <time.h>
 
-typedef int CUresult;
-typedef unsigned long long CUdeviceptr;
-typedef struct mock_ctx *CUcontext;
-typedef struct mock_stream *CUstream;
-
-CUresult cuInit(unsigned flags);
-CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, int dev);
-CUresult cuCtxSetCurrent(CUcontext ctx);
-CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t size);
-CUresult cuMemFree_v2(CUdeviceptr dptr);
-CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t size, CUstream s);
-CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s);
-CUresult cuStreamCreate(CUstream *s, unsigned flags);
-CUresult cuStreamDestroy_v2(CUstream s);
-unsigned long long mock_cuda_calls(void);
+#include "mock_api.h"
 
 int cudaMalloc(void **p, size_t size);
 int cudaFree(void *p);

@@ -26,42 +26,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-typedef int CUresult;
-typedef unsigned long long CUdeviceptr;
-typedef struct mock_ctx *CUcontext;
-typedef struct mock_stream *CUstream;
-typedef uint64_t cuuint64_t;
-
-/* The driver API, as a program linked with -lcuda declares it. */
-CUresult cuInit(unsigned flags);
-CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, int dev);
-CUresult cuCtxSetCurrent(CUcontext ctx);
-CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t size);
-CUresult cuMemFree_v2(CUdeviceptr dptr);
-CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t size, CUstream s);
-CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s);
-CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height, unsigned elem);
-CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t size, unsigned flags);
-CUresult cuMemGetInfo_v2(size_t *f, size_t *t);
-CUresult cuStreamCreate(CUstream *s, unsigned flags);
-CUresult cuStreamDestroy_v2(CUstream s);
-CUresult cuStreamBeginCapture_v2(CUstream s, int mode);
-CUresult cuStreamEndCapture(CUstream s, void **graph);
-CUresult cuDevicePrimaryCtxReset_v2(int dev);
-void mock_cuda_stats(unsigned long long *nalloc, unsigned long long *nfree, unsigned long long *bad, size_t *live);
-unsigned long long mock_cuda_async_allocs(void);
-int mock_cuda_broken_captures(void);
-unsigned long long mock_cuda_event_waits(void);
+#include "mock_api.h"
 
 static int failures;
-#define CHECK(x)                                                          \
-    do {                                                                  \
-        if (!(x)) {                                                       \
-            printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, #x);          \
-            failures++;                                                   \
-        }                                                                 \
-    } while (0)
-#define CU(x) CHECK((x) == 0)
 
 static unsigned long long raw_allocs(void) {
     unsigned long long a, f, b;

@@ -23,26 +23,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef int CUresult;
-typedef unsigned long long CUdeviceptr;
-typedef struct mock_stream *CUstream;
-
-CUresult cuStreamCreate(CUstream *s, unsigned flags);
-CUresult cuStreamDestroy_v2(CUstream s);
-CUresult cuStreamBeginCapture_v2(CUstream s, int mode);
-CUresult cuStreamEndCapture(CUstream s, void **graph);
-CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t size, unsigned flags);
-void mock_cuda_stats(unsigned long long *nalloc, unsigned long long *nfree, unsigned long long *bad, size_t *live);
-unsigned long long mock_cuda_async_allocs(void);
+#include "mock_api.h"
 
 static int failures;
-#define CHECK(x)                                                          \
-    do {                                                                  \
-        if (!(x)) {                                                       \
-            printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, #x);          \
-            failures++;                                                   \
-        }                                                                 \
-    } while (0)
 
 static struct {
     int (*malloc_)(void **, size_t);

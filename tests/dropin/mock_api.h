@@ -1,0 +1,56 @@
+/*
+ * mock_api.h — what the drop-in's test programs declare of the CUDA driver
+ * (as a program linked with -lcuda would, none of carve's headers) and of
+ * the mock driver's counters, and the CHECK macro they report with. One
+ * header, so that the programs stay programs that know nothing of carve
+ * without each repeating the same declarations.
+ */
+#ifndef CARVE_TESTS_DROPIN_MOCK_API_H
+#define CARVE_TESTS_DROPIN_MOCK_API_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+typedef int CUresult;
+typedef unsigned long long CUdeviceptr;
+typedef struct mock_ctx *CUcontext;
+typedef struct mock_stream *CUstream;
+typedef uint64_t cuuint64_t;
+
+/* The driver API. */
+CUresult cuInit(unsigned flags);
+CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, int dev);
+CUresult cuDevicePrimaryCtxReset_v2(int dev);
+CUresult cuCtxSetCurrent(CUcontext ctx);
+CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t size);
+CUresult cuMemFree_v2(CUdeviceptr dptr);
+CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t size, CUstream s);
+CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s);
+CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height, unsigned elem);
+CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t size, unsigned flags);
+CUresult cuMemGetInfo_v2(size_t *f, size_t *t);
+CUresult cuStreamCreate(CUstream *s, unsigned flags);
+CUresult cuStreamDestroy_v2(CUstream s);
+CUresult cuStreamBeginCapture_v2(CUstream s, int mode);
+CUresult cuStreamEndCapture(CUstream s, void **graph);
+
+/* The mock driver's counters (mock_cuda.c). */
+void mock_cuda_stats(unsigned long long *nalloc, unsigned long long *nfree, unsigned long long *bad, size_t *live);
+unsigned long long mock_cuda_async_allocs(void);
+int mock_cuda_broken_captures(void);
+unsigned long long mock_cuda_event_waits(void);
+unsigned long long mock_cuda_calls(void);
+
+/* A failed check prints where and counts; the program exits non-zero when
+ * any failed (each program defines `failures`). */
+#define CHECK(x)                                                          \
+    do {                                                                  \
+        if (!(x)) {                                                       \
+            printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, #x);          \
+            failures++;                                                   \
+        }                                                                 \
+    } while (0)
+#define CU(x) CHECK((x) == 0)
+
+#endif
