@@ -233,7 +233,11 @@ CARVE_API carve_status carve_arena_get_config(const carve_arena *arena, carve_co
  * Thread-safe; threads on different streams do not contend. Does not
  * synchronize on the fast path; when the request would otherwise fail (the
  * limit or the device is full), it synchronizes the device once, so that
- * memory every stream has cached can be reused, before retrying.
+ * memory every stream has cached can be reused, before retrying. In
+ * virtual-memory mode, a request that maps granules past its stream's
+ * allowance first unmaps free ones that events show the device is done
+ * with, and waits for such an event on its own stream only when none
+ * shows enough (carve_stats.num_syncs counts every wait).
  */
 CARVE_API carve_status carve_alloc(carve_arena *arena, size_t size, carve_stream stream,
                                    void **out);
@@ -319,6 +323,9 @@ typedef struct carve_stats {
     uint64_t num_backend_frees;   /* segments given back, ever (virtual-memory mode:
                                      granule unmaps) */
     uint64_t num_ooms;            /* carve_alloc calls that returned CARVE_ERR_OOM */
+    uint64_t num_syncs;           /* times carve made the host wait for the device (an event
+                                     or device synchronization: before reusing another stream's
+                                     memory at the limit, releasing, unmapping), ever */
 } carve_stats;
 
 /*

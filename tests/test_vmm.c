@@ -7,7 +7,9 @@
  * another, the limit caps what is mapped, empty_cache unmaps everything
  * free, requests of changing sizes land where memory is mapped, free space
  * is taken lowest address first, the automatic mode picks virtual memory
- * where it can, and the host backend refuses the mode.
+ * where it can, the host backend refuses the mode, and free granules are
+ * unmapped only once the device is done with them, with a wait only where
+ * the alternative maps too much.
  */
 #include "test_util.h"
 
@@ -297,6 +299,69 @@ static void test_refused(void) {
     CHECK(c.vmm == 1);
 }
 
+/* Unmapping is not stream-ordered, so a free granule is unmapped only once
+ * an event recorded after its free has completed, and the host waits for
+ * one only when no completed event covers enough granules. Simulated
+ * events complete after `polls` queries, or when waited for. */
+static void fences_case(unsigned polls, int want_sync) {
+    char conf[64];
+    snprintf(conf, sizeof(conf), "vmm=1,sim_event_polls=%u", polls);
+    carve_arena *a = test_arena_conf(CARVE_BACKEND_VIRTUAL, 1, 0, 0, conf);
+    void *w, *p1, *p2, *r;
+    CHECK_OK(a, carve_alloc(a, 60 * MiB, NULL, &w));
+    CHECK_OK(a, carve_alloc(a, 4 * MiB, NULL, &p1));
+    CHECK_OK(a, carve_alloc(a, 4 * MiB, NULL, &p2)); /* touched: 68 MiB; allowance 70 MiB */
+    CHECK_OK(a, carve_free(a, p1));
+    carve_stats s0, s1;
+    carve_get_stats(a, &s0);
+    CHECK_OK(a, carve_alloc(a, 6 * MiB, NULL, &r)); /* no room in p1's hole: mapped after p2 */
+    carve_get_stats(a, &s1);
+    CHECK(s1.reserved_bytes == (68 - 4 + 6) * MiB); /* p1's granules made room */
+    CHECK((s1.num_syncs > s0.num_syncs) == want_sync);
+    CHECK_ARENA(a);
+    CHECK_OK(a, carve_free(a, r));
+    CHECK_OK(a, carve_free(a, p2));
+    CHECK_OK(a, carve_free(a, w));
+    CHECK_OK(a, carve_empty_cache(a));
+    CHECK(carve_memory_reserved(a) == 0);
+    carve_arena_destroy(a);
+}
+
+/* Frees record a fence now and then (every 64 frees that let 16 granules
+ * go): a later trim finds those granules done without waiting, although
+ * the fence it records itself is not done yet. */
+static void test_fence_at_free(void) {
+    carve_arena *a = test_arena_conf(CARVE_BACKEND_VIRTUAL, 1, 0, 0, "vmm=1,sim_event_polls=1");
+    enum { GROUPS = 8, PER = 16 };
+    void *b[GROUPS][PER], *keep[GROUPS], *r;
+    for (int g = 0; g < GROUPS; g++) { /* 8 MiB of buffers, then a small one that stays */
+        for (int i = 0; i < PER; i++)
+            CHECK_OK(a, carve_alloc(a, 512 << 10, NULL, &b[g][i]));
+        CHECK_OK(a, carve_alloc(a, 4096, NULL, &keep[g]));
+    }
+    for (int g = 0; g < GROUPS; g++)
+        for (int i = 0; i < PER; i++)
+            CHECK_OK(a, carve_free(a, b[g][i]));
+    carve_stats s0, s1;
+    carve_get_stats(a, &s0);
+    CHECK_OK(a, carve_alloc(a, 10 * MiB, NULL, &r)); /* fits no hole: mapped at the end */
+    carve_get_stats(a, &s1);
+    CHECK(s1.num_syncs == s0.num_syncs);
+    CHECK(s1.num_backend_frees > s0.num_backend_frees);  /* room was made ... */
+    CHECK(s1.reserved_bytes <= s0.reserved_bytes_peak + 2 * MiB); /* ... within the allowance */
+    CHECK_ARENA(a);
+    CHECK_OK(a, carve_free(a, r));
+    for (int g = 0; g < GROUPS; g++)
+        CHECK_OK(a, carve_free(a, keep[g]));
+    carve_arena_destroy(a);
+}
+
+static void test_fences(void) {
+    fences_case(0, 0);    /* the device is done at once: no wait */
+    fences_case(1000, 1); /* busy: the host waits for the fence after p1's free */
+    test_fence_at_free();
+}
+
 int main(void) {
     test_counts_mapped();
     test_peak_bounded();
@@ -308,5 +373,6 @@ int main(void) {
     test_address_order();
     test_auto();
     test_refused();
+    test_fences();
     return test_finish();
 }

@@ -384,7 +384,7 @@ void carve_heap_sync(carve_arena *a) {
     for (carve_segment *s = h->segs; s; s = s->next)
         for (carve_block *r = s->first; r; r = r->next)
             if (r->state == CARVE_B_FREE && r->u.r.event) {
-                a->be.ops->event_sync(&a->be, r->u.r.event);
+                carve_wait_event(a, r->u.r.event);
                 range_drop_event(a, r);
             }
     for (carve_segment *s = h->segs; s; s = s->next)

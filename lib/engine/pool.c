@@ -169,6 +169,8 @@ void carve_pools_destroy(carve_arena *a) {
             for (carve_block *b = span->u.r.first; b; b = b->next)
                 if (b->state == CARVE_B_USED || b->state == CARVE_B_PENDING)
                     uses_free(a, b->flags & CARVE_BF_USES ? b->u.b.uses : NULL);
+        for (unsigned i = 0; i < p->vfence_n; i++) /* virtual-memory mode's fences */
+            a->be.ops->event_release(&a->be, p->vfence[(p->vfence_head + i) % CARVE_VMM_FENCES].ev);
         carve_blockmap_destroy(&p->map);
         carve_slab_destroy(&p->slab);
         free(p);
@@ -208,7 +210,7 @@ void carve_pool_poll_pending(carve_pool *p, int wait, int record) {
             if (!u->events[i])
                 continue;
             if (wait)
-                be->ops->event_sync(be, u->events[i]);
+                carve_wait_event(p->arena, u->events[i]);
             else if (be->ops->event_query(be, u->events[i]) == 0)
                 done = 0;
             if (done) {
@@ -290,7 +292,7 @@ size_t carve_pool_return_empty(carve_pool *p, int mode) {
             /* Unmapping is not stream-ordered: the span's stream must be done
              * with it first (waited for on our own stream, else asked). */
             int done = mode == CARVE_RETURN_SYNCED || !ev ? 1
-                       : mode == CARVE_RETURN_OWN     ? a->be.ops->event_sync(&a->be, ev) == CARVE_OK
+                       : mode == CARVE_RETURN_OWN     ? carve_wait_event(a, ev) == CARVE_OK
                                                       : a->be.ops->event_query(&a->be, ev) != 0;
             if (!done || carve_vmm_unmap_span(a, p, span) != 0) {
                 if (ev && ev != span->u.r.event)

@@ -76,8 +76,12 @@ static inline void carve_pool_release_block(carve_pool *p, carve_block *b, int r
     int pf = prev && prev->state == CARVE_B_FREE, nf = next && next->state == CARVE_B_FREE;
     if (--span->u.r.nlive == 0)
         carve_pool_span_emptied(p, span, record);
-    if (CARVE_UNLIKELY(p->arena->vmm))
+    if (CARVE_UNLIKELY(p->arena->vmm)) {
         carve_vmm_ref(p, span, b->addr, b->size, -1);
+        if (record && p->vclock - p->vfence_clock >= CARVE_VMM_FENCE_GRANULES &&
+            p->nfrees - p->vfence_frees >= CARVE_VMM_FENCE_FREES)
+            carve_vmm_fence(p->arena, p);
+    }
     b->state = CARVE_B_FREE;
     b->slack = 0;
     b->flags = 0;

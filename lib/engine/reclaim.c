@@ -34,7 +34,7 @@ carve_status carve_reclaim(carve_arena *a, unsigned flags) {
         first = carve_pools_first(a);
         for (carve_pool *p = first; p; p = p->next_all)
             carve_spin_lock(&p->lock);
-        synced = a->be.ops->device_sync(&a->be) == CARVE_OK;
+        synced = carve_wait_device(a) == CARVE_OK;
     } else {
         first = carve_pools_first(a);
     }
@@ -46,8 +46,10 @@ carve_status carve_reclaim(carve_arena *a, unsigned flags) {
         carve_mutex_lock(&a->heap.lock);
         carve_pool_return_empty(p, synced ? CARVE_RETURN_SYNCED : CARVE_RETURN_OTHER);
         carve_mutex_unlock(&a->heap.lock);
-        if (a->vmm && synced) /* unmapping is safe only once the device is done */
-            carve_vmm_trim_pool(a, p, SIZE_MAX, NULL);
+        if (a->vmm && synced) { /* unmapping is safe only once the device is done */
+            carve_vmm_fences_synced(a, p);
+            carve_vmm_trim_pool(a, p, SIZE_MAX, NULL, p->vdone);
+        }
         if (!wait)
             carve_spin_unlock(&p->lock);
     }

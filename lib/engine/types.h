@@ -60,6 +60,14 @@
  * allocations. */
 #define CARVE_VMM_OPS_PER_REMAP 256
 #define CARVE_VMM_WINDOW 16384
+/* Events a stream keeps recorded to learn, without waiting, which of its
+ * free granules the device is done with (vmm.c). */
+#define CARVE_VMM_FENCES 8
+/* A free records a fence once this many granules were let go and this many
+ * frees made since the last one: later trims then find granules known done
+ * without waiting (an event costs a microsecond or two). */
+#define CARVE_VMM_FENCE_GRANULES 16
+#define CARVE_VMM_FENCE_FREES 64
 #define CARVE_STREAM_PER_THREAD ((carve_stream)(uintptr_t)0x2) /* cudaStreamPerThread */
 #ifndef CARVE_STATS_BATCH /* (a build may set it, to measure its effect) */
 #define CARVE_STATS_BATCH ((ptrdiff_t)16 << 20)    /* per-pool counter batching */
@@ -79,7 +87,7 @@ typedef struct carve_segment {
      * mapped there. */
     size_t ngran;
     uint32_t *gref;
-    uint32_t *gstamp;
+    uint64_t *gstamp;
     uint8_t *gmapped;
 } carve_segment;
 
@@ -100,6 +108,7 @@ typedef struct carve_heap {
                                  at map time (atomic; reset with the peaks) */
     uint64_t nunmap_failed;   /* virtual-memory mode: unmaps the backend refused (atomic, as are
                                  reserved, inflight and the two counts in vmm.c) */
+    uint64_t nwaits;          /* host waits for the device: event and device synchronizations (atomic) */
 } carve_heap;
 
 typedef struct carve_pool {
@@ -127,7 +136,17 @@ typedef struct carve_pool {
      * recorded only when another span empties, or the span leaves the pool,
      * since the next allocation usually takes the span right back. */
     carve_block *unrecorded;
-    uint32_t vclock;              /* virtual-memory mode: granules let go so far (wraps) */
+    uint64_t vclock;              /* virtual-memory mode: granules let go so far */
+    /* Virtual-memory mode: events recorded on the stream (oldest first, a
+     * ring), each with the clock when it was recorded; vdone: every granule
+     * stamped at or before it was let go before work the device has done. */
+    struct carve_vfence {
+        void *ev;
+        uint64_t clock;
+    } vfence[CARVE_VMM_FENCES];
+    unsigned vfence_head, vfence_n;
+    uint64_t vdone;
+    uint64_t vfence_clock, vfence_frees; /* the clock and free count when a fence was last recorded */
     unsigned vslack;              /* virtual-memory mode: this pool's slack, in 1/1024ths of its
                                      touched peak (pool lock; read atomically) */
     uint64_t vremapped;           /* ... granules it unmapped to map others in this window */
@@ -175,5 +194,17 @@ struct carve_arena {
     uint64_t nooms;
     carve_pagemap pmap __attribute__((aligned(64)));
 };
+
+/* The host waits for the device: every wait goes through one of these, so
+ * that carve_stats counts them (num_syncs). */
+static inline carve_status carve_wait_event(carve_arena *a, void *ev) {
+    __atomic_add_fetch(&a->heap.nwaits, 1, __ATOMIC_RELAXED);
+    return a->be.ops->event_sync(&a->be, ev);
+}
+
+static inline carve_status carve_wait_device(carve_arena *a) {
+    __atomic_add_fetch(&a->heap.nwaits, 1, __ATOMIC_RELAXED);
+    return a->be.ops->device_sync(&a->be);
+}
 
 #endif

@@ -37,10 +37,19 @@ carve_status carve_vmm_map(carve_arena *a, carve_pool *p, carve_block *span, uin
 carve_block *carve_vmm_claim(carve_pool *p, carve_block *u, uintptr_t lo, uintptr_t hi) CARVE_INTERNAL;
 /* Pool lock held, heap lock not: unmap free mapped granules of p, up to want
  * bytes (SIZE_MAX: all of them), those let go longest ago first, none in
- * keep (may be NULL). FREE blocks are cut around what is unmapped.
- * The caller makes sure p's work queued before those frees is done.
- * Returns the bytes unmapped. */
-size_t carve_vmm_trim_pool(carve_arena *a, carve_pool *p, size_t want, const carve_keep *keep) CARVE_INTERNAL;
+ * keep (may be NULL), and only those stamped at or before done: the caller
+ * knows the work queued before those frees is done (p->vdone, or p->vclock
+ * after a device synchronization). FREE blocks are cut around what is
+ * unmapped. Returns the bytes unmapped. */
+size_t carve_vmm_trim_pool(carve_arena *a, carve_pool *p, size_t want, const carve_keep *keep,
+                           uint64_t done) CARVE_INTERNAL;
+/* Pool lock held, acting on p's stream (so it exists): record an event
+ * that shows, once complete, that the device is done with every granule p
+ * has let go so far (none when the newest one shows that already). */
+void carve_vmm_fence(carve_arena *a, carve_pool *p) CARVE_INTERNAL __attribute__((cold, noinline));
+/* Pool lock held, after a device synchronization: every granule p let go
+ * is done with; its fences are dropped. */
+void carve_vmm_fences_synced(carve_arena *a, carve_pool *p) CARVE_INTERNAL;
 /* Pool and heap locks held, span empty: unmap all of it before it goes
  * back to the heap. 0 on success; -1 if the backend refused (the span stays,
  * its blocks rebuilt around what is still mapped). */

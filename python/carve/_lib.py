@@ -63,7 +63,7 @@ STATS_FIELDS = [
     ("num_segments", c_size), ("num_streams", c_size),
     ("num_live", ctypes.c_uint64), ("num_allocs", ctypes.c_uint64), ("num_frees", ctypes.c_uint64),
     ("num_backend_allocs", ctypes.c_uint64), ("num_backend_frees", ctypes.c_uint64),
-    ("num_ooms", ctypes.c_uint64),
+    ("num_ooms", ctypes.c_uint64), ("num_syncs", ctypes.c_uint64),
 ]
 
 
