@@ -515,24 +515,40 @@ static inline void poll_now_and_then(carve_ctx *c) {
         look_around(c);
 }
 
-/* A buffer of size bytes from t's own frees whose epochs completed (c's,
- * allocated on the default stream), or 0. */
-static uintptr_t reuse(carve_thread *t, size_t size) {
-    uintptr_t p = 0;
-    carve_spin_lock(&t->lock);
-    for (int pass = 0; pass < 2 && !p; pass++) {
+/* Take a reusable buffer of size bytes from t (t->lock held), or 0: the
+ * first REUSE_SCAN ones are looked at, then, if none fits, those of groups
+ * whose epochs have completed since. */
+static NOINLINE uintptr_t reuse_search(carve_thread *t, size_t size) {
+    for (int pass = 0; pass < 2; pass++) {
         if (pass && (!t->ngroups || (promote(t), t->head == t->ready)))
             break;
         unsigned end = t->ready - t->head > REUSE_SCAN ? t->head + REUSE_SCAN : t->ready;
         for (unsigned i = t->head; i != end; i++)
             if (t->size[AT(i)] == size) {
-                p = t->ptr[AT(i)];
+                uintptr_t p = t->ptr[AT(i)];
                 t->ptr[AT(i)] = t->ptr[AT(t->head)];
                 t->size[AT(i)] = t->size[AT(t->head)];
                 t->head++;
                 t->bytes -= size;
-                break;
+                return p;
             }
+    }
+    return 0;
+}
+
+/* A buffer of size bytes from t's own frees whose epochs completed (c's,
+ * allocated on the default stream), or 0. The next one in line is the
+ * one asked for when a program allocates and frees the same sizes. */
+static inline uintptr_t reuse(carve_thread *t, size_t size) {
+    uintptr_t p;
+    carve_spin_lock(&t->lock);
+    unsigned h = AT(t->head);
+    if (CARVE_LIKELY(t->head != t->ready && t->size[h] == size)) {
+        p = t->ptr[h];
+        t->head++;
+        t->bytes -= size;
+    } else {
+        p = reuse_search(t, size);
     }
     carve_spin_unlock(&t->lock);
     if (p) {
@@ -540,6 +556,32 @@ static uintptr_t reuse(carve_thread *t, size_t size) {
         me.reused++;
     }
     return p;
+}
+
+/* carve_alloc failed with st: unless try_only, wait for the memory that
+ * waits for the device and try once more. */
+static NOINLINE int alloc_failed(carve_ctx *c, carve_thread *t, carve_status st, size_t size, carve_stream stream,
+                                 int try_only, uintptr_t *out) {
+    void *p = NULL;
+    if (try_only)
+        return st == CARVE_ERR_OOM ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_UNKNOWN;
+    if (st == CARVE_ERR_OOM && (__atomic_load_n(&c->batched, __ATOMIC_RELAXED) || carve_q_busy(c->q))) {
+        /* Memory waiting for the device may be all that is missing. */
+        take_batches(c, TAKE_ALL, 1);
+        carve_q_drain(c->q);
+        st = carve_alloc(c->arena, size, stream, &p);
+    }
+    if (st != CARVE_OK) {
+        snprintf(c->err, sizeof(c->err), "%s", carve_last_error(c->arena));
+        if (st == CARVE_ERR_OOM) {
+            __atomic_add_fetch(&c->n.ooms, 1, __ATOMIC_RELAXED);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        return st == CARVE_ERR_INVALID ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_UNKNOWN;
+    }
+    *out = (uintptr_t)p;
+    count(t, c, stream ? ASYNC_ALLOCS : ALLOCS);
+    return CUDA_SUCCESS;
 }
 
 int carve_ctx_alloc(size_t size, carve_stream stream, int try_only, uintptr_t *out, carve_ctx **cp) {
@@ -555,24 +597,8 @@ int carve_ctx_alloc(size_t size, carve_stream stream, int try_only, uintptr_t *o
         return CUDA_SUCCESS;
     }
     carve_status st = carve_alloc(c->arena, size, stream, &p);
-    if (CARVE_UNLIKELY(st != CARVE_OK)) {
-        if (try_only)
-            return st == CARVE_ERR_OOM ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_UNKNOWN;
-        if (st == CARVE_ERR_OOM && (__atomic_load_n(&c->batched, __ATOMIC_RELAXED) || carve_q_busy(c->q))) {
-            /* Memory waiting for the device may be all that is missing. */
-            take_batches(c, TAKE_ALL, 1);
-            carve_q_drain(c->q);
-            st = carve_alloc(c->arena, size, stream, &p);
-        }
-        if (st != CARVE_OK) {
-            snprintf(c->err, sizeof(c->err), "%s", carve_last_error(c->arena));
-            if (st == CARVE_ERR_OOM) {
-                __atomic_add_fetch(&c->n.ooms, 1, __ATOMIC_RELAXED);
-                return CUDA_ERROR_OUT_OF_MEMORY;
-            }
-            return st == CARVE_ERR_INVALID ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_UNKNOWN;
-        }
-    }
+    if (CARVE_UNLIKELY(st != CARVE_OK))
+        return alloc_failed(c, t, st, size, stream, try_only, out);
     *out = (uintptr_t)p;
     count(t, c, stream ? ASYNC_ALLOCS : ALLOCS);
     return CUDA_SUCCESS;
