@@ -509,8 +509,8 @@ static void mode_reset(void) {
 
 int main(int argc, char **argv) {
     if (argc != 2) {
-        fprintf(stderr, "usage: dropin_cpu_app basic|lookup|foreign|info|oom|quarantine|reuse|threads|loop|fork|capture|"
-                        "doublefree|batches|reset\n");
+        fprintf(stderr, "usage: dropin_cpu_app basic|lookup|foreign|info|oom|quarantine|reuse|threads|loop|fork|"
+                        "capture|doublefree|batches|reset\n");
         return 2;
     }
     start();
