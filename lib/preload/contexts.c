@@ -29,9 +29,22 @@
  * second free is refused wherever the first one waits; only buffers
  * allocated on the default stream use batches (a buffer of a real stream
  * joins the epoch at once, so that it goes back before its stream can be
- * destroyed). Other threads take a batch under its small lock, which its
- * owner takes alone in practice. With --report, one call in SAMPLE_EVERY is
- * timed and counted SAMPLE_EVERY times.
+ * destroyed). Other threads take what a thread holds under its small lock,
+ * which its owner takes alone in practice. With --report, one call in
+ * SAMPLE_EVERY is timed and counted SAMPLE_EVERY times.
+ *
+ * A joined batch stays with its thread (up to KEEP buffers and KEEP_BYTES):
+ * the epoch only counts it and says by its number when its events have
+ * completed (carve_q_done). From then on the thread's next unordered
+ * allocations of the same size take those buffers back directly, still
+ * marked live in carve, so the common loop of allocating and freeing the
+ * same sizes skips carve_alloc's search and split and carve_free's merge.
+ * What is not reused by the thread's next look (POLL_EVERY calls) goes back
+ * to carve. Everything a thread holds is handed over to the quarantine
+ * (joining its open epoch, which is later and so always safe) when memory
+ * is short, at the thread's exit, when it frees into another context, at the
+ * report and when a context goes away; destroying a stream takes the
+ * batches, which have joined no epoch yet.
  *
  * Stream-ordered frees (cuMemFreeAsync on a real stream) need no quarantine:
  * on the allocation's stream the buffer is freed at once, on another stream
@@ -50,6 +63,10 @@
 #define MAX_CTX 64
 #define BATCH_FREES 32
 #define BATCH_BYTES ((size_t)8 << 20) /* a batch joins sooner when it holds this much */
+#define KEEP 512                       /* buffers a thread holds: batch, joined batches, reusable ones */
+#define KEEP_GROUPS (KEEP / BATCH_FREES)
+#define KEEP_BYTES ((size_t)16 << 20)  /* past this, a batch that joins is handed over, not kept */
+#define REUSE_SCAN 8                   /* reusable buffers looked at for one of the size asked for */
 #define POLL_EVERY 64                  /* calls of a thread between looks at the closed epochs */
 #define SAMPLE_EVERY 67                /* calls between two timed ones (with --report) */
 
@@ -66,13 +83,24 @@ struct carve_ctx {
     char err[512];
 };
 
-/* What a thread keeps: its batch (guarded by lock) and its counts. */
+/* What a thread keeps: the buffers it freed (guarded by lock) and its
+ * counts. The buffers are held in the order they were freed, at indices
+ * that run freely (modulo KEEP): [head, ready) may be reused now (their
+ * epochs completed), [ready, joined) wait for their epochs (one group per
+ * joined batch), [joined, tail) is the batch, which has joined no epoch. */
 typedef struct carve_thread {
     carve_spin lock;
-    carve_ctx *bc; /* whose frees the batch holds (written by the owner, under lock) */
-    unsigned n;
-    size_t bytes;
-    uintptr_t ptr[BATCH_FREES];
+    carve_ctx *bc; /* whose frees it holds (written by the owner, under lock) */
+    unsigned head, ready, joined, tail;
+    size_t bytes;       /* of everything held */
+    size_t batch_bytes; /* of the batch */
+    unsigned g_head, ngroups;
+    struct {
+        uint64_t seq;   /* the epoch the group joined */
+        unsigned end;   /* where it ends */
+    } group[KEEP_GROUPS];
+    uintptr_t ptr[KEEP];
+    size_t size[KEEP];
     carve_ctx *nc; /* whose calls the counts are (changed by the owner under threads_lock) */
     uint64_t count[4]; /* written by the owner only */
     struct carve_thread *prev, *next;
@@ -99,6 +127,7 @@ static TLS struct {
     carve_thread *t;
     unsigned tick, sample;
     unsigned batched, batched_seen; /* frees put in the batch, in all and at the last look */
+    unsigned reused, reused_seen;   /* allocations served from the thread's own frees, likewise */
 } me;
 
 /* The driver functions this file calls, found through real.c. */
@@ -123,7 +152,8 @@ static void find_real(void) {
 
 /* ---- threads ------------------------------------------------------------ */
 
-static void take_batch(carve_thread *t, const carve_ctx *only, int may_record);
+enum { TAKE_BATCH, TAKE_ALL };
+static void take_batch(carve_thread *t, const carve_ctx *only, int what, int may_record);
 static void fold_counts(carve_thread *t);
 
 /* A thread ends: its batch joins its context's epoch (no driver call: this
@@ -131,7 +161,7 @@ static void fold_counts(carve_thread *t);
 static void thread_gone(void *arg) {
     carve_thread *t = arg;
     pthread_mutex_lock(&threads_lock);
-    take_batch(t, NULL, 0);
+    take_batch(t, NULL, TAKE_ALL, 0);
     fold_counts(t);
     if (t->prev)
         t->prev->next = t->next;
@@ -205,36 +235,78 @@ static inline void count(carve_thread *t, carve_ctx *c, int kind) {
     __atomic_store_n(&t->count[kind], __atomic_load_n(&t->count[kind], __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
 }
 
-/* Empty t's batch (if it holds frees of only, or of any context for NULL)
- * into its context's quarantine (may_record 0: no driver call, the open
- * epoch just grows). Called by the owner or, under threads_lock, by another
- * thread. */
-static void take_batch(carve_thread *t, const carve_ctx *only, int may_record) {
-    uintptr_t ptr[BATCH_FREES];
-    carve_spin_lock(&t->lock);
-    carve_ctx *c = t->bc;
-    unsigned n = !only || c == only ? t->n : 0;
-    size_t bytes = t->bytes;
-    memcpy(ptr, t->ptr, n * sizeof(uintptr_t));
-    if (n) {
-        t->n = 0;
-        t->bytes = 0;
+#define AT(i) ((i) & (KEEP - 1))
+
+/* What t holds from index from on joins its context's open epoch in the
+ * quarantine, which gives it back to carve (t->lock held). Joining a later
+ * epoch than the one a buffer waited for is always safe. */
+static void hand_over(carve_thread *t, unsigned from, int may_record) {
+    uintptr_t ptr[KEEP];
+    unsigned n = 0;
+    size_t bytes = 0;
+    for (unsigned i = from; i != t->tail; i++) {
+        ptr[n++] = t->ptr[AT(i)];
+        bytes += t->size[AT(i)];
     }
-    carve_spin_unlock(&t->lock);
+    if (from == t->head) {
+        t->head = t->ready = t->joined = t->tail = 0;
+        t->g_head = t->ngroups = 0;
+    } else {
+        t->tail = from;
+    }
+    t->batch_bytes = 0; /* from is the batch's start or before it */
+    t->bytes -= bytes;
     if (n)
-        carve_q_join(c->q, ptr, n, bytes, may_record);
+        carve_q_join(t->bc->q, ptr, n, bytes, may_record);
 }
 
-/* Every thread's batch of c's frees (all contexts' for NULL) into the
- * quarantines. */
-static void take_batches(carve_ctx *c, int may_record) {
+/* The batch joins its context's open epoch (t->lock held): kept by the
+ * thread, to be reused once the epoch completes, or, when the thread holds
+ * much already, handed over. */
+static void join_batch(carve_thread *t, int may_record) {
+    unsigned n = t->tail - t->joined;
+    if (!n)
+        return;
+    if (t->ngroups == KEEP_GROUPS || t->bytes > KEEP_BYTES) {
+        hand_over(t, t->joined, may_record);
+        return;
+    }
+    uint64_t seq = carve_q_join_kept(t->bc->q, n, t->batch_bytes, may_record);
+    if (seq) {
+        unsigned g = (t->g_head + t->ngroups++) % KEEP_GROUPS;
+        t->group[g].seq = seq;
+        t->group[g].end = t->tail;
+        t->joined = t->tail;
+    } else { /* the context is gone: its buffers only lose their marks */
+        for (unsigned i = t->joined; i != t->tail; i++)
+            carve_pending_clear(t->ptr[AT(i)]);
+        t->tail = t->joined;
+        t->bytes -= t->batch_bytes;
+    }
+    t->batch_bytes = 0;
+}
+
+/* Hand over what t holds (if of only, or of any context for NULL) to its
+ * context's quarantine: the batch (TAKE_BATCH) or everything (TAKE_ALL);
+ * may_record 0: no driver call, the open epoch just grows. Called by the
+ * owner or, under threads_lock, by another thread. */
+static void take_batch(carve_thread *t, const carve_ctx *only, int what, int may_record) {
+    carve_spin_lock(&t->lock);
+    if (t->bc && (!only || t->bc == only))
+        hand_over(t, what == TAKE_ALL ? t->head : t->joined, may_record);
+    carve_spin_unlock(&t->lock);
+}
+
+/* Every thread's batch of c's frees (all contexts' for NULL), or all that
+ * threads hold of them, into the quarantines. */
+static void take_batches(carve_ctx *c, int what, int may_record) {
     pthread_mutex_lock(&threads_lock);
     for (carve_thread *t = threads; t; t = t->next)
-        take_batch(t, c, may_record);
+        take_batch(t, c, what, may_record);
     pthread_mutex_unlock(&threads_lock);
 }
 
-/* Bytes in batches of c's frees. */
+/* Bytes of c's frees that threads hold. */
 static size_t batched_bytes(carve_ctx *c) {
     size_t bytes = 0;
     pthread_mutex_lock(&threads_lock);
@@ -368,7 +440,7 @@ void carve_ctx_gone(struct CUctx_st *ctx) {
     __atomic_add_fetch(&generation, 1, __ATOMIC_RELEASE);
     if (c->q) {
         carve_q_gone(c->q);
-        take_batches(c, 0); /* joined to a gone quarantine: marks cleared */
+        take_batches(c, TAKE_ALL, 0); /* joined to a gone quarantine: marks cleared */
     }
 }
 
@@ -390,20 +462,126 @@ void carve_ctx_add_time(carve_ctx *c, uint64_t ns) {
     __atomic_add_fetch(&c->n.ns_in_carve, ns * SAMPLE_EVERY, __ATOMIC_RELAXED);
 }
 
-/* Every POLL_EVERY calls of a thread: give back what has completed, and
- * hand over the thread's batch if no free joined it since the last time
- * (a thread that stopped freeing does not keep its frees). */
+/* Groups of t's frees whose epochs have completed become reusable (t->lock
+ * held). */
+static void promote(carve_thread *t) {
+    uint64_t done = carve_q_done(t->bc->q);
+    while (t->ngroups && t->group[t->g_head].seq <= done) {
+        t->ready = t->group[t->g_head].end;
+        t->g_head = (t->g_head + 1) % KEEP_GROUPS;
+        t->ngroups--;
+    }
+}
+
+/* Reusable buffers of t's own frees go back to carve (t->lock held). */
+static void give_back_ready(carve_thread *t) {
+    if (t->head == t->ready || carve_capture_active()) /* a free could record an event */
+        return;
+    carve_arena *a = t->bc->arena;
+    carve_pending_release_begin();
+    for (; t->head != t->ready; t->head++) {
+        uintptr_t p = t->ptr[AT(t->head)];
+        t->bytes -= t->size[AT(t->head)];
+        (void)carve_free(a, (void *)p);
+        carve_pending_clear(p);
+    }
+    carve_pending_release_end();
+}
+
+/* Every POLL_EVERY calls of a thread: give back what has completed, join
+ * the thread's batch to the epoch if no free joined it since the last time
+ * (a thread that stopped freeing does not keep its frees out of epochs),
+ * and give back to carve its reusable buffers if none was reused since the
+ * last time. */
 static NOINLINE void look_around(carve_ctx *c) {
     carve_thread *t = me.t;
-    if (t && me.batched == me.batched_seen)
-        take_batch(t, NULL, 1);
+    if (t && t->bc) {
+        carve_spin_lock(&t->lock);
+        if (me.reused == me.reused_seen)
+            give_back_ready(t);
+        if (me.batched == me.batched_seen)
+            join_batch(t, 1);
+        if (t->ngroups)
+            promote(t);
+        carve_spin_unlock(&t->lock);
+    }
     me.batched_seen = me.batched;
+    me.reused_seen = me.reused;
     carve_q_poll(c->q);
 }
 
 static inline void poll_now_and_then(carve_ctx *c) {
     if (CARVE_UNLIKELY((++me.tick & (POLL_EVERY - 1)) == 0))
         look_around(c);
+}
+
+/* Take a reusable buffer of size bytes from t (t->lock held), or 0: the
+ * first REUSE_SCAN ones are looked at, then, if none fits, those of groups
+ * whose epochs have completed since. */
+static NOINLINE uintptr_t reuse_search(carve_thread *t, size_t size) {
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass && (!t->ngroups || (promote(t), t->head == t->ready)))
+            break;
+        unsigned end = t->ready - t->head > REUSE_SCAN ? t->head + REUSE_SCAN : t->ready;
+        for (unsigned i = t->head; i != end; i++)
+            if (t->size[AT(i)] == size) {
+                uintptr_t p = t->ptr[AT(i)];
+                t->ptr[AT(i)] = t->ptr[AT(t->head)];
+                t->size[AT(i)] = t->size[AT(t->head)];
+                t->head++;
+                t->bytes -= size;
+                return p;
+            }
+    }
+    return 0;
+}
+
+/* A buffer of size bytes from t's own frees whose epochs completed (c's,
+ * allocated on the default stream), or 0. The next one in line is the
+ * one asked for when a program allocates and frees the same sizes. */
+static inline uintptr_t reuse(carve_thread *t, size_t size) {
+    uintptr_t p;
+    carve_spin_lock(&t->lock);
+    unsigned h = AT(t->head);
+    if (CARVE_LIKELY(t->head != t->ready && t->size[h] == size)) {
+        p = t->ptr[h];
+        t->head++;
+        t->bytes -= size;
+    } else {
+        p = reuse_search(t, size);
+    }
+    carve_spin_unlock(&t->lock);
+    if (p) {
+        carve_pending_clear(p); /* live again */
+        me.reused++;
+    }
+    return p;
+}
+
+/* carve_alloc failed with st: unless try_only, wait for the memory that
+ * waits for the device and try once more. */
+static NOINLINE int alloc_failed(carve_ctx *c, carve_thread *t, carve_status st, size_t size, carve_stream stream,
+                                 int try_only, uintptr_t *out) {
+    void *p = NULL;
+    if (try_only)
+        return st == CARVE_ERR_OOM ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_UNKNOWN;
+    if (st == CARVE_ERR_OOM && (__atomic_load_n(&c->batched, __ATOMIC_RELAXED) || carve_q_busy(c->q))) {
+        /* Memory waiting for the device may be all that is missing. */
+        take_batches(c, TAKE_ALL, 1);
+        carve_q_drain(c->q);
+        st = carve_alloc(c->arena, size, stream, &p);
+    }
+    if (st != CARVE_OK) {
+        snprintf(c->err, sizeof(c->err), "%s", carve_last_error(c->arena));
+        if (st == CARVE_ERR_OOM) {
+            __atomic_add_fetch(&c->n.ooms, 1, __ATOMIC_RELAXED);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        return st == CARVE_ERR_INVALID ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_UNKNOWN;
+    }
+    *out = (uintptr_t)p;
+    count(t, c, stream ? ASYNC_ALLOCS : ALLOCS);
+    return CUDA_SUCCESS;
 }
 
 int carve_ctx_alloc(size_t size, carve_stream stream, int try_only, uintptr_t *out, carve_ctx **cp) {
@@ -413,38 +591,27 @@ int carve_ctx_alloc(size_t size, carve_stream stream, int try_only, uintptr_t *o
     carve_thread *t = thread_self();
     poll_now_and_then(c);
     void *p = NULL;
-    carve_status st = carve_alloc(c->arena, size, stream, &p);
-    if (CARVE_UNLIKELY(st != CARVE_OK)) {
-        if (try_only)
-            return st == CARVE_ERR_OOM ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_UNKNOWN;
-        if (st == CARVE_ERR_OOM && (__atomic_load_n(&c->batched, __ATOMIC_RELAXED) || carve_q_busy(c->q))) {
-            /* Memory waiting for the device may be all that is missing. */
-            take_batches(c, 1);
-            carve_q_drain(c->q);
-            st = carve_alloc(c->arena, size, stream, &p);
-        }
-        if (st != CARVE_OK) {
-            snprintf(c->err, sizeof(c->err), "%s", carve_last_error(c->arena));
-            if (st == CARVE_ERR_OOM) {
-                __atomic_add_fetch(&c->n.ooms, 1, __ATOMIC_RELAXED);
-                return CUDA_ERROR_OUT_OF_MEMORY;
-            }
-            return st == CARVE_ERR_INVALID ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_UNKNOWN;
-        }
+    if (!stream && t && t->bc == c && t->head != t->tail && (p = (void *)reuse(t, size))) {
+        *out = (uintptr_t)p;
+        count(t, c, ALLOCS);
+        return CUDA_SUCCESS;
     }
+    carve_status st = carve_alloc(c->arena, size, stream, &p);
+    if (CARVE_UNLIKELY(st != CARVE_OK))
+        return alloc_failed(c, t, st, size, stream, try_only, out);
     *out = (uintptr_t)p;
     count(t, c, stream ? ASYNC_ALLOCS : ALLOCS);
     return CUDA_SUCCESS;
 }
 
-/* The thread's batch is to hold c's frees from now on; what it holds of
- * another context's joins that context's epoch first. */
+/* The thread is to hold c's frees from now on; what it holds of another
+ * context's joins that context's epoch first. */
 static NOINLINE void rebind(carve_thread *t, carve_ctx *c) {
-    take_batch(t, NULL, 1);
+    take_batch(t, NULL, TAKE_ALL, 1);
     if (!__atomic_load_n(&c->batched, __ATOMIC_SEQ_CST))
         __atomic_store_n(&c->batched, 1, __ATOMIC_SEQ_CST);
     carve_spin_lock(&t->lock);
-    t->bc = c; /* empty: only its owner adds to a batch */
+    t->bc = c; /* empty: only its owner adds */
     carve_spin_unlock(&t->lock);
 }
 
@@ -454,13 +621,17 @@ static void batch_add(carve_thread *t, carve_ctx *c, uintptr_t ptr, size_t size)
     if (CARVE_UNLIKELY(t->bc != c))
         rebind(t, c);
     carve_spin_lock(&t->lock);
-    t->ptr[t->n++] = ptr;
+    if (CARVE_UNLIKELY(t->tail - t->head == KEEP)) /* no room: all of it joins the quarantine */
+        hand_over(t, t->head, 1);
+    t->ptr[AT(t->tail)] = ptr;
+    t->size[AT(t->tail)] = size;
+    t->tail++;
     t->bytes += size;
+    t->batch_bytes += size;
     me.batched++;
-    int full = t->n == BATCH_FREES || t->bytes >= BATCH_BYTES;
+    if (t->tail - t->joined == BATCH_FREES || t->batch_bytes >= BATCH_BYTES)
+        join_batch(t, 1);
     carve_spin_unlock(&t->lock);
-    if (full)
-        take_batch(t, NULL, 1);
 }
 
 int carve_ctx_free(uintptr_t ptr, int ordered, carve_stream stream, void (*trace)(uintptr_t), carve_ctx **out) {
@@ -555,7 +726,7 @@ void carve_ctx_stream_destroyed(carve_stream s) {
          * by work on s: they join the quarantine first, whose epoch then
          * gets its event on s while s still exists. */
         if (__atomic_load_n(&c->batched, __ATOMIC_SEQ_CST))
-            take_batches(c, 1);
+            take_batches(c, TAKE_BATCH, 1);
         carve_q_stream_destroyed(c->q, s);
     }
 }
@@ -566,7 +737,7 @@ void carve_ctx_each(void (*fn)(carve_arena *arena, int device, const carve_ctx_c
     /* What threads hold: batches join their epochs (no driver call: this
      * runs at exit), and the counts they have not handed over yet are added
      * in (read, not moved: their owners may still be counting). */
-    take_batches(NULL, 0);
+    take_batches(NULL, TAKE_ALL, 0);
     unsigned n = __atomic_load_n(&nctx, __ATOMIC_ACQUIRE);
     for (unsigned i = 0; i < n; i++) {
         carve_ctx *c = &ctxs[i];

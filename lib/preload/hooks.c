@@ -124,7 +124,12 @@ static int captured(CUstream s, int ptsz) {
     return f && f(s, &status) == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
-static CUresult do_alloc(CUdeviceptr *dptr, size_t size, CUstream stream, int ordered, int ptsz) {
+#define NOINLINE __attribute__((noinline))
+
+static NOINLINE CUresult alloc_not_served(CUdeviceptr *dptr, size_t size, CUstream stream, int ordered, int ptsz,
+                                          CUresult r, carve_ctx *c);
+
+static inline CUresult do_alloc(CUdeviceptr *dptr, size_t size, CUstream stream, int ordered, int ptsz) {
     resolve();
     uint64_t t = carve_clock_in();
     uintptr_t p = 0;
@@ -140,6 +145,12 @@ static CUresult do_alloc(CUdeviceptr *dptr, size_t size, CUstream stream, int or
         carve_clock_out(c, t);
         return r;
     }
+    return alloc_not_served(dptr, size, stream, ordered, ptsz, r, c);
+}
+
+/* An allocation carve did not serve: out of memory, or the driver's. */
+static CUresult alloc_not_served(CUdeviceptr *dptr, size_t size, CUstream stream, int ordered, int ptsz,
+                                 CUresult r, carve_ctx *c) {
     if (r != CARVE_CTX_NOT_SERVED) {
         if (r == CUDA_ERROR_OUT_OF_MEMORY)
             carve_session_oom(carve_ctx_device(c), size, carve_ctx_last_error(c));
@@ -162,10 +173,11 @@ static CUresult do_alloc(CUdeviceptr *dptr, size_t size, CUstream stream, int or
     return r;
 }
 
-static CUresult do_free(CUdeviceptr dptr, CUstream stream, int ordered, int ptsz) {
+static NOINLINE CUresult free_not_ours(CUdeviceptr dptr, CUstream stream, int ordered, int ptsz);
+
+static inline CUresult do_free(CUdeviceptr dptr, CUstream stream, int ordered, int ptsz) {
     if (!dptr) /* as the driver: freeing NULL does nothing */
-        return ordered ? (ptsz ? CALL_REAL(MemFreeAsync_ptsz, dptr, stream) : CALL_REAL(MemFreeAsync, dptr, stream))
-                       : CALL_REAL(MemFree, dptr);
+        return free_not_ours(dptr, stream, ordered, ptsz);
     resolve();
     uint64_t t = carve_clock_in();
     carve_ctx *c = NULL;
@@ -181,6 +193,14 @@ static CUresult do_free(CUdeviceptr dptr, CUstream stream, int ordered, int ptsz
         carve_clock_out(c, t);
         return r;
     }
+    return free_not_ours(dptr, stream, ordered, ptsz);
+}
+
+/* A free of a pointer carve did not hand out (NULL included). */
+static CUresult free_not_ours(CUdeviceptr dptr, CUstream stream, int ordered, int ptsz) {
+    if (!dptr) /* as the driver: freeing NULL does nothing */
+        return ordered ? (ptsz ? CALL_REAL(MemFreeAsync_ptsz, dptr, stream) : CALL_REAL(MemFreeAsync, dptr, stream))
+                       : CALL_REAL(MemFree, dptr);
     /* Not a buffer carve handed out. Memory inside an arena (a stray or
      * double free) never goes to the driver, which would free the whole
      * segment under carve. */
@@ -189,7 +209,7 @@ static CUresult do_free(CUdeviceptr dptr, CUstream stream, int ordered, int ptsz
     if (a && carve_arena_contains(a, (void *)(uintptr_t)dptr))
         return CUDA_ERROR_INVALID_VALUE;
     carve_ctx_passthrough(cur);
-    r = !ordered ? CALL_REAL(MemFree, dptr)
+    CUresult r = !ordered ? CALL_REAL(MemFree, dptr)
         : ptsz   ? CALL_REAL(MemFreeAsync_ptsz, dptr, stream)
                  : CALL_REAL(MemFreeAsync, dptr, stream);
     if (r == CUDA_SUCCESS)

@@ -69,6 +69,13 @@ carve_quarantine *carve_q_create(carve_arena *arena, struct CUctx_st *ctx) CARVE
  * may_record, a full epoch is closed (events recorded) and completed ones
  * given back; without, no driver function is called. */
 void carve_q_join(carve_quarantine *q, const uintptr_t *ptr, size_t n, size_t bytes, int may_record) CARVE_INTERNAL;
+/* n freed buffers, marked pending, bytes in all, that the freeing thread
+ * keeps itself join the open epoch: they count towards closing it, and may
+ * be reused once carve_q_done reaches the number returned (0: the context
+ * is gone, the buffers only lose their marks). may_record as above. */
+uint64_t carve_q_join_kept(carve_quarantine *q, size_t n, size_t bytes, int may_record) CARVE_INTERNAL;
+/* Every epoch up to this number has completed (lock-free). */
+uint64_t carve_q_done(const carve_quarantine *q) CARVE_INTERNAL;
 /* A buffer that cannot be marked: wait for the device, then free it. */
 void carve_q_free_now(carve_quarantine *q, uintptr_t ptr) CARVE_INTERNAL;
 /* Whether anything waits (a hint, read without the lock). */

@@ -25,6 +25,11 @@
  * than one with none), at most EPOCH_FREES_MAX, or after EPOCH_BYTES.
  * Buffers waiting here keep their pending mark (pending.c) until they are
  * given back, so a second free of one is refused.
+ *
+ * Epochs are numbered; q->done is the number up to which every epoch has
+ * completed. A thread may keep the buffers of a batch it joins
+ * (carve_q_join_kept: the epoch counts them and their bytes, holds nothing)
+ * and reuse them once q->done reaches the number it was given.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -40,8 +45,10 @@
 #define MAX_EPOCHS 64 /* closed epochs in flight; past this, wait for the oldest */
 
 typedef struct epoch {
-    uintptr_t *ptr;
-    size_t n, cap, bytes;
+    uint64_t seq;           /* its number: epochs close and complete in this order */
+    uintptr_t *ptr;         /* the buffers it gives back */
+    size_t n, cap, bytes;   /* bytes: of all its frees, kept ones included */
+    size_t kept, kept_bytes; /* frees whose threads keep the buffers (carve_q_join_kept) */
     CUevent *ev;
     unsigned nev, cap_ev;
 } epoch;
@@ -55,7 +62,8 @@ struct carve_quarantine {
     epoch ring[MAX_EPOCHS]; /* closed, oldest at head */
     unsigned head, count;
     int busy;               /* count || cur.n, for readers without the lock (atomic) */
-    size_t held;            /* bytes in cur and ring */
+    size_t held;            /* bytes of the buffers in cur and ring (not kept ones) */
+    uint64_t done;          /* every epoch up to this number has completed (atomic) */
     unsigned quiet_polls;   /* looks at the epochs since frees last joined */
     CUevent *spare;
     unsigned nspare, cap_spare;
@@ -105,6 +113,7 @@ carve_quarantine *carve_q_create(carve_arena *arena, struct CUctx_st *ctx) {
     pthread_mutex_init(&q->lock, NULL);
     q->arena = arena;
     q->ctx = ctx;
+    q->cur.seq = 1;
     return q;
 }
 
@@ -167,7 +176,15 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem) {
 
 /* ---- epochs (lock held) ------------------------------------------------- */
 
-/* Give an epoch's buffers back to carve, then drop their pending marks. */
+/* Every epoch up to seq has completed: threads may reuse the buffers they
+ * kept from those epochs. */
+static void completed(carve_quarantine *q, uint64_t seq) {
+    if (seq > q->done)
+        __atomic_store_n(&q->done, seq, __ATOMIC_RELEASE);
+}
+
+/* Give an epoch's buffers back to carve, then drop their pending marks; its
+ * kept buffers may be reused by their threads from now on. */
 static void release_epoch(carve_quarantine *q, epoch *e) {
     carve_pending_release_begin();
     for (size_t i = 0; i < e->n; i++) {
@@ -177,10 +194,13 @@ static void release_epoch(carve_quarantine *q, epoch *e) {
     carve_pending_release_end();
     for (unsigned i = 0; i < e->nev; i++)
         give_event(q, e->ev[i]);
-    q->held -= e->bytes;
-    e->n = e->bytes = 0;
+    q->held -= e->bytes - e->kept_bytes;
+    completed(q, e->seq);
+    e->n = e->bytes = e->kept = e->kept_bytes = 0;
     e->nev = 0;
 }
+
+static int epoch_empty(const epoch *e) { return !e->n && !e->kept; }
 
 /* Release the closed epochs whose events have completed, oldest first;
  * with wait, all of them. */
@@ -211,7 +231,7 @@ static void poll_epochs(carve_quarantine *q, int wait) {
  * (a graph capture is in progress). */
 static int close_epoch(carve_quarantine *q) {
     epoch *cur = &q->cur;
-    if (!cur->n)
+    if (epoch_empty(cur))
         return 0;
     if (carve_capture_active())
         return -1;
@@ -239,6 +259,7 @@ static int close_epoch(carve_quarantine *q) {
         drv.CtxSynchronize();
         leave(pushed);
         release_epoch(q, cur);
+        cur->seq++; /* what joins from now on waits for what comes next */
         q->drains++;
         return 0;
     }
@@ -247,8 +268,10 @@ static int close_epoch(carve_quarantine *q) {
     unsigned slot = (q->head + q->count) % MAX_EPOCHS;
     epoch spare = q->ring[slot];
     q->ring[slot] = *cur;
+    uint64_t seq = cur->seq;
     *cur = spare;
-    cur->n = cur->bytes = 0;
+    cur->seq = seq + 1;
+    cur->n = cur->bytes = cur->kept = cur->kept_bytes = 0;
     cur->nev = 0;
     q->count++;
     q->epochs++;
@@ -257,7 +280,8 @@ static int close_epoch(carve_quarantine *q) {
 
 static int epoch_full(const carve_quarantine *q) {
     size_t frees = EPOCH_FREES * (q->nnb + 1);
-    return q->cur.n >= (frees < EPOCH_FREES_MAX ? frees : EPOCH_FREES_MAX) || q->cur.bytes >= EPOCH_BYTES;
+    return q->cur.n + q->cur.kept >= (frees < EPOCH_FREES_MAX ? frees : EPOCH_FREES_MAX) ||
+           q->cur.bytes >= EPOCH_BYTES;
 }
 
 /* Buffers of a destroyed context: the driver freed their memory with it,
@@ -269,7 +293,7 @@ static void forget(const uintptr_t *ptr, size_t n) {
 
 /* Say whether anything waits, for carve_q_busy; then unlock. */
 static void unlock(carve_quarantine *q) {
-    __atomic_store_n(&q->busy, q->count || q->cur.n, __ATOMIC_RELAXED);
+    __atomic_store_n(&q->busy, q->count || !epoch_empty(&q->cur), __ATOMIC_RELAXED);
     pthread_mutex_unlock(&q->lock);
 }
 
@@ -306,6 +330,24 @@ void carve_q_join(carve_quarantine *q, const uintptr_t *ptr, size_t n, size_t by
     unlock(q);
 }
 
+uint64_t carve_q_join_kept(carve_quarantine *q, size_t n, size_t bytes, int may_record) {
+    pthread_mutex_lock(&q->lock);
+    uint64_t seq = 0;
+    if (!q->gone) {
+        seq = q->cur.seq;
+        q->cur.kept += n;
+        q->cur.kept_bytes += bytes;
+        q->cur.bytes += bytes;
+        q->quiet_polls = 0;
+        if (may_record && epoch_full(q) && close_epoch(q) == 0)
+            poll_epochs(q, 0);
+    }
+    unlock(q);
+    return seq;
+}
+
+uint64_t carve_q_done(const carve_quarantine *q) { return __atomic_load_n(&q->done, __ATOMIC_ACQUIRE); }
+
 void carve_q_free_now(carve_quarantine *q, uintptr_t ptr) {
     pthread_mutex_lock(&q->lock);
     synchronize(q);
@@ -323,7 +365,7 @@ void carve_q_poll(carve_quarantine *q) {
         poll_epochs(q, 0);
         /* Frees that stopped coming (none joined since the last look): close
          * their epoch now rather than when it is full. */
-        if (!q->count && q->cur.n && q->quiet_polls++)
+        if (!q->count && !epoch_empty(&q->cur) && q->quiet_polls++)
             close_epoch(q);
     }
     unlock(q);
@@ -331,7 +373,7 @@ void carve_q_poll(carve_quarantine *q) {
 
 void carve_q_drain(carve_quarantine *q) {
     pthread_mutex_lock(&q->lock);
-    if (!q->gone && (q->cur.n || q->count)) {
+    if (!q->gone && (!epoch_empty(&q->cur) || q->count)) {
         close_epoch(q);
         poll_epochs(q, 1);
         q->drains++;
@@ -375,7 +417,7 @@ void carve_q_stream_destroyed(carve_quarantine *q, carve_stream s) {
      * carve_free records on a buffer's own stream: give back everything in
      * the quarantine while s still exists (a wait, only when frees are
      * pending; streams are seldom destroyed). */
-    if (!q->gone && (q->cur.n || q->count) && close_epoch(q) == 0) {
+    if (!q->gone && (!epoch_empty(&q->cur) || q->count) && close_epoch(q) == 0) {
         poll_epochs(q, 1);
         q->drains++;
     }
@@ -386,11 +428,11 @@ void carve_q_gone(carve_quarantine *q) {
     pthread_mutex_lock(&q->lock);
     q->gone = 1;
     forget(q->cur.ptr, q->cur.n);
-    q->cur.n = q->cur.bytes = 0;
+    q->cur.n = q->cur.bytes = q->cur.kept = q->cur.kept_bytes = 0;
     for (unsigned i = 0; i < q->count; i++) {
         epoch *e = &q->ring[(q->head + i) % MAX_EPOCHS];
         forget(e->ptr, e->n);
-        e->n = e->bytes = 0;
+        e->n = e->bytes = e->kept = e->kept_bytes = 0;
         e->nev = 0; /* the driver destroys the events with the context */
     }
     q->count = 0;

@@ -197,6 +197,37 @@ static void mode_quarantine(void) {
     printf("OK quarantine unordered_reused=%d ordered_reused=%d\n", unordered_reused, ordered_reused);
 }
 
+/* Frees with no stream named, one buffer live at a time in three sizes: an
+ * address comes back (through the quarantine, or to the thread that freed
+ * it) only after an event recorded after its free has completed, and never
+ * while events do not complete (MOCK_EVENT_POLLS). The buffers keep their
+ * patterns while live. */
+static void mode_reuse(void) {
+    enum { N = 4000 };
+    static CUdeviceptr addr[N];
+    static unsigned long long freed_at[N];
+    int reused = 0, early = 0;
+    for (int i = 0; i < N; i++) {
+        CUdeviceptr p = 0;
+        CU(cuMemAlloc_v2(&p, 4096 + (size_t)(i % 3) * 256));
+        unsigned long long recorded, done;
+        mock_cuda_event_serials(&recorded, &done);
+        for (int k = i - 1; k >= 0; k--)
+            if (addr[k] == p) {
+                reused++;
+                early += done <= freed_at[k];
+                break;
+            }
+        addr[i] = p;
+        fill(p, 256, (uint64_t)i);
+        CHECK(intact(p, 256, (uint64_t)i));
+        mock_cuda_event_serials(&freed_at[i], &done); /* before: the free may record the events itself */
+        CU(cuMemFree_v2(p));
+    }
+    printf("OK reuse %d of %d allocations got an address back, %d before an event recorded after its free "
+           "completed\n", reused, N, early);
+}
+
 static void start(void);
 
 static void *worker(void *arg) {
@@ -478,8 +509,8 @@ static void mode_reset(void) {
 
 int main(int argc, char **argv) {
     if (argc != 2) {
-        fprintf(stderr, "usage: dropin_cpu_app basic|lookup|foreign|info|oom|quarantine|threads|loop|fork|capture|"
-                        "doublefree|batches|reset\n");
+        fprintf(stderr, "usage: dropin_cpu_app basic|lookup|foreign|info|oom|quarantine|reuse|threads|loop|fork|"
+                        "capture|doublefree|batches|reset\n");
         return 2;
     }
     start();
@@ -496,6 +527,8 @@ int main(int argc, char **argv) {
         mode_oom();
     else if (!strcmp(m, "quarantine"))
         mode_quarantine();
+    else if (!strcmp(m, "reuse"))
+        mode_reuse();
     else if (!strcmp(m, "threads"))
         mode_threads();
     else if (!strcmp(m, "loop"))

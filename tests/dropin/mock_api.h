@@ -41,6 +41,7 @@ unsigned long long mock_cuda_async_allocs(void);
 int mock_cuda_broken_captures(void);
 unsigned long long mock_cuda_event_waits(void);
 unsigned long long mock_cuda_calls(void);
+void mock_cuda_event_serials(unsigned long long *recorded, unsigned long long *done_max);
 
 /* A failed check prints where and counts; the program exits non-zero when
  * any failed (each program defines `failures`). */

@@ -41,6 +41,7 @@ struct mock_stream {
 };
 struct mock_event {
     int polls_left;
+    unsigned long long serial; /* records before and with this one's last */
 };
 
 static struct mock_ctx primary = {0};
@@ -60,6 +61,7 @@ static size_t nallocs, cap_allocs, used;
 static unsigned long long stat_allocs, stat_frees, stat_bad_frees, stat_async_allocs;
 static unsigned long long stat_calls; /* every call of a driver function */
 static unsigned long long stat_event_waits;
+static unsigned long long event_records, event_done_max; /* atomic: see mock_cuda_event_serials */
 #define COUNTED() __atomic_add_fetch(&stat_calls, 1, __ATOMIC_RELAXED)
 
 /* The environment, read once (getenv on every call would dwarf what the
@@ -108,6 +110,21 @@ EXPORT unsigned long long mock_cuda_async_allocs(void) { return __atomic_load_n(
 
 /* cuEventSynchronize calls so far (waits for device work). */
 EXPORT unsigned long long mock_cuda_event_waits(void) { return __atomic_load_n(&stat_event_waits, __ATOMIC_RELAXED); }
+
+/* Events recorded so far, and the highest number (in record order) of an
+ * event seen complete: a buffer freed when *recorded was n may be reused
+ * only once *done_max > n (an event recorded after its free completed). */
+EXPORT void mock_cuda_event_serials(unsigned long long *recorded, unsigned long long *done_max) {
+    *recorded = __atomic_load_n(&event_records, __ATOMIC_ACQUIRE);
+    *done_max = __atomic_load_n(&event_done_max, __ATOMIC_ACQUIRE);
+}
+
+static void event_done(CUevent e) {
+    unsigned long long seen = __atomic_load_n(&event_done_max, __ATOMIC_RELAXED);
+    while (e->serial > seen &&
+           !__atomic_compare_exchange_n(&event_done_max, &seen, e->serial, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+    }
+}
 
 /* Calls of driver functions so far (each costs time in a real driver). */
 EXPORT unsigned long long mock_cuda_calls(void) { return __atomic_load_n(&stat_calls, __ATOMIC_RELAXED); }
@@ -382,6 +399,7 @@ EXPORT CUresult cuEventRecord(CUevent e, CUstream s) {
         return 906;
     }
     e->polls_left = event_polls();
+    e->serial = __atomic_add_fetch(&event_records, 1, __ATOMIC_ACQ_REL);
     return OK;
 }
 EXPORT CUresult cuEventQuery(CUevent e) {
@@ -390,12 +408,14 @@ EXPORT CUresult cuEventQuery(CUevent e) {
         e->polls_left--;
         return NOT_READY;
     }
+    event_done(e);
     return OK;
 }
 EXPORT CUresult cuEventSynchronize(CUevent e) {
     COUNTED();
     __atomic_add_fetch(&stat_event_waits, 1, __ATOMIC_RELAXED);
     e->polls_left = 0;
+    event_done(e);
     return OK;
 }
 EXPORT CUresult cuEventDestroy_v2(CUevent e) {

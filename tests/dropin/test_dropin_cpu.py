@@ -145,6 +145,14 @@ def main():
     rc, out, err = run([run_tool, "--", app, "quarantine"], {"MOCK_EVENT_POLLS": "1000000"})
     check(rc == 0 and "unordered_reused=0 ordered_reused=1" in out,
           f"an unordered free waits for device work; an ordered one is reused at once: {out}{err}")
+    for polls, want in (("1000000", "never"), ("3", "after"), ("0", "after")):
+        rc, out, err = run([run_tool, "--", app, "reuse"], {"MOCK_EVENT_POLLS": polls})
+        line = ok_line(out, "reuse")
+        n = number_before(line, "of") if line else -1
+        check(rc == 0 and line and (n == 0 if want == "never" else n > 1000) and line.endswith(" 0 before an event "
+              "recorded after its free completed"),
+              f"unordered frees come back (to the freeing thread too) only after an event recorded after "
+              f"them completed (MOCK_EVENT_POLLS={polls}): {out}{err}")
     rc, out, err = run([run_tool, "--", app, "threads"])
     check(rc == 0 and ok_line(out, "threads"), f"eight threads: {out}{err}")
     rc, out, err = run([run_tool, "--", app, "capture"])
