@@ -85,6 +85,28 @@ typedef struct carve_block {
     } u;
 } __attribute__((aligned(64))) carve_block;
 
+/* Make b the pool block [addr, addr+size) of span, linked after prev (NULL:
+ * first); its state is the caller's to set. */
+static inline void carve_block_link(carve_block *b, carve_block *span, carve_block *prev, uintptr_t addr,
+                                    size_t size) {
+    b->addr = addr;
+    b->size = size;
+    b->cls = span->cls;
+    b->span = span;
+    b->slack = 0;
+    b->flags = 0;
+    b->prev = prev;
+    b->next = prev ? prev->next : span->u.r.first;
+    if (b->next)
+        b->next->prev = b;
+    else
+        span->u.r.last = b;
+    if (prev)
+        prev->next = b;
+    else
+        span->u.r.first = b;
+}
+
 /* Bytes asked for by a live pool block. */
 static inline size_t carve_block_requested(const carve_block *b) { return b->size - b->slack; }
 

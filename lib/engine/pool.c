@@ -367,16 +367,7 @@ void carve_pool_extend_span(carve_pool *p, carve_block *span, size_t added, carv
         carve_slab_put(&p->slab, blk);
         return;
     }
-    blk->addr = last->addr + last->size;
-    blk->size = added;
-    blk->cls = span->cls;
-    blk->span = span;
-    blk->slack = 0;
-    blk->flags = 0;
-    blk->prev = last;
-    blk->next = NULL;
-    last->next = blk;
-    span->u.r.last = blk;
+    carve_block_link(blk, span, last, last->addr + last->size, added);
     if (unmapped) {
         carve_vmm_list_add(p, blk);
     } else {

@@ -106,22 +106,7 @@ size_t carve_vmm_unmapped(const carve_segment *s, uintptr_t addr, size_t size) {
 /* A new pool block [addr, addr+size) of span, linked after prev (NULL: first). */
 static carve_block *block_new(carve_pool *p, carve_block *span, carve_block *prev, uintptr_t addr, size_t size) {
     carve_block *b = carve_slab_get(&p->slab);
-    b->addr = addr;
-    b->size = size;
-    b->cls = span->cls;
-    b->span = span;
-    b->slack = 0;
-    b->flags = 0;
-    b->prev = prev;
-    b->next = prev ? prev->next : span->u.r.first;
-    if (b->next)
-        b->next->prev = b;
-    else
-        span->u.r.last = b;
-    if (prev)
-        prev->next = b;
-    else
-        span->u.r.first = b;
+    carve_block_link(b, span, prev, addr, size);
     return b;
 }
 
