@@ -130,7 +130,7 @@ static carve_block *pool_refill(carve_arena *a, carve_pool *p, unsigned cls, siz
         if (!span && *st == CARVE_OK && carve_pool_return_empty(p, CARVE_RETURN_OWN) > 0)
             span = carve_heap_take(a, p, cls, want, need, st);
         int ask_others = !span && *st == CARVE_OK && !asked_others && !a->vmm && CARVE_LOAD(&a->multi) &&
-                         a->heap.reserved + want > a->heap.reserved_peak;
+                         CARVE_LOAD(&a->heap.reserved) + want > CARVE_LOAD(&a->heap.reserved_peak);
         if (!span && *st == CARVE_OK && !ask_others) {
             *st = carve_heap_grow(a, want, need);
             if (*st == CARVE_OK)

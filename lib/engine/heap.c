@@ -233,7 +233,7 @@ void carve_heap_give(carve_arena *a, carve_block *span, void *ev) {
 static size_t grow_step(const carve_arena *a) {
     if (a->min_grow)
         return a->min_grow;
-    size_t g = carve_align_up(a->heap.reserved / 8, CARVE_SEGMENT_GRANULE);
+    size_t g = carve_align_up(CARVE_LOAD(&a->heap.reserved) / 8, CARVE_SEGMENT_GRANULE);
     if (g < CARVE_SEGMENT_GRANULE)
         g = CARVE_SEGMENT_GRANULE;
     return g < CARVE_AUTO_GROW_MAX ? g : CARVE_AUTO_GROW_MAX;
@@ -243,7 +243,7 @@ static size_t grow_step(const carve_arena *a) {
  * that fits the request. 0 when nothing fits. */
 static size_t grow_size(carve_arena *a, size_t want, size_t need) {
     carve_heap *h = &a->heap;
-    size_t used = h->reserved + h->inflight;
+    size_t used = CARVE_LOAD(&h->reserved) + CARVE_LOAD(&h->inflight);
     size_t room = a->limit > used ? a->limit - used : 0;
     size_t step = grow_step(a);
     size_t pref = want > step ? want : step;
@@ -295,9 +295,7 @@ static carve_status heap_add_segment(carve_arena *a, uintptr_t base, size_t size
     h->segs = seg;
     h->nsegs++;
     if (!a->vmm) { /* in virtual-memory mode only mapped granules count */
-        CARVE_STORE(&h->reserved, h->reserved + size);
-        if (h->reserved > h->reserved_peak)
-            CARVE_STORE(&h->reserved_peak, h->reserved);
+        carve_atomic_max(&h->reserved_peak, __atomic_add_fetch(&h->reserved, size, __ATOMIC_RELAXED));
     }
     carve_index_insert(&h->index, r);
     return CARVE_OK;
@@ -325,7 +323,7 @@ carve_status carve_heap_grow(carve_arena *a, size_t want, size_t need) {
             size = carve_align_up(need, CARVE_SEGMENT_GRANULE);
         }
     } else if (!a->growth) {
-        if (h->nsegs > 0 || h->inflight > 0) {
+        if (h->nsegs > 0 || CARVE_LOAD(&h->inflight) > 0) {
             carve_note("growth is off and the arena's one block of %s has no free range that fits",
                        carve_format_bytes(b1, sizeof(b1), a->initial));
             return CARVE_ERR_OOM;
@@ -339,19 +337,19 @@ carve_status carve_heap_grow(carve_arena *a, size_t want, size_t need) {
     } else {
         /* Rather than raise the reserved peak, give fully free segments back
          * first: the new segment then replaces them instead of adding to them. */
-        if (h->reserved + (want > need ? want : need) > h->reserved_peak)
+        if (CARVE_LOAD(&h->reserved) + (want > need ? want : need) > CARVE_LOAD(&h->reserved_peak))
             carve_heap_release_free(a);
         if (!(size = grow_size(a, want, need))) {
             carve_note("growing by %s would pass the limit of %s (%s reserved)",
                        carve_format_bytes(b1, sizeof(b1), need), carve_format_bytes(b2, sizeof(b2), a->limit),
-                       carve_format_bytes(b3, sizeof(b3), h->reserved + h->inflight));
+                       carve_format_bytes(b3, sizeof(b3), CARVE_LOAD(&h->reserved) + CARVE_LOAD(&h->inflight)));
             return CARVE_ERR_OOM;
         }
     }
     /* In flight against the limit; address space (virtual-memory mode)
      * holds no memory. */
     size_t held = a->vmm ? 0 : size;
-    h->inflight += held;
+    __atomic_add_fetch(&h->inflight, held, __ATOMIC_RELAXED);
     carve_mutex_unlock(&h->lock);
     uintptr_t base = 0;
     carve_status st = a->be.ops->reserve(&a->be, size, &base);
@@ -360,17 +358,17 @@ carve_status carve_heap_grow(carve_arena *a, size_t want, size_t need) {
          * more and use the aligned part. */
         a->be.ops->release(&a->be, base, size);
         size_t more = size + CARVE_SEGMENT_GRANULE;
-        if (a->growth && (h->reserved + h->inflight - size + more > a->limit)) {
+        if (a->growth && (CARVE_LOAD(&h->reserved) + CARVE_LOAD(&h->inflight) - size + more > a->limit)) {
             st = CARVE_ERR_OOM;
             carve_backend_fail("the backend returned an unaligned block and one granule more passes the limit");
         } else {
-            h->inflight += more - size;
+            __atomic_add_fetch(&h->inflight, more - size, __ATOMIC_RELAXED);
             held = size = more;
             st = a->be.ops->reserve(&a->be, size, &base);
         }
     }
     carve_mutex_lock(&h->lock);
-    h->inflight -= held;
+    __atomic_sub_fetch(&h->inflight, held, __ATOMIC_RELAXED);
     if (st != CARVE_OK) {
         carve_note("the %s backend could not reserve %s: %s", carve_backend_str(a->be.kind),
                    carve_format_bytes(b1, sizeof(b1), size), carve_backend_msg());
@@ -429,12 +427,12 @@ carve_status carve_heap_release_free(carve_arena *a) {
         size_t held = a->vmm ? 0 : s->raw_size; /* mapped bytes were counted by the unmapping */
         h->nsegs--;
         carve_index_remove(&h->index, s->first);
-        CARVE_STORE(&h->reserved, h->reserved - held);
-        h->inflight += held;
+        __atomic_sub_fetch(&h->reserved, held, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&h->inflight, held, __ATOMIC_RELAXED);
         carve_mutex_unlock(&h->lock);
         carve_status st = a->be.ops->release(&a->be, s->raw_base, s->raw_size);
         carve_mutex_lock(&h->lock);
-        h->inflight -= held;
+        __atomic_sub_fetch(&h->inflight, held, __ATOMIC_RELAXED);
         if (st == CARVE_OK) {
             __atomic_add_fetch(&h->nrelease, 1, __ATOMIC_RELAXED); /* in virtual-memory mode, the address space */
             carve_slab_put(&h->slab, s->first);
@@ -447,7 +445,7 @@ carve_status carve_heap_release_free(carve_arena *a) {
             s->prev = NULL;
             s->next = kept;
             kept = s;
-            CARVE_STORE(&h->reserved, h->reserved + held);
+            __atomic_add_fetch(&h->reserved, held, __ATOMIC_RELAXED);
         }
     }
     while (kept) { /* still reserved and usable */

@@ -27,7 +27,7 @@ carve_status carve_reclaim(carve_arena *a, unsigned flags) {
     carve_pool *first = NULL;
     int synced = 0;
     carve_mutex_lock(&a->heap.lock);
-    uint64_t unmap_failed = a->heap.nunmap_failed;
+    uint64_t unmap_failed = CARVE_LOAD(&a->heap.nunmap_failed);
     carve_mutex_unlock(&a->heap.lock);
     if (wait) {
         carve_mutex_lock(&a->pools_lock);
@@ -57,11 +57,12 @@ carve_status carve_reclaim(carve_arena *a, unsigned flags) {
     if (wait)
         carve_heap_sync(a);
     if (a->vmm && release) { /* what is mapped now is what live buffers need */
-        a->heap.target = a->heap.reserved > a->initial ? a->heap.reserved : a->initial;
+        size_t held = CARVE_LOAD(&a->heap.reserved);
+        CARVE_STORE(&a->heap.target, held > a->initial ? held : a->initial);
         size_t now = 0;
         for (carve_pool *q = CARVE_LOAD_ACQ(&a->pools); q; q = q->next_all) {
             __atomic_store_n(&q->touched_peak, __atomic_load_n(&q->touched, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
-            now += q->touched;
+            now += __atomic_load_n(&q->touched, __ATOMIC_RELAXED);
         }
         __atomic_store_n(&a->heap.vpeak, now * CARVE_SEGMENT_GRANULE, __ATOMIC_RELAXED);
     }
@@ -75,9 +76,9 @@ carve_status carve_reclaim(carve_arena *a, unsigned flags) {
                    carve_backend_msg());
         st = CARVE_ERR_BACKEND;
     }
-    if (release && st == CARVE_OK && a->heap.nunmap_failed != unmap_failed) {
+    if (release && st == CARVE_OK && CARVE_LOAD(&a->heap.nunmap_failed) != unmap_failed) {
         carve_note("the %s backend refused to unmap %llu granule(s), which stay mapped: %s",
-                   carve_backend_str(a->be.kind), (unsigned long long)(a->heap.nunmap_failed - unmap_failed),
+                   carve_backend_str(a->be.kind), (unsigned long long)(CARVE_LOAD(&a->heap.nunmap_failed) - unmap_failed),
                    carve_backend_msg());
         st = CARVE_ERR_BACKEND;
     }

@@ -59,8 +59,8 @@ void carve_stats_collect(const carve_arena *a, carve_stats *s, int with_largest)
         s->requested_bytes_peak = s->requested_bytes;
 
     carve_mutex_lock(&m->heap.lock);
-    s->reserved_bytes = a->heap.reserved;
-    s->reserved_bytes_peak = a->heap.reserved_peak;
+    s->reserved_bytes = CARVE_LOAD(&a->heap.reserved);
+    s->reserved_bytes_peak = CARVE_LOAD(&a->heap.reserved_peak);
     s->num_segments = a->heap.nsegs;
     s->num_backend_allocs = CARVE_LOAD(&a->heap.nreserve);
     s->num_backend_frees = CARVE_LOAD(&a->heap.nrelease);
@@ -97,6 +97,6 @@ void carve_reset_peak_stats(carve_arena *a) {
     CARVE_STORE(&a->g_alloc_peak, CARVE_LOAD(&a->g_alloc));
     CARVE_STORE(&a->g_req_peak, CARVE_LOAD(&a->g_req));
     carve_mutex_lock(&a->heap.lock);
-    CARVE_STORE(&a->heap.reserved_peak, a->heap.reserved);
+    CARVE_STORE(&a->heap.reserved_peak, CARVE_LOAD(&a->heap.reserved));
     carve_mutex_unlock(&a->heap.lock);
 }

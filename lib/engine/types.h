@@ -98,7 +98,8 @@ typedef struct carve_heap {
     carve_segment *segs;
     size_t nsegs;
     size_t reserved;          /* bytes held from the backend (mapped bytes in
-                                 virtual-memory mode); written under lock, read relaxed */
+                                 virtual-memory mode); every access atomic: vmm.c changes it
+                                 without the lock */
     size_t reserved_peak;
     size_t target;            /* virtual-memory mode: mapped bytes always allowed
                                  (the initial amount, or what was mapped after a release) */

@@ -83,7 +83,8 @@ size_t carve_vmm_allowance(const carve_arena *a, const carve_pool *p) {
     size_t t = __atomic_load_n(&p->touched_peak, __ATOMIC_RELAXED) * G;
     size_t slack = t / 1024 * __atomic_load_n(&p->vslack, __ATOMIC_RELAXED);
     size_t allow = t + (slack > G ? slack : G);
-    return allow > a->heap.target ? allow : a->heap.target;
+    size_t target = CARVE_LOAD(&a->heap.target);
+    return allow > target ? allow : target;
 }
 
 /* Pool lock held: the bytes mapped in p's spans. */

@@ -92,7 +92,7 @@ static inline void carve_vmm_ref(carve_pool *p, const carve_block *span, uintptr
         if (changed) {
             size_t t = p->touched + changed;
             __atomic_store_n(&p->touched, t, __ATOMIC_RELAXED);
-            if (t > p->touched_peak)
+            if (t > __atomic_load_n(&p->touched_peak, __ATOMIC_RELAXED)) /* reset under the heap lock */
                 __atomic_store_n(&p->touched_peak, t, __ATOMIC_RELAXED);
         }
     } else {
