@@ -19,6 +19,8 @@ Usage: test_dropin_cpu.py CARVE_RUN APP MOCK_DIR CARVE_REPLAY
 """
 import json
 import os
+import platform
+import re
 import signal
 import subprocess
 import sys
@@ -211,6 +213,19 @@ def main():
         f = out.split()
         check(rc == 0 and len(f) == 7 and f[0] == "pairs" and float(f[5]) < 1.1 and float(f[6]) == 0,
               f"dropin_bench_pairs {mode}: about one driver call and no runtime call a pair: {out}{err}")
+
+    # The benchmark's instrument (runtime_floor.c): behind the runtime, a
+    # stand-in serves the pairs itself; in count mode it counts driver calls.
+    floor = os.path.join(MOCK, "libdropin_floor.so")
+    rc, out, err = run([bench, "runtime", "3000"], {"LD_PRELOAD": floor})
+    served = re.search(r"dropin_floor: (\d+) allocations served by the stand-in, (\d+) passed", err)
+    check(rc == 0 and served and int(served.group(1)) >= 3000 and int(served.group(2)) < 10,
+          f"the runtime floor's stand-in serves the pairs without the driver: {out}{err}")
+    if platform.machine() == "x86_64":
+        rc, out, err = run([bench, "runtime", "3000"], {"LD_PRELOAD": floor, "DROPIN_FLOOR": "count"})
+        calls = dict((m.group(2), int(m.group(1))) for m in re.finditer(r"dropin_floor +(\d+) (\S+)\n", err))
+        check(rc == 0 and calls.get("cuMemAlloc", 0) >= 3000 and calls.get("cuMemFree", 0) >= 3000,
+              f"the runtime floor counts the driver calls a pair makes: {calls} {err[-300:]}")
 
     # ---- fault injection through carve-run --------------------------------
     rc, out, err = run([run_tool, "--conf", "fail_backend_every=3", "--", app, "oom"])

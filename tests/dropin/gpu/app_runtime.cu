@@ -13,7 +13,7 @@
  * "FAIL ..." and exits non-zero.
  *
  * Usage: app_runtime MODE   (streams threads late info oom foreign capture
- *                            fork bench)
+ *                            fork bench bench-small)
  */
 #include <cuda_runtime.h>
 #include <pthread.h>
@@ -329,12 +329,13 @@ static int cmp(const void *a, const void *b) {
 }
 
 /* ns per cudaMalloc + cudaFree pair of one size, and per cudaMallocAsync +
- * cudaFreeAsync pair: warm-up, 21 repetitions, the median. */
-static void mode_bench(void) {
+ * cudaFreeAsync pair: warm-up, 21 repetitions, the median. nsizes: 3 for
+ * 4 KiB, 1 MiB and 64 MiB ("bench"), 1 for 4 KiB only ("bench-small"). */
+static void mode_bench(int nsizes) {
     const size_t sizes[] = {4096, 1 << 20, 64 << 20};
     cudaStream_t s;
     CU(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < nsizes; k++) {
         for (int async_ = 0; async_ < 2; async_++) {
             int iters = 2000;
             double t[21];
@@ -365,7 +366,7 @@ static void mode_bench(void) {
 
 int main(int argc, char **argv) {
     if (argc != 2) {
-        fprintf(stderr, "usage: app_runtime streams|threads|late|info|oom|foreign|capture|fork|bench\n");
+        fprintf(stderr, "usage: app_runtime streams|threads|late|info|oom|foreign|capture|fork|bench|bench-small\n");
         return 2;
     }
     const char *m = argv[1];
@@ -387,7 +388,9 @@ int main(int argc, char **argv) {
     else if (!strcmp(m, "fork"))
         mode_fork();
     else if (!strcmp(m, "bench"))
-        mode_bench();
+        mode_bench(3);
+    else if (!strcmp(m, "bench-small"))
+        mode_bench(1);
     else {
         fprintf(stderr, "app_runtime: unknown mode %s\n", m);
         return 2;

@@ -15,7 +15,8 @@
 #   (cudaMalloc+cudaFree and cudaMallocAsync+cudaFreeAsync through the static
 #   cudart and through the shared one, whose functions carve-run's
 #   interposer exports itself; cuMemAlloc+cuMemFree and cuMemAllocAsync+
-#   cuMemFreeAsync through the driver API), summed up in bench-pairs.txt,
+#   cuMemFreeAsync through the driver API; beside them the runtime alone, in
+#   front of a stand-in driver that does nothing), summed up in bench-pairs.txt,
 #   PyTorch's step time and peak memory against its own caching allocator,
 #   and a trace of the training run recorded through carve-run.
 #
@@ -82,51 +83,80 @@ CARVE_RUN_QUIET=1 timeout "${MEMCHECK_TIMEOUT:-300}" compute-sanitizer --tool me
   fail "memcheck: static/streams under carve-run" "see $OUT/memcheck.log"
 
 # ---- benchmark: the interposed pair ----------------------------------------------
+# Plain (without carve-run): every size once. Under carve-run, and with the
+# runtime alone in front of a do-nothing stand-in for the driver's
+# cuMemAlloc/cuMemFree (libdropin_floor.so: what the runtime layer itself
+# costs), 4 KiB pairs in BENCH_REPS processes each (default 5), taking
+# turns: one process differs from the next by far more than carve's share.
+FLOOR=$BUILD/tests/dropin/libdropin_floor.so
 "$OUT/bin/app_static" bench >"$OUT/bench-plain.log" 2>&1
+"$OUT/bin/app_shared" bench >"$OUT/bench-shared-plain.log" 2>&1
+"$OUT/bin/app_driver" bench >"$OUT/bench-driver-plain.log" 2>&1
 "$RUN" -- "$OUT/bin/app_static" bench >"$OUT/bench-carve.log" 2>&1
 grep -q "^OK" "$OUT/bench-carve.log" && pass "bench pairs" "$(grep -m1 '4096 B' "$OUT/bench-carve.log")" ||
   fail "bench pairs" "see $OUT/bench-carve.log"
-# the same program on the shared runtime: its cudaMalloc, cudaFree,
-# cudaMallocAsync and cudaFreeAsync are the interposer's own exports
-"$OUT/bin/app_shared" bench >"$OUT/bench-shared-plain.log" 2>&1
-"$RUN" -- "$OUT/bin/app_shared" bench >"$OUT/bench-shared-carve.log" 2>&1
-grep -q "^OK" "$OUT/bench-shared-carve.log" && pass "bench pairs, shared cudart" "$(grep -m1 '4096 B' "$OUT/bench-shared-carve.log")" ||
-  fail "bench pairs, shared cudart" "see $OUT/bench-shared-carve.log"
+for rep in $(seq "${BENCH_REPS:-5}"); do
+  "$RUN" -- "$OUT/bin/app_static" bench-small >"$OUT/bench-static-carve.$rep.log" 2>&1
+  LD_PRELOAD=$FLOOR "$OUT/bin/app_static" bench-small >"$OUT/bench-static-floor.$rep.log" 2>&1
+  "$RUN" -- "$OUT/bin/app_shared" bench-small >"$OUT/bench-shared-carve.$rep.log" 2>&1
+  LD_PRELOAD=$FLOOR "$OUT/bin/app_shared" bench-small >"$OUT/bench-shared-floor.$rep.log" 2>&1
+  "$RUN" -- "$OUT/bin/app_driver" bench-small >"$OUT/bench-driver-carve.$rep.log" 2>&1
+done
+# the shared runtime's cudaMalloc, cudaFree, cudaMallocAsync and
+# cudaFreeAsync are the interposer's own exports
+grep -q "^OK" "$OUT/bench-shared-carve.1.log" && pass "bench pairs, shared cudart" "$(grep -m1 '4096 B' "$OUT/bench-shared-carve.1.log")" ||
+  fail "bench pairs, shared cudart" "see $OUT/bench-shared-carve.1.log"
 if nm -D "$OUT/bin/app_shared" 2>/dev/null | grep -q " U cudaMalloc@" &&
    nm -D --defined-only "$BUILD/lib/preload/libcarve_preload.so" | grep -q " T cudaMalloc$"; then
   pass "shared cudart: cudaMalloc is the interposer's" "the program imports it, libcarve_preload.so exports it"
 else fail "shared cudart: cudaMalloc is the interposer's" "nm -D app_shared / libcarve_preload.so"; fi
-# the same pairs through the driver API, with no runtime layer in between
-"$OUT/bin/app_driver" bench >"$OUT/bench-driver-plain.log" 2>&1
-"$RUN" -- "$OUT/bin/app_driver" bench >"$OUT/bench-driver-carve.log" 2>&1
-grep -q "^OK" "$OUT/bench-driver-carve.log" && pass "bench pairs, driver API" "$(grep -m1 '4096 B' "$OUT/bench-driver-carve.log")" ||
-  fail "bench pairs, driver API" "see $OUT/bench-driver-carve.log"
-# The 4 KiB pairs side by side (median ns of 21 x 2000), in bench-pairs.txt.
-python3 - "$OUT" <<'PY' | tee "$OUT/bench-pairs.txt"
-import re, sys
-out = sys.argv[1]
+grep -q "^OK" "$OUT/bench-driver-carve.1.log" && pass "bench pairs, driver API" "$(grep -m1 '4096 B' "$OUT/bench-driver-carve.1.log")" ||
+  fail "bench pairs, driver API" "see $OUT/bench-driver-carve.1.log"
+# the stand-in served the runtime's pairs (else its column means nothing)
+grep -q "allocations served by the stand-in" "$OUT/bench-static-floor.1.log" &&
+  pass "runtime alone: the stand-in serves" "$(grep -m1 'served by the stand-in' "$OUT/bench-static-floor.1.log")" ||
+  fail "runtime alone: the stand-in serves" "see $OUT/bench-static-floor.1.log"
+DROPIN_FLOOR=count LD_PRELOAD=$FLOOR "$OUT/bin/app_static" bench-small >"$OUT/bench-static-count.log" 2>&1
+# The 4 KiB pairs side by side, in bench-pairs.txt: each process prints the
+# median of 21 x 2000 pairs; the table gives the median over processes and
+# their range.
+python3 - "$OUT" "${BENCH_REPS:-5}" <<'PY' | tee "$OUT/bench-pairs.txt"
+import re, statistics, sys
+out, reps = sys.argv[1], int(sys.argv[2])
 def ns(log, pair):
     try:
         for line in open(f"{out}/{log}"):
             m = re.match(r"bench (\S+) 4096 B: ([0-9.]+) ns", line)
             if m and m.group(1) == pair:
-                return m.group(2)
+                return float(m.group(2))
     except OSError:
         pass
-    return "-"
-rows = [("cudaMalloc+cudaFree", "static cudart", "bench-plain.log", "bench-carve.log"),
-        ("cudaMallocAsync+cudaFreeAsync", "static cudart", "bench-plain.log", "bench-carve.log"),
-        ("cudaMalloc+cudaFree", "shared cudart", "bench-shared-plain.log", "bench-shared-carve.log"),
-        ("cudaMallocAsync+cudaFreeAsync", "shared cudart", "bench-shared-plain.log", "bench-shared-carve.log"),
-        ("cuMemAlloc+cuMemFree", "driver API", "bench-driver-plain.log", "bench-driver-carve.log"),
-        ("cuMemAllocAsync+cuMemFreeAsync", "driver API", "bench-driver-plain.log", "bench-driver-carve.log")]
-print("4 KiB pairs, median ns per pair (plain: without carve-run)")
-print(f"{'pair':32s} {'program':14s} {'plain':>10s} {'carve-run':>10s}")
-for pair, prog, plain, carve in rows:
-    print(f"{pair:32s} {prog:14s} {ns(plain, pair):>10s} {ns(carve, pair):>10s}")
+    return None
+def over(stem, pair):
+    v = [x for x in (ns(f"{stem}.{r}.log", pair) for r in range(1, reps + 1)) if x is not None]
+    return (statistics.median(v), min(v), max(v)) if v else None
+def cell(t):
+    return f"{t[0]:.1f} ({t[1]:.0f}-{t[2]:.0f})" if t else "-"
+rows = [("cudaMalloc+cudaFree", "static cudart", "bench-plain.log", "bench-static"),
+        ("cudaMallocAsync+cudaFreeAsync", "static cudart", "bench-plain.log", "bench-static"),
+        ("cudaMalloc+cudaFree", "shared cudart", "bench-shared-plain.log", "bench-shared"),
+        ("cudaMallocAsync+cudaFreeAsync", "shared cudart", "bench-shared-plain.log", "bench-shared"),
+        ("cuMemAlloc+cuMemFree", "driver API", "bench-driver-plain.log", "bench-driver"),
+        ("cuMemAllocAsync+cuMemFreeAsync", "driver API", "bench-driver-plain.log", "bench-driver")]
+print(f"4 KiB pairs, ns per pair: plain (without carve-run, one process); runtime alone (a stand-in")
+print(f"driver that does nothing serves cuMemAlloc/cuMemFree) and carve-run: median of {reps} processes")
+print(f"taking turns (range); carve's share = carve-run - runtime alone")
+print(f"{'pair':32s} {'program':14s} {'plain':>10s} {'runtime alone':>18s} {'carve-run':>18s} {'carve share':>12s}")
+for pair, prog, plain, stem in rows:
+    p = ns(plain, pair)
+    f = over(stem + "-floor", pair) if not "Async" in pair and prog != "driver API" else None
+    c = over(stem + "-carve", pair)
+    share = f"{c[0] - f[0]:.1f}" if c and f else "-"
+    print(f"{pair:32s} {prog:14s} {p if p is not None else '-':>10} {cell(f):>18s} {cell(c):>18s} {share:>12s}")
 PY
-shared=$(grep -m1 "^cudaMalloc+cudaFree  *shared" "$OUT/bench-pairs.txt" | awk '{print $NF}')
-info "aim: shared cudaMalloc+cudaFree < 150 ns" "${shared:-?} ns under carve-run (bench-pairs.txt)"
+shared=$(grep -m1 "^cudaMalloc+cudaFree  *shared" "$OUT/bench-pairs.txt" | awk '{print $(NF-2)}')
+static=$(grep -m1 "^cudaMalloc+cudaFree  *static" "$OUT/bench-pairs.txt" | awk '{print $(NF-2)}')
+info "aim: cudaMalloc+cudaFree < 150 ns" "shared ${shared:-?} ns, static ${static:-?} ns under carve-run (bench-pairs.txt)"
 
 # ---- 4: PyTorch ------------------------------------------------------------------
 T="python3 $HERE/torch_train.py --model gpt2 --steps 30 --batch 8 --seq 512"
