@@ -140,13 +140,27 @@ static void stand_in_report(void) {
             served, passed);
 }
 
+EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, unsigned long long flags);
+EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, unsigned long long flags,
+                                    int *status);
+
 /* Replace or wrap what the real cuGetProcAddress found for symbol. */
-static void swap(const char *symbol, void **pfn, unsigned long long flags) {
+static void swap(const char *symbol, void **pfn, int version, unsigned long long flags) {
     static int once;
     if (!pfn || !*pfn || !symbol)
         return;
     if (!__atomic_exchange_n(&once, 1, __ATOMIC_ACQ_REL))
         atexit(mode() == 2 ? report : stand_in_report);
+    if (strcmp(symbol, "cuGetProcAddress") == 0) { /* later lookups come here too */
+        if (version >= 12000) {
+            gpa2_fn f = cuGetProcAddress_v2;
+            memcpy(pfn, &f, sizeof(*pfn));
+        } else {
+            gpa_fn f = cuGetProcAddress;
+            memcpy(pfn, &f, sizeof(*pfn));
+        }
+        return;
+    }
     if (mode() == 1) {
         if (strcmp(symbol, "cuMemAlloc") == 0) {
             memcpy(&real_alloc, pfn, sizeof(*pfn));
@@ -186,7 +200,7 @@ EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, un
         return 3; /* CUDA_ERROR_NOT_INITIALIZED */
     CUresult r = real(symbol, pfn, version, flags);
     if (r == 0)
-        swap(symbol, pfn, flags);
+        swap(symbol, pfn, version, flags);
     return r;
 }
 
@@ -199,7 +213,7 @@ EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
         return 3;
     CUresult r = real(symbol, pfn, version, flags, status);
     if (r == 0)
-        swap(symbol, pfn, flags);
+        swap(symbol, pfn, version, flags);
     return r;
 }
 
