@@ -8,7 +8,10 @@
  * over all of it, verifies it before the free, and frees some buffers that
  * another thread allocated (cross-thread frees). Mid-run, one thread calls
  * carve_check, carve_get_stats, carve_snapshot_json and empty_cache while
- * the others keep going. At the end everything is freed, carve_check passes,
+ * the others keep going, and empty_cache and carve_get_stats at every
+ * eighth of its run; an observer thread reads the statistics all along (so
+ * ThreadSanitizer sees every reader beside every writer of the counters,
+ * whatever the timing). At the end everything is freed, carve_check passes,
  * and the statistics are zero. Overlap or lost updates show up as corrupted
  * patterns or a failed check (the virtual backend has no memory to hold
  * patterns: there carve_check and the statistics judge).
@@ -16,6 +19,7 @@
 #include "test_util.h"
 
 #include <pthread.h>
+#include <unistd.h>
 
 #define NTHREADS 8
 #define LIVE 64
@@ -107,6 +111,11 @@ static void *worker(void *arg) {
             continue;
         }
         fill(ptr[i], size[i], tag[i]);
+        if (t->index == 0 && step % (t->steps / 8 + 1) == t->steps / 16) {
+            carve_stats st;
+            if (carve_get_stats(a, &st) != CARVE_OK || carve_empty_cache(a) != CARVE_OK)
+                t->errors++;
+        }
         if (t->index == 0 && step == t->steps / 2) {
             char *json = NULL;
             if (carve_check(a) != CARVE_OK || carve_snapshot_json(a, &json) != CARVE_OK)
@@ -127,6 +136,29 @@ static void *worker(void *arg) {
     return NULL;
 }
 
+typedef struct observer {
+    carve_arena *arena;
+    int stop;            /* atomic */
+    unsigned long reads, errors;
+} observer;
+
+/* Read the statistics until told to stop (each read's peaks at or above its
+ * current values). */
+static void *observe(void *arg) {
+    observer *o = arg;
+    while (!__atomic_load_n(&o->stop, __ATOMIC_ACQUIRE)) {
+        carve_stats st;
+        if (carve_get_stats(o->arena, &st) != CARVE_OK || st.allocated_bytes_peak < st.allocated_bytes ||
+            st.reserved_bytes_peak < st.reserved_bytes)
+            o->errors++;
+        (void)carve_memory_reserved(o->arena);
+        (void)carve_memory_allocated(o->arena);
+        o->reads++;
+        usleep(200);
+    }
+    return NULL;
+}
+
 int main(void) {
     long steps = getenv("CARVE_TEST_STEPS") ? atol(getenv("CARVE_TEST_STEPS")) * 5 : 20000;
     for (int round = 0; round < 3; round++) {
@@ -144,6 +176,9 @@ int main(void) {
         handoff box = {.lock = PTHREAD_MUTEX_INITIALIZER};
         pthread_t th[NTHREADS];
         targ ta[NTHREADS];
+        observer obs = {a, 0, 0, 0};
+        pthread_t oth;
+        pthread_create(&oth, NULL, observe, &obs);
         for (int i = 0; i < NTHREADS; i++) {
             ta[i] = (targ){a, i, steps, &box, 0, c.vmm};
             pthread_create(&th[i], NULL, worker, &ta[i]);
@@ -154,6 +189,9 @@ int main(void) {
             if (ta[i].errors)
                 fprintf(stderr, "thread %d: %lu errors\n", i, ta[i].errors);
         }
+        __atomic_store_n(&obs.stop, 1, __ATOMIC_RELEASE);
+        pthread_join(oth, NULL);
+        CHECK(obs.errors == 0 && obs.reads > 0);
         while (box.n > 0) {
             box.n--;
             CHECK(intact(box.ptr[box.n], box.size[box.n], box.tag[box.n]));
@@ -167,9 +205,9 @@ int main(void) {
         CHECK(st.num_allocs == st.num_frees);
         CHECK_OK(a, carve_empty_cache(a));
         CHECK(carve_memory_reserved(a) == 0);
-        printf("round %d (%s%s): %d threads x %ld steps, %llu allocs, %llu backend allocs\n", round,
-               carve_backend_str(c.backend), c.vmm ? ", vmm=1" : "", NTHREADS, steps,
-               (unsigned long long)st.num_allocs, (unsigned long long)st.num_backend_allocs);
+        printf("round %d (%s%s): %d threads x %ld steps, %llu allocs, %llu backend allocs, %lu reads of the "
+               "statistics meanwhile\n", round, carve_backend_str(c.backend), c.vmm ? ", vmm=1" : "", NTHREADS, steps,
+               (unsigned long long)st.num_allocs, (unsigned long long)st.num_backend_allocs, obs.reads);
         carve_arena_destroy(a);
     }
     return test_finish();

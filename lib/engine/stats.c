@@ -70,6 +70,8 @@ void carve_stats_collect(const carve_arena *a, carve_stats *s, int with_largest)
         largest = l > largest ? l : largest;
     }
     carve_mutex_unlock(&m->heap.lock);
+    if (s->reserved_bytes_peak < s->reserved_bytes) /* a map between the two reads (vmm.c needs no heap lock) */
+        s->reserved_bytes_peak = s->reserved_bytes;
     s->largest_free_block = largest;
     s->limit_bytes = a->limit;
     s->cached_bytes = s->reserved_bytes > s->allocated_bytes ? s->reserved_bytes - s->allocated_bytes : 0;
