@@ -11,9 +11,10 @@
  *   scaling  the threads workload with 1, 2, 4, 8, 16 threads: each rate
  *            against 0.8 x T x the one-thread rate
  * each in the default mode (carve_config_init: virtual-memory mode on this
- * backend) and in segments mode (vmm=0). In virtual-memory mode the granule
- * maps and unmaps per operation of the timed part are counted too: on a GPU
- * each costs tens of microseconds (bench/vmm_costs.cu).
+ * backend) and in segments mode (vmm=0). The granule maps and unmaps per
+ * operation of the timed part are counted too (on a GPU each costs tens of
+ * microseconds: bench/vmm_costs.cu), and the events recorded and queried
+ * (each a driver call on a GPU).
  * Method: warm-up, many repetitions, medians; random sizes are drawn before
  * the timed loop.
  * Usage: bench_alloc [--quick] [--json FILE] [--threads N] [--segments|--vmm] [--only WORKLOAD]
@@ -133,6 +134,8 @@ typedef struct churn_result {
     size_t reserved_peak, requested_peak;
     double backend_allocs_per_op; /* timed steps: segments reserved (granules mapped) per operation */
     double backend_frees_per_op;  /* ... segments released (granules unmapped) per operation */
+    double events_per_op;         /* ... events recorded per operation (each a driver call on a GPU) */
+    double queries_per_op;        /* ... events asked about per operation */
 } churn_result;
 
 typedef struct churn_plan {
@@ -193,6 +196,8 @@ static churn_result bench_churn(int reps, size_t steps) {
         double dt = churn_run(a, NULL, &pl, &s0, &s1);
         res.backend_allocs_per_op += (double)(s1.num_backend_allocs - s0.num_backend_allocs) / (2.0 * (double)steps) / reps;
         res.backend_frees_per_op += (double)(s1.num_backend_frees - s0.num_backend_frees) / (2.0 * (double)steps) / reps;
+        res.events_per_op += (double)(s1.num_event_records - s0.num_event_records) / (2.0 * (double)steps) / reps;
+        res.queries_per_op += (double)(s1.num_event_queries - s0.num_event_queries) / (2.0 * (double)steps) / reps;
         carve_stats st;
         carve_get_stats(a, &st);
         double fp = (double)st.reserved_bytes_peak / (double)st.requested_bytes_peak;
@@ -277,6 +282,8 @@ static churn_result bench_threads(int nthreads, int reps, size_t steps) {
         double ops = 2.0 * (double)steps * nthreads;
         res.backend_allocs_per_op += (double)(s1.num_backend_allocs - s0.num_backend_allocs) / ops / reps;
         res.backend_frees_per_op += (double)(s1.num_backend_frees - s0.num_backend_frees) / ops / reps;
+        res.events_per_op += (double)(s1.num_event_records - s0.num_event_records) / ops / reps;
+        res.queries_per_op += (double)(s1.num_event_queries - s0.num_event_queries) / ops / reps;
         double fp = (double)st.reserved_bytes_peak / (double)st.requested_bytes_peak;
         if (fp > res.footprint) {
             res.footprint = fp;
@@ -367,14 +374,16 @@ int main(int argc, char **argv) {
             printf("alloc+free pairs: %lld\n", 4LL * (iters + (long long)reps * iters));
         } else if (!strcmp(only, "churn")) {
             churn_result r = bench_churn(creps, steps);
-            printf("churn (%s): %.1f ns/op, footprint %.3f, %.5f maps and %.5f unmaps per op\n", mode_name(g_vmm),
-                   r.ns_per_op, r.footprint, r.backend_allocs_per_op, r.backend_frees_per_op);
+            printf("churn (%s): %.1f ns/op, footprint %.3f, %.5f maps, %.5f unmaps, %.5f event records and %.5f "
+                   "queries per op\n", mode_name(g_vmm), r.ns_per_op, r.footprint, r.backend_allocs_per_op,
+                   r.backend_frees_per_op, r.events_per_op, r.queries_per_op);
             /* Each repetition: 1000 live allocations, steps alloc+free pairs, 1000 frees. */
             printf("alloc+free pairs: %lld\n", (long long)creps * (1000 + (long long)steps));
         } else if (!strcmp(only, "threads")) {
             churn_result r = bench_threads(nthreads, treps, tsteps);
-            printf("threads (%d, %s): %.1f M ops/s, footprint %.3f, %.5f maps and %.5f unmaps per op\n", nthreads,
-                   mode_name(g_vmm), r.ops_per_s / 1e6, r.footprint, r.backend_allocs_per_op, r.backend_frees_per_op);
+            printf("threads (%d, %s): %.1f M ops/s, footprint %.3f, %.5f maps, %.5f unmaps, %.5f event records and "
+                   "%.5f queries per op\n", nthreads, mode_name(g_vmm), r.ops_per_s / 1e6, r.footprint,
+                   r.backend_allocs_per_op, r.backend_frees_per_op, r.events_per_op, r.queries_per_op);
         } else {
             run_scaling(nthreads, treps, tsteps, NULL);
         }
@@ -416,7 +425,9 @@ int main(int argc, char **argv) {
         churn_result th = r->threads = bench_threads(nthreads, treps, tsteps);
         printf("%-28s %9.1f M/s %9s M/s %8s\n", "threads aggregate ops/s", th.ops_per_s / 1e6, ">= 20",
                verdict(th.ops_per_s >= 20e6));
-        printf("%-28s %12.3f\n\n", "threads footprint", th.footprint);
+        printf("%-28s %12.3f\n", "threads footprint", th.footprint);
+        printf("%-28s %12.5f %12s %10s   (threads: %.5f; queries per op %.5f and %.5f)\n\n", "churn event records per op",
+               ch.events_per_op, "", "", th.events_per_op, ch.queries_per_op, th.queries_per_op);
         if (f) {
             fprintf(f, "%s{\"mode\":\"%s\",\"pair_ns\":{", m ? "," : "", mode_name(g_vmm));
             for (int i = 0; i < 4; i++)
@@ -427,9 +438,12 @@ int main(int argc, char **argv) {
             fprintf(f,
                     "},\"churn_ns_per_op\":%.2f,\"churn_footprint\":%.4f,\"churn_reserved_peak\":%zu,"
                     "\"churn_requested_peak\":%zu,\"churn_maps_per_op\":%.5f,\"churn_unmaps_per_op\":%.5f,"
-                    "\"threads_ops_per_s\":%.0f,\"threads_footprint\":%.4f,\"threads_maps_per_op\":%.5f}",
+                    "\"churn_events_per_op\":%.5f,\"churn_queries_per_op\":%.5f,"
+                    "\"threads_ops_per_s\":%.0f,\"threads_footprint\":%.4f,\"threads_maps_per_op\":%.5f,"
+                    "\"threads_events_per_op\":%.5f,\"threads_queries_per_op\":%.5f}",
                     ch.ns_per_op, ch.footprint, ch.reserved_peak, ch.requested_peak, ch.backend_allocs_per_op,
-                    ch.backend_frees_per_op, th.ops_per_s, th.footprint, th.backend_allocs_per_op);
+                    ch.backend_frees_per_op, ch.events_per_op, ch.queries_per_op, th.ops_per_s, th.footprint,
+                    th.backend_allocs_per_op, th.events_per_op, th.queries_per_op);
         }
     }
     if (f) {

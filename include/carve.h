@@ -326,6 +326,11 @@ typedef struct carve_stats {
     uint64_t num_syncs;           /* times carve made the host wait for the device (an event
                                      or device synchronization: before reusing another stream's
                                      memory at the limit, releasing, unmapping), ever */
+    uint64_t num_event_records;   /* events carve recorded on streams, ever (each a driver call
+                                     on a GPU: cross-stream frees, emptied spans, and in
+                                     virtual-memory mode the fences that say which freed
+                                     granules the device is done with) */
+    uint64_t num_event_queries;   /* times carve asked whether an event had completed, ever */
 } carve_stats;
 
 /*

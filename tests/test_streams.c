@@ -99,6 +99,7 @@ static void test_record_stream(void) {
     carve_stats s;
     CHECK_OK(a, carve_get_stats(a, &s));
     CHECK(s.num_live == 0 && s.allocated_bytes == 0);
+    CHECK(s.num_event_records == 1 && s.num_event_queries == 0); /* S2's use, not asked about yet */
     CHECK_ARENA(a);
     /* Each alloc polls the pending event once; the memory comes back only
      * after the event reports done (3 polls). */
@@ -110,6 +111,8 @@ static void test_record_stream(void) {
             reused_at = i;
     }
     CHECK(reused_at >= 3);
+    CHECK_OK(a, carve_get_stats(a, &s));
+    CHECK(s.num_event_queries >= 3 && s.num_event_records == 1);
     for (int i = 0; i < 8; i++)
         CHECK_OK(a, carve_free(a, keep[i]));
     /* empty_cache waits for pending events. */

@@ -339,14 +339,17 @@ static void test_fence_at_free(void) {
             CHECK_OK(a, carve_alloc(a, 512 << 10, NULL, &b[g][i]));
         CHECK_OK(a, carve_alloc(a, 4096, NULL, &keep[g]));
     }
+    carve_stats sa, s0, s1;
+    carve_get_stats(a, &sa);
     for (int g = 0; g < GROUPS; g++)
         for (int i = 0; i < PER; i++)
             CHECK_OK(a, carve_free(a, b[g][i]));
-    carve_stats s0, s1;
     carve_get_stats(a, &s0);
+    CHECK(s0.num_event_records > sa.num_event_records); /* fences recorded by the frees */
     CHECK_OK(a, carve_alloc(a, 10 * MiB, NULL, &r)); /* fits no hole: mapped at the end */
     carve_get_stats(a, &s1);
     CHECK(s1.num_syncs == s0.num_syncs);
+    CHECK(s1.num_event_queries > s0.num_event_queries); /* the fences were asked about */
     CHECK(s1.num_backend_frees > s0.num_backend_frees);  /* room was made ... */
     CHECK(s1.reserved_bytes <= s0.reserved_bytes_peak + 2 * MiB); /* ... within the allowance */
     CHECK_ARENA(a);

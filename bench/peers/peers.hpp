@@ -222,6 +222,14 @@ class Allocator {
     }
     /* Explanation of the last failure, if the allocator gives one. */
     virtual std::string last_error() const { return ""; }
+    /* Running totals of the driver work the allocator did (named counts:
+     * maps, unmaps, event records, ...); false when it keeps none. The
+     * output gives them per timed operation of the warm repetitions. */
+    virtual bool counters(std::vector<std::pair<std::string, uint64_t>> *out)
+    {
+        (void)out;
+        return false;
+    }
 };
 
 /* ---- Time, device, statistics -------------------------------------------- */
@@ -459,6 +467,7 @@ struct Result {
     std::string reserved_method;
     uint64_t driver_used_peak = 0; /* cudaMemGetInfo used bytes above the baseline */
     double cold_s = NAN;        /* wall time of the cold pass (accounting included) */
+    std::vector<std::pair<std::string, double>> per_op; /* Allocator::counters per warm timed op */
     std::string error;
 };
 
@@ -497,6 +506,12 @@ inline void emit(const Context &cx, Allocator &A, const Result &r)
              json_num(r.peak_requested ? (double)r.driver_used_peak / (double)r.peak_requested
                                        : NAN);
         s += ",\"cold_s\":" + json_num(r.cold_s);
+    }
+    if (!r.per_op.empty()) {
+        s += ",\"per_op\":{";
+        for (size_t i = 0; i < r.per_op.size(); i++)
+            s += (i ? "," : "") + json_str(r.per_op[i].first) + ":" + json_num(r.per_op[i].second);
+        s += "}";
     }
     s += ",\"device\":" + json_str(cx.device_name);
     s += ",\"device_total\":" + json_u64(cx.device_total);
@@ -759,6 +774,9 @@ inline Result run_lists(const Context &cx, Allocator &A, const std::string &work
 
     /* warm repetitions */
     double spent = 0, wall0 = now_s();
+    std::vector<std::pair<std::string, uint64_t>> n0, n1;
+    bool counted = A.counters(&n0);
+    int done_reps = 0;
     for (int rep = 0; rep < o.max_reps; rep++) {
         double dt = run_pass<false>(cx, A, lists, streams, nullptr, &err);
         if (!err.empty()) {
@@ -766,6 +784,7 @@ inline Result run_lists(const Context &cx, Allocator &A, const std::string &work
             break;
         }
         spent += dt;
+        done_reps++;
         if (kind == "threads")
             r.reps.push_back((double)r.ops_timed / dt * 1e-6);
         else
@@ -781,6 +800,10 @@ inline Result run_lists(const Context &cx, Allocator &A, const std::string &work
     } else {
         r.ns_per_op = median(r.reps);
     }
+    if (counted && done_reps > 0 && A.counters(&n1) && n1.size() == n0.size())
+        for (size_t i = 0; i < n0.size(); i++)
+            r.per_op.emplace_back(n0[i].first, (double)(n1[i].second - n0[i].second) /
+                                                   ((double)r.ops_timed * done_reps));
     (void)cudaDeviceSynchronize();
     for (auto &v : streams)
         for (cudaStream_t st : v)

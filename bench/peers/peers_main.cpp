@@ -193,6 +193,16 @@ class CarveAllocator final : public Allocator {
     }
     std::string reserved_method() const override { return "carve_get_stats reserved_bytes_peak"; }
     std::string last_error() const override { return err_; }
+    bool counters(std::vector<std::pair<std::string, uint64_t>> *out) override
+    {
+        carve_stats st;
+        if (carve_get_stats(arena_, &st) != CARVE_OK)
+            return false;
+        *out = {{"backend_allocs", st.num_backend_allocs}, {"backend_frees", st.num_backend_frees},
+                {"event_records", st.num_event_records}, {"event_queries", st.num_event_queries},
+                {"syncs", st.num_syncs}};
+        return true;
+    }
 };
 thread_local std::string CarveAllocator::err_;
 

@@ -399,7 +399,7 @@ static carve_status bad_pointer(carve_arena *a, const char *fn, void *ptr) {
 /* Record one event per extra stream; all or nothing. */
 static carve_status uses_record(carve_arena *a, carve_uses *u) {
     for (unsigned i = 0; i < u->n; i++) {
-        carve_status st = a->be.ops->event_record(&a->be, u->streams[i], &u->events[i]);
+        carve_status st = carve_event_record(a, u->streams[i], &u->events[i]);
         if (st != CARVE_OK) {
             while (i-- > 0) {
                 a->be.ops->event_release(&a->be, u->events[i]);

@@ -74,7 +74,7 @@ static carve_block *range_coalesce(carve_arena *a, carve_block *r) {
 static int range_usable(carve_arena *a, carve_block *r, carve_stream s) {
     if (!r->u.r.event || r->stream == s)
         return 1;
-    if (a->be.ops->event_query(&a->be, r->u.r.event) == 0)
+    if (carve_event_query(a, r->u.r.event) == 0)
         return 0;
     range_drop_event(a, r);
     return 2;
@@ -396,7 +396,7 @@ static int segment_free(carve_arena *a, carve_segment *s) {
     carve_block *r = s->first;
     if (r->state != CARVE_B_FREE || r->next)
         return 0;
-    if (r->u.r.event && a->be.ops->event_query(&a->be, r->u.r.event) != 0)
+    if (r->u.r.event && carve_event_query(a, r->u.r.event) != 0)
         range_drop_event(a, r);
     return !r->u.r.event;
 }

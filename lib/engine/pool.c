@@ -211,7 +211,7 @@ void carve_pool_poll_pending(carve_pool *p, int wait, int record) {
                 continue;
             if (wait)
                 carve_wait_event(p->arena, u->events[i]);
-            else if (be->ops->event_query(be, u->events[i]) == 0)
+            else if (carve_event_query(p->arena, u->events[i]) == 0)
                 done = 0;
             if (done) {
                 be->ops->event_release(be, u->events[i]);
@@ -237,10 +237,9 @@ void carve_pool_flush_hot(carve_pool *p, int record) {
 /* Record the empty-span event of the span waiting in the unrecorded slot. */
 static void record_unrecorded(carve_pool *p) {
     carve_block *span = p->unrecorded;
-    carve_be *be = &p->arena->be;
     p->unrecorded = NULL;
     if (span && span->u.r.nlive == 0 && !span->u.r.event &&
-        be->ops->event_record(be, p->stream, &span->u.r.event) != CARVE_OK)
+        carve_event_record(p->arena, p->stream, &span->u.r.event) != CARVE_OK)
         span->u.r.event = NULL;
 }
 
@@ -284,7 +283,7 @@ size_t carve_pool_return_empty(carve_pool *p, int mode) {
             a->be.ops->event_release(&a->be, ev);
             ev = span->u.r.event = NULL; /* the span may yet stay (a refused unmap) */
         } else if (ok && !ev && mode == CARVE_RETURN_OWN) {
-            ok = a->be.ops->event_record(&a->be, p->stream, &ev) == CARVE_OK;
+            ok = carve_event_record(a, p->stream, &ev) == CARVE_OK;
         } else if (ok && !ev && mode == CARVE_RETURN_OTHER) {
             ok = 0; /* no proof that its stream's work is done */
         }
@@ -293,7 +292,7 @@ size_t carve_pool_return_empty(carve_pool *p, int mode) {
              * with it first (waited for on our own stream, else asked). */
             int done = mode == CARVE_RETURN_SYNCED || !ev ? 1
                        : mode == CARVE_RETURN_OWN     ? carve_wait_event(a, ev) == CARVE_OK
-                                                      : a->be.ops->event_query(&a->be, ev) != 0;
+                                                      : carve_event_query(a, ev) != 0;
             if (!done || carve_vmm_unmap_span(a, p, span) != 0) {
                 if (ev && ev != span->u.r.event)
                     a->be.ops->event_release(&a->be, ev);

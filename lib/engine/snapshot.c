@@ -21,13 +21,15 @@ static void stats_json(carve_strbuf *b, const carve_stats *s) {
               "\"allocated_bytes_peak\":%zu,\"reserved_bytes\":%zu,\"reserved_bytes_peak\":%zu,"
               "\"cached_bytes\":%zu,\"largest_free_block\":%zu,\"num_segments\":%zu,\"num_streams\":%zu,"
               "\"num_live\":%llu,\"num_allocs\":%llu,\"num_frees\":%llu,\"num_backend_allocs\":%llu,"
-              "\"num_backend_frees\":%llu,\"num_ooms\":%llu,\"num_syncs\":%llu}",
+              "\"num_backend_frees\":%llu,\"num_ooms\":%llu,\"num_syncs\":%llu,\"num_event_records\":%llu,"
+              "\"num_event_queries\":%llu}",
               s->requested_bytes, s->requested_bytes_peak, s->allocated_bytes, s->allocated_bytes_peak,
               s->reserved_bytes, s->reserved_bytes_peak, s->cached_bytes, s->largest_free_block,
               s->num_segments, s->num_streams, (unsigned long long)s->num_live,
               (unsigned long long)s->num_allocs, (unsigned long long)s->num_frees,
               (unsigned long long)s->num_backend_allocs, (unsigned long long)s->num_backend_frees,
-              (unsigned long long)s->num_ooms, (unsigned long long)s->num_syncs);
+              (unsigned long long)s->num_ooms, (unsigned long long)s->num_syncs,
+              (unsigned long long)s->num_event_records, (unsigned long long)s->num_event_queries);
 }
 
 static const char *block_state(const carve_block *b) {

@@ -65,6 +65,8 @@ void carve_stats_collect(const carve_arena *a, carve_stats *s, int with_largest)
     s->num_backend_allocs = CARVE_LOAD(&a->heap.nreserve);
     s->num_backend_frees = CARVE_LOAD(&a->heap.nrelease);
     s->num_syncs = CARVE_LOAD(&a->heap.nwaits);
+    s->num_event_records = CARVE_LOAD(&a->heap.nrecords);
+    s->num_event_queries = CARVE_LOAD(&a->heap.nqueries);
     if (with_largest && !a->vmm) { /* in virtual-memory mode the heap's free ranges hold no memory */
         size_t l = carve_heap_largest_free(a);
         largest = l > largest ? l : largest;

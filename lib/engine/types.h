@@ -110,6 +110,8 @@ typedef struct carve_heap {
     uint64_t nunmap_failed;   /* virtual-memory mode: unmaps the backend refused (atomic, as are
                                  reserved, inflight and the two counts in vmm.c) */
     uint64_t nwaits;          /* host waits for the device: event and device synchronizations (atomic) */
+    uint64_t nrecords;        /* events recorded (atomic) */
+    uint64_t nqueries;        /* events asked whether they completed (atomic) */
 } carve_heap;
 
 typedef struct carve_pool {
@@ -196,8 +198,20 @@ struct carve_arena {
     carve_pagemap pmap __attribute__((aligned(64)));
 };
 
-/* The host waits for the device: every wait goes through one of these, so
- * that carve_stats counts them (num_syncs). */
+/* Events recorded and asked about, and the host's waits for the device:
+ * every one goes through one of these, so that carve_stats counts them
+ * (num_event_records, num_event_queries, num_syncs). */
+static inline carve_status carve_event_record(carve_arena *a, carve_stream s, void **ev) {
+    __atomic_add_fetch(&a->heap.nrecords, 1, __ATOMIC_RELAXED);
+    return a->be.ops->event_record(&a->be, s, ev);
+}
+
+/* 1 when the work before ev has completed, 0 when not yet. */
+static inline int carve_event_query(carve_arena *a, void *ev) {
+    __atomic_add_fetch(&a->heap.nqueries, 1, __ATOMIC_RELAXED);
+    return a->be.ops->event_query(&a->be, ev);
+}
+
 static inline carve_status carve_wait_event(carve_arena *a, void *ev) {
     __atomic_add_fetch(&a->heap.nwaits, 1, __ATOMIC_RELAXED);
     return a->be.ops->event_sync(&a->be, ev);

@@ -449,7 +449,7 @@ static void fences_done_to(carve_arena *a, carve_pool *p, unsigned k) {
 static void fences_poll(carve_arena *a, carve_pool *p) {
     unsigned k = 0;
     while (k < p->vfence_n &&
-           a->be.ops->event_query(&a->be, p->vfence[(p->vfence_head + k) % CARVE_VMM_FENCES].ev) != 0)
+           carve_event_query(a, p->vfence[(p->vfence_head + k) % CARVE_VMM_FENCES].ev) != 0)
         k++;
     if (k)
         fences_done_to(a, p, k - 1);
@@ -464,7 +464,7 @@ void carve_vmm_fence(carve_arena *a, carve_pool *p) {
         (p->vfence_n && p->vfence[(p->vfence_head + p->vfence_n - 1) % CARVE_VMM_FENCES].clock == p->vclock))
         return;
     void *ev = NULL;
-    if (a->be.ops->event_record(&a->be, p->stream, &ev) != CARVE_OK)
+    if (carve_event_record(a, p->stream, &ev) != CARVE_OK)
         return; /* no fence: those granules stay until one can be recorded */
     if (p->vfence_n == CARVE_VMM_FENCES) {
         fences_poll(a, p);

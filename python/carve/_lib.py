@@ -64,6 +64,7 @@ STATS_FIELDS = [
     ("num_live", ctypes.c_uint64), ("num_allocs", ctypes.c_uint64), ("num_frees", ctypes.c_uint64),
     ("num_backend_allocs", ctypes.c_uint64), ("num_backend_frees", ctypes.c_uint64),
     ("num_ooms", ctypes.c_uint64), ("num_syncs", ctypes.c_uint64),
+    ("num_event_records", ctypes.c_uint64), ("num_event_queries", ctypes.c_uint64),
 ]
 
 
