@@ -265,14 +265,17 @@ static void report_one(carve_arena *a, int device, const carve_ctx_counts *n, vo
                 "\"reserved_bytes_at_exit\": %zu, \"live_buffers_at_exit\": %llu, \"allocs\": %llu, \"frees\": %llu, "
                 "\"async_allocs\": %llu, \"async_frees\": %llu, \"ooms\": %llu, \"passthrough_calls\": %llu, "
                 "\"driver_reserves\": %llu, \"driver_releases\": %llu, \"ns_in_carve\": %llu, "
-                "\"unordered_free_epochs\": %llu, \"waits\": %llu}",
+                "\"unordered_free_epochs\": %llu, \"waits\": %llu, \"arena_event_records\": %llu, "
+                "\"arena_event_queries\": %llu, \"arena_syncs\": %llu}",
                 r->first ? "" : ", ", device, s.requested_bytes_peak, s.allocated_bytes_peak, s.reserved_bytes_peak,
                 fp, s.limit_bytes, s.reserved_bytes, (unsigned long long)s.num_live,
                 (unsigned long long)(n->allocs + n->async_allocs), (unsigned long long)(n->frees + n->async_frees),
                 (unsigned long long)n->async_allocs, (unsigned long long)n->async_frees, (unsigned long long)n->ooms,
                 (unsigned long long)n->passthrough, (unsigned long long)s.num_backend_allocs,
                 (unsigned long long)s.num_backend_frees, (unsigned long long)n->ns_in_carve,
-                (unsigned long long)n->epochs, (unsigned long long)n->drains);
+                (unsigned long long)n->epochs, (unsigned long long)n->drains,
+                (unsigned long long)s.num_event_records, (unsigned long long)s.num_event_queries,
+                (unsigned long long)s.num_syncs);
     }
     r->first = 0;
 }

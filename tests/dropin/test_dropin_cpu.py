@@ -250,6 +250,8 @@ def main():
         d = rep["devices"][0]
         check(d["allocs"] == 2000 and d["frees"] == 2000 and d["peak_reserved_bytes"] >= d["peak_allocated_bytes"]
               and d["footprint_ratio"] >= 1.0, f"report: {d}")
+        check(all(isinstance(d.get(k), int) for k in ("arena_event_records", "arena_event_queries", "arena_syncs")),
+              f"the report gives the arena's event and wait counts: {d}")
     except (OSError, ValueError, KeyError, IndexError) as e:
         check(False, f"--report writes JSON ({e})")
     check("peak reserved" in err and "allocations" in err, f"--report prints on stderr: {err!r}")
