@@ -179,6 +179,9 @@ typedef struct carve_replay_warm {
     double seconds;               /* median wall time of one warm pass */
     uint64_t backend_allocs;      /* backend reservations (maps, in virtual-memory mode) over all warm passes */
     uint64_t backend_frees;       /* backend releases (unmaps) over all warm passes */
+    uint64_t event_records;       /* events recorded over all warm passes (carve_stats.num_event_records) */
+    uint64_t event_queries;       /* events asked about over all warm passes */
+    uint64_t syncs;               /* host waits for the device over all warm passes */
     uint64_t reserved_peak_bytes; /* the arena's reserved peak after the last pass (cold pass included) */
     uint64_t nooms;               /* allocations that ran out of memory in the warm passes */
 } carve_replay_warm;

@@ -148,6 +148,9 @@ carve_status carve_replay_run_warm(const carve_trace *t, const carve_config *cfg
         warm->seconds = warm_passes % 2 ? secs[warm_passes / 2] : (secs[warm_passes / 2 - 1] + secs[warm_passes / 2]) / 2;
         warm->backend_allocs = s1.num_backend_allocs - s0.num_backend_allocs;
         warm->backend_frees = s1.num_backend_frees - s0.num_backend_frees;
+        warm->event_records = s1.num_event_records - s0.num_event_records;
+        warm->event_queries = s1.num_event_queries - s0.num_event_queries;
+        warm->syncs = s1.num_syncs - s0.num_syncs;
         warm->reserved_peak_bytes = s1.reserved_bytes_peak;
         warm->nooms = w.nooms;
         res->nerrors += w.nerrors;

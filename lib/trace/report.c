@@ -56,17 +56,24 @@ static void write_json(FILE *out, const carve_replay_report *p) {
         fputs(", \"footprint_ratio\": null", out);
     fprintf(out, ", \"ns_per_op\": %.3f, \"replay_seconds\": %.6f, \"repeat\": %u, \"load_seconds\": %.6f",
             p->ns_per_op, p->seconds, p->repeat ? p->repeat : 1, p->load_seconds);
-    fprintf(out, ", \"num_backend_allocs\": %llu, \"num_backend_frees\": %llu, \"num_ooms\": %llu"
+    fprintf(out, ", \"num_backend_allocs\": %llu, \"num_backend_frees\": %llu, \"num_event_records\": %llu"
+                 ", \"num_event_queries\": %llu, \"num_syncs\": %llu, \"num_ooms\": %llu"
                  ", \"num_errors\": %llu, \"final_reserved_bytes\": %zu, \"live_buffers_at_end\": %llu",
             (unsigned long long)s->num_backend_allocs, (unsigned long long)s->num_backend_frees,
+            (unsigned long long)s->num_event_records, (unsigned long long)s->num_event_queries,
+            (unsigned long long)s->num_syncs,
             (unsigned long long)r->nooms, (unsigned long long)r->nerrors, s->reserved_bytes,
             (unsigned long long)s->num_live);
     const carve_replay_warm *w = p->warm;
     if (w && w->passes) {
         fprintf(out, ", \"warm_passes\": %u, \"warm_ns_per_op\": %.3f, \"warm_backend_allocs_per_pass\": %.3f"
-                     ", \"warm_backend_frees_per_pass\": %.3f, \"warm_reserved_peak_bytes\": %llu, \"warm_num_ooms\": %llu",
+                     ", \"warm_backend_frees_per_pass\": %.3f, \"warm_event_records_per_pass\": %.3f"
+                     ", \"warm_event_queries_per_pass\": %.3f, \"warm_syncs_per_pass\": %.3f"
+                     ", \"warm_reserved_peak_bytes\": %llu, \"warm_num_ooms\": %llu",
                 w->passes, t->n ? w->seconds * 1e9 / (double)t->n : 0.0, (double)w->backend_allocs / w->passes,
-                (double)w->backend_frees / w->passes, (unsigned long long)w->reserved_peak_bytes,
+                (double)w->backend_frees / w->passes, (double)w->event_records / w->passes,
+                (double)w->event_queries / w->passes, (double)w->syncs / w->passes,
+                (unsigned long long)w->reserved_peak_bytes,
                 (unsigned long long)w->nooms);
         if (t->peak_requested)
             fprintf(out, ", \"warm_footprint_ratio\": %.6f", (double)w->reserved_peak_bytes / (double)t->peak_requested);
@@ -133,16 +140,21 @@ static void write_text(FILE *out, const carve_replay_report *p) {
         fprintf(out, ", median of %u replays", repeat);
     fprintf(out, "; loaded in %.3f s)\n", p->load_seconds);
     if (r->vmm)
-        fprintf(out, "  backend calls    %llu granule maps, %llu unmaps\n", (unsigned long long)s->num_backend_allocs,
+        fprintf(out, "  backend calls    %llu granule maps, %llu unmaps", (unsigned long long)s->num_backend_allocs,
                 (unsigned long long)s->num_backend_frees);
     else
-        fprintf(out, "  backend calls    %llu segment reserves, %llu releases\n",
+        fprintf(out, "  backend calls    %llu segment reserves, %llu releases",
                 (unsigned long long)s->num_backend_allocs, (unsigned long long)s->num_backend_frees);
+    fprintf(out, "; %llu events recorded, %llu queried, %llu host waits\n", (unsigned long long)s->num_event_records,
+            (unsigned long long)s->num_event_queries, (unsigned long long)s->num_syncs);
     const carve_replay_warm *w = p->warm;
     if (w && w->passes) {
         fprintf(out, "  warm passes      %u on the same arena: %.1f ns/op (median), %.1f %s and %.1f %s per pass\n",
                 w->passes, t->n ? w->seconds * 1e9 / (double)t->n : 0.0, (double)w->backend_allocs / w->passes,
                 r->vmm ? "maps" : "reserves", (double)w->backend_frees / w->passes, r->vmm ? "unmaps" : "releases");
+        fprintf(out, "                   %.1f events recorded, %.1f queried, %.1f host waits per pass\n",
+                (double)w->event_records / w->passes, (double)w->event_queries / w->passes,
+                (double)w->syncs / w->passes);
         if (t->peak_requested)
             fprintf(out, "                   reserved peak %s, %.4f x peak requested%s\n",
                     bytes(b1, sizeof(b1), w->reserved_peak_bytes),

@@ -230,12 +230,15 @@ def test_warm(tmp):
         j = run_json(["-q", "--warm", "2"] + conf + [steps])
         check(j.get("warm_passes") == 2, "warm passes reported %s" % conf)
         for key in ("warm_ns_per_op", "warm_backend_frees_per_pass", "warm_reserved_peak_bytes",
-                    "warm_num_ooms", "warm_footprint_ratio"):
+                    "warm_num_ooms", "warm_footprint_ratio", "warm_event_records_per_pass",
+                    "warm_event_queries_per_pass", "warm_syncs_per_pass"):
             check(key in j, "warm JSON has %s %s" % (key, conf))
         check(j.get("warm_backend_allocs_per_pass") == 0,
               "a repeated step maps nothing when warm %s: %s" %
               (conf, j.get("warm_backend_allocs_per_pass")))
         check(j.get("warm_num_ooms") == 0, "no OOM when warm %s" % conf)
+        check(all(isinstance(j.get(k), int) for k in ("num_event_records", "num_event_queries", "num_syncs")),
+              "the cold pass's event and wait counts %s" % conf)
     j = run_json(["-q", steps])
     check("warm_passes" not in j or j.get("warm_passes") == 0, "no warm passes unless asked")
     rc, out, _ = run(["--warm", "1", "--conf", "vmm=1", steps])
