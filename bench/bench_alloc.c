@@ -138,6 +138,15 @@ typedef struct churn_result {
     double queries_per_op;        /* ... events asked about per operation */
 } churn_result;
 
+/* The driver work between statistics s0 and s1, over `ops` operations of all
+ * repetitions, added to res's per-operation counts. */
+static void add_driver_work(churn_result *res, const carve_stats *s0, const carve_stats *s1, double ops) {
+    res->backend_allocs_per_op += (double)(s1->num_backend_allocs - s0->num_backend_allocs) / ops;
+    res->backend_frees_per_op += (double)(s1->num_backend_frees - s0->num_backend_frees) / ops;
+    res->events_per_op += (double)(s1->num_event_records - s0->num_event_records) / ops;
+    res->queries_per_op += (double)(s1->num_event_queries - s0->num_event_queries) / ops;
+}
+
 typedef struct churn_plan {
     size_t live;       /* buffers kept live */
     size_t steps;      /* free+alloc steps timed */
@@ -194,10 +203,7 @@ static churn_result bench_churn(int reps, size_t steps) {
         carve_arena *a = new_arena();
         carve_stats s0, s1;
         double dt = churn_run(a, NULL, &pl, &s0, &s1);
-        res.backend_allocs_per_op += (double)(s1.num_backend_allocs - s0.num_backend_allocs) / (2.0 * (double)steps) / reps;
-        res.backend_frees_per_op += (double)(s1.num_backend_frees - s0.num_backend_frees) / (2.0 * (double)steps) / reps;
-        res.events_per_op += (double)(s1.num_event_records - s0.num_event_records) / (2.0 * (double)steps) / reps;
-        res.queries_per_op += (double)(s1.num_event_queries - s0.num_event_queries) / (2.0 * (double)steps) / reps;
+        add_driver_work(&res, &s0, &s1, 2.0 * (double)steps * reps);
         carve_stats st;
         carve_get_stats(a, &st);
         double fp = (double)st.reserved_bytes_peak / (double)st.requested_bytes_peak;
@@ -280,10 +286,7 @@ static churn_result bench_threads(int nthreads, int reps, size_t steps) {
         carve_stats st;
         carve_get_stats(a, &st);
         double ops = 2.0 * (double)steps * nthreads;
-        res.backend_allocs_per_op += (double)(s1.num_backend_allocs - s0.num_backend_allocs) / ops / reps;
-        res.backend_frees_per_op += (double)(s1.num_backend_frees - s0.num_backend_frees) / ops / reps;
-        res.events_per_op += (double)(s1.num_event_records - s0.num_event_records) / ops / reps;
-        res.queries_per_op += (double)(s1.num_event_queries - s0.num_event_queries) / ops / reps;
+        add_driver_work(&res, &s0, &s1, ops * reps);
         double fp = (double)st.reserved_bytes_peak / (double)st.requested_bytes_peak;
         if (fp > res.footprint) {
             res.footprint = fp;
