@@ -13,6 +13,8 @@ refused wherever the first one waits, frees held in threads' batches never
 lost, eight threads at once, fork, graph capture, the runtime functions the
 interposer exports (dropin_rt_app over the mock shared runtime), and a trace
 that is complete after exit and after SIGTERM and loads in carve-replay.
+The cap counts memory taken behind carve's back (cuMemCreate as PyTorch's
+expandable segments, ggml and NCCL use it, pitched and pool allocations).
 Also carve-run's option checking.
 
 Usage: test_dropin_cpu.py CARVE_RUN APP MOCK_DIR CARVE_REPLAY
@@ -230,6 +232,48 @@ def main():
     # ---- fault injection through carve-run --------------------------------
     rc, out, err = run([run_tool, "--conf", "fail_backend_every=3", "--", app, "oom"])
     check(rc == 0 and ok_line(out, "oom"), f"driver failures injected under carve-run lose nothing: {out}{err}")
+
+    # ---- memory taken behind carve's back, counted against the cap ---------
+    # PyTorch's expandable segments size their address range from the total
+    # memory reported (the cap) and count on cuMemCreate failing before the
+    # range is full; a cuMemCreate not held to the cap maps the whole range
+    # and PyTorch follows a null pointer (exit 139). Under the cap the program
+    # must get CUDA_ERROR_OUT_OF_MEMORY from cuMemCreate.
+    rc, out, err = run([app, "expandable", "160"])
+    check(rc == 0 and "OK expandable allocated 8 pages" in out, f"expandable segments without carve-run: {out}{err}")
+    rjson = os.path.join(tmp, "expandable.json")
+    rc, out, err = run([run_tool, "--limit", "64MiB", f"--report={rjson}", "--", app, "expandable", "160"])
+    check(rc == 0 and "OK expandable out of memory: CUDA_ERROR_OUT_OF_MEMORY (2) from cuMemCreate after 3 of 4" in out,
+          f"expandable segments past a cap of 64 MiB: PyTorch's out-of-memory error, not a crash ({rc}): {out}{err}")
+    check("cuMemCreate refused: the cap of 64.00 MiB holds 60.00 MiB" in err, f"the refusal says why: {err!r}")
+    try:
+        with open(rjson) as f:
+            c = json.load(f)["counted"][0]
+        k = c["kinds"]["cuMemCreate"]
+        check(c["cap_bytes"] == 64 << 20 and c["peak_bytes"] == 60 << 20 and c["bytes_at_exit"] == 0
+              and k["allocations"] == 3 and k["refused"] == 1 and k["peak_bytes"] == 60 << 20,
+              f"the report counts cuMemCreate's memory: {c}")
+    except (OSError, ValueError, KeyError, IndexError) as e:
+        check(False, f"expandable report ({e})")
+    rc, out, err = run([run_tool, "--limit", "64MiB", "--", app, "vmm"])
+    check(rc == 0 and "ggml_ok=1 nccl_ok=1" in out and "shared_pages=32 shared_ok=1" in out,
+          f"cuMemCreate memory counted until its handle is released and its mappings gone (ggml, NCCL), "
+          f"sharing the cap with carve's memory, consistent with cuMemGetInfo: {out}{err}")
+    rjson = os.path.join(tmp, "kinds.json")
+    rc, out, err = run([run_tool, "--limit", "64MiB", f"--report={rjson}", "--", app, "kinds"])
+    check(rc == 0 and "pitched_oom=1" in out and "pools=16 pool_oom=1 back=1 consistent=1" in out,
+          f"pitched and pool allocations counted, refused past the cap, consistent with cuMemGetInfo: {out}{err}")
+    try:
+        with open(rjson) as f:
+            c = json.load(f)["counted"][0]
+        k = c["kinds"]
+        check(c["peak_bytes"] <= 64 << 20 and k["pitched"]["refused"] == 1 and k["pools"]["refused"] == 1
+              and k["pools"]["peak_bytes"] == 64 << 20 and k["pitched"]["allocations"] >= 60
+              and c["bytes_at_exit"] == 0, f"the report counts pitched and pool memory by kind: {c}")
+    except (OSError, ValueError, KeyError, IndexError) as e:
+        check(False, f"kinds report ({e})")
+    check("counted against the cap (64.00 MiB)" in err and "pitched peak" in err and "pools peak" in err,
+          f"--report prints the counted memory by kind: {err!r}")
 
     # ---- trace, report, picture --------------------------------------------
     trace = os.path.join(tmp, "basic.csv.gz")
