@@ -94,6 +94,8 @@ int carve_counted_take(int dev, size_t size, int kind) {
 CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const void *prop, unsigned long long flags) {
     resolve();
     int carves = carve_meter_from_carve(__builtin_return_address(0));
+    if (CARVE_UNLIKELY(carve_faults_armed) && !carves && handle && size && carve_fault_next())
+        return CUDA_ERROR_OUT_OF_MEMORY;
     const CUmemAllocationProp_head *p = prop;
     int dev = handle && size && p && p->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? p->location.id : -1;
     int kind = carves ? CARVE_METER_CARVE : CARVE_METER_VMM;
@@ -146,6 +148,8 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
 
 CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t width, size_t height, unsigned elem) {
     resolve();
+    if (CARVE_UNLIKELY(carve_faults_armed) && dptr && width && height && carve_fault_next())
+        return CUDA_ERROR_OUT_OF_MEMORY;
     int dev = -1;
     void *ctx = NULL;
     /* Taken at the pitch the driver most likely picks (rows of whole 512-byte
@@ -168,6 +172,8 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t width, siz
 
 static CUresult from_pool(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, CUstream stream, int ptsz) {
     resolve();
+    if (CARVE_UNLIKELY(carve_faults_armed) && dptr && size && carve_fault_next())
+        return CUDA_ERROR_OUT_OF_MEMORY;
     int dev = -1;
     void *ctx = NULL;
     if (dptr && size)

@@ -12,7 +12,8 @@
  * driver's own function unchanged: pointers carve did not hand out, calls
  * before CUDA is up, allocations on a stream that is being captured into a
  * graph (the driver must make those graph nodes itself). What goes to the
- * driver is counted against the cap (meter.c) and given back when freed.
+ * driver is counted against the cap (meter.c) and given back when freed;
+ * failures injected on purpose (faults.c) come first.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -59,9 +60,10 @@ static struct {
     ctx_release_fn PrimaryCtxRelease;
 } real;
 
-static int resolved; /* atomic */
+static int resolved; /* atomic: 0 not yet; 1 ready; 2 ready, with failures to inject (faults.c) */
 
 static void resolve_all(void) {
+    carve_faults_init();
     carve_meter_init();
     carve_session_init();
 #define R(field, name) CARVE_SET_FN(real.field, carve_real_driver(name))
@@ -89,7 +91,7 @@ static void resolve_all(void) {
     R(PrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
     R(PrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2");
 #undef R
-    __atomic_store_n(&resolved, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&resolved, carve_faults_armed ? 2 : 1, __ATOMIC_RELEASE);
 }
 
 static inline void resolve(void) {
@@ -131,8 +133,16 @@ static int captured(CUstream s, int ptsz) {
 static NOINLINE CUresult alloc_not_served(CUdeviceptr *dptr, size_t size, CUstream stream, int ordered, int ptsz,
                                           CUresult r, carve_ctx *c);
 
-static inline CUresult do_alloc(CUdeviceptr *dptr, size_t size, CUstream stream, int ordered, int ptsz) {
+/* An allocation when not everything is plain: resolve, and say whether the
+ * call is one that is to fail on purpose (nothing is allocated then). */
+static NOINLINE int alloc_first(CUdeviceptr *dptr, size_t size) {
     resolve();
+    return carve_faults_armed && dptr && size && carve_fault_next();
+}
+
+static inline CUresult do_alloc(CUdeviceptr *dptr, size_t size, CUstream stream, int ordered, int ptsz) {
+    if (CARVE_UNLIKELY(__atomic_load_n(&resolved, __ATOMIC_ACQUIRE) != 1) && alloc_first(dptr, size))
+        return CUDA_ERROR_OUT_OF_MEMORY;
     uint64_t t = carve_clock_in();
     uintptr_t p = 0;
     carve_ctx *c = NULL;

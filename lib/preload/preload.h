@@ -5,7 +5,8 @@
  * carve_stream (the same type as CUstream), results as int (CUresult).
  *
  * Files, bottom up: captures.c counts the graph captures in progress;
- * real.c finds the real functions (libc's dlsym, the
+ * faults.c numbers the program's allocation calls and picks those that
+ * fail on purpose; real.c finds the real functions (libc's dlsym, the
  * driver's entry points); meter.c counts every byte of device memory the
  * program takes against the cap and hands libcarve its driver table,
  * metered; pending.c marks the
@@ -37,6 +38,26 @@ static inline int carve_capture_active(void) { return __atomic_load_n(&carve_cap
  * the functions on that path are never instrumented (a sanitized test build
  * preloads the runtime in front of the interposer). */
 #define CARVE_NOT_SANITIZED __attribute__((no_sanitize("address", "undefined", "thread")))
+
+/* ---- faults.c ---- */
+/* Nonzero when failures are to be injected (set once, by carve_faults_init,
+ * before any call is served). */
+extern int carve_faults_armed CARVE_INTERNAL;
+/* Read CARVE_RUN_FAIL_EVERY and CARVE_RUN_FAIL_AT (once; a bad value is
+ * said on stderr and injects nothing). Thread-safe. */
+void carve_faults_init(void) CARVE_INTERNAL;
+/* A driver hook's allocation call of the program: 1 when it is to fail
+ * (with the driver's out-of-memory error, before anything is allocated).
+ * Takes the note a runtime export left on this thread, or numbers the call. */
+int carve_fault_next(void) CARVE_INTERNAL;
+/* For a runtime export: number its call (1: to fail), and leave the driver
+ * hook the call reaches next on this thread a note that it is numbered
+ * already (fail: that it is to fail); clear the note once the call returns. */
+int carve_fault_number(void) CARVE_INTERNAL;
+void carve_fault_note(int fail) CARVE_INTERNAL;
+void carve_fault_note_clear(void) CARVE_INTERNAL;
+/* Failures injected so far. */
+unsigned long long carve_faults_injected(void) CARVE_INTERNAL;
 
 /* ---- real.c ---- */
 /* Find the real functions (once; thread-safe). 0 when the CUDA driver is
@@ -227,7 +248,7 @@ int carve_ctx_make_room(carve_ctx *c) CARVE_INTERNAL;
 
 /* ---- session.c ---- */
 typedef struct carve_session {
-    int ready;              /* options read, hooks may serve */
+    int ready;              /* options read, hooks may serve: 1; 2 with failures to inject */
     int report;             /* --report given */
     int tracing;            /* --trace or --svg given */
     int quiet;              /* no messages on stderr */

@@ -148,7 +148,7 @@ static void init_once(void) {
         trace_is_temp = 1;
     }
     carve_run.tracing = trace_path[0] != 0;
-    __atomic_store_n(&carve_run.ready, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&carve_run.ready, carve_faults_armed ? 2 : 1, __ATOMIC_RELEASE);
 }
 
 /* The trace opens at the first event: only processes that use CUDA make one. */
@@ -324,7 +324,8 @@ static void draw(void) {
     carve_trace_free(&t);
 }
 
-/* What was counted against the cap, per device and by kind (meter.c). */
+/* What was counted against the cap, per device and by kind (meter.c), and
+ * the failures injected on purpose. */
 static int report_counted(report_ctx *r) {
     int any = 0;
     for (int dev = 0; dev < 64; dev++) {
@@ -352,6 +353,8 @@ static int report_counted(report_ctx *r) {
         }
         any = 1;
     }
+    if (carve_faults_armed)
+        say("carve-run: %llu allocation failures injected", carve_faults_injected());
     return any;
 }
 
@@ -388,7 +391,7 @@ __attribute__((destructor)) static void at_exit(void) {
             fprintf(r.json, "], \"counted\": [");
         report_counted(&r);
         if (r.json) {
-            fprintf(r.json, "]}\n");
+            fprintf(r.json, "], \"injected_failures\": %llu}\n", carve_faults_injected());
             if (fclose(r.json) != 0)
                 say("carve-run: cannot write %s", report_path);
         }

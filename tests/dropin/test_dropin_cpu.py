@@ -14,7 +14,9 @@ lost, eight threads at once, fork, graph capture, the runtime functions the
 interposer exports (dropin_rt_app over the mock shared runtime), and a trace
 that is complete after exit and after SIGTERM and loads in carve-replay.
 The cap counts memory taken behind carve's back (cuMemCreate as PyTorch's
-expandable segments, ggml and NCCL use it, pitched and pool allocations).
+expandable segments, ggml and NCCL use it, pitched and pool allocations),
+and failures injected with --fail-every / --fail-at reach the program at
+exactly the calls asked for, through every entry point (dropin_fault_app).
 Also carve-run's option checking.
 
 Usage: test_dropin_cpu.py CARVE_RUN APP MOCK_DIR CARVE_REPLAY
@@ -96,6 +98,17 @@ def main():
     check(env.get("LD_PRELOAD", "").split(":")[0].endswith("libcarve_preload.so")
           and env.get("CARVE_RUN_TRACE") == "t.csv"
           and env.get("CARVE_RUN_REPORT") == "-", f"--print-env sets the interposer and friends: {out!r}")
+    for bad, opt in ((["--fail-every", "0"], "--fail-every"), (["--fail-every", "x"], "--fail-every"),
+                     (["--fail-every", "-3"], "--fail-every"), (["--fail-at", "1.5"], "--fail-at"),
+                     (["--fail-at", ""], "--fail-at"), (["--fail-at", "2", "--fail-at", "3"], "--fail-at")):
+        rc, out, err = run([run_tool] + bad + ["--", "true"])
+        check(rc == 2 and err.startswith("carve-run:") and opt in err.splitlines()[0] and out == "",
+              f"carve-run {bad}: exit 2 naming {opt} ({rc}, {err!r})")
+    rc, out, err = run([run_tool, "--", "true"], {"CARVE_RUN_FAIL_EVERY": "zero"})
+    check(rc == 2 and "CARVE_RUN_FAIL_EVERY" in err, f"a bad CARVE_RUN_FAIL_EVERY is refused by carve-run ({rc}, {err!r})")
+    rc, out, err = run([run_tool, "--print-env", "--fail-every", "7", "--fail-at", "2"])
+    check(rc == 0 and "CARVE_RUN_FAIL_EVERY=7\n" in out and "CARVE_RUN_FAIL_AT=2\n" in out,
+          f"--print-env gives the faults' environment form: {out!r}")
     rc, out, err = run([run_tool, "--", "/nonexistent/program"])
     check(rc == 127 and "cannot run" in err, "a program that cannot be run: exit 127")
     rc, out, err = run([run_tool, "--", "sh", "-c", "exit 7"])
@@ -232,6 +245,54 @@ def main():
     # ---- fault injection through carve-run --------------------------------
     rc, out, err = run([run_tool, "--conf", "fail_backend_every=3", "--", app, "oom"])
     check(rc == 0 and ok_line(out, "oom"), f"driver failures injected under carve-run lose nothing: {out}{err}")
+
+    # Every interposed allocation entry point, driver and runtime, numbered
+    # once per call of the program; the chosen calls fail with the driver's
+    # and the runtime's out-of-memory errors, and nothing else changes.
+    fault_app = os.path.join(MOCK, "dropin_fault_app")
+    entries = 13
+
+    def faults(line):
+        got = dict(kv.split("=", 1) for kv in line.split()[2:])
+        failed = [] if got["failed"] == "none" else [int(x) for x in got["failed"].split(",")]
+        per = {kv.split(":")[0]: int(kv.split(":")[1]) for kv in got["per_entry"].split(",")}
+        return int(got["calls"]), failed, per, got["errors_ok"] == "1"
+
+    rjson = os.path.join(tmp, "faults.json")
+    cases = [([run_tool, "--", fault_app], {}, lambda n: []),
+             ([run_tool, "--fail-every", "3", f"--report={rjson}", "--", fault_app], {},
+              lambda n: list(range(3, n + 1, 3))),
+             ([run_tool, "--fail-at", "5", "--", fault_app], {}, lambda n: [5]),
+             ([run_tool, "--fail-every", "13", "--fail-at", "2", "--", fault_app], {},
+              lambda n: sorted({2} | set(range(13, n + 1, 13)))),
+             ([fault_app], {"LD_PRELOAD": interposer, "CARVE_RUN_FAIL_EVERY": "3"},
+              lambda n: list(range(3, n + 1, 3))),
+             ([fault_app], {"LD_PRELOAD": interposer, "CARVE_RUN_FAIL_EVERY": "3x"}, lambda n: [])]
+    for args, extra, want in cases:
+        rc, out, err = run(args, extra)
+        line = ok_line(out, "faults")
+        what = f"faults {' '.join(args[1:-1]) or ''} {extra.get('CARVE_RUN_FAIL_EVERY', '')}"
+        if not line:
+            check(False, f"{what}: {out}{err}")
+            continue
+        n, failed, per, errors_ok = faults(line)
+        check(rc == 0 and errors_ok and n == 3 * entries and failed == want(n),
+              f"{what}: the calls that fail are exactly {want(n)}, with the driver's and runtime's out-of-memory "
+              f"errors: {line}")
+        if failed == list(range(3, n + 1, 3)):
+            check(sorted(per.values()) == [1] * entries, f"{what}: every entry point failed once: {per}")
+        if extra.get("CARVE_RUN_FAIL_EVERY") == "3x":
+            check("CARVE_RUN_FAIL_EVERY='3x' is not a whole number" in err, f"a bad value is said: {err!r}")
+        check("out of memory on device" not in err, f"{what}: an injected failure is no out-of-memory report: {err!r}")
+    try:
+        with open(rjson) as f:
+            rep = json.load(f)
+        counted = rep["counted"][0]["kinds"]
+        check(rep["injected_failures"] == entries and rep["devices"][0]["ooms"] == 0
+              and all(counted[k]["bytes_at_exit"] == 0 for k in counted if k != "carve"),
+              f"the report counts the injected failures, no out of memory, and nothing kept: {rep}")
+    except (OSError, ValueError, KeyError, IndexError) as e:
+        check(False, f"faults report ({e})")
 
     # ---- memory taken behind carve's back, counted against the cap ---------
     # PyTorch's expandable segments size their address range from the total
