@@ -172,10 +172,18 @@ def main():
               f"them completed (MOCK_EVENT_POLLS={polls}): {out}{err}")
     rc, out, err = run([run_tool, "--", app, "threads"])
     check(rc == 0 and ok_line(out, "threads"), f"eight threads: {out}{err}")
-    rc, out, err = run([run_tool, "--", app, "capture"])
+    rjson = os.path.join(tmp, "capture.json")
+    rc, out, err = run([run_tool, f"--report={rjson}", "--", app, "capture"])
     line = ok_line(out, "capture")
     check(rc == 0 and line and number_before(line, "captured") == 1,
           f"an allocation on a captured stream goes to the driver (a graph node): {out}{err}")
+    try:
+        with open(rjson) as f:
+            k = json.load(f)["counted"][0]["kinds"]["driver"]
+        check(k["allocations"] == 1 and k["peak_bytes"] == 1 << 20 and k["bytes_at_exit"] == 0,
+              f"the allocation passed to the driver is counted, and given back at its free: {k}")
+    except (OSError, ValueError, KeyError, IndexError) as e:
+        check(False, f"capture report ({e})")
 
     rc, out, err = run([run_tool, "--", app, "doublefree"])
     check(rc == 0 and "refused: same=1 async=1 other_thread=1" in out and "accepted once: 512/512" in out
