@@ -56,6 +56,13 @@ static void usage(FILE *out) {
         "                              stderr (and as JSON into FILE.json)\n"
         "      --svg FILE              at exit, draw the run's memory over time\n"
         "\n"
+        "Faults (what the program does when memory runs out):\n"
+        "      --fail-every N          every Nth allocation call of the program fails\n"
+        "                              (cudaErrorMemoryAllocation, CUDA_ERROR_OUT_OF_MEMORY)\n"
+        "      --fail-at N             the Nth allocation call fails; calls are numbered\n"
+        "                              from 1 over every entry point (cudaMalloc,\n"
+        "                              cudaMallocAsync, cuMemAlloc, cuMemCreate, ...)\n"
+        "\n"
         "Other:\n"
         "      --preload PATH          the interposer to use (default: the one installed\n"
         "                              beside carve-run)\n"
@@ -70,7 +77,8 @@ static void usage(FILE *out) {
         "  carve-replay run.csv.gz                 # then replay what was recorded\n"
         "\n"
         "Every option has an environment form, so LD_PRELOAD=.../libcarve_preload.so with\n"
-        "CARVE_CONF=\"limit=8GiB\" CARVE_RUN_TRACE=run.csv.gz works as well (docs/dropin.md).\n"
+        "CARVE_CONF=\"limit=8GiB\" CARVE_RUN_TRACE=run.csv.gz CARVE_RUN_FAIL_EVERY=100 works as\n"
+        "well (docs/dropin.md).\n"
         "Exit status: the program's; 2 for bad options; 127 if the program cannot be run.\n",
         out);
 }
@@ -111,6 +119,17 @@ static const char *token(const char *v, const char *opt) {
     return v;
 }
 
+/* A count of calls for opt (from the command line, or the environment
+ * variable opt names): a whole number from 1. */
+static const char *call_count(const char *v, const char *opt) {
+    char *end;
+    errno = 0;
+    unsigned long long n = strtoull(v, &end, 10);
+    if (*v < '0' || *v > '9' || *end || errno || n == 0)
+        usage_error("bad value '%s' for %s: a whole number of calls from 1, e.g. 100", v, opt);
+    return v;
+}
+
 /* The interposer beside this program: installed layouts and the build tree. */
 static int find_preload(char *out, size_t len) {
     const char *env = getenv("CARVE_PRELOAD");
@@ -144,7 +163,7 @@ static int find_preload(char *out, size_t len) {
 
 int main(int argc, char **argv) {
     enum { O_LIMIT = 256, O_DEVLIMIT, O_INITIAL, O_GROWTH, O_NOGROWTH, O_MODE, O_CONF, O_TRACE, O_REPORT, O_SVG,
-           O_PRELOAD, O_PRINTENV };
+           O_PRELOAD, O_PRINTENV, O_FAILEVERY, O_FAILAT };
     static const struct option longs[] = {
         {"limit", required_argument, NULL, O_LIMIT},       {"device-limit", required_argument, NULL, O_DEVLIMIT},
         {"initial", required_argument, NULL, O_INITIAL},   {"growth", no_argument, NULL, O_GROWTH},
@@ -152,11 +171,12 @@ int main(int argc, char **argv) {
         {"conf", required_argument, NULL, O_CONF},         {"trace", required_argument, NULL, O_TRACE},
         {"report", optional_argument, NULL, O_REPORT},     {"svg", required_argument, NULL, O_SVG},
         {"preload", required_argument, NULL, O_PRELOAD},   {"print-env", no_argument, NULL, O_PRINTENV},
+        {"fail-every", required_argument, NULL, O_FAILEVERY}, {"fail-at", required_argument, NULL, O_FAILAT},
         {"quiet", no_argument, NULL, 'q'},                 {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},               {NULL, 0, NULL, 0},
     };
     conf all = {{0}, 0}, devs = {{0}, 0};
-    const char *trace = NULL, *report = NULL, *svg = NULL, *preload = NULL;
+    const char *trace = NULL, *report = NULL, *svg = NULL, *preload = NULL, *fail_every = NULL, *fail_at = NULL;
     int quiet = 0, print_env = 0, growth_set = 0;
     int devices[64] = {0};
     opterr = 0;
@@ -198,6 +218,16 @@ int main(int argc, char **argv) {
         case O_REPORT: report = optarg ? optarg : "-"; break;
         case O_SVG: svg = optarg; break;
         case O_PRELOAD: preload = optarg; break;
+        case O_FAILEVERY:
+            if (fail_every)
+                usage_error("--fail-every given twice");
+            fail_every = call_count(optarg, "--fail-every");
+            break;
+        case O_FAILAT:
+            if (fail_at)
+                usage_error("--fail-at given twice");
+            fail_at = call_count(optarg, "--fail-at");
+            break;
         case O_PRINTENV: print_env = 1; break;
         case 'q': quiet = 1; break;
         case 'h': usage(stdout); return 0;
@@ -215,6 +245,14 @@ int main(int argc, char **argv) {
         usage_error("--trace needs a file name");
     if (svg && !*svg)
         usage_error("--svg needs a file name");
+    /* Faults asked for in the environment are checked as well (the options
+     * take their place). */
+    static const char *const fault_vars[] = {"CARVE_RUN_FAIL_EVERY", "CARVE_RUN_FAIL_AT"};
+    for (size_t i = 0; i < 2; i++) {
+        const char *v = getenv(fault_vars[i]);
+        if (v && *v && !(i == 0 ? fail_every : fail_at))
+            call_count(v, fault_vars[i]);
+    }
 
     /* The whole configuration: what the environment already says, then the
      * options, checked for every device they name. */
@@ -257,6 +295,7 @@ int main(int argc, char **argv) {
         {"LD_PRELOAD", ld},          {"CARVE_CONF", full.len ? full.text : NULL},
         {"CARVE_RUN_TRACE", trace},  {"CARVE_RUN_REPORT", report},
         {"CARVE_RUN_SVG", svg},      {"CARVE_RUN_QUIET", quiet ? "1" : NULL},
+        {"CARVE_RUN_FAIL_EVERY", fail_every}, {"CARVE_RUN_FAIL_AT", fail_at},
     };
     for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
         if (!vars[i].value)

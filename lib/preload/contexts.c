@@ -140,7 +140,7 @@ static pthread_once_t real_once = PTHREAD_ONCE_INIT;
 static int real_ok; /* atomic */
 
 static void find_real(void) {
-    if (carve_real_init() != 0)
+    if (carve_meter_init() != 0) /* the driver, and libcarve's metered table, before any arena */
         return;
 #define R(field, name) CARVE_SET_FN(real.field, carve_real_driver(name))
     R(CtxGetCurrent, "cuCtxGetCurrent");
@@ -696,7 +696,8 @@ int carve_ctx_mem_info(carve_ctx *c, size_t *free_bytes, size_t *total_bytes) {
     carve_get_stats(c->arena, &s);
     size_t quarantined = carve_q_held(c->q) + batched_bytes(c);
     size_t total = s.limit_bytes < t ? s.limit_bytes : t;
-    size_t can_grow = s.limit_bytes > s.reserved_bytes ? s.limit_bytes - s.reserved_bytes : 0;
+    size_t used = s.reserved_bytes + carve_meter_foreign(c->device); /* what the program holds besides */
+    size_t can_grow = s.limit_bytes > used ? s.limit_bytes - used : 0;
     if (can_grow > f)
         can_grow = f;
     size_t cached = s.reserved_bytes > s.allocated_bytes ? s.reserved_bytes - s.allocated_bytes : 0;
@@ -765,4 +766,16 @@ void carve_ctx_each(void (*fn)(carve_arena *arena, int device, const carve_ctx_c
 void carve_ctx_passthrough(carve_ctx *c) {
     if (c)
         __atomic_add_fetch(&c->n.passthrough, 1, __ATOMIC_RELAXED);
+}
+
+int carve_ctx_make_room(carve_ctx *c) {
+    if (!c || !c->arena || !c->q || carve_capture_active())
+        return 0;
+    size_t waiting = carve_q_held(c->q) + batched_bytes(c);
+    if (!waiting && carve_memory_reserved(c->arena) <= carve_memory_allocated(c->arena))
+        return 0; /* nothing cached, nothing waiting: no wait for nothing */
+    take_batches(c, TAKE_ALL, 1);
+    carve_q_drain(c->q);
+    (void)carve_empty_cache(c->arena);
+    return 1;
 }

@@ -21,6 +21,21 @@ typedef struct CUevent_st *CUevent;
 typedef struct CUgraph_st *CUgraph;
 typedef struct CUgraphNode_st *CUgraphNode;
 typedef uint64_t cuuint64_t;
+typedef unsigned long long CUmemGenericAllocationHandle;
+typedef struct CUmemPoolHandle_st *CUmemoryPool;
+
+/* The start of CUmemAllocationProp, all the interposer reads of it: where
+ * cuMemCreate puts the memory (the rest of the driver's struct follows and
+ * is never touched here). */
+typedef struct CUmemAllocationProp_head {
+    int type;                 /* CUmemAllocationType */
+    int requestedHandleTypes; /* CUmemAllocationHandleType */
+    struct {
+        int type;             /* CUmemLocationType: CU_MEM_LOCATION_TYPE_DEVICE for device memory */
+        int id;               /* the device ordinal */
+    } location;
+} CUmemAllocationProp_head;
+#define CU_MEM_LOCATION_TYPE_DEVICE 1
 
 enum {
     CUDA_SUCCESS = 0,
@@ -36,7 +51,7 @@ enum {
  * cudaStreamLegacy and cudaStreamPerThread are the driver's two handles. */
 typedef int cudaError_t;                    /* enum cudaError */
 typedef CUstream cudaStream_t;
-enum { cudaSuccess = 0, cudaErrorUnknown = 999 };
+enum { cudaSuccess = 0, cudaErrorMemoryAllocation = 2, cudaErrorUnknown = 999 };
 
 #define CU_STREAM_LEGACY ((CUstream)0x1)
 #define CU_STREAM_PER_THREAD ((CUstream)0x2)

@@ -34,6 +34,21 @@ CARVE_EXPORT CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph
 CARVE_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx);
 CARVE_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev);
 
+/* counted.c: passed through to the driver, counted against the cap */
+CARVE_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const void *prop,
+                                  unsigned long long flags);
+CARVE_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle);
+CARVE_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr);
+CARVE_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                               unsigned long long flags);
+CARVE_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size);
+CARVE_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t width, size_t height,
+                                         unsigned elem);
+CARVE_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                              CUstream hStream);
+CARVE_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                                   CUstream hStream);
+
 /* runtime.c: the shared CUDA runtime's allocation functions */
 CARVE_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size);
 CARVE_EXPORT cudaError_t cudaFree(void *devPtr);

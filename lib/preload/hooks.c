@@ -11,7 +11,9 @@
  * when the calling thread's context has an arena, and otherwise calls the
  * driver's own function unchanged: pointers carve did not hand out, calls
  * before CUDA is up, allocations on a stream that is being captured into a
- * graph (the driver must make those graph nodes itself).
+ * graph (the driver must make those graph nodes itself). What goes to the
+ * driver is counted against the cap (meter.c) and given back when freed;
+ * failures injected on purpose (faults.c) come first.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -58,9 +60,11 @@ static struct {
     ctx_release_fn PrimaryCtxRelease;
 } real;
 
-static int resolved; /* atomic */
+static int resolved; /* atomic: 0 not yet; 1 ready; 2 ready, with failures to inject (faults.c) */
 
 static void resolve_all(void) {
+    carve_faults_init();
+    carve_meter_init();
     carve_session_init();
 #define R(field, name) CARVE_SET_FN(real.field, carve_real_driver(name))
     R(MemAlloc, "cuMemAlloc_v2");
@@ -87,7 +91,7 @@ static void resolve_all(void) {
     R(PrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
     R(PrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2");
 #undef R
-    __atomic_store_n(&resolved, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&resolved, carve_faults_armed ? 2 : 1, __ATOMIC_RELEASE);
 }
 
 static inline void resolve(void) {
@@ -129,8 +133,16 @@ static int captured(CUstream s, int ptsz) {
 static NOINLINE CUresult alloc_not_served(CUdeviceptr *dptr, size_t size, CUstream stream, int ordered, int ptsz,
                                           CUresult r, carve_ctx *c);
 
-static inline CUresult do_alloc(CUdeviceptr *dptr, size_t size, CUstream stream, int ordered, int ptsz) {
+/* An allocation when not everything is plain: resolve, and say whether the
+ * call is one that is to fail on purpose (nothing is allocated then). */
+static NOINLINE int alloc_first(CUdeviceptr *dptr, size_t size) {
     resolve();
+    return carve_faults_armed && dptr && size && carve_fault_next();
+}
+
+static inline CUresult do_alloc(CUdeviceptr *dptr, size_t size, CUstream stream, int ordered, int ptsz) {
+    if (CARVE_UNLIKELY(__atomic_load_n(&resolved, __ATOMIC_ACQUIRE) != 1) && alloc_first(dptr, size))
+        return CUDA_ERROR_OUT_OF_MEMORY;
     uint64_t t = carve_clock_in();
     uintptr_t p = 0;
     carve_ctx *c = NULL;
@@ -165,9 +177,21 @@ static CUresult alloc_not_served(CUdeviceptr *dptr, size_t size, CUstream stream
         c = NULL;
     }
     carve_ctx_passthrough(c);
+    int dev = -1;
+    void *ctx = NULL;
+    if (dptr && size)
+        carve_meter_where(&dev, &ctx);
+    if (dev >= 0 && carve_counted_take(dev, size, CARVE_METER_DRIVER) != 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
     r = !ordered ? CALL_REAL(MemAlloc, dptr, size)
         : ptsz   ? CALL_REAL(MemAllocAsync_ptsz, dptr, size, stream)
                  : CALL_REAL(MemAllocAsync, dptr, size, stream);
+    if (dev >= 0) {
+        if (r != CUDA_SUCCESS)
+            carve_meter_untake(dev, size, CARVE_METER_DRIVER);
+        else
+            carve_meter_add_ptr((uintptr_t)*dptr, size, size, dev, CARVE_METER_DRIVER, ctx);
+    }
     if (r == CUDA_SUCCESS && dptr)
         carve_session_trace_alloc((uintptr_t)*dptr, size, ordered ? (carve_stream)stream : NULL);
     return r;
@@ -212,8 +236,10 @@ static CUresult free_not_ours(CUdeviceptr dptr, CUstream stream, int ordered, in
     CUresult r = !ordered ? CALL_REAL(MemFree, dptr)
         : ptsz   ? CALL_REAL(MemFreeAsync_ptsz, dptr, stream)
                  : CALL_REAL(MemFreeAsync, dptr, stream);
-    if (r == CUDA_SUCCESS)
+    if (r == CUDA_SUCCESS) {
+        carve_meter_forget_ptr((uintptr_t)dptr); /* pitched, pool or passed-through memory comes back */
         carve_session_trace_free((uintptr_t)dptr);
+    }
     return r;
 }
 
@@ -241,12 +267,9 @@ CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes) {
 CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
     resolve();
     CUresult r = CALL_REAL(DeviceTotalMem, bytes, dev);
-    carve_config cfg;
-    if (r != CUDA_SUCCESS || !bytes || !carve_run.ready ||
-        carve_conf_parse(getenv("CARVE_CONF"), (int)dev, &cfg) != CARVE_OK)
+    if (r != CUDA_SUCCESS || !bytes || !carve_run.ready)
         return r;
-    size_t cap = cfg.limit_fraction > 0 ? (size_t)((double)*bytes * cfg.limit_fraction) : cfg.limit_bytes;
-    cap = cap / CARVE_SEGMENT_GRANULE * CARVE_SEGMENT_GRANULE;
+    size_t cap = carve_meter_cap((int)dev);
     if (cap >= CARVE_SEGMENT_GRANULE && cap < *bytes)
         *bytes = cap;
     return r;
@@ -356,7 +379,10 @@ CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph) {
 CUresult cuCtxDestroy_v2(CUcontext ctx) {
     resolve();
     carve_ctx_gone(ctx);
-    return CALL_REAL(CtxDestroy, ctx);
+    CUresult r = CALL_REAL(CtxDestroy, ctx);
+    if (r == CUDA_SUCCESS)
+        carve_meter_ctx_gone(ctx); /* the driver freed the context's memory */
+    return r;
 }
 
 CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
@@ -366,5 +392,8 @@ CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
         carve_ctx_gone(primary);
         real.PrimaryCtxRelease(dev);
     }
-    return CALL_REAL(PrimaryCtxReset, dev);
+    CUresult r = CALL_REAL(PrimaryCtxReset, dev);
+    if (r == CUDA_SUCCESS && primary)
+        carve_meter_ctx_gone(primary);
+    return r;
 }

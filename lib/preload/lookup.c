@@ -56,6 +56,14 @@ static replacement table[] = {
     {"cuStreamEndCapture_ptsz", FN(cuStreamEndCapture_ptsz), NULL, 0},
     {"cuCtxDestroy_v2", FN(cuCtxDestroy_v2), NULL, 0},
     {"cuDevicePrimaryCtxReset_v2", FN(cuDevicePrimaryCtxReset_v2), NULL, 0},
+    {"cuMemCreate", FN(cuMemCreate), NULL, 0},
+    {"cuMemRelease", FN(cuMemRelease), NULL, 0},
+    {"cuMemRetainAllocationHandle", FN(cuMemRetainAllocationHandle), NULL, 0},
+    {"cuMemMap", FN(cuMemMap), NULL, 0},
+    {"cuMemUnmap", FN(cuMemUnmap), NULL, 0},
+    {"cuMemAllocPitch_v2", FN(cuMemAllocPitch_v2), NULL, 0},
+    {"cuMemAllocFromPoolAsync", FN(cuMemAllocFromPoolAsync), NULL, 0},
+    {"cuMemAllocFromPoolAsync_ptsz", FN(cuMemAllocFromPoolAsync_ptsz), NULL, 0},
     {"cuGetProcAddress", FN(cuGetProcAddress), NULL, 0},
     {"cuGetProcAddress_v2", FN(cuGetProcAddress_v2), NULL, 0},
 };
@@ -98,6 +106,10 @@ static void *by_request(const char *symbol, int version, cuuint64_t flags) {
         {"cuStreamBeginCapture", 10010, 1}, {"cuStreamBeginCaptureToGraph", 0, 1},
         {"cuStreamEndCapture", 0, 1},     {"cuCtxDestroy", 4000, 0},
         {"cuDevicePrimaryCtxReset", 11000, 0}, {"cuGetProcAddress", 12000, 0},
+        {"cuMemCreate", 0, 0},            {"cuMemRelease", 0, 0},
+        {"cuMemRetainAllocationHandle", 0, 0}, {"cuMemMap", 0, 0},
+        {"cuMemUnmap", 0, 0},             {"cuMemAllocPitch", 3020, 0},
+        {"cuMemAllocFromPoolAsync", 0, 1},
     };
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         if (strcmp(symbol, names[i].base) != 0)

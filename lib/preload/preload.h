@@ -5,14 +5,17 @@
  * carve_stream (the same type as CUstream), results as int (CUresult).
  *
  * Files, bottom up: captures.c counts the graph captures in progress;
- * real.c finds the real functions (libc's dlsym, the driver's entry
- * points) and hands the driver table to libcarve; pending.c marks the
+ * faults.c numbers the program's allocation calls and picks those that
+ * fail on purpose; real.c finds the real functions (libc's dlsym, the
+ * driver's entry points); meter.c counts every byte of device memory the
+ * program takes against the cap and hands libcarve its driver table,
+ * metered; pending.c marks the
  * buffers that wait to go back; quarantine.c holds a context's frees that
  * name no stream until the device is done with them; contexts.c keeps one
  * carve arena per CUDA context and serves allocations and frees, with each
  * thread's batch of frees; session.c is the run (options from the
- * environment, trace, report at exit, signals); hooks.c, runtime.c and
- * lookup.c are the exported symbols.
+ * environment, trace, report at exit, signals); hooks.c, counted.c,
+ * runtime.c and lookup.c are the exported symbols.
  */
 #ifndef CARVE_PRELOAD_PRELOAD_H
 #define CARVE_PRELOAD_PRELOAD_H
@@ -36,6 +39,26 @@ static inline int carve_capture_active(void) { return __atomic_load_n(&carve_cap
  * preloads the runtime in front of the interposer). */
 #define CARVE_NOT_SANITIZED __attribute__((no_sanitize("address", "undefined", "thread")))
 
+/* ---- faults.c ---- */
+/* Nonzero when failures are to be injected (set once, by carve_faults_init,
+ * before any call is served). */
+extern int carve_faults_armed CARVE_INTERNAL;
+/* Read CARVE_RUN_FAIL_EVERY and CARVE_RUN_FAIL_AT (once; a bad value is
+ * said on stderr and injects nothing). Thread-safe. */
+void carve_faults_init(void) CARVE_INTERNAL;
+/* A driver hook's allocation call of the program: 1 when it is to fail
+ * (with the driver's out-of-memory error, before anything is allocated).
+ * Takes the note a runtime export left on this thread, or numbers the call. */
+int carve_fault_next(void) CARVE_INTERNAL;
+/* For a runtime export: number its call (1: to fail), and leave the driver
+ * hook the call reaches next on this thread a note that it is numbered
+ * already (fail: that it is to fail); clear the note once the call returns. */
+int carve_fault_number(void) CARVE_INTERNAL;
+void carve_fault_note(int fail) CARVE_INTERNAL;
+void carve_fault_note_clear(void) CARVE_INTERNAL;
+/* Failures injected so far. */
+unsigned long long carve_faults_injected(void) CARVE_INTERNAL;
+
 /* ---- real.c ---- */
 /* Find the real functions (once; thread-safe). 0 when the CUDA driver is
  * there, -1 when it is not (every hook then passes calls through). */
@@ -55,6 +78,66 @@ void *carve_real_driver(const char *name) CARVE_INTERNAL;
         void *found_ = (found);                     \
         memcpy(&(slot), &found_, sizeof(found_));   \
     } while (0)
+
+/* ---- meter.c ---- */
+/* What the program's device memory is, by who allocated it. */
+enum {
+    CARVE_METER_CARVE,   /* segments and granules carve reserves for its arenas */
+    CARVE_METER_VMM,     /* physical memory from cuMemCreate */
+    CARVE_METER_PITCHED, /* cuMemAllocPitch (cudaMallocPitch, cudaMalloc3D) */
+    CARVE_METER_POOL,    /* cuMemAllocFromPoolAsync (cudaMallocFromPoolAsync) */
+    CARVE_METER_DRIVER,  /* cuMemAlloc[Async] passed to the driver (graph nodes, contexts carve does not serve) */
+    CARVE_METER_KINDS
+};
+typedef struct carve_meter_view {
+    int seen;                /* anything counted or refused on the device */
+    size_t cap;              /* SIZE_MAX: no cap */
+    size_t bytes, peak;      /* counted now, and at most */
+    struct {
+        size_t bytes, peak;
+        uint64_t calls;      /* allocations counted */
+        uint64_t refused;    /* refused: past the cap */
+    } kind[CARVE_METER_KINDS];
+} carve_meter_view;
+/* Find the driver (carve_real_init) and hand libcarve its driver table, with
+ * cuMemAlloc and cuMemFree metered (once; before any arena exists). 0, or
+ * -1 without a driver. Thread-safe. */
+int carve_meter_init(void) CARVE_INTERNAL;
+/* The device's cap in bytes (from CARVE_CONF, granule-rounded), SIZE_MAX
+ * when none is set. */
+size_t carve_meter_cap(int device) CARVE_INTERNAL;
+/* Take bytes of kind on device before the driver is asked: 0, or -1 when
+ * that would pass the cap (counted as refused if last_try). A device out
+ * of range counts nothing and returns 0. Give it back with
+ * carve_meter_untake when the driver then fails. */
+int carve_meter_take(int device, size_t bytes, int kind, int last_try) CARVE_INTERNAL;
+void carve_meter_untake(int device, size_t bytes, int kind) CARVE_INTERNAL;
+/* The allocation at p, for which taken bytes were taken, holds size bytes
+ * (the difference is counted too) of ctx's memory. */
+void carve_meter_add_ptr(uintptr_t p, size_t taken, size_t size, int device, int kind, void *ctx) CARVE_INTERNAL;
+/* p was freed: 1 if it had been counted (its bytes are given back). */
+int carve_meter_forget_ptr(uintptr_t p) CARVE_INTERNAL;
+/* Context ctx is destroyed: the driver freed its pointers' memory. */
+void carve_meter_ctx_gone(void *ctx) CARVE_INTERNAL;
+/* cuMemCreate's handle h holds size bytes (taken already); release,
+ * retain, map and unmap as the driver does: the bytes are given back once
+ * the handle is released and no mapping of it is left. */
+void carve_meter_add_handle(uint64_t h, size_t size, int device, int kind) CARVE_INTERNAL;
+void carve_meter_release_handle(uint64_t h) CARVE_INTERNAL;
+void carve_meter_retain_handle(uint64_t h) CARVE_INTERNAL;
+void carve_meter_mapped(uintptr_t va, size_t size, uint64_t h) CARVE_INTERNAL;
+void carve_meter_unmapped(uintptr_t va, size_t size) CARVE_INTERNAL;
+/* Bytes counted on device besides carve's own arenas. */
+size_t carve_meter_foreign(int device) CARVE_INTERNAL;
+/* The device's counts: 1, or 0 (*out zeroed) when nothing was seen there. */
+int carve_meter_get(int device, carve_meter_view *out) CARVE_INTERNAL;
+const char *carve_meter_kind_name(int kind) CARVE_INTERNAL;
+/* The calling thread's current context and its device: 0, or -1 (*device
+ * -1) when none is current. Two driver calls. */
+int carve_meter_where(int *device, void **ctx) CARVE_INTERNAL;
+/* Whether a return address lies in libcarve's code (a call carve makes for
+ * its own arena, through the interposer's hooks). */
+int carve_meter_from_carve(const void *ret) CARVE_INTERNAL;
 
 /* ---- pending.c: see pending.h ---- */
 
@@ -157,10 +240,15 @@ int carve_ctx_sample(void) CARVE_INTERNAL;
 void carve_ctx_add_time(carve_ctx *c, uint64_t ns) CARVE_INTERNAL;
 /* Count a call that went to the driver untouched. */
 void carve_ctx_passthrough(carve_ctx *c) CARVE_INTERNAL;
+/* Memory is short outside carve (the cap): every thread's frees of c join
+ * the quarantine, which is waited for, and the arena gives its cached
+ * memory back to the driver. 1 when there was anything to give back (then
+ * it synchronizes), 0 else and during a capture. */
+int carve_ctx_make_room(carve_ctx *c) CARVE_INTERNAL;
 
 /* ---- session.c ---- */
 typedef struct carve_session {
-    int ready;              /* options read, hooks may serve */
+    int ready;              /* options read, hooks may serve: 1; 2 with failures to inject */
     int report;             /* --report given */
     int tracing;            /* --trace or --svg given */
     int quiet;              /* no messages on stderr */
@@ -177,5 +265,11 @@ void carve_session_trace_free(uintptr_t ptr) CARVE_INTERNAL;
 void carve_session_warn(int device, const char *why) CARVE_INTERNAL;
 /* An allocation the program did not get: say why, once per device. */
 void carve_session_oom(int device, size_t size, const char *why) CARVE_INTERNAL;
+
+/* ---- counted.c ---- */
+/* Take size bytes of kind on device for an allocation of the program that
+ * goes to the driver: 0, or -1 past the cap, after giving back what carve
+ * holds cached on the device and saying once why (carve_session_oom). */
+int carve_counted_take(int device, size_t size, int kind) CARVE_INTERNAL;
 
 #endif

@@ -6,9 +6,9 @@
  * not shadow), under the symbol versions glibc has used for it on 64-bit
  * Linux. The driver is opened with dlopen("libcuda.so.1") and its functions
  * looked up through that real dlsym, so they are the driver's own, never
- * the interposer's exports. Before any arena exists, libcarve is handed the
- * same lookup (carve_cuda_driver_lookup): carve's backend then allocates
- * with the real cuMemAlloc and never re-enters the interposer.
+ * the interposer's exports. meter.c hands libcarve the same lookup, with
+ * the functions that take memory metered (carve_cuda_driver_lookup), so
+ * carve's backend never re-enters the interposer.
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -31,19 +31,6 @@ CARVE_NOT_SANITIZED static void find_dlsym(void) {
         CARVE_SET_FN(real_dlsym, dlvsym(RTLD_NEXT, "dlsym", versions[i]));
 }
 
-/* The driver's functions by name, and carve's own question about captures. */
-static int capture_active(void) { return carve_capture_active(); }
-
-static void *lookup_real(const char *name, void *handle) {
-    if (strcmp(name, "carve_capture_active") == 0) {
-        void *p;
-        int (*f)(void) = capture_active;
-        memcpy(&p, &f, sizeof(p));
-        return p;
-    }
-    return real_dlsym(handle, name);
-}
-
 static void init_once(void) {
     find_dlsym();
     if (!real_dlsym)
@@ -51,9 +38,7 @@ static void init_once(void) {
     in_init = 1;
     libcuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
     in_init = 0;
-    if (!libcuda)
-        return;
-    driver_ok = carve_cuda_driver_lookup(lookup_real, libcuda) == CARVE_OK;
+    driver_ok = libcuda != NULL;
 }
 
 CARVE_NOT_SANITIZED int carve_real_busy(void) { return in_init; }

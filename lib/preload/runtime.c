@@ -25,6 +25,10 @@
  * extension loaded with RTLD_LOCAL has its runtime only there), then as the
  * next definition after the interposer; when that is libcarve's own runtime
  * and another one is loaded, the other one. Found once per call site.
+ *
+ * With failures injected (faults.c), an allocation is numbered here; one
+ * that is to fail goes to the real runtime with a note for the driver hook
+ * it reaches, which fails it, so the runtime records the error itself.
  */
 #include <dlfcn.h>
 #include <link.h>
@@ -170,16 +174,36 @@ static inline int plain(void) {
     return CARVE_LIKELY(__atomic_load_n(&carve_run.ready, __ATOMIC_ACQUIRE)) && !carve_capture_active();
 }
 
+/* An allocation with failures to inject, or before the options are read:
+ * whether it may be served here. Numbered here unless it goes to the real
+ * runtime for another reason (its driver hook numbers it then); one that
+ * is to fail goes to the runtime with a note that fails its driver call. */
+static __attribute__((noinline)) int may_serve_numbered(int ready) {
+    if (ready != 2 || carve_capture_active())
+        return 0;
+    if (carve_fault_number()) {
+        carve_fault_note(1);
+        return 0;
+    }
+    return 1;
+}
+
 /* An allocation served by carve, or 0 (the real runtime is asked). */
 static inline int served_alloc(void **devPtr, size_t size, cudaStream_t stream) {
-    if (!devPtr || !size || !plain())
+    if (!devPtr || !size)
+        return 0;
+    int ready = __atomic_load_n(&carve_run.ready, __ATOMIC_ACQUIRE);
+    if (CARVE_UNLIKELY(ready != 1) ? !may_serve_numbered(ready) : carve_capture_active())
         return 0;
     uint64_t t = carve_clock_in();
     carve_ctx *c = NULL;
     uintptr_t p = 0;
     carve_stream s = (uintptr_t)stream <= 2 ? NULL : (carve_stream)stream;
-    if (carve_ctx_alloc(size, s, 1, &p, &c) != CUDA_SUCCESS)
+    if (carve_ctx_alloc(size, s, 1, &p, &c) != CUDA_SUCCESS) {
+        if (CARVE_UNLIKELY(ready != 1))
+            carve_fault_note(0); /* numbered here already: the driver hook does not number it again */
         return 0;
+    }
     *devPtr = (void *)p;
     if (CARVE_UNLIKELY(carve_run.tracing))
         carve_session_trace_alloc(p, size, s);
@@ -215,10 +239,22 @@ static void note_started(void) {
         return fn_ ? fn_(__VA_ARGS__) : cudaErrorUnknown;                              \
     } while (0)
 
+/* The same for an allocation, whose note for the driver hook (if any) ends
+ * with the call. */
+#define CALL_REAL_ALLOC(which, type, ...)                                              \
+    do {                                                                               \
+        type fn_;                                                                      \
+        CARVE_SET_FN(fn_, real_fn(which, __builtin_return_address(0)));                \
+        cudaError_t r_ = fn_ ? fn_(__VA_ARGS__) : cudaErrorUnknown;                    \
+        if (CARVE_UNLIKELY(carve_faults_armed))                                        \
+            carve_fault_note_clear();                                                  \
+        return r_;                                                                     \
+    } while (0)
+
 cudaError_t cudaMalloc(void **devPtr, size_t size) {
     if (served_alloc(devPtr, size, NULL))
         return cudaSuccess;
-    CALL_REAL(MALLOC, malloc_fn, devPtr, size);
+    CALL_REAL_ALLOC(MALLOC, malloc_fn, devPtr, size);
 }
 
 cudaError_t cudaFree(void *devPtr) {
@@ -234,13 +270,13 @@ cudaError_t cudaFree(void *devPtr) {
 cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream) {
     if (served_alloc(devPtr, size, hStream))
         return cudaSuccess;
-    CALL_REAL(MALLOC_ASYNC, malloc_async_fn, devPtr, size, hStream);
+    CALL_REAL_ALLOC(MALLOC_ASYNC, malloc_async_fn, devPtr, size, hStream);
 }
 
 cudaError_t cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStream_t hStream) {
     if (served_alloc(devPtr, size, hStream))
         return cudaSuccess;
-    CALL_REAL(MALLOC_ASYNC_PTSZ, malloc_async_fn, devPtr, size, hStream);
+    CALL_REAL_ALLOC(MALLOC_ASYNC_PTSZ, malloc_async_fn, devPtr, size, hStream);
 }
 
 cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream) {

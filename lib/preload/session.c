@@ -148,7 +148,7 @@ static void init_once(void) {
         trace_is_temp = 1;
     }
     carve_run.tracing = trace_path[0] != 0;
-    __atomic_store_n(&carve_run.ready, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&carve_run.ready, carve_faults_armed ? 2 : 1, __ATOMIC_RELEASE);
 }
 
 /* The trace opens at the first event: only processes that use CUDA make one. */
@@ -324,6 +324,40 @@ static void draw(void) {
     carve_trace_free(&t);
 }
 
+/* What was counted against the cap, per device and by kind (meter.c), and
+ * the failures injected on purpose. */
+static int report_counted(report_ctx *r) {
+    int any = 0;
+    for (int dev = 0; dev < 64; dev++) {
+        carve_meter_view v;
+        if (!carve_meter_get(dev, &v))
+            continue;
+        char line[1024], b1[32], b2[32], b3[32];
+        int n = snprintf(line, sizeof(line), "carve-run: device %d: counted against the cap (%s): peak %s, at exit %s;",
+                         dev, carve_format_bytes(b1, sizeof(b1), v.cap), carve_format_bytes(b2, sizeof(b2), v.peak),
+                         carve_format_bytes(b3, sizeof(b3), v.bytes));
+        for (int k = 0; k < CARVE_METER_KINDS && n > 0 && (size_t)n < sizeof(line); k++)
+            if (v.kind[k].calls || v.kind[k].refused)
+                n += snprintf(line + n, sizeof(line) - (size_t)n, " %s peak %s (%llu allocations, %llu refused);",
+                              carve_meter_kind_name(k), carve_format_bytes(b1, sizeof(b1), v.kind[k].peak),
+                              (unsigned long long)v.kind[k].calls, (unsigned long long)v.kind[k].refused);
+        say("%s", line);
+        if (r->json) {
+            fprintf(r->json, "%s{\"device\": %d, \"cap_bytes\": %zu, \"peak_bytes\": %zu, \"bytes_at_exit\": %zu, \"kinds\": {",
+                    any ? ", " : "", dev, v.cap == SIZE_MAX ? (size_t)0 : v.cap, v.peak, v.bytes);
+            for (int k = 0; k < CARVE_METER_KINDS; k++)
+                fprintf(r->json, "%s\"%s\": {\"peak_bytes\": %zu, \"bytes_at_exit\": %zu, \"allocations\": %llu, "
+                        "\"refused\": %llu}", k ? ", " : "", carve_meter_kind_name(k), v.kind[k].peak, v.kind[k].bytes,
+                        (unsigned long long)v.kind[k].calls, (unsigned long long)v.kind[k].refused);
+            fprintf(r->json, "}}");
+        }
+        any = 1;
+    }
+    if (carve_faults_armed)
+        say("carve-run: %llu allocation failures injected", carve_faults_injected());
+    return any;
+}
+
 static void count_one(carve_arena *a, int device, const carve_ctx_counts *n, void *arg) {
     (void)a;
     (void)device;
@@ -341,6 +375,9 @@ __attribute__((destructor)) static void at_exit(void) {
     }
     int used_cuda = 0;
     carve_ctx_each(count_one, &used_cuda);
+    carve_meter_view seen;
+    for (int dev = 0; dev < 64 && !used_cuda; dev++)
+        used_cuda = carve_meter_get(dev, &seen);
     if (carve_run.report && used_cuda) {
         report_ctx r = {NULL, 1};
         int json = strcmp(report_path, "-") != 0;
@@ -350,8 +387,11 @@ __attribute__((destructor)) static void at_exit(void) {
             fprintf(r.json, "{\"carve_run_report\": 1, \"version\": \"%s\", \"pid\": %d, \"seconds\": %.3f, \"devices\": [",
                     carve_version(), (int)owner, (double)(carve_session_now() - carve_run.t0_ns) / 1e9);
         carve_ctx_each(report_one, &r);
+        if (r.json)
+            fprintf(r.json, "], \"counted\": [");
+        report_counted(&r);
         if (r.json) {
-            fprintf(r.json, "]}\n");
+            fprintf(r.json, "], \"injected_failures\": %llu}\n", carve_faults_injected());
             if (fclose(r.json) != 0)
                 say("carve-run: cannot write %s", report_path);
         }

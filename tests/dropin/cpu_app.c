@@ -13,12 +13,18 @@
  * could still use it, and a stream-ordered one is reused at once. Each mode
  * prints "OK <mode> ..." with its figures, or "FAIL ..." and exits 1.
  *
+ * The modes expandable, vmm and kinds take memory the way frameworks do
+ * it behind carve's back (the virtual-memory functions, pitched and pool
+ * allocations), for the cap that counts every byte.
+ *
  * Usage: dropin_cpu_app MODE   (basic lookup foreign info oom quarantine
  *                               threads loop fork capture doublefree
- *                               batches reset)
+ *                               batches reset vmm kinds)
+ *        dropin_cpu_app expandable MIB
  */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -507,10 +513,193 @@ static void mode_reset(void) {
     printf("OK reset %d frees refused after the reset\n", refused);
 }
 
+/* ---- memory taken behind carve's back ---------------------------------- */
+
+#define MIB ((size_t)1 << 20)
+
+static CUmemAllocationProp device_prop(void) {
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof(prop));
+    prop.type = 1;          /* pinned */
+    prop.location.type = 1; /* device 0 */
+    prop.location.id = 0;
+    return prop;
+}
+
+static size_t mem_free(void) {
+    size_t f = 0, t = 0;
+    CU(cuMemGetInfo_v2(&f, &t));
+    return f;
+}
+
+/* PyTorch's expandable segments (c10/cuda/CUDACachingAllocator.cpp,
+ * ExpandableSegment and try_allocate_expandable_block), as they take memory
+ * for one large request when no segment holds it: a new segment reserves
+ * address space for 9/8 of the device's total memory as reported, in 20 MiB
+ * pages; the pages the request needs within it are created (on
+ * CUDA_ERROR_OUT_OF_MEMORY those created are released: PyTorch's
+ * out-of-memory error), then mapped. A request larger than the segment
+ * maps the whole segment and goes on to the next block, which does not
+ * exist: PyTorch dereferences a null pointer there. It counts on
+ * cuMemCreate failing first, which holds when the total memory reported
+ * is what cuMemCreate can take. */
+static void mode_expandable(size_t request) {
+    const size_t page = 20 * MIB;
+    size_t total = 0;
+    CU(cuDeviceTotalMem_v2(&total, 0));
+    size_t npages = (total + total / 8 + page - 1) / page;
+    size_t want = request < npages * page ? request : npages * page;
+    size_t n = (want + page - 1) / page;
+    size_t free_before = mem_free();
+    CUdeviceptr base = 0;
+    CU(cuMemAddressReserve(&base, npages * page, 0, 0, 0));
+    CUmemAllocationProp prop = device_prop();
+    CUmemGenericAllocationHandle *h = calloc(n, sizeof(*h));
+    size_t made = 0;
+    CUresult r = 0;
+    while (made < n && (r = cuMemCreate(&h[made], page, &prop, 0)) == 0)
+        made++;
+    if (made < n) { /* PyTorch: out of memory, the pages of this request released */
+        CHECK(r == 2);
+        for (size_t i = 0; i < made; i++)
+            CU(cuMemRelease(h[i]));
+        size_t free_after = mem_free();
+        CHECK(free_after == free_before);
+        CU(cuMemAddressFree(base, npages * page));
+        printf("OK expandable out of memory: CUDA_ERROR_OUT_OF_MEMORY (%d) from cuMemCreate after %zu of %zu pages "
+               "of 20 MiB (total %zu, segment %zu pages); free before %zu after %zu\n",
+               r, made, n, total, npages, free_before, free_after);
+        free(h);
+        return;
+    }
+    CUmemAccessDesc access = {{1, 0}, 3};
+    for (size_t i = 0; i < n; i++)
+        CU(cuMemMap(base + i * page, page, 0, h[i], 0));
+    CU(cuMemSetAccess(base, n * page, &access, 1));
+    if (n * page < request) {
+        printf("the request (%zu bytes) is larger than the segment (%zu pages of 20 MiB, all mapped): PyTorch "
+               "follows the missing block after it here\n", request, npages);
+        fflush(stdout);
+        raise(SIGSEGV);
+    }
+    for (size_t i = 0; i < n; i++)
+        ((volatile char *)(uintptr_t)(base + i * page))[0] = 1;
+    CU(cuMemUnmap(base, n * page));
+    for (size_t i = 0; i < n; i++)
+        CU(cuMemRelease(h[i]));
+    CU(cuMemAddressFree(base, npages * page));
+    printf("OK expandable allocated %zu pages of 20 MiB for %zu bytes (total %zu)\n", n, request, total);
+    free(h);
+}
+
+/* The virtual-memory patterns of ggml's CUDA pool (each handle released
+ * right after it is mapped: the memory stays until it is unmapped, with one
+ * cuMemUnmap over every mapping at the end) and of NCCL (a handle retained
+ * by address and released twice), then carve's memory and cuMemCreate
+ * sharing the cap: a buffer carve served and that was freed gives way to
+ * physical memory. Every figure is checked against cuMemGetInfo, which
+ * must count all of it. Run under --limit. */
+static void mode_vmm(void) {
+    const size_t page = 2 * MIB, range = 256 * MIB;
+    CUmemAllocationProp prop = device_prop();
+    CUmemAccessDesc access = {{1, 0}, 3};
+    size_t f0 = mem_free();
+
+    CUdeviceptr base = 0;
+    CU(cuMemAddressReserve(&base, range, 0, 0, 0));
+    size_t pages = 0;
+    CUresult r = 0;
+    while (pages < range / page) {
+        CUmemGenericAllocationHandle h = 0;
+        if ((r = cuMemCreate(&h, page, &prop, 0)) != 0)
+            break;
+        CU(cuMemMap(base + pages * page, page, 0, h, 0));
+        CU(cuMemRelease(h)); /* mapped: the memory stays */
+        CU(cuMemSetAccess(base + pages * page, page, &access, 1));
+        ((volatile char *)(uintptr_t)(base + pages * page))[0] = 1;
+        pages++;
+    }
+    size_t f_full = mem_free();
+    int ggml_ok = r == 2 && pages == f0 / page && f_full < page;
+    CU(cuMemUnmap(base, pages * page)); /* every mapping at once */
+    size_t f_back = mem_free();
+    ggml_ok &= f_back == f0;
+    CU(cuMemAddressFree(base, range));
+
+    CUmemGenericAllocationHandle h = 0, again = 0;
+    CU(cuMemCreate(&h, 8 * MIB, &prop, 0));
+    CU(cuMemAddressReserve(&base, 8 * MIB, 0, 0, 0));
+    CU(cuMemMap(base, 8 * MIB, 0, h, 0));
+    CU(cuMemRetainAllocationHandle(&again, (void *)(uintptr_t)base));
+    CU(cuMemRelease(again));
+    size_t f_held = mem_free();
+    CU(cuMemUnmap(base, 8 * MIB));
+    size_t f_unmapped = mem_free(); /* the handle still holds it */
+    CU(cuMemRelease(h));
+    size_t f_released = mem_free();
+    CU(cuMemAddressFree(base, 8 * MIB));
+    int nccl_ok = again == h && f_held == f0 - 8 * MIB && f_unmapped == f_held && f_released == f0;
+
+    CUdeviceptr b = 0;
+    CU(cuMemAlloc_v2(&b, 32 * MIB));
+    size_t f_carve = mem_free();
+    CU(cuMemFree_v2(b));
+    CUmemGenericAllocationHandle hs[512];
+    size_t shared = 0;
+    while (shared < 512 && cuMemCreate(&hs[shared], page, &prop, 0) == 0)
+        shared++;
+    for (size_t i = 0; i < shared; i++)
+        CU(cuMemRelease(hs[i]));
+    int shared_ok = f_carve <= f0 - 32 * MIB && shared == f0 / page && mem_free() == f0;
+
+    CHECK(ggml_ok && nccl_ok && shared_ok);
+    printf("OK vmm ggml_pages=%zu ggml_ok=%d nccl_ok=%d shared_pages=%zu shared_ok=%d free=%zu\n", pages, ggml_ok,
+           nccl_ok, shared, shared_ok, f0);
+}
+
+/* Pitched and pool allocations until out of memory, each checked against
+ * cuMemGetInfo, then freed (cuMemFree, cuMemFreeAsync): all of it comes
+ * back. Run under --limit. */
+static void mode_kinds(void) {
+    enum { MAX = 1024 };
+    static CUdeviceptr p[MAX];
+    size_t f0 = mem_free(), pitch = 0;
+    int npitched = 0, consistent = 1;
+    CUresult r = 0;
+    while (npitched < MAX && (r = cuMemAllocPitch_v2(&p[npitched], &pitch, 1000, 1000, 4)) == 0) {
+        npitched++;
+        consistent &= mem_free() + (size_t)npitched * pitch * 1000 == f0;
+    }
+    int pitched_oom = r == 2 && mem_free() < pitch * 1000;
+    for (int i = 0; i < npitched; i++)
+        CU(cuMemFree_v2(p[i]));
+    int pitched_back = mem_free() == f0;
+
+    CUmemoryPool pool = NULL;
+    CUstream s = NULL;
+    CU(cuMemPoolCreate(&pool, NULL));
+    CU(cuStreamCreate(&s, 1));
+    int npool = 0;
+    while (npool < MAX && (r = (npool % 2 ? cuMemAllocFromPoolAsync_ptsz : cuMemAllocFromPoolAsync)(
+                               &p[npool], 4 * MIB, pool, s)) == 0) {
+        npool++;
+        consistent &= mem_free() + (size_t)npool * 4 * MIB == f0;
+    }
+    int pool_oom = r == 2 && npool == (int)(f0 / (4 * MIB));
+    for (int i = 0; i < npool; i++)
+        CU(cuMemFreeAsync(p[i], s));
+    int pool_back = mem_free() == f0;
+    CU(cuStreamDestroy_v2(s));
+    CU(cuMemPoolDestroy(pool));
+    CHECK(consistent && pitched_oom && pitched_back && pool_oom && pool_back);
+    printf("OK kinds pitched=%d pitch=%zu pitched_oom=%d pools=%d pool_oom=%d back=%d consistent=%d free=%zu\n",
+           npitched, pitch, pitched_oom, npool, pool_oom, pitched_back && pool_back, consistent, f0);
+}
+
 int main(int argc, char **argv) {
-    if (argc != 2) {
+    if (argc != 2 && !(argc == 3 && !strcmp(argv[1], "expandable"))) {
         fprintf(stderr, "usage: dropin_cpu_app basic|lookup|foreign|info|oom|quarantine|reuse|threads|loop|fork|"
-                        "capture|doublefree|batches|reset\n");
+                        "capture|doublefree|batches|reset|vmm|kinds\n       dropin_cpu_app expandable MIB\n");
         return 2;
     }
     start();
@@ -543,6 +732,12 @@ int main(int argc, char **argv) {
         mode_batches();
     else if (!strcmp(m, "reset"))
         mode_reset();
+    else if (!strcmp(m, "expandable"))
+        mode_expandable((size_t)strtoull(argv[2], NULL, 10) * MIB);
+    else if (!strcmp(m, "vmm"))
+        mode_vmm();
+    else if (!strcmp(m, "kinds"))
+        mode_kinds();
     else {
         fprintf(stderr, "dropin_cpu_app: unknown mode %s\n", m);
         return 2;

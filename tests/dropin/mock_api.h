@@ -17,6 +17,30 @@ typedef unsigned long long CUdeviceptr;
 typedef struct mock_ctx *CUcontext;
 typedef struct mock_stream *CUstream;
 typedef uint64_t cuuint64_t;
+typedef unsigned long long CUmemGenericAllocationHandle;
+typedef struct mock_pool *CUmemoryPool;
+/* The driver's structs of the virtual-memory functions, as in <cuda.h>. */
+typedef struct CUmemAllocationProp {
+    int type;                 /* CU_MEM_ALLOCATION_TYPE_PINNED = 1 */
+    int requestedHandleTypes;
+    struct {
+        int type;             /* CU_MEM_LOCATION_TYPE_DEVICE = 1 */
+        int id;
+    } location;
+    void *win32HandleMetaData;
+    struct {
+        unsigned char compressionType, gpuDirectRDMACapable;
+        unsigned short usage;
+        unsigned char reserved[4];
+    } allocFlags;
+} CUmemAllocationProp;
+typedef struct CUmemAccessDesc {
+    struct {
+        int type;
+        int id;
+    } location;
+    int flags;                /* CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 3 */
+} CUmemAccessDesc;
 
 /* The driver API. */
 CUresult cuInit(unsigned flags);
@@ -30,6 +54,21 @@ CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s);
 CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height, unsigned elem);
 CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t size, unsigned flags);
 CUresult cuMemGetInfo_v2(size_t *f, size_t *t);
+CUresult cuDeviceTotalMem_v2(size_t *bytes, int dev);
+CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t align, CUdeviceptr addr, unsigned long long flags);
+CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size);
+CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationProp *prop,
+                     unsigned long long flags);
+CUresult cuMemRelease(CUmemGenericAllocationHandle h);
+CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle h, unsigned long long flags);
+CUresult cuMemUnmap(CUdeviceptr ptr, size_t size);
+CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count);
+CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *h, void *addr);
+CUresult cuMemPoolCreate(CUmemoryPool *pool, const void *props);
+CUresult cuMemPoolDestroy(CUmemoryPool pool);
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, CUstream s);
+CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, CUstream s);
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t size, CUstream s);
 CUresult cuStreamCreate(CUstream *s, unsigned flags);
 CUresult cuStreamDestroy_v2(CUstream s);
 CUresult cuStreamBeginCapture_v2(CUstream s, int mode);
@@ -42,6 +81,7 @@ int mock_cuda_broken_captures(void);
 unsigned long long mock_cuda_event_waits(void);
 unsigned long long mock_cuda_calls(void);
 void mock_cuda_event_serials(unsigned long long *recorded, unsigned long long *done_max);
+void mock_cuda_memory_calls(unsigned long long *creates, unsigned long long *pool_allocs);
 
 /* A failed check prints where and counts; the program exits non-zero when
  * any failed (each program defines `failures`). */

@@ -11,6 +11,12 @@
  * quarantine of unordered frees hold memory back. Nothing here runs
  * kernels; "device" buffers are written by the test program directly.
  *
+ * The virtual-memory functions (cuMemAddressReserve, cuMemCreate, cuMemMap,
+ * ...) and memory pools take from the same device memory: a physical
+ * allocation lives until its handle is released and its last mapping is
+ * unmapped, as the driver's does; reserved address space is real host
+ * address space (PROT_NONE), which cuMemSetAccess opens for writing.
+ *
  * Environment: MOCK_CUDA_MEM (bytes of device memory, default 1 GiB),
  * MOCK_EVENT_POLLS (queries before an event completes, default 0).
  */
@@ -19,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -424,6 +431,253 @@ EXPORT CUresult cuEventDestroy_v2(CUevent e) {
     return OK;
 }
 
+/* ---- virtual memory and pools ------------------------------------------- */
+
+typedef unsigned long long CUmemGenericAllocationHandle;
+typedef struct mock_pool *CUmemoryPool;
+struct mock_pool {
+    int device;
+};
+typedef struct mock_phys {
+    size_t size;
+    unsigned refs, maps; /* unreleased references, mappings */
+} mock_phys;
+typedef struct mock_range {
+    uintptr_t base;
+    size_t size;
+    mock_phys *phys; /* NULL: a reservation; else a mapping */
+} mock_range;
+static mock_range *ranges;
+static size_t nranges, cap_ranges;
+static unsigned long long stat_creates, stat_pool_allocs;
+
+static int add_range(uintptr_t base, size_t size, mock_phys *phys) {
+    if (nranges == cap_ranges) {
+        size_t cap = cap_ranges ? cap_ranges * 2 : 64;
+        mock_range *r = realloc(ranges, cap * sizeof(*r));
+        if (!r)
+            return -1;
+        ranges = r;
+        cap_ranges = cap;
+    }
+    ranges[nranges++] = (mock_range){base, size, phys};
+    return 0;
+}
+
+static int reserved(uintptr_t base, size_t size) {
+    for (size_t i = 0; i < nranges; i++)
+        if (!ranges[i].phys && base >= ranges[i].base && base + size <= ranges[i].base + ranges[i].size)
+            return 1;
+    return 0;
+}
+
+static void phys_check(mock_phys *p) {
+    if (!p->refs && !p->maps) {
+        used -= p->size;
+        free(p);
+    }
+}
+
+/* Physical allocations made and pool allocations so far; live bytes are
+ * in mock_cuda_stats. */
+EXPORT void mock_cuda_memory_calls(unsigned long long *creates, unsigned long long *pool_allocs) {
+    *creates = __atomic_load_n(&stat_creates, __ATOMIC_RELAXED);
+    *pool_allocs = __atomic_load_n(&stat_pool_allocs, __ATOMIC_RELAXED);
+}
+
+EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t align, CUdeviceptr addr,
+                                    unsigned long long flags) {
+    COUNTED();
+    (void)align;
+    (void)addr;
+    (void)flags;
+    if (!ptr || !size)
+        return INVALID_VALUE;
+    void *p = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+        return OUT_OF_MEMORY;
+    pthread_mutex_lock(&lock);
+    int ok = add_range((uintptr_t)p, size, NULL) == 0;
+    pthread_mutex_unlock(&lock);
+    if (!ok) {
+        munmap(p, size);
+        return OUT_OF_MEMORY;
+    }
+    *ptr = (CUdeviceptr)(uintptr_t)p;
+    return OK;
+}
+
+EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
+    COUNTED();
+    pthread_mutex_lock(&lock);
+    CUresult r = INVALID_VALUE;
+    for (size_t i = 0; i < nranges; i++)
+        if (!ranges[i].phys && ranges[i].base == (uintptr_t)ptr && ranges[i].size == size) {
+            ranges[i] = ranges[--nranges];
+            munmap((void *)(uintptr_t)ptr, size);
+            r = OK;
+            break;
+        }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+EXPORT CUresult cuMemGetAllocationGranularity(size_t *g, const void *prop, int option) {
+    COUNTED();
+    (void)prop;
+    (void)option;
+    *g = (size_t)2 << 20;
+    return OK;
+}
+
+/* prop: a CUmemAllocationProp, whose location (device 0) is not checked. */
+EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t size, const void *prop, unsigned long long flags) {
+    COUNTED();
+    (void)prop;
+    (void)flags;
+    if (!h || !size || size % ((size_t)2 << 20))
+        return INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    CUresult r = OK;
+    mock_phys *p = NULL;
+    if (used + size > mem_total() || !(p = calloc(1, sizeof(*p)))) {
+        r = OUT_OF_MEMORY;
+    } else {
+        p->size = size;
+        p->refs = 1;
+        used += size;
+        stat_creates++;
+        *h = (CUmemGenericAllocationHandle)(uintptr_t)p;
+    }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle h) {
+    COUNTED();
+    mock_phys *p = (mock_phys *)(uintptr_t)h;
+    if (!p)
+        return INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    CUresult r = p->refs ? OK : INVALID_VALUE;
+    if (p->refs) {
+        p->refs--;
+        phys_check(p);
+    }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle h,
+                         unsigned long long flags) {
+    COUNTED();
+    (void)flags;
+    mock_phys *p = (mock_phys *)(uintptr_t)h;
+    if (!p || offset || size != p->size)
+        return INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    CUresult r = INVALID_VALUE;
+    if (reserved((uintptr_t)ptr, size) && add_range((uintptr_t)ptr, size, p) == 0) {
+        p->maps++;
+        r = OK;
+    }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+/* Unmaps every mapping in [ptr, ptr + size), as the driver does for a range
+ * made of whole mappings. */
+EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
+    COUNTED();
+    uintptr_t lo = (uintptr_t)ptr, hi = lo + size;
+    pthread_mutex_lock(&lock);
+    CUresult r = INVALID_VALUE;
+    for (size_t i = 0; i < nranges;) {
+        mock_range *m = &ranges[i];
+        if (m->phys && m->base >= lo && m->base + m->size <= hi) {
+            mprotect((void *)m->base, m->size, PROT_NONE);
+            madvise((void *)m->base, m->size, MADV_DONTNEED);
+            mock_phys *p = m->phys;
+            *m = ranges[--nranges];
+            p->maps--;
+            phys_check(p);
+            r = OK;
+        } else {
+            i++;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const void *desc, size_t count) {
+    COUNTED();
+    (void)desc;
+    (void)count;
+    return mprotect((void *)(uintptr_t)ptr, size, PROT_READ | PROT_WRITE) == 0 ? OK : INVALID_VALUE;
+}
+
+EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *h, void *addr) {
+    COUNTED();
+    pthread_mutex_lock(&lock);
+    CUresult r = INVALID_VALUE;
+    for (size_t i = 0; i < nranges; i++)
+        if (ranges[i].phys && (uintptr_t)addr >= ranges[i].base && (uintptr_t)addr < ranges[i].base + ranges[i].size) {
+            ranges[i].phys->refs++;
+            *h = (CUmemGenericAllocationHandle)(uintptr_t)ranges[i].phys;
+            r = OK;
+            break;
+        }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const void *props) {
+    COUNTED();
+    (void)props;
+    *pool = calloc(1, sizeof(**pool));
+    return *pool ? OK : OUT_OF_MEMORY;
+}
+
+EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool) {
+    COUNTED();
+    free(pool);
+    return OK;
+}
+
+static CUresult pool_alloc(CUdeviceptr *dptr, size_t size, CUmemoryPool pool) {
+    if (!pool)
+        return INVALID_VALUE;
+    __atomic_add_fetch(&stat_pool_allocs, 1, __ATOMIC_RELAXED);
+    return do_alloc(dptr, size);
+}
+
+/* (Each calls the shared part directly: an exported function calling
+ * another would reach an interposer's hook of it.) */
+EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, CUstream s) {
+    COUNTED();
+    (void)s;
+    return pool_alloc(dptr, size, pool);
+}
+
+EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, CUstream s) {
+    COUNTED();
+    (void)s;
+    return pool_alloc(dptr, size, pool);
+}
+
+/* The functions above, for cuGetProcAddress. */
+#define E(f) {#f, (void (*)(void))f}
+static const struct {
+    const char *name;
+    void (*fn)(void);
+} memory_exports[] = {
+    E(cuMemAddressReserve), E(cuMemAddressFree), E(cuMemGetAllocationGranularity), E(cuMemCreate), E(cuMemRelease),
+    E(cuMemMap), E(cuMemUnmap), E(cuMemSetAccess), E(cuMemRetainAllocationHandle), E(cuMemPoolCreate),
+    E(cuMemPoolDestroy), E(cuMemAllocFromPoolAsync), E(cuMemAllocFromPoolAsync_ptsz),
+};
+#undef E
+
 /* ---- lookup ------------------------------------------------------------ */
 
 EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags);
@@ -443,7 +697,7 @@ static void *lookup(const char *symbol, int version, cuuint64_t flags) {
         {"cuCtxPushCurrent", 4000, 0}, {"cuCtxPopCurrent", 4000, 0}, {"cuEventDestroy", 4000, 0},
         {"cuDeviceTotalMem", 3020, 0}, {"cuMemGetAddressRange", 3020, 0}, {"cuMemAllocPitch", 3020, 0},
         {"cuDevicePrimaryCtxRelease", 11000, 0}, {"cuDevicePrimaryCtxReset", 11000, 0},
-        {"cuGetProcAddress", 12000, 0},
+        {"cuGetProcAddress", 12000, 0}, {"cuMemAllocFromPoolAsync", 0, 1},
     };
     char full[128];
     snprintf(full, sizeof(full), "%s", symbol);
@@ -472,6 +726,12 @@ static void *lookup(const char *symbol, int version, cuuint64_t flags) {
         if (strcmp(full, exports[i].name) == 0) {
             void *p;
             memcpy(&p, &exports[i].fn, sizeof(p));
+            return p;
+        }
+    for (size_t i = 0; i < sizeof(memory_exports) / sizeof(memory_exports[0]); i++)
+        if (strcmp(full, memory_exports[i].name) == 0) {
+            void *p;
+            memcpy(&p, &memory_exports[i].fn, sizeof(p));
             return p;
         }
     return NULL;

@@ -13,6 +13,8 @@
  * the per-thread stream in the _ptsz ones. It counts every call into it
  * (mock_cudart_calls), so a test can tell a call the interposer's exported
  * runtime functions answered themselves from one they passed on to here.
+ * The pitched, 3-D and pool allocations reach the driver as the real
+ * runtime's do (cuMemAllocPitch, cuMemAllocFromPoolAsync).
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -47,6 +49,8 @@ static struct {
     CUresult (*MemAllocAsync_ptsz)(CUdeviceptr *, size_t, CUstream);
     CUresult (*MemFreeAsync)(CUdeviceptr, CUstream);
     CUresult (*MemFreeAsync_ptsz)(CUdeviceptr, CUstream);
+    CUresult (*MemAllocPitch)(CUdeviceptr *, size_t *, size_t, size_t, unsigned);
+    CUresult (*MemAllocFromPool)(CUdeviceptr *, size_t, void *, CUstream);
 } drv;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int drv_ok;
@@ -78,6 +82,8 @@ static void start_driver(void) {
     fetch("cuMemAllocAsync", 2 /* per-thread default stream */, &drv.MemAllocAsync_ptsz, gpa);
     fetch("cuMemFreeAsync", 0, &drv.MemFreeAsync, gpa);
     fetch("cuMemFreeAsync", 2, &drv.MemFreeAsync_ptsz, gpa);
+    fetch("cuMemAllocPitch", 0, &drv.MemAllocPitch, gpa);
+    fetch("cuMemAllocFromPoolAsync", 0, &drv.MemAllocFromPool, gpa);
     drv_ok = drv.Init && drv.CtxGetCurrent && drv.CtxSetCurrent && drv.PrimaryCtxRetain && drv.MemAlloc &&
              drv.MemFree && drv.MemAllocAsync && drv.MemAllocAsync_ptsz && drv.MemFreeAsync &&
              drv.MemFreeAsync_ptsz && drv.Init(0) == 0;
@@ -165,6 +171,49 @@ EXPORT cudaError_t cudaFreeAsync(void *p, CUstream s) {
 EXPORT cudaError_t cudaFreeAsync_ptsz(void *p, CUstream s) {
     cudaError_t e = enter();
     return e != cudaSuccess ? e : from_driver(drv.MemFreeAsync_ptsz((CUdeviceptr)(uintptr_t)p, s));
+}
+
+EXPORT cudaError_t cudaMallocPitch(void **p, size_t *pitch, size_t width, size_t height) {
+    cudaError_t e = enter();
+    if (e != cudaSuccess)
+        return e;
+    if (!p || !pitch || !drv.MemAllocPitch)
+        return fail(cudaErrorInvalidValue);
+    CUdeviceptr d = 0;
+    e = from_driver(drv.MemAllocPitch(&d, pitch, width, height, 16));
+    *p = e == cudaSuccess ? (void *)(uintptr_t)d : NULL;
+    return e;
+}
+
+typedef struct cudaPitchedPtr {
+    void *ptr;
+    size_t pitch, xsize, ysize;
+} cudaPitchedPtr;
+typedef struct cudaExtent {
+    size_t width, height, depth;
+} cudaExtent;
+
+/* A 3-D allocation is a pitched one of height x depth rows. */
+EXPORT cudaError_t cudaMalloc3D(cudaPitchedPtr *p, cudaExtent e3) {
+    if (!p)
+        return fail(cudaErrorInvalidValue);
+    size_t pitch = 0;
+    void *ptr = NULL;
+    cudaError_t e = cudaMallocPitch(&ptr, &pitch, e3.width, e3.height * e3.depth);
+    *p = (cudaPitchedPtr){ptr, pitch, e3.width, e3.height};
+    return e;
+}
+
+EXPORT cudaError_t cudaMallocFromPoolAsync(void **p, size_t size, void *pool, CUstream s) {
+    cudaError_t e = enter();
+    if (e != cudaSuccess)
+        return e;
+    if (!p || !drv.MemAllocFromPool)
+        return fail(cudaErrorInvalidValue);
+    CUdeviceptr d = 0;
+    e = from_driver(drv.MemAllocFromPool(&d, size, pool, s));
+    *p = e == cudaSuccess ? (void *)(uintptr_t)d : NULL;
+    return e;
 }
 
 EXPORT cudaError_t cudaGetLastError(void) {

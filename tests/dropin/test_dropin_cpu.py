@@ -13,6 +13,10 @@ refused wherever the first one waits, frees held in threads' batches never
 lost, eight threads at once, fork, graph capture, the runtime functions the
 interposer exports (dropin_rt_app over the mock shared runtime), and a trace
 that is complete after exit and after SIGTERM and loads in carve-replay.
+The cap counts memory taken behind carve's back (cuMemCreate as PyTorch's
+expandable segments, ggml and NCCL use it, pitched and pool allocations),
+and failures injected with --fail-every / --fail-at reach the program at
+exactly the calls asked for, through every entry point (dropin_fault_app).
 Also carve-run's option checking.
 
 Usage: test_dropin_cpu.py CARVE_RUN APP MOCK_DIR CARVE_REPLAY
@@ -94,6 +98,17 @@ def main():
     check(env.get("LD_PRELOAD", "").split(":")[0].endswith("libcarve_preload.so")
           and env.get("CARVE_RUN_TRACE") == "t.csv"
           and env.get("CARVE_RUN_REPORT") == "-", f"--print-env sets the interposer and friends: {out!r}")
+    for bad, opt in ((["--fail-every", "0"], "--fail-every"), (["--fail-every", "x"], "--fail-every"),
+                     (["--fail-every", "-3"], "--fail-every"), (["--fail-at", "1.5"], "--fail-at"),
+                     (["--fail-at", ""], "--fail-at"), (["--fail-at", "2", "--fail-at", "3"], "--fail-at")):
+        rc, out, err = run([run_tool] + bad + ["--", "true"])
+        check(rc == 2 and err.startswith("carve-run:") and opt in err.splitlines()[0] and out == "",
+              f"carve-run {bad}: exit 2 naming {opt} ({rc}, {err!r})")
+    rc, out, err = run([run_tool, "--", "true"], {"CARVE_RUN_FAIL_EVERY": "zero"})
+    check(rc == 2 and "CARVE_RUN_FAIL_EVERY" in err, f"a bad CARVE_RUN_FAIL_EVERY is refused by carve-run ({rc}, {err!r})")
+    rc, out, err = run([run_tool, "--print-env", "--fail-every", "7", "--fail-at", "2"])
+    check(rc == 0 and "CARVE_RUN_FAIL_EVERY=7\n" in out and "CARVE_RUN_FAIL_AT=2\n" in out,
+          f"--print-env gives the faults' environment form: {out!r}")
     rc, out, err = run([run_tool, "--", "/nonexistent/program"])
     check(rc == 127 and "cannot run" in err, "a program that cannot be run: exit 127")
     rc, out, err = run([run_tool, "--", "sh", "-c", "exit 7"])
@@ -157,10 +172,18 @@ def main():
               f"them completed (MOCK_EVENT_POLLS={polls}): {out}{err}")
     rc, out, err = run([run_tool, "--", app, "threads"])
     check(rc == 0 and ok_line(out, "threads"), f"eight threads: {out}{err}")
-    rc, out, err = run([run_tool, "--", app, "capture"])
+    rjson = os.path.join(tmp, "capture.json")
+    rc, out, err = run([run_tool, f"--report={rjson}", "--", app, "capture"])
     line = ok_line(out, "capture")
     check(rc == 0 and line and number_before(line, "captured") == 1,
           f"an allocation on a captured stream goes to the driver (a graph node): {out}{err}")
+    try:
+        with open(rjson) as f:
+            k = json.load(f)["counted"][0]["kinds"]["driver"]
+        check(k["allocations"] == 1 and k["peak_bytes"] == 1 << 20 and k["bytes_at_exit"] == 0,
+              f"the allocation passed to the driver is counted, and given back at its free: {k}")
+    except (OSError, ValueError, KeyError, IndexError) as e:
+        check(False, f"capture report ({e})")
 
     rc, out, err = run([run_tool, "--", app, "doublefree"])
     check(rc == 0 and "refused: same=1 async=1 other_thread=1" in out and "accepted once: 512/512" in out
@@ -230,6 +253,96 @@ def main():
     # ---- fault injection through carve-run --------------------------------
     rc, out, err = run([run_tool, "--conf", "fail_backend_every=3", "--", app, "oom"])
     check(rc == 0 and ok_line(out, "oom"), f"driver failures injected under carve-run lose nothing: {out}{err}")
+
+    # Every interposed allocation entry point, driver and runtime, numbered
+    # once per call of the program; the chosen calls fail with the driver's
+    # and the runtime's out-of-memory errors, and nothing else changes.
+    fault_app = os.path.join(MOCK, "dropin_fault_app")
+    entries = 13
+
+    def faults(line):
+        got = dict(kv.split("=", 1) for kv in line.split()[2:])
+        failed = [] if got["failed"] == "none" else [int(x) for x in got["failed"].split(",")]
+        per = {kv.split(":")[0]: int(kv.split(":")[1]) for kv in got["per_entry"].split(",")}
+        return int(got["calls"]), failed, per, got["errors_ok"] == "1"
+
+    rjson = os.path.join(tmp, "faults.json")
+    cases = [([run_tool, "--", fault_app], {}, lambda n: []),
+             ([run_tool, "--fail-every", "3", f"--report={rjson}", "--", fault_app], {},
+              lambda n: list(range(3, n + 1, 3))),
+             ([run_tool, "--fail-at", "5", "--", fault_app], {}, lambda n: [5]),
+             ([run_tool, "--fail-every", "13", "--fail-at", "2", "--", fault_app], {},
+              lambda n: sorted({2} | set(range(13, n + 1, 13)))),
+             ([fault_app], {"LD_PRELOAD": interposer, "CARVE_RUN_FAIL_EVERY": "3"},
+              lambda n: list(range(3, n + 1, 3))),
+             ([fault_app], {"LD_PRELOAD": interposer, "CARVE_RUN_FAIL_EVERY": "3x"}, lambda n: [])]
+    for args, extra, want in cases:
+        rc, out, err = run(args, extra)
+        line = ok_line(out, "faults")
+        what = f"faults {' '.join(args[1:-1]) or ''} {extra.get('CARVE_RUN_FAIL_EVERY', '')}"
+        if not line:
+            check(False, f"{what}: {out}{err}")
+            continue
+        n, failed, per, errors_ok = faults(line)
+        check(rc == 0 and errors_ok and n == 3 * entries and failed == want(n),
+              f"{what}: the calls that fail are exactly {want(n)}, with the driver's and runtime's out-of-memory "
+              f"errors: {line}")
+        if failed == list(range(3, n + 1, 3)):
+            check(sorted(per.values()) == [1] * entries, f"{what}: every entry point failed once: {per}")
+        if extra.get("CARVE_RUN_FAIL_EVERY") == "3x":
+            check("CARVE_RUN_FAIL_EVERY='3x' is not a whole number" in err, f"a bad value is said: {err!r}")
+        check("out of memory on device" not in err, f"{what}: an injected failure is no out-of-memory report: {err!r}")
+    try:
+        with open(rjson) as f:
+            rep = json.load(f)
+        counted = rep["counted"][0]["kinds"]
+        check(rep["injected_failures"] == entries and rep["devices"][0]["ooms"] == 0
+              and all(counted[k]["bytes_at_exit"] == 0 for k in counted if k != "carve"),
+              f"the report counts the injected failures, no out of memory, and nothing kept: {rep}")
+    except (OSError, ValueError, KeyError, IndexError) as e:
+        check(False, f"faults report ({e})")
+
+    # ---- memory taken behind carve's back, counted against the cap ---------
+    # PyTorch's expandable segments size their address range from the total
+    # memory reported (the cap) and count on cuMemCreate failing before the
+    # range is full; a cuMemCreate not held to the cap maps the whole range
+    # and PyTorch follows a null pointer (exit 139). Under the cap the program
+    # must get CUDA_ERROR_OUT_OF_MEMORY from cuMemCreate.
+    rc, out, err = run([app, "expandable", "160"])
+    check(rc == 0 and "OK expandable allocated 8 pages" in out, f"expandable segments without carve-run: {out}{err}")
+    rjson = os.path.join(tmp, "expandable.json")
+    rc, out, err = run([run_tool, "--limit", "64MiB", f"--report={rjson}", "--", app, "expandable", "160"])
+    check(rc == 0 and "OK expandable out of memory: CUDA_ERROR_OUT_OF_MEMORY (2) from cuMemCreate after 3 of 4" in out,
+          f"expandable segments past a cap of 64 MiB: PyTorch's out-of-memory error, not a crash ({rc}): {out}{err}")
+    check("cuMemCreate refused: the cap of 64.00 MiB holds 60.00 MiB" in err, f"the refusal says why: {err!r}")
+    try:
+        with open(rjson) as f:
+            c = json.load(f)["counted"][0]
+        k = c["kinds"]["cuMemCreate"]
+        check(c["cap_bytes"] == 64 << 20 and c["peak_bytes"] == 60 << 20 and c["bytes_at_exit"] == 0
+              and k["allocations"] == 3 and k["refused"] == 1 and k["peak_bytes"] == 60 << 20,
+              f"the report counts cuMemCreate's memory: {c}")
+    except (OSError, ValueError, KeyError, IndexError) as e:
+        check(False, f"expandable report ({e})")
+    rc, out, err = run([run_tool, "--limit", "64MiB", "--", app, "vmm"])
+    check(rc == 0 and "ggml_ok=1 nccl_ok=1" in out and "shared_pages=32 shared_ok=1" in out,
+          f"cuMemCreate memory counted until its handle is released and its mappings gone (ggml, NCCL), "
+          f"sharing the cap with carve's memory, consistent with cuMemGetInfo: {out}{err}")
+    rjson = os.path.join(tmp, "kinds.json")
+    rc, out, err = run([run_tool, "--limit", "64MiB", f"--report={rjson}", "--", app, "kinds"])
+    check(rc == 0 and "pitched_oom=1" in out and "pools=16 pool_oom=1 back=1 consistent=1" in out,
+          f"pitched and pool allocations counted, refused past the cap, consistent with cuMemGetInfo: {out}{err}")
+    try:
+        with open(rjson) as f:
+            c = json.load(f)["counted"][0]
+        k = c["kinds"]
+        check(c["peak_bytes"] <= 64 << 20 and k["pitched"]["refused"] == 1 and k["pools"]["refused"] == 1
+              and k["pools"]["peak_bytes"] == 64 << 20 and k["pitched"]["allocations"] >= 60
+              and c["bytes_at_exit"] == 0, f"the report counts pitched and pool memory by kind: {c}")
+    except (OSError, ValueError, KeyError, IndexError) as e:
+        check(False, f"kinds report ({e})")
+    check("counted against the cap (64.00 MiB)" in err and "pitched peak" in err and "pools peak" in err,
+          f"--report prints the counted memory by kind: {err!r}")
 
     # ---- trace, report, picture --------------------------------------------
     trace = os.path.join(tmp, "basic.csv.gz")

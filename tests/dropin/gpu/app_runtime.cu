@@ -13,7 +13,7 @@
  * "FAIL ..." and exits non-zero.
  *
  * Usage: app_runtime MODE   (streams threads late info oom foreign capture
- *                            fork bench bench-small)
+ *                            fork faults bench bench-small)
  */
 #include <cuda_runtime.h>
 #include <pthread.h>
@@ -244,6 +244,68 @@ static void mode_oom(void) {
     printf("OK oom %d pieces of 64 MiB, then %s\n", n, cudaGetErrorName(e));
 }
 
+/* Allocation failures injected by carve-run --fail-every N: every
+ * allocation either succeeds (its buffer written, verified and freed) or
+ * fails with cudaErrorMemoryAllocation, which cudaGetLastError reports
+ * once; the failures come every N calls, plain and stream-ordered alike,
+ * and keep nothing: the free memory cudaMemGetInfo reports is what it was
+ * before (within 1 MiB; the loop's buffers are 4-64 KiB, and it fails
+ * about 280 times). Prints the calls made, the failures and their spacing. */
+static void mode_faults(void) {
+    cudaStream_t s;
+    CU(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    unsigned long long *bad = counter();
+    void *warm = NULL; /* the kernels load before memory is measured */
+    if (cudaMalloc(&warm, 4096) == cudaSuccess) {
+        fill(warm, 4096, 1, 0);
+        verify(warm, 4096, 1, bad, 0);
+        CU(cudaFree(warm));
+    } else {
+        (void)cudaGetLastError();
+    }
+    CU(cudaDeviceSynchronize());
+    size_t f0 = 0, f1 = 0, t = 0;
+    CU(cudaMemGetInfo(&f0, &t));
+    int calls = 1, failed = 0, first = 0, last = 0, gap = 0, even = 1;
+    for (int i = 0; i < 2000; i++) {
+        void *p = NULL;
+        size_t bytes = (size_t)4096 << (i % 5);
+        cudaError_t e = i % 2 ? cudaMalloc(&p, bytes) : cudaMallocAsync(&p, bytes, s);
+        calls++;
+        if (e != cudaSuccess) {
+            CHECK(e == cudaErrorMemoryAllocation);
+            CHECK(cudaGetLastError() == cudaErrorMemoryAllocation);
+            CHECK(cudaGetLastError() == cudaSuccess);
+            if (failed == 1)
+                gap = calls - last;
+            else if (failed > 1)
+                even &= calls - last == gap;
+            if (!failed)
+                first = calls;
+            last = calls;
+            failed++;
+            continue;
+        }
+        cudaStream_t on = i % 2 ? (cudaStream_t)0 : s;
+        fill(p, bytes, (uint64_t)i, on);
+        verify(p, bytes, (uint64_t)i, bad, on);
+        if (i % 2)
+            CU(cudaFree(p));
+        else
+            CU(cudaFreeAsync(p, s));
+    }
+    CU(cudaDeviceSynchronize());
+    CU(cudaMemGetInfo(&f1, &t));
+    unsigned long long wrong = *bad;
+    CHECK(wrong == 0);
+    CHECK(even);
+    CHECK(f1 + (1 << 20) >= f0);
+    CU(cudaStreamDestroy(s));
+    CU(cudaFree(bad));
+    printf("OK faults %d calls, %d failed, every %d from call %d, spaced evenly %d, %llu bad words, free before "
+           "%zu after %zu\n", calls, failed, gap, first, even, wrong, f0, f1);
+}
+
 /* What carve does not hand out reaches the driver untouched; carved pointers
  * answer cudaPointerGetAttributes like any device pointer. */
 static void mode_foreign(void) {
@@ -366,7 +428,8 @@ static void mode_bench(int nsizes) {
 
 int main(int argc, char **argv) {
     if (argc != 2) {
-        fprintf(stderr, "usage: app_runtime streams|threads|late|info|oom|foreign|capture|fork|bench|bench-small\n");
+        fprintf(stderr, "usage: app_runtime streams|threads|late|info|oom|foreign|capture|fork|faults|bench|"
+                        "bench-small\n");
         return 2;
     }
     const char *m = argv[1];
@@ -387,6 +450,8 @@ int main(int argc, char **argv) {
         mode_capture();
     else if (!strcmp(m, "fork"))
         mode_fork();
+    else if (!strcmp(m, "faults"))
+        mode_faults();
     else if (!strcmp(m, "bench"))
         mode_bench(3);
     else if (!strcmp(m, "bench-small"))

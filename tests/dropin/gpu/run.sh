@@ -11,6 +11,18 @@
 #        from its config: the same losses as PyTorch's own allocator;
 #   5.   CuPy: the same results; 6. JAX: runs, and sizes itself to the cap;
 #   7.   compute-sanitizer memcheck over program 1 under carve-run;
+#   8.   the cap holds for every way a program takes memory, as the driver
+#        sees the process (nvidia-smi, mem_watch.py, less the CUDA context
+#        measured by a baseline run): PyTorch with expandable segments (the
+#        issue's line: PyTorch's out-of-memory error, not exit 139) and with
+#        its caching allocator, JAX with its default preallocation and with
+#        the platform allocator, each under --limit 4GiB asking for 10 GiB;
+#        two programs on the GPU at once, each held to its own --limit;
+#   9.   injected failures (--fail-every): program 1 (static and shared
+#        cudart) sees cudaErrorMemoryAllocation at every Nth call and keeps
+#        nothing (memcheck clean too); a PyTorch training loop catches
+#        torch.cuda.OutOfMemoryError, frees, and ends with the losses of a
+#        run without failures;
 #   and the benchmark: interposed allocation+free pairs against the driver's
 #   (cudaMalloc+cudaFree and cudaMallocAsync+cudaFreeAsync through the static
 #   cudart and through the shared one, whose functions carve-run's
@@ -193,6 +205,131 @@ lim=$(json "$OUT/jax-limit.json" 'd["bytes_limit"]' 2>/dev/null || echo none)
 XLA_PYTHON_CLIENT_ALLOCATOR=platform "$RUN" -- python3 "$HERE/jax_check.py" >"$OUT/jax-platform.json" 2>&1 &&
   pass "jax: platform allocator runs" "$(json "$OUT/jax-platform.json" 'd["result"]')" ||
   fail "jax: platform allocator runs" "see $OUT/jax-platform.json"
+
+# ---- 8: the cap, read from the driver --------------------------------------------
+# A process's memory as nvidia-smi reports it includes its CUDA context; a
+# baseline run of the same framework (one small allocation) measures that,
+# and SLACK allows for kernels loaded later.
+W="python3 $HERE/mem_watch.py"
+SLACK=$((128 << 20))
+PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "$RUN" --limit 4GiB -- \
+  python3 -c "import torch; torch.ones(10 << 30, dtype=torch.uint8, device='cuda')" >"$OUT/issue-line.log" 2>&1
+rc=$?
+[ $rc = 1 ] && grep -q "OutOfMemoryError" "$OUT/issue-line.log" &&
+  pass "torch expandable 10 GiB under 4 GiB: its OOM error" "exit $rc" ||
+  fail "torch expandable 10 GiB under 4 GiB: its OOM error" "exit $rc (139 is the crash), see $OUT/issue-line.log"
+$W "$OUT/torch-base-watch.json" -- python3 "$HERE/torch_cap.py" --baseline >"$OUT/torch-base.json" 2>&1
+XLA_PYTHON_CLIENT_PREALLOCATE=false $W "$OUT/jax-base-watch.json" -- python3 "$HERE/jax_cap.py" --baseline \
+  >"$OUT/jax-base.json" 2>&1
+# capped NAME STEM BASE CAP_BYTES [together]: the run STEM asked for 10 GiB
+# and got the framework's own out-of-memory error, took at most CAP_BYTES,
+# and the driver never saw the process hold more than CAP_BYTES + its
+# context ("together": another program ran beside it).
+capped() {
+  local name=$1 stem=$OUT/$2 base=$OUT/$3-base-watch.json cap=$4 verdict
+  verdict=$(python3 - "$stem.json" "$stem-watch.json" "$base" "$cap" "$SLACK" "${5:-alone}" <<'PY'
+import json, sys
+try:
+    r = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+    w, b = json.load(open(sys.argv[2])), json.load(open(sys.argv[3]))
+except (OSError, ValueError, IndexError) as e:
+    print(f"FAIL unreadable results ({e})"); sys.exit()
+cap, slack, alone = int(sys.argv[4]), int(sys.argv[5]), sys.argv[6] == "alone"
+held = w["peak_bytes"] - b["peak_bytes"]
+# the device's reading is the process's own only when it runs alone
+measured = w["samples"] > 0 and w["peak_bytes"] > 0 and (w["method"] == "process" or alone)
+ok = (w["rc"] == 0 and r.get("ask_result") == "oom" and 0 < r.get("filled_bytes", 0) <= cap and measured
+      and held <= cap + slack)
+print(f"{'OK' if ok else 'FAIL'} asked 10 GiB: {r.get('ask_result')} ({r.get('ask_error')}); took "
+      f"{r.get('filled_bytes', 0) / 2**30:.2f} GiB; the driver saw {w['peak_bytes'] / 2**30:.2f} GiB "
+      f"({w['method']}, {w['samples']} readings), context {b['peak_bytes'] / 2**30:.2f} GiB, so "
+      f"{held / 2**30:.2f} GiB held, cap {cap / 2**30:.2f} GiB; rc {w['rc']}"
+      f"{'' if measured else '; no reading of this process alone'}")
+PY
+)
+  case $verdict in OK*) pass "$name" "${verdict#OK }";; *) fail "$name" "${verdict#FAIL } (see $stem.*)";; esac
+}
+PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True $W "$OUT/torch-expandable-watch.json" -- \
+  "$RUN" --limit 4GiB --report="$OUT/torch-expandable-report.json" -- python3 "$HERE/torch_cap.py" \
+  >"$OUT/torch-expandable.json" 2>"$OUT/torch-expandable.err"
+capped "torch expandable: held to 4 GiB" torch-expandable torch $((4 << 30))
+$W "$OUT/torch-cached-watch.json" -- "$RUN" --limit 4GiB --report="$OUT/torch-cached-report.json" -- \
+  python3 "$HERE/torch_cap.py" >"$OUT/torch-cached.json" 2>"$OUT/torch-cached.err"
+capped "torch caching allocator: held to 4 GiB" torch-cached torch $((4 << 30))
+$W "$OUT/jax-prealloc-watch.json" -- "$RUN" --limit 4GiB --report="$OUT/jax-prealloc-report.json" -- \
+  python3 "$HERE/jax_cap.py" >"$OUT/jax-prealloc.json" 2>"$OUT/jax-prealloc.err"
+capped "jax preallocation: held to 4 GiB" jax-prealloc jax $((4 << 30))
+XLA_PYTHON_CLIENT_ALLOCATOR=platform $W "$OUT/jax-platform-cap-watch.json" -- "$RUN" --limit 4GiB \
+  --report="$OUT/jax-platform-cap-report.json" -- python3 "$HERE/jax_cap.py" \
+  >"$OUT/jax-platform-cap.json" 2>"$OUT/jax-platform-cap.err"
+capped "jax platform allocator: held to 4 GiB" jax-platform-cap jax $((4 << 30))
+# Two programs at once, each under its own cap (one through cuMemCreate,
+# one through carve), holding their memory long enough to overlap.
+PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True $W "$OUT/two-a-watch.json" -- \
+  "$RUN" --limit 2GiB -- python3 "$HERE/torch_cap.py" --hold 5 >"$OUT/two-a.json" 2>"$OUT/two-a.err" &
+two_a=$!
+$W "$OUT/two-b-watch.json" -- \
+  "$RUN" --limit 3GiB -- python3 "$HERE/torch_cap.py" --hold 5 >"$OUT/two-b.json" 2>"$OUT/two-b.err" &
+two_b=$!
+wait $two_a $two_b
+capped "two programs: the first held to 2 GiB" two-a torch $((2 << 30)) together
+capped "two programs: the second held to 3 GiB" two-b torch $((3 << 30)) together
+
+# ---- 9: injected failures --------------------------------------------------------
+for kind in static shared; do
+  app=$OUT/bin/app_$kind
+  "$RUN" --fail-every 7 --report="$OUT/$kind-faults.json" -- "$app" faults >"$OUT/$kind-faults.log" 2>&1
+  verdict=$(python3 - "$OUT/$kind-faults.log" "$OUT/$kind-faults.json" <<'PY'
+import json, re, sys
+m = re.search(r"^OK faults (\d+) calls, (\d+) failed, every (\d+) from call \d+, spaced evenly (\d)", open(sys.argv[1]).read(), re.M)
+try:
+    rep = json.load(open(sys.argv[2]))
+except (OSError, ValueError):
+    rep = {}
+kept = sum(k["bytes_at_exit"] for c in rep.get("counted", []) for n, k in c["kinds"].items() if n != "carve")
+ok = m and m.group(3) == "7" and m.group(4) == "1" and int(m.group(2)) >= int(m.group(1)) // 7 - 1 \
+     and rep.get("injected_failures") == int(m.group(2)) and kept == 0
+print(("OK " if ok else "FAIL ") + (m.group(0)[3:] if m else "no OK line") +
+      f"; injected {rep.get('injected_failures')}, memory kept outside carve at exit {kept}")
+PY
+)
+  case $verdict in OK*) pass "$kind/faults: every 7th call fails" "${verdict#OK }";;
+                   *) fail "$kind/faults: every 7th call fails" "${verdict#FAIL } (see $OUT/$kind-faults.log)";; esac
+done
+CARVE_RUN_QUIET=1 timeout "${MEMCHECK_TIMEOUT:-300}" compute-sanitizer --tool memcheck --target-processes all --error-exitcode 1 \
+  "$RUN" --fail-every 7 -- "$OUT/bin/app_static" faults >"$OUT/memcheck-faults.log" 2>&1 &&
+  grep -q "ERROR SUMMARY: 0 errors" "$OUT/memcheck-faults.log" &&
+  pass "memcheck: static/faults under carve-run" "$(grep -m1 'ERROR SUMMARY' "$OUT/memcheck-faults.log")" ||
+  fail "memcheck: static/faults under carve-run" "see $OUT/memcheck-faults.log"
+# PyTorch's cudaMallocAsync backend makes one cudaMallocAsync per tensor and
+# raises torch.cuda.OutOfMemoryError on the first failure. N is twice the
+# allocations of a step of a run without failures (from its report), so
+# that a step run again after a failure can finish.
+export PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync
+python3 "$HERE/torch_faults.py" >"$OUT/torch-faults-plain.json" 2>"$OUT/torch-faults-plain.err"
+"$RUN" --report="$OUT/torch-faults-count.json" -- python3 "$HERE/torch_faults.py" \
+  >"$OUT/torch-faults-nofail.json" 2>"$OUT/torch-faults-nofail.err"
+every=$(python3 -c "import json,sys; r=json.load(open(sys.argv[1])); s=json.loads(open(sys.argv[2]).read().strip().splitlines()[-1]); print(2 * sum(d['allocs'] for d in r['devices']) // s['steps'] + 1)" \
+  "$OUT/torch-faults-count.json" "$OUT/torch-faults-nofail.json" 2>/dev/null || echo 1000)
+"$RUN" --fail-every "$every" --report="$OUT/torch-faults-report.json" -- python3 "$HERE/torch_faults.py" \
+  >"$OUT/torch-faults.json" 2>"$OUT/torch-faults.err"
+unset PYTORCH_CUDA_ALLOC_CONF
+verdict=$(python3 - "$OUT/torch-faults-plain.json" "$OUT/torch-faults.json" "$OUT/torch-faults-report.json" "$every" <<'PY'
+import json, sys
+try:
+    a = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+    b = json.loads(open(sys.argv[2]).read().strip().splitlines()[-1])
+    injected = json.load(open(sys.argv[3])).get("injected_failures")
+except (OSError, ValueError, IndexError) as e:
+    print(f"FAIL unreadable results ({e})"); sys.exit()
+ok = "losses" in a and a["losses"] == b.get("losses") and b.get("ooms", 0) >= 1 and len(a["losses"]) == a["steps"]
+print(f"{'OK' if ok else 'FAIL'} --fail-every {sys.argv[4]}: {b.get('ooms')} OutOfMemoryError caught "
+      f"({injected} injected), last loss {b.get('losses', ['-'])[-1]} vs {a.get('losses', ['-'])[-1]} without failures"
+      f"{'' if ok else ': ' + str(b.get('error', ''))}")
+PY
+)
+case $verdict in OK*) pass "torch: survives injected failures, same losses" "${verdict#OK }";;
+                 *) fail "torch: survives injected failures, same losses" "${verdict#FAIL } (see $OUT/torch-faults*)";; esac
 
 echo "$passed passed, $failed failed"
 [ $failed = 0 ]
