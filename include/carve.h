@@ -406,7 +406,13 @@ CARVE_API carve_status carve_device_arena(int device, carve_arena **out);
 /* Set the limit / growth mode / initial block of device's default arena
  * before it is first created. Returns CARVE_ERR_INVALID if the arena already
  * exists (say so before first use, as tf.config requires) or the value is
- * bad; CARVE_ERR_NO_DEVICE for a bad device. Thread-safe. */
+ * bad, by the rule carve_arena_create applies, judged before the device: a
+ * limit below one granule (2 MiB; limit_bytes 0 means the device's memory),
+ * a fraction outside (0, 1] or one that leaves less than a granule of the
+ * device's memory (the fraction setter asks the device its size, as
+ * carve_device_mem_info does). Combinations (an initial block above the
+ * limit, growth off with no initial block) are judged when the arena is
+ * created. CARVE_ERR_NO_DEVICE for a bad device. Thread-safe. */
 CARVE_API carve_status carve_device_set_limit(int device, size_t limit_bytes);
 CARVE_API carve_status carve_device_set_limit_fraction(int device, double fraction);
 CARVE_API carve_status carve_device_set_growth(int device, int growth);
