@@ -169,7 +169,8 @@ typedef struct carve_config {
     carve_status fail_backend_status; /* what a failed reserve or map returns: CARVE_ERR_OOM
                                          (default, as when memory runs out) or CARVE_ERR_BACKEND;
                                          failed events and releases give CARVE_ERR_BACKEND */
-    const char *name;        /* label used in messages and snapshots (copied); may be NULL */
+    const char *name;        /* label used in messages and snapshots (copied, up to 63
+                                bytes, cut between UTF-8 characters); may be NULL */
 } carve_config;
 
 /* Fill *config with the defaults above. Thread-safe. */

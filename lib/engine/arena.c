@@ -13,6 +13,7 @@
 #include "backend/faults.h"
 #include "backend/open.h"
 #include "base/text.h"
+#include "base/utf8.h"
 #include "engine/error.h"
 #include "engine/heap.h"
 #include "engine/pool.h"
@@ -156,7 +157,12 @@ carve_status carve_arena_create(const carve_config *c, carve_arena **out) {
         return carve_fail(NULL, CARVE_ERR_OOM, "carve_arena_create: host memory exhausted");
     carve_arena *a = memset(mem, 0, sizeof(carve_arena));
     a->cfg = *c;
-    snprintf(a->name, sizeof(a->name), "%s", c->name ? c->name : "arena");
+    /* Cut between characters: a cut one would be invalid UTF-8 in messages
+     * and in the snapshot's JSON. */
+    const char *name = c->name ? c->name : "arena";
+    size_t nlen = carve_utf8_prefix(name, sizeof(a->name) - 1);
+    memcpy(a->name, name, nlen);
+    a->name[nlen] = '\0';
     a->cfg.name = a->name;
 
     st = carve_backend_open(&a->be, c);
