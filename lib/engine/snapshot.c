@@ -101,7 +101,6 @@ carve_status carve_snapshot_json(const carve_arena *ca, char **out) {
         return carve_fail(ca, CARVE_ERR_INVALID, "carve_snapshot_json: NULL argument");
     carve_arena *a = (carve_arena *)ca;
     carve_stats st;
-    carve_stats_collect(a, &st, 1);
     carve_strbuf b = {0};
     char lim[32], x[ADDR_LEN];
     carve_strbuf_printf(&b, "{\"carve_snapshot\":1,\"version\":\"%s\",\"arena\":{\"name\":", carve_version());
@@ -116,15 +115,16 @@ carve_status carve_snapshot_json(const carve_arena *ca, char **out) {
               carve_backend_str(a->be.kind), a->be.device, a->growth ? "true" : "false", a->vmm ? "true" : "false",
               a->initial, lim,
               a->min_grow, (size_t)CARVE_SEGMENT_GRANULE, CARVE_ALIGNMENT);
-    stats_json(&b, &st);
 
-    /* Consistent picture: every pool, then the heap. */
-    carve_strbuf_printf(&b, ",\"streams\":[");
+    /* Consistent picture, statistics included: every pool, then the heap. */
     carve_mutex_lock(&a->pools_lock); /* no new pool (which could own a span) meanwhile */
     carve_pool *first = carve_pools_first(a);
     for (carve_pool *p = first; p; p = p->next_all)
         carve_spin_lock(&p->lock);
     carve_mutex_lock(&a->heap.lock);
+    carve_stats_collect(a, &st, 1);
+    stats_json(&b, &st);
+    carve_strbuf_printf(&b, ",\"streams\":[");
     for (carve_pool *p = first; p; p = p->next_all)
         carve_strbuf_printf(&b,
                   "%s{\"stream\":\"%s\",\"allocated_bytes\":%zu,\"requested_bytes\":%zu,\"allocated_bytes_peak\":%zu,"
