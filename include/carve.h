@@ -169,7 +169,8 @@ typedef struct carve_config {
     carve_status fail_backend_status; /* what a failed reserve or map returns: CARVE_ERR_OOM
                                          (default, as when memory runs out) or CARVE_ERR_BACKEND;
                                          failed events and releases give CARVE_ERR_BACKEND */
-    const char *name;        /* label used in messages and snapshots (copied); may be NULL */
+    const char *name;        /* label used in messages and snapshots (copied, up to 63
+                                bytes, cut between UTF-8 characters); may be NULL */
 } carve_config;
 
 /* Fill *config with the defaults above. Thread-safe. */
@@ -338,13 +339,20 @@ typedef struct carve_stats {
  * used from one stream; with several streams, requested/allocated peaks are
  * off by at most 16 MiB per stream, either way (per-stream counters are
  * merged in batches so that streams do not contend: one stream's flushed
- * allocations may meet another's unflushed frees). Returns CARVE_ERR_INVALID for NULL
- * arguments (*out zeroed when out is not NULL). Thread-safe; briefly takes
- * every stream's lock to find largest_free_block.
+ * allocations may meet another's unflushed frees); no peak is ever below
+ * its current value. largest_free_block counts the buffer freed last, which
+ * is kept aside for reuse, as the free memory it is. Returns
+ * CARVE_ERR_INVALID for NULL arguments (*out zeroed when out is not NULL).
+ * Thread-safe: each stream's counters are read together under its lock
+ * (briefly, one stream at a time), so even while other threads allocate
+ * num_frees <= num_allocs and num_live = num_allocs - num_frees; streams are
+ * read one after another, not at one instant (carve_snapshot_json is one).
  */
 CARVE_API carve_status carve_get_stats(const carve_arena *arena, carve_stats *out);
 
-/* Reset the peaks to the current values. NULL is a no-op. Thread-safe. */
+/* Reset the peaks to the current values, all at one instant. NULL is a
+ * no-op. Thread-safe (takes every lock at once, briefly, so that no peak
+ * falls below its value while other threads allocate or map memory). */
 CARVE_API void carve_reset_peak_stats(carve_arena *arena);
 
 /*
@@ -367,7 +375,8 @@ CARVE_API const char *carve_last_error(const carve_arena *arena);
 
 /*
  * A JSON snapshot of the arena: its configuration, statistics, and every
- * segment with every block (offset, size, state, stream). The schema is in
+ * segment with every block (offset, size, state, stream), all of one
+ * instant (the statistics agree with the blocks). The schema is in
  * docs/snapshot.md. *out is a NUL-terminated string to release with
  * carve_snapshot_free. Returns CARVE_OK, CARVE_ERR_INVALID for NULL
  * arguments, CARVE_ERR_OOM if host memory ran out (*out NULL on failure).
@@ -406,7 +415,13 @@ CARVE_API carve_status carve_device_arena(int device, carve_arena **out);
 /* Set the limit / growth mode / initial block of device's default arena
  * before it is first created. Returns CARVE_ERR_INVALID if the arena already
  * exists (say so before first use, as tf.config requires) or the value is
- * bad; CARVE_ERR_NO_DEVICE for a bad device. Thread-safe. */
+ * bad, by the rule carve_arena_create applies, judged before the device: a
+ * limit below one granule (2 MiB; limit_bytes 0 means the device's memory),
+ * a fraction outside (0, 1] or one that leaves less than a granule of the
+ * device's memory (the fraction setter asks the device its size, as
+ * carve_device_mem_info does). Combinations (an initial block above the
+ * limit, growth off with no initial block) are judged when the arena is
+ * created. CARVE_ERR_NO_DEVICE for a bad device. Thread-safe. */
 CARVE_API carve_status carve_device_set_limit(int device, size_t limit_bytes);
 CARVE_API carve_status carve_device_set_limit_fraction(int device, double fraction);
 CARVE_API carve_status carve_device_set_growth(int device, int growth);

@@ -3,8 +3,11 @@
  * suffixes, fractions, booleans, errors naming the key, nothing changed on
  * error; decimal-only sizes, fractions judged on their digits, keys given
  * twice), how limits and initial blocks round, and CARVE_CONF sections
- * through carve_conf_parse.
+ * through carve_conf_parse; the per-device setters refuse, without a
+ * device, what carve_arena_create would refuse.
  */
+#include <math.h>
+
 #include "test_util.h"
 
 static void test_defaults(void) {
@@ -209,6 +212,24 @@ static void test_device_api_without_gpu(void) {
     CHECK_ST(NULL, carve_device_arena(0, NULL), CARVE_ERR_INVALID);
     CHECK_ST(NULL, carve_device_set_limit(0, 1 << 30), CARVE_ERR_NO_DEVICE);
     CHECK_ST(NULL, carve_device_set_limit_fraction(0, 2.0), CARVE_ERR_INVALID);
+    /* A bad value is judged before the device, by carve_arena_create's rule
+     * (a limit below one granule), with its words. */
+    carve_config c;
+    carve_config_init(&c);
+    c.backend = CARVE_BACKEND_VIRTUAL;
+    c.limit_bytes = (2 << 20) - 1;
+    CHECK_ST(NULL, carve_arena_create(&c, &a), CARVE_ERR_INVALID);
+    CHECK(strstr(carve_last_error(NULL), "below one granule") != NULL);
+    CHECK_ST(NULL, carve_device_set_limit(0, (2 << 20) - 1), CARVE_ERR_INVALID);
+    CHECK(strstr(carve_last_error(NULL), "carve_device_set_limit: the limit") != NULL);
+    CHECK(strstr(carve_last_error(NULL), "below one granule") != NULL);
+    CHECK_ST(NULL, carve_device_set_limit(0, 1), CARVE_ERR_INVALID);
+    CHECK_ST(NULL, carve_device_set_limit(0, 2 << 20), CARVE_ERR_NO_DEVICE);
+    CHECK_ST(NULL, carve_device_set_limit(0, 0), CARVE_ERR_NO_DEVICE); /* 0: the device's memory */
+    CHECK_ST(NULL, carve_device_set_limit_fraction(0, 0.0), CARVE_ERR_INVALID);
+    CHECK_ST(NULL, carve_device_set_limit_fraction(0, -0.5), CARVE_ERR_INVALID);
+    CHECK_ST(NULL, carve_device_set_limit_fraction(0, NAN), CARVE_ERR_INVALID);
+    CHECK_ST(NULL, carve_device_set_limit_fraction(0, 0.5), CARVE_ERR_NO_DEVICE);
     CHECK_ST(NULL, carve_device_set_growth(0, 0), CARVE_ERR_NO_DEVICE);
     CHECK_ST(NULL, carve_device_set_initial(0, 0), CARVE_ERR_NO_DEVICE);
     size_t f = 1, t = 1;

@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "base/utf8.h"
+
 void carve_strbuf_printf(carve_strbuf *b, const char *fmt, ...) {
     if (b->oom)
         return;
@@ -38,14 +40,18 @@ void carve_strbuf_printf(carve_strbuf *b, const char *fmt, ...) {
 
 void carve_strbuf_json_string(carve_strbuf *b, const char *s) {
     carve_strbuf_printf(b, "\"");
-    for (; *s; s++) {
+    while (*s) {
         unsigned char c = (unsigned char)*s;
+        size_t n = carve_utf8_char(s);
         if (c == '"' || c == '\\')
             carve_strbuf_printf(b, "\\%c", c);
         else if (c < 0x20)
             carve_strbuf_printf(b, "\\u%04x", c);
-        else
-            carve_strbuf_printf(b, "%c", c);
+        else if (n)
+            carve_strbuf_printf(b, "%.*s", (int)n, s);
+        else /* a byte that is no UTF-8: U+FFFD, as decoders replace it */
+            carve_strbuf_printf(b, "\\ufffd");
+        s += n ? n : 1;
     }
     carve_strbuf_printf(b, "\"");
 }

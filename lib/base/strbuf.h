@@ -19,7 +19,9 @@ typedef struct carve_strbuf {
 
 void carve_strbuf_printf(carve_strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* `s` as a JSON string literal: quotes, backslashes and control characters escaped. */
+/* `s` as a JSON string literal: quotes, backslashes and control characters
+ * escaped, and every byte that is not part of a well-formed UTF-8 character
+ * written as \ufffd, so the document stays valid whatever bytes s holds. */
 void carve_strbuf_json_string(carve_strbuf *b, const char *s);
 
 #endif

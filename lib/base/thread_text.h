@@ -8,7 +8,8 @@
  * must all fit in the small static TLS area glibc keeps for libraries
  * loaded with dlopen — which is how Python loads libcarve. So only a pointer
  * per thread lives in TLS; the buffers are allocated on first use and freed
- * when the thread exits.
+ * when the thread exits (and made again, and freed again, for a carve call
+ * from another key's destructor that runs after that: thread_text.c).
  */
 #ifndef CARVE_BASE_THREAD_TEXT_H
 #define CARVE_BASE_THREAD_TEXT_H

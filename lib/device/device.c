@@ -6,13 +6,17 @@
  * defaults, the environment variable CARVE_CONF (a section for all devices,
  * then the "deviceN:" section), then values set with the carve_device_set_*
  * functions, which are refused once the arena exists (the same rule as
- * tf.config's). Lookups of an existing arena are one acquire load.
+ * tf.config's). A setter judges its value by the rule carve_arena_create
+ * applies (engine/arena.h), before it looks for the device, so a value the
+ * arena would refuse is refused at once. Lookups of an existing arena are
+ * one acquire load.
  */
 #include <string.h>
 
 #include "backend/leaves.h"
 #include "base/lock.h"
 #include "config/conf.h"
+#include "engine/arena.h"
 #include "engine/error.h"
 
 enum { SET_LIMIT = 1, SET_GROWTH = 2, SET_INITIAL = 4 };
@@ -102,7 +106,11 @@ static carve_status setter_begin(int device, const char *fn, device_slot **slot)
 
 carve_status carve_device_set_limit(int device, size_t limit_bytes) {
     device_slot *d = NULL;
-    carve_status st = setter_begin(device, "carve_device_set_limit", &d);
+    carve_status st = CARVE_OK;
+    if (limit_bytes != 0) /* 0: none given, the device's memory */
+        st = carve_limit_check("carve_device_set_limit", limit_bytes, 0, 0);
+    if (st == CARVE_OK)
+        st = setter_begin(device, "carve_device_set_limit", &d);
     if (st != CARVE_OK)
         return st;
     d->set |= SET_LIMIT;
@@ -113,11 +121,17 @@ carve_status carve_device_set_limit(int device, size_t limit_bytes) {
 }
 
 carve_status carve_device_set_limit_fraction(int device, double fraction) {
-    if (!(fraction > 0 && fraction <= 1))
-        return carve_fail(NULL, CARVE_ERR_INVALID, "carve_device_set_limit_fraction: %g is not in (0, 1]",
-                          fraction);
+    static const char fn[] = "carve_device_set_limit_fraction";
     device_slot *d = NULL;
-    carve_status st = setter_begin(device, "carve_device_set_limit_fraction", &d);
+    size_t free_bytes, total = 0;
+    carve_status st = carve_fraction_check(fn, "fraction", fraction);
+    if (st == CARVE_OK)
+        st = check_device(device, fn);
+    /* The share of this device's memory, as the arena will resolve it. */
+    if (st == CARVE_OK && carve_cuda_mem_info(device, &free_bytes, &total) == CARVE_OK)
+        st = carve_limit_check(fn, (size_t)((double)total * fraction), fraction, total);
+    if (st == CARVE_OK)
+        st = setter_begin(device, fn, &d);
     if (st != CARVE_OK)
         return st;
     d->set |= SET_LIMIT;

@@ -43,7 +43,7 @@ static carve_status alloc_oom(carve_arena *a, size_t size, carve_stream s, const
     char req[32], al[32], rq[32], rs[32], ca[32], lf[32], li[32];
     carve_stats st;
     CARVE_ADD(&a->nooms, 1);
-    carve_stats_collect(a, &st, 1);
+    carve_stats_collect(a, &st, 0);
     return carve_fail(
         a, CARVE_ERR_OOM,
         "out of memory: carve_alloc of %s (%zu bytes) on stream %p in arena '%s' (%s backend, "

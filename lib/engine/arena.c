@@ -6,11 +6,14 @@
  * resolves fractions against the device's memory, and rounds sizes to the
  * 2 MiB granule, so every later decision works on plain byte counts.
  */
+#include "engine/arena.h"
+
 #include <string.h>
 
 #include "backend/faults.h"
 #include "backend/open.h"
 #include "base/text.h"
+#include "base/utf8.h"
 #include "engine/error.h"
 #include "engine/heap.h"
 #include "engine/pool.h"
@@ -26,11 +29,13 @@ static carve_status validate(const carve_config *c) {
         c->backend != CARVE_BACKEND_VIRTUAL && c->backend != CARVE_BACKEND_CUDA_DRIVER)
         return carve_fail(NULL, CARVE_ERR_INVALID, "carve_arena_create: unknown backend %d",
                           (int)c->backend);
-    if (!(c->initial_fraction >= 0.0 && c->initial_fraction <= 1.0) ||
-        !(c->limit_fraction >= 0.0 && c->limit_fraction <= 1.0))
-        return carve_fail(NULL, CARVE_ERR_INVALID,
-                          "carve_arena_create: initial_fraction and limit_fraction must lie in (0, 1] "
-                          "(0 = not used)");
+    carve_status st = CARVE_OK;
+    if (c->initial_fraction != 0.0 &&
+        (st = carve_fraction_check("carve_arena_create", "initial_fraction", c->initial_fraction)) != CARVE_OK)
+        return st;
+    if (c->limit_fraction != 0.0 &&
+        (st = carve_fraction_check("carve_arena_create", "limit_fraction", c->limit_fraction)) != CARVE_OK)
+        return st;
     int device_backend = c->backend == CARVE_BACKEND_CUDA || c->backend == CARVE_BACKEND_CUDA_DRIVER;
     if ((c->initial_fraction > 0 || c->limit_fraction > 0) && !device_backend)
         return carve_fail(NULL, CARVE_ERR_INVALID,
@@ -66,13 +71,29 @@ static const char *given(char *buf, size_t len, size_t bytes, double fraction, s
     return buf;
 }
 
+carve_status carve_fraction_check(const char *fn, const char *what, double fraction) {
+    if (fraction > 0.0 && fraction <= 1.0)
+        return CARVE_OK;
+    return carve_fail(NULL, CARVE_ERR_INVALID, "%s: %s %g is not in (0, 1] (a share of the device's memory)", fn,
+                      what, fraction);
+}
+
+carve_status carve_limit_check(const char *fn, size_t limit, double fraction, size_t total) {
+    char b1[96], b2[32];
+    if (limit == SIZE_MAX || carve_align_down(limit, CARVE_SEGMENT_GRANULE) >= CARVE_SEGMENT_GRANULE)
+        return CARVE_OK;
+    return carve_fail(NULL, CARVE_ERR_INVALID, "%s: the limit %s is below one granule of %s", fn,
+                      given(b1, sizeof(b1), limit, fraction, total),
+                      carve_format_bytes(b2, sizeof(b2), CARVE_SEGMENT_GRANULE));
+}
+
 /* Resolve limit and initial in bytes once the backend knows the device size.
  * The limit is rounded down to the granule (it is a hard cap) and the
  * initial block up, but never past the rounded limit: initial and limit are
  * compared as given, so equal sizes or equal fractions give one block of
  * the limit. */
 static carve_status resolve_sizes(carve_arena *a, const carve_config *c) {
-    char b1[96], b2[96], b3[32];
+    char b1[96], b2[96];
     size_t total = a->be.total_bytes;
     size_t limit = c->limit_bytes, initial = c->initial_bytes;
     if (c->limit_fraction > 0)
@@ -85,12 +106,10 @@ static carve_status resolve_sizes(carve_arena *a, const carve_config *c) {
         return carve_fail(NULL, CARVE_ERR_INVALID, "carve_arena_create: initial %s is larger than the limit %s",
                           given(b1, sizeof(b1), initial, c->initial_fraction, total),
                           given(b2, sizeof(b2), limit, c->limit_fraction, total));
+    carve_status st = carve_limit_check("carve_arena_create", limit, c->limit_fraction, total);
+    if (st != CARVE_OK)
+        return st;
     size_t rlimit = limit == SIZE_MAX ? SIZE_MAX : carve_align_down(limit, CARVE_SEGMENT_GRANULE);
-    if (rlimit < CARVE_SEGMENT_GRANULE)
-        return carve_fail(NULL, CARVE_ERR_INVALID,
-                          "carve_arena_create: the limit %s is below one granule of %s",
-                          given(b1, sizeof(b1), limit, c->limit_fraction, total),
-                          carve_format_bytes(b3, sizeof(b3), CARVE_SEGMENT_GRANULE));
     a->limit = rlimit;
     a->initial = initial ? carve_align_up(initial, CARVE_SEGMENT_GRANULE) : 0;
     if (a->initial > rlimit || a->initial < initial) /* the second: rounding up wrapped */
@@ -138,7 +157,12 @@ carve_status carve_arena_create(const carve_config *c, carve_arena **out) {
         return carve_fail(NULL, CARVE_ERR_OOM, "carve_arena_create: host memory exhausted");
     carve_arena *a = memset(mem, 0, sizeof(carve_arena));
     a->cfg = *c;
-    snprintf(a->name, sizeof(a->name), "%s", c->name ? c->name : "arena");
+    /* Cut between characters: a cut one would be invalid UTF-8 in messages
+     * and in the snapshot's JSON. */
+    const char *name = c->name ? c->name : "arena";
+    size_t nlen = carve_utf8_prefix(name, sizeof(a->name) - 1);
+    memcpy(a->name, name, nlen);
+    a->name[nlen] = '\0';
     a->cfg.name = a->name;
 
     st = carve_backend_open(&a->be, c);

@@ -411,6 +411,16 @@ carve_status carve_heap_release_free(carve_arena *a) {
             s = s->next;
         if (!s)
             break;
+        /* Whatever is still mapped goes first (a free range holds nothing
+         * mapped, but the address space must not go back with memory in
+         * it), while the segment is still linked: a refusal leaves it
+         * there, whole and usable, and found by carve_arena_contains. */
+        if (a->vmm && carve_vmm_release_segment(a, s) != CARVE_OK) {
+            carve_note("the %s backend refused to unmap memory: %s", carve_backend_str(a->be.kind),
+                       carve_backend_msg());
+            result = CARVE_ERR_BACKEND;
+            break;
+        }
         /* Detach; count the bytes as in flight until the backend has them. */
         if (s->prev)
             s->prev->next = s->next;
@@ -418,12 +428,6 @@ carve_status carve_heap_release_free(carve_arena *a) {
             h->segs = s->next;
         if (s->next)
             s->next->prev = s->prev;
-        if (a->vmm && carve_vmm_release_segment(a, s) != CARVE_OK) {
-            carve_note("the %s backend refused to unmap memory: %s", carve_backend_str(a->be.kind),
-                       carve_backend_msg());
-            result = CARVE_ERR_BACKEND;
-            break; /* still linked, still usable */
-        }
         size_t held = a->vmm ? 0 : s->raw_size; /* mapped bytes were counted by the unmapping */
         h->nsegs--;
         carve_index_remove(&h->index, s->first);

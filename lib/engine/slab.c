@@ -2,6 +2,8 @@
  * slab.c — fixed chunks of block records with a free list. Chunks are kept
  * until the arena is destroyed: records are type-stable, so a pointer read
  * racily (carve_free of a stale pointer) never points into freed memory.
+ * A growth can be made to fail on purpose (fail_grows), so that tests reach
+ * every path that handles host memory running out.
  */
 #include "engine/slab.h"
 
@@ -16,6 +18,10 @@ struct carve_slab_chunk {
 
 int carve_slab_grow(carve_slab *s) {
     void *mem = NULL; /* records are cache-line aligned */
+    if (s->fail_grows) { /* an injected failure (tests of the error paths) */
+        s->fail_grows--;
+        return -1;
+    }
     if (posix_memalign(&mem, 64, sizeof(carve_slab_chunk)) != 0)
         return -1;
     carve_slab_chunk *c = mem;

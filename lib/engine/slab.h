@@ -15,9 +15,11 @@ typedef struct carve_slab {
     size_t nfree;
     carve_slab_chunk *chunks;
     size_t nchunks;
+    size_t fail_grows; /* tests: this many growths to come fail, as when host memory runs out */
 } carve_slab;
 
-/* Add one chunk of records; 0 on success, -1 when host memory ran out. */
+/* Add one chunk of records; 0 on success, -1 when host memory ran out (or
+ * fail_grows said so). */
 int carve_slab_grow(carve_slab *s) CARVE_INTERNAL;
 /* Same as carve_slab_get, zeroed. */
 carve_block *carve_slab_get_clear(carve_slab *s) CARVE_INTERNAL;

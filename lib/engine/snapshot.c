@@ -3,9 +3,13 @@
  * (schema in docs/snapshot.md).
  *
  * Taken under every lock (pools in list order, then the heap) so the
- * picture is consistent. Addresses are hex strings, because JSON numbers
- * lose precision above 2^53; sizes and offsets are plain numbers.
+ * picture is consistent. Addresses are hex strings ("0x..." always, the
+ * default stream's "0x0" included), because JSON numbers lose precision
+ * above 2^53; sizes and offsets are plain numbers. The one string that
+ * comes from the user, the arena's name, is escaped to valid UTF-8
+ * whatever bytes it holds (carve_strbuf_json_string).
  */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +36,14 @@ static void stats_json(carve_strbuf *b, const carve_stats *s) {
               (unsigned long long)s->num_event_records, (unsigned long long)s->num_event_queries);
 }
 
+/* An address or stream handle as the document's "0x..." string (printf's
+ * %p would write "(nil)" for the default stream, %#lx "0" for zero). */
+#define ADDR_LEN 24
+static const char *addr(char buf[ADDR_LEN], const void *p) {
+    snprintf(buf, ADDR_LEN, "0x%" PRIxPTR, (uintptr_t)p);
+    return buf;
+}
+
 static const char *block_state(const carve_block *b) {
     switch (b->state) {
     case CARVE_B_USED: return "used";
@@ -43,13 +55,14 @@ static const char *block_state(const carve_block *b) {
 }
 
 static void segments_json(carve_strbuf *b, const carve_arena *a) {
+    char x[ADDR_LEN];
     carve_strbuf_printf(b, "[");
     for (const carve_segment *s = a->heap.segs; s; s = s->next) {
         size_t mapped = 0;
         for (size_t g = 0; g < s->ngran; g++)
             mapped += s->gmapped[g] ? CARVE_SEGMENT_GRANULE : 0;
-        carve_strbuf_printf(b, "%s{\"address\":\"%#lx\",\"size\":%zu,\"reserved_size\":%zu,", s == a->heap.segs ? "" : ",",
-                  (unsigned long)s->base, s->size, a->vmm ? mapped : s->raw_size);
+        carve_strbuf_printf(b, "%s{\"address\":\"%s\",\"size\":%zu,\"reserved_size\":%zu,", s == a->heap.segs ? "" : ",",
+                  addr(x, (void *)s->base), s->size, a->vmm ? mapped : s->raw_size);
         if (a->vmm)
             carve_strbuf_printf(b, "\"address_space\":%zu,", s->raw_size);
         carve_strbuf_printf(b, "\"serial\":%llu,\"ranges\":[", (unsigned long long)s->serial);
@@ -59,19 +72,19 @@ static void segments_json(carve_strbuf *b, const carve_arena *a) {
             if (r->state == CARVE_B_FREE) {
                 carve_strbuf_printf(b, "\"state\":\"free\",\"pending_stream\":");
                 if (r->u.r.event)
-                    carve_strbuf_printf(b, "\"%p\"}", (void *)r->stream);
+                    carve_strbuf_printf(b, "\"%s\"}", addr(x, r->stream));
                 else
                     carve_strbuf_printf(b, "null}");
                 continue;
             }
-            carve_strbuf_printf(b, "\"state\":\"span\",\"stream\":\"%p\",\"class\":\"%s\",\"blocks\":[", (void *)r->stream,
+            carve_strbuf_printf(b, "\"state\":\"span\",\"stream\":\"%s\",\"class\":\"%s\",\"blocks\":[", addr(x, r->stream),
                       r->cls == CARVE_CLASS_SMALL ? "small" : "large");
-            for (const carve_block *x = r->u.r.first; x; x = x->next) {
-                carve_strbuf_printf(b, "%s{\"offset\":%zu,\"size\":%zu,\"state\":\"%s\",\"stream\":\"%p\"",
-                          x == r->u.r.first ? "" : ",", (size_t)(x->addr - s->base), x->size, block_state(x),
-                          (void *)r->stream);
-                if (x->state == CARVE_B_USED)
-                    carve_strbuf_printf(b, ",\"requested\":%zu", carve_block_requested(x));
+            for (const carve_block *k = r->u.r.first; k; k = k->next) {
+                carve_strbuf_printf(b, "%s{\"offset\":%zu,\"size\":%zu,\"state\":\"%s\",\"stream\":\"%s\"",
+                          k == r->u.r.first ? "" : ",", (size_t)(k->addr - s->base), k->size, block_state(k),
+                          addr(x, r->stream));
+                if (k->state == CARVE_B_USED)
+                    carve_strbuf_printf(b, ",\"requested\":%zu", carve_block_requested(k));
                 carve_strbuf_printf(b, "}");
             }
             carve_strbuf_printf(b, "]}");
@@ -88,9 +101,8 @@ carve_status carve_snapshot_json(const carve_arena *ca, char **out) {
         return carve_fail(ca, CARVE_ERR_INVALID, "carve_snapshot_json: NULL argument");
     carve_arena *a = (carve_arena *)ca;
     carve_stats st;
-    carve_stats_collect(a, &st, 1);
     carve_strbuf b = {0};
-    char lim[32];
+    char lim[32], x[ADDR_LEN];
     carve_strbuf_printf(&b, "{\"carve_snapshot\":1,\"version\":\"%s\",\"arena\":{\"name\":", carve_version());
     carve_strbuf_json_string(&b, a->name);
     if (a->limit == SIZE_MAX)
@@ -103,20 +115,21 @@ carve_status carve_snapshot_json(const carve_arena *ca, char **out) {
               carve_backend_str(a->be.kind), a->be.device, a->growth ? "true" : "false", a->vmm ? "true" : "false",
               a->initial, lim,
               a->min_grow, (size_t)CARVE_SEGMENT_GRANULE, CARVE_ALIGNMENT);
-    stats_json(&b, &st);
 
-    /* Consistent picture: every pool, then the heap. */
-    carve_strbuf_printf(&b, ",\"streams\":[");
+    /* Consistent picture, statistics included: every pool, then the heap. */
     carve_mutex_lock(&a->pools_lock); /* no new pool (which could own a span) meanwhile */
     carve_pool *first = carve_pools_first(a);
     for (carve_pool *p = first; p; p = p->next_all)
         carve_spin_lock(&p->lock);
     carve_mutex_lock(&a->heap.lock);
+    carve_stats_collect(a, &st, 1);
+    stats_json(&b, &st);
+    carve_strbuf_printf(&b, ",\"streams\":[");
     for (carve_pool *p = first; p; p = p->next_all)
         carve_strbuf_printf(&b,
-                  "%s{\"stream\":\"%p\",\"allocated_bytes\":%zu,\"requested_bytes\":%zu,\"allocated_bytes_peak\":%zu,"
+                  "%s{\"stream\":\"%s\",\"allocated_bytes\":%zu,\"requested_bytes\":%zu,\"allocated_bytes_peak\":%zu,"
                   "\"live\":%llu,\"spans\":%zu,\"pending\":%zu}",
-                  p == first ? "" : ",", (void *)p->stream, p->allocated, p->requested, p->allocated_peak,
+                  p == first ? "" : ",", addr(x, p->stream), p->allocated, p->requested, p->allocated_peak,
                   (unsigned long long)(p->nallocs - p->nfrees), p->nspans, p->npending);
     carve_strbuf_printf(&b, "],\"segments\":");
     segments_json(&b, a);

@@ -1,12 +1,20 @@
 /*
  * stats.c — memory_allocated / memory_reserved and carve_get_stats.
  *
- * Current values are exact: each pool's counters are summed (relaxed reads
- * of values written under the pool lock). Peaks are exact per pool; the
- * arena-wide peak is the larger of the biggest pool peak and the peak of
- * the batched arena-wide counters (exact with one stream; with several, low
- * by at most CARVE_STATS_BATCH per stream), which keeps the hot path free of
- * shared writes.
+ * Current values are exact: each pool's counters are summed, read together
+ * under that pool's lock, so within a stream they agree with one another
+ * (its frees never outnumber its allocations, live = allocations - frees)
+ * even while the stream allocates. Peaks are exact per pool; the arena-wide
+ * peak is the larger of the biggest pool peak and the peak of the batched
+ * arena-wide counters (exact with one stream; with several, low by at most
+ * CARVE_STATS_BATCH per stream), which keeps the hot path free of shared
+ * writes; no peak reads below its current value.
+ *
+ * Resetting the peaks takes every lock at once, the way carve_check does:
+ * the reserved bytes rise, in virtual-memory mode, under a pool's lock and
+ * not the heap's (vmm.c), so a reset under the heap lock alone could store a
+ * value read before a map that raised the peak meanwhile, and leave the peak
+ * below what is reserved.
  */
 #include "engine/stats.h"
 
@@ -26,28 +34,52 @@ size_t carve_memory_allocated(const carve_arena *a) {
 
 size_t carve_memory_reserved(const carve_arena *a) { return a ? CARVE_LOAD(&a->heap.reserved) : 0; }
 
-void carve_stats_collect(const carve_arena *a, carve_stats *s, int with_largest) {
+/* Pool lock held: the largest free block of p with memory behind it. The
+ * block freed last is parked unmerged (the hot block) until the next free
+ * or a search; it counts here as what it will be, merged with its free
+ * neighbours. */
+static size_t pool_largest(const carve_pool *p) {
+    size_t largest = 0;
+    for (int c = 0; c < 2; c++) {
+        size_t l = carve_index_largest(&p->index[c]);
+        largest = l > largest ? l : largest;
+    }
+    const carve_block *h = p->hot;
+    if (h) {
+        size_t l = h->size;
+        if (h->prev && h->prev->state == CARVE_B_FREE)
+            l += h->prev->size;
+        if (h->next && h->next->state == CARVE_B_FREE)
+            l += h->next->size;
+        largest = l > largest ? l : largest;
+    }
+    return largest;
+}
+
+/* Pool lock held: add p's counters to s. */
+static void add_pool(carve_stats *s, const carve_pool *p, size_t *apeak, size_t *rpeak, size_t *largest) {
+    s->allocated_bytes += p->allocated;
+    s->requested_bytes += p->requested;
+    *apeak = p->allocated_peak > *apeak ? p->allocated_peak : *apeak;
+    *rpeak = p->requested_peak > *rpeak ? p->requested_peak : *rpeak;
+    s->num_allocs += p->nallocs;
+    s->num_frees += p->nfrees;
+    s->num_live += p->nallocs - p->nfrees;
+    s->num_streams++;
+    size_t l = pool_largest(p);
+    *largest = l > *largest ? l : *largest;
+}
+
+void carve_stats_collect(const carve_arena *a, carve_stats *s, int locked) {
     carve_arena *m = (carve_arena *)a; /* locks are taken; nothing observable changes */
     memset(s, 0, sizeof(*s));
     size_t apeak = 0, rpeak = 0, largest = 0;
     for (carve_pool *p = carve_pools_first(a); p; p = p->next_all) {
-        s->allocated_bytes += CARVE_LOAD(&p->allocated);
-        s->requested_bytes += CARVE_LOAD(&p->requested);
-        size_t ap = CARVE_LOAD(&p->allocated_peak), rp = CARVE_LOAD(&p->requested_peak);
-        apeak = ap > apeak ? ap : apeak;
-        rpeak = rp > rpeak ? rp : rpeak;
-        s->num_allocs += CARVE_LOAD(&p->nallocs);
-        s->num_frees += CARVE_LOAD(&p->nfrees);
-        s->num_live += CARVE_LOAD(&p->nallocs) - CARVE_LOAD(&p->nfrees);
-        s->num_streams++;
-        if (with_largest) {
+        if (!locked)
             carve_spin_lock(&p->lock);
-            for (int c = 0; c < 2; c++) {
-                size_t l = carve_index_largest(&p->index[c]);
-                largest = l > largest ? l : largest;
-            }
+        add_pool(s, p, &apeak, &rpeak, &largest);
+        if (!locked)
             carve_spin_unlock(&p->lock);
-        }
     }
     size_t ga = CARVE_LOAD(&a->g_alloc_peak), gr = CARVE_LOAD(&a->g_req_peak);
     s->allocated_bytes_peak = ga > apeak ? ga : apeak;
@@ -58,7 +90,8 @@ void carve_stats_collect(const carve_arena *a, carve_stats *s, int with_largest)
     if (s->requested_bytes_peak < s->requested_bytes)
         s->requested_bytes_peak = s->requested_bytes;
 
-    carve_mutex_lock(&m->heap.lock);
+    if (!locked)
+        carve_mutex_lock(&m->heap.lock);
     s->reserved_bytes = CARVE_LOAD(&a->heap.reserved);
     s->reserved_bytes_peak = CARVE_LOAD(&a->heap.reserved_peak);
     s->num_segments = a->heap.nsegs;
@@ -67,11 +100,12 @@ void carve_stats_collect(const carve_arena *a, carve_stats *s, int with_largest)
     s->num_syncs = CARVE_LOAD(&a->heap.nwaits);
     s->num_event_records = CARVE_LOAD(&a->heap.nrecords);
     s->num_event_queries = CARVE_LOAD(&a->heap.nqueries);
-    if (with_largest && !a->vmm) { /* in virtual-memory mode the heap's free ranges hold no memory */
+    if (!a->vmm) { /* in virtual-memory mode the heap's free ranges hold no memory */
         size_t l = carve_heap_largest_free(a);
         largest = l > largest ? l : largest;
     }
-    carve_mutex_unlock(&m->heap.lock);
+    if (!locked)
+        carve_mutex_unlock(&m->heap.lock);
     if (s->reserved_bytes_peak < s->reserved_bytes) /* a map between the two reads (vmm.c needs no heap lock) */
         s->reserved_bytes_peak = s->reserved_bytes;
     s->largest_free_block = largest;
@@ -85,22 +119,29 @@ carve_status carve_get_stats(const carve_arena *a, carve_stats *out) {
         memset(out, 0, sizeof(*out));
     if (!a || !out)
         return carve_fail(a, CARVE_ERR_INVALID, "carve_get_stats: NULL argument");
-    carve_stats_collect(a, out, 1);
+    carve_stats_collect(a, out, 0);
     return CARVE_OK;
 }
 
 void carve_reset_peak_stats(carve_arena *a) {
     if (!a)
         return;
-    for (carve_pool *p = carve_pools_first(a); p; p = p->next_all) {
+    /* Every lock, in the order of types.h: nothing is reserved, mapped or
+     * flushed meanwhile, so every peak restarts from one instant. */
+    carve_mutex_lock(&a->pools_lock);
+    carve_pool *first = carve_pools_first(a);
+    for (carve_pool *p = first; p; p = p->next_all)
         carve_spin_lock(&p->lock);
+    carve_mutex_lock(&a->heap.lock);
+    for (carve_pool *p = first; p; p = p->next_all) {
         CARVE_STORE(&p->allocated_peak, p->allocated);
         CARVE_STORE(&p->requested_peak, p->requested);
-        carve_spin_unlock(&p->lock);
     }
     CARVE_STORE(&a->g_alloc_peak, CARVE_LOAD(&a->g_alloc));
     CARVE_STORE(&a->g_req_peak, CARVE_LOAD(&a->g_req));
-    carve_mutex_lock(&a->heap.lock);
     CARVE_STORE(&a->heap.reserved_peak, CARVE_LOAD(&a->heap.reserved));
     carve_mutex_unlock(&a->heap.lock);
+    for (carve_pool *p = first; p; p = p->next_all)
+        carve_spin_unlock(&p->lock);
+    carve_mutex_unlock(&a->pools_lock);
 }

@@ -7,8 +7,10 @@
 
 #include "engine/types.h"
 
-/* Fill *s; with_largest also finds the largest free block (takes every
- * pool lock briefly, then the heap lock). No lock held on entry. */
-void carve_stats_collect(const carve_arena *a, carve_stats *s, int with_largest) CARVE_INTERNAL;
+/* Fill *s, largest free block included. Not locked: no lock held on entry;
+ * each pool's lock is taken in turn (its counters are read together), then
+ * the heap lock. locked: the caller holds pools_lock, every pool lock and
+ * the heap lock (the snapshot), so *s is one instant. */
+void carve_stats_collect(const carve_arena *a, carve_stats *s, int locked) CARVE_INTERNAL;
 
 #endif

@@ -23,9 +23,9 @@
  * span was given back.
  *
  * Lock order: pools_lock (pool creation), then pool locks, then the heap
- * lock. Never two pool locks at once, except carve_check, the snapshot and
- * the waiting reclaim, which hold pools_lock and take all pools in list
- * order first.
+ * lock. Never two pool locks at once, except carve_check, the snapshot, the
+ * peak reset and the waiting reclaim, which hold pools_lock and take all
+ * pools in list order first.
  * Backend calls that can be slow (reserve, release) run with the heap lock
  * dropped.
  */

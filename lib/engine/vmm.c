@@ -418,14 +418,21 @@ static size_t unmap_all(carve_arena *a, carve_segment *s, size_t g, size_t e, in
 
 int carve_vmm_unmap_span(carve_arena *a, carve_pool *p, carve_block *span) {
     carve_segment *s = span->u.r.seg;
-    size_t failed, n = unmap_all(a, s, (span->addr - s->base) / G, (span->addr + span->size - s->base) / G, 0, &failed);
-    if (n == 0 && failed == 0)
+    size_t g = (span->addr - s->base) / G, e = (span->addr + span->size - s->base) / G;
+    if (carve_vmm_unmapped(s, span->addr, span->size) == e - g)
         return 0;
-    /* Its blocks describe the old mapping: make them match (the span goes
-     * back to the heap if everything is unmapped, and its blocks with it). */
-    if (carve_slab_reserve(&p->slab, span->size / G) != 0)
-        return failed ? -1 : 0; /* no records: the caller gives the span back only if all went */
-    rebuild_empty_span(p, span);
+    /* Its blocks describe the old mapping, and must be made to match
+     * whatever the backend refuses: the records for that (one a run, at
+     * most one a granule) are taken before anything is unmapped. Without
+     * them nothing is: a FREE block over unmapped granules would be handed
+     * out as memory. */
+    if (carve_slab_reserve(&p->slab, span->size / G) != 0) {
+        carve_note("host memory exhausted for carve's metadata");
+        return -1;
+    }
+    size_t failed;
+    unmap_all(a, s, g, e, 0, &failed);
+    rebuild_empty_span(p, span); /* the span goes back to the heap if all went, and its blocks with it */
     return failed ? -1 : 0;
 }
 

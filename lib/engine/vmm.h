@@ -52,7 +52,8 @@ void carve_vmm_fence(carve_arena *a, carve_pool *p) CARVE_INTERNAL __attribute__
 void carve_vmm_fences_synced(carve_arena *a, carve_pool *p) CARVE_INTERNAL;
 /* Pool and heap locks held, span empty: unmap all of it before it goes
  * back to the heap. 0 on success; -1 if the backend refused (the span stays,
- * its blocks rebuilt around what is still mapped). */
+ * its blocks rebuilt around what is still mapped) or host memory for the
+ * block records ran out (the span stays as it was, nothing unmapped). */
 int carve_vmm_unmap_span(carve_arena *a, carve_pool *p, carve_block *span) CARVE_INTERNAL;
 /* Heap lock held: unmap every mapped granule of a free segment. */
 carve_status carve_vmm_release_segment(carve_arena *a, carve_segment *s) CARVE_INTERNAL;

@@ -9,6 +9,7 @@ checked for their error, since this machine has no GPU.
 """
 
 import ctypes
+import json
 import os
 import re
 import threading
@@ -195,6 +196,23 @@ def test_snapshot_structure(host_arena):
     assert b["requested"] == 3000 and b["size"] == 3072
     a.free(p)
     assert a.snapshot()["stats"]["num_live"] == 0
+
+
+def test_snapshot_is_json_for_any_name(host_arena):
+    # A name cut at 63 bytes used to split a character (invalid UTF-8: the
+    # strict decode in memory_snapshot failed), and the default stream came
+    # out as "(nil)".
+    a = host_arena(limit="16MiB", name="a" * 62 + "\u00e9")
+    assert a.config()["name"] == "a" * 62
+    p = a.alloc(3000)
+    snap = json.loads(json.dumps(carve.memory_snapshot(a)))
+    assert snap["arena"]["name"] == "a" * 62
+    assert snap["streams"][0]["stream"] == "0x0"
+    blocks = [b for seg in snap["segments"] for r in seg["ranges"] for b in r.get("blocks", [])]
+    assert blocks and all(int(b["stream"], 16) == 0 for b in blocks)
+    a.free(p)
+    b = host_arena(limit="16MiB", name="\u00e9" * 40)  # 80 bytes: 31 characters fit in 63
+    assert carve.memory_snapshot(b)["arena"]["name"] == "\u00e9" * 31
 
 
 def test_report_text(host_arena):

@@ -76,6 +76,12 @@ static void case_bad_devices(void) {
     CHECK_ST(NULL, carve_device_set_limit_fraction(99, 0.5), CARVE_ERR_NO_DEVICE);
     CHECK_ST(NULL, carve_device_set_limit_fraction(0, 1.5), CARVE_ERR_INVALID);
     CHECK_ST(NULL, carve_device_set_limit_fraction(0, 0.0), CARVE_ERR_INVALID);
+    /* Values carve_arena_create would refuse are refused by the setters:
+     * a limit below one granule, given in bytes or as a share of the device. */
+    CHECK_ST(NULL, carve_device_set_limit(0, MiB), CARVE_ERR_INVALID);
+    CHECK(strstr(carve_last_error(NULL), "below one granule") != NULL);
+    CHECK_ST(NULL, carve_device_set_limit_fraction(0, 1e-9), CARVE_ERR_INVALID);
+    CHECK(strstr(carve_last_error(NULL), "below one granule") != NULL);
     size_t f = 1, t = 1;
     CHECK_ST(NULL, carve_device_mem_info(99, &f, &t), CARVE_ERR_NO_DEVICE);
     CHECK(f == 0 && t == 0);

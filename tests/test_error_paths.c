@@ -1,0 +1,260 @@
+/*
+ * test_error_paths.c — the paths that handle failure: host memory for
+ * carve's block records running out (each slab can be made to fail its
+ * growths, and the test can hold every spare record), a backend that
+ * refuses an unmap or a release, and both at once. After every failure
+ * carve_check passes, and once the failure is past everything works and
+ * goes back.
+ *
+ *   unmap_span  virtual-memory mode: a span going back to the heap is
+ *               unmapped first, and its blocks rebuilt around what the
+ *               backend refused. With no records for that rebuild, the
+ *               span was left half unmapped with a FREE block over the
+ *               unmapped granules (memory that would be handed out). The
+ *               sequence: 1 GiB allocated and freed on a stream, its
+ *               records unable to grow, the third unmap refused, then
+ *               carve_empty_cache.
+ *   release     a segment whose unmapping the backend refused was unlinked
+ *               and then left out: never released, and carve_arena_contains
+ *               no longer found it. (A free range never holds mapped memory
+ *               in carve's own sequences, so the test maps a granule of the
+ *               free address space by hand, as a backend bug would leave it.)
+ *   sweep       a seeded scenario on three streams in both modes, run once
+ *               per step with that step starved of records and the next
+ *               backend call failing: carve_check after every step.
+ *               CARVE_TEST_ERROR_STEPS sets the steps (default 60).
+ */
+#include "backend/faults.h"
+#include "engine/types.h"
+#include "test_util.h"
+
+#define MiB ((size_t)1 << 20)
+#define G CARVE_SEGMENT_GRANULE
+
+static carve_pool *pool_of(carve_arena *a, carve_stream s) {
+    for (carve_pool *p = a->pools; p; p = p->next_all)
+        if (p->stream == s)
+            return p;
+    return NULL;
+}
+
+/* The next `times` backend calls of kinds fail. */
+static void fail_next(carve_arena *a, unsigned kinds, unsigned long times) {
+    carve_backend_faults_on(&a->be, a->be.faults.calls + 1, times, 0, kinds, CARVE_ERR_BACKEND);
+}
+
+/* ---- starving: no record to spare, and no growth ---- */
+
+#define STARVE_MAX 64
+
+typedef struct starve {
+    carve_slab *slab[STARVE_MAX];
+    carve_block *held[STARVE_MAX];
+    unsigned n;
+} starve;
+
+static void starve_slab(starve *v, carve_slab *s) {
+    if (v->n == STARVE_MAX)
+        return;
+    carve_block *list = NULL;
+    s->fail_grows = SIZE_MAX;
+    while (s->free) {
+        carve_block *b = carve_slab_get(s);
+        b->fnext = list;
+        list = b;
+    }
+    v->slab[v->n] = s;
+    v->held[v->n++] = list;
+}
+
+/* Every slab of the arena: the heap's and each pool's. */
+static void starve_on(carve_arena *a, starve *v) {
+    v->n = 0;
+    starve_slab(v, &a->heap.slab);
+    for (carve_pool *p = a->pools; p; p = p->next_all)
+        starve_slab(v, &p->slab);
+}
+
+static void starve_off(starve *v) {
+    for (unsigned i = 0; i < v->n; i++) {
+        v->slab[i]->fail_grows = 0;
+        while (v->held[i]) {
+            carve_block *b = v->held[i];
+            v->held[i] = b->fnext;
+            carve_slab_put(v->slab[i], b);
+        }
+    }
+    v->n = 0;
+}
+
+/* ---- unmap_span ---- */
+
+static void unmap_span_case(size_t fail_grows) {
+    carve_arena *a = test_arena_conf(CARVE_BACKEND_VIRTUAL, 1, 0, 0, "vmm=1");
+    const carve_stream s = (carve_stream)(uintptr_t)0x1000;
+    void *p = NULL;
+    CHECK_OK(a, carve_alloc(a, 1024 * MiB, s, &p));
+    CHECK_OK(a, carve_free(a, p)); /* parked; empty_cache empties the span */
+    carve_pool *pool = pool_of(a, s);
+    CHECK(pool && pool->slab.nfree < 1024 * MiB / G); /* the rebuild needs the slab to grow */
+    if (!pool) {
+        carve_arena_destroy(a);
+        return;
+    }
+    pool->slab.fail_grows = fail_grows;
+    carve_backend_faults_on(&a->be, a->be.faults.calls + 3, 1, 0, CARVE_FAULT_RELEASE, CARVE_ERR_BACKEND);
+    carve_status st = carve_empty_cache(a);
+    CHECK(st == CARVE_OK || st == CARVE_ERR_BACKEND);
+    CHECK_ARENA(a);
+    carve_stats stats;
+    CHECK_OK(a, carve_get_stats(a, &stats));
+    CHECK(stats.num_live == 0 && stats.reserved_bytes <= 1024 * MiB);
+    /* The same memory serves again, from the stream that kept it. */
+    CHECK_OK(a, carve_alloc(a, 1024 * MiB, s, &p));
+    CHECK_ARENA(a);
+    CHECK_OK(a, carve_free(a, p));
+    pool->slab.fail_grows = 0;
+    carve_backend_faults_off(&a->be);
+    CHECK_OK(a, carve_empty_cache(a));
+    CHECK(carve_memory_reserved(a) == 0);
+    CHECK_ARENA(a);
+    carve_arena_destroy(a);
+}
+
+static void test_unmap_span_without_records(void) {
+    unmap_span_case(SIZE_MAX); /* no records at all: nothing unmapped, nothing lost */
+    unmap_span_case(1);        /* the span's rebuild fails, the trim after it has records */
+    unmap_span_case(0);        /* records: the span rebuilt around the refused granule */
+}
+
+/* ---- release ---- */
+
+static void test_refused_release_keeps_segment(void) {
+    carve_arena *a = test_arena_conf(CARVE_BACKEND_VIRTUAL, 1, 0, 0, "vmm=1");
+    carve_heap *h = &a->heap;
+    carve_segment *seg = h->segs;
+    CHECK(seg && !seg->next && h->nsegs == 1);
+    if (!seg) {
+        carve_arena_destroy(a);
+        return;
+    }
+    /* A granule of the free address space mapped, as a backend bug would
+     * leave it: the release must unmap it first. */
+    CHECK_OK(a, a->be.ops->commit(&a->be, seg->base, G));
+    seg->gmapped[0] = 1;
+    __atomic_add_fetch(&h->reserved, G, __ATOMIC_RELAXED);
+    carve_atomic_max(&h->reserved_peak, G);
+    fail_next(a, CARVE_FAULT_RELEASE, 1);
+    CHECK_ST(a, carve_empty_cache(a), CARVE_ERR_BACKEND);
+    CHECK(strstr(carve_last_error(a), "injected") != NULL);
+    /* Still the arena's: linked, counted, found. */
+    CHECK(h->segs == seg && h->nsegs == 1);
+    void *inside = (void *)(seg->base + 5 * G);
+    CHECK(carve_arena_contains(a, inside));
+    CHECK(seg->gmapped[0] == 1 && carve_memory_reserved(a) == G);
+    carve_backend_faults_off(&a->be);
+    CHECK_OK(a, carve_empty_cache(a)); /* seg is freed */
+    CHECK(h->segs == NULL && h->nsegs == 0 && carve_memory_reserved(a) == 0);
+    CHECK(!carve_arena_contains(a, inside));
+    CHECK_ARENA(a);
+    /* It works as new. */
+    void *p = NULL;
+    CHECK_OK(a, carve_alloc(a, 3 * MiB, NULL, &p));
+    CHECK_OK(a, carve_free(a, p));
+    CHECK_ARENA(a);
+    carve_arena_destroy(a);
+}
+
+/* ---- sweep ---- */
+
+#define NSLOT 16
+
+static const carve_stream streams[3] = {NULL, (carve_stream)(uintptr_t)0x1000, (carve_stream)(uintptr_t)0x2000};
+
+typedef struct sweep_tally {
+    unsigned long failed, ok_anyway;
+} sweep_tally;
+
+/* One run of the scenario; at step `starved` (-1: none) every slab is
+ * starved and the next backend call fails, for that step only. */
+static void sweep_run(const char *mode, uint64_t seed, int nsteps, int starved, sweep_tally *t) {
+    static const size_t sizes[] = {256, 4096, 700 << 10, 3 * MiB, 12 * MiB, 40 * MiB};
+    carve_arena *a = test_arena_conf(CARVE_BACKEND_VIRTUAL, 1, 0, (size_t)4 << 30, mode);
+    carve_backend_faults_on(&a->be, 0, 1, 0, CARVE_FAULT_ALL, CARVE_ERR_OOM); /* counts calls */
+    void *p[NSLOT] = {0};
+    int other[NSLOT] = {0};
+    test_rng r;
+    test_rng_seed(&r, seed);
+    for (int step = 0; step < nsteps; step++) {
+        int i = (int)test_rng_below(&r, NSLOT);
+        unsigned what = (unsigned)test_rng_below(&r, 16);
+        size_t size = sizes[test_rng_below(&r, 6)] + (size_t)test_rng_below(&r, 3) * 256;
+        carve_stream s = streams[test_rng_below(&r, 3)];
+        starve v = {.n = 0};
+        if (step == starved) {
+            starve_on(a, &v);
+            fail_next(a, CARVE_FAULT_ALL, 1);
+        }
+        carve_status st;
+        if (what == 15) {
+            st = carve_empty_cache(a);
+        } else if (!p[i]) {
+            st = carve_alloc(a, size, s, &p[i]);
+            other[i] = 0;
+        } else if (what < 3 && !other[i]) {
+            st = carve_record_stream(a, p[i], streams[(i + 1) % 3]);
+            other[i] = st == CARVE_OK;
+        } else {
+            st = carve_free(a, p[i]);
+            if (st == CARVE_OK)
+                p[i] = NULL;
+        }
+        if (step == starved) {
+            starve_off(&v);
+            carve_backend_faults_on(&a->be, 0, 1, 0, CARVE_FAULT_ALL, CARVE_ERR_OOM);
+            if (st != CARVE_OK) {
+                t->failed++;
+                CHECK(st == CARVE_ERR_OOM || st == CARVE_ERR_BACKEND);
+                CHECK(carve_last_error(a)[0] != '\0');
+            } else {
+                t->ok_anyway++;
+            }
+        } else {
+            CHECK_OK(a, st);
+        }
+        carve_status cst = carve_check(a);
+        CHECK_OK(a, cst);
+        if (cst != CARVE_OK)
+            fprintf(stderr, "%s, starved at step %d: after step %d: %s\n", mode, starved, step, carve_last_error(a));
+    }
+    for (int i = 0; i < NSLOT; i++)
+        if (p[i])
+            CHECK_OK(a, carve_free(a, p[i]));
+    CHECK_OK(a, carve_empty_cache(a));
+    CHECK(carve_memory_reserved(a) == 0);
+    CHECK_ARENA(a);
+    carve_arena_destroy(a);
+}
+
+static void test_sweep(void) {
+    const char *env = getenv("CARVE_TEST_ERROR_STEPS");
+    int nsteps = env && *env ? atoi(env) : 60;
+    const char *modes[] = {"vmm=1", "vmm=0"};
+    for (int m = 0; m < 2; m++) {
+        uint64_t seed = test_seed(505) + (uint64_t)m;
+        sweep_tally t = {0, 0};
+        for (int at = 0; at < nsteps; at++)
+            sweep_run(modes[m], seed, nsteps, at, &t);
+        printf("%s: %d steps, each starved of records with the next backend call failing in turn: "
+               "%lu failed cleanly, %lu succeeded anyway\n",
+               modes[m], nsteps, t.failed, t.ok_anyway);
+        CHECK(t.failed > 0);
+    }
+}
+
+int main(void) {
+    test_unmap_span_without_records();
+    test_refused_release_keeps_segment();
+    test_sweep();
+    return test_finish();
+}
