@@ -141,7 +141,7 @@ static carve_block *pool_refill(carve_arena *a, carve_pool *p, unsigned cls, siz
             asked_others = 1;
             attempt--;
             reclaim_unlocked(a, p, 0);
-            carve_block *b = carve_index_find(&p->index[cls], rs);
+            carve_block *b = carve_index_find_fit(&p->index[cls], rs);
             if (b)
                 return b;
             continue;
@@ -158,13 +158,13 @@ static carve_block *pool_refill(carve_arena *a, carve_pool *p, unsigned cls, siz
          * will do rather than fail (the segregation is a preference). */
         carve_block *b;
         if (*st == CARVE_ERR_OOM && cls == CARVE_CLASS_SMALL &&
-            (b = carve_index_find(&p->index[CARVE_CLASS_LARGE], rs)))
+            (b = carve_index_find_fit(&p->index[CARVE_CLASS_LARGE], rs)))
             return b;
         if (*st != CARVE_ERR_OOM || attempt == 1)
             return NULL;
         /* Release cached memory everywhere and retry once. */
         reclaim_unlocked(a, p, CARVE_RECLAIM_WAIT | (a->growth ? CARVE_RECLAIM_RELEASE : 0));
-        if ((b = carve_index_find(&p->index[cls], rs)))
+        if ((b = carve_index_find_fit(&p->index[cls], rs)))
             return b;
     }
 }
@@ -247,7 +247,7 @@ __attribute__((noinline, cold)) static carve_block *vmm_place(carve_arena *a, ca
 static carve_block *pool_take(carve_arena *a, carve_pool *p, unsigned cls, size_t rs, carve_status *st) {
     carve_pool_flush_hot(p, 1); /* merged, it may fit */
     for (int attempt = 0;; attempt++) {
-        carve_block *b = carve_index_find(&p->index[cls], rs);
+        carve_block *b = carve_index_find_fit(&p->index[cls], rs);
         if (b)
             return b;
         if (!a->vmm)
