@@ -131,7 +131,8 @@ typedef struct carve_config {
                                 reserved, between 2 MiB and 64 MiB */
     int vmm;                 /* CARVE_VMM_AUTO (default), 1 or 0. 1: virtual-memory
                                 mode. Address space is reserved (twice the limit, or
-                                64 GiB at a time when unlimited) and physical memory
+                                64 GiB when unlimited, and more whenever no free
+                                range holds a request) and physical memory
                                 is mapped into it in 2 MiB granules as buffers need
                                 it; free granules are unmapped, longest unused first,
                                 before a stream's mapped bytes pass the peak of the
@@ -144,8 +145,9 @@ typedef struct carve_config {
                                 reserved_bytes counts mapped bytes. Buffers are placed
                                 lowest address first and where memory is already
                                 mapped, so a program that repeats its steps stops
-                                mapping after the first ones. Host bookkeeping: 9
-                                bytes per 2 MiB granule of address space. CUDA
+                                mapping after the first ones. Host bookkeeping: 13
+                                bytes per 2 MiB granule of address space (21 on
+                                the CUDA backend). CUDA
                                 (cuMemCreate/cuMemMap; devices that support virtual
                                 memory management) and VIRTUAL backends.
                                 0: segments mode: segments from cudaMalloc (or the
@@ -227,14 +229,20 @@ CARVE_API carve_status carve_arena_get_config(const carve_arena *arena, carve_co
  * is aligned to CARVE_ALIGNMENT. size 0 gives CARVE_OK with *out = NULL.
  * Returns CARVE_OK; CARVE_ERR_INVALID for NULL arena or out; CARVE_ERR_OOM
  * when the request cannot be met even after releasing cached memory and
- * retrying once (sizes beyond any possible limit, e.g. SIZE_MAX, included);
+ * retrying (sizes beyond any possible limit, e.g. SIZE_MAX, included):
+ * in virtual-memory mode only when the 2 MiB granules live buffers touch
+ * plus those the request needs would pass the limit, in segments mode only
+ * when no free range of whole granules, nor a free block of the stream's
+ * own, holds it and no segment can be added under the limit (or when the
+ * driver refuses memory; other threads allocating meanwhile may take room);
  * CARVE_ERR_BACKEND for driver failures; CARVE_ERR_INVALID also for
  * cudaStreamPerThread, whose meaning depends on the calling thread (pass the
  * thread's concrete stream). *out is NULL on every failure.
  * Thread-safe; threads on different streams do not contend. Does not
  * synchronize on the fast path; when the request would otherwise fail (the
- * limit or the device is full), it synchronizes the device once, so that
- * memory every stream has cached can be reused, before retrying. In
+ * limit or the device is full), it synchronizes the device, so that memory
+ * every stream has cached can be reused, and retries: twice at most, the
+ * second time with the free room inside every stream's spans given back. In
  * virtual-memory mode, a request that maps granules past its stream's
  * allowance first unmaps free ones that events show the device is done
  * with, and waits for such an event on its own stream only when none

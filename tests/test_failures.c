@@ -17,8 +17,8 @@ static void inject(carve_arena *a, long after, long times, carve_status st) {
 static void test_reserve_failures(carve_backend be) {
     carve_arena *a = test_arena(be, 1, 0, 0);
     void *p = (void *)1;
-    /* Both the first try and the retry after reclaim fail: OOM. */
-    inject(a, 0, 2, CARVE_ERR_OOM);
+    /* The first try and both retries after reclaiming fail: OOM. */
+    inject(a, 0, 3, CARVE_ERR_OOM);
     CHECK_ST(a, carve_alloc(a, 1 << 20, NULL, &p), CARVE_ERR_OOM);
     CHECK(p == NULL);
     CHECK(strstr(carve_last_error(a), "injected") != NULL);

@@ -1,7 +1,9 @@
 /*
  * test_index.c — the TLSF index on its own: size classes, find returns a
- * block that fits, exact-size reuse, and the largest-block query, checked
- * against a brute-force scan over random contents.
+ * block that fits (plain and address-ordered) and find_fit NULL only when
+ * none does, exact-size reuse, and the largest-block query, checked against
+ * a brute-force scan over random contents; a fitting block far down the
+ * request's own class is found when no class above holds one.
  */
 #include "engine/index.h"
 #include "test_util.h"
@@ -26,7 +28,7 @@ static void test_classes(void) {
     CHECK(!carve_index_same_class(4 << 20, 8 << 20));
 }
 
-static void test_random(void) {
+static void test_random(int ordered) {
     test_rng r;
     test_rng_seed(&r, test_seed(5));
     enum { N = 3000 };
@@ -34,6 +36,7 @@ static void test_random(void) {
     int *in = calloc(N, sizeof(int));
     carve_index ix;
     memset(&ix, 0, sizeof(ix));
+    ix.ordered = ordered;
     for (int step = 0; step < 40000; step++) {
         int i = (int)test_rng_below(&r, N);
         if (in[i]) {
@@ -67,8 +70,8 @@ static void test_random(void) {
             CHECK(f->size >= want);
             CHECK(in[f - blocks]);
         } else {
-            /* Good fit may miss a block in the request's own class beyond the
-             * scan limit, never one in a higher class. */
+            /* The bounded search may miss a block in the request's own
+             * class beyond the scan limit, never one in a higher class. */
             unsigned fl, sl;
             carve_index_class(want, &fl, &sl);
             for (int j = 0; j < N; j++)
@@ -78,7 +81,10 @@ static void test_random(void) {
                     CHECK(f2 == fl && s2 == sl);
                 }
         }
-        (void)exists;
+        carve_block *ff = carve_index_find_fit(&ix, want);
+        CHECK(ff ? ff->size >= want && in[ff - blocks] : !exists); /* NULL only when no block fits */
+        if (f)
+            CHECK(ff == f);
         if (step % 97 == 0)
             CHECK(carve_index_largest(&ix) == largest);
     }
@@ -92,8 +98,41 @@ static void test_random(void) {
     free(in);
 }
 
+/* Many blocks in one class, all a little smaller than the request but the
+ * last: find_fit must reach it (the bounded scan looks at the first few
+ * only), and once a class above holds a block, both take that one. */
+static void test_full_class(void) {
+    for (int ordered = 0; ordered < 2; ordered++) {
+        enum { N = 40 };
+        carve_block b[N + 1];
+        memset(b, 0, sizeof(b));
+        carve_index ix;
+        memset(&ix, 0, sizeof(ix));
+        ix.ordered = ordered;
+        for (int i = 0; i < N; i++) { /* the fitting one first: unordered lists put it last */
+            b[i].size = i == 0 ? 16640 : 16384;
+            b[i].addr = ordered ? (uintptr_t)(N - i) << 20 : (uintptr_t)(i + 1) << 20;
+            b[i].state = CARVE_B_FREE;
+            carve_index_insert(&ix, &b[i]);
+        }
+        CHECK(carve_index_same_class(16384, 16640));
+        CHECK(carve_index_find(&ix, 16640) == NULL); /* the bounded search */
+        CHECK(carve_index_find_fit(&ix, 16640) == &b[0]);
+        CHECK(carve_index_find_fit(&ix, 16896) == NULL);
+        b[N].size = 1 << 20;
+        b[N].addr = (uintptr_t)1 << 40;
+        b[N].state = CARVE_B_FREE;
+        carve_index_insert(&ix, &b[N]);
+        CHECK(carve_index_find(&ix, 16640) == &b[N]); /* good fit: every block above fits */
+        CHECK(carve_index_find_fit(&ix, 16640) == &b[N]);
+        CHECK(carve_index_find_fit(&ix, 16896) == &b[N]);
+    }
+}
+
 int main(void) {
     test_classes();
-    test_random();
+    test_random(0);
+    test_random(1);
+    test_full_class();
     return test_finish();
 }

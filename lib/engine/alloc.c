@@ -101,10 +101,14 @@ static carve_block *pool_extend(carve_arena *a, carve_pool *p, unsigned cls, siz
 /* Pool lock held; the pool's index has no block for rs (and, in
  * virtual-memory mode, no UNMAPPED place holds it either). Bring a span in:
  * by extending a span of the pool, from the heap (after giving the heap this
- * pool's empty spans, so they can merge), by growing — but before growing
- * past the largest footprint so far, other streams are asked for their empty
- * spans first — and once more after reclaiming every stream's cached memory
- * and waiting for it. Returns a free indexed block of at least rs bytes (in
+ * pool's empty spans, so they can merge, and in virtual-memory mode the
+ * address space its spans hold with nothing mapped), by growing — but before
+ * growing past the largest footprint so far, other streams are asked for
+ * their empty spans first — then after reclaiming every stream's cached
+ * memory and waiting for it, and last after every stream has also given
+ * back the free room inside its spans; a free block of the other size
+ * class that fits is taken before giving up.
+ * Returns a free indexed block of at least rs bytes (in
  * virtual-memory mode, the new UNMAPPED room may be that block or its
  * neighbour), or NULL with *st set. The pool lock is dropped and retaken
  * around reclaims. */
@@ -129,6 +133,11 @@ static carve_block *pool_refill(carve_arena *a, carve_pool *p, unsigned cls, siz
         carve_block *span = carve_heap_take(a, p, cls, want, need, st);
         if (!span && *st == CARVE_OK && carve_pool_return_empty(p, CARVE_RETURN_OWN) > 0)
             span = carve_heap_take(a, p, cls, want, need, st);
+        /* Virtual-memory mode: before reserving more address space, the
+         * address space this pool holds with nothing mapped goes back, so
+         * that it can merge with the free ranges around it. */
+        if (!span && *st == CARVE_OK && a->vmm && carve_pool_give_room(p, 0, 1) > 0)
+            span = carve_heap_take(a, p, cls, want, need, st);
         int ask_others = !span && *st == CARVE_OK && !asked_others && !a->vmm && CARVE_LOAD(&a->multi) &&
                          CARVE_LOAD(&a->heap.reserved) + want > CARVE_LOAD(&a->heap.reserved_peak);
         if (!span && *st == CARVE_OK && !ask_others) {
@@ -141,7 +150,7 @@ static carve_block *pool_refill(carve_arena *a, carve_pool *p, unsigned cls, siz
             asked_others = 1;
             attempt--;
             reclaim_unlocked(a, p, 0);
-            carve_block *b = carve_index_find(&p->index[cls], rs);
+            carve_block *b = carve_index_find_fit(&p->index[cls], rs);
             if (b)
                 return b;
             continue;
@@ -154,17 +163,20 @@ static carve_block *pool_refill(carve_arena *a, carve_pool *p, unsigned cls, siz
         }
         if (*st == CARVE_OK)
             *st = CARVE_ERR_OOM;
-        /* Out of room for a new small span: a free block in a large span
-         * will do rather than fail (the segregation is a preference). */
+        /* Out of room for a new span: a free block in a span of the other
+         * class will do rather than fail (the segregation is a preference). */
         carve_block *b;
-        if (*st == CARVE_ERR_OOM && cls == CARVE_CLASS_SMALL &&
-            (b = carve_index_find(&p->index[CARVE_CLASS_LARGE], rs)))
+        if (*st == CARVE_ERR_OOM && (b = carve_index_find_fit(&p->index[!cls], rs)))
             return b;
-        if (*st != CARVE_ERR_OOM || attempt == 1)
+        if (*st != CARVE_ERR_OOM || attempt == 2)
             return NULL;
-        /* Release cached memory everywhere and retry once. */
-        reclaim_unlocked(a, p, CARVE_RECLAIM_WAIT | (a->growth ? CARVE_RECLAIM_RELEASE : 0));
-        if ((b = carve_index_find(&p->index[cls], rs)))
+        /* Release cached memory everywhere and retry; the second time, the
+         * free room inside other streams' spans too (it moves only now:
+         * cutting spans around their live buffers scatters what the next
+         * requests of those streams touch). */
+        reclaim_unlocked(a, p, CARVE_RECLAIM_WAIT | (a->growth ? CARVE_RECLAIM_RELEASE : 0) |
+                                   (attempt == 1 ? CARVE_RECLAIM_ROOM : 0));
+        if ((b = carve_index_find_fit(&p->index[cls], rs)))
             return b;
     }
 }
@@ -247,7 +259,7 @@ __attribute__((noinline, cold)) static carve_block *vmm_place(carve_arena *a, ca
 static carve_block *pool_take(carve_arena *a, carve_pool *p, unsigned cls, size_t rs, carve_status *st) {
     carve_pool_flush_hot(p, 1); /* merged, it may fit */
     for (int attempt = 0;; attempt++) {
-        carve_block *b = carve_index_find(&p->index[cls], rs);
+        carve_block *b = carve_index_find_fit(&p->index[cls], rs);
         if (b)
             return b;
         if (!a->vmm)

@@ -127,14 +127,15 @@ static carve_status resolve_sizes(carve_arena *a, const carve_config *c) {
              (c->vmm == CARVE_VMM_AUTO && a->growth && a->initial == 0 && a->be.ops->commit != NULL);
     a->small_max = a->vmm ? 0 : CARVE_SMALL_MAX;
     if (a->vmm) {
-        /* Address space for twice what the arena may map (so that it never
-         * runs out of room in one piece before the limit is reached), or
-         * 64 GiB at a time when unlimited; growth off caps the mapped bytes
-         * at the initial amount. */
+        /* Address space: twice what the arena may map first (64 GiB when
+         * unlimited), then more, the limit or 64 GiB at a time, whenever no
+         * free range holds a request (heap.c): live buffers can leave any
+         * fixed amount without a free range large enough. Growth off caps
+         * the mapped bytes at the initial amount. */
         if (!a->growth)
             a->limit = a->initial;
-        a->va_more = a->limit == SIZE_MAX;
-        a->va_size = a->va_more ? CARVE_VMM_VA_STEP
+        a->va_step = a->limit < CARVE_VMM_VA_STEP ? a->limit : CARVE_VMM_VA_STEP;
+        a->va_size = a->limit == SIZE_MAX    ? CARVE_VMM_VA_STEP
                      : a->limit > SIZE_MAX / 4 ? carve_align_down(SIZE_MAX / 2, CARVE_SEGMENT_GRANULE)
                                                : 2 * a->limit;
         a->heap.target = a->initial;

@@ -226,6 +226,70 @@ void carve_heap_give(carve_arena *a, carve_block *span, void *ev) {
     range_coalesce(a, span);
 }
 
+int carve_heap_cut(carve_arena *a, carve_block *span, uintptr_t lo, uintptr_t hi, carve_block **right) {
+    carve_heap *h = &a->heap;
+    carve_segment *seg = span->u.r.seg;
+    uintptr_t end = span->addr + span->size;
+    *right = NULL;
+    CARVE_ASSERT_INTERNAL(span->state == CARVE_B_SPAN && lo % CARVE_SEGMENT_GRANULE == 0 &&
+                          hi % CARVE_SEGMENT_GRANULE == 0 && lo >= span->addr && hi <= end && lo < hi &&
+                          (lo > span->addr || hi < end));
+    if (carve_slab_reserve(&h->slab, 2) != 0)
+        return -1;
+    carve_block *f = carve_slab_get_clear(&h->slab);
+    f->addr = lo;
+    f->size = hi - lo;
+    f->state = CARVE_B_FREE;
+    f->stream = span->stream;
+    f->u.r.seg = seg;
+    if (lo > span->addr && hi < end) { /* inside: span, then f, then a new span r */
+        carve_block *r = carve_slab_get_clear(&h->slab);
+        r->addr = hi;
+        r->size = end - hi;
+        r->state = CARVE_B_SPAN;
+        r->cls = span->cls;
+        r->stream = span->stream;
+        r->u.r.seg = seg;
+        r->prev = f;
+        r->next = span->next;
+        if (r->next)
+            r->next->prev = r;
+        f->prev = span;
+        f->next = r;
+        span->next = f;
+        span->size = lo - span->addr;
+        CARVE_STORE_REL(&r->u.r.pool, span->u.r.pool);
+        carve_pagemap_set(&a->pmap, hi, end - hi, r);
+        *right = r;
+    } else if (lo == span->addr) { /* the front: f before span */
+        f->prev = span->prev;
+        f->next = span;
+        if (span->prev)
+            span->prev->next = f;
+        else
+            seg->first = f;
+        span->prev = f;
+        span->addr = hi;
+        span->size = end - hi;
+    } else { /* the back: f after span */
+        f->prev = span;
+        f->next = span->next;
+        if (f->next)
+            f->next->prev = f;
+        span->next = f;
+        span->size = lo - span->addr;
+    }
+    carve_pagemap_set(&a->pmap, lo, hi - lo, NULL);
+    if (a->vmm) {
+        span->u.r.unmapped = carve_vmm_unmapped(seg, span->addr, span->size);
+        if (*right)
+            (*right)->u.r.unmapped = carve_vmm_unmapped(seg, (*right)->addr, (*right)->size);
+    }
+    carve_index_insert(&h->index, f);
+    range_coalesce(a, f);
+    return 0;
+}
+
 /* The preferred growth step: a fixed min_grow when configured, else an
  * eighth of what is reserved (at least a granule, at most 64 MiB). Larger
  * segments let a stream's spans grow in place and merge; the cap bounds how
@@ -306,22 +370,14 @@ carve_status carve_heap_grow(carve_arena *a, size_t want, size_t need) {
     char b1[32], b2[32], b3[32];
     size_t size;
     if (a->vmm) {
-        /* Address space: one reservation for twice the limit, or (no
-         * limit) another piece whenever the last is full. */
-        if (h->nsegs > 0 && !a->va_more) {
-            carve_note("the arena's address space of %s has no free range of %s",
-                       carve_format_bytes(b1, sizeof(b1), a->va_size), carve_format_bytes(b2, sizeof(b2), need));
-            return CARVE_ERR_OOM;
-        }
-        size = a->va_size;
-        if (size < need) {
-            if (!a->va_more) {
-                carve_note("the request needs more than the arena's address space of %s",
-                           carve_format_bytes(b1, sizeof(b1), a->va_size));
-                return CARVE_ERR_OOM;
-            }
+        /* Address space: twice the limit at first (64 GiB when unlimited),
+         * and another piece whenever no free range is large enough. Live
+         * buffers can leave any fixed amount without a free range of the
+         * size a request needs, and a reservation holds no memory, so the
+         * limit on mapped bytes is the only limit there is. */
+        size = h->nsegs == 0 ? a->va_size : a->va_step;
+        if (size < need)
             size = carve_align_up(need, CARVE_SEGMENT_GRANULE);
-        }
     } else if (!a->growth) {
         if (h->nsegs > 0 || CARVE_LOAD(&h->inflight) > 0) {
             carve_note("growth is off and the arena's one block of %s has no free range that fits",

@@ -19,6 +19,16 @@ void carve_heap_destroy(carve_arena *a) CARVE_INTERNAL;
  * metadata). */
 carve_block *carve_heap_take(carve_arena *a, carve_pool *p, unsigned cls, size_t want, size_t need,
                              carve_status *st) CARVE_INTERNAL;
+/* Give [lo, hi) of span back as a free range: whole granules at its front,
+ * at its back or inside it, never all of it, in which no pool block is live
+ * and which holds nothing another stream could still be using (no memory,
+ * in virtual-memory mode; after a device synchronization, in segments
+ * mode). The range is clean: any stream may take it at once. Cut from the
+ * inside, span keeps the part before the range and the part after it
+ * becomes a new span of the same pool, returned in *right (its first, last
+ * and nlive are the caller's to set, as are the blocks of both). 0 on
+ * success; -1 when host memory ran out for the records (nothing changed). */
+int carve_heap_cut(carve_arena *a, carve_block *span, uintptr_t lo, uintptr_t hi, carve_block **right) CARVE_INTERNAL;
 /* Grow span into the free range right after it, if its stream may use that
  * range and it has at least need bytes (want preferred). Returns the bytes
  * added (0: none). */
@@ -26,8 +36,10 @@ size_t carve_heap_extend(carve_arena *a, carve_block *span, size_t need, size_t 
 /* Give an empty span back; ev (owned by the heap from now on) completes when
  * work queued on the span's stream before the return has completed. */
 void carve_heap_give(carve_arena *a, carve_block *span, void *ev) CARVE_INTERNAL;
-/* Reserve a new segment to fit need bytes (want preferred). Drops and
- * retakes the heap lock around the backend call. */
+/* Reserve a new segment to fit need bytes (want preferred); in
+ * virtual-memory mode, another piece of address space (never refused for
+ * the limit: only mapping counts against it). Drops and retakes the heap
+ * lock around the backend call. */
 carve_status carve_heap_grow(carve_arena *a, size_t want, size_t need) CARVE_INTERNAL;
 /* Wait for every pending free range's event; the ranges become usable by
  * every stream and merge with their neighbours. */

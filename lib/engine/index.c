@@ -39,3 +39,15 @@ carve_block *carve_index_find_low(const carve_index *ix, size_t size) {
     }
     return best;
 }
+
+carve_block *carve_index_find_fit(const carve_index *ix, size_t size) {
+    carve_block *b = carve_index_find(ix, size);
+    if (b)
+        return b;
+    unsigned fl, sl;
+    carve_index_class(size, &fl, &sl);
+    for (b = ix->heads[fl][sl]; b; b = b->fnext)
+        if (b->size >= size)
+            return b;
+    return NULL;
+}

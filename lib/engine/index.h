@@ -12,8 +12,13 @@
  * request's own class, which holds blocks both a little smaller and a little
  * larger than the request (so exact-size reuse, the common case in inference
  * loops, is found); then the smallest non-empty class above it ("good fit":
- * within 3% of best fit, in constant time). The same index serves pools
- * (256-byte granularity) and the arena heap (2 MiB granularity).
+ * within 3% of best fit, in constant time). That can miss a fitting block
+ * further down the request's own class when no class above holds one, so
+ * the slow path, which would otherwise grow or fail, asks
+ * carve_index_find_fit, which looks at the whole class then: an allocation
+ * never fails, nor grows, while a free block that fits exists. The same
+ * index serves pools (256-byte granularity) and the arena heap (2 MiB
+ * granularity).
  */
 #ifndef CARVE_ENGINE_INDEX_H
 #define CARVE_ENGINE_INDEX_H
@@ -180,7 +185,15 @@ static inline int carve_index_next_class(const carve_index *ix, unsigned *fl, un
  * so fewer granules are touched at once. */
 carve_block *carve_index_find_low(const carve_index *ix, size_t size) CARVE_INTERNAL;
 
-/* A free block of at least size bytes, or NULL. The block stays in the index. */
+/* carve_index_find, and when it finds nothing, every block of the request's
+ * own class (no class above holds one then): NULL only when no block fits.
+ * For the slow path, where the alternative is to grow or to fail. */
+carve_block *carve_index_find_fit(const carve_index *ix, size_t size) CARVE_INTERNAL __attribute__((cold));
+
+/* A free block of at least size bytes, or NULL when none turned up in the
+ * bounded search (one may still sit past the first CARVE_INDEX_SCAN blocks of
+ * the request's own class: carve_index_find_fit). The block stays in the
+ * index. */
 static inline carve_block *carve_index_find(const carve_index *ix, size_t size) {
     if (CARVE_UNLIKELY(ix->ordered))
         return carve_index_find_low(ix, size);

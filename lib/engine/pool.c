@@ -329,6 +329,111 @@ size_t carve_pool_return_empty(carve_pool *p, int mode) {
     return n;
 }
 
+/* Free block b of span (FREE, indexed, or UNMAPPED, listed) holds the
+ * whole granules [lo, hi), which the heap has just taken out of the span:
+ * take them out of b, leaving FREE what is left of it on either side,
+ * indexed. Where the cut made a new span right (after [lo, hi)), the blocks
+ * after it move there. Needs one spare slab record. */
+static void cut_block(carve_pool *p, carve_block *span, carve_block *b, uintptr_t lo, uintptr_t hi,
+                      carve_block *right) {
+    carve_index *ix = &p->index[span->cls];
+    carve_block *prev = b->prev, *next = b->next, *left = NULL, *after = NULL;
+    uintptr_t ba = b->addr, be = b->addr + b->size;
+    if (b->state == CARVE_B_FREE)
+        carve_index_remove(ix, b);
+    else
+        carve_vmm_list_remove(p, b);
+    if (ba < lo) { /* b keeps its front */
+        left = b;
+        left->size = lo - ba;
+    }
+    if (hi < be) { /* and its back, as b itself or a new record */
+        after = left ? carve_slab_get(&p->slab) : b;
+        after->addr = hi;
+        after->size = be - hi;
+        after->cls = span->cls;
+        after->slack = 0;
+        after->flags = 0;
+    }
+    if (!left && !after)
+        carve_slab_put(&p->slab, b);
+    carve_block *last_before = left ? left : prev, *first_after = after ? after : next;
+    if (last_before)
+        last_before->next = NULL;
+    if (first_after)
+        first_after->prev = NULL;
+    if (left) {
+        left->state = CARVE_B_FREE;
+        left->prev = prev;
+    }
+    if (after) {
+        after->state = CARVE_B_FREE;
+        after->next = next;
+        if (next)
+            next->prev = after;
+    }
+    carve_block *old_last = span->u.r.last;
+    if (!last_before) { /* the front of the span went */
+        span->u.r.first = first_after;
+    } else if (!right && !first_after) { /* its back */
+        span->u.r.last = last_before;
+    } else { /* inside: what follows [lo, hi) is right's */
+        span->u.r.last = last_before;
+        right->u.r.first = first_after;
+        right->u.r.last = after && !next ? after : old_last;
+        size_t moved = 0;
+        for (carve_block *x = first_after; x; x = x->next) {
+            x->span = right;
+            moved += x->state == CARVE_B_USED || x->state == CARVE_B_PENDING || x->state == CARVE_B_HOT;
+        }
+        right->u.r.nlive = moved;
+        span->u.r.nlive -= moved;
+    }
+    if (left)
+        carve_index_insert(ix, left);
+    if (after) {
+        after->span = right ? right : span;
+        carve_index_insert(ix, after);
+    }
+}
+
+size_t carve_pool_give_room(carve_pool *p, int free_too, int own) {
+    carve_arena *a = p->arena;
+    const size_t G = CARVE_SEGMENT_GRANULE;
+    size_t given = 0;
+    for (carve_block *span = p->spans; span; span = span->fnext) {
+        if (span->u.r.nlive == 0)
+            continue;
+        for (carve_block *b = span->u.r.first, *next; b; b = next) {
+            next = b->next;
+            if (!(b->state == CARVE_B_UNMAPPED || (free_too && b->state == CARVE_B_FREE)))
+                continue;
+            uintptr_t lo = carve_align_up(b->addr, G), hi = carve_align_down(b->addr + b->size, G);
+            if (hi <= lo)
+                continue;
+            carve_block *right;
+            if (carve_slab_reserve(&p->slab, 1) != 0 || carve_heap_cut(a, span, lo, hi, &right) != 0)
+                return given; /* host memory ran out: the rest stays */
+            cut_block(p, span, b, lo, hi, right);
+            given += hi - lo;
+            if (right) { /* the rest of the blocks are right's: it is visited next */
+                right->fprev = span;
+                right->fnext = span->fnext;
+                if (span->fnext)
+                    span->fnext->fprev = right;
+                span->fnext = right;
+                p->nspans++;
+                if (span->u.r.nlive == 0)
+                    carve_pool_span_emptied(p, span, own);
+                if (right->u.r.nlive == 0)
+                    carve_pool_span_emptied(p, right, own);
+                break;
+            }
+        }
+    }
+    return given;
+}
+
 void carve_pool_install_span(carve_pool *p, carve_block *span, carve_block *blk) {
     blk->addr = span->addr;
     blk->size = span->size;

@@ -40,6 +40,17 @@ void carve_pool_poll_pending(carve_pool *p, int wait, int record) CARVE_INTERNAL
  * Events are never recorded on another stream later: it may be gone. */
 enum { CARVE_RETURN_OWN, CARVE_RETURN_OTHER, CARVE_RETURN_SYNCED };
 size_t carve_pool_return_empty(carve_pool *p, int mode) CARVE_INTERNAL;
+/* Pool lock and heap lock held. Give the heap every run of whole granules
+ * of free room inside the pool's spans that hold live blocks (empty spans
+ * go back whole, with carve_pool_return_empty): the UNMAPPED blocks
+ * (virtual-memory mode: address space with no memory behind it, free for any
+ * stream at once), and with free_too the FREE blocks (segments mode, only
+ * right after a device synchronization: nothing still uses them). A span is
+ * cut at its ends, or in two around room inside it, so that the address
+ * space live buffers pin is only the granules they touch. own: the caller
+ * acts on the pool's stream (a span left with no live block gets its event
+ * recorded: carve_pool_span_emptied). Returns the bytes given. */
+size_t carve_pool_give_room(carve_pool *p, int free_too, int own) CARVE_INTERNAL;
 /* Pool lock held. The span grew by added bytes at its end: merge them into
  * its last block if free (UNMAPPED in virtual-memory mode, where what the
  * heap adds holds no memory yet), else append blk (a spare record, consumed

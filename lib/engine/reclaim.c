@@ -7,7 +7,11 @@
  * recorded an event when they emptied; waiting, every pool is locked first
  * so nothing is freed meanwhile, and one device synchronization proves the
  * work of every stream done, destroyed streams included, without recording
- * anything on them.
+ * anything on them. Asked to (the last retry before an out-of-memory
+ * answer), not only empty spans move: every whole free granule inside a span
+ * that still holds live buffers goes back to the heap too (the span shrinks,
+ * or is cut in two), so that the heap's free ranges are then all the free
+ * room there is, for any stream.
  */
 #include "engine/reclaim.h"
 
@@ -49,6 +53,15 @@ carve_status carve_reclaim(carve_arena *a, unsigned flags) {
         if (a->vmm && synced) { /* unmapping is safe only once the device is done */
             carve_vmm_fences_synced(a, p);
             carve_vmm_trim_pool(a, p, SIZE_MAX, NULL, p->vdone);
+        }
+        if (synced && (flags & CARVE_RECLAIM_ROOM)) {
+            /* Free room inside spans that still hold live buffers goes back
+             * too, so any stream can use it: address space with nothing
+             * mapped, and in segments mode free memory (the device is done
+             * with it). */
+            carve_mutex_lock(&a->heap.lock);
+            carve_pool_give_room(p, !a->vmm, 0);
+            carve_mutex_unlock(&a->heap.lock);
         }
         if (!wait)
             carve_spin_unlock(&p->lock);

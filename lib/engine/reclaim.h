@@ -12,9 +12,12 @@
 /* Every pool gives its empty spans back to the heap (unmapping free
  * granules in virtual-memory mode). With CARVE_RECLAIM_WAIT, all pools are
  * locked and the device synchronized first, so every stream's cached memory
- * can move; with CARVE_RECLAIM_RELEASE, fully free segments then go back to
- * the backend. No lock held on entry. */
-enum { CARVE_RECLAIM_WAIT = 1, CARVE_RECLAIM_RELEASE = 2 };
+ * can move; with CARVE_RECLAIM_ROOM as well, every pool then gives back the
+ * free room inside its spans that still hold live buffers
+ * (carve_pool_give_room), so that the heap's free ranges are all the free
+ * room there is; with CARVE_RECLAIM_RELEASE, fully free segments then go
+ * back to the backend. No lock held on entry. */
+enum { CARVE_RECLAIM_WAIT = 1, CARVE_RECLAIM_RELEASE = 2, CARVE_RECLAIM_ROOM = 4 };
 carve_status carve_reclaim(carve_arena *a, unsigned flags) CARVE_INTERNAL;
 
 #endif

@@ -45,7 +45,8 @@
 #define CARVE_MID_SPAN ((size_t)20 << 20)          /* ... share 20 MiB spans */
 #define CARVE_MAX_ALLOC ((size_t)1 << 52)          /* 4 PiB: beyond any device */
 #define CARVE_AUTO_GROW_MAX ((size_t)64 << 20)     /* automatic growth step cap */
-#define CARVE_VMM_VA_STEP ((size_t)64 << 30)      /* address space reserved at a time when unlimited */
+#define CARVE_VMM_VA_STEP ((size_t)64 << 30)      /* address space reserved at a time, at most (virtual-memory
+                                                     mode; more when one request needs more) */
 /* Virtual-memory mode: mapped bytes may pass the touched peak by a slack,
  * in 1/1024ths, from 2% up to 25% in steps of 1% where a stream remaps
  * faster than its budget (vmm.c); a trim unmaps 2% more than it must. */
@@ -175,8 +176,8 @@ struct carve_arena {
                                     virtual-memory mode, where one address-ordered region per
                                     stream packs buffers of every size (unused granules are
                                     unmapped, so small ones need no spans of their own) */
-    size_t va_size;              /* virtual-memory mode: address space to reserve (at a time) */
-    int va_more;                 /* virtual-memory mode: more may be reserved (no limit) */
+    size_t va_size;              /* virtual-memory mode: address space reserved first ... */
+    size_t va_step;              /* ... and at a time later, when no free range is large enough */
     int multi;                   /* atomic: more than one pool exists (written once) */
     carve_be be;
     /* What is written (the heap, pool creation, the merged counters) sits on

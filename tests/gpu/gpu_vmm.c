@@ -9,7 +9,10 @@
  *    limit, and the driver agrees;
  *  - release: after carve_empty_cache with no live buffers nothing stays
  *    mapped and the driver's free memory is back at its baseline, and again
- *    after destroy with live buffers.
+ *    after destroy with live buffers;
+ *  - pinned room: a stream's region pinned by small buffers at both ends
+ *    around a freed large one; another stream's large request is met from a
+ *    second address space reservation, with patterns verified.
  */
 #include "gpu_util.h"
 
@@ -87,9 +90,58 @@ static void case_destroy_with_live(void) {
     GPU_CHECK_BACK(&m, "vmm destroy with live buffers");
 }
 
+/* Limit 64 MiB: 1 MiB buffers below and above a freed 60 MiB one pin the
+ * region of stream 1; stream 2's 60 MiB request is met from address space
+ * reserved beyond it (a second reservation), and stream 1's 1 MiB one beside
+ * a small buffer, with every granule mapped. Every buffer written with its
+ * own pattern and verified, mapped bytes at the limit, the driver's memory
+ * back at its baseline. */
+static void case_pinned_room(void) {
+    gpu_mark m;
+    gpu_mark_take(&m, 0);
+    const size_t limit = 64 * MiB;
+    carve_arena *a = gpu_arena_conf("vmm=1,limit=64MiB", "vmm-room");
+    cudaStream_t s1 = gpu_stream_new(), s2 = gpu_stream_new();
+    gpu_counter c = gpu_counter_of(0, 0);
+    unsigned long long bad = 0;
+    void *lo, *big, *hi, *other, *more;
+    CHECK_OK(a, carve_alloc(a, 1 * MiB, (carve_stream)s1, &lo));
+    CHECK_OK(a, carve_alloc(a, 60 * MiB, (carve_stream)s1, &big));
+    CHECK_OK(a, carve_alloc(a, 1 * MiB, (carve_stream)s1, &hi));
+    gpu_fill(lo, 1 * MiB, 1, s1);
+    gpu_fill(big, 60 * MiB, 2, s1);
+    gpu_fill(hi, 1 * MiB, 3, s1);
+    CHECK_OK(a, carve_free(a, big));
+    CHECK_OK(a, carve_alloc(a, 60 * MiB, (carve_stream)s2, &other));
+    CHECK_OK(a, carve_alloc(a, 1 * MiB, (carve_stream)s1, &more));
+    gpu_fill(other, 60 * MiB, 4, s2);
+    gpu_fill(more, 1 * MiB, 5, s1);
+    carve_stats st = gpu_stats(a);
+    printf("  %zu address space reservations, %.1f MiB mapped\n", st.num_segments, (double)st.reserved_bytes / MiB);
+    CHECK(st.reserved_bytes == limit && st.num_segments == 2);
+    bad += gpu_mismatches(c, other, 60 * MiB, 4, s2);
+    bad += gpu_mismatches(c, lo, 1 * MiB, 1, s1);
+    bad += gpu_mismatches(c, hi, 1 * MiB, 3, s1);
+    bad += gpu_mismatches(c, more, 1 * MiB, 5, s1);
+    CHECK(bad == 0);
+    CHECK_ARENA(a);
+    CHECK_OK(a, carve_free(a, other));
+    CHECK_OK(a, carve_free(a, more));
+    CHECK_OK(a, carve_free(a, lo));
+    CHECK_OK(a, carve_free(a, hi));
+    CHECK_OK(a, carve_empty_cache(a));
+    CHECK(carve_memory_reserved(a) == 0 && gpu_stats(a).num_segments == 0);
+    GPU_CHECK_BACK(&m, "vmm pinned room, after empty_cache");
+    carve_arena_destroy(a);
+    gpu_stream_free(s1);
+    gpu_stream_free(s2);
+    GPU_CHECK_BACK(&m, "vmm pinned room, after destroy");
+}
+
 int main(void) {
     gpu_start("gpu_vmm", 1);
     GPU_CASE(case_churn);
     GPU_CASE(case_destroy_with_live);
+    GPU_CASE(case_pinned_room);
     return gpu_finish();
 }
