@@ -471,8 +471,10 @@ CARVE_API void carve_snapshot_free(char *json);
  *  - virtual-memory mode (CARVE_IPC_FDS): one POSIX file descriptor per
  *    2 MiB granule the buffer touches (cuMemExportToShareableHandle), so a
  *    buffer of N MiB needs about N/2 of them, within the process's limit on
- *    open files. Needs an arena whose granules have such handles (ipc auto
- *    on a device that supports them, or ipc=1).
+ *    open files; the importer maps those granules whole, so bytes of other
+ *    buffers sharing the first or last one are within its reach. Needs an
+ *    arena whose granules have such handles (ipc auto on a device that
+ *    supports them, or ipc=1).
  *  - segments mode (CARVE_IPC_CUDA): a cudaIpcMemHandle_t of the cudaMalloc
  *    segment that holds the buffer, and the buffer's offset in it; the
  *    importer maps the whole segment, other buffers of it included.
