@@ -115,6 +115,7 @@ CARVE_API char *carve_format_bytes(char *buf, size_t len, size_t bytes);
 #define CARVE_PEERS_NONE 0
 #define CARVE_PEERS_ALL 1
 #define CARVE_PEERS_LIST 2
+#define CARVE_IPC_AUTO (-1) /* carve_config.ipc: see there */
 
 typedef struct carve_config {
     size_t size;             /* sizeof(carve_config) in the carve.h the program was built
@@ -194,8 +195,11 @@ typedef struct carve_config {
                                 peer_devices, in both modes; creation fails if one cannot
                                 access config.device. Virtual-memory mode grants them on
                                 every mapping (one cuMemSetAccess per run of granules with
-                                one descriptor per device). CUDA backend only: other
-                                backends take CARVE_PEERS_AUTO or CARVE_PEERS_NONE. */
+                                one descriptor per device); each peer makes mapping and
+                                unmapping a granule about half again as dear (measured in
+                                docs/cuda.md), so a program that drives one GPU per
+                                process may choose CARVE_PEERS_NONE. CARVE_PEERS_ALL and
+                                CARVE_PEERS_LIST need the CUDA backend. */
     uint64_t peer_devices;   /* CARVE_PEERS_LIST: bit d grants device d (d < 64); the owning
                                 device's own bit is allowed and changes nothing; default 0 */
     int ipc;                 /* whether buffers can be exported to other processes
@@ -210,8 +214,6 @@ typedef struct carve_config {
     /* New fields go here, after the last one, each one starting at or past the
      * previous sizeof(carve_config); carve_config_init gives each its default. */
 } carve_config;
-
-#define CARVE_IPC_AUTO (-1)
 
 /*
  * Compatibility. A program built against an older carve.h passes a smaller
