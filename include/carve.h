@@ -532,8 +532,9 @@ typedef struct carve_ipc_mapping carve_ipc_mapping;
 
 /*
  * Map a buffer exported by another process (desc and, for CARVE_IPC_FDS,
- * desc->num_fds received descriptors, which stay the caller's: close them
- * after this call) for use by device (this process's ordinal); *ptr is the
+ * desc->num_fds received descriptors in the order sent -- check that as many
+ * arrived -- which stay the caller's: close them after this call) for use
+ * by device (this process's ordinal); *ptr is the
  * buffer's address here and *map the mapping to close with carve_ipc_close.
  * CARVE_IPC_FDS mappings are readable and writable by device only;
  * CARVE_IPC_CUDA mappings by the devices that have peer access to it
