@@ -111,7 +111,16 @@ CARVE_API char *carve_format_bytes(char *buf, size_t len, size_t bytes);
 #define CARVE_SEGMENT_GRANULE ((size_t)2 << 20) /* 2 MiB */
 #define CARVE_VMM_AUTO (-1) /* carve_config.vmm: virtual-memory mode where it is supported */
 
+#define CARVE_PEERS_AUTO (-1) /* carve_config.peers: see there */
+#define CARVE_PEERS_NONE 0
+#define CARVE_PEERS_ALL 1
+#define CARVE_PEERS_LIST 2
+#define CARVE_IPC_AUTO (-1) /* carve_config.ipc: see there */
+
 typedef struct carve_config {
+    size_t size;             /* sizeof(carve_config) in the carve.h the program was built
+                                with: set by carve_config_init, checked by every function
+                                that takes a carve_config (see "Compatibility" below) */
     carve_backend backend;   /* default CARVE_BACKEND_CUDA */
     int device;              /* CUDA device ordinal; ignored by HOST and VIRTUAL; default 0 */
     size_t initial_bytes;    /* reserved at create, rounded up to the granule but never
@@ -173,10 +182,69 @@ typedef struct carve_config {
                                          failed events and releases give CARVE_ERR_BACKEND */
     const char *name;        /* label used in messages and snapshots (copied, up to 63
                                 bytes, cut between UTF-8 characters); may be NULL */
+    int peers;               /* which other devices may read and write the arena's memory:
+                                CARVE_PEERS_AUTO (default): in virtual-memory mode every
+                                device that can access config.device's memory
+                                (cudaDeviceCanAccessPeer), so memory behaves as cudaMalloc
+                                memory does in a program that enabled peer access; in
+                                segments mode carve does nothing: cudaMalloc memory is
+                                reachable from the devices the program enabled with
+                                cudaDeviceEnablePeerAccess. CARVE_PEERS_NONE: in
+                                virtual-memory mode the owning device only; in segments
+                                mode nothing (carve cannot withdraw what the program
+                                enabled). CARVE_PEERS_ALL: every device that can access it,
+                                in both modes (segments mode: carve enables peer access
+                                from each at creation). CARVE_PEERS_LIST: the devices in
+                                peer_devices, in both modes; creation fails if one cannot
+                                access config.device. Virtual-memory mode grants them on
+                                every mapping (one cuMemSetAccess per run of granules with
+                                one descriptor per device); each peer makes mapping and
+                                unmapping a granule about half again as dear (measured in
+                                docs/cuda.md), so a program that drives one GPU per
+                                process may choose CARVE_PEERS_NONE. CARVE_PEERS_ALL and
+                                CARVE_PEERS_LIST need the CUDA backend. */
+    uint64_t peer_devices;   /* CARVE_PEERS_LIST: bit d grants device d (d < 64); the owning
+                                device's own bit is allowed and changes nothing; default 0 */
+    int ipc;                 /* whether buffers can be exported to other processes
+                                (carve_ipc_export): CARVE_IPC_AUTO (default, -1): in
+                                virtual-memory mode, granules are created with POSIX
+                                file-descriptor handles where the device supports them; 1:
+                                required (virtual-memory mode is used only where the device
+                                supports them, so CARVE_VMM_AUTO picks segments elsewhere,
+                                and vmm=1 fails there); 0: never (export refused in
+                                virtual-memory mode). Segments mode exports cudaMalloc
+                                segments with cudaIpcGetMemHandle whatever this says. */
+    /* New fields go here, after the last one, each one starting at or past the
+     * previous sizeof(carve_config); carve_config_init gives each its default. */
 } carve_config;
 
-/* Fill *config with the defaults above. Thread-safe. */
-CARVE_API void carve_config_init(carve_config *config);
+/*
+ * Compatibility. A program built against an older carve.h passes a smaller
+ * carve_config; carve reads the fields it has (config->size says how many
+ * bytes), and gives the fields it lacks their defaults. A program built
+ * against a newer carve.h than the library passes a larger one, which is
+ * accepted when the fields this library does not know are all zero, and
+ * refused with CARVE_ERR_INVALID otherwise. carve_config_init,
+ * carve_arena_get_config and carve_conf_parse are inline functions that pass
+ * sizeof(carve_config) to the library (the _sized functions below, which
+ * bindings through a foreign-function interface call with the size of their
+ * own mirror of the structure).
+ */
+
+/* The smallest carve_config carve accepts: the first layout with a size
+ * field ends with ipc. */
+#define CARVE_CONFIG_SIZE_MIN (offsetof(carve_config, ipc) + sizeof(int))
+
+/* Fill the first size bytes of *config (a carve_config as the caller's
+ * header has it; size at least CARVE_CONFIG_SIZE_MIN) with the defaults
+ * above, and set config->size = size; bytes past the library's own
+ * carve_config are zeroed. Nothing is written for a NULL config or a size
+ * below the minimum. Thread-safe. */
+CARVE_API void carve_config_init_sized(carve_config *config, size_t size);
+
+/* Fill *config with the defaults above (config->size = sizeof(carve_config)).
+ * Thread-safe. */
+static inline void carve_config_init(carve_config *config) { carve_config_init_sized(config, sizeof(carve_config)); }
 
 /*
  * Apply a textual configuration to *config: comma-separated key=value pairs,
@@ -185,6 +253,8 @@ CARVE_API void carve_config_init(carve_config *config);
  *   initial=SIZE|FRACTION       limit=SIZE|FRACTION
  *   min_grow=SIZE               sim_event_polls=N      vmm=auto|0|1
  *   fail_backend_at=N           fail_backend_every=N   fail_backend_status=oom|backend
+ *   peers=auto|none|all|LIST    ipc=auto|0|1
+ * LIST is device ordinals separated by ':', e.g. peers=1:3 (CARVE_PEERS_LIST).
  * SIZE is a decimal number with an optional suffix B, K/KiB, M/MiB, G/GiB,
  * T/TiB (powers of 1024) or KB, MB, GB, TB (powers of 1000), case-insensitive,
  * with an optional space before it: "4GiB", "1.5 GB", "123". Without a suffix
@@ -194,7 +264,9 @@ CARVE_API void carve_config_init(carve_config *config);
  * 1.0000000000000000001 is not), e.g. limit=0.5: that share of the device's
  * total memory. Each key may be given once. Keys not given keep their value
  * in *config. Returns CARVE_OK, or CARVE_ERR_INVALID (with *config
- * unchanged) for NULL arguments, an unknown key, a key given twice or a bad
+ * unchanged) for NULL arguments, a config->size below CARVE_CONFIG_SIZE_MIN,
+ * an unknown key, a key given twice, a key whose field the caller's
+ * carve_config does not have (built against an older carve.h), or a bad
  * value; carve_last_error(NULL) then names the offending key and value.
  * Thread-safe.
  */
@@ -204,12 +276,17 @@ typedef struct carve_arena carve_arena;
 
 /*
  * Create an arena and reserve its initial segment (if initial_bytes > 0).
- * Returns CARVE_OK; CARVE_ERR_INVALID for NULL arguments, growth off with
- * initial 0, a limit below one granule or below initial, or fractions outside
- * (0, 1]; CARVE_ERR_OOM if the initial segment cannot be reserved;
+ * Returns CARVE_OK; CARVE_ERR_INVALID for NULL arguments, a config->size
+ * below CARVE_CONFIG_SIZE_MIN (not filled by carve_config_init) or above
+ * this library's carve_config with a field it does not know set, growth off
+ * with initial 0, a limit below one granule or below initial, fractions
+ * outside (0, 1], bad peers, peer_devices or ipc values, a device in
+ * peer_devices that does not exist or cannot access config.device, or ipc=1
+ * with vmm=1 on a device without POSIX file-descriptor handles;
+ * CARVE_ERR_OOM if the initial segment cannot be reserved;
  * CARVE_ERR_NO_DEVICE if the CUDA backend finds no driver or no such device;
- * CARVE_ERR_BACKEND for other driver failures. *out is NULL on failure.
- * Thread-safe. Does not synchronize.
+ * CARVE_ERR_BACKEND for other driver failures (enabling peer access
+ * included). *out is NULL on failure. Thread-safe. Does not synchronize.
  */
 CARVE_API carve_status carve_arena_create(const carve_config *config, carve_arena **out);
 
@@ -221,15 +298,23 @@ CARVE_API carve_status carve_arena_create(const carve_config *config, carve_aren
 CARVE_API void carve_arena_destroy(carve_arena *arena);
 
 /* The arena's effective configuration (limit and initial resolved to bytes,
- * name as given). Returns CARVE_ERR_INVALID for NULL arguments. Thread-safe. */
-CARVE_API carve_status carve_arena_get_config(const carve_arena *arena, carve_config *out);
+ * vmm and ipc resolved to 0 or 1, name as given), written into the first
+ * size bytes of *out (size at least CARVE_CONFIG_SIZE_MIN; out->size =
+ * size). Returns CARVE_ERR_INVALID for NULL arguments or a size below the
+ * minimum. Thread-safe. */
+CARVE_API carve_status carve_arena_get_config_sized(const carve_arena *arena, carve_config *out, size_t size);
+/* carve_arena_get_config_sized with the program's sizeof(carve_config). */
+static inline carve_status carve_arena_get_config(const carve_arena *arena, carve_config *out) {
+    return carve_arena_get_config_sized(arena, out, sizeof(carve_config));
+}
 
 /*
  * Allocate size bytes for use on stream (NULL = default stream). The buffer
  * is aligned to CARVE_ALIGNMENT. size 0 gives CARVE_OK with *out = NULL.
  * Returns CARVE_OK; CARVE_ERR_INVALID for NULL arena or out; CARVE_ERR_OOM
- * when the request cannot be met even after releasing cached memory and
- * retrying (sizes beyond any possible limit, e.g. SIZE_MAX, included):
+ * at once for a request larger than the arena's limit (SIZE_MAX included),
+ * and for any other only when it cannot be met even after releasing cached
+ * memory and retrying:
  * in virtual-memory mode only when the 2 MiB granules live buffers touch
  * plus those the request needs would pass the limit, in segments mode only
  * when no free range of whole granules, nor a free block of the stream's
@@ -257,7 +342,9 @@ CARVE_API carve_status carve_alloc(carve_arena *arena, size_t size, carve_stream
  * before the free has completed. free(NULL) is CARVE_OK. Returns
  * CARVE_ERR_INVALID for a NULL arena; CARVE_ERR_BAD_POINTER for a pointer
  * that is not the start of a live buffer of this arena (interior, foreign,
- * already freed, misaligned), in which case nothing changes. The buffer's
+ * already freed, misaligned), in which case nothing changes;
+ * CARVE_ERR_BACKEND when recording an event on a stream declared with
+ * carve_record_stream fails (the buffer stays live: free it again). The buffer's
  * stream must still exist: free buffers before destroying their stream.
  * Thread-safe. Does not synchronize.
  */
@@ -267,8 +354,8 @@ CARVE_API carve_status carve_free(carve_arena *arena, void *ptr);
  * Declare that the live buffer ptr is also used by work on stream. When the
  * buffer is freed, its memory is not reused until the work queued on stream
  * before the free has completed. Returns CARVE_OK, CARVE_ERR_INVALID for a
- * NULL arena, CARVE_ERR_BAD_POINTER as carve_free. Thread-safe. Does not
- * synchronize.
+ * NULL arena, CARVE_ERR_BAD_POINTER as carve_free, CARVE_ERR_OOM when host
+ * memory for the record runs out. Thread-safe. Does not synchronize.
  */
 CARVE_API carve_status carve_record_stream(carve_arena *arena, void *ptr, carve_stream stream);
 
@@ -393,6 +480,104 @@ CARVE_API const char *carve_last_error(const carve_arena *arena);
 CARVE_API carve_status carve_snapshot_json(const carve_arena *arena, char **out);
 CARVE_API void carve_snapshot_free(char *json);
 
+/* ---- Sharing buffers with other processes ---------------------------------
+ *
+ * carve_ipc_export describes a live buffer so that another process on the
+ * same machine can map the same memory with carve_ipc_import. What goes
+ * across is a carve_ipc_desc (plain bytes: send it as it is) and, in
+ * virtual-memory mode, file descriptors (send them with SCM_RIGHTS over a
+ * Unix socket; docs/cuda.md shows how):
+ *  - virtual-memory mode (CARVE_IPC_FDS): one POSIX file descriptor per
+ *    2 MiB granule the buffer touches (cuMemExportToShareableHandle), so a
+ *    buffer of N MiB needs about N/2 of them, within the process's limit on
+ *    open files; the importer maps those granules whole, so bytes of other
+ *    buffers sharing the first or last one are within its reach. Needs an
+ *    arena whose granules have such handles (ipc auto on a device that
+ *    supports them, or ipc=1).
+ *  - segments mode (CARVE_IPC_CUDA): a cudaIpcMemHandle_t of the cudaMalloc
+ *    segment that holds the buffer, and the buffer's offset in it; the
+ *    importer maps the whole segment, other buffers of it included.
+ * The exporter keeps the buffer live while importers use it: after
+ * carve_free its memory goes to other buffers (in virtual-memory mode the
+ * importer's mapping keeps the physical memory, which may then hold them). Neither side
+ * orders the other's work: make writes complete (cudaStreamSynchronize, or
+ * an event shared with cudaIpcGetEventHandle) before telling the other
+ * process to read.
+ */
+typedef enum carve_ipc_kind {
+    CARVE_IPC_FDS = 1, /* virtual-memory mode: file descriptors, one per granule */
+    CARVE_IPC_CUDA = 2 /* segments mode: a cudaIpcMemHandle_t in cuda_handle */
+} carve_ipc_kind;
+
+#define CARVE_IPC_MAGIC 0x63766970u /* carve_ipc_desc.magic */
+
+typedef struct carve_ipc_desc {
+    uint32_t magic;          /* CARVE_IPC_MAGIC */
+    uint32_t kind;           /* carve_ipc_kind */
+    uint64_t size;           /* bytes of the buffer, as requested from carve_alloc */
+    uint64_t offset;         /* of the buffer from the start of the first piece */
+    uint64_t piece_bytes;    /* CARVE_IPC_FDS: bytes behind each descriptor (2 MiB);
+                                CARVE_IPC_CUDA: bytes of the segment */
+    uint32_t num_fds;        /* CARVE_IPC_FDS: descriptors that go with the description,
+                                in address order; CARVE_IPC_CUDA: 0 */
+    int32_t device;          /* the exporting process's ordinal of the device (information:
+                                the importer names its own device) */
+    unsigned char cuda_handle[64]; /* CARVE_IPC_CUDA: the cudaIpcMemHandle_t; zero otherwise */
+} carve_ipc_desc;
+
+/*
+ * Describe the live buffer ptr of arena for carve_ipc_import in another
+ * process. On success *desc is filled and, for CARVE_IPC_FDS, *fds is an
+ * array of desc->num_fds new file descriptors owned by the caller (pass them
+ * on, then release them with carve_ipc_fds_close); *fds is NULL for
+ * CARVE_IPC_CUDA. Returns CARVE_OK; CARVE_ERR_INVALID for NULL arguments or
+ * an arena that cannot export (host and virtual backends, the cuda_driver
+ * backend, virtual-memory mode without file-descriptor handles: ipc=0, or a
+ * device that lacks them); CARVE_ERR_BAD_POINTER when ptr is not the start
+ * of a live buffer of arena; CARVE_ERR_BACKEND when the driver refuses (the
+ * process's limit on open files included); CARVE_ERR_OOM when host memory
+ * runs out. On failure *desc is zeroed and *fds NULL. Thread-safe, but must
+ * not race with carve_free of the same buffer. Does not synchronize.
+ */
+CARVE_API carve_status carve_ipc_export(carve_arena *arena, const void *ptr, carve_ipc_desc *desc, int **fds);
+
+/* Close the n descriptors of fds (those carve_ipc_export gave, or those
+ * received) and free the array; NULL is a no-op. Thread-safe. */
+CARVE_API void carve_ipc_fds_close(int *fds, size_t n);
+
+typedef struct carve_ipc_mapping carve_ipc_mapping;
+
+/*
+ * Map a buffer exported by another process (desc and, for CARVE_IPC_FDS,
+ * desc->num_fds received descriptors in the order sent -- check that as many
+ * arrived -- which stay the caller's: close them after this call) for use
+ * by device (this process's ordinal); *ptr is the
+ * buffer's address here and *map the mapping to close with carve_ipc_close.
+ * CARVE_IPC_FDS mappings are readable and writable by device only;
+ * CARVE_IPC_CUDA mappings by the devices that have peer access to it
+ * (cudaIpcMemLazyEnablePeerAccess). A segment already mapped in this process
+ * (another buffer of the same exported segment) is mapped once and shared.
+ * Returns CARVE_OK; CARVE_ERR_INVALID for NULL arguments, a desc that is not
+ * one (magic, kind, sizes and num_fds inconsistent) or a negative descriptor;
+ * CARVE_ERR_NO_DEVICE when there is no CUDA driver, no such device, or carve
+ * was built without CUDA; CARVE_ERR_BACKEND when the driver refuses (a
+ * descriptor that is not a CUDA memory handle, say); CARVE_ERR_OOM when address space or host memory
+ * runs out. On failure *map and *ptr are NULL. Thread-safe. Does not
+ * synchronize.
+ */
+CARVE_API carve_status carve_ipc_import(const carve_ipc_desc *desc, const int *fds, int device,
+                                        carve_ipc_mapping **map, void **ptr);
+
+/*
+ * Unmap a mapping of carve_ipc_import; NULL is CARVE_OK. The memory stays
+ * with the exporting process. Work that uses the mapping must have completed
+ * (the driver may wait for it). Returns CARVE_OK or CARVE_ERR_BACKEND when
+ * the driver refused to unmap (the mapping is forgotten all the same).
+ * Thread-safe for different mappings. May synchronize (cuMemUnmap,
+ * cudaIpcCloseMemHandle).
+ */
+CARVE_API carve_status carve_ipc_close(carve_ipc_mapping *map);
+
 /* ---- Per-device default arenas -------------------------------------------
  *
  * One process-wide CUDA arena per device, created on first use. Their
@@ -409,10 +594,16 @@ CARVE_API void carve_snapshot_free(char *json);
 
 /* The configuration that device's default arena would be created with from
  * the CARVE_CONF-style string conf (NULL = ""), before setters apply: the
- * defaults, then the all-device sections, then "deviceN:" sections.
- * Returns CARVE_OK, or CARVE_ERR_INVALID naming the bad key or section (out
- * then holds the defaults). Needs no device. Thread-safe. */
-CARVE_API carve_status carve_conf_parse(const char *conf, int device, carve_config *out);
+ * defaults, then the all-device sections, then "deviceN:" sections, written
+ * into the first size bytes of *out (out->size = size). Returns CARVE_OK, or
+ * CARVE_ERR_INVALID naming the bad key or section (out then holds the
+ * defaults), or for a NULL out, a bad device or a size below
+ * CARVE_CONFIG_SIZE_MIN. Needs no device. Thread-safe. */
+CARVE_API carve_status carve_conf_parse_sized(const char *conf, int device, carve_config *out, size_t size);
+/* carve_conf_parse_sized with the program's sizeof(carve_config). */
+static inline carve_status carve_conf_parse(const char *conf, int device, carve_config *out) {
+    return carve_conf_parse_sized(conf, device, out, sizeof(carve_config));
+}
 
 /* The default arena of device, created on first call. Returns CARVE_OK;
  * CARVE_ERR_NO_DEVICE if there is no such device; CARVE_ERR_INVALID if

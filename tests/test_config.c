@@ -2,9 +2,11 @@
  * test_config.c — carve_config_init defaults, carve_config_parse (sizes with
  * suffixes, fractions, booleans, errors naming the key, nothing changed on
  * error; decimal-only sizes, fractions judged on their digits, keys given
- * twice), how limits and initial blocks round, and CARVE_CONF sections
- * through carve_conf_parse; the per-device setters refuse, without a
- * device, what carve_arena_create would refuse.
+ * twice; the peers and ipc keys), how limits and initial blocks round,
+ * CARVE_CONF sections through carve_conf_parse, the size rule that lets
+ * carve_config grow (a smaller structure from an older program, a larger one
+ * from a newer program, a missing size); the per-device setters refuse,
+ * without a device, what carve_arena_create would refuse.
  */
 #include <math.h>
 
@@ -17,7 +19,140 @@ static void test_defaults(void) {
     CHECK(c.backend == CARVE_BACKEND_CUDA && c.device == 0 && c.growth == 1);
     CHECK(c.initial_bytes == 0 && c.limit_bytes == 0 && c.min_grow_bytes == 0);
     CHECK(c.initial_fraction == 0 && c.limit_fraction == 0 && c.sim_event_polls == 0 && c.name == NULL);
+    CHECK(c.size == sizeof(carve_config) && c.peers == CARVE_PEERS_AUTO && c.peer_devices == 0 &&
+          c.ipc == CARVE_IPC_AUTO);
     carve_config_init(NULL);
+}
+
+static void test_peers_ipc_keys(void) {
+    carve_config c;
+    carve_config_init(&c);
+    CHECK_OK(NULL, carve_config_parse(&c, "peers=1:3,ipc=1"));
+    CHECK(c.peers == CARVE_PEERS_LIST && c.peer_devices == ((1u << 1) | (1u << 3)) && c.ipc == 1);
+    CHECK_OK(NULL, carve_config_parse(&c, "peers=63:0:63"));
+    CHECK(c.peers == CARVE_PEERS_LIST && c.peer_devices == ((uint64_t)1 << 63 | 1));
+    CHECK_OK(NULL, carve_config_parse(&c, "peers=all,ipc=auto"));
+    CHECK(c.peers == CARVE_PEERS_ALL && c.peer_devices == 0 && c.ipc == CARVE_IPC_AUTO);
+    CHECK_OK(NULL, carve_config_parse(&c, "peers=NONE,ipc=off"));
+    CHECK(c.peers == CARVE_PEERS_NONE && c.ipc == 0);
+    CHECK_OK(NULL, carve_config_parse(&c, "peers=auto"));
+    CHECK(c.peers == CARVE_PEERS_AUTO);
+    carve_config before = c;
+    const char *bad[] = {"peers=64", "peers=", "peers=1:", "peers=:1", "peers=1::2", "peers=x", "peers=-1",
+                         "peers=0x1", "peers=12345678", "ipc=2", "ipc=", "ipc=maybe"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        CHECK_ST(NULL, carve_config_parse(&c, bad[i]), CARVE_ERR_INVALID);
+        CHECK(strstr(carve_last_error(NULL), strncmp(bad[i], "ipc", 3) == 0 ? "'ipc'" : "'peers'") != NULL);
+        CHECK(memcmp(&c, &before, sizeof(c)) == 0);
+    }
+    /* Per device in CARVE_CONF. */
+    CHECK_OK(NULL, carve_conf_parse("peers=none;device1:peers=0:2", 1, &c));
+    CHECK(c.peers == CARVE_PEERS_LIST && c.peer_devices == 5);
+    CHECK_OK(NULL, carve_conf_parse("peers=none;device1:peers=0:2", 0, &c));
+    CHECK(c.peers == CARVE_PEERS_NONE);
+
+    /* What carve_arena_create refuses before any device is asked. */
+    carve_arena *a = (carve_arena *)1;
+    const char *refused[][2] = {
+        {"backend=host,peers=all", "cuda backend"},
+        {"backend=virtual,peers=1", "cuda backend"},
+        {"backend=cuda_driver,peers=all", "cuda backend"},
+    };
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+        carve_config_init(&c);
+        CHECK_OK(NULL, carve_config_parse(&c, refused[i][0]));
+        CHECK_ST(NULL, carve_arena_create(&c, &a), CARVE_ERR_INVALID);
+        CHECK(strstr(carve_last_error(NULL), refused[i][1]) != NULL);
+        CHECK(a == NULL);
+    }
+    carve_config_init(&c);
+    c.backend = CARVE_BACKEND_HOST;
+    c.peer_devices = 2; /* without CARVE_PEERS_LIST */
+    CHECK_ST(NULL, carve_arena_create(&c, &a), CARVE_ERR_INVALID);
+    CHECK(strstr(carve_last_error(NULL), "peer_devices") != NULL);
+    c.peer_devices = 0;
+    c.peers = 7;
+    CHECK_ST(NULL, carve_arena_create(&c, &a), CARVE_ERR_INVALID);
+    c.peers = CARVE_PEERS_AUTO;
+    c.ipc = 2;
+    CHECK_ST(NULL, carve_arena_create(&c, &a), CARVE_ERR_INVALID);
+    /* auto and none are fine anywhere: there is nothing to grant. */
+    c.ipc = CARVE_IPC_AUTO;
+    c.peers = CARVE_PEERS_NONE;
+    CHECK_OK(NULL, carve_arena_create(&c, &a));
+    carve_config got;
+    CHECK_OK(a, carve_arena_get_config(a, &got));
+    CHECK(got.peers == CARVE_PEERS_NONE && got.ipc == 0); /* host memory cannot be exported */
+    carve_arena_destroy(a);
+}
+
+/* carve_config as programs built against other versions of carve.h pass it. */
+static void test_config_size(void) {
+    /* A program that filled the fields by hand, without carve_config_init:
+     * no size, refused with a message that says what to do. */
+    carve_config c;
+    memset(&c, 0, sizeof(c));
+    c.backend = CARVE_BACKEND_HOST;
+    c.growth = 1;
+    carve_arena *a = (carve_arena *)1;
+    CHECK_ST(NULL, carve_arena_create(&c, &a), CARVE_ERR_INVALID);
+    CHECK(a == NULL && strstr(carve_last_error(NULL), "carve_config_init") != NULL);
+    CHECK_ST(NULL, carve_config_parse(&c, "growth=1"), CARVE_ERR_INVALID);
+
+    /* An older program: its structure ends at CARVE_CONFIG_SIZE_MIN, and
+     * nothing past it is read or written. */
+    size_t min = CARVE_CONFIG_SIZE_MIN;
+    CHECK(min <= sizeof(carve_config) && min > offsetof(carve_config, name));
+    unsigned char buf[sizeof(carve_config) + 64];
+    memset(buf, 0xA5, sizeof(buf));
+    carve_config *old = (carve_config *)(void *)buf;
+    carve_config_init_sized(old, min);
+    CHECK(old->size == min && old->growth == 1 && old->vmm == CARVE_VMM_AUTO);
+    for (size_t i = min; i < sizeof(buf); i++)
+        CHECK(buf[i] == 0xA5);
+    CHECK_OK(NULL, carve_config_parse(old, "backend=host,limit=64MiB"));
+    for (size_t i = min; i < sizeof(buf); i++)
+        CHECK(buf[i] == 0xA5);
+    CHECK_OK(NULL, carve_arena_create(old, &a));
+    memset(buf, 0xA5, sizeof(buf));
+    CHECK_OK(a, carve_arena_get_config_sized(a, old, min));
+    CHECK(old->size == min && old->limit_bytes == (64u << 20) && old->backend == CARVE_BACKEND_HOST);
+    for (size_t i = min; i < sizeof(buf); i++)
+        CHECK(buf[i] == 0xA5);
+    CHECK_ST(a, carve_arena_get_config_sized(a, old, min - 1), CARVE_ERR_INVALID);
+    carve_arena_destroy(a);
+    memset(buf, 0xA5, sizeof(buf));
+    CHECK_OK(NULL, carve_conf_parse_sized("limit=1GiB", 0, old, min));
+    CHECK(old->limit_bytes == ((size_t)1 << 30));
+    for (size_t i = min; i < sizeof(buf); i++)
+        CHECK(buf[i] == 0xA5);
+    CHECK_ST(NULL, carve_conf_parse_sized("limit=1GiB", 0, old, 8), CARVE_ERR_INVALID);
+    /* Below the minimum nothing is written. */
+    memset(buf, 0xA5, sizeof(buf));
+    carve_config_init_sized(old, min - 1);
+    CHECK(buf[0] == 0xA5 && buf[min - 2] == 0xA5);
+
+    /* A newer program: a larger structure is fine while the fields this
+     * library does not know are zero, refused once one is set. */
+    memset(buf, 0xA5, sizeof(buf));
+    carve_config_init_sized(old, sizeof(buf));
+    CHECK(old->size == sizeof(buf) && buf[sizeof(carve_config)] == 0 && buf[sizeof(buf) - 1] == 0);
+    CHECK_OK(NULL, carve_config_parse(old, "backend=host"));
+    CHECK(old->size == sizeof(buf));
+    CHECK_OK(NULL, carve_arena_create(old, &a));
+    carve_arena_destroy(a);
+    buf[sizeof(buf) - 1] = 1;
+    CHECK_ST(NULL, carve_arena_create(old, &a), CARVE_ERR_INVALID);
+    CHECK(a == NULL && strstr(carve_last_error(NULL), "newer carve.h") != NULL);
+    CHECK_ST(NULL, carve_config_parse(old, "growth=1"), CARVE_ERR_INVALID);
+    CHECK(buf[sizeof(buf) - 1] == 1);
+    /* carve_arena_get_config of a newer program: the unknown tail zeroed. */
+    CHECK_OK(NULL, carve_arena_create(&(carve_config){.size = sizeof(carve_config), .backend = CARVE_BACKEND_HOST,
+                                                      .growth = 1, .peers = CARVE_PEERS_NONE},
+                                      &a));
+    CHECK_OK(a, carve_arena_get_config_sized(a, old, sizeof(buf)));
+    CHECK(old->size == sizeof(buf) && buf[sizeof(buf) - 1] == 0);
+    carve_arena_destroy(a);
 }
 
 static void test_parse(void) {
@@ -240,6 +375,8 @@ static void test_device_api_without_gpu(void) {
 
 int main(void) {
     test_defaults();
+    test_peers_ipc_keys();
+    test_config_size();
     test_parse();
     test_size_syntax();
     test_duplicate_keys();

@@ -57,6 +57,11 @@ typedef struct carve_backend_ops {
     void (*event_release)(struct carve_be *be, void *ev);
     /* Free the backend's own state (not the segments: the engine releases those). */
     void (*destroy)(struct carve_be *be);
+    /* Optional: describe [addr, addr+size), one live buffer, for another
+     * process (carve_ipc_export): fill *desc and, for CARVE_IPC_FDS, *fds
+     * (malloc'd: desc->num_fds new descriptors). NULL when the backend's
+     * memory cannot be shared; be->ipc then says 0. */
+    carve_status (*export_buffer)(struct carve_be *be, uintptr_t addr, size_t size, carve_ipc_desc *desc, int **fds);
 } carve_backend_ops;
 
 /* Fault injection (faults.c): when on, the backend's counted calls --
@@ -91,6 +96,7 @@ typedef struct carve_be {
     unsigned sim_ndead;
     unsigned long sim_dead_records;
     carve_faults faults;     /* injected failures (faults.c); off unless configured */
+    int ipc;                 /* 1 when export_buffer can describe this backend's memory */
 } carve_be;
 
 /* Backends write the detail of a failure into a per-thread buffer, so that

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "backend/leaves.h"
+#include "backend/peers.h"
 
 typedef carve_cuda_ctx cuda_ctx;
 
@@ -163,4 +164,35 @@ carve_status carve_cuda_mem_info(int device, size_t *free_bytes, size_t *total_b
         st = carve_cuda_error(e, "cudaMemGetInfo");
     carve_cuda_leave(device, prev);
     return st;
+}
+
+static int can_access(int peer, int owner, void *arg) {
+    (void)arg;
+    int can = 0;
+    if (cudaDeviceCanAccessPeer(&can, peer, owner) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return can;
+}
+
+carve_status carve_cuda_peer_list(const carve_config *cfg, int device, int *out, int *n) {
+    *n = 0;
+    int ndev = 0;
+    cudaError_t e = cudaGetDeviceCount(&ndev);
+    if (e != cudaSuccess)
+        return carve_cuda_error(e, "cudaGetDeviceCount");
+    return carve_peer_list(cfg->peers, cfg->peer_devices, device, ndev, can_access, NULL, out, n);
+}
+
+void *carve_cuda_driver_fn(const char *name) {
+    void *fn = NULL;
+    enum cudaDriverEntryPointQueryResult q;
+    if (cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess || !fn) {
+        (void)cudaGetLastError();
+        carve_backend_fail("the driver has no %s", name);
+        return NULL;
+    }
+    return fn;
 }

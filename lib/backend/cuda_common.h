@@ -32,5 +32,14 @@ void carve_cuda_event_release(carve_be *be, void *ev) CARVE_INTERNAL;
 carve_status carve_cuda_device_sync(carve_be *be) CARVE_INTERNAL;
 /* Destroy the spare events and the lock (not c itself). */
 void carve_cuda_ctx_destroy(carve_cuda_ctx *c) CARVE_INTERNAL;
+/* The devices cfg->peers grants device's memory to (peers.h: owner first),
+ * asking cudaDeviceCanAccessPeer. CARVE_OK, CARVE_ERR_INVALID for a listed
+ * device that does not exist or cannot access device, or the error of
+ * cudaGetDeviceCount. */
+carve_status carve_cuda_peer_list(const carve_config *cfg, int device, int *out, int *n) CARVE_INTERNAL;
+/* A driver function by name (its CUDA 12 ABI version), through the
+ * runtime's entry-point query, so that carve links cudart only; NULL (with
+ * the message written) when the driver lacks it. */
+void *carve_cuda_driver_fn(const char *name) CARVE_INTERNAL;
 
 #endif

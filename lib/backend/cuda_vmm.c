@@ -15,12 +15,21 @@
  * of new ones, which saves a cuMemRelease and a cuMemCreate per granule;
  * closing the window releases what was not reused. Events, the device guard
  * and error messages are shared with the cudaMalloc backend (cuda_common.h).
+ *
+ * Access: cudaDeviceEnablePeerAccess does not reach memory mapped with
+ * cuMemMap, so every cuMemSetAccess names each device the configuration
+ * grants the memory to (peers.c), the owner first. Sharing: where the
+ * configuration asks for it, granules are created with POSIX file-descriptor
+ * handles, so a buffer can be exported as one descriptor per granule and
+ * mapped by another process (carve_backend_import_fds, below).
  */
 #include <cuda.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backend/cuda_common.h"
 #include "backend/leaves.h"
+#include "backend/peers.h"
 
 typedef struct va_range {
     uintptr_t base;
@@ -31,8 +40,12 @@ typedef struct va_range {
 
 typedef struct vmm_ctx {
     carve_cuda_ctx cuda; /* first: the shared event code reads it */
-    CUmemAllocationProp prop;
-    CUmemAccessDesc access;
+    CUmemAllocationProp prop;       /* without shareable handles */
+    CUmemAllocationProp prop_fd;    /* with POSIX file-descriptor handles */
+    int fd_handles;                 /* new granules use prop_fd (atomic: cleared if the driver refuses it) */
+    int fd_required;                /* ipc=1: no falling back to prop */
+    CUmemAccessDesc *access;        /* owner first, then the peers */
+    size_t naccess;
     carve_mutex lock;    /* guards the list of ranges and the recycled handles */
     va_range *ranges;
     int recycling;       /* recycle windows open (one per engine thread mapping) */
@@ -52,6 +65,8 @@ static struct {
     CUresult (*error_name)(CUresult, const char **);
     CUresult (*attribute)(int *, CUdevice_attribute, CUdevice);
     CUresult (*device_get)(CUdevice *, int);
+    CUresult (*export_handle)(void *, CUmemGenericAllocationHandle, CUmemAllocationHandleType, unsigned long long);
+    CUresult (*import_handle)(CUmemGenericAllocationHandle *, void *, CUmemAllocationHandleType);
 } drv;
 
 static int load_driver(void) {
@@ -68,6 +83,8 @@ static int load_driver(void) {
         {"cuMemSetAccess", (void **)&drv.set_access},   {"cuMemGetAllocationGranularity", (void **)&drv.granularity},
         {"cuGetErrorName", (void **)&drv.error_name},   {"cuDeviceGetAttribute", (void **)&drv.attribute},
         {"cuDeviceGet", (void **)&drv.device_get},
+        {"cuMemExportToShareableHandle", (void **)&drv.export_handle},
+        {"cuMemImportFromShareableHandle", (void **)&drv.import_handle},
     };
     int ok = 1;
     for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
@@ -169,14 +186,24 @@ static va_range *granules_of(vmm_ctx *c, uintptr_t addr, size_t size, const char
     return r;
 }
 
-/* A handle for one granule: a recycled one, else a new one. */
+/* A handle for one granule: a recycled one, else a new one. With ipc
+ * automatic, a driver that refuses file-descriptor handles for a reason
+ * other than memory gets plain ones from then on. */
 static CUresult take_handle(vmm_ctx *c, CUmemGenericAllocationHandle *h) {
     carve_mutex_lock(&c->lock);
     int got = c->nspare > 0;
     if (got)
         *h = c->spare[--c->nspare];
     carve_mutex_unlock(&c->lock);
-    return got ? CUDA_SUCCESS : drv.create(h, CARVE_SEGMENT_GRANULE, &c->prop, 0);
+    if (got)
+        return CUDA_SUCCESS;
+    if (!__atomic_load_n(&c->fd_handles, __ATOMIC_RELAXED))
+        return drv.create(h, CARVE_SEGMENT_GRANULE, &c->prop, 0);
+    CUresult e = drv.create(h, CARVE_SEGMENT_GRANULE, &c->prop_fd, 0);
+    if (e == CUDA_SUCCESS || e == CUDA_ERROR_OUT_OF_MEMORY || c->fd_required)
+        return e;
+    __atomic_store_n(&c->fd_handles, 0, __ATOMIC_RELAXED);
+    return drv.create(h, CARVE_SEGMENT_GRANULE, &c->prop, 0);
 }
 
 /* An unmapped handle: kept inside a recycle window (when there is room to
@@ -221,7 +248,7 @@ static carve_status vmm_commit(carve_be *be, uintptr_t addr, size_t size) {
         }
         r->handles[g0 + i] = h;
     }
-    if (i == n && (e = drv.set_access((CUdeviceptr)addr, size, &c->access, 1)) != CUDA_SUCCESS)
+    if (i == n && (e = drv.set_access((CUdeviceptr)addr, size, c->access, c->naccess)) != CUDA_SUCCESS)
         what = "cuMemSetAccess";
     if (e == CUDA_SUCCESS)
         return CARVE_OK;
@@ -263,6 +290,59 @@ static void vmm_recycle(carve_be *be, int on) {
     carve_mutex_unlock(&c->lock);
 }
 
+/* One descriptor per granule of the buffer, in address order. */
+static carve_status vmm_export(carve_be *be, uintptr_t addr, size_t size, carve_ipc_desc *d, int **fds_out) {
+    vmm_ctx *c = be->ctx;
+    if (!__atomic_load_n(&c->fd_handles, __ATOMIC_RELAXED)) {
+        carve_backend_fail("this arena's memory has no file-descriptor handles (ipc=0, or the device or driver "
+                           "does not offer them): it cannot be exported");
+        return CARVE_ERR_INVALID;
+    }
+    va_range *r = range_of(c, addr);
+    if (!r || size == 0 || size > r->size - (addr - r->base)) {
+        carve_backend_fail("export of %zu bytes at %#lx outside a reserved range", size, (unsigned long)addr);
+        return CARVE_ERR_BACKEND;
+    }
+    size_t lo = carve_align_down(addr - r->base, CARVE_SEGMENT_GRANULE);
+    size_t hi = carve_align_up(addr + size - r->base, CARVE_SEGMENT_GRANULE);
+    size_t n = (hi - lo) / CARVE_SEGMENT_GRANULE, i = 0;
+    int *fds = malloc(n * sizeof(*fds));
+    if (!fds) {
+        carve_backend_fail("host memory exhausted");
+        return CARVE_ERR_OOM;
+    }
+    carve_status st = CARVE_OK;
+    for (; i < n; i++) {
+        CUmemGenericAllocationHandle h = r->handles[lo / CARVE_SEGMENT_GRANULE + i];
+        if (!h) {
+            carve_backend_fail("granule %zu of the buffer is not mapped", i);
+            st = CARVE_ERR_BACKEND;
+            break;
+        }
+        CUresult e = drv.export_handle(&fds[i], h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+        if (e != CUDA_SUCCESS) {
+            st = drv_error(e, "cuMemExportToShareableHandle");
+            if (st == CARVE_ERR_OOM) /* what the driver says when the process is out of descriptors */
+                st = CARVE_ERR_BACKEND;
+            break;
+        }
+    }
+    if (st != CARVE_OK) {
+        while (i-- > 0)
+            close(fds[i]);
+        free(fds);
+        return st;
+    }
+    d->kind = CARVE_IPC_FDS;
+    d->size = size;
+    d->offset = addr - r->base - lo;
+    d->piece_bytes = CARVE_SEGMENT_GRANULE;
+    d->num_fds = (uint32_t)n;
+    d->device = c->cuda.device;
+    *fds_out = fds;
+    return CARVE_OK;
+}
+
 static void vmm_destroy(carve_be *be) {
     vmm_ctx *c = be->ctx;
     carve_cuda_ctx_destroy(&c->cuda);
@@ -276,6 +356,7 @@ static void vmm_destroy(carve_be *be) {
     for (size_t i = 0; i < c->nspare; i++)
         drv.release(c->spare[i]);
     free(c->spare);
+    free(c->access);
     free(c);
 }
 
@@ -291,9 +372,11 @@ static const carve_backend_ops vmm_ops = {
     .device_sync = carve_cuda_device_sync,
     .event_release = carve_cuda_event_release,
     .destroy = vmm_destroy,
+    .export_buffer = vmm_export,
 };
 
-carve_status carve_backend_open_cuda_vmm(carve_be *be, int device) {
+carve_status carve_backend_open_cuda_vmm(carve_be *be, const carve_config *cfg) {
+    int device = cfg->device;
     size_t free_b, total_b;
     carve_status st = carve_cuda_mem_info(device, &free_b, &total_b);
     if (st != CARVE_OK)
@@ -309,8 +392,23 @@ carve_status carve_backend_open_cuda_vmm(carve_be *be, int device) {
         carve_backend_fail("device %d does not support virtual memory management (cuMemCreate/cuMemMap)", device);
         return CARVE_ERR_NO_DEVICE;
     }
+    int fd_ok = 0;
+    if (cfg->ipc != 0 &&
+        drv.attribute(&fd_ok, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, dev) != CUDA_SUCCESS)
+        fd_ok = 0;
+    if (cfg->ipc == 1 && !fd_ok) {
+        carve_backend_fail("device %d cannot export memory as POSIX file descriptors (ipc=1)", device);
+        return CARVE_ERR_INVALID;
+    }
+    int peers[CARVE_PEERS_MAX + 1], npeers = 0;
+    st = carve_cuda_peer_list(cfg, device, peers, &npeers);
+    if (st != CARVE_OK)
+        return st;
     vmm_ctx *c = calloc(1, sizeof(*c));
-    if (!c) {
+    CUmemAccessDesc *access = calloc((size_t)npeers, sizeof(*access));
+    if (!c || !access) {
+        free(c);
+        free(access);
         carve_backend_fail("host memory exhausted");
         return CARVE_ERR_OOM;
     }
@@ -320,8 +418,17 @@ carve_status carve_backend_open_cuda_vmm(carve_be *be, int device) {
     c->prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     c->prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     c->prop.location.id = device;
-    c->access.location = c->prop.location;
-    c->access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    c->prop_fd = c->prop;
+    c->prop_fd.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    c->fd_handles = fd_ok;
+    c->fd_required = cfg->ipc == 1;
+    for (int i = 0; i < npeers; i++) {
+        access[i].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        access[i].location.id = peers[i];
+        access[i].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    }
+    c->access = access;
+    c->naccess = (size_t)npeers;
     size_t gran = 0;
     CUresult e = drv.granularity(&gran, &c->prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
     if (e != CUDA_SUCCESS || gran == 0 || CARVE_SEGMENT_GRANULE % gran != 0) {
@@ -334,5 +441,81 @@ carve_status carve_backend_open_cuda_vmm(carve_be *be, int device) {
     be->ctx = c;
     be->ops = &vmm_ops;
     be->total_bytes = total_b;
+    be->ipc = fd_ok;
     return CARVE_OK;
+}
+
+/* Another process's granules, mapped in order into fresh address space with
+ * access for device. Each imported handle is released once mapped: the
+ * mapping keeps the memory, and unmapping lets it go. */
+carve_status carve_backend_import_fds(const carve_ipc_desc *d, const int *fds, int device, uintptr_t *base,
+                                      size_t *len) {
+    *base = 0;
+    *len = 0;
+    size_t free_b, total_b;
+    carve_status st = carve_cuda_mem_info(device, &free_b, &total_b);
+    if (st != CARVE_OK)
+        return st;
+    if (load_driver() != 1)
+        return CARVE_ERR_NO_DEVICE;
+    int prev;
+    if ((st = carve_cuda_enter(device, &prev)) != CARVE_OK)
+        return st;
+    size_t n = d->num_fds, size = n * CARVE_SEGMENT_GRANULE, i = 0;
+    CUdeviceptr p = 0;
+    const char *what = "cuMemAddressReserve";
+    CUresult e = drv.reserve(&p, size, CARVE_SEGMENT_GRANULE, 0, 0);
+    for (; e == CUDA_SUCCESS && i < n; i++) {
+        CUmemGenericAllocationHandle h = 0;
+        what = "cuMemImportFromShareableHandle";
+        if ((e = drv.import_handle(&h, (void *)(uintptr_t)fds[i], CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)) !=
+            CUDA_SUCCESS)
+            break;
+        what = "cuMemMap";
+        e = drv.map(p + i * CARVE_SEGMENT_GRANULE, CARVE_SEGMENT_GRANULE, 0, h, 0);
+        drv.release(h);
+        if (e != CUDA_SUCCESS)
+            break;
+    }
+    if (e == CUDA_SUCCESS) {
+        CUmemAccessDesc a = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = device},
+                             .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+        what = "cuMemSetAccess";
+        e = drv.set_access(p, size, &a, 1);
+    }
+    if (e != CUDA_SUCCESS) {
+        st = drv_error(e, what);
+        while (i-- > 0)
+            drv.unmap(p + i * CARVE_SEGMENT_GRANULE, CARVE_SEGMENT_GRANULE);
+        if (p)
+            drv.free(p, size);
+    } else {
+        *base = (uintptr_t)p;
+        *len = size;
+    }
+    carve_cuda_leave(device, prev);
+    return st;
+}
+
+carve_status carve_backend_close_fds(int device, uintptr_t base, size_t len) {
+    int prev;
+    carve_status st = carve_cuda_enter(device, &prev);
+    if (st != CARVE_OK)
+        return st;
+    const char *what = "cuMemUnmap";
+    CUresult e = CUDA_SUCCESS;
+    for (size_t off = 0; off < len; off += CARVE_SEGMENT_GRANULE) {
+        CUresult u = drv.unmap((CUdeviceptr)(base + off), CARVE_SEGMENT_GRANULE);
+        if (e == CUDA_SUCCESS)
+            e = u;
+    }
+    CUresult f = drv.free((CUdeviceptr)base, len);
+    if (e == CUDA_SUCCESS && f != CUDA_SUCCESS) {
+        e = f;
+        what = "cuMemAddressFree";
+    }
+    if (e != CUDA_SUCCESS)
+        st = drv_error(e, what);
+    carve_cuda_leave(device, prev);
+    return st;
 }

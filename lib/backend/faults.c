@@ -71,6 +71,13 @@ static int f_event_query(carve_be *be, void *ev) { return be->faults.leaf->event
 static carve_status f_event_sync(carve_be *be, void *ev) { return be->faults.leaf->event_sync(be, ev); }
 static carve_status f_device_sync(carve_be *be) { return be->faults.leaf->device_sync(be); }
 static void f_event_release(carve_be *be, void *ev) { be->faults.leaf->event_release(be, ev); }
+static carve_status f_export(carve_be *be, uintptr_t addr, size_t size, carve_ipc_desc *desc, int **fds) {
+    if (!be->faults.leaf->export_buffer) {
+        carve_backend_fail("the %s backend cannot share memory with other processes", carve_backend_str(be->kind));
+        return CARVE_ERR_INVALID;
+    }
+    return be->faults.leaf->export_buffer(be, addr, size, desc, fds);
+}
 static void f_destroy(carve_be *be) {
     const carve_backend_ops *leaf = be->faults.leaf;
     be->ops = leaf;
@@ -83,12 +90,13 @@ static void f_destroy(carve_be *be) {
 static const carve_backend_ops fault_ops = {
     .reserve = f_reserve, .release = f_release, .event_record = f_event_record,
     .event_query = f_event_query, .event_sync = f_event_sync, .device_sync = f_device_sync,
-    .event_release = f_event_release, .destroy = f_destroy,
+    .event_release = f_event_release, .destroy = f_destroy, .export_buffer = f_export,
 };
 static const carve_backend_ops fault_ops_mapping = {
     .reserve = f_reserve, .release = f_release, .commit = f_commit, .decommit = f_decommit,
     .recycle = f_recycle, .event_record = f_event_record, .event_query = f_event_query, .event_sync = f_event_sync,
     .device_sync = f_device_sync, .event_release = f_event_release, .destroy = f_destroy,
+    .export_buffer = f_export,
 };
 
 void carve_backend_faults_on(carve_be *be, unsigned long at, unsigned long times, unsigned long every,

@@ -11,8 +11,8 @@
 
 /* Each fills be->ops (and be->ctx, be->total_bytes) on success; on failure
  * carve_backend_msg() says why and be holds nothing to destroy. */
-carve_status carve_backend_open_cuda(carve_be *be, int device) CARVE_INTERNAL;
-carve_status carve_backend_open_cuda_vmm(carve_be *be, int device) CARVE_INTERNAL;
+carve_status carve_backend_open_cuda(carve_be *be, const carve_config *cfg) CARVE_INTERNAL;
+carve_status carve_backend_open_cuda_vmm(carve_be *be, const carve_config *cfg) CARVE_INTERNAL;
 carve_status carve_backend_open_host(carve_be *be) CARVE_INTERNAL;
 carve_status carve_backend_open_virtual(carve_be *be) CARVE_INTERNAL;
 /* The driver-API backend (driver.c): binds to the current context if it is
@@ -22,6 +22,17 @@ carve_status carve_backend_open_driver(carve_be *be, int device) CARVE_INTERNAL;
 /* The driver backend's entry points from lookup(name, arg) (driver_api.c, or
  * nocuda.c without CUDA): 0, or -1 with carve_backend_msg() saying why. */
 int carve_driver_api_lookup(void *(*lookup)(const char *name, void *arg), void *arg) CARVE_INTERNAL;
+
+/* Map a buffer another process exported (carve_ipc_import) for device:
+ * CARVE_IPC_FDS through cuMemImportFromShareableHandle (cuda_vmm.c),
+ * CARVE_IPC_CUDA through cudaIpcOpenMemHandle, each segment opened once per
+ * process and device (cuda.c). *base and *len are what the close call
+ * takes back. desc is checked by the caller. */
+carve_status carve_backend_import_fds(const carve_ipc_desc *desc, const int *fds, int device, uintptr_t *base,
+                                      size_t *len) CARVE_INTERNAL;
+carve_status carve_backend_close_fds(int device, uintptr_t base, size_t len) CARVE_INTERNAL;
+carve_status carve_backend_import_cuda(const carve_ipc_desc *desc, int device, uintptr_t *base) CARVE_INTERNAL;
+carve_status carve_backend_close_cuda(int device, uintptr_t base) CARVE_INTERNAL;
 
 /* cudaMemGetInfo for device with the device guard; CARVE_ERR_NO_DEVICE when
  * there is no driver or no such device. (carve_device_count, the other

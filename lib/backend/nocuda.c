@@ -1,7 +1,8 @@
 /*
  * nocuda.c — built instead of cuda_common.c, cuda.c and cuda_vmm.c when carve is
- * configured without the CUDA toolkit: the CUDA backend reports that there
- * is no device, and the host and virtual backends work as usual.
+ * configured without the CUDA toolkit: the CUDA backend and the import of
+ * buffers from other processes report that there is no device, and the host
+ * and virtual backends work as usual.
  */
 #include "backend/leaves.h"
 
@@ -21,17 +22,55 @@ carve_status carve_cuda_mem_info(int device, size_t *free_bytes, size_t *total_b
     return CARVE_ERR_NO_DEVICE;
 }
 
-carve_status carve_backend_open_cuda_vmm(carve_be *be, int device) {
-    return carve_backend_open_cuda(be, device);
+static carve_status no_cuda(void) {
+    carve_backend_fail("carve was built without CUDA");
+    return CARVE_ERR_NO_DEVICE;
+}
+
+carve_status carve_backend_open_cuda_vmm(carve_be *be, const carve_config *cfg) {
+    (void)be;
+    (void)cfg;
+    return no_cuda();
 }
 
 carve_status carve_backend_open_driver(carve_be *be, int device) {
-    return carve_backend_open_cuda(be, device);
-}
-
-carve_status carve_backend_open_cuda(carve_be *be, int device) {
     (void)be;
     (void)device;
-    carve_backend_fail("carve was built without CUDA");
-    return CARVE_ERR_NO_DEVICE;
+    return no_cuda();
+}
+
+carve_status carve_backend_open_cuda(carve_be *be, const carve_config *cfg) {
+    (void)be;
+    (void)cfg;
+    return no_cuda();
+}
+
+carve_status carve_backend_import_fds(const carve_ipc_desc *desc, const int *fds, int device, uintptr_t *base,
+                                      size_t *len) {
+    (void)desc;
+    (void)fds;
+    (void)device;
+    *base = 0;
+    *len = 0;
+    return no_cuda();
+}
+
+carve_status carve_backend_close_fds(int device, uintptr_t base, size_t len) {
+    (void)device;
+    (void)base;
+    (void)len;
+    return no_cuda();
+}
+
+carve_status carve_backend_import_cuda(const carve_ipc_desc *desc, int device, uintptr_t *base) {
+    (void)desc;
+    (void)device;
+    *base = 0;
+    return no_cuda();
+}
+
+carve_status carve_backend_close_cuda(int device, uintptr_t base) {
+    (void)device;
+    (void)base;
+    return no_cuda();
 }

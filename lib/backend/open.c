@@ -21,9 +21,9 @@ carve_status carve_backend_open(carve_be *be, const carve_config *cfg) {
         /* Automatic: the virtual-memory form where the device supports it. */
         st = cfg->vmm == 0 || (cfg->vmm != 1 && (!cfg->growth || cfg->initial_bytes || cfg->initial_fraction > 0))
                  ? CARVE_ERR_NO_DEVICE
-                                                               : carve_backend_open_cuda_vmm(be, cfg->device);
+                                                               : carve_backend_open_cuda_vmm(be, cfg);
         if (st != CARVE_OK && cfg->vmm != 1)
-            st = carve_backend_open_cuda(be, cfg->device);
+            st = carve_backend_open_cuda(be, cfg);
         break;
     case CARVE_BACKEND_HOST: st = carve_backend_open_host(be); break;
     case CARVE_BACKEND_VIRTUAL: st = carve_backend_open_virtual(be); break;

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/defaults.h"
 #include "config/options.h"
 #include "engine/error.h"
 
@@ -60,16 +61,18 @@ carve_status carve_conf_apply(carve_config *c, int device, const char *conf) {
     return CARVE_OK;
 }
 
-carve_status carve_conf_parse(const char *conf, int device, carve_config *out) {
-    if (out)
-        carve_config_init(out);
-    if (!out || device < 0 || device >= CARVE_MAX_DEVICES)
-        return carve_fail(NULL, CARVE_ERR_INVALID, "carve_conf_parse: NULL out or bad device %d", device);
+carve_status carve_conf_parse_sized(const char *conf, int device, carve_config *out, size_t size) {
+    if (!out || size < CARVE_CONFIG_SIZE_MIN)
+        return carve_fail(NULL, CARVE_ERR_INVALID, "carve_conf_parse: NULL out or a size of %zu (at least %zu)",
+                          size, (size_t)CARVE_CONFIG_SIZE_MIN);
     carve_config c;
-    carve_config_init(&c);
+    carve_config_defaults(&c);
+    carve_config_write(&c, out, size);
+    if (device < 0 || device >= CARVE_MAX_DEVICES)
+        return carve_fail(NULL, CARVE_ERR_INVALID, "carve_conf_parse: bad device %d", device);
     c.device = device;
     carve_status st = carve_conf_apply(&c, device, conf ? conf : "");
-    if (st == CARVE_OK && out)
-        *out = c;
+    if (st == CARVE_OK)
+        carve_config_write(&c, out, size);
     return st;
 }

@@ -1,11 +1,14 @@
 /*
- * options.c — configuration defaults and the textual form of a
- * configuration ("growth=1,limit=4GiB,initial=0.25").
+ * options.c — the textual form of a configuration
+ * ("growth=1,limit=4GiB,initial=0.25"); the defaults themselves are in
+ * base/defaults.c.
  *
  * One table lists every key with its parser, so carve_config_parse,
  * CARVE_CONF and the documentation share one definition. A parse applies to
  * a copy and commits only when every pair parsed: a bad string leaves the
- * configuration untouched and names the offending key.
+ * configuration untouched and names the offending key. Each key also knows
+ * where its field ends, so a program whose carve_config is older than the
+ * key is told so instead of having bytes past its structure written.
  */
 #include "config/options.h"
 
@@ -16,17 +19,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/defaults.h"
 #include "engine/error.h"
-
-void carve_config_init(carve_config *c) {
-    if (!c)
-        return;
-    memset(c, 0, sizeof(*c));
-    c->backend = CARVE_BACKEND_CUDA;
-    c->growth = 1;
-    c->vmm = CARVE_VMM_AUTO;
-    c->fail_backend_status = CARVE_ERR_OOM;
-}
 
 __extension__ typedef unsigned __int128 u128; /* exact products of up to 20 digits and 2^40 */
 
@@ -206,26 +200,77 @@ static int set_fail_status(carve_config *c, const char *v) {
     return -1;
 }
 
+/* auto, none, all, or device ordinals separated by ':' ("1:3"). */
+static int set_peers(carve_config *c, const char *v) {
+    static const struct {
+        const char *name;
+        int mode;
+    } words[] = {{"auto", CARVE_PEERS_AUTO}, {"none", CARVE_PEERS_NONE}, {"all", CARVE_PEERS_ALL}};
+    for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++)
+        if (strcasecmp(v, words[i].name) == 0) {
+            c->peers = words[i].mode;
+            c->peer_devices = 0;
+            return 0;
+        }
+    uint64_t mask = 0;
+    const char *p = v;
+    for (;;) {
+        char item[8];
+        size_t n = strcspn(p, ":");
+        if (n == 0 || n >= sizeof(item))
+            return -1;
+        memcpy(item, p, n);
+        item[n] = '\0';
+        unsigned long d;
+        if (parse_uint(item, &d) || d >= 64)
+            return -1;
+        mask |= (uint64_t)1 << d;
+        if (p[n] == '\0')
+            break;
+        p += n + 1;
+    }
+    c->peers = CARVE_PEERS_LIST;
+    c->peer_devices = mask;
+    return 0;
+}
+
+static int set_ipc(carve_config *c, const char *v) {
+    if (strcasecmp(v, "auto") == 0)
+        return c->ipc = CARVE_IPC_AUTO, 0;
+    return parse_bool(v, &c->ipc);
+}
+
+/* Where a field ends: a key may set it only in a carve_config that long. */
+#define END(field) (offsetof(carve_config, field) + sizeof(((carve_config *)0)->field))
+
 const carve_option carve_options[] = {
-    {"backend", "cuda|host|virtual|cuda_driver", set_backend},
-    {"device", "device ordinal", set_device},
-    {"growth", "0|1", set_growth},
-    {"initial", "size (e.g. 1GiB) or fraction of device memory (e.g. 0.25)", set_initial},
-    {"limit", "size (e.g. 4GiB) or fraction of device memory (e.g. 0.5)", set_limit},
-    {"min_grow", "size", set_min_grow},
-    {"sim_event_polls", "count", set_polls},
-    {"vmm", "auto|0|1", set_vmm},
-    {"fail_backend_at", "call number (testing: that backend call fails; 0 = none)", set_fail_at},
-    {"fail_backend_every", "count (testing: every Nth backend call fails; 0 = none)", set_fail_every},
-    {"fail_backend_status", "oom|backend", set_fail_status},
-    {NULL, NULL, NULL},
+    {"backend", "cuda|host|virtual|cuda_driver", set_backend, END(backend)},
+    {"device", "device ordinal", set_device, END(device)},
+    {"growth", "0|1", set_growth, END(growth)},
+    {"initial", "size (e.g. 1GiB) or fraction of device memory (e.g. 0.25)", set_initial, END(initial_fraction)},
+    {"limit", "size (e.g. 4GiB) or fraction of device memory (e.g. 0.5)", set_limit, END(limit_fraction)},
+    {"min_grow", "size", set_min_grow, END(min_grow_bytes)},
+    {"sim_event_polls", "count", set_polls, END(sim_event_polls)},
+    {"vmm", "auto|0|1", set_vmm, END(vmm)},
+    {"fail_backend_at", "call number (testing: that backend call fails; 0 = none)", set_fail_at,
+     END(fail_backend_at)},
+    {"fail_backend_every", "count (testing: every Nth backend call fails; 0 = none)", set_fail_every,
+     END(fail_backend_every)},
+    {"fail_backend_status", "oom|backend", set_fail_status, END(fail_backend_status)},
+    {"peers", "auto|none|all or device ordinals below 64 separated by ':' (e.g. 1:3)", set_peers,
+     END(peer_devices)},
+    {"ipc", "auto|0|1", set_ipc, END(ipc)},
+    {NULL, NULL, NULL, 0},
 };
 
 carve_status carve_config_parse_keys(carve_config *config, const char *text, const char *const *denied,
                                      const char *where, unsigned *seen) {
     if (!config || !text)
         return carve_fail(NULL, CARVE_ERR_INVALID, "%s: NULL argument", where);
-    carve_config c = *config;
+    carve_config c;
+    char why[256];
+    if (carve_config_read(config, &c, why, sizeof(why)) != 0)
+        return carve_fail(NULL, CARVE_ERR_INVALID, "%s: %s", where, why);
     unsigned local = 0, *keys = seen ? seen : &local, given = *keys;
     const char *p = text;
     while (*p) {
@@ -262,6 +307,11 @@ carve_status carve_config_parse_keys(carve_config *config, const char *text, con
             o++;
         if (!o->name)
             return carve_fail(NULL, CARVE_ERR_INVALID, "%s: unknown key '%s'", where, key);
+        if (o->end > config->size)
+            return carve_fail(NULL, CARVE_ERR_INVALID,
+                              "%s: key '%s' sets a field past the caller's carve_config (%zu bytes; the program "
+                              "was built against an older carve.h)",
+                              where, key, config->size);
         unsigned bit = 1u << (o - carve_options);
         if (given & bit)
             return carve_fail(NULL, CARVE_ERR_INVALID,
@@ -273,7 +323,7 @@ carve_status carve_config_parse_keys(carve_config *config, const char *text, con
             return carve_fail(NULL, CARVE_ERR_INVALID, "%s: bad value '%s' for key '%s' (expected %s)", where,
                               val, key, o->help);
     }
-    *config = c;
+    carve_config_write(&c, config, config->size);
     *keys = given;
     return CARVE_OK;
 }

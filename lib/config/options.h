@@ -12,6 +12,7 @@ typedef struct carve_option {
     const char *name;
     const char *help; /* what a value looks like, for error messages */
     int (*set)(carve_config *c, const char *value); /* 0 on success */
+    size_t end;       /* where the last field the key sets ends in carve_config */
 } carve_option;
 
 extern const carve_option carve_options[] CARVE_INTERNAL; /* NULL-terminated */

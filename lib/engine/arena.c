@@ -12,6 +12,7 @@
 
 #include "backend/faults.h"
 #include "backend/open.h"
+#include "base/defaults.h"
 #include "base/text.h"
 #include "base/utf8.h"
 #include "engine/error.h"
@@ -56,6 +57,20 @@ static carve_status validate(const carve_config *c) {
     if (c->device < 0)
         return carve_fail(NULL, CARVE_ERR_INVALID, "carve_arena_create: device %d is negative",
                           c->device);
+    if (c->peers != CARVE_PEERS_AUTO && c->peers != CARVE_PEERS_NONE && c->peers != CARVE_PEERS_ALL &&
+        c->peers != CARVE_PEERS_LIST)
+        return carve_fail(NULL, CARVE_ERR_INVALID,
+                          "carve_arena_create: peers is %d (CARVE_PEERS_AUTO, _NONE, _ALL or _LIST)", c->peers);
+    if ((c->peers == CARVE_PEERS_ALL || c->peers == CARVE_PEERS_LIST) && c->backend != CARVE_BACKEND_CUDA)
+        return carve_fail(NULL, CARVE_ERR_INVALID,
+                          "carve_arena_create: peers=all or a list of devices needs the cuda backend (the %s "
+                          "backend's memory cannot be granted to other devices)",
+                          carve_backend_str(c->backend));
+    if (c->peers != CARVE_PEERS_LIST && c->peer_devices != 0)
+        return carve_fail(NULL, CARVE_ERR_INVALID,
+                          "carve_arena_create: peer_devices is set but peers is not CARVE_PEERS_LIST");
+    if (c->ipc != CARVE_IPC_AUTO && c->ipc != 0 && c->ipc != 1)
+        return carve_fail(NULL, CARVE_ERR_INVALID, "carve_arena_create: ipc is %d (0, 1 or CARVE_IPC_AUTO)", c->ipc);
     return CARVE_OK;
 }
 
@@ -143,12 +158,17 @@ static carve_status resolve_sizes(carve_arena *a, const carve_config *c) {
     return CARVE_OK;
 }
 
-carve_status carve_arena_create(const carve_config *c, carve_arena **out) {
+carve_status carve_arena_create(const carve_config *user, carve_arena **out) {
     if (!out)
         return carve_fail(NULL, CARVE_ERR_INVALID, "carve_arena_create: out is NULL");
     *out = NULL;
-    if (!c)
+    if (!user)
         return carve_fail(NULL, CARVE_ERR_INVALID, "carve_arena_create: config is NULL");
+    carve_config full; /* the caller's fields, defaults for those its carve.h lacks */
+    char bad[256];
+    if (carve_config_read(user, &full, bad, sizeof(bad)) != 0)
+        return carve_fail(NULL, CARVE_ERR_INVALID, "carve_arena_create: %s", bad);
+    const carve_config *c = &full;
     carve_status st = validate(c);
     if (st != CARVE_OK)
         return st;
@@ -226,16 +246,19 @@ void carve_arena_destroy(carve_arena *a) {
     free(a); /* thread-local pool caches name it by id, which is never reused */
 }
 
-carve_status carve_arena_get_config(const carve_arena *a, carve_config *out) {
-    if (!a || !out)
-        return carve_fail(a, CARVE_ERR_INVALID, "carve_arena_get_config: NULL argument");
-    *out = a->cfg;
-    out->limit_bytes = a->limit;
-    out->initial_bytes = a->initial;
-    out->min_grow_bytes = a->min_grow;
-    out->limit_fraction = 0;
-    out->initial_fraction = 0;
-    out->vmm = a->vmm;
+carve_status carve_arena_get_config_sized(const carve_arena *a, carve_config *out, size_t size) {
+    if (!a || !out || size < CARVE_CONFIG_SIZE_MIN)
+        return carve_fail(a, CARVE_ERR_INVALID, "carve_arena_get_config: NULL argument or a size of %zu (at least %zu)",
+                          size, (size_t)CARVE_CONFIG_SIZE_MIN);
+    carve_config c = a->cfg;
+    c.limit_bytes = a->limit;
+    c.initial_bytes = a->initial;
+    c.min_grow_bytes = a->min_grow;
+    c.limit_fraction = 0;
+    c.initial_fraction = 0;
+    c.vmm = a->vmm;
+    c.ipc = a->be.ipc;
+    carve_config_write(&c, out, size);
     return CARVE_OK;
 }
 

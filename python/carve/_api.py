@@ -106,7 +106,7 @@ def _parse_config(text, cfg=None):
     L = lib()
     if cfg is None:
         cfg = _lib.CarveConfig()
-        L.carve_config_init(ctypes.byref(cfg))
+        L.carve_config_init_sized(ctypes.byref(cfg), ctypes.sizeof(cfg))
     _check(L.carve_config_parse(ctypes.byref(cfg), text.encode()), cls=ConfigError)
     return cfg
 
@@ -299,7 +299,7 @@ class Arena:
         """The effective configuration as a dict (limit and initial in bytes;
         limit None when unlimited)."""
         cfg = _lib.CarveConfig()
-        _check(lib().carve_arena_get_config(self._handle(), ctypes.byref(cfg)), self._h)
+        _check(lib().carve_arena_get_config_sized(self._handle(), ctypes.byref(cfg), ctypes.sizeof(cfg)), self._h)
         limit = cfg.limit_bytes
         return {"backend": [k for k, v in _BACKENDS.items() if v == cfg.backend][0], "device": cfg.device,
                 "limit_bytes": None if limit == ctypes.c_size_t(-1).value else limit,
@@ -424,7 +424,8 @@ def _env_growth(device):
     """The growth mode device's arena would get from defaults and CARVE_CONF."""
     cfg = _lib.CarveConfig()
     conf = os.environ.get("CARVE_CONF")
-    _check(lib().carve_conf_parse(conf.encode() if conf is not None else None, device, ctypes.byref(cfg)),
+    _check(lib().carve_conf_parse_sized(conf.encode() if conf is not None else None, device, ctypes.byref(cfg),
+                                        ctypes.sizeof(cfg)),
            cls=ConfigError, context="CARVE_CONF")
     return cfg
 
@@ -497,7 +498,7 @@ def _set_conf_section(device, section):
             parts.append(f"device{d}:" + ",".join(f"{k}={v}" for k, v in sorted(keys.items())))
     text = ";".join(parts)
     cfg = _lib.CarveConfig()
-    _check(lib().carve_conf_parse(text.encode(), device, ctypes.byref(cfg)), cls=ConfigError,
+    _check(lib().carve_conf_parse_sized(text.encode(), device, ctypes.byref(cfg), ctypes.sizeof(cfg)), cls=ConfigError,
            context=f"CARVE_CONF would become {text!r}")
     os.environ["CARVE_CONF"] = text
     _conf_sections[device] = section

@@ -15,7 +15,7 @@ Where libcarve is looked for, in order:
      plain build-release/ and build/ first, then the newest; builds made with
      sanitizers are skipped (an instrumented library cannot be loaded into an
      interpreter built without them);
-  4. the system loader: "libcarve.so.0", then "libcarve.so".
+  4. the system loader: "libcarve.so.1", then "libcarve.so".
 """
 
 import ctypes
@@ -38,6 +38,7 @@ c_size = ctypes.c_size_t
 
 class CarveConfig(ctypes.Structure):
     _fields_ = [
+        ("size", c_size),
         ("backend", ctypes.c_int),
         ("device", ctypes.c_int),
         ("initial_bytes", c_size),
@@ -52,6 +53,9 @@ class CarveConfig(ctypes.Structure):
         ("fail_backend_every", ctypes.c_ulong),
         ("fail_backend_status", ctypes.c_int),
         ("name", ctypes.c_char_p),
+        ("peers", ctypes.c_int),
+        ("peer_devices", ctypes.c_uint64),
+        ("ipc", ctypes.c_int),
     ]
 
 
@@ -114,11 +118,11 @@ _SIGS = {
     "carve_version": (ctypes.c_char_p, []),
     "carve_status_str": (ctypes.c_char_p, [_ST]),
     "carve_format_bytes": (ctypes.c_char_p, [ctypes.c_char_p, c_size, c_size]),
-    "carve_config_init": (None, [ctypes.POINTER(CarveConfig)]),
+    "carve_config_init_sized": (None, [ctypes.POINTER(CarveConfig), c_size]),
     "carve_config_parse": (_ST, [ctypes.POINTER(CarveConfig), ctypes.c_char_p]),
     "carve_arena_create": (_ST, [ctypes.POINTER(CarveConfig), _PP]),
     "carve_arena_destroy": (None, [_P]),
-    "carve_arena_get_config": (_ST, [_P, ctypes.POINTER(CarveConfig)]),
+    "carve_arena_get_config_sized": (_ST, [_P, ctypes.POINTER(CarveConfig), c_size]),
     "carve_buffer_info": (_ST, [_P, _P, ctypes.POINTER(c_size), _PP]),
     "carve_empty_cache": (_ST, [_P]),
     "carve_memory_allocated": (c_size, [_P]),
@@ -129,7 +133,7 @@ _SIGS = {
     "carve_last_error": (ctypes.c_char_p, [_P]),
     "carve_snapshot_json": (_ST, [_P, ctypes.POINTER(ctypes.c_void_p)]),
     "carve_snapshot_free": (None, [_P]),
-    "carve_conf_parse": (_ST, [ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(CarveConfig)]),
+    "carve_conf_parse_sized": (_ST, [ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(CarveConfig), c_size]),
     "carve_device_arena": (_ST, [ctypes.c_int, _PP]),
     "carve_device_set_limit": (_ST, [ctypes.c_int, c_size]),
     "carve_device_set_limit_fraction": (_ST, [ctypes.c_int, ctypes.c_double]),
@@ -206,12 +210,12 @@ def _build_dirs(checkout):
 
 
 def _lib_files(directory):
-    names = [os.path.join(directory, n) for n in ("libcarve.so", "libcarve.so.0")]
+    names = [os.path.join(directory, n) for n in ("libcarve.so", "libcarve.so.1")]
     extra = sorted(set(glob.glob(os.path.join(directory, "libcarve.so*"))) - set(names))
     return [p for p in names + extra if os.path.isfile(p)]
 
 
-def find_candidates(env=None, package_dir=None, checkout=None, system_names=("libcarve.so.0", "libcarve.so")):
+def find_candidates(env=None, package_dir=None, checkout=None, system_names=("libcarve.so.1", "libcarve.so")):
     """Every place carve would try, in order, as (description, path or name,
     kind): kind is "file" for a path that exists, "missing" for one that
     does not, "skipped" for a sanitized build, "system" for a name the
@@ -241,7 +245,7 @@ def find_candidates(env=None, package_dir=None, checkout=None, system_names=("li
     return out
 
 
-def load(env=None, package_dir=None, checkout=None, system_names=("libcarve.so.0", "libcarve.so")):
+def load(env=None, package_dir=None, checkout=None, system_names=("libcarve.so.1", "libcarve.so")):
     """Load libcarve from the first place that works; (path, CDLL). Raises
     LibraryNotFoundError listing every place tried and why it failed."""
     tried = []

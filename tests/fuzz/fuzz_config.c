@@ -48,15 +48,17 @@ static int classic_equal(const carve_config *a, const carve_config *b) {
            a->limit_bytes == b->limit_bytes && a->growth == b->growth &&
            a->initial_fraction == b->initial_fraction && a->limit_fraction == b->limit_fraction &&
            a->min_grow_bytes == b->min_grow_bytes && a->vmm == b->vmm &&
-           a->sim_event_polls == b->sim_event_polls && a->name == b->name;
+           a->sim_event_polls == b->sim_event_polls && a->name == b->name && a->peers == b->peers &&
+           a->peer_devices == b->peer_devices && a->ipc == b->ipc;
 }
 
 static void describe(char *buf, size_t cap, const carve_config *c) {
     snprintf(buf, cap,
              "backend=%d device=%d growth=%d initial=%zu (%.17g) limit=%zu (%.17g) min_grow=%zu "
-             "polls=%u vmm=%d",
+             "polls=%u vmm=%d peers=%d/%#llx ipc=%d",
              (int)c->backend, c->device, c->growth, c->initial_bytes, c->initial_fraction, c->limit_bytes,
-             c->limit_fraction, c->min_grow_bytes, c->sim_event_polls, c->vmm);
+             c->limit_fraction, c->min_grow_bytes, c->sim_event_polls, c->vmm, c->peers,
+             (unsigned long long)c->peer_devices, c->ipc);
 }
 
 static void check_same(const carve_config *got, const carve_config *want, const char *what) {
@@ -103,7 +105,7 @@ static int print_fraction(char *buf, size_t cap, double f) {
 
 /* What was accepted prints back to a text that parses to the same values. */
 static void check_round_trip(const carve_config *c) {
-    char init[256], limit[256], text[1024];
+    char init[256], limit[256], peers[256], text[1400];
     if (c->initial_fraction > 0) {
         if (!print_fraction(init, sizeof(init), c->initial_fraction))
             return;
@@ -116,10 +118,23 @@ static void check_round_trip(const carve_config *c) {
     } else {
         snprintf(limit, sizeof(limit), "%zu", c->limit_bytes);
     }
+    if (c->peers == CARVE_PEERS_LIST) { /* ordinals separated by ':' */
+        size_t n = 0;
+        for (int d = 0; d < 64; d++)
+            if (c->peer_devices >> d & 1)
+                n += (size_t)snprintf(peers + n, sizeof(peers) - n, "%s%d", n ? ":" : "", d);
+        if (n == 0)
+            return; /* an empty list has no text */
+    } else {
+        snprintf(peers, sizeof(peers), "%s",
+                 c->peers == CARVE_PEERS_NONE ? "none" : c->peers == CARVE_PEERS_ALL ? "all" : "auto");
+    }
     snprintf(text, sizeof(text),
-             "backend=%s, device=%d,growth=%s,initial=%s,limit=%s,min_grow=%zu b,sim_event_polls=%u,vmm=%s",
+             "backend=%s, device=%d,growth=%s,initial=%s,limit=%s,min_grow=%zu b,sim_event_polls=%u,vmm=%s,"
+             "peers=%s,ipc=%s",
              carve_backend_str(c->backend), c->device, c->growth ? "on" : "off", init, limit,
-             c->min_grow_bytes, c->sim_event_polls, c->vmm == CARVE_VMM_AUTO ? "auto" : c->vmm ? "1" : "0");
+             c->min_grow_bytes, c->sim_event_polls, c->vmm == CARVE_VMM_AUTO ? "auto" : c->vmm ? "1" : "0", peers,
+             c->ipc == CARVE_IPC_AUTO ? "auto" : c->ipc ? "1" : "0");
     carve_config back;
     carve_config_init(&back);
     carve_status st = carve_config_parse(&back, text);
@@ -128,6 +143,7 @@ static void check_round_trip(const carve_config *c) {
     carve_config want = *c;
     want.growth = c->growth != 0;
     want.vmm = c->vmm == CARVE_VMM_AUTO ? CARVE_VMM_AUTO : c->vmm != 0;
+    want.ipc = c->ipc == CARVE_IPC_AUTO ? CARVE_IPC_AUTO : c->ipc != 0;
     check_same(&back, &want, "round trip through the printed text");
 }
 
@@ -214,7 +230,9 @@ static void check_arena(const carve_config *parsed, const char *text) {
     c.name = "fuzz \"config\"";
     size_t limit = c.limit_bytes ? c.limit_bytes : SIZE_MAX; /* unlimited on virtual */
     size_t rlimit = limit == SIZE_MAX ? SIZE_MAX : align_down(limit);
-    int invalid = (!c.growth && c.initial_bytes == 0) || rlimit < GRANULE || c.initial_bytes > limit;
+    /* peers=all and lists need the cuda backend. */
+    int invalid = (!c.growth && c.initial_bytes == 0) || rlimit < GRANULE || c.initial_bytes > limit ||
+                  c.peers == CARVE_PEERS_ALL || c.peers == CARVE_PEERS_LIST;
     int faults = strstr(text, "fail_backend") != NULL; /* injected failures may be configured */
 
     plant_sentinel();
@@ -292,6 +310,9 @@ static void init_unusual(carve_config *c) {
     c->vmm = 1;
     c->sim_event_polls = 13;
     c->name = "unusual";
+    c->peers = CARVE_PEERS_LIST;
+    c->peer_devices = 6;
+    c->ipc = 0;
 }
 
 /* Keys not given keep their value: each field of `from_unusual` is either
@@ -314,6 +335,9 @@ static void check_kept(const carve_config *u, const carve_config *p, const carve
     KEPT_OR_SET(min_grow_bytes);
     KEPT_OR_SET(vmm);
     KEPT_OR_SET(sim_event_polls);
+    KEPT_OR_SET(peers);
+    KEPT_OR_SET(peer_devices);
+    KEPT_OR_SET(ipc);
     FUZZ_CHECK(u->name == s->name, "carve_config_parse changed the name");
 }
 

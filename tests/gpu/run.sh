@@ -19,9 +19,11 @@
 #   - CARVE_TEST_MEM_SLACK_MIB=512, because the sanitizer keeps device memory
 #     of its own that would otherwise read as a leak in the tests' driver
 #     counts (its --leak-check full is the stricter leak check there);
-#   - gpu_oom and gpu_two_devices run with --report-api-errors no: gpu_oom
-#     makes cudaMalloc fail on purpose, and NCCL probes optional driver
-#     entry points that fail by design. Memory access checking stays on.
+#   - gpu_oom, gpu_two_devices and gpu_peer run with --report-api-errors no:
+#     gpu_oom makes cudaMalloc fail on purpose, NCCL probes optional driver
+#     entry points that fail by design, and gpu_peer enables peer access
+#     that is already enabled on purpose (cudaErrorPeerAccessAlreadyEnabled).
+#     Memory access checking stays on.
 #
 # Prints one line per test and run; exits non-zero if anything failed
 # (a skip, exit code 77, is not a failure).
@@ -67,7 +69,7 @@ echo "== compute-sanitizer --tool $tool (CARVE_TEST_QUICK=1), logs in $LOGS"
 while read -r name rest; do
     api=""
     case "$name" in
-    gpu_oom | gpu_two_devices) api="--report-api-errors no" ;;
+    gpu_oom | gpu_two_devices | gpu_peer) api="--report-api-errors no" ;;
     esac
     leak=""
     [ "$tool" = memcheck ] && leak="--leak-check full"
