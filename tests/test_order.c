@@ -10,6 +10,8 @@
  *     neighbour still waiting on another stream's event, and the merged
  *     range was handed out (heap_find) or grown into (carve_heap_extend)
  *     without asking again.
+ *  2. Segments mode: ranges of one stream merged keeping the event of the
+ *     span given back last, not the event recorded last.
  */
 #include "event_model.h"
 #include "test_util.h"
@@ -119,10 +121,46 @@ static void case1_extend(void) {
     em_destroy(m);
 }
 
+/* Case 2: S1 fills three small spans A, B, C (S3 holds the rest of the
+ * block, so that no clean range is left); A empties, then C (which records
+ * A's event); S1 frees y2 in B after that event; a 60 MiB request gives all
+ * three back, in list order C, B, A, and they merge. With the device done
+ * only up to A's event, S2's 4 MiB must not land on y2. */
+static void case2(void) {
+    carve_arena *a = arena("initial=64MiB,vmm=0");
+    em_model *m = em_attach(a);
+    void *rest = alloc_on(m, a, 58 * MiB, S3);
+    void *a1 = alloc_on(m, a, 1 * MiB, S1), *a2 = alloc_on(m, a, 1 * MiB, S1); /* span A */
+    void *b1 = alloc_on(m, a, 1 * MiB, S1), *y2 = alloc_on(m, a, 1 * MiB, S1); /* span B */
+    void *c1 = alloc_on(m, a, 1 * MiB, S1), *c2 = alloc_on(m, a, 1 * MiB, S1); /* span C */
+    free_it(m, a, a1);
+    free_it(m, a, c1);
+    free_it(m, a, a2);
+    free_it(m, a, c2); /* A empties (its event waits) */
+    CHECK(em_records_on(m, S1) == 0);
+    free_it(m, a, b1); /* C empties: A's event is recorded */
+    CHECK(em_records_on(m, S1) == 1);
+    uint64_t at_a = em_queued(m, S1);
+    free_it(m, a, y2); /* a use of y2 after A's event */
+    void *big = alloc_on(m, a, 60 * MiB, S1);
+    em_advance(m, S1, at_a); /* A's event done; y2's last use not */
+    void *z = alloc_on(m, a, 4 * MiB, S2);
+    CHECK(!overlap(z, 4 * MiB, y2, 1 * MiB));
+    CHECK_ARENA(a);
+    em_check_stats(m);
+    free_it(m, a, z);
+    free_it(m, a, big);
+    free_it(m, a, rest);
+    CHECK(em_violations(m) == 0);
+    em_destroy(m);
+}
+
 int main(void) {
     printf("case 1 (heap_find)\n");
     case1_find();
     printf("case 1 (carve_heap_extend)\n");
     case1_extend();
+    printf("case 2\n");
+    case2();
     return test_finish();
 }

@@ -8,9 +8,10 @@
  * once it has. This is the single place where memory crosses from one
  * stream to another, so it is the single place where stream order is
  * enforced. Pending ranges merge with clean neighbours and with ranges of
- * the same stream (the merged range waits for the later event, or the only
- * one: conservative, never unsafe); ranges of different streams merge once
- * their events complete.
+ * the same stream (the merged range waits for the event recorded later,
+ * which on one stream completes last, or for the only one: conservative,
+ * never unsafe); ranges of different streams merge once their events
+ * complete.
  *
  * Because a merge can make a range wait where a part of it did not, whether
  * a stream may take a range is asked of the range as it is after merging,
@@ -24,8 +25,6 @@
 #include "base/text.h"
 #include "engine/error.h"
 #include "engine/vmm.h"
-
-static uint64_t next_ev_seq(carve_heap *h) { return ++h->serial; }
 
 static void range_drop_event(carve_arena *a, carve_block *r) {
     if (r->u.r.event) {
@@ -233,8 +232,7 @@ void carve_heap_give(carve_arena *a, carve_block *span, void *ev) {
     span->state = CARVE_B_FREE;
     span->u.r.first = NULL;
     span->u.r.nlive = 0;
-    span->u.r.event = ev;
-    span->u.r.seq = next_ev_seq(h);
+    span->u.r.event = ev; /* numbered when it was recorded (u.r.seq) */
     carve_index_insert(&h->index, span);
     range_coalesce(a, span);
 }
