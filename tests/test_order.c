@@ -12,7 +12,13 @@
  *     without asking again.
  *  2. Segments mode: ranges of one stream merged keeping the event of the
  *     span given back last, not the event recorded last.
+ *  3. Default mode: trimming other streams' free granules synchronized the
+ *     device before locking their pools, so granules freed during the wait
+ *     counted as done.
  */
+#include <pthread.h>
+#include <time.h>
+
 #include "event_model.h"
 #include "test_util.h"
 
@@ -155,6 +161,82 @@ static void case2(void) {
     em_destroy(m);
 }
 
+/* Case 3: S2 holds X (30 MiB) and X2 (1 MiB) under a 64 MiB limit; S1's
+ * 30 MiB needs other streams' free granules, and while carve waits for
+ * the device, another thread queues a kernel on X and frees X and X2.
+ * None of X's granules may be unmapped while that kernel is queued. */
+typedef struct other_thread {
+    em_model *m;
+    carve_arena *a;
+    void *x, *x2;
+    int started, finished, waits;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_t t;
+} other_thread;
+
+static void *other_run(void *arg) {
+    other_thread *o = arg;
+    free_it(o->m, o->a, o->x); /* em_freeing queues the kernel on S2 first */
+    free_it(o->m, o->a, o->x2);
+    pthread_mutex_lock(&o->mu);
+    o->finished = 1;
+    pthread_cond_broadcast(&o->cv);
+    pthread_mutex_unlock(&o->mu);
+    return NULL;
+}
+
+/* Inside the first device wait: start the other thread and give it up to
+ * 200 ms (it cannot finish while carve holds S2's pool, as it must). */
+static void in_wait(void *arg, int device_wide, carve_stream s) {
+    other_thread *o = arg;
+    (void)s;
+    if (!device_wide || o->waits++ > 0)
+        return;
+    o->started = 1;
+    if (pthread_create(&o->t, NULL, other_run, o) != 0)
+        abort();
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += 200 * 1000 * 1000;
+    if (until.tv_nsec >= 1000000000) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000;
+    }
+    pthread_mutex_lock(&o->mu);
+    while (!o->finished && pthread_cond_timedwait(&o->cv, &o->mu, &until) == 0)
+        ;
+    pthread_mutex_unlock(&o->mu);
+}
+
+static void case3(void) {
+    carve_arena *a = arena("limit=64MiB");
+    em_model *m = em_attach(a);
+    other_thread o = {.m = m, .a = a};
+    pthread_mutex_init(&o.mu, NULL);
+    pthread_cond_init(&o.cv, NULL);
+    o.x = alloc_on(m, a, 30 * MiB, S2);
+    o.x2 = alloc_on(m, a, 1 * MiB, S2);
+    em_finish(m); /* everything before is done: only the other thread's kernel is not */
+    em_on_wait(m, in_wait, &o);
+    void *y = alloc_on(m, a, 30 * MiB, S1);
+    CHECK(o.started); /* the sequence reached the wait */
+    if (o.started)
+        pthread_join(o.t, NULL);
+    em_on_wait(m, NULL, NULL);
+    CHECK(o.finished);
+    CHECK_ARENA(a);
+    em_check_stats(m);
+    free_it(m, a, y);
+    CHECK(em_violations(m) == 0);
+    em_finish(m);
+    CHECK_OK(a, carve_empty_cache(a));
+    CHECK(carve_memory_reserved(a) == 0);
+    pthread_mutex_destroy(&o.mu);
+    pthread_cond_destroy(&o.cv);
+    em_destroy(m);
+}
+
 int main(void) {
     printf("case 1 (heap_find)\n");
     case1_find();
@@ -162,5 +244,7 @@ int main(void) {
     case1_extend();
     printf("case 2\n");
     case2();
+    printf("case 3\n");
+    case3();
     return test_finish();
 }
