@@ -65,6 +65,8 @@ struct em_model {
     size_t allocated, requested;
     unsigned long violations;
     int closing;
+    unsigned progress;   /* per mille: a query completes the event (em_progress) */
+    uint64_t progress_rng;
     em_wait_fn wait_fn;
     void *wait_arg;
 };
@@ -219,6 +221,17 @@ static int m_event_query(carve_be *be, void *ev) {
     em_event *e = ev;
     pthread_mutex_lock(&m->mu);
     int done = use_done(m, e->s, e->pos);
+    if (!done && m->progress) {
+        uint64_t x = m->progress_rng; /* xorshift64 */
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        m->progress_rng = x;
+        if (x % 1000 < m->progress) {
+            advance(m, e->s, e->pos);
+            done = 1;
+        }
+    }
     pthread_mutex_unlock(&m->mu);
     return done;
 }
@@ -250,7 +263,8 @@ static carve_status m_device_sync(carve_be *be) {
     em_stream *snap = malloc((n ? n : 1) * sizeof(*snap));
     if (!snap)
         abort();
-    memcpy(snap, m->streams, n * sizeof(*snap));
+    if (n)
+        memcpy(snap, m->streams, n * sizeof(*snap));
     pthread_mutex_unlock(&m->mu);
     call_wait(m, 1, NULL);
     pthread_mutex_lock(&m->mu);
@@ -387,6 +401,13 @@ int em_complete(em_model *m, unsigned number) {
     return did;
 }
 
+void em_progress(em_model *m, unsigned per_mille, uint64_t seed) {
+    pthread_mutex_lock(&m->mu);
+    m->progress = per_mille;
+    m->progress_rng = seed | 1;
+    pthread_mutex_unlock(&m->mu);
+}
+
 unsigned long em_records(em_model *m) {
     pthread_mutex_lock(&m->mu);
     unsigned long n = m->records;
@@ -513,24 +534,6 @@ void em_freeing(em_model *m, void *p) {
     pthread_mutex_unlock(&m->mu);
 }
 
-size_t em_live_count(em_model *m) {
-    pthread_mutex_lock(&m->mu);
-    size_t n = m->nlive;
-    pthread_mutex_unlock(&m->mu);
-    return n;
-}
-
-void *em_live_at(em_model *m, size_t i, carve_stream *s, size_t *size) {
-    pthread_mutex_lock(&m->mu);
-    void *p = i < m->nlive ? (void *)m->live[i].addr : NULL;
-    if (p && s)
-        *s = m->live[i].s;
-    if (p && size)
-        *size = m->live[i].requested;
-    pthread_mutex_unlock(&m->mu);
-    return p;
-}
-
 unsigned long em_violations(em_model *m) {
     pthread_mutex_lock(&m->mu);
     unsigned long n = m->violations;
@@ -584,12 +587,10 @@ static int index_fits(const carve_index *ix, size_t size) {
     return 0;
 }
 
-unsigned em_check_oom(em_model *m, size_t size, carve_stream s) {
+unsigned em_check_oom(em_model *m, size_t size, carve_stream s, const char *why) {
     carve_arena *a = m->a;
     size_t rs = rounded(size);
     unsigned cls = 0;
-    char why[1024];
-    snprintf(why, sizeof(why), "%s", carve_last_error(a));
     carve_pool *p = NULL;
     for (carve_pool *q = carve_pools_first(a); q; q = q->next_all)
         if (q->stream == s)

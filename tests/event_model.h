@@ -66,6 +66,12 @@ uint64_t em_done(em_model *m, carve_stream s);
  * earlier item of its stream). 0 when that event is gone or was done. */
 size_t em_open_events(em_model *m, unsigned *numbers, size_t max);
 int em_complete(em_model *m, unsigned number);
+/* A device that also moves on its own: each time carve asks about an
+ * event that has not completed, it completes (with the work before it on
+ * its stream) with probability per_mille/1000, drawn from a generator
+ * seeded with seed. Queries come in an order the schedule fixes, so a
+ * seeded schedule stays reproducible. 0 (the default): never. */
+void em_progress(em_model *m, unsigned per_mille, uint64_t seed);
 /* Events recorded so far (all streams), and those recorded on s. */
 unsigned long em_records(em_model *m);
 unsigned long em_records_on(em_model *m, carve_stream s);
@@ -86,9 +92,6 @@ void em_record_stream(em_model *m, void *p, carve_stream s);
 /* Just before carve_free(p): a last use of p is queued on each of its
  * streams, and p leaves the shadow's live set. */
 void em_freeing(em_model *m, void *p);
-/* Live buffers in the shadow; the i-th one's address (i < count). */
-size_t em_live_count(em_model *m);
-void *em_live_at(em_model *m, size_t i, carve_stream *s, size_t *size);
 
 /* With no carve call in flight: the arena's statistics against the shadow.
  * Counts, bytes and live buffers equal; peaks never below current values;
@@ -107,13 +110,16 @@ enum {
     EM_OOM_OTHER = 32  /* default mode: the granules fit under the limit; none of the above */
 };
 /* With no carve call in flight, right after carve_alloc(size, s) answered
- * CARVE_ERR_OOM (which reclaims and synchronizes first): whether the
- * request fits. Default mode: the granules live buffers touch plus those
- * the request needs fit under the limit. Segments mode: a free block of
- * s's pool, a free heap range, a span that can grow or room to grow holds
- * it. Returns EM_OOM_* (0: legitimate); the test reports what it does not
+ * CARVE_ERR_OOM (which reclaims and synchronizes first) with message why
+ * (carve_last_error on the thread that called it): whether the request
+ * fits. Default mode: the granules live buffers touch plus those the
+ * request needs fit under the limit. Segments mode: a free block of s's
+ * pool, a free heap range s may use, a span of s that can grow into the
+ * range after it, or room to reserve a segment holds it. (Free space in
+ * other streams' spans is theirs: segments mode never moves it.) Returns
+ * EM_OOM_* bits (0: legitimate); the test reports what it does not
  * expect. */
-unsigned em_check_oom(em_model *m, size_t size, carve_stream s);
+unsigned em_check_oom(em_model *m, size_t size, carve_stream s, const char *why);
 const char *em_oom_name(unsigned cls);
 
 /* Violations found so far (each also failed the test). */
