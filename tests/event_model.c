@@ -326,8 +326,9 @@ void em_destroy(em_model *m) {
     pthread_mutex_lock(&m->mu);
     m->closing = 1; /* destruction gives everything back, used or not */
     pthread_mutex_unlock(&m->mu);
+    carve_be *be = &m->a->be;
     carve_arena_destroy(m->a);
-    registry_set(&m->a->be, NULL);
+    registry_set(be, NULL); /* by address only: the arena is gone */
     for (em_event *e = m->head, *n; e; e = n) { /* carve released them all; none should be left */
         n = e->next;
         free(e);

@@ -289,6 +289,66 @@ static void oracle_oom(void) {
     em_destroy(m);
 }
 
+/* A request that fits must succeed; where it fails, the oracle must name
+ * why. The two sequences of the issue's false out-of-memory answers (the
+ * default mode's address space, the pool's search giving up) fail until
+ * their fixes are in, then succeed; either way this holds. */
+static void must_fit(em_model *m, carve_arena *a, size_t size, carve_stream s, unsigned cls) {
+    void *p = NULL;
+    carve_status st = carve_alloc(a, size, s, &p);
+    if (st == CARVE_ERR_OOM) {
+        unsigned got = em_check_oom(m, size, s, carve_last_error(a));
+        printf("  %zu bytes: out of memory, which the oracle calls: %s\n", size, em_oom_name(got));
+        CHECK(got == cls);
+    } else {
+        CHECK_OK(a, st);
+        em_allocated(m, p, size, s);
+        free_it(m, a, p);
+    }
+}
+
+static void oracle_false_oom(void) {
+    /* Default mode, limit 64 MiB: 60 + 1 MiB on S1, the 60 freed, the cache
+     * emptied; S2's 60 MiB. */
+    carve_arena *a = arena("limit=64MiB");
+    em_model *m = em_attach(a);
+    void *big = alloc_on(m, a, 60 * MiB, S1), *small = alloc_on(m, a, 1 * MiB, S1);
+    free_it(m, a, big);
+    CHECK_OK(a, carve_empty_cache(a));
+    must_fit(m, a, 60 * MiB, S2, EM_OOM_SPACE);
+    free_it(m, a, small);
+    em_destroy(m);
+
+    /* Segments mode, one 2 MiB block: 16640 bytes, then nine 16384-byte
+     * buffers, each followed by a 256-byte spacer, the rest filled; the
+     * 16640 freed, then the nine: nine blocks too small head its size
+     * class's list. */
+    a = arena("vmm=0,growth=0,initial=2MiB");
+    m = em_attach(a);
+    void *first = alloc_on(m, a, 16640, S1), *nine[9], *spacer[10], *fill[4] = {NULL};
+    spacer[0] = alloc_on(m, a, 256, S1);
+    for (int i = 0; i < 9; i++) {
+        nine[i] = alloc_on(m, a, 16384, S1);
+        spacer[i + 1] = alloc_on(m, a, 256, S1);
+    }
+    size_t rest = 2 * MiB - 16640 - 9 * 16384 - 10 * 256;
+    for (int i = 0; rest > 0 && i < 4; i++) {
+        size_t n = rest < MiB ? rest : MiB;
+        fill[i] = alloc_on(m, a, n, S1);
+        rest -= n;
+    }
+    free_it(m, a, first);
+    for (int i = 0; i < 9; i++)
+        free_it(m, a, nine[i]);
+    must_fit(m, a, 16640, S1, EM_OOM_INDEX);
+    for (int i = 0; i < 10; i++)
+        free_it(m, a, spacer[i]);
+    for (int i = 0; i < 4; i++)
+        free_it(m, a, fill[i]);
+    CHECK(em_violations(m) == 0);
+    em_destroy(m);
+}
+
 int main(void) {
     printf("case 1 (heap_find)\n");
     case1_find();
@@ -300,5 +360,6 @@ int main(void) {
     case3();
     printf("the oracle's out-of-memory judgement\n");
     oracle_oom();
+    oracle_false_oom();
     return test_finish();
 }
