@@ -254,7 +254,9 @@ static void merged_pending_range(int extend) {
     carve_arena *a = gpu_arena_conf("vmm=0,initial=64MiB", extend ? "merged-extend" : "merged-find");
     void *b0 = NULL, *x, *y, *l1, *l3, *b[3] = {NULL, NULL, NULL};
     size_t bs[3] = {8 * MiB, extend ? 16 * MiB : 8 * MiB, extend ? 4 * MiB : 0};
-    uint64_t idy = ++ids, idb[3] = {++ids, ++ids, ++ids};
+    uint64_t idy = ++ids, idb[3];
+    for (int i = 0; i < 3; i++)
+        idb[i] = ++ids;
     if (extend)
         CHECK_OK(a, carve_alloc(a, 8 * MiB, sb, &b0)); /* B's span: the first 20 MiB */
     CHECK_OK(a, carve_alloc(a, 12 * MiB, sa, &x));
