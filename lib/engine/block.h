@@ -78,8 +78,12 @@ typedef struct carve_block {
             struct carve_block *first; /* span: first pool block */
             struct carve_block *last;  /* span: last pool block */
             size_t nlive;              /* span: USED + PENDING + HOT blocks */
-            void *event;               /* free range: pending event, NULL when clean */
-            uint64_t seq;              /* free range: when its event was recorded */
+            void *event;               /* free range: pending event, NULL when clean;
+                                          span: its empty-event (recorded on its stream) */
+            uint64_t seq;              /* with event: its number, in the order events were recorded
+                                          (set when it is recorded, not when the span goes back:
+                                          of two pending ranges of one stream, the one numbered
+                                          higher waits for the later work) */
             size_t unmapped;           /* span, virtual-memory mode: granules not mapped */
         } r;
     } u;

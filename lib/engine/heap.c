@@ -3,13 +3,20 @@
  * the pools at 2 MiB granularity.
  *
  * A free range remembers the stream that gave it back and an event recorded
- * on that stream at the time ("pending"). Only that stream may take it again
- * before the event completes; any stream may once it has. This is the single
- * place where memory crosses from one stream to another, so it is the single
- * place where stream order is enforced. Pending ranges merge with clean
- * neighbours and with ranges of the same stream (the merged range stays
- * pending: conservative, never unsafe); ranges of different streams merge
- * once their events complete.
+ * on that stream after the last work there that used it ("pending"). Only
+ * that stream may take it again before the event completes; any stream may
+ * once it has. This is the single place where memory crosses from one
+ * stream to another, so it is the single place where stream order is
+ * enforced. Pending ranges merge with clean neighbours and with ranges of
+ * the same stream (the merged range waits for the event recorded later,
+ * which on one stream completes last, or for the only one: conservative,
+ * never unsafe); ranges of different streams merge once their events
+ * complete.
+ *
+ * Because a merge can make a range wait where a part of it did not, whether
+ * a stream may take a range is asked of the range as it is after merging,
+ * never before: range_for is the one place that answers it, for heap_find
+ * and carve_heap_extend alike.
  */
 #include "engine/heap.h"
 
@@ -18,8 +25,6 @@
 #include "base/text.h"
 #include "engine/error.h"
 #include "engine/vmm.h"
-
-static uint64_t next_ev_seq(carve_heap *h) { return ++h->serial; }
 
 static void range_drop_event(carve_arena *a, carve_block *r) {
     if (r->u.r.event) {
@@ -69,15 +74,26 @@ static carve_block *range_coalesce(carve_arena *a, carve_block *r) {
     return r;
 }
 
-/* 1: stream s may use r now; 2: r just became clean (caller re-merges);
- * 0: not yet. */
-static int range_usable(carve_arena *a, carve_block *r, carve_stream s) {
-    if (!r->u.r.event || r->stream == s)
-        return 1;
-    if (carve_event_query(a, r->u.r.event) == 0)
-        return 0;
-    range_drop_event(a, r);
-    return 2;
+/* Whether stream s may use free range r as it is. */
+static int range_open(const carve_block *r, carve_stream s) { return !r->u.r.event || r->stream == s; }
+
+/* Free range r, which waits for an event of another stream than s: NULL
+ * while that event has not completed; else the range that holds r, all of
+ * which s may use. A completed event is dropped and the range merged with
+ * its neighbours, which can make it wait again (it takes a pending
+ * neighbour's event), so the question is asked again of the merged range;
+ * each round drops an event, so it ends. *merged says whether the heap's
+ * lists changed. */
+static carve_block *range_for(carve_arena *a, carve_block *r, carve_stream s, int *merged) {
+    *merged = 0;
+    while (!range_open(r, s)) {
+        if (carve_event_query(a, r->u.r.event) == 0)
+            return NULL;
+        range_drop_event(a, r);
+        r = range_coalesce(a, r);
+        *merged = 1;
+    }
+    return r;
 }
 
 /* Smallest-class free range of at least size bytes that s may use. */
@@ -90,15 +106,14 @@ restart:;
         for (carve_block *r = h->index.heads[fl][sl]; r; r = r->fnext) {
             if (r->size < size)
                 continue;
-            int u = range_usable(a, r, s);
-            if (u == 1)
+            if (range_open(r, s))
                 return r;
-            if (u == 2) {
-                r = range_coalesce(a, r);
-                if (r->size >= size)
-                    return r;
+            int merged;
+            carve_block *m = range_for(a, r, s, &merged);
+            if (m && m->size >= size)
+                return m;
+            if (merged)
                 goto restart; /* the lists changed under the iteration */
-            }
         }
         if (++sl == CARVE_SL_COUNT) {
             sl = 0;
@@ -180,16 +195,13 @@ carve_block *carve_heap_take(carve_arena *a, carve_pool *p, unsigned cls, size_t
 size_t carve_heap_extend(carve_arena *a, carve_block *span, size_t need, size_t want) {
     carve_heap *h = &a->heap;
     carve_block *n = span->next;
+    int merged;
     if (!n || n->state != CARVE_B_FREE || n->size < need)
         return 0;
-    int u = range_usable(a, n, span->stream);
-    if (u == 0)
+    /* (A merge never reaches back into span, so n stays span's neighbour.) */
+    if (!range_open(n, span->stream) && (!(n = range_for(a, n, span->stream, &merged)) || n->size < need))
         return 0;
-    if (u == 2) { /* became clean: merge with what follows (never with span) */
-        n = range_coalesce(a, n);
-        if (n != span->next || n->size < need)
-            return 0;
-    }
+    CARVE_ASSERT_INTERNAL(n == span->next);
     size_t take = n->size < want ? n->size : want;
     if (carve_pagemap_prepare(&a->pmap, n->addr, take) != 0)
         return 0;
@@ -220,8 +232,7 @@ void carve_heap_give(carve_arena *a, carve_block *span, void *ev) {
     span->state = CARVE_B_FREE;
     span->u.r.first = NULL;
     span->u.r.nlive = 0;
-    span->u.r.event = ev;
-    span->u.r.seq = next_ev_seq(h);
+    span->u.r.event = ev; /* numbered when it was recorded (u.r.seq) */
     carve_index_insert(&h->index, span);
     range_coalesce(a, span);
 }

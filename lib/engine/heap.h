@@ -33,8 +33,10 @@ int carve_heap_cut(carve_arena *a, carve_block *span, uintptr_t lo, uintptr_t hi
  * range and it has at least need bytes (want preferred). Returns the bytes
  * added (0: none). */
 size_t carve_heap_extend(carve_arena *a, carve_block *span, size_t need, size_t want) CARVE_INTERNAL;
-/* Give an empty span back; ev (owned by the heap from now on) completes when
- * work queued on the span's stream before the return has completed. */
+/* Give an empty span back; ev (owned by the heap from now on, NULL when the
+ * span is clean) completes when work queued on the span's stream before
+ * the return has completed, and span->u.r.seq is its number (pool.c
+ * numbers an empty-span event when it records it). */
 void carve_heap_give(carve_arena *a, carve_block *span, void *ev) CARVE_INTERNAL;
 /* Reserve a new segment to fit need bytes (want preferred); in
  * virtual-memory mode, another piece of address space (never refused for

@@ -234,13 +234,26 @@ void carve_pool_flush_hot(carve_pool *p, int record) {
     }
 }
 
+/* Record an empty-event for span on p's stream into *ev, and number it
+ * (span->u.r.seq) in the order events are recorded: when two pending ranges
+ * of the stream merge in the heap, the one recorded later is the one that
+ * covers the work of both. (One stream's events are all recorded under its
+ * pool's lock, so the numbers follow the stream's order.) */
+static carve_status span_record(carve_pool *p, carve_block *span, void **ev) {
+    carve_status st = carve_event_record(p->arena, p->stream, ev);
+    if (st == CARVE_OK)
+        span->u.r.seq = __atomic_add_fetch(&p->arena->heap.span_events, 1, __ATOMIC_RELAXED);
+    else
+        *ev = NULL;
+    return st;
+}
+
 /* Record the empty-span event of the span waiting in the unrecorded slot. */
 static void record_unrecorded(carve_pool *p) {
     carve_block *span = p->unrecorded;
     p->unrecorded = NULL;
-    if (span && span->u.r.nlive == 0 && !span->u.r.event &&
-        carve_event_record(p->arena, p->stream, &span->u.r.event) != CARVE_OK)
-        span->u.r.event = NULL;
+    if (span && span->u.r.nlive == 0 && !span->u.r.event)
+        span_record(p, span, &span->u.r.event);
 }
 
 void carve_pool_span_emptied(carve_pool *p, carve_block *span, int record) {
@@ -283,7 +296,7 @@ size_t carve_pool_return_empty(carve_pool *p, int mode) {
             a->be.ops->event_release(&a->be, ev);
             ev = span->u.r.event = NULL; /* the span may yet stay (a refused unmap) */
         } else if (ok && !ev && mode == CARVE_RETURN_OWN) {
-            ok = carve_event_record(a, p->stream, &ev) == CARVE_OK;
+            ok = span_record(p, span, &ev) == CARVE_OK;
         } else if (ok && !ev && mode == CARVE_RETURN_OTHER) {
             ok = 0; /* no proof that its stream's work is done */
         }

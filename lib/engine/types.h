@@ -105,7 +105,9 @@ typedef struct carve_heap {
     size_t target;            /* virtual-memory mode: mapped bytes always allowed
                                  (the initial amount, or what was mapped after a release) */
     size_t inflight;          /* bytes being reserved, mapped or released with the lock dropped */
-    uint64_t nreserve, nrelease, serial;
+    uint64_t nreserve, nrelease;
+    uint64_t span_events;     /* empty-span events recorded so far (atomic): each one's number, in
+                                 the order they were recorded, is its span's u.r.seq (block.h) */
     size_t vpeak;             /* virtual-memory mode: the most bytes all pools touched at once, as seen
                                  at map time (atomic; reset with the peaks) */
     uint64_t nunmap_failed;   /* virtual-memory mode: unmaps the backend refused (atomic, as are

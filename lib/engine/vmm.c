@@ -521,23 +521,35 @@ static size_t make_room(carve_arena *a, carve_pool *p, size_t must, size_t want,
  * (Their streams may have been destroyed since their buffers were freed,
  * so nothing is recorded on them: one device synchronization, like the
  * one cudaFree makes, covers every stream. This happens only when the
- * requesting stream's own pool cannot make room.) A pool whose lock is
- * busy is passed over (waiting for it while holding p's could deadlock
- * with its holder doing the same). */
+ * requesting stream's own pool cannot make room.) The pools are locked
+ * before the synchronization, as carve_reclaim's waiting path does: a
+ * granule freed after the device was synchronized may still be used by
+ * work queued after it, and with the pool locked nothing is freed until
+ * the trim is over, so everything its clock counts was let go before the
+ * wait. A pool whose lock is busy is passed over (waiting for it while
+ * holding p's could deadlock with its holder doing the same). */
 static void trim_others(carve_arena *a, carve_pool *p, size_t want) {
-    if (carve_wait_device(a) != CARVE_OK)
-        return;
-    size_t done = 0;
-    for (carve_pool *q = CARVE_LOAD_ACQ(&a->pools); q && done < want; q = q->next_all) {
-        if (q == p || !carve_spin_trylock(&q->lock))
-            continue;
-        carve_vmm_fences_synced(a, q);
-        done += carve_vmm_trim_pool(a, q, want - done, NULL, q->vdone);
-        /* q's stream is past its peak (idle, or gone): what it may keep
-         * starts again from what it touches now. */
-        __atomic_store_n(&q->touched_peak, q->touched, __ATOMIC_RELAXED);
-        carve_spin_unlock(&q->lock);
+    size_t n = CARVE_LOAD(&a->npools), k = 0;
+    carve_pool **held = malloc(n * sizeof(*held));
+    if (!held)
+        return; /* nothing is trimmed: the caller's mapping may pass the limit and fail */
+    for (carve_pool *q = CARVE_LOAD_ACQ(&a->pools); q && k < n; q = q->next_all)
+        if (q != p && carve_spin_trylock(&q->lock))
+            held[k++] = q;
+    if (k > 0 && carve_wait_device(a) == CARVE_OK) {
+        size_t done = 0;
+        for (size_t i = 0; i < k && done < want; i++) {
+            carve_pool *q = held[i];
+            carve_vmm_fences_synced(a, q);
+            done += carve_vmm_trim_pool(a, q, want - done, NULL, q->vdone);
+            /* q's stream is past its peak (idle, or gone): what it may keep
+             * starts again from what it touches now. */
+            __atomic_store_n(&q->touched_peak, q->touched, __ATOMIC_RELAXED);
+        }
     }
+    for (size_t i = 0; i < k; i++)
+        carve_spin_unlock(&held[i]->lock);
+    free(held);
 }
 
 /* Pool lock held: the pool just unmapped `remapped` granules of its own to

@@ -17,6 +17,11 @@
  * case_sensitivity first shows, with no allocator involved, that the late
  * writer really does overwrite an earlier write from another stream: the
  * other cases would otherwise prove nothing.
+ *
+ * case_merged_pending_range(_extend) replay the sequence of the segments-
+ * mode bug where a range whose event had completed merged with a range
+ * still waiting on another stream's late writer and was handed out whole
+ * (tests/test_order.c, case 1, runs the same sequence on the event model).
  */
 #include "gpu_util.h"
 
@@ -231,6 +236,68 @@ static void case_record_stream_growth_limit(void) {
     carve_arena_destroy(a);
 }
 
+static int overlaps(const void *p, size_t n, const void *q, size_t k) {
+    uintptr_t a = (uintptr_t)p, b = (uintptr_t)q;
+    return p && q && a < b + k && b < a + n;
+}
+
+/* Segments mode, one 64 MiB block: A gives its 12 MiB span x back (done),
+ * C gives its 12 MiB span y back while the late writer still sleeps on y
+ * (each gives its span back by asking for 60 MiB, more than the block has
+ * left); then B asks for memory. A range whose event completed (x's) may
+ * merge with y's range, which waits for C's event: whatever B gets must not
+ * be y's memory until the late writer is done. extend: B already holds a
+ * span right before x's range and grows into it; else B starts from the
+ * heap. B's buffers are filled at once on B and verified after both
+ * streams finish: a late write into them counts mismatches. */
+static void merged_pending_range(int extend) {
+    carve_arena *a = gpu_arena_conf("vmm=0,initial=64MiB", extend ? "merged-extend" : "merged-find");
+    void *b0 = NULL, *x, *y, *l1, *l3, *b[3] = {NULL, NULL, NULL};
+    size_t bs[3] = {8 * MiB, extend ? 16 * MiB : 8 * MiB, extend ? 4 * MiB : 0};
+    uint64_t idy = ++ids, idb[3];
+    for (int i = 0; i < 3; i++)
+        idb[i] = ++ids;
+    if (extend)
+        CHECK_OK(a, carve_alloc(a, 8 * MiB, sb, &b0)); /* B's span: the first 20 MiB */
+    CHECK_OK(a, carve_alloc(a, 12 * MiB, sa, &x));
+    CHECK_OK(a, carve_alloc(a, 12 * MiB, sc, &y));
+    gpu_fill(x, 12 * MiB, ++ids, sa);
+    gpu_late_fill(y, 12 * MiB, idy, delay_ms, sc);
+    CHECK_OK(a, carve_free(a, x));
+    CHECK_OK(a, carve_free(a, y));
+    CHECK_OK(a, carve_alloc(a, 60 * MiB, sa, &l1));
+    CHECK_OK(a, carve_alloc(a, 60 * MiB, sc, &l3));
+    CUDA_CHECK(cudaStreamSynchronize(sa)); /* A's work, and its event, are done; C's late writer sleeps */
+    int c_running = cudaStreamQuery(sc) == cudaErrorNotReady, hit = 0;
+    (void)cudaGetLastError();
+    for (int i = 0; i < 3 && bs[i]; i++) {
+        CHECK_OK(a, carve_alloc(a, bs[i], sb, &b[i]));
+        if (b[i])
+            gpu_fill(b[i], bs[i], idb[i], sb);
+        hit |= overlaps(b[i], bs[i], y, 12 * MiB);
+    }
+    c_running &= cudaStreamQuery(sc) == cudaErrorNotReady;
+    (void)cudaGetLastError();
+    printf("  B's buffers %s y's memory; C's late writer %s while B allocated\n", hit ? "overlap" : "do not overlap",
+           c_running ? "was still running" : "had finished (the test proves less)");
+    if (c_running)
+        CHECK(!hit);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    for (int i = 0; i < 3 && bs[i]; i++)
+        if (b[i])
+            CHECK(mismatches(b[i], bs[i], idb[i]) == 0);
+    for (int i = 0; i < 3; i++)
+        CHECK_OK(a, carve_free(a, b[i]));
+    CHECK_OK(a, carve_free(a, b0));
+    CHECK_OK(a, carve_free(a, l1));
+    CHECK_OK(a, carve_free(a, l3));
+    CHECK_ARENA(a);
+    carve_arena_destroy(a);
+}
+
+static void case_merged_pending_range(void) { merged_pending_range(0); }
+static void case_merged_pending_range_extend(void) { merged_pending_range(1); }
+
 /* empty_cache waits for the late writer before giving X's segment back. */
 static void case_empty_cache_waits(void) {
     carve_arena *a = arena(1, 0, 1 * GiB, "empty-cache");
@@ -260,6 +327,8 @@ int main(void) {
     GPU_CASE(case_record_stream_one_block);
     GPU_CASE(case_record_stream_growth_limit);
     GPU_CASE(case_empty_cache_waits);
+    GPU_CASE(case_merged_pending_range);
+    GPU_CASE(case_merged_pending_range_extend);
     gpu_stream_free(sa);
     gpu_stream_free(sb);
     gpu_stream_free(sc);
