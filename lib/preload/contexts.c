@@ -709,11 +709,11 @@ int carve_ctx_mem_info(carve_ctx *c, size_t *free_bytes, size_t *total_bytes) {
 /* ---- streams ------------------------------------------------------------ */
 
 void carve_ctx_stream_created(carve_stream s, unsigned flags) {
-    if (!(flags & CU_STREAM_NON_BLOCKING) || !s)
+    if (!s)
         return;
     carve_ctx *c = carve_ctx_current();
     if (c && c->q)
-        carve_q_stream_created(c->q, s);
+        carve_q_stream_created(c->q, s, (flags & CU_STREAM_NON_BLOCKING) != 0);
 }
 
 void carve_ctx_stream_destroyed(carve_stream s) {

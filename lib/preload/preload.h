@@ -87,9 +87,12 @@ void carve_q_drain(carve_quarantine *q) CARVE_INTERNAL;
 /* Bytes waiting; epochs closed and waits so far. */
 size_t carve_q_held(carve_quarantine *q) CARVE_INTERNAL;
 void carve_q_counts(carve_quarantine *q, uint64_t *epochs, uint64_t *drains) CARVE_INTERNAL;
-/* Non-blocking streams of the context, made and destroyed (destroying waits
- * for the epochs while the stream exists). */
-void carve_q_stream_created(carve_quarantine *q, carve_stream s) CARVE_INTERNAL;
+/* Streams of the context, made and destroyed. Epochs record an event on
+ * each non-blocking one; destroying any records its last event (every later
+ * epoch waits for it) and gives back the epochs while the stream exists; a
+ * new stream with the handle of a destroyed one whose work may still run
+ * waits for that work first. */
+void carve_q_stream_created(carve_quarantine *q, carve_stream s, int nonblocking) CARVE_INTERNAL;
 void carve_q_stream_destroyed(carve_quarantine *q, carve_stream s) CARVE_INTERNAL;
 /* The context is destroyed: drop everything (the marks too), give nothing back. */
 void carve_q_gone(carve_quarantine *q) CARVE_INTERNAL;

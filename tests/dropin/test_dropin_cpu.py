@@ -198,6 +198,14 @@ def main():
         rc, out, err = run([promises] + args, timeout=120)
         check(rc == 0 and ok_line(out, args[0]), f"dropin_promises {mode} without carve-run: {out}{err}")
 
+    # A buffer a kernel on a stream still writes, freed with cuMemFree after
+    # the stream was destroyed (non-blocking, blocking; and a stream-ordered
+    # one whose stream's handle the next stream reuses): not handed out
+    # before that work completes.
+    rc, out, err = run([run_tool, "--", promises, "destroyed"], timeout=120)
+    check(rc == 0 and "0 violations" in (ok_line(out, "destroyed") or ""),
+          f"frees after a stream is destroyed wait for the work still queued on it: {out}{err}")
+
     # ---- the runtime functions the interposer exports ----------------------
     # A program whose shared runtime (the mock) lives in libraries loaded with
     # RTLD_LOCAL: the plain calls are answered without the runtime, all else
