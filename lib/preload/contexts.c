@@ -128,6 +128,7 @@ static TLS struct {
     unsigned tick, sample;
     unsigned batched, batched_seen; /* frees put in the batch, in all and at the last look */
     unsigned reused, reused_seen;   /* allocations served from the thread's own frees, likewise */
+    int making;                     /* this thread is making an arena (table_lock held) */
 } me;
 
 /* The driver functions this file calls, found through real.c. */
@@ -355,8 +356,15 @@ static void make_arena(carve_ctx *c, CUcontext cur) {
     }
 }
 
-/* The state of context cur, made on first use; cached for the thread. */
+/* The state of context cur, made on first use; cached for the thread.
+ * While the thread makes an arena, carve's own backend may reach the hooks
+ * (in virtual-memory mode it is the CUDA runtime, whose driver functions
+ * came through the interposer's cuGetProcAddress, that asks cuMemGetInfo):
+ * those calls are the driver's, never served here, and never wait for
+ * table_lock, which this thread holds. */
 static NOINLINE carve_ctx *lookup(CUcontext cur) {
+    if (CARVE_UNLIKELY(me.making))
+        return NULL;
     unsigned gen = __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
     carve_ctx *c = find(cur);
     if (!c) {
@@ -368,7 +376,12 @@ static NOINLINE carve_ctx *lookup(CUcontext cur) {
             CUdevice dev = 0;
             real.CtxGetDevice(&dev);
             c->device = (int)dev;
+            CUcontext cached = me.ctx;
+            me.ctx = NULL; /* every call of this thread meanwhile reaches lookup */
+            me.making = 1;
             make_arena(c, cur);
+            me.making = 0;
+            me.ctx = cached;
             __atomic_store_n(&c->ctx, cur, __ATOMIC_RELEASE);
             __atomic_store_n(&nctx, nctx + 1, __ATOMIC_RELEASE);
         }

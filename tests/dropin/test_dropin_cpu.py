@@ -206,6 +206,17 @@ def main():
     check(rc == 0 and "0 violations" in (ok_line(out, "destroyed") or ""),
           f"frees after a stream is destroyed wait for the work still queued on it: {out}{err}")
 
+    # While the arena is made, carve's own backend calls cuMemGetInfo through
+    # the interposer (as the CUDA runtime of --mode vmm does): answered by
+    # the driver, no deadlock on the table of contexts.
+    try:
+        rc, out, err = run([run_tool, "--", app, "basic"], {"MOCK_REENTER": "1"}, timeout=60)
+        line = ok_line(out, "basic")
+        check(rc == 0 and line and number_before(line, "reached") < 100,
+              f"carve's own backend re-entering the hooks while the arena is made: {out}{err}")
+    except subprocess.TimeoutExpired:
+        check(False, "carve's own backend re-entering the hooks while the arena is made: deadlock (60 s)")
+
     # ---- the runtime functions the interposer exports ----------------------
     # A program whose shared runtime (the mock) lives in libraries loaded with
     # RTLD_LOCAL: the plain calls are answered without the runtime, all else
