@@ -33,6 +33,8 @@ CARVE_EXPORT CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph);
 CARVE_EXPORT CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph);
 CARVE_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx);
 CARVE_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev);
+CARVE_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev);
+CARVE_EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev);
 
 /* runtime.c: the shared CUDA runtime's allocation functions */
 CARVE_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size);

@@ -37,6 +37,7 @@ typedef CUresult (*ctx_destroy_fn)(CUcontext);
 typedef CUresult (*ctx_reset_fn)(CUdevice);
 typedef CUresult (*ctx_retain_fn)(CUcontext *, CUdevice);
 typedef CUresult (*ctx_release_fn)(CUdevice);
+typedef CUresult (*ctx_state_fn)(CUdevice, unsigned *, int *);
 
 static struct {
     alloc_fn MemAlloc;
@@ -55,7 +56,8 @@ static struct {
     ctx_destroy_fn CtxDestroy;
     ctx_reset_fn PrimaryCtxReset;
     ctx_retain_fn PrimaryCtxRetain;
-    ctx_release_fn PrimaryCtxRelease;
+    ctx_release_fn PrimaryCtxRelease, PrimaryCtxRelease_v1;
+    ctx_state_fn PrimaryCtxGetState;
 } real;
 
 static int resolved; /* atomic */
@@ -86,6 +88,8 @@ static void resolve_all(void) {
     R(PrimaryCtxReset, "cuDevicePrimaryCtxReset_v2");
     R(PrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
     R(PrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2");
+    R(PrimaryCtxRelease_v1, "cuDevicePrimaryCtxRelease");
+    R(PrimaryCtxGetState, "cuDevicePrimaryCtxGetState");
 #undef R
     __atomic_store_n(&resolved, 1, __ATOMIC_RELEASE);
 }
@@ -367,4 +371,33 @@ CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
         real.PrimaryCtxRelease(dev);
     }
     return CALL_REAL(PrimaryCtxReset, dev);
+}
+
+/* The last release of a primary context resets it: the driver frees its
+ * memory, and a later retain makes a fresh context behind the same handle.
+ * The handle is found before (a retain undone at once, only while the
+ * context is active), and carve forgets it if the release left it inactive. */
+static CUresult primary_release(CUdevice dev, ctx_release_fn release) {
+    CUcontext primary = NULL;
+    unsigned flags = 0;
+    int active = 0;
+    int known = real.PrimaryCtxGetState && real.PrimaryCtxRetain && real.PrimaryCtxRelease &&
+                real.PrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && active &&
+                real.PrimaryCtxRetain(&primary, dev) == CUDA_SUCCESS;
+    if (known)
+        real.PrimaryCtxRelease(dev);
+    CUresult r = release ? release(dev) : NOT_SUPPORTED;
+    if (r == CUDA_SUCCESS && known && real.PrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && !active)
+        carve_ctx_gone(primary);
+    return r;
+}
+
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
+    resolve();
+    return primary_release(dev, real.PrimaryCtxRelease);
+}
+
+CUresult cuDevicePrimaryCtxRelease(CUdevice dev) {
+    resolve();
+    return primary_release(dev, real.PrimaryCtxRelease_v1);
 }

@@ -56,6 +56,8 @@ static replacement table[] = {
     {"cuStreamEndCapture_ptsz", FN(cuStreamEndCapture_ptsz), NULL, 0},
     {"cuCtxDestroy_v2", FN(cuCtxDestroy_v2), NULL, 0},
     {"cuDevicePrimaryCtxReset_v2", FN(cuDevicePrimaryCtxReset_v2), NULL, 0},
+    {"cuDevicePrimaryCtxRelease_v2", FN(cuDevicePrimaryCtxRelease_v2), NULL, 0},
+    {"cuDevicePrimaryCtxRelease", FN(cuDevicePrimaryCtxRelease), NULL, 0},
     {"cuGetProcAddress", FN(cuGetProcAddress), NULL, 0},
     {"cuGetProcAddress_v2", FN(cuGetProcAddress_v2), NULL, 0},
 };
@@ -97,7 +99,8 @@ static void *by_request(const char *symbol, int version, cuuint64_t flags) {
         {"cuStreamCreateWithPriority", 0, 0}, {"cuStreamDestroy", 4000, 0},
         {"cuStreamBeginCapture", 10010, 1}, {"cuStreamBeginCaptureToGraph", 0, 1},
         {"cuStreamEndCapture", 0, 1},     {"cuCtxDestroy", 4000, 0},
-        {"cuDevicePrimaryCtxReset", 11000, 0}, {"cuGetProcAddress", 12000, 0},
+        {"cuDevicePrimaryCtxReset", 11000, 0}, {"cuDevicePrimaryCtxRelease", 11000, 0},
+        {"cuGetProcAddress", 12000, 0},
     };
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         if (strcmp(symbol, names[i].base) != 0)

@@ -206,6 +206,12 @@ def main():
     check(rc == 0 and "0 violations" in (ok_line(out, "destroyed") or ""),
           f"frees after a stream is destroyed wait for the work still queued on it: {out}{err}")
 
+    # The primary context reset by its last release: a fresh arena after the
+    # next retain, nothing served from the memory the driver freed.
+    rc, out, err = run([run_tool, "--", promises, "release"], timeout=120)
+    check(rc == 0 and "0 violations" in (ok_line(out, "release") or ""),
+          f"a primary context reset by its last release is noticed: {out}{err}")
+
     # While the arena is made, carve's own backend calls cuMemGetInfo through
     # the interposer (as the CUDA runtime of --mode vmm does): answered by
     # the driver, no deadlock on the table of contexts.
