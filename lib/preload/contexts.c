@@ -678,9 +678,13 @@ int carve_ctx_free(uintptr_t ptr, int ordered, carve_stream stream, void (*trace
         if (trace)
             trace(ptr);
         count(t, c, ASYNC_FREES);
-        if (stream == own || carve_record_stream(c->arena, (void *)ptr, stream) == CARVE_OK)
+        /* On another stream, carve records an event on that stream at the
+         * free, which cannot be done while any capture is in progress. */
+        if (stream == own ||
+            (!carve_capture_active() && carve_record_stream(c->arena, (void *)ptr, stream) == CARVE_OK))
             return carve_free(c->arena, (void *)ptr) == CARVE_OK ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-        /* No memory for the record: the quarantine keeps it instead. */
+        /* No memory for the record, or a capture: the quarantine keeps it
+         * instead, as an unordered free (its epoch waits for every stream). */
         int m = carve_pending_mark(ptr);
         if (m == 1)
             return CUDA_ERROR_INVALID_VALUE; /* an unordered free of it raced this one */

@@ -119,9 +119,11 @@ static carve_ctx *serving(void) {
  * stream: allocations and frees on them are unordered. */
 static int is_default_stream(CUstream s) { return (uintptr_t)s <= 2; }
 
-/* Whether s is being captured into a graph right now (cheap when nothing is). */
+/* Whether s is being captured into a graph right now (cheap when nothing
+ * is). The per-thread stream can be captured (CU_STREAM_PER_THREAD, or
+ * NULL in a _ptsz call); the legacy stream cannot. */
 static int captured(CUstream s, int ptsz) {
-    if (!carve_capture_active() || is_default_stream(s))
+    if (!carve_capture_active() || s == CU_STREAM_LEGACY || (!s && !ptsz))
         return 0;
     int status = CU_STREAM_CAPTURE_STATUS_NONE;
     is_capturing_fn f = ptsz && real.IsCapturing_ptsz ? real.IsCapturing_ptsz : real.IsCapturing;
@@ -280,38 +282,25 @@ CUresult cuStreamDestroy_v2(CUstream hStream) {
     return CALL_REAL(StreamDestroy, hStream);
 }
 
-/* Streams being captured; a capture that begins is counted once and ends once. */
-#define MAX_CAPTURES 256
-static CUstream capturing_streams[MAX_CAPTURES];
-static int ncapturing;
-static int capture_lock;
+/* Captures are counted by stream (captures.c); NULL in a _ptsz call is the
+ * per-thread stream. */
+static carve_stream capture_key(CUstream s, int ptsz) { return (carve_stream)(!s && ptsz ? CU_STREAM_PER_THREAD : s); }
 
-static void capture_begin(CUstream s) {
-    while (__atomic_exchange_n(&capture_lock, 1, __ATOMIC_ACQUIRE)) {
-    }
-    if (ncapturing < MAX_CAPTURES)
-        capturing_streams[ncapturing++] = s;
-    carve_capture_add(1);
-    __atomic_store_n(&capture_lock, 0, __ATOMIC_RELEASE);
-}
-
-static void capture_end(CUstream s) {
-    while (__atomic_exchange_n(&capture_lock, 1, __ATOMIC_ACQUIRE)) {
-    }
-    for (int i = 0; i < ncapturing; i++)
-        if (capturing_streams[i] == s) {
-            capturing_streams[i] = capturing_streams[--ncapturing];
-            carve_capture_add(-1);
-            break;
-        }
-    __atomic_store_n(&capture_lock, 0, __ATOMIC_RELEASE);
+/* A capture ends when the driver says the stream is no longer capturing
+ * (an invalidated capture ends too; a stream that was not capturing, or one
+ * ended from the wrong thread, does not). */
+static void capture_end(CUstream s, int ptsz) {
+    int status = CU_STREAM_CAPTURE_STATUS_NONE;
+    is_capturing_fn f = ptsz && real.IsCapturing_ptsz ? real.IsCapturing_ptsz : real.IsCapturing;
+    if (!f || f(s, &status) != CUDA_SUCCESS || status == CU_STREAM_CAPTURE_STATUS_NONE)
+        carve_capture_end(capture_key(s, ptsz));
 }
 
 CUresult cuStreamBeginCapture_v2(CUstream hStream, int mode) {
     resolve();
     CUresult r = CALL_REAL(BeginCapture, hStream, mode);
     if (r == CUDA_SUCCESS)
-        capture_begin(hStream);
+        carve_capture_begin(capture_key(hStream, 0));
     return r;
 }
 
@@ -319,7 +308,7 @@ CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, int mode) {
     resolve();
     CUresult r = CALL_REAL(BeginCapture_ptsz, hStream, mode);
     if (r == CUDA_SUCCESS)
-        capture_begin(hStream);
+        carve_capture_begin(capture_key(hStream, 1));
     return r;
 }
 
@@ -328,7 +317,7 @@ CUresult cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph, const CUg
     resolve();
     CUresult r = CALL_REAL(BeginCaptureToGraph, hStream, hGraph, deps, data, ndeps, mode);
     if (r == CUDA_SUCCESS)
-        capture_begin(hStream);
+        carve_capture_begin(capture_key(hStream, 0));
     return r;
 }
 
@@ -337,21 +326,21 @@ CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGraph, cons
     resolve();
     CUresult r = CALL_REAL(BeginCaptureToGraph_ptsz, hStream, hGraph, deps, data, ndeps, mode);
     if (r == CUDA_SUCCESS)
-        capture_begin(hStream);
+        carve_capture_begin(capture_key(hStream, 1));
     return r;
 }
 
 CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph) {
     resolve();
     CUresult r = CALL_REAL(EndCapture, hStream, phGraph);
-    capture_end(hStream);
+    capture_end(hStream, 0);
     return r;
 }
 
 CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph) {
     resolve();
     CUresult r = CALL_REAL(EndCapture_ptsz, hStream, phGraph);
-    capture_end(hStream);
+    capture_end(hStream, 1);
     return r;
 }
 

@@ -25,8 +25,13 @@
 #include "carve.h"
 
 /* ---- captures.c ---- */
+/* A capture began, or ended, on stream s (thread-safe). */
+void carve_capture_begin(carve_stream s) CARVE_INTERNAL;
+void carve_capture_end(carve_stream s) CARVE_INTERNAL;
+/* In a child after fork: the lock may have been held by a thread that does
+ * not exist there. */
+void carve_capture_forked(void) CARVE_INTERNAL;
 /* Graph captures in progress in the process (begun minus ended). */
-void carve_capture_add(int delta) CARVE_INTERNAL;
 extern int carve_captures CARVE_INTERNAL;
 static inline int carve_capture_active(void) { return __atomic_load_n(&carve_captures, __ATOMIC_ACQUIRE) > 0; }
 

@@ -212,6 +212,13 @@ def main():
     check(rc == 0 and "0 violations" in (ok_line(out, "release") or ""),
           f"a primary context reset by its last release is noticed: {out}{err}")
 
+    # Graph capture on the per-thread stream (its handle, or NULL in the _ptsz
+    # calls): its stream-ordered allocations are graph nodes, not carve's; a
+    # cross-stream cuMemFreeAsync while another stream captures is accepted.
+    rc, out, err = run([run_tool, "--", promises, "capture"], timeout=120)
+    check(rc == 0 and "2 graph nodes" in out and "accepted, 0 violations" in out,
+          f"graph capture is respected on every stream: {out}{err}")
+
     # While the arena is made, carve's own backend calls cuMemGetInfo through
     # the interposer (as the CUDA runtime of --mode vmm does): answered by
     # the driver, no deadlock on the table of contexts.
