@@ -25,8 +25,13 @@
  * counts its calls in a record of its own, and collects its unordered frees
  * in a private batch of up to BATCH_FREES buffers that joins the context's
  * open epoch in one step under the quarantine's lock. Before anything else
- * such a free sets the buffer's pending mark (one atomic OR), which is how a
- * second free is refused wherever the first one waits; only buffers
+ * every free sets the buffer's pending mark (one atomic OR), which is how of
+ * two frees of one buffer, racing or not, exactly one is accepted, and a
+ * second free is refused wherever the first one waits; a stream-ordered
+ * free clears it once carve has the buffer back, and says so meanwhile in
+ * its thread's slot (releasing[]), so that a free of the same address,
+ * handed out again in between, waits for the mark to go instead of being
+ * refused. Only buffers
  * allocated on the default stream use batches (a buffer of a real stream
  * joins the epoch at once, so that it goes back before its stream can be
  * destroyed). Other threads take what a thread holds under its small lock,
@@ -51,6 +56,7 @@
  * it is first recorded on that stream (carve_record_stream).
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,6 +78,7 @@
 
 #define TLS __thread __attribute__((tls_model("initial-exec")))
 #define NOINLINE __attribute__((noinline))
+#define ALWAYS_INLINE inline __attribute__((always_inline))
 
 struct carve_ctx {
     CUcontext ctx;      /* NULL once the context is gone (atomic) */
@@ -101,6 +108,7 @@ typedef struct carve_thread {
     } group[KEEP_GROUPS];
     uintptr_t ptr[KEEP];
     size_t size[KEEP];
+    int slot;      /* its entry in releasing[], or -1 */
     carve_ctx *nc; /* whose calls the counts are (changed by the owner under threads_lock) */
     uint64_t count[4]; /* written by the owner only */
     struct carve_thread *prev, *next;
@@ -114,6 +122,13 @@ static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static carve_thread *threads; /* every thread's record */
 static pthread_mutex_t threads_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The buffer each thread's stream-ordered free is giving back right now (0:
+ * none), one slot per thread (taken and given back under threads_lock). */
+#define MAX_SLOTS 1024
+static uintptr_t releasing[MAX_SLOTS];
+static unsigned char slot_taken[MAX_SLOTS];
+static unsigned nslots; /* atomic: slots ever taken (how far to look) */
 static pthread_key_t exit_key;
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static int key_ok;
@@ -170,6 +185,8 @@ static void thread_gone(void *arg) {
         threads = t->next;
     if (t->next)
         t->next->prev = t->prev;
+    if (t->slot >= 0)
+        slot_taken[t->slot] = 0;
     pthread_mutex_unlock(&threads_lock);
     if (me.t == t)
         me.t = NULL;
@@ -188,6 +205,14 @@ static NOINLINE carve_thread *thread_new(void) {
     if (threads)
         threads->prev = t;
     threads = t;
+    t->slot = -1;
+    for (int i = 0; i < MAX_SLOTS && t->slot < 0; i++)
+        if (!slot_taken[i]) {
+            slot_taken[i] = 1;
+            t->slot = i;
+            if ((unsigned)i >= nslots)
+                __atomic_store_n(&nslots, (unsigned)i + 1, __ATOMIC_RELEASE);
+        }
     pthread_mutex_unlock(&threads_lock);
     if (key_ok)
         pthread_setspecific(exit_key, t);
@@ -417,7 +442,7 @@ int carve_ctx_thread_ready(void) {
 
 /* The context whose arena has ptr as a live buffer, with its size and
  * stream: first the one that owned this thread's last freed buffer. */
-static carve_ctx *owner(uintptr_t ptr, size_t *size, carve_stream *own) {
+static ALWAYS_INLINE carve_ctx *owner(uintptr_t ptr, size_t *size, carve_stream *own) {
     unsigned gen = __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
     carve_ctx *hint = me.hint_gen == gen ? me.hint : NULL;
     if (CARVE_LIKELY(hint && carve_buffer_info(hint->arena, (void *)ptr, size, own) == CARVE_OK))
@@ -630,7 +655,7 @@ static NOINLINE void rebind(carve_thread *t, carve_ctx *c) {
 
 /* Put ptr (marked pending, allocated on the default stream) in the thread's
  * batch; a full batch joins the epoch. */
-static void batch_add(carve_thread *t, carve_ctx *c, uintptr_t ptr, size_t size) {
+static ALWAYS_INLINE void batch_add(carve_thread *t, carve_ctx *c, uintptr_t ptr, size_t size) {
     if (CARVE_UNLIKELY(t->bc != c))
         rebind(t, c);
     carve_spin_lock(&t->lock);
@@ -647,53 +672,46 @@ static void batch_add(carve_thread *t, carve_ctx *c, uintptr_t ptr, size_t size)
     carve_spin_unlock(&t->lock);
 }
 
-int carve_ctx_free(uintptr_t ptr, int ordered, carve_stream stream, void (*trace)(uintptr_t), carve_ctx **out) {
-    int claimed = 0;
-    *out = NULL;
-    if (!ordered) {
-        /* Mark it waiting before anything else: of two frees of one buffer,
-         * racing or not, exactly one gets the mark. */
-        if (ptr & (CARVE_ALIGNMENT - 1))
-            return CARVE_CTX_NOT_OURS; /* no buffer of carve begins there */
-        int m = carve_pending_mark(ptr);
-        if (CARVE_UNLIKELY(m == 1))
-            m = carve_pending_settle(ptr, 1); /* maybe a quarantine is giving it back right now */
-        if (m == 1)
-            return CUDA_ERROR_INVALID_VALUE; /* freed already, waiting in the quarantine */
-        claimed = m == 0;
+/* Whether a stream-ordered free (of another thread than the one with slot
+ * self) is giving the buffer at ptr back right now. */
+static int being_released(uintptr_t ptr, const uintptr_t *self) {
+    unsigned n = __atomic_load_n(&nslots, __ATOMIC_ACQUIRE);
+    for (unsigned i = 0; i < n; i++)
+        if (&releasing[i] != self && __atomic_load_n(&releasing[i], __ATOMIC_ACQUIRE) == ptr)
+            return 1;
+    return 0;
+}
+
+/* ptr was found marked: 1 when a free of it waits or is under way, 0 when
+ * not (and, with mark, it is marked now). A quarantine gives buffers back
+ * under carve_pending_release_begin (carve_pending_settle waits for it); a
+ * stream-ordered free gives its buffer back to carve before clearing its
+ * mark, and carve may hand the buffer out again meanwhile, so a mark seen
+ * while its slot says so is waited out. Refused only when the mark is seen
+ * twice with no such free in between. */
+static NOINLINE int settle(uintptr_t ptr, int mark, const uintptr_t *self) {
+    for (int quiet = 0;;) {
+        int r = carve_pending_settle(ptr, mark);
+        if (r != 1)
+            return r;
+        if (being_released(ptr, self)) {
+            quiet = 0;
+            sched_yield();
+        } else if (quiet++) {
+            return 1;
+        }
     }
-    size_t size = 0;
-    carve_stream own = NULL;
-    carve_ctx *c = owner(ptr, &size, &own);
-    if (!c) {
-        if (claimed)
-            carve_pending_clear(ptr);
-        return CARVE_CTX_NOT_OURS;
-    }
-    *out = c;
-    carve_thread *t = thread_self();
-    if (ordered) {
-        if (CARVE_UNLIKELY(carve_pending_test(ptr)) && carve_pending_settle(ptr, 0))
-            return CUDA_ERROR_INVALID_VALUE; /* freed already, waiting in the quarantine */
-        if (trace)
-            trace(ptr);
-        count(t, c, ASYNC_FREES);
-        /* On another stream, carve records an event on that stream at the
-         * free, which cannot be done while any capture is in progress. */
-        if (stream == own ||
-            (!carve_capture_active() && carve_record_stream(c->arena, (void *)ptr, stream) == CARVE_OK))
-            return carve_free(c->arena, (void *)ptr) == CARVE_OK ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-        /* No memory for the record, or a capture: the quarantine keeps it
-         * instead, as an unordered free (its epoch waits for every stream). */
-        int m = carve_pending_mark(ptr);
-        if (m == 1)
-            return CUDA_ERROR_INVALID_VALUE; /* an unordered free of it raced this one */
-        claimed = m == 0;
-    } else {
-        if (trace)
-            trace(ptr);
-        count(t, c, FREES);
-    }
+}
+
+static inline void unslot(uintptr_t *slot) {
+    if (slot)
+        __atomic_store_n(slot, 0, __ATOMIC_RELEASE);
+}
+
+/* A free that names no stream, or one that must be kept as such, claimed
+ * (marked) unless there was no memory for its mark: into the thread's batch
+ * or the quarantine. */
+static ALWAYS_INLINE int hold(carve_ctx *c, carve_thread *t, uintptr_t ptr, size_t size, carve_stream own, int claimed) {
     if (CARVE_UNLIKELY(!claimed))
         carve_q_free_now(c->q, ptr); /* no memory for its mark: wait for the device, free it now */
     else if (own || !t)
@@ -702,6 +720,84 @@ int carve_ctx_free(uintptr_t ptr, int ordered, carve_stream stream, void (*trace
         batch_add(t, c, ptr, size);
     poll_now_and_then(c);
     return CUDA_SUCCESS;
+}
+
+static NOINLINE int hold_slow(carve_ctx *c, carve_thread *t, uintptr_t ptr, size_t size, carve_stream own, int claimed) {
+    return hold(c, t, ptr, size, own, claimed);
+}
+
+/* A stream-ordered free. It claims the buffer as any free does, but holds
+ * the mark only until carve has the buffer back, and says so in its
+ * thread's slot first: whoever sees the mark sees the slot. */
+static NOINLINE int free_ordered(uintptr_t ptr, carve_stream stream, void (*trace)(uintptr_t), carve_ctx **out) {
+    carve_thread *t = thread_self();
+    uintptr_t *slot = t && t->slot >= 0 ? &releasing[t->slot] : NULL;
+    if (slot)
+        __atomic_store_n(slot, ptr, __ATOMIC_RELAXED);
+    int m = carve_pending_mark(ptr);
+    if (CARVE_UNLIKELY(m == 1) && (m = settle(ptr, 1, slot)) == 1) {
+        unslot(slot);
+        return CUDA_ERROR_INVALID_VALUE; /* freed already (waiting), or being freed by another call */
+    }
+    size_t size = 0;
+    carve_stream own = NULL;
+    carve_ctx *c = owner(ptr, &size, &own);
+    if (!c) {
+        if (m == 0)
+            carve_pending_clear(ptr);
+        unslot(slot);
+        return CARVE_CTX_NOT_OURS;
+    }
+    *out = c;
+    if (trace)
+        trace(ptr);
+    count(t, c, ASYNC_FREES);
+    /* On another stream, carve records an event on that stream at the
+     * free, which cannot be done while any capture is in progress; the
+     * quarantine keeps it then, as a free that names no stream (its epoch
+     * waits for every stream), as it does when there is no memory for the
+     * record. */
+    if (CARVE_LIKELY(stream == own) ||
+        (!carve_capture_active() && carve_record_stream(c->arena, (void *)ptr, stream) == CARVE_OK)) {
+        if (!slot) /* no slot to say so: a settle waits on the lock instead */
+            carve_pending_release_begin();
+        carve_status st = carve_free(c->arena, (void *)ptr);
+        if (m == 0)
+            carve_pending_clear(ptr);
+        if (!slot)
+            carve_pending_release_end();
+        unslot(slot);
+        return st == CARVE_OK ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    }
+    unslot(slot); /* from here the mark says: waiting */
+    return hold_slow(c, t, ptr, size, own, m == 0);
+}
+
+int carve_ctx_free(uintptr_t ptr, int ordered, carve_stream stream, void (*trace)(uintptr_t), carve_ctx **out) {
+    *out = NULL;
+    if (ptr & (CARVE_ALIGNMENT - 1))
+        return CARVE_CTX_NOT_OURS; /* no buffer of carve begins there */
+    if (ordered)
+        return free_ordered(ptr, stream, trace, out);
+    /* Mark it waiting before anything else: of two frees of one buffer,
+     * racing or not, stream-ordered or not, exactly one gets the mark. */
+    int m = carve_pending_mark(ptr);
+    if (CARVE_UNLIKELY(m == 1) && (m = settle(ptr, 1, NULL)) == 1)
+        return CUDA_ERROR_INVALID_VALUE; /* freed already (waiting), or being freed by another call */
+    size_t size = 0;
+    carve_stream own = NULL;
+    carve_ctx *c = owner(ptr, &size, &own);
+    if (!c) {
+        if (m == 0)
+            carve_pending_clear(ptr);
+        return CARVE_CTX_NOT_OURS;
+    }
+    *out = c;
+    carve_thread *t = thread_self();
+    if (trace)
+        trace(ptr);
+    count(t, c, FREES);
+    return hold(c, t, ptr, size, own, m == 0);
 }
 
 int carve_ctx_mem_info(carve_ctx *c, size_t *free_bytes, size_t *total_bytes) {

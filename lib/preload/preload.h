@@ -133,8 +133,10 @@ int carve_ctx_alloc(size_t size, carve_stream stream, int try_only, uintptr_t *o
 /* Free ptr if carve handed it out. ordered 0: no stream named (cuMemFree):
  * the memory is reused only once all work queued before the free, on every
  * stream of its context, has completed. ordered 1: stream-ordered on stream.
- * Returns CUDA_SUCCESS, CUDA_ERROR_INVALID_VALUE (freed already and
- * waiting), or CARVE_CTX_NOT_OURS when no arena has ptr as a live buffer.
+ * Of two frees of one buffer, racing or not, ordered or not, exactly one is
+ * accepted. Returns CUDA_SUCCESS, CUDA_ERROR_INVALID_VALUE (freed already
+ * and waiting, or being freed by another call), or CARVE_CTX_NOT_OURS when
+ * no arena has ptr as a live buffer.
  * trace (may be NULL) is called with ptr once the free is accepted and
  * before the memory can be reused; *owner is the buffer's context. */
 #define CARVE_CTX_NOT_OURS (-1)

@@ -26,7 +26,10 @@
  *               nodes; a cross-stream cuMemFreeAsync while another stream
  *               captures is accepted
  *   racefree    cuMemFree and cuMemFreeAsync of one buffer racing: exactly
- *               one accepted   [ROUNDS, default 20000]
+ *               one accepted, nothing handed out twice (run it with
+ *               --trace FILE.gz: a third thread's events keep the trace
+ *               busy, which holds the racers up at any point)
+ *               [ROUNDS, default 20000]
  *   signals     SIGINT ignored and SIGTERM handled with SA_SIGINFO (and the
  *               other way round with "signals swap"): the program survives
  *   forkthreads fork while threads allocate and free: the child's calls
@@ -262,7 +265,8 @@ static void mode_capture(void) {
 
 static CUdeviceptr race_p;
 static CUstream race_s;
-static int race_round, race_done[2], race_ok[2];
+static int race_round, race_ok[2];
+static pthread_barrier_t race_end;
 
 /* Spin (both racers must start together), yielding now and then: the
  * machine may have fewer cores than there are spinning threads. */
@@ -282,25 +286,42 @@ static void *race_free(void *arg) {
             return NULL;
         int ok = (which ? cuMemFreeAsync(p, race_s) : cuMemFree_v2(p)) == 0;
         __atomic_store_n(&race_ok[which], ok, __ATOMIC_RELAXED);
-        __atomic_store_n(&race_done[which], round, __ATOMIC_RELEASE);
+        pthread_barrier_wait(&race_end);
     }
+}
+
+/* Allocations and frees all along (under --trace, each an event: the
+ * trace's lock and its writes to gzip hold the racers up at any point). */
+static int noise_stop;
+static void *noise(void *arg) {
+    (void)arg;
+    start();
+    for (unsigned i = 0; !__atomic_load_n(&noise_stop, __ATOMIC_RELAXED); i++) {
+        CUdeviceptr p = 0;
+        if (cuMemAlloc_v2(&p, 512 + (i % 5) * 512) == 0)
+            CU(cuMemFree_v2(p));
+    }
+    return NULL;
 }
 
 static void mode_racefree(void) {
     const char *env = getenv("ROUNDS");
     int rounds = env && *env ? atoi(env) : 20000;
     CU(cuStreamCreate(&race_s, 1));
-    pthread_t t[2];
+    /* The racers spin for the start of a round, the main thread sleeps
+     * until both are done: on two cores they run at once. */
+    pthread_barrier_init(&race_end, NULL, 3);
+    pthread_t t[2], nt;
     for (int i = 0; i < 2; i++)
         pthread_create(&t[i], NULL, race_free, (void *)(uintptr_t)i);
+    pthread_create(&nt, NULL, noise, NULL);
     int both = 0, none = 0;
     for (int round = 1; round <= rounds; round++) {
         CUdeviceptr p = 0;
         CU(cuMemAllocAsync(&p, 4096 + (size_t)(round % 3) * 256, race_s));
         __atomic_store_n(&race_p, p, __ATOMIC_RELEASE);
         __atomic_store_n(&race_round, round, __ATOMIC_RELEASE);
-        for (int i = 0; i < 2; i++)
-            spin_until(&race_done[i], round);
+        pthread_barrier_wait(&race_end);
         int n = race_ok[0] + race_ok[1];
         both += n == 2;
         none += n == 0;
@@ -317,6 +338,8 @@ static void mode_racefree(void) {
     __atomic_store_n(&race_round, rounds + 1, __ATOMIC_RELEASE);
     for (int i = 0; i < 2; i++)
         pthread_join(t[i], NULL);
+    __atomic_store_n(&noise_stop, 1, __ATOMIC_RELAXED);
+    pthread_join(nt, NULL);
     CU(cuStreamDestroy_v2(race_s));
     unsigned long long v = violations();
     CHECK(both == 0 && none == 0 && v == 0);
