@@ -228,6 +228,12 @@ def main():
     check(rc == 0 and "both accepted 0, neither 0, 0 violations" in out,
           f"racing cuMemFree and cuMemFreeAsync of one buffer: exactly one accepted: {out}{err}")
 
+    # With --trace, a program that ignores one of SIGINT/SIGTERM and handles
+    # the other with SA_SIGINFO survives both, its handler getting siginfo.
+    for mode in ("signals", "signals swap"):
+        rc, out, err = run([run_tool, "--trace", os.path.join(tmp, "signals.csv"), "--", promises] + mode.split())
+        check(rc == 0 and ok_line(out, "signals"), f"{mode} under --trace: exit {rc}: {out}{err}")
+
     # While the arena is made, carve's own backend calls cuMemGetInfo through
     # the interposer (as the CUDA runtime of --mode vmm does): answered by
     # the driver, no deadlock on the table of contexts.
