@@ -117,6 +117,7 @@ enum { ALLOCS, FREES, ASYNC_ALLOCS, ASYNC_FREES };
 
 static carve_ctx ctxs[MAX_CTX];
 static unsigned nctx;       /* atomic: entries published so far */
+static int forked;          /* a child of a process that used CUDA: serve nothing */
 static unsigned generation; /* atomic: bumped when a context goes away */
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -176,6 +177,8 @@ static void fold_counts(carve_thread *t);
  * may run while the process exits), its counts go to the context. */
 static void thread_gone(void *arg) {
     carve_thread *t = arg;
+    if (forked)
+        return; /* a child's: what it holds is the parent's */
     pthread_mutex_lock(&threads_lock);
     take_batch(t, NULL, TAKE_ALL, 0);
     fold_counts(t);
@@ -388,7 +391,7 @@ static void make_arena(carve_ctx *c, CUcontext cur) {
  * those calls are the driver's, never served here, and never wait for
  * table_lock, which this thread holds. */
 static NOINLINE carve_ctx *lookup(CUcontext cur) {
-    if (CARVE_UNLIKELY(me.making))
+    if (CARVE_UNLIKELY(me.making || forked))
         return NULL;
     unsigned gen = __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
     carve_ctx *c = find(cur);
@@ -467,7 +470,7 @@ carve_arena *carve_ctx_arena(const carve_ctx *c) { return c->arena; }
 const char *carve_ctx_last_error(const carve_ctx *c) { return c->err; }
 
 void carve_ctx_gone(struct CUctx_st *ctx) {
-    carve_ctx *c = find(ctx);
+    carve_ctx *c = forked ? NULL : find(ctx);
     if (!c)
         return;
     /* The driver frees the context's memory itself; the arena's records are
@@ -830,7 +833,7 @@ void carve_ctx_stream_created(carve_stream s, unsigned flags) {
 }
 
 void carve_ctx_stream_destroyed(carve_stream s) {
-    unsigned n = __atomic_load_n(&nctx, __ATOMIC_ACQUIRE);
+    unsigned n = forked ? 0 : __atomic_load_n(&nctx, __ATOMIC_ACQUIRE);
     for (unsigned i = 0; i < n; i++) {
         carve_ctx *c = &ctxs[i];
         if (!c->q)
@@ -842,6 +845,35 @@ void carve_ctx_stream_destroyed(carve_stream s) {
             take_batches(c, TAKE_BATCH, 1);
         carve_q_stream_destroyed(c->q, s);
     }
+}
+
+/* ---- fork ---------------------------------------------------------------- */
+
+/* Around fork: the interposer's process-wide locks are taken before (in the
+ * order the rest of this file takes them) and given back after, so that no
+ * lock a thread of the parent held is left taken in the child. A child of
+ * a process with contexts cannot use them (CUDA's state belongs to the
+ * parent) and may not touch what other threads held there (a thread's
+ * batch, a quarantine, carve's pools, all behind locks that may be taken
+ * for good): it serves nothing, every call goes to the driver, which
+ * answers as it does without carve-run. A child of a process that had no
+ * context yet is served as usual. */
+int carve_ctx_fork(int stage) {
+    if (stage == 0) {
+        pthread_mutex_lock(&table_lock);
+        pthread_mutex_lock(&threads_lock);
+        carve_pending_release_begin();
+        return 0;
+    }
+    carve_pending_release_end();
+    pthread_mutex_unlock(&threads_lock);
+    pthread_mutex_unlock(&table_lock);
+    if (stage == 2 && __atomic_load_n(&nctx, __ATOMIC_ACQUIRE)) {
+        forked = 1;
+        __atomic_add_fetch(&generation, 1, __ATOMIC_RELEASE); /* every cached context is looked up again */
+        return 1;
+    }
+    return 0;
 }
 
 /* ---- report ------------------------------------------------------------- */

@@ -167,6 +167,11 @@ int carve_ctx_sample(void) CARVE_INTERNAL;
 void carve_ctx_add_time(carve_ctx *c, uint64_t ns) CARVE_INTERNAL;
 /* Count a call that went to the driver untouched. */
 void carve_ctx_passthrough(carve_ctx *c) CARVE_INTERNAL;
+/* Around fork (pthread_atfork): stage 0 before (takes the locks), 1 in the
+ * parent after, 2 in the child after (gives them back). In the child,
+ * returns 1 when the parent had contexts: the child then serves nothing
+ * (the caller makes every hook pass calls to the driver). */
+int carve_ctx_fork(int stage) CARVE_INTERNAL;
 
 /* ---- session.c ---- */
 typedef struct carve_session {

@@ -10,8 +10,10 @@
  * file on the virtual backend. A SIGINT or SIGTERM that would kill the
  * program first finishes the trace with async-signal-safe calls; one the
  * program ignores or handles is left to it (its handler runs as it was
- * installed, siginfo included); a forked child neither traces nor reports
- * (its parent does).
+ * installed, siginfo included). A forked child neither traces nor reports
+ * (its parent does), and the child of a process that used CUDA serves
+ * nothing: the locks of the interposer are taken around fork so that none
+ * is left taken in the child, and all its calls go to the driver.
  *
  * Environment (carve-run sets it from its options; LD_PRELOAD users set it
  * by hand): CARVE_CONF (arena configuration, as for carve_device_arena),
@@ -131,6 +133,15 @@ static void before_fork(void) {
         carve_trace_writer_flush(writer);
 }
 
+/* Around every fork (contexts.c says what the child may do). */
+static void fork_prepare(void) { carve_ctx_fork(0); }
+static void fork_parent(void) { carve_ctx_fork(1); }
+static void fork_child(void) {
+    carve_capture_forked();
+    if (carve_ctx_fork(2))
+        __atomic_store_n(&carve_run.ready, 0, __ATOMIC_RELEASE); /* every hook passes calls through */
+}
+
 static void copy_env(char *dst, size_t len, const char *name) {
     const char *v = getenv(name);
     snprintf(dst, len, "%s", v ? v : "");
@@ -184,6 +195,7 @@ static void init_once(void) {
         trace_is_temp = 1;
     }
     carve_run.tracing = trace_path[0] != 0;
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
     __atomic_store_n(&carve_run.ready, 1, __ATOMIC_RELEASE);
 }
 

@@ -34,9 +34,8 @@
  * frees on a capturing stream becoming graph nodes and graphs launched
  * later; primary contexts retained, released (the last release resets the
  * context: its memory is freed) and reset, and contexts created and
- * destroyed; and fork: in a child every driver call answers
- * CUDA_ERROR_NOT_INITIALIZED, as the real driver does once a parent used
- * CUDA.
+ * destroyed; and fork: in the child of a process that called cuInit every
+ * driver call answers CUDA_ERROR_NOT_INITIALIZED, as the real driver does.
  *
  * Counters say what reached the driver (allocations, frees, calls, waits,
  * stream-ordered allocations), so a test can tell a call served by carve
@@ -165,7 +164,8 @@ static __thread struct {
     struct mock_stream *s;
 } per_thread_streams[4];
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static int forked; /* set in a child after fork */
+static int initialized; /* cuInit was called */
+static int forked;      /* set in a child after fork, when the parent had called cuInit */
 
 static alloc_rec *allocs, *dead;
 static size_t nallocs, cap_allocs, ndead, cap_dead, used;
@@ -254,7 +254,8 @@ static void before_fork(void) { pthread_mutex_lock(&lock); }
 static void after_fork_parent(void) { pthread_mutex_unlock(&lock); }
 static void after_fork_child(void) {
     pthread_mutex_unlock(&lock);
-    __atomic_store_n(&forked, 1, __ATOMIC_RELAXED);
+    if (__atomic_load_n(&initialized, __ATOMIC_RELAXED))
+        __atomic_store_n(&forked, 1, __ATOMIC_RELAXED);
 }
 __attribute__((constructor)) static void mock_start(void) {
     pthread_atfork(before_fork, after_fork_parent, after_fork_child);
@@ -742,6 +743,7 @@ EXPORT unsigned long long mock_cuda_violations(char *text, size_t len) {
 EXPORT CUresult cuInit(unsigned flags) {
     ENTER();
     (void)flags;
+    __atomic_store_n(&initialized, 1, __ATOMIC_RELAXED);
     return OK;
 }
 EXPORT CUresult cuDriverGetVersion(int *v) {

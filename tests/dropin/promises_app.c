@@ -34,6 +34,8 @@
  *               other way round with "signals swap"): the program survives
  *   forkthreads fork while threads allocate and free: the child's calls
  *               answer (no hang)   [FORKS, default 40]
+ *   forkfirst   fork before any CUDA call: the child, which may use CUDA,
+ *               is served as any process
  */
 #include <pthread.h>
 #include <sched.h>
@@ -470,13 +472,50 @@ static void mode_forkthreads(void) {
     printf("OK forkthreads %d forks, %d children hung, %d died otherwise\n", forks, hung, other);
 }
 
+/* ---- forkfirst: a child forked before CUDA was used ------------------------------------ */
+
+static unsigned long long driver_allocs(void) {
+    unsigned long long a, f, b;
+    size_t live;
+    mock_cuda_stats(&a, &f, &b, &live);
+    return a;
+}
+
+static void mode_forkfirst(void) {
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        alarm(30);
+        start();
+        unsigned long long before = driver_allocs();
+        for (int i = 0; i < 2000; i++) {
+            CUdeviceptr p = take(4096 + (size_t)(i % 5) * 4096, NULL, 0);
+            if (p)
+                give(p, NULL, 0);
+        }
+        unsigned long long reached = driver_allocs() - before;
+        printf("child: %llu of 2000 allocations reached the driver, %llu violations\n", reached, violations());
+        fflush(stdout);
+        _exit(failures || mock_cuda_violations(NULL, 0) ? 1 : reached > 100 ? 3 : 0);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    CHECK(code == 0 || code == 3);
+    start();
+    CUdeviceptr p = take(4096, NULL, 0);
+    give(p, NULL, 0);
+    printf("OK forkfirst child exit %d (%s)\n", code, code == 0 ? "served" : "its allocations reached the driver");
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: dropin_promises destroyed|release|capture|racefree|signals [swap]|forkthreads\n");
+        fprintf(stderr, "usage: dropin_promises destroyed|release|capture|racefree|signals [swap]|forkthreads|forkfirst\n");
         return 2;
     }
-    start();
     const char *m = argv[1];
+    if (strcmp(m, "forkfirst") != 0)
+        start();
     if (!strcmp(m, "destroyed"))
         mode_destroyed();
     else if (!strcmp(m, "release"))
@@ -489,6 +528,8 @@ int main(int argc, char **argv) {
         mode_signals(argc > 2 && !strcmp(argv[2], "swap"));
     else if (!strcmp(m, "forkthreads"))
         mode_forkthreads();
+    else if (!strcmp(m, "forkfirst"))
+        mode_forkfirst();
     else {
         fprintf(stderr, "dropin_promises: unknown mode %s\n", m);
         return 2;

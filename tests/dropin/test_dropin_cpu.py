@@ -30,7 +30,7 @@ import time
 checks = failures = 0
 
 # The modes of dropin_promises (promises_app.c).
-PROMISES = ("destroyed", "release", "capture", "racefree", "signals", "signals swap", "forkthreads")
+PROMISES = ("destroyed", "release", "capture", "racefree", "signals", "signals swap", "forkthreads", "forkfirst")
 
 
 def check(ok, what):
@@ -233,6 +233,16 @@ def main():
     for mode in ("signals", "signals swap"):
         rc, out, err = run([run_tool, "--trace", os.path.join(tmp, "signals.csv"), "--", promises] + mode.split())
         check(rc == 0 and ok_line(out, "signals"), f"{mode} under --trace: exit {rc}: {out}{err}")
+
+    # fork while four threads allocate, free and make and destroy streams:
+    # the child's calls (a free of a buffer carve handed out among them) all
+    # answer, as the driver answers a child, and none hangs.
+    rc, out, err = run([run_tool, "--", promises, "forkthreads"], timeout=240)
+    check(rc == 0 and "0 children hung, 0 died otherwise" in out,
+          f"fork from a parent whose threads use carve: the child never hangs: {out}{err}")
+    rc, out, err = run([run_tool, "--", promises, "forkfirst"], timeout=120)
+    check(rc == 0 and "child exit 0 (served)" in out,
+          f"a child forked before CUDA was used is served by carve: {out}{err}")
 
     # While the arena is made, carve's own backend calls cuMemGetInfo through
     # the interposer (as the CUDA runtime of --mode vmm does): answered by
