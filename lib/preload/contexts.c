@@ -847,6 +847,13 @@ void carve_ctx_stream_destroyed(carve_stream s) {
     }
 }
 
+void carve_ctx_capture_fence(void) {
+    unsigned n = forked ? 0 : __atomic_load_n(&nctx, __ATOMIC_ACQUIRE);
+    for (unsigned i = 0; i < n; i++)
+        if (ctxs[i].q)
+            carve_q_fence(ctxs[i].q);
+}
+
 /* ---- fork ---------------------------------------------------------------- */
 
 /* Around fork: the interposer's process-wide locks are taken before (in the

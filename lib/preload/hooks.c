@@ -286,6 +286,16 @@ CUresult cuStreamDestroy_v2(CUstream hStream) {
  * per-thread stream. */
 static carve_stream capture_key(CUstream s, int ptsz) { return (carve_stream)(!s && ptsz ? CU_STREAM_PER_THREAD : s); }
 
+/* A capture is counted before it begins, and carve's recorders that looked
+ * at the count before are waited for: from the moment the driver begins
+ * it, nothing of carve's can be recorded on the legacy stream (which would
+ * join the capture and break it). A capture that does not begin is taken
+ * back. */
+static void capture_begin(CUstream s, int ptsz) {
+    carve_capture_begin(capture_key(s, ptsz));
+    carve_ctx_capture_fence();
+}
+
 /* A capture ends when the driver says the stream is no longer capturing
  * (an invalidated capture ends too; a stream that was not capturing, or one
  * ended from the wrong thread, does not). */
@@ -298,35 +308,39 @@ static void capture_end(CUstream s, int ptsz) {
 
 CUresult cuStreamBeginCapture_v2(CUstream hStream, int mode) {
     resolve();
+    capture_begin(hStream, 0);
     CUresult r = CALL_REAL(BeginCapture, hStream, mode);
-    if (r == CUDA_SUCCESS)
-        carve_capture_begin(capture_key(hStream, 0));
+    if (r != CUDA_SUCCESS)
+        carve_capture_end(capture_key(hStream, 0));
     return r;
 }
 
 CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, int mode) {
     resolve();
+    capture_begin(hStream, 1);
     CUresult r = CALL_REAL(BeginCapture_ptsz, hStream, mode);
-    if (r == CUDA_SUCCESS)
-        carve_capture_begin(capture_key(hStream, 1));
+    if (r != CUDA_SUCCESS)
+        carve_capture_end(capture_key(hStream, 1));
     return r;
 }
 
 CUresult cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph, const CUgraphNode *deps, const void *data,
                                      size_t ndeps, int mode) {
     resolve();
+    capture_begin(hStream, 0);
     CUresult r = CALL_REAL(BeginCaptureToGraph, hStream, hGraph, deps, data, ndeps, mode);
-    if (r == CUDA_SUCCESS)
-        carve_capture_begin(capture_key(hStream, 0));
+    if (r != CUDA_SUCCESS)
+        carve_capture_end(capture_key(hStream, 0));
     return r;
 }
 
 CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGraph, const CUgraphNode *deps,
                                           const void *data, size_t ndeps, int mode) {
     resolve();
+    capture_begin(hStream, 1);
     CUresult r = CALL_REAL(BeginCaptureToGraph_ptsz, hStream, hGraph, deps, data, ndeps, mode);
-    if (r == CUDA_SUCCESS)
-        carve_capture_begin(capture_key(hStream, 1));
+    if (r != CUDA_SUCCESS)
+        carve_capture_end(capture_key(hStream, 1));
     return r;
 }
 

@@ -101,6 +101,9 @@ void carve_q_stream_created(carve_quarantine *q, carve_stream s, int nonblocking
 void carve_q_stream_destroyed(carve_quarantine *q, carve_stream s) CARVE_INTERNAL;
 /* The context is destroyed: drop everything (the marks too), give nothing back. */
 void carve_q_gone(carve_quarantine *q) CARVE_INTERNAL;
+/* Returns once whoever held the quarantine's lock has let it go: a recorder
+ * that found no capture in progress has recorded by then. */
+void carve_q_fence(carve_quarantine *q) CARVE_INTERNAL;
 
 /* ---- contexts.c ---- */
 typedef struct carve_ctx carve_ctx;
@@ -153,6 +156,9 @@ void carve_ctx_stream_destroyed(carve_stream s) CARVE_INTERNAL;
  * and adds in their counts, without calling the driver). */
 void carve_ctx_each(void (*fn)(carve_arena *arena, int device, const carve_ctx_counts *n, void *arg),
                     void *arg) CARVE_INTERNAL;
+/* A capture is about to begin (counted already): returns once every
+ * quarantine's recording that began before the count has ended. */
+void carve_ctx_capture_fence(void) CARVE_INTERNAL;
 /* The context ctx is being destroyed (or reset): forget it. */
 void carve_ctx_gone(struct CUctx_st *ctx) CARVE_INTERNAL;
 /* The context's device, its arena (NULL when it could not be made), and the

@@ -562,6 +562,11 @@ void carve_q_stream_destroyed(carve_quarantine *q, carve_stream s) {
     unlock(q);
 }
 
+void carve_q_fence(carve_quarantine *q) {
+    pthread_mutex_lock(&q->lock);
+    pthread_mutex_unlock(&q->lock);
+}
+
 void carve_q_gone(carve_quarantine *q) {
     pthread_mutex_lock(&q->lock);
     q->gone = 1;

@@ -44,6 +44,8 @@
  *
  * Environment: MOCK_CUDA_MEM (bytes of device memory, default 1 GiB),
  * MOCK_EVENT_POLLS (queries before an event completes, default 0),
+ * MOCK_CAPTURE_DELAY_US (a capture that begins returns that much later,
+ * which widens the moment when it has begun but its caller does not know),
  * MOCK_REENTER=1 (cuDeviceTotalMem calls the cuMemGetInfo_v2 first in the
  * process's lookup order, as a CUDA runtime that resolved its driver
  * functions through an interposer does from inside carve's own backend).
@@ -56,6 +58,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -1118,6 +1121,11 @@ EXPORT CUresult cuStreamQuery(CUstream h) {
 
 static CUresult begin_capture(CUstream h, int mode, int ptsz) {
     (void)mode;
+    static int delay_us = -1;
+    if (delay_us < 0) {
+        const char *v = getenv("MOCK_CAPTURE_DELAY_US");
+        delay_us = v && *v ? atoi(v) : 0;
+    }
     pthread_mutex_lock(&lock);
     CUresult r;
     struct mock_stream *s = resolve(h, ptsz, &r);
@@ -1131,6 +1139,8 @@ static CUresult begin_capture(CUstream h, int mode, int ptsz) {
         capturing += s->capture != NULL;
     }
     pthread_mutex_unlock(&lock);
+    if (r == OK && delay_us)
+        usleep((useconds_t)delay_us); /* the capture has begun; the caller hears of it later */
     return r;
 }
 static CUresult end_capture_call(CUstream h, CUgraph *graph, int ptsz) {

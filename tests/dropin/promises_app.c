@@ -25,6 +25,9 @@
  *               by NULL in the _ptsz calls): its allocations are graph
  *               nodes; a cross-stream cuMemFreeAsync while another stream
  *               captures is accepted
+ *   capturerace captures begun again and again on one thread while another
+ *               frees (run with MOCK_CAPTURE_DELAY_US): no event of carve's
+ *               lands in a capture that the driver has begun
  *   racefree    cuMemFree and cuMemFreeAsync of one buffer racing: exactly
  *               one accepted, nothing handed out twice (run it with
  *               --trace FILE.gz: a third thread's events keep the trace
@@ -261,6 +264,40 @@ static void mode_capture(void) {
     CHECK(v == 0);
     printf("OK capture %d graph nodes, cross-stream free during a capture %s, %llu violations\n", nodes,
            freed == 0 ? "accepted" : "refused", v);
+}
+
+/* ---- capturerace: captures beginning while another thread frees ------------------------ */
+
+static int churn_stop;
+static void *churner(void *arg) {
+    (void)arg;
+    start();
+    while (!__atomic_load_n(&churn_stop, __ATOMIC_RELAXED)) {
+        CUdeviceptr p = 0;
+        if (cuMemAlloc_v2(&p, 4096) == 0)
+            CU(cuMemFree_v2(p)); /* an epoch closes, with an event on the legacy stream, every 128 */
+    }
+    return NULL;
+}
+
+static void mode_capturerace(void) {
+    CUstream s;
+    CU(cuStreamCreate(&s, 1));
+    pthread_t t;
+    pthread_create(&t, NULL, churner, NULL);
+    for (int i = 0; i < 200; i++) {
+        CU(cuStreamBeginCapture_v2(s, 2));
+        void *graph = NULL;
+        CU(cuStreamEndCapture(s, &graph));
+        CU(cuGraphDestroy(graph));
+        usleep(100);
+    }
+    __atomic_store_n(&churn_stop, 1, __ATOMIC_RELAXED);
+    pthread_join(t, NULL);
+    CU(cuStreamDestroy_v2(s));
+    int broken = mock_cuda_broken_captures();
+    CHECK(broken == 0);
+    printf("OK capturerace 200 captures, %d broken\n", broken);
 }
 
 /* ---- racefree: cuMemFree and cuMemFreeAsync of one buffer at once -------------------- */
@@ -510,7 +547,7 @@ static void mode_forkfirst(void) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: dropin_promises destroyed|release|capture|racefree|signals [swap]|forkthreads|forkfirst\n");
+        fprintf(stderr, "usage: dropin_promises destroyed|release|capture|capturerace|racefree|signals [swap]|forkthreads|forkfirst\n");
         return 2;
     }
     const char *m = argv[1];
@@ -524,6 +561,8 @@ int main(int argc, char **argv) {
         mode_capture();
     else if (!strcmp(m, "racefree"))
         mode_racefree();
+    else if (!strcmp(m, "capturerace"))
+        mode_capturerace();
     else if (!strcmp(m, "signals"))
         mode_signals(argc > 2 && !strcmp(argv[2], "swap"));
     else if (!strcmp(m, "forkthreads"))
