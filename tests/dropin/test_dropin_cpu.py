@@ -261,6 +261,38 @@ def main():
     except subprocess.TimeoutExpired:
         check(False, "carve's own backend re-entering the hooks while the arena is made: deadlock (60 s)")
 
+    # ---- the schedule explorer (explore.c) ------------------------------------
+    # Threads allocating, freeing (ordered and not), queueing work, making and
+    # destroying streams, capturing graphs, forking, with context resets in
+    # between, in an order drawn from a seed; the mock device's oracle checks
+    # every range handed out. On the mock alone first (the program is
+    # correct), then under carve-run (one seed with --trace too). A long run:
+    # DROPIN_EXPLORE_SEEDS (how many, default 8), DROPIN_EXPLORE_FIRST (the
+    # first seed, default 1), DROPIN_EXPLORE_STEPS (per thread, default 2000),
+    # DROPIN_EXPLORE_THREADS (default 4).
+    explore = os.path.join(MOCK, "dropin_explore")
+    nseeds = int(os.environ.get("DROPIN_EXPLORE_SEEDS", "8"))
+    first = int(os.environ.get("DROPIN_EXPLORE_FIRST", "1"))
+    esteps = os.environ.get("DROPIN_EXPLORE_STEPS", "2000")
+    ethreads = os.environ.get("DROPIN_EXPLORE_THREADS", "4")
+    rc, out, err = run([explore, str(first), esteps, ethreads], timeout=600)
+    check(rc == 0 and ok_line(out, "explore"), f"dropin_explore {first} without carve-run: {out}{err}")
+    failed_seeds, t0 = [], time.time()
+    for sd in range(first, first + nseeds):
+        args = [run_tool] + (["--trace", os.path.join(tmp, "explore.csv")] if sd == first else []) + \
+               ["--", explore, str(sd), esteps, ethreads]
+        try:
+            rc, out, err = run(args, timeout=600)
+        except subprocess.TimeoutExpired:
+            rc, out, err = -1, "timeout (600 s)", ""
+        if rc != 0 or not ok_line(out, "explore"):
+            failed_seeds.append(sd)
+            print(f"dropin_explore seed {sd} failed (reproduce: carve-run -- {explore} {sd} {esteps} {ethreads}):"
+                  f"\n{out[-3000:]}{err[-2000:]}", file=sys.stderr)
+    check(not failed_seeds, f"schedule explorer under carve-run: seeds {failed_seeds} failed of {nseeds}")
+    print(f"dropin_explore: {nseeds} seeds from {first}, {ethreads} threads x {esteps} steps under carve-run, "
+          f"{len(failed_seeds)} failed, {time.time() - t0:.1f} s")
+
     # ---- the runtime functions the interposer exports ----------------------
     # A program whose shared runtime (the mock) lives in libraries loaded with
     # RTLD_LOCAL: the plain calls are answered without the runtime, all else
