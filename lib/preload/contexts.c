@@ -31,7 +31,12 @@
  * free clears it once carve has the buffer back, and says so meanwhile in
  * its thread's slot (releasing[]), so that a free of the same address,
  * handed out again in between, waits for the mark to go instead of being
- * refused. Only buffers
+ * refused. A graph capture that begins waits for every other thread that
+ * is inside carve where carve's engine may record an event (its flag in
+ * inside[], set around carve_alloc, a stream-ordered free and the periodic
+ * look), and such a thread asks carve_capture_may_record right before it
+ * records: either the capture waits for the record, or the record sees
+ * the capture. Only buffers
  * allocated on the default stream use batches (a buffer of a real stream
  * joins the epoch at once, so that it goes back before its stream can be
  * destroyed). Other threads take what a thread holds under its small lock,
@@ -128,6 +133,9 @@ static pthread_mutex_t threads_lock = PTHREAD_MUTEX_INITIALIZER;
  * none), one slot per thread (taken and given back under threads_lock). */
 #define MAX_SLOTS 1024
 static uintptr_t releasing[MAX_SLOTS];
+/* 1 while the thread of that slot is inside carve where carve's engine may
+ * record events outside a quarantine's lock (carve_ctx_capture_fence). */
+static int inside[MAX_SLOTS];
 static unsigned char slot_taken[MAX_SLOTS];
 static unsigned nslots; /* atomic: slots ever taken (how far to look) */
 static pthread_key_t exit_key;
@@ -262,6 +270,15 @@ static inline void count(carve_thread *t, carve_ctx *c, int kind) {
         return;
     }
     __atomic_store_n(&t->count[kind], __atomic_load_n(&t->count[kind], __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+}
+
+static inline void enter_carve(const carve_thread *t) {
+    if (t && t->slot >= 0)
+        __atomic_store_n(&inside[t->slot], 1, __ATOMIC_RELAXED);
+}
+static inline void leave_carve(const carve_thread *t) {
+    if (t && t->slot >= 0)
+        __atomic_store_n(&inside[t->slot], 0, __ATOMIC_RELEASE);
 }
 
 #define AT(i) ((i) & (KEEP - 1))
@@ -516,7 +533,7 @@ static void promote(carve_thread *t) {
 
 /* Reusable buffers of t's own frees go back to carve (t->lock held). */
 static void give_back_ready(carve_thread *t) {
-    if (t->head == t->ready || carve_capture_active()) /* a free could record an event */
+    if (t->head == t->ready || !carve_capture_may_record()) /* a free could record an event */
         return;
     carve_arena *a = t->bc->arena;
     carve_pending_release_begin();
@@ -536,6 +553,7 @@ static void give_back_ready(carve_thread *t) {
  * last time. */
 static NOINLINE void look_around(carve_ctx *c) {
     carve_thread *t = me.t;
+    enter_carve(t);
     if (t && t->bc) {
         carve_spin_lock(&t->lock);
         if (me.reused == me.reused_seen)
@@ -549,6 +567,7 @@ static NOINLINE void look_around(carve_ctx *c) {
     me.batched_seen = me.batched;
     me.reused_seen = me.reused;
     carve_q_poll(c->q);
+    leave_carve(t);
 }
 
 static inline void poll_now_and_then(carve_ctx *c) {
@@ -637,9 +656,14 @@ int carve_ctx_alloc(size_t size, carve_stream stream, int try_only, uintptr_t *o
         count(t, c, ALLOCS);
         return CUDA_SUCCESS;
     }
+    enter_carve(t);
     carve_status st = carve_alloc(c->arena, size, stream, &p);
-    if (CARVE_UNLIKELY(st != CARVE_OK))
-        return alloc_failed(c, t, st, size, stream, try_only, out);
+    if (CARVE_UNLIKELY(st != CARVE_OK)) {
+        int r = alloc_failed(c, t, st, size, stream, try_only, out);
+        leave_carve(t);
+        return r;
+    }
+    leave_carve(t);
     *out = (uintptr_t)p;
     count(t, c, stream ? ASYNC_ALLOCS : ALLOCS);
     return CUDA_SUCCESS;
@@ -759,19 +783,24 @@ static NOINLINE int free_ordered(uintptr_t ptr, carve_stream stream, void (*trac
      * free, which cannot be done while any capture is in progress; the
      * quarantine keeps it then, as a free that names no stream (its epoch
      * waits for every stream), as it does when there is no memory for the
-     * record. */
+     * record or the record fails. */
+    enter_carve(t);
     if (CARVE_LIKELY(stream == own) ||
-        (!carve_capture_active() && carve_record_stream(c->arena, (void *)ptr, stream) == CARVE_OK)) {
+        (carve_capture_may_record() && carve_record_stream(c->arena, (void *)ptr, stream) == CARVE_OK)) {
         if (!slot) /* no slot to say so: a settle waits on the lock instead */
             carve_pending_release_begin();
         carve_status st = carve_free(c->arena, (void *)ptr);
-        if (m == 0)
+        if (m == 0 && st == CARVE_OK)
             carve_pending_clear(ptr);
         if (!slot)
             carve_pending_release_end();
-        unslot(slot);
-        return st == CARVE_OK ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+        if (CARVE_LIKELY(st == CARVE_OK)) {
+            leave_carve(t);
+            unslot(slot);
+            return CUDA_SUCCESS;
+        }
     }
+    leave_carve(t);
     unslot(slot); /* from here the mark says: waiting */
     return hold_slow(c, t, ptr, size, own, m == 0);
 }
@@ -848,7 +877,17 @@ void carve_ctx_stream_destroyed(carve_stream s) {
 }
 
 void carve_ctx_capture_fence(void) {
-    unsigned n = forked ? 0 : __atomic_load_n(&nctx, __ATOMIC_ACQUIRE);
+    if (forked) /* the flags and locks are the parent's threads' */
+        return;
+    /* Pairs with the fence in carve_capture_may_record: a thread that set
+     * its flag and then found no capture is waited for here. */
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    int self = me.t ? me.t->slot : -1;
+    unsigned nt = __atomic_load_n(&nslots, __ATOMIC_ACQUIRE);
+    for (unsigned i = 0; i < nt; i++)
+        while ((int)i != self && __atomic_load_n(&inside[i], __ATOMIC_ACQUIRE))
+            sched_yield();
+    unsigned n = __atomic_load_n(&nctx, __ATOMIC_ACQUIRE);
     for (unsigned i = 0; i < n; i++)
         if (ctxs[i].q)
             carve_q_fence(ctxs[i].q);

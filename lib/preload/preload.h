@@ -34,6 +34,15 @@ void carve_capture_forked(void) CARVE_INTERNAL;
 /* Graph captures in progress in the process (begun minus ended). */
 extern int carve_captures CARVE_INTERNAL;
 static inline int carve_capture_active(void) { return __atomic_load_n(&carve_captures, __ATOMIC_ACQUIRE) > 0; }
+/* Whether an event may be recorded now: no capture in progress. Asked right
+ * before recording, by a thread that has said it is inside carve (contexts.c)
+ * or holds a quarantine's lock: the full fence pairs with the one in
+ * carve_ctx_capture_fence, so that either the capture's beginning waits for
+ * this thread, or this thread sees the capture. */
+static inline int carve_capture_may_record(void) {
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    return !carve_capture_active();
+}
 
 /* A sanitizer's runtime looks up the functions it wraps with dlsym while it
  * starts, before it can check any access, and this library's dlsym answers:
@@ -156,8 +165,10 @@ void carve_ctx_stream_destroyed(carve_stream s) CARVE_INTERNAL;
  * and adds in their counts, without calling the driver). */
 void carve_ctx_each(void (*fn)(carve_arena *arena, int device, const carve_ctx_counts *n, void *arg),
                     void *arg) CARVE_INTERNAL;
-/* A capture is about to begin (counted already): returns once every
- * quarantine's recording that began before the count has ended. */
+/* A capture is about to begin (counted already): returns once every other
+ * thread that was inside carve (where it may record events) when the count
+ * went up has left, and every quarantine's recording that began before the
+ * count has ended. */
 void carve_ctx_capture_fence(void) CARVE_INTERNAL;
 /* The context ctx is being destroyed (or reset): forget it. */
 void carve_ctx_gone(struct CUctx_st *ctx) CARVE_INTERNAL;

@@ -285,12 +285,12 @@ static void prune_tails(carve_quarantine *q) {
  * none can be recorded; later epochs then synchronize the context. */
 static void record_tail(carve_quarantine *q, carve_stream s) {
     if (grow((void **)&q->tail, &q->cap_tail, q->ntail + 1, sizeof(tail)) != 0) {
-        if (!carve_capture_active()) /* no room to remember it: wait for the device now */
+        if (carve_capture_may_record()) /* no room to remember it: wait for the device now */
             synchronize(q);
         return;
     }
     CUevent ev = NULL;
-    if (!carve_capture_active()) {
+    if (carve_capture_may_record()) {
         int pushed = enter(q);
         if ((ev = take_event(q)) && drv.EventRecord(ev, (CUstream)s) != CUDA_SUCCESS) {
             give_event(q, ev);
@@ -309,7 +309,7 @@ static void record_tail(carve_quarantine *q, carve_stream s) {
 static void poll_epochs(carve_quarantine *q, int wait) {
     /* During a capture nothing goes back: a free could make carve record an
      * event on the legacy stream, which would join the capture. */
-    if (carve_capture_active())
+    if (!carve_capture_may_record())
         return;
     while (q->count) {
         epoch *e = &q->ring[q->head];
@@ -340,7 +340,7 @@ static int close_epoch(carve_quarantine *q) {
     epoch *cur = &q->cur;
     if (epoch_empty(cur))
         return 0;
-    if (carve_capture_active())
+    if (!carve_capture_may_record())
         return -1;
     if (q->count == MAX_EPOCHS) { /* too much in flight: wait for the oldest */
         epoch *e = &q->ring[q->head];
@@ -510,7 +510,7 @@ void carve_q_stream_created(carve_quarantine *q, carve_stream s, int nonblocking
     /* A handle reused while the work of the stream it named may still run:
      * wait for that stream's tail first (not during a capture, when no
      * wait is allowed). */
-    for (size_t i = 0; !q->gone && !carve_capture_active() && i < q->ntail; i++) {
+    for (size_t i = 0; !q->gone && carve_capture_may_record() && i < q->ntail; i++) {
         tail *t = &q->tail[i];
         if (t->s != s || t->done)
             continue;

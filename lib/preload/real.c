@@ -32,7 +32,7 @@ CARVE_NOT_SANITIZED static void find_dlsym(void) {
 }
 
 /* The driver's functions by name, and carve's own question about captures. */
-static int capture_active(void) { return carve_capture_active(); }
+static int capture_active(void) { return !carve_capture_may_record(); }
 
 static void *lookup_real(const char *name, void *handle) {
     if (strcmp(name, "carve_capture_active") == 0) {
