@@ -648,6 +648,9 @@ int carve_ctx_alloc(size_t size, carve_stream stream, int try_only, uintptr_t *o
     carve_ctx *c = *cp = current();
     if (CARVE_UNLIKELY(!c || !c->arena))
         return CARVE_CTX_NOT_SERVED;
+    if (stream && CARVE_UNLIKELY(__atomic_load_n(&carve_q_reused_handles, __ATOMIC_ACQUIRE)) &&
+        carve_q_handle_busy(c->q, stream))
+        stream = NULL; /* usable on any stream at once, which is more than asked */
     carve_thread *t = thread_self();
     poll_now_and_then(c);
     void *p = NULL;

@@ -108,6 +108,13 @@ void carve_q_counts(carve_quarantine *q, uint64_t *epochs, uint64_t *drains) CAR
  * waits for that work first. */
 void carve_q_stream_created(carve_quarantine *q, carve_stream s, int nonblocking) CARVE_INTERNAL;
 void carve_q_stream_destroyed(carve_quarantine *q, carve_stream s) CARVE_INTERNAL;
+/* Whether s is the handle of a new stream whose old stream's work may still
+ * run (its tail could not be waited for, during a capture): its allocations
+ * must not come from what carve cached for that handle. Waits for the tail
+ * when it can. Worth asking only while carve_q_reused_handles (the number
+ * of such handles in all quarantines, atomic) is not 0. */
+int carve_q_handle_busy(carve_quarantine *q, carve_stream s) CARVE_INTERNAL;
+extern int carve_q_reused_handles CARVE_INTERNAL;
 /* The context is destroyed: drop everything (the marks too), give nothing back. */
 void carve_q_gone(carve_quarantine *q) CARVE_INTERNAL;
 /* Returns once whoever held the quarantine's lock has let it go: a recorder

@@ -94,6 +94,8 @@ struct carve_quarantine {
     tail *tail;       /* tails not yet seen complete, oldest first: numbers [tails_done, tails_total) */
     size_t ntail, cap_tail;
     uint64_t tails_total, tails_done;
+    carve_stream *reused; /* handles of new streams whose old streams' tails were still running */
+    size_t nreused, cap_reused;
     uint64_t epochs, drains;
 };
 
@@ -505,15 +507,19 @@ void carve_q_counts(carve_quarantine *q, uint64_t *epochs, uint64_t *drains) {
     pthread_mutex_unlock(&q->lock);
 }
 
-void carve_q_stream_created(carve_quarantine *q, carve_stream s, int nonblocking) {
-    pthread_mutex_lock(&q->lock);
-    /* A handle reused while the work of the stream it named may still run:
-     * wait for that stream's tail first (not during a capture, when no
-     * wait is allowed). */
-    for (size_t i = 0; !q->gone && carve_capture_may_record() && i < q->ntail; i++) {
+/* Wait for the tails recorded on the handle s (lock held); 1 when one is
+ * still running and could not be waited for (during a capture, when no
+ * wait is allowed). */
+static int settle_handle(carve_quarantine *q, carve_stream s) {
+    int pending = 0;
+    for (size_t i = 0; !q->gone && i < q->ntail; i++) {
         tail *t = &q->tail[i];
         if (t->s != s || t->done)
             continue;
+        if (!carve_capture_may_record()) {
+            pending = 1;
+            break;
+        }
         if (!t->ev || drv.EventSynchronize(t->ev) != CUDA_SUCCESS) {
             synchronize(q);
             all_tails_done(q);
@@ -522,11 +528,40 @@ void carve_q_stream_created(carve_quarantine *q, carve_stream s, int nonblocking
         q->drains++;
     }
     drop_done_tails(q);
+    return pending;
+}
+
+void carve_q_stream_created(carve_quarantine *q, carve_stream s, int nonblocking) {
+    pthread_mutex_lock(&q->lock);
+    /* A handle reused while the work of the stream it named may still run:
+     * wait for that stream's tail first, or, during a capture, say so until
+     * it can be waited for (carve_q_handle_busy). */
+    if (settle_handle(q, s) && grow((void **)&q->reused, &q->cap_reused, q->nreused + 1, sizeof(carve_stream)) == 0) {
+        q->reused[q->nreused++] = s;
+        __atomic_add_fetch(&carve_q_reused_handles, 1, __ATOMIC_RELEASE);
+    }
     carve_stream **list = nonblocking ? &q->nb : &q->bl;
     size_t *n = nonblocking ? &q->nnb : &q->nbl, *cap = nonblocking ? &q->cap_nb : &q->cap_bl;
     if (grow((void **)list, cap, *n + 1, sizeof(carve_stream)) == 0)
         (*list)[(*n)++] = s;
     pthread_mutex_unlock(&q->lock);
+}
+
+int carve_q_reused_handles;
+
+int carve_q_handle_busy(carve_quarantine *q, carve_stream s) {
+    pthread_mutex_lock(&q->lock);
+    int busy = 0;
+    for (size_t k = 0; k < q->nreused; k++)
+        if (q->reused[k] == s) {
+            if (!(busy = settle_handle(q, s))) {
+                q->reused[k] = q->reused[--q->nreused];
+                __atomic_sub_fetch(&carve_q_reused_handles, 1, __ATOMIC_RELEASE);
+            }
+            break;
+        }
+    pthread_mutex_unlock(&q->lock);
+    return busy;
 }
 
 /* Take s out of list; whether it was there. */
@@ -583,5 +618,7 @@ void carve_q_gone(carve_quarantine *q) {
     q->held = 0;
     q->tails_done = q->tails_total; /* the driver destroys the events with the context */
     q->ntail = 0;
+    __atomic_sub_fetch(&carve_q_reused_handles, (int)q->nreused, __ATOMIC_RELEASE);
+    q->nreused = 0;
     unlock(q);
 }

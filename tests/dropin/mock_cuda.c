@@ -683,10 +683,11 @@ EXPORT int mock_cuda_own(CUdeviceptr p, size_t n, CUstream h, int ordered) {
             continue;
         if (s && ordered_before_next(s, it->id))
             continue;
-        violation("0x%lx+%zu handed out (%s) while work queued on a %s%s stream still uses 0x%lx+%zu",
+        violation("0x%lx+%zu handed out (%s) while work queued on a %s%s stream%s still uses 0x%lx+%zu",
                   (unsigned long)lo, n, s ? "stream-ordered" : "usable on any stream",
-                  it->s->live && it->s->gen == it->sgen ? "" : "destroyed ",
-                  kind_name[it->s->kind], (unsigned long)it->lo, (size_t)(it->hi - it->lo));
+                  it->s->live && it->s->gen == it->sgen ? "" : "destroyed ", kind_name[it->s->kind],
+                  s && s == it->s ? " (the handle of the one it is handed out on)" : "", (unsigned long)it->lo,
+                  (size_t)(it->hi - it->lo));
         break;
     }
     size_t at = 0, top = nowns;

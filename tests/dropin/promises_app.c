@@ -145,25 +145,39 @@ static void mode_destroyed(void) {
         unhold(held);
     }
     /* A stream-ordered buffer freed on its stream, which is then destroyed
-     * while its work runs; the next stream gets the same handle. */
-    quiesce(held);
-    CUstream s, t;
-    CU(cuStreamCreate(&s, 1));
-    CUdeviceptr p = take(size, s, 1);
-    CU(mock_cuda_launch(s, p, size));
-    give(p, s, 1);
-    CU(cuStreamDestroy_v2(s));
-    CU(cuStreamCreate(&t, 1));
-    int same_handle = s == t;
-    for (int i = 0; i < 50; i++) {
-        CUdeviceptr q = take(size, t, 1);
-        if (q)
-            give(q, t, 1);
+     * while its work runs; the next stream gets the same handle (also while
+     * another stream is being captured, when nothing may be waited for). */
+    int same_handle = 1;
+    for (int during_capture = 0; during_capture < 2; during_capture++) {
+        quiesce(held);
+        CUstream s, t, x = NULL;
+        CU(cuStreamCreate(&s, 1));
+        CUdeviceptr p = take(size, s, 1);
+        CU(mock_cuda_launch(s, p, size));
+        give(p, s, 1);
+        if (during_capture) {
+            CU(cuStreamCreate(&x, 1));
+            CU(cuStreamBeginCapture_v2(x, 2 /* relaxed */));
+        }
+        CU(cuStreamDestroy_v2(s));
+        CU(cuStreamCreate(&t, 1));
+        same_handle &= s == t;
+        for (int i = 0; i < 50; i++) {
+            CUdeviceptr q = take(size, t, 1);
+            if (q)
+                give(q, t, 1);
+        }
+        if (during_capture) {
+            void *graph = NULL;
+            CU(cuStreamEndCapture(x, &graph));
+            CU(cuGraphDestroy(graph));
+            CU(cuStreamDestroy_v2(x));
+        }
+        churn(size, 300);
+        mock_cuda_complete_all();
+        unhold(held);
+        CU(cuStreamDestroy_v2(t));
     }
-    churn(size, 300);
-    mock_cuda_complete_all();
-    unhold(held);
-    CU(cuStreamDestroy_v2(t));
     unsigned long long v = violations();
     CHECK(v == 0);
     printf("OK destroyed handle_reused=%d, %llu violations\n", same_handle, v);
