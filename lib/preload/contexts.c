@@ -648,9 +648,6 @@ int carve_ctx_alloc(size_t size, carve_stream stream, int try_only, uintptr_t *o
     carve_ctx *c = *cp = current();
     if (CARVE_UNLIKELY(!c || !c->arena))
         return CARVE_CTX_NOT_SERVED;
-    if (stream && CARVE_UNLIKELY(__atomic_load_n(&carve_q_reused_handles, __ATOMIC_ACQUIRE)) &&
-        carve_q_handle_busy(c->q, stream))
-        stream = NULL; /* usable on any stream at once, which is more than asked */
     carve_thread *t = thread_self();
     poll_now_and_then(c);
     void *p = NULL;
@@ -659,6 +656,9 @@ int carve_ctx_alloc(size_t size, carve_stream stream, int try_only, uintptr_t *o
         count(t, c, ALLOCS);
         return CUDA_SUCCESS;
     }
+    if (stream && CARVE_UNLIKELY(__atomic_load_n(&carve_q_reused_handles, __ATOMIC_ACQUIRE)) &&
+        carve_q_handle_busy(c->q, stream))
+        stream = NULL; /* usable on any stream at once, which is more than asked */
     enter_carve(t);
     carve_status st = carve_alloc(c->arena, size, stream, &p);
     if (CARVE_UNLIKELY(st != CARVE_OK)) {
