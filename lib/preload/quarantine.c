@@ -245,6 +245,8 @@ static void drop_done_tails(carve_quarantine *q) {
             give_event(q, q->tail[k].ev);
         k++;
     }
+    if (!k)
+        return;
     memmove(q->tail, q->tail + k, (q->ntail - k) * sizeof(tail));
     q->ntail -= k;
     q->tails_done += k;
