@@ -294,11 +294,16 @@ static void hand_over(carve_thread *t, unsigned from, int may_record) {
         ptr[n++] = t->ptr[AT(i)];
         bytes += t->size[AT(i)];
     }
+    /* Another thread may do this (under t->lock) while the owner glances at
+     * head and tail without it (carve_ctx_alloc): those two are stored
+     * atomically. */
     if (from == t->head) {
-        t->head = t->ready = t->joined = t->tail = 0;
+        t->ready = t->joined = 0;
+        __atomic_store_n(&t->head, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&t->tail, 0, __ATOMIC_RELAXED);
         t->g_head = t->ngroups = 0;
     } else {
-        t->tail = from;
+        __atomic_store_n(&t->tail, from, __ATOMIC_RELAXED);
     }
     t->batch_bytes = 0; /* from is the batch's start or before it */
     t->bytes -= bytes;
@@ -651,7 +656,9 @@ int carve_ctx_alloc(size_t size, carve_stream stream, int try_only, uintptr_t *o
     carve_thread *t = thread_self();
     poll_now_and_then(c);
     void *p = NULL;
-    if (!stream && t && t->bc == c && t->head != t->tail && (p = (void *)reuse(t, size))) {
+    if (!stream && t && t->bc == c &&
+        __atomic_load_n(&t->head, __ATOMIC_RELAXED) != __atomic_load_n(&t->tail, __ATOMIC_RELAXED) &&
+        (p = (void *)reuse(t, size))) {
         *out = (uintptr_t)p;
         count(t, c, ALLOCS);
         return CUDA_SUCCESS;
