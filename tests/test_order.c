@@ -290,9 +290,8 @@ static void oracle_oom(void) {
 }
 
 /* A request that fits must succeed; where it fails, the oracle must name
- * why. The two sequences of the issue's false out-of-memory answers (the
- * default mode's address space, the pool's search giving up) fail until
- * their fixes are in, then succeed; either way this holds. */
+ * why. The two sequences that once gave false out-of-memory answers (the
+ * default mode's address space, the pool's search giving up) succeed. */
 static void must_fit(em_model *m, carve_arena *a, size_t size, carve_stream s, unsigned cls) {
     void *p = NULL;
     carve_status st = carve_alloc(a, size, s, &p);

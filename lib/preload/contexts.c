@@ -25,8 +25,18 @@
  * counts its calls in a record of its own, and collects its unordered frees
  * in a private batch of up to BATCH_FREES buffers that joins the context's
  * open epoch in one step under the quarantine's lock. Before anything else
- * such a free sets the buffer's pending mark (one atomic OR), which is how a
- * second free is refused wherever the first one waits; only buffers
+ * every free sets the buffer's pending mark (one atomic OR), which is how of
+ * two frees of one buffer, racing or not, exactly one is accepted, and a
+ * second free is refused wherever the first one waits; a stream-ordered
+ * free clears it once carve has the buffer back, and says so meanwhile in
+ * its thread's slot (releasing[]), so that a free of the same address,
+ * handed out again in between, waits for the mark to go instead of being
+ * refused. A graph capture that begins waits for every other thread that
+ * is inside carve where carve's engine may record an event (its flag in
+ * inside[], set around carve_alloc, a stream-ordered free and the periodic
+ * look), and such a thread asks carve_capture_may_record right before it
+ * records: either the capture waits for the record, or the record sees
+ * the capture. Only buffers
  * allocated on the default stream use batches (a buffer of a real stream
  * joins the epoch at once, so that it goes back before its stream can be
  * destroyed). Other threads take what a thread holds under its small lock,
@@ -51,6 +61,7 @@
  * it is first recorded on that stream (carve_record_stream).
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,6 +83,7 @@
 
 #define TLS __thread __attribute__((tls_model("initial-exec")))
 #define NOINLINE __attribute__((noinline))
+#define ALWAYS_INLINE inline __attribute__((always_inline))
 
 struct carve_ctx {
     CUcontext ctx;      /* NULL once the context is gone (atomic) */
@@ -101,6 +113,7 @@ typedef struct carve_thread {
     } group[KEEP_GROUPS];
     uintptr_t ptr[KEEP];
     size_t size[KEEP];
+    int slot;      /* its entry in releasing[], or -1 */
     carve_ctx *nc; /* whose calls the counts are (changed by the owner under threads_lock) */
     uint64_t count[4]; /* written by the owner only */
     struct carve_thread *prev, *next;
@@ -109,11 +122,22 @@ enum { ALLOCS, FREES, ASYNC_ALLOCS, ASYNC_FREES };
 
 static carve_ctx ctxs[MAX_CTX];
 static unsigned nctx;       /* atomic: entries published so far */
+static int forked;          /* a child of a process that used CUDA: serve nothing */
 static unsigned generation; /* atomic: bumped when a context goes away */
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static carve_thread *threads; /* every thread's record */
 static pthread_mutex_t threads_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The buffer each thread's stream-ordered free is giving back right now (0:
+ * none), one slot per thread (taken and given back under threads_lock). */
+#define MAX_SLOTS 1024
+static uintptr_t releasing[MAX_SLOTS];
+/* 1 while the thread of that slot is inside carve where carve's engine may
+ * record events outside a quarantine's lock (carve_ctx_capture_fence). */
+static int inside[MAX_SLOTS];
+static unsigned char slot_taken[MAX_SLOTS];
+static unsigned nslots; /* atomic: slots ever taken (how far to look) */
 static pthread_key_t exit_key;
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static int key_ok;
@@ -128,6 +152,7 @@ static TLS struct {
     unsigned tick, sample;
     unsigned batched, batched_seen; /* frees put in the batch, in all and at the last look */
     unsigned reused, reused_seen;   /* allocations served from the thread's own frees, likewise */
+    int making;                     /* this thread is making an arena (table_lock held) */
 } me;
 
 /* The driver functions this file calls, found through real.c. */
@@ -160,6 +185,8 @@ static void fold_counts(carve_thread *t);
  * may run while the process exits), its counts go to the context. */
 static void thread_gone(void *arg) {
     carve_thread *t = arg;
+    if (forked)
+        return; /* a child's: what it holds is the parent's */
     pthread_mutex_lock(&threads_lock);
     take_batch(t, NULL, TAKE_ALL, 0);
     fold_counts(t);
@@ -169,6 +196,8 @@ static void thread_gone(void *arg) {
         threads = t->next;
     if (t->next)
         t->next->prev = t->prev;
+    if (t->slot >= 0)
+        slot_taken[t->slot] = 0;
     pthread_mutex_unlock(&threads_lock);
     if (me.t == t)
         me.t = NULL;
@@ -187,6 +216,14 @@ static NOINLINE carve_thread *thread_new(void) {
     if (threads)
         threads->prev = t;
     threads = t;
+    t->slot = -1;
+    for (int i = 0; i < MAX_SLOTS && t->slot < 0; i++)
+        if (!slot_taken[i]) {
+            slot_taken[i] = 1;
+            t->slot = i;
+            if ((unsigned)i >= nslots)
+                __atomic_store_n(&nslots, (unsigned)i + 1, __ATOMIC_RELEASE);
+        }
     pthread_mutex_unlock(&threads_lock);
     if (key_ok)
         pthread_setspecific(exit_key, t);
@@ -235,6 +272,15 @@ static inline void count(carve_thread *t, carve_ctx *c, int kind) {
     __atomic_store_n(&t->count[kind], __atomic_load_n(&t->count[kind], __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
 }
 
+static inline void enter_carve(const carve_thread *t) {
+    if (t && t->slot >= 0)
+        __atomic_store_n(&inside[t->slot], 1, __ATOMIC_RELAXED);
+}
+static inline void leave_carve(const carve_thread *t) {
+    if (t && t->slot >= 0)
+        __atomic_store_n(&inside[t->slot], 0, __ATOMIC_RELEASE);
+}
+
 #define AT(i) ((i) & (KEEP - 1))
 
 /* What t holds from index from on joins its context's open epoch in the
@@ -248,11 +294,16 @@ static void hand_over(carve_thread *t, unsigned from, int may_record) {
         ptr[n++] = t->ptr[AT(i)];
         bytes += t->size[AT(i)];
     }
+    /* Another thread may do this (under t->lock) while the owner glances at
+     * head and tail without it (carve_ctx_alloc): those two are stored
+     * atomically. */
     if (from == t->head) {
-        t->head = t->ready = t->joined = t->tail = 0;
+        t->ready = t->joined = 0;
+        __atomic_store_n(&t->head, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&t->tail, 0, __ATOMIC_RELAXED);
         t->g_head = t->ngroups = 0;
     } else {
-        t->tail = from;
+        __atomic_store_n(&t->tail, from, __ATOMIC_RELAXED);
     }
     t->batch_bytes = 0; /* from is the batch's start or before it */
     t->bytes -= bytes;
@@ -355,8 +406,15 @@ static void make_arena(carve_ctx *c, CUcontext cur) {
     }
 }
 
-/* The state of context cur, made on first use; cached for the thread. */
+/* The state of context cur, made on first use; cached for the thread.
+ * While the thread makes an arena, carve's own backend may reach the hooks
+ * (in virtual-memory mode it is the CUDA runtime, whose driver functions
+ * came through the interposer's cuGetProcAddress, that asks cuMemGetInfo):
+ * those calls are the driver's, never served here, and never wait for
+ * table_lock, which this thread holds. */
 static NOINLINE carve_ctx *lookup(CUcontext cur) {
+    if (CARVE_UNLIKELY(me.making || forked))
+        return NULL;
     unsigned gen = __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
     carve_ctx *c = find(cur);
     if (!c) {
@@ -368,7 +426,12 @@ static NOINLINE carve_ctx *lookup(CUcontext cur) {
             CUdevice dev = 0;
             real.CtxGetDevice(&dev);
             c->device = (int)dev;
+            CUcontext cached = me.ctx;
+            me.ctx = NULL; /* every call of this thread meanwhile reaches lookup */
+            me.making = 1;
             make_arena(c, cur);
+            me.making = 0;
+            me.ctx = cached;
             __atomic_store_n(&c->ctx, cur, __ATOMIC_RELEASE);
             __atomic_store_n(&nctx, nctx + 1, __ATOMIC_RELEASE);
         }
@@ -404,7 +467,7 @@ int carve_ctx_thread_ready(void) {
 
 /* The context whose arena has ptr as a live buffer, with its size and
  * stream: first the one that owned this thread's last freed buffer. */
-static carve_ctx *owner(uintptr_t ptr, size_t *size, carve_stream *own) {
+static ALWAYS_INLINE carve_ctx *owner(uintptr_t ptr, size_t *size, carve_stream *own) {
     unsigned gen = __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
     carve_ctx *hint = me.hint_gen == gen ? me.hint : NULL;
     if (CARVE_LIKELY(hint && carve_buffer_info(hint->arena, (void *)ptr, size, own) == CARVE_OK))
@@ -429,7 +492,7 @@ carve_arena *carve_ctx_arena(const carve_ctx *c) { return c->arena; }
 const char *carve_ctx_last_error(const carve_ctx *c) { return c->err; }
 
 void carve_ctx_gone(struct CUctx_st *ctx) {
-    carve_ctx *c = find(ctx);
+    carve_ctx *c = forked ? NULL : find(ctx);
     if (!c)
         return;
     /* The driver frees the context's memory itself; the arena's records are
@@ -475,7 +538,7 @@ static void promote(carve_thread *t) {
 
 /* Reusable buffers of t's own frees go back to carve (t->lock held). */
 static void give_back_ready(carve_thread *t) {
-    if (t->head == t->ready || carve_capture_active()) /* a free could record an event */
+    if (t->head == t->ready || !carve_capture_may_record()) /* a free could record an event */
         return;
     carve_arena *a = t->bc->arena;
     carve_pending_release_begin();
@@ -495,6 +558,7 @@ static void give_back_ready(carve_thread *t) {
  * last time. */
 static NOINLINE void look_around(carve_ctx *c) {
     carve_thread *t = me.t;
+    enter_carve(t);
     if (t && t->bc) {
         carve_spin_lock(&t->lock);
         if (me.reused == me.reused_seen)
@@ -508,6 +572,7 @@ static NOINLINE void look_around(carve_ctx *c) {
     me.batched_seen = me.batched;
     me.reused_seen = me.reused;
     carve_q_poll(c->q);
+    leave_carve(t);
 }
 
 static inline void poll_now_and_then(carve_ctx *c) {
@@ -591,14 +656,24 @@ int carve_ctx_alloc(size_t size, carve_stream stream, int try_only, uintptr_t *o
     carve_thread *t = thread_self();
     poll_now_and_then(c);
     void *p = NULL;
-    if (!stream && t && t->bc == c && t->head != t->tail && (p = (void *)reuse(t, size))) {
+    if (!stream && t && t->bc == c &&
+        __atomic_load_n(&t->head, __ATOMIC_RELAXED) != __atomic_load_n(&t->tail, __ATOMIC_RELAXED) &&
+        (p = (void *)reuse(t, size))) {
         *out = (uintptr_t)p;
         count(t, c, ALLOCS);
         return CUDA_SUCCESS;
     }
+    if (stream && CARVE_UNLIKELY(__atomic_load_n(&carve_q_reused_handles, __ATOMIC_ACQUIRE)) &&
+        carve_q_handle_busy(c->q, stream))
+        stream = NULL; /* usable on any stream at once, which is more than asked */
+    enter_carve(t);
     carve_status st = carve_alloc(c->arena, size, stream, &p);
-    if (CARVE_UNLIKELY(st != CARVE_OK))
-        return alloc_failed(c, t, st, size, stream, try_only, out);
+    if (CARVE_UNLIKELY(st != CARVE_OK)) {
+        int r = alloc_failed(c, t, st, size, stream, try_only, out);
+        leave_carve(t);
+        return r;
+    }
+    leave_carve(t);
     *out = (uintptr_t)p;
     count(t, c, stream ? ASYNC_ALLOCS : ALLOCS);
     return CUDA_SUCCESS;
@@ -617,7 +692,7 @@ static NOINLINE void rebind(carve_thread *t, carve_ctx *c) {
 
 /* Put ptr (marked pending, allocated on the default stream) in the thread's
  * batch; a full batch joins the epoch. */
-static void batch_add(carve_thread *t, carve_ctx *c, uintptr_t ptr, size_t size) {
+static ALWAYS_INLINE void batch_add(carve_thread *t, carve_ctx *c, uintptr_t ptr, size_t size) {
     if (CARVE_UNLIKELY(t->bc != c))
         rebind(t, c);
     carve_spin_lock(&t->lock);
@@ -634,49 +709,46 @@ static void batch_add(carve_thread *t, carve_ctx *c, uintptr_t ptr, size_t size)
     carve_spin_unlock(&t->lock);
 }
 
-int carve_ctx_free(uintptr_t ptr, int ordered, carve_stream stream, void (*trace)(uintptr_t), carve_ctx **out) {
-    int claimed = 0;
-    *out = NULL;
-    if (!ordered) {
-        /* Mark it waiting before anything else: of two frees of one buffer,
-         * racing or not, exactly one gets the mark. */
-        if (ptr & (CARVE_ALIGNMENT - 1))
-            return CARVE_CTX_NOT_OURS; /* no buffer of carve begins there */
-        int m = carve_pending_mark(ptr);
-        if (CARVE_UNLIKELY(m == 1))
-            m = carve_pending_settle(ptr, 1); /* maybe a quarantine is giving it back right now */
-        if (m == 1)
-            return CUDA_ERROR_INVALID_VALUE; /* freed already, waiting in the quarantine */
-        claimed = m == 0;
+/* Whether a stream-ordered free (of another thread than the one with slot
+ * self) is giving the buffer at ptr back right now. */
+static int being_released(uintptr_t ptr, const uintptr_t *self) {
+    unsigned n = __atomic_load_n(&nslots, __ATOMIC_ACQUIRE);
+    for (unsigned i = 0; i < n; i++)
+        if (&releasing[i] != self && __atomic_load_n(&releasing[i], __ATOMIC_ACQUIRE) == ptr)
+            return 1;
+    return 0;
+}
+
+/* ptr was found marked: 1 when a free of it waits or is under way, 0 when
+ * not (and, with mark, it is marked now). A quarantine gives buffers back
+ * under carve_pending_release_begin (carve_pending_settle waits for it); a
+ * stream-ordered free gives its buffer back to carve before clearing its
+ * mark, and carve may hand the buffer out again meanwhile, so a mark seen
+ * while its slot says so is waited out. Refused only when the mark is seen
+ * twice with no such free in between. */
+static NOINLINE int settle(uintptr_t ptr, int mark, const uintptr_t *self) {
+    for (int quiet = 0;;) {
+        int r = carve_pending_settle(ptr, mark);
+        if (r != 1)
+            return r;
+        if (being_released(ptr, self)) {
+            quiet = 0;
+            sched_yield();
+        } else if (quiet++) {
+            return 1;
+        }
     }
-    size_t size = 0;
-    carve_stream own = NULL;
-    carve_ctx *c = owner(ptr, &size, &own);
-    if (!c) {
-        if (claimed)
-            carve_pending_clear(ptr);
-        return CARVE_CTX_NOT_OURS;
-    }
-    *out = c;
-    carve_thread *t = thread_self();
-    if (ordered) {
-        if (CARVE_UNLIKELY(carve_pending_test(ptr)) && carve_pending_settle(ptr, 0))
-            return CUDA_ERROR_INVALID_VALUE; /* freed already, waiting in the quarantine */
-        if (trace)
-            trace(ptr);
-        count(t, c, ASYNC_FREES);
-        if (stream == own || carve_record_stream(c->arena, (void *)ptr, stream) == CARVE_OK)
-            return carve_free(c->arena, (void *)ptr) == CARVE_OK ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-        /* No memory for the record: the quarantine keeps it instead. */
-        int m = carve_pending_mark(ptr);
-        if (m == 1)
-            return CUDA_ERROR_INVALID_VALUE; /* an unordered free of it raced this one */
-        claimed = m == 0;
-    } else {
-        if (trace)
-            trace(ptr);
-        count(t, c, FREES);
-    }
+}
+
+static inline void unslot(uintptr_t *slot) {
+    if (slot)
+        __atomic_store_n(slot, 0, __ATOMIC_RELEASE);
+}
+
+/* A free that names no stream, or one that must be kept as such, claimed
+ * (marked) unless there was no memory for its mark: into the thread's batch
+ * or the quarantine. */
+static ALWAYS_INLINE int hold(carve_ctx *c, carve_thread *t, uintptr_t ptr, size_t size, carve_stream own, int claimed) {
     if (CARVE_UNLIKELY(!claimed))
         carve_q_free_now(c->q, ptr); /* no memory for its mark: wait for the device, free it now */
     else if (own || !t)
@@ -685,6 +757,89 @@ int carve_ctx_free(uintptr_t ptr, int ordered, carve_stream stream, void (*trace
         batch_add(t, c, ptr, size);
     poll_now_and_then(c);
     return CUDA_SUCCESS;
+}
+
+static NOINLINE int hold_slow(carve_ctx *c, carve_thread *t, uintptr_t ptr, size_t size, carve_stream own, int claimed) {
+    return hold(c, t, ptr, size, own, claimed);
+}
+
+/* A stream-ordered free. It claims the buffer as any free does, but holds
+ * the mark only until carve has the buffer back, and says so in its
+ * thread's slot first: whoever sees the mark sees the slot. */
+static NOINLINE int free_ordered(uintptr_t ptr, carve_stream stream, void (*trace)(uintptr_t), carve_ctx **out) {
+    carve_thread *t = thread_self();
+    uintptr_t *slot = t && t->slot >= 0 ? &releasing[t->slot] : NULL;
+    if (slot)
+        __atomic_store_n(slot, ptr, __ATOMIC_RELAXED);
+    int m = carve_pending_mark(ptr);
+    if (CARVE_UNLIKELY(m == 1) && (m = settle(ptr, 1, slot)) == 1) {
+        unslot(slot);
+        return CUDA_ERROR_INVALID_VALUE; /* freed already (waiting), or being freed by another call */
+    }
+    size_t size = 0;
+    carve_stream own = NULL;
+    carve_ctx *c = owner(ptr, &size, &own);
+    if (!c) {
+        if (m == 0)
+            carve_pending_clear(ptr);
+        unslot(slot);
+        return CARVE_CTX_NOT_OURS;
+    }
+    *out = c;
+    if (trace)
+        trace(ptr);
+    count(t, c, ASYNC_FREES);
+    /* On another stream, carve records an event on that stream at the
+     * free, which cannot be done while any capture is in progress; the
+     * quarantine keeps it then, as a free that names no stream (its epoch
+     * waits for every stream), as it does when there is no memory for the
+     * record or the record fails. */
+    enter_carve(t);
+    if (CARVE_LIKELY(stream == own) ||
+        (carve_capture_may_record() && carve_record_stream(c->arena, (void *)ptr, stream) == CARVE_OK)) {
+        if (!slot) /* no slot to say so: a settle waits on the lock instead */
+            carve_pending_release_begin();
+        carve_status st = carve_free(c->arena, (void *)ptr);
+        if (m == 0 && st == CARVE_OK)
+            carve_pending_clear(ptr);
+        if (!slot)
+            carve_pending_release_end();
+        if (CARVE_LIKELY(st == CARVE_OK)) {
+            leave_carve(t);
+            unslot(slot);
+            return CUDA_SUCCESS;
+        }
+    }
+    leave_carve(t);
+    unslot(slot); /* from here the mark says: waiting */
+    return hold_slow(c, t, ptr, size, own, m == 0);
+}
+
+int carve_ctx_free(uintptr_t ptr, int ordered, carve_stream stream, void (*trace)(uintptr_t), carve_ctx **out) {
+    *out = NULL;
+    if (ptr & (CARVE_ALIGNMENT - 1))
+        return CARVE_CTX_NOT_OURS; /* no buffer of carve begins there */
+    if (ordered)
+        return free_ordered(ptr, stream, trace, out);
+    /* Mark it waiting before anything else: of two frees of one buffer,
+     * racing or not, stream-ordered or not, exactly one gets the mark. */
+    int m = carve_pending_mark(ptr);
+    if (CARVE_UNLIKELY(m == 1) && (m = settle(ptr, 1, NULL)) == 1)
+        return CUDA_ERROR_INVALID_VALUE; /* freed already (waiting), or being freed by another call */
+    size_t size = 0;
+    carve_stream own = NULL;
+    carve_ctx *c = owner(ptr, &size, &own);
+    if (!c) {
+        if (m == 0)
+            carve_pending_clear(ptr);
+        return CARVE_CTX_NOT_OURS;
+    }
+    *out = c;
+    carve_thread *t = thread_self();
+    if (trace)
+        trace(ptr);
+    count(t, c, FREES);
+    return hold(c, t, ptr, size, own, m == 0);
 }
 
 int carve_ctx_mem_info(carve_ctx *c, size_t *free_bytes, size_t *total_bytes) {
@@ -710,15 +865,15 @@ int carve_ctx_mem_info(carve_ctx *c, size_t *free_bytes, size_t *total_bytes) {
 /* ---- streams ------------------------------------------------------------ */
 
 void carve_ctx_stream_created(carve_stream s, unsigned flags) {
-    if (!(flags & CU_STREAM_NON_BLOCKING) || !s)
+    if (!s)
         return;
     carve_ctx *c = carve_ctx_current();
     if (c && c->q)
-        carve_q_stream_created(c->q, s);
+        carve_q_stream_created(c->q, s, (flags & CU_STREAM_NON_BLOCKING) != 0);
 }
 
 void carve_ctx_stream_destroyed(carve_stream s) {
-    unsigned n = __atomic_load_n(&nctx, __ATOMIC_ACQUIRE);
+    unsigned n = forked ? 0 : __atomic_load_n(&nctx, __ATOMIC_ACQUIRE);
     for (unsigned i = 0; i < n; i++) {
         carve_ctx *c = &ctxs[i];
         if (!c->q)
@@ -730,6 +885,52 @@ void carve_ctx_stream_destroyed(carve_stream s) {
             take_batches(c, TAKE_BATCH, 1);
         carve_q_stream_destroyed(c->q, s);
     }
+}
+
+void carve_ctx_capture_fence(void) {
+    if (forked) /* the flags and locks are the parent's threads' */
+        return;
+    /* Pairs with the fence in carve_capture_may_record: a thread that set
+     * its flag and then found no capture is waited for here. */
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    int self = me.t ? me.t->slot : -1;
+    unsigned nt = __atomic_load_n(&nslots, __ATOMIC_ACQUIRE);
+    for (unsigned i = 0; i < nt; i++)
+        while ((int)i != self && __atomic_load_n(&inside[i], __ATOMIC_ACQUIRE))
+            sched_yield();
+    unsigned n = __atomic_load_n(&nctx, __ATOMIC_ACQUIRE);
+    for (unsigned i = 0; i < n; i++)
+        if (ctxs[i].q)
+            carve_q_fence(ctxs[i].q);
+}
+
+/* ---- fork ---------------------------------------------------------------- */
+
+/* Around fork: the interposer's process-wide locks are taken before (in the
+ * order the rest of this file takes them) and given back after, so that no
+ * lock a thread of the parent held is left taken in the child. A child of
+ * a process with contexts cannot use them (CUDA's state belongs to the
+ * parent) and may not touch what other threads held there (a thread's
+ * batch, a quarantine, carve's pools, all behind locks that may be taken
+ * for good): it serves nothing, every call goes to the driver, which
+ * answers as it does without carve-run. A child of a process that had no
+ * context yet is served as usual. */
+int carve_ctx_fork(int stage) {
+    if (stage == 0) {
+        pthread_mutex_lock(&table_lock);
+        pthread_mutex_lock(&threads_lock);
+        carve_pending_release_begin();
+        return 0;
+    }
+    carve_pending_release_end();
+    pthread_mutex_unlock(&threads_lock);
+    pthread_mutex_unlock(&table_lock);
+    if (stage == 2 && __atomic_load_n(&nctx, __ATOMIC_ACQUIRE)) {
+        forked = 1;
+        __atomic_add_fetch(&generation, 1, __ATOMIC_RELEASE); /* every cached context is looked up again */
+        return 1;
+    }
+    return 0;
 }
 
 /* ---- report ------------------------------------------------------------- */

@@ -33,6 +33,8 @@ CARVE_EXPORT CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph);
 CARVE_EXPORT CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph);
 CARVE_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx);
 CARVE_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev);
+CARVE_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev);
+CARVE_EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev);
 
 /* counted.c: passed through to the driver, counted against the cap */
 CARVE_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const void *prop,

@@ -39,6 +39,7 @@ typedef CUresult (*ctx_destroy_fn)(CUcontext);
 typedef CUresult (*ctx_reset_fn)(CUdevice);
 typedef CUresult (*ctx_retain_fn)(CUcontext *, CUdevice);
 typedef CUresult (*ctx_release_fn)(CUdevice);
+typedef CUresult (*ctx_state_fn)(CUdevice, unsigned *, int *);
 
 static struct {
     alloc_fn MemAlloc;
@@ -57,7 +58,8 @@ static struct {
     ctx_destroy_fn CtxDestroy;
     ctx_reset_fn PrimaryCtxReset;
     ctx_retain_fn PrimaryCtxRetain;
-    ctx_release_fn PrimaryCtxRelease;
+    ctx_release_fn PrimaryCtxRelease, PrimaryCtxRelease_v1;
+    ctx_state_fn PrimaryCtxGetState;
 } real;
 
 static int resolved; /* atomic: 0 not yet; 1 ready; 2 ready, with failures to inject (faults.c) */
@@ -90,6 +92,8 @@ static void resolve_all(void) {
     R(PrimaryCtxReset, "cuDevicePrimaryCtxReset_v2");
     R(PrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
     R(PrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2");
+    R(PrimaryCtxRelease_v1, "cuDevicePrimaryCtxRelease");
+    R(PrimaryCtxGetState, "cuDevicePrimaryCtxGetState");
 #undef R
     __atomic_store_n(&resolved, carve_faults_armed ? 2 : 1, __ATOMIC_RELEASE);
 }
@@ -119,9 +123,11 @@ static carve_ctx *serving(void) {
  * stream: allocations and frees on them are unordered. */
 static int is_default_stream(CUstream s) { return (uintptr_t)s <= 2; }
 
-/* Whether s is being captured into a graph right now (cheap when nothing is). */
+/* Whether s is being captured into a graph right now (cheap when nothing
+ * is). The per-thread stream can be captured (CU_STREAM_PER_THREAD, or
+ * NULL in a _ptsz call); the legacy stream cannot. */
 static int captured(CUstream s, int ptsz) {
-    if (!carve_capture_active() || is_default_stream(s))
+    if (!carve_capture_active() || s == CU_STREAM_LEGACY || (!s && !ptsz))
         return 0;
     int status = CU_STREAM_CAPTURE_STATUS_NONE;
     is_capturing_fn f = ptsz && real.IsCapturing_ptsz ? real.IsCapturing_ptsz : real.IsCapturing;
@@ -299,78 +305,79 @@ CUresult cuStreamDestroy_v2(CUstream hStream) {
     return CALL_REAL(StreamDestroy, hStream);
 }
 
-/* Streams being captured; a capture that begins is counted once and ends once. */
-#define MAX_CAPTURES 256
-static CUstream capturing_streams[MAX_CAPTURES];
-static int ncapturing;
-static int capture_lock;
+/* Captures are counted by stream (captures.c); NULL in a _ptsz call is the
+ * per-thread stream. */
+static carve_stream capture_key(CUstream s, int ptsz) { return (carve_stream)(!s && ptsz ? CU_STREAM_PER_THREAD : s); }
 
-static void capture_begin(CUstream s) {
-    while (__atomic_exchange_n(&capture_lock, 1, __ATOMIC_ACQUIRE)) {
-    }
-    if (ncapturing < MAX_CAPTURES)
-        capturing_streams[ncapturing++] = s;
-    carve_capture_add(1);
-    __atomic_store_n(&capture_lock, 0, __ATOMIC_RELEASE);
+/* A capture is counted before it begins, and carve's recorders that looked
+ * at the count before are waited for: from the moment the driver begins
+ * it, nothing of carve's can be recorded on the legacy stream (which would
+ * join the capture and break it). A capture that does not begin is taken
+ * back. */
+static void capture_begin(CUstream s, int ptsz) {
+    carve_capture_begin(capture_key(s, ptsz));
+    carve_ctx_capture_fence();
 }
 
-static void capture_end(CUstream s) {
-    while (__atomic_exchange_n(&capture_lock, 1, __ATOMIC_ACQUIRE)) {
-    }
-    for (int i = 0; i < ncapturing; i++)
-        if (capturing_streams[i] == s) {
-            capturing_streams[i] = capturing_streams[--ncapturing];
-            carve_capture_add(-1);
-            break;
-        }
-    __atomic_store_n(&capture_lock, 0, __ATOMIC_RELEASE);
+/* A capture ends when the driver says the stream is no longer capturing
+ * (an invalidated capture ends too; a stream that was not capturing, or one
+ * ended from the wrong thread, does not). */
+static void capture_end(CUstream s, int ptsz) {
+    int status = CU_STREAM_CAPTURE_STATUS_NONE;
+    is_capturing_fn f = ptsz && real.IsCapturing_ptsz ? real.IsCapturing_ptsz : real.IsCapturing;
+    if (!f || f(s, &status) != CUDA_SUCCESS || status == CU_STREAM_CAPTURE_STATUS_NONE)
+        carve_capture_end(capture_key(s, ptsz));
 }
 
 CUresult cuStreamBeginCapture_v2(CUstream hStream, int mode) {
     resolve();
+    capture_begin(hStream, 0);
     CUresult r = CALL_REAL(BeginCapture, hStream, mode);
-    if (r == CUDA_SUCCESS)
-        capture_begin(hStream);
+    if (r != CUDA_SUCCESS)
+        carve_capture_end(capture_key(hStream, 0));
     return r;
 }
 
 CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, int mode) {
     resolve();
+    capture_begin(hStream, 1);
     CUresult r = CALL_REAL(BeginCapture_ptsz, hStream, mode);
-    if (r == CUDA_SUCCESS)
-        capture_begin(hStream);
+    if (r != CUDA_SUCCESS)
+        carve_capture_end(capture_key(hStream, 1));
     return r;
 }
 
 CUresult cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph, const CUgraphNode *deps, const void *data,
                                      size_t ndeps, int mode) {
     resolve();
+    capture_begin(hStream, 0);
     CUresult r = CALL_REAL(BeginCaptureToGraph, hStream, hGraph, deps, data, ndeps, mode);
-    if (r == CUDA_SUCCESS)
-        capture_begin(hStream);
+    if (r != CUDA_SUCCESS)
+        carve_capture_end(capture_key(hStream, 0));
     return r;
 }
 
 CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGraph, const CUgraphNode *deps,
                                           const void *data, size_t ndeps, int mode) {
     resolve();
+    capture_begin(hStream, 1);
     CUresult r = CALL_REAL(BeginCaptureToGraph_ptsz, hStream, hGraph, deps, data, ndeps, mode);
-    if (r == CUDA_SUCCESS)
-        capture_begin(hStream);
+    if (r != CUDA_SUCCESS)
+        carve_capture_end(capture_key(hStream, 1));
     return r;
 }
 
 CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph) {
     resolve();
     CUresult r = CALL_REAL(EndCapture, hStream, phGraph);
-    capture_end(hStream);
+    capture_end(hStream, 0);
     return r;
 }
 
 CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph) {
     resolve();
     CUresult r = CALL_REAL(EndCapture_ptsz, hStream, phGraph);
-    capture_end(hStream);
+    capture_end(hStream, 1);
     return r;
 }
 
@@ -396,4 +403,33 @@ CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
     if (r == CUDA_SUCCESS && primary)
         carve_meter_ctx_gone(primary);
     return r;
+}
+
+/* The last release of a primary context resets it: the driver frees its
+ * memory, and a later retain makes a fresh context behind the same handle.
+ * The handle is found before (a retain undone at once, only while the
+ * context is active), and carve forgets it if the release left it inactive. */
+static CUresult primary_release(CUdevice dev, ctx_release_fn release) {
+    CUcontext primary = NULL;
+    unsigned flags = 0;
+    int active = 0;
+    int known = real.PrimaryCtxGetState && real.PrimaryCtxRetain && real.PrimaryCtxRelease &&
+                real.PrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && active &&
+                real.PrimaryCtxRetain(&primary, dev) == CUDA_SUCCESS;
+    if (known)
+        real.PrimaryCtxRelease(dev);
+    CUresult r = release ? release(dev) : NOT_SUPPORTED;
+    if (r == CUDA_SUCCESS && known && real.PrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && !active)
+        carve_ctx_gone(primary);
+    return r;
+}
+
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
+    resolve();
+    return primary_release(dev, real.PrimaryCtxRelease);
+}
+
+CUresult cuDevicePrimaryCtxRelease(CUdevice dev) {
+    resolve();
+    return primary_release(dev, real.PrimaryCtxRelease_v1);
 }

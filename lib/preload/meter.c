@@ -436,7 +436,7 @@ static CUresult metered_free(CUdeviceptr p) {
     return r;
 }
 
-static int capture_active(void) { return carve_capture_active(); }
+static int capture_active(void) { return !carve_capture_may_record(); }
 
 static void *fn_ptr(void (*f)(void)) {
     void *p;

@@ -16,7 +16,9 @@
  * both inside carve_pending_release_begin/end; a free that finds the bit set
  * asks again once no release is running (carve_pending_settle), so a buffer
  * carve handed out again in between is never refused, and a waiting one
- * never freed twice.
+ * never freed twice. A stream-ordered free marks its buffer too, and clears
+ * the mark once carve has it back; contexts.c says how a free that meets
+ * that mark waits for it.
  */
 #include <pthread.h>
 #include <stdlib.h>

@@ -28,10 +28,24 @@
 #include "carve.h"
 
 /* ---- captures.c ---- */
+/* A capture began, or ended, on stream s (thread-safe). */
+void carve_capture_begin(carve_stream s) CARVE_INTERNAL;
+void carve_capture_end(carve_stream s) CARVE_INTERNAL;
+/* In a child after fork: the lock may have been held by a thread that does
+ * not exist there. */
+void carve_capture_forked(void) CARVE_INTERNAL;
 /* Graph captures in progress in the process (begun minus ended). */
-void carve_capture_add(int delta) CARVE_INTERNAL;
 extern int carve_captures CARVE_INTERNAL;
 static inline int carve_capture_active(void) { return __atomic_load_n(&carve_captures, __ATOMIC_ACQUIRE) > 0; }
+/* Whether an event may be recorded now: no capture in progress. Asked right
+ * before recording, by a thread that has said it is inside carve (contexts.c)
+ * or holds a quarantine's lock: the full fence pairs with the one in
+ * carve_ctx_capture_fence, so that either the capture's beginning waits for
+ * this thread, or this thread sees the capture. */
+static inline int carve_capture_may_record(void) {
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    return !carve_capture_active();
+}
 
 /* A sanitizer's runtime looks up the functions it wraps with dlsym while it
  * starts, before it can check any access, and this library's dlsym answers:
@@ -170,12 +184,25 @@ void carve_q_drain(carve_quarantine *q) CARVE_INTERNAL;
 /* Bytes waiting; epochs closed and waits so far. */
 size_t carve_q_held(carve_quarantine *q) CARVE_INTERNAL;
 void carve_q_counts(carve_quarantine *q, uint64_t *epochs, uint64_t *drains) CARVE_INTERNAL;
-/* Non-blocking streams of the context, made and destroyed (destroying waits
- * for the epochs while the stream exists). */
-void carve_q_stream_created(carve_quarantine *q, carve_stream s) CARVE_INTERNAL;
+/* Streams of the context, made and destroyed. Epochs record an event on
+ * each non-blocking one; destroying any records its last event (every later
+ * epoch waits for it) and gives back the epochs while the stream exists; a
+ * new stream with the handle of a destroyed one whose work may still run
+ * waits for that work first. */
+void carve_q_stream_created(carve_quarantine *q, carve_stream s, int nonblocking) CARVE_INTERNAL;
 void carve_q_stream_destroyed(carve_quarantine *q, carve_stream s) CARVE_INTERNAL;
+/* Whether s is the handle of a new stream whose old stream's work may still
+ * run (its tail could not be waited for, during a capture): its allocations
+ * must not come from what carve cached for that handle. Waits for the tail
+ * when it can. Worth asking only while carve_q_reused_handles (the number
+ * of such handles in all quarantines, atomic) is not 0. */
+int carve_q_handle_busy(carve_quarantine *q, carve_stream s) CARVE_INTERNAL;
+extern int carve_q_reused_handles CARVE_INTERNAL;
 /* The context is destroyed: drop everything (the marks too), give nothing back. */
 void carve_q_gone(carve_quarantine *q) CARVE_INTERNAL;
+/* Returns once whoever held the quarantine's lock has let it go: a recorder
+ * that found no capture in progress has recorded by then. */
+void carve_q_fence(carve_quarantine *q) CARVE_INTERNAL;
 
 /* ---- contexts.c ---- */
 typedef struct carve_ctx carve_ctx;
@@ -208,8 +235,10 @@ int carve_ctx_alloc(size_t size, carve_stream stream, int try_only, uintptr_t *o
 /* Free ptr if carve handed it out. ordered 0: no stream named (cuMemFree):
  * the memory is reused only once all work queued before the free, on every
  * stream of its context, has completed. ordered 1: stream-ordered on stream.
- * Returns CUDA_SUCCESS, CUDA_ERROR_INVALID_VALUE (freed already and
- * waiting), or CARVE_CTX_NOT_OURS when no arena has ptr as a live buffer.
+ * Of two frees of one buffer, racing or not, ordered or not, exactly one is
+ * accepted. Returns CUDA_SUCCESS, CUDA_ERROR_INVALID_VALUE (freed already
+ * and waiting, or being freed by another call), or CARVE_CTX_NOT_OURS when
+ * no arena has ptr as a live buffer.
  * trace (may be NULL) is called with ptr once the free is accepted and
  * before the memory can be reused; *owner is the buffer's context. */
 #define CARVE_CTX_NOT_OURS (-1)
@@ -226,6 +255,11 @@ void carve_ctx_stream_destroyed(carve_stream s) CARVE_INTERNAL;
  * and adds in their counts, without calling the driver). */
 void carve_ctx_each(void (*fn)(carve_arena *arena, int device, const carve_ctx_counts *n, void *arg),
                     void *arg) CARVE_INTERNAL;
+/* A capture is about to begin (counted already): returns once every other
+ * thread that was inside carve (where it may record events) when the count
+ * went up has left, and every quarantine's recording that began before the
+ * count has ended. */
+void carve_ctx_capture_fence(void) CARVE_INTERNAL;
 /* The context ctx is being destroyed (or reset): forget it. */
 void carve_ctx_gone(struct CUctx_st *ctx) CARVE_INTERNAL;
 /* The context's device, its arena (NULL when it could not be made), and the
@@ -245,6 +279,11 @@ void carve_ctx_passthrough(carve_ctx *c) CARVE_INTERNAL;
  * memory back to the driver. 1 when there was anything to give back (then
  * it synchronizes), 0 else and during a capture. */
 int carve_ctx_make_room(carve_ctx *c) CARVE_INTERNAL;
+/* Around fork (pthread_atfork): stage 0 before (takes the locks), 1 in the
+ * parent after, 2 in the child after (gives them back). In the child,
+ * returns 1 when the parent had contexts: the child then serves nothing
+ * (the caller makes every hook pass calls to the driver). */
+int carve_ctx_fork(int stage) CARVE_INTERNAL;
 
 /* ---- session.c ---- */
 typedef struct carve_session {

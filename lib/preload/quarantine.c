@@ -16,9 +16,21 @@
  * query); an allocation that would otherwise fail waits for every epoch.
  * While any stream is being captured into a graph no event is recorded (it
  * would join the capture) and nothing goes back; frees wait in the open
- * epoch until the capture ends. Destroying a stream first waits for the
- * epochs, recording on that stream while it exists (contexts.c first adds
- * what threads hold in their batches).
+ * epoch until the capture ends.
+ *
+ * A destroyed stream's queued work runs on, and no later event on another
+ * stream waits for it. So destroying a stream the context created (blocking
+ * or not) records one more event on it while it still exists, its "tail",
+ * and every epoch closed from then on also waits for every tail recorded
+ * before it closed (q->tails, numbered; an epoch keeps the count). A tail
+ * that could not be recorded (during a capture) is waited for by
+ * synchronizing the context. Destroying a stream also gives back what
+ * waits here, recording on that stream while it exists, since a buffer
+ * allocated on it goes back to carve with that stream's name (contexts.c
+ * first adds what threads hold in their batches); and a stream created with
+ * the handle of a destroyed one whose tail has not completed waits for it
+ * first: carve keeps cached memory per stream handle, and the new stream
+ * must not reuse at once what the old one's work may still touch.
  *
  * An epoch closes after EPOCH_FREES frees per event it records (so a
  * context with many non-blocking streams records no more events per free
@@ -51,7 +63,15 @@ typedef struct epoch {
     size_t kept, kept_bytes; /* frees whose threads keep the buffers (carve_q_join_kept) */
     CUevent *ev;
     unsigned nev, cap_ev;
+    uint64_t tails; /* tails recorded when it closed: it waits for all of them */
 } epoch;
+
+/* The last event recorded on a destroyed stream (NULL: none could be). */
+typedef struct tail {
+    CUevent ev;
+    carve_stream s;
+    int done;
+} tail;
 
 struct carve_quarantine {
     pthread_mutex_t lock;
@@ -69,6 +89,13 @@ struct carve_quarantine {
     unsigned nspare, cap_spare;
     carve_stream *nb; /* non-blocking streams of the context */
     size_t nnb, cap_nb;
+    carve_stream *bl; /* blocking streams of the context (the legacy stream waits for them) */
+    size_t nbl, cap_bl;
+    tail *tail;       /* tails not yet seen complete, oldest first: numbers [tails_done, tails_total) */
+    size_t ntail, cap_tail;
+    uint64_t tails_total, tails_done;
+    carve_stream *reused; /* handles of new streams whose old streams' tails were still running */
+    size_t nreused, cap_reused;
     uint64_t epochs, drains;
 };
 
@@ -202,24 +229,108 @@ static void release_epoch(carve_quarantine *q, epoch *e) {
 
 static int epoch_empty(const epoch *e) { return !e->n && !e->kept; }
 
-/* Release the closed epochs whose events have completed, oldest first;
- * with wait, all of them. */
+/* ---- tails: the last events of destroyed streams (lock held) -------------- */
+
+/* The context was synchronized: every tail has completed. */
+static void all_tails_done(carve_quarantine *q) {
+    for (size_t i = 0; i < q->ntail; i++)
+        q->tail[i].done = 1;
+}
+
+/* Forget the completed tails at the front, giving their events back. */
+static void drop_done_tails(carve_quarantine *q) {
+    size_t k = 0;
+    while (k < q->ntail && q->tail[k].done) {
+        if (q->tail[k].ev)
+            give_event(q, q->tail[k].ev);
+        k++;
+    }
+    if (!k)
+        return;
+    memmove(q->tail, q->tail + k, (q->ntail - k) * sizeof(tail));
+    q->ntail -= k;
+    q->tails_done += k;
+}
+
+/* Whether every tail numbered below upto has completed (with wait: wait
+ * for them). A tail that was never recorded, or whose event fails, is
+ * waited for by synchronizing the context. */
+static int tails_complete(carve_quarantine *q, uint64_t upto, int wait) {
+    for (size_t i = 0; i < q->ntail && q->tails_done + i < upto; i++) {
+        tail *t = &q->tail[i];
+        if (t->done)
+            continue;
+        CUresult r = !t->ev ? CUDA_ERROR_UNKNOWN : wait ? drv.EventSynchronize(t->ev) : drv.EventQuery(t->ev);
+        if (r == CUDA_ERROR_NOT_READY)
+            return 0;
+        if (r != CUDA_SUCCESS) {
+            synchronize(q);
+            all_tails_done(q);
+            break;
+        }
+        t->done = 1;
+    }
+    drop_done_tails(q);
+    return 1;
+}
+
+/* Forget the tails that have completed, in order, without waiting. */
+static void prune_tails(carve_quarantine *q) {
+    for (size_t i = 0; i < q->ntail; i++) {
+        tail *t = &q->tail[i];
+        if (!t->done && (!t->ev || drv.EventQuery(t->ev) != CUDA_SUCCESS))
+            break;
+        t->done = 1;
+    }
+    drop_done_tails(q);
+}
+
+/* s is being destroyed: record its tail while it exists. During a capture
+ * none can be recorded; later epochs then synchronize the context. */
+static void record_tail(carve_quarantine *q, carve_stream s) {
+    if (grow((void **)&q->tail, &q->cap_tail, q->ntail + 1, sizeof(tail)) != 0) {
+        if (carve_capture_may_record()) /* no room to remember it: wait for the device now */
+            synchronize(q);
+        return;
+    }
+    CUevent ev = NULL;
+    if (carve_capture_may_record()) {
+        int pushed = enter(q);
+        if ((ev = take_event(q)) && drv.EventRecord(ev, (CUstream)s) != CUDA_SUCCESS) {
+            give_event(q, ev);
+            ev = NULL;
+        }
+        leave(pushed);
+    }
+    q->tail[q->ntail++] = (tail){ev, s, 0};
+    q->tails_total++;
+}
+
+/* ---- epochs (lock held), continued ------------------------------------------ */
+
+/* Release the closed epochs whose events (and the tails before them) have
+ * completed, oldest first; with wait, all of them. */
 static void poll_epochs(carve_quarantine *q, int wait) {
     /* During a capture nothing goes back: a free could make carve record an
      * event on the legacy stream, which would join the capture. */
-    if (carve_capture_active())
+    if (!carve_capture_may_record())
         return;
     while (q->count) {
         epoch *e = &q->ring[q->head];
+        int synced = 0;
         for (unsigned i = 0; i < e->nev; i++) {
             CUresult r = wait ? drv.EventSynchronize(e->ev[i]) : drv.EventQuery(e->ev[i]);
             if (r == CUDA_ERROR_NOT_READY)
                 return;
             if (r != CUDA_SUCCESS) { /* cannot tell: wait for everything instead */
                 synchronize(q);
+                all_tails_done(q);
+                synced = 1;
                 break;
             }
         }
+        if (!synced && !tails_complete(q, e->tails, wait))
+            return;
         release_epoch(q, e);
         q->head = (q->head + 1) % MAX_EPOCHS;
         q->count--;
@@ -233,7 +344,7 @@ static int close_epoch(carve_quarantine *q) {
     epoch *cur = &q->cur;
     if (epoch_empty(cur))
         return 0;
-    if (carve_capture_active())
+    if (!carve_capture_may_record())
         return -1;
     if (q->count == MAX_EPOCHS) { /* too much in flight: wait for the oldest */
         epoch *e = &q->ring[q->head];
@@ -258,12 +369,15 @@ static int close_epoch(carve_quarantine *q) {
     if (!ok) { /* no events: wait for the device, then everything is safe now */
         drv.CtxSynchronize();
         leave(pushed);
+        all_tails_done(q);
+        drop_done_tails(q);
         release_epoch(q, cur);
         cur->seq++; /* what joins from now on waits for what comes next */
         q->drains++;
         return 0;
     }
     leave(pushed);
+    cur->tails = q->tails_total;
     /* Move cur into the ring, taking the slot's arrays for the next epoch. */
     unsigned slot = (q->head + q->count) % MAX_EPOCHS;
     epoch spare = q->ring[slot];
@@ -395,33 +509,99 @@ void carve_q_counts(carve_quarantine *q, uint64_t *epochs, uint64_t *drains) {
     pthread_mutex_unlock(&q->lock);
 }
 
-void carve_q_stream_created(carve_quarantine *q, carve_stream s) {
+/* Wait for the tails recorded on the handle s (lock held); 1 when one is
+ * still running and could not be waited for (during a capture, when no
+ * wait is allowed). */
+static int settle_handle(carve_quarantine *q, carve_stream s) {
+    int pending = 0;
+    for (size_t i = 0; !q->gone && i < q->ntail; i++) {
+        tail *t = &q->tail[i];
+        if (t->s != s || t->done)
+            continue;
+        if (!carve_capture_may_record()) {
+            pending = 1;
+            break;
+        }
+        if (!t->ev || drv.EventSynchronize(t->ev) != CUDA_SUCCESS) {
+            synchronize(q);
+            all_tails_done(q);
+        }
+        t->done = 1;
+        q->drains++;
+    }
+    drop_done_tails(q);
+    return pending;
+}
+
+void carve_q_stream_created(carve_quarantine *q, carve_stream s, int nonblocking) {
     pthread_mutex_lock(&q->lock);
-    if (grow((void **)&q->nb, &q->cap_nb, q->nnb + 1, sizeof(carve_stream)) == 0)
-        q->nb[q->nnb++] = s;
+    /* A handle reused while the work of the stream it named may still run:
+     * wait for that stream's tail first, or, during a capture, say so until
+     * it can be waited for (carve_q_handle_busy). */
+    if (settle_handle(q, s) && grow((void **)&q->reused, &q->cap_reused, q->nreused + 1, sizeof(carve_stream)) == 0) {
+        q->reused[q->nreused++] = s;
+        __atomic_add_fetch(&carve_q_reused_handles, 1, __ATOMIC_RELEASE);
+    }
+    carve_stream **list = nonblocking ? &q->nb : &q->bl;
+    size_t *n = nonblocking ? &q->nnb : &q->nbl, *cap = nonblocking ? &q->cap_nb : &q->cap_bl;
+    if (grow((void **)list, cap, *n + 1, sizeof(carve_stream)) == 0)
+        (*list)[(*n)++] = s;
     pthread_mutex_unlock(&q->lock);
+}
+
+int carve_q_reused_handles;
+
+int carve_q_handle_busy(carve_quarantine *q, carve_stream s) {
+    pthread_mutex_lock(&q->lock);
+    int busy = 0;
+    for (size_t k = 0; k < q->nreused; k++)
+        if (q->reused[k] == s) {
+            if (!(busy = settle_handle(q, s))) {
+                q->reused[k] = q->reused[--q->nreused];
+                __atomic_sub_fetch(&carve_q_reused_handles, 1, __ATOMIC_RELEASE);
+            }
+            break;
+        }
+    pthread_mutex_unlock(&q->lock);
+    return busy;
+}
+
+/* Take s out of list; whether it was there. */
+static int forget_stream(carve_stream *list, size_t *n, carve_stream s) {
+    for (size_t k = 0; k < *n; k++)
+        if (list[k] == s) {
+            list[k] = list[--*n];
+            return 1;
+        }
+    return 0;
 }
 
 void carve_q_stream_destroyed(carve_quarantine *q, carve_stream s) {
     pthread_mutex_lock(&q->lock);
-    for (size_t k = 0; k < q->nnb; k++)
-        if (q->nb[k] == s) {
-            /* Frees before now may have been used on s: close their epoch
-             * while s still exists. */
-            if (!q->gone)
-                close_epoch(q);
-            q->nb[k] = q->nb[--q->nnb];
-            break;
+    if (!forget_stream(q->nb, &q->nnb, s) && !forget_stream(q->bl, &q->nbl, s)) {
+        pthread_mutex_unlock(&q->lock); /* another context's stream */
+        return;
+    }
+    if (!q->gone) {
+        /* Its work runs on after this: every later epoch waits for it. */
+        record_tail(q, s);
+        /* A buffer in the quarantine may have been allocated on s, and
+         * carve_free records on a buffer's own stream: give back everything
+         * in the quarantine while s still exists (a wait, only when frees
+         * are pending; streams are seldom destroyed). */
+        if ((!epoch_empty(&q->cur) || q->count) && close_epoch(q) == 0) {
+            poll_epochs(q, 1);
+            q->drains++;
+        } else {
+            prune_tails(q);
         }
-    /* A buffer in the quarantine may have been allocated on s, and
-     * carve_free records on a buffer's own stream: give back everything in
-     * the quarantine while s still exists (a wait, only when frees are
-     * pending; streams are seldom destroyed). */
-    if (!q->gone && (!epoch_empty(&q->cur) || q->count) && close_epoch(q) == 0) {
-        poll_epochs(q, 1);
-        q->drains++;
     }
     unlock(q);
+}
+
+void carve_q_fence(carve_quarantine *q) {
+    pthread_mutex_lock(&q->lock);
+    pthread_mutex_unlock(&q->lock);
 }
 
 void carve_q_gone(carve_quarantine *q) {
@@ -438,5 +618,9 @@ void carve_q_gone(carve_quarantine *q) {
     q->count = 0;
     q->nspare = 0;
     q->held = 0;
+    q->tails_done = q->tails_total; /* the driver destroys the events with the context */
+    q->ntail = 0;
+    __atomic_sub_fetch(&carve_q_reused_handles, (int)q->nreused, __ATOMIC_RELEASE);
+    q->nreused = 0;
     unlock(q);
 }

@@ -8,8 +8,12 @@
  * run, so the report reads carve's host-side statistics only, the trace is
  * a file written through the trace library, and the picture replays that
  * file on the virtual backend. A SIGINT or SIGTERM that would kill the
- * program first finishes the trace with async-signal-safe calls; a forked
- * child neither traces nor reports (its parent does).
+ * program first finishes the trace with async-signal-safe calls; one the
+ * program ignores or handles is left to it (its handler runs as it was
+ * installed, siginfo included). A forked child neither traces nor reports
+ * (its parent does), and the child of a process that used CUDA serves
+ * nothing: the locks of the interposer are taken around fork so that none
+ * is left taken in the child, and all its calls go to the driver.
  *
  * Environment (carve-run sets it from its options; LD_PRELOAD users set it
  * by hand): CARVE_CONF (arena configuration, as for carve_device_arena),
@@ -75,24 +79,67 @@ static void say(const char *fmt, ...) {
     (void)!write(STDERR_FILENO, buf, (size_t)n);
 }
 
-static void on_signal(int sig);
-static void on_signal(int sig) {
+/* SIGINT or SIGTERM arrived. What the program had chosen happens: its
+ * handler runs (with the siginfo and context it asked for), or, where the
+ * signal would have ended it, the trace is finished first and the default
+ * action follows. (A signal the program ignores never comes here: nothing
+ * is installed for it.) */
+static void on_signal(int sig, siginfo_t *info, void *uc) {
+    struct sigaction *old = sig == SIGINT ? &old_int : &old_term;
+    if (old->sa_flags & SA_SIGINFO) {
+        void (*handler)(int, siginfo_t *, void *) = old->sa_sigaction;
+        if (old->sa_flags & SA_RESETHAND) { /* the program asked for one delivery */
+            old->sa_handler = SIG_DFL;
+            old->sa_flags &= ~(SA_SIGINFO | SA_RESETHAND);
+        }
+        handler(sig, info, uc);
+        return;
+    }
+    if (old->sa_handler == SIG_IGN)
+        return;
+    if (old->sa_handler != SIG_DFL) {
+        void (*handler)(int) = old->sa_handler;
+        if (old->sa_flags & SA_RESETHAND) {
+            old->sa_handler = SIG_DFL;
+            old->sa_flags &= ~SA_RESETHAND;
+        }
+        handler(sig);
+        return;
+    }
     if (getpid() == owner && writer) {
         carve_trace_writer_finish_now(writer);
         writer = NULL;
-    }
-    struct sigaction *old = sig == SIGINT ? &old_int : &old_term;
-    if (old->sa_handler != SIG_DFL && old->sa_handler != SIG_IGN && !(old->sa_flags & SA_SIGINFO)) {
-        old->sa_handler(sig);
-        return;
     }
     signal(sig, SIG_DFL);
     raise(sig);
 }
 
+/* Stand in front of the program's disposition of sig, unless it ignores it. */
+static void watch_signal(int sig, struct sigaction *old) {
+    if (sigaction(sig, NULL, old) != 0 || (!(old->sa_flags & SA_SIGINFO) && old->sa_handler == SIG_IGN))
+        return;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_sigaction = on_signal;
+    sa.sa_flags = SA_SIGINFO | (old->sa_flags & (SA_RESTART | SA_ONSTACK));
+    sa.sa_mask = old->sa_mask;
+    sigaddset(&sa.sa_mask, SIGINT); /* one handler at a time: the trace is finished once */
+    sigaddset(&sa.sa_mask, SIGTERM);
+    sigaction(sig, &sa, NULL);
+}
+
 static void before_fork(void) {
     if (writer)
         carve_trace_writer_flush(writer);
+}
+
+/* Around every fork (contexts.c says what the child may do). */
+static void fork_prepare(void) { carve_ctx_fork(0); }
+static void fork_parent(void) { carve_ctx_fork(1); }
+static void fork_child(void) {
+    carve_capture_forked();
+    if (carve_ctx_fork(2))
+        __atomic_store_n(&carve_run.ready, 0, __ATOMIC_RELEASE); /* every hook passes calls through */
 }
 
 static void copy_env(char *dst, size_t len, const char *name) {
@@ -148,6 +195,7 @@ static void init_once(void) {
         trace_is_temp = 1;
     }
     carve_run.tracing = trace_path[0] != 0;
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
     __atomic_store_n(&carve_run.ready, carve_faults_armed ? 2 : 1, __ATOMIC_RELEASE);
 }
 
@@ -169,14 +217,8 @@ static carve_trace_writer *trace_writer(void) {
             say("carve-run: %s; the run goes on without a trace", carve_last_error(NULL));
             w = NULL;
         } else {
-            struct sigaction sa;
-            memset(&sa, 0, sizeof(sa));
-            sa.sa_handler = on_signal;
-            sigemptyset(&sa.sa_mask); /* one handler at a time: the trace is finished once */
-            sigaddset(&sa.sa_mask, SIGINT);
-            sigaddset(&sa.sa_mask, SIGTERM);
-            sigaction(SIGINT, &sa, &old_int);
-            sigaction(SIGTERM, &sa, &old_term);
+            watch_signal(SIGINT, &old_int);
+            watch_signal(SIGTERM, &old_term);
             pthread_atfork(before_fork, NULL, NULL);
         }
         writer = w;

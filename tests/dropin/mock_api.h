@@ -16,6 +16,9 @@ typedef int CUresult;
 typedef unsigned long long CUdeviceptr;
 typedef struct mock_ctx *CUcontext;
 typedef struct mock_stream *CUstream;
+typedef struct mock_event *CUevent;
+#define CU_STREAM_LEGACY ((CUstream)0x1)
+#define CU_STREAM_PER_THREAD ((CUstream)0x2)
 typedef uint64_t cuuint64_t;
 typedef unsigned long long CUmemGenericAllocationHandle;
 typedef struct mock_pool *CUmemoryPool;
@@ -73,6 +76,24 @@ CUresult cuStreamCreate(CUstream *s, unsigned flags);
 CUresult cuStreamDestroy_v2(CUstream s);
 CUresult cuStreamBeginCapture_v2(CUstream s, int mode);
 CUresult cuStreamEndCapture(CUstream s, void **graph);
+CUresult cuStreamBeginCapture_v2_ptsz(CUstream s, int mode);
+CUresult cuStreamEndCapture_ptsz(CUstream s, void **graph);
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t size, CUstream s);
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream s);
+CUresult cuDevicePrimaryCtxRelease_v2(int dev);
+CUresult cuDevicePrimaryCtxGetState(int dev, unsigned *flags, int *active);
+CUresult cuCtxCreate_v2(CUcontext *ctx, unsigned flags, int dev);
+CUresult cuCtxDestroy_v2(CUcontext ctx);
+CUresult cuCtxSynchronize(void);
+CUresult cuStreamSynchronize(CUstream s);
+CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned flags);
+CUresult cuEventCreate(CUevent *e, unsigned flags);
+CUresult cuEventRecord(CUevent e, CUstream s);
+CUresult cuEventQuery(CUevent e);
+CUresult cuEventDestroy_v2(CUevent e);
+CUresult cuGraphInstantiateWithFlags(void **exec, void *graph, unsigned long long flags);
+CUresult cuGraphLaunch(void *exec, CUstream s);
+CUresult cuGraphDestroy(void *graph);
 
 /* The mock driver's counters (mock_cuda.c). */
 void mock_cuda_stats(unsigned long long *nalloc, unsigned long long *nfree, unsigned long long *bad, size_t *live);
@@ -82,6 +103,17 @@ unsigned long long mock_cuda_event_waits(void);
 unsigned long long mock_cuda_calls(void);
 void mock_cuda_event_serials(unsigned long long *recorded, unsigned long long *done_max);
 void mock_cuda_memory_calls(unsigned long long *creates, unsigned long long *pool_allocs);
+int mock_cuda_stale_stream_uses(void);
+/* The device model: work queued on streams, completed on command, and the
+ * oracle that checks every range handed out (mock_cuda.c). */
+CUresult mock_cuda_launch(CUstream s, CUdeviceptr p, size_t n);
+size_t mock_cuda_pending(void);
+int mock_cuda_complete_one(unsigned long long r);
+void mock_cuda_complete_all(void);
+int mock_cuda_own(CUdeviceptr p, size_t n, CUstream s, int ordered);
+void mock_cuda_disown(CUdeviceptr p);
+void mock_cuda_disown_all(void);
+unsigned long long mock_cuda_violations(char *text, size_t len);
 
 /* A failed check prints where and counts; the program exits non-zero when
  * any failed (each program defines `failures`). */

@@ -1,15 +1,46 @@
 /*
- * mock_cuda.c — a stand-in libcuda.so.1 for machines without a GPU, so that
- * carve-run's interposer can be tested where CI runs.
+ * mock_cuda.c — a stand-in libcuda.so.1 for machines without a GPU: a small
+ * model of a device, so that carve-run's interposer can be tested, and its
+ * promises checked, where CI runs.
  *
- * The one idea: implement the part of the driver API the interposer and
- * carve's driver backend touch, with host memory as "device" memory and
- * counters of what reached the driver, so a test can tell whether a call
- * was served by carve (the mock saw nothing, or one large segment) or
- * passed through (the mock saw it). Events can be made to report "not
- * ready" for a while (MOCK_EVENT_POLLS), which is how tests watch the
- * quarantine of unordered frees hold memory back. Nothing here runs
- * kernels; "device" buffers are written by the test program directly.
+ * The one idea: model what decides whether memory is safe to hand out — the
+ * work queued on streams — and let the test decide when that work
+ * completes. "Device" memory is host memory (test programs write patterns
+ * into it); a test queues work that uses a range on a stream
+ * (mock_cuda_launch, a kernel as far as memory is concerned), and the work
+ * stays queued until the test completes it (mock_cuda_complete_one, _all)
+ * or the program waits for it (cuEventSynchronize, cuStreamSynchronize,
+ * cuCtxSynchronize, and cuMemFree, which synchronizes as the real one
+ * does). Streams order their own work; the legacy default stream and the
+ * blocking streams (per-thread default streams among them) wait for each
+ * other's earlier work; non-blocking streams wait for nothing but
+ * themselves and the events they are told to wait for. An event completes
+ * once everything its record waited for has completed. A destroyed
+ * stream's queued work runs on (and nothing waits for it implicitly), and
+ * its handle is reused by the next stream created, as a real driver may.
+ *
+ * The oracle: a program hands every allocation it gets to mock_cuda_own
+ * (and takes it back with mock_cuda_disown before freeing it). The range
+ * must lie in memory the driver allocated in the current context, and
+ * still has (a context reset or destruction frees it); no other owned
+ * range may overlap it; and no queued work may still use it, unless the
+ * allocation is stream-ordered and that work is ordered before anything
+ * later on its stream. Every breach is counted with a description
+ * (mock_cuda_violations).
+ *
+ * Also modelled: graph capture on every stream kind (the legacy stream is
+ * refused, as by the driver; per-thread streams, named by their handle or
+ * by NULL in the _ptsz functions, are captured), with work, allocations and
+ * frees on a capturing stream becoming graph nodes and graphs launched
+ * later; primary contexts retained, released (the last release resets the
+ * context: its memory is freed) and reset, and contexts created and
+ * destroyed; and fork: in the child of a process that called cuInit every
+ * driver call answers CUDA_ERROR_NOT_INITIALIZED, as the real driver does.
+ *
+ * Counters say what reached the driver (allocations, frees, calls, waits,
+ * stream-ordered allocations), so a test can tell a call served by carve
+ * from one passed through. Events can be made to report "not ready" for a
+ * number of queries even when their work is done (MOCK_EVENT_POLLS).
  *
  * The virtual-memory functions (cuMemAddressReserve, cuMemCreate, cuMemMap,
  * ...) and memory pools take from the same device memory: a physical
@@ -18,14 +49,23 @@
  * address space (PROT_NONE), which cuMemSetAccess opens for writing.
  *
  * Environment: MOCK_CUDA_MEM (bytes of device memory, default 1 GiB),
- * MOCK_EVENT_POLLS (queries before an event completes, default 0).
+ * MOCK_EVENT_POLLS (queries before an event completes, default 0),
+ * MOCK_CAPTURE_DELAY_US (a capture that begins returns that much later,
+ * which widens the moment when it has begun but its caller does not know),
+ * MOCK_REENTER=1 (cuDeviceTotalMem calls the cuMemGetInfo_v2 first in the
+ * process's lookup order, as a CUDA runtime that resolved its driver
+ * functions through an interposer does from inside carve's own backend).
  */
+#include <dlfcn.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/types.h>
+#include <unistd.h>
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -35,41 +75,133 @@ typedef unsigned long long CUdeviceptr;
 typedef struct mock_ctx *CUcontext;
 typedef struct mock_stream *CUstream;
 typedef struct mock_event *CUevent;
+typedef struct mock_graph *CUgraph;
+typedef struct mock_graph *CUgraphExec;
 typedef uint64_t cuuint64_t;
 
-enum { OK = 0, INVALID_VALUE = 1, OUT_OF_MEMORY = 2, INVALID_CONTEXT = 201, NOT_FOUND = 500, NOT_READY = 600 };
+enum {
+    OK = 0,
+    INVALID_VALUE = 1,
+    OUT_OF_MEMORY = 2,
+    NOT_INITIALIZED = 3,
+    INVALID_CONTEXT = 201,
+    INVALID_HANDLE = 400,
+    ILLEGAL_STATE = 401,
+    NOT_FOUND = 500,
+    NOT_READY = 600,
+    CAPTURE_UNSUPPORTED = 900,
+    CAPTURE_INVALIDATED = 901,
+    CAPTURE_IMPLICIT = 906,
+};
+
+enum kind { LEGACY, BLOCKING, NONBLOCKING, PER_THREAD };
+static const char *const kind_name[] = {"legacy", "blocking", "non-blocking", "per-thread"};
+
+struct mock_graph;
+struct mock_stream {
+    enum kind kind;
+    unsigned flags;
+    struct mock_ctx *ctx;
+    int live;                   /* 0 once destroyed (the struct is kept: handles stay comparable) */
+    unsigned gen;               /* bumped when the handle is reused for a new stream */
+    uint64_t last;              /* the latest item queued on it (0: none) */
+    struct mock_graph *capture; /* the graph being captured into, or NULL */
+    struct mock_stream *next;   /* the context's live streams, or the free list */
+};
 
 struct mock_ctx {
     int device;
+    int primary;
+    int refs;        /* primary: retains outstanding */
+    int active;      /* usable: primary retained (or reset while retained), or a created context */
+    unsigned incarnation;
+    struct mock_stream legacy;
+    struct mock_stream *streams; /* live created and per-thread streams */
 };
-struct mock_stream {
-    unsigned flags;
-    int capturing;
-};
+
 struct mock_event {
+    uint64_t marker;           /* the item recorded last (0: never recorded) */
     int polls_left;
     unsigned long long serial; /* records before and with this one's last */
 };
 
-static struct mock_ctx primary = {0};
-static int capturing_streams, broken_captures; /* atomic */
-static __thread CUcontext current;
-static __thread CUcontext stack[16];
-static __thread int depth;
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+typedef struct node {
+    int kind; /* 0 work, 1 allocation, 2 free */
+    uintptr_t lo, hi;
+} node;
+struct mock_graph {
+    node *nodes;
+    size_t n, cap;
+    int invalid;
+};
 
-/* Live "device" allocations. */
+/* Queued work: a range used (lo < hi) or a marker (an event record, a
+ * stream waiting for an event), which completes as soon as what it waits
+ * for has. Pending items are kept in order of id; an item depends only on
+ * items with smaller ids. */
+typedef struct item {
+    uint64_t id;
+    struct mock_stream *s;
+    unsigned sgen; /* the stream's generation when queued */
+    struct mock_ctx *ctx;
+    uintptr_t lo, hi;
+    int marker, mark;
+    uint64_t *deps;
+    unsigned ndeps;
+} item;
+
+/* "Device" allocations: live ones, and those freed with their context (kept
+ * mapped, so a faulty program writes into dead memory rather than the heap). */
 typedef struct alloc_rec {
     uintptr_t base;
     size_t size;
+    struct mock_ctx *ctx;
+    unsigned incarnation;
 } alloc_rec;
-static alloc_rec *allocs;
-static size_t nallocs, cap_allocs, used;
+
+/* Ranges the program says it owns (the oracle). */
+typedef struct owned {
+    uintptr_t lo, hi;
+} owned;
+
+static struct mock_ctx primary = {.device = 0, .primary = 1, .legacy = {.kind = LEGACY, .ctx = &primary, .live = 1}};
+static __thread CUcontext current;
+static __thread CUcontext stack[16];
+static __thread int depth;
+static __thread struct {
+    struct mock_ctx *ctx;
+    unsigned incarnation;
+    struct mock_stream *s;
+} per_thread_streams[4];
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static int initialized; /* cuInit was called */
+static int forked;      /* set in a child after fork, when the parent had called cuInit */
+
+static alloc_rec *allocs, *dead;
+static size_t nallocs, cap_allocs, ndead, cap_dead, used;
+static item *items;
+static size_t nitems, cap_items;
+static uint64_t next_id = 1;
+static owned *owns;
+static size_t nowns, cap_owns;
+static struct mock_stream *free_streams;
+static int capturing; /* captures in progress */
+static int broken_captures, stale_stream_uses;
 static unsigned long long stat_allocs, stat_frees, stat_bad_frees, stat_async_allocs;
 static unsigned long long stat_calls; /* every call of a driver function */
 static unsigned long long stat_event_waits;
 static unsigned long long event_records, event_done_max; /* atomic: see mock_cuda_event_serials */
+static unsigned long long violations;
+static char violation_text[2048];
+
 #define COUNTED() __atomic_add_fetch(&stat_calls, 1, __ATOMIC_RELAXED)
+/* Every driver function begins here: counted, and refused in a forked child. */
+#define ENTER()                                              \
+    do {                                                     \
+        COUNTED();                                           \
+        if (__atomic_load_n(&forked, __ATOMIC_RELAXED))      \
+            return NOT_INITIALIZED;                          \
+    } while (0)
 
 /* The environment, read once (getenv on every call would dwarf what the
  * benchmarks measure). */
@@ -96,6 +228,339 @@ static int event_polls(void) {
     return n;
 }
 
+static int grow(void **p, size_t *cap, size_t need, size_t elem) {
+    if (need <= *cap)
+        return 0;
+    size_t n = *cap ? *cap * 2 : 64;
+    while (n < need)
+        n *= 2;
+    void *bigger = realloc(*p, n * elem);
+    if (!bigger)
+        return -1;
+    *p = bigger;
+    *cap = n;
+    return 0;
+}
+
+/* A breach of what the device guarantees (lock held). */
+static void violation(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void violation(const char *fmt, ...) {
+    violations++;
+    size_t len = strlen(violation_text);
+    if (len + 200 >= sizeof(violation_text))
+        return; /* the first ones say enough */
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(violation_text + len, sizeof(violation_text) - len - 1, fmt, ap);
+    va_end(ap);
+    len = strlen(violation_text);
+    violation_text[len] = '\n';
+    violation_text[len + 1] = 0;
+}
+
+/* ---- fork ---------------------------------------------------------------- */
+
+static void before_fork(void) { pthread_mutex_lock(&lock); }
+static void after_fork_parent(void) { pthread_mutex_unlock(&lock); }
+static void after_fork_child(void) {
+    pthread_mutex_unlock(&lock);
+    if (__atomic_load_n(&initialized, __ATOMIC_RELAXED))
+        __atomic_store_n(&forked, 1, __ATOMIC_RELAXED);
+}
+__attribute__((constructor)) static void mock_start(void) {
+    pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+}
+
+/* ---- queued work (lock held) ---------------------------------------------- */
+
+static ssize_t item_index(uint64_t id) {
+    size_t lo = 0, hi = nitems;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (items[mid].id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < nitems && items[lo].id == id ? (ssize_t)lo : -1;
+}
+
+static int pending(uint64_t id) { return id && item_index(id) >= 0; }
+
+/* What a new item on s waits for: s's latest item, and the implicit
+ * synchronization of the legacy stream with the blocking streams. At most
+ * cap ids into deps. */
+static unsigned deps_of_next(struct mock_stream *s, uint64_t *deps, unsigned cap) {
+    unsigned n = 0;
+    if (pending(s->last) && n < cap)
+        deps[n++] = s->last;
+    if (s->kind == LEGACY) {
+        for (struct mock_stream *x = s->ctx->streams; x; x = x->next)
+            if ((x->kind == BLOCKING || x->kind == PER_THREAD) && pending(x->last) && n < cap)
+                deps[n++] = x->last;
+    } else if (s->kind != NONBLOCKING && pending(s->ctx->legacy.last) && n < cap) {
+        deps[n++] = s->ctx->legacy.last;
+    }
+    return n;
+}
+
+static unsigned count_streams(struct mock_ctx *c) {
+    unsigned n = 2;
+    for (struct mock_stream *x = c->streams; x; x = x->next)
+        n++;
+    return n;
+}
+
+static void sweep(void);
+
+/* Queue an item on s; returns its id (0: no memory). */
+static uint64_t enqueue(struct mock_stream *s, uintptr_t lo, uintptr_t hi, int marker, uint64_t also) {
+    if (grow((void **)&items, &cap_items, nitems + 1, sizeof(item)) != 0)
+        return 0;
+    unsigned cap = count_streams(s->ctx) + 1;
+    uint64_t *deps = malloc(cap * sizeof(uint64_t));
+    if (!deps)
+        return 0;
+    unsigned n = deps_of_next(s, deps, cap);
+    if (pending(also))
+        deps[n++] = also;
+    item *it = &items[nitems++];
+    memset(it, 0, sizeof(*it));
+    it->id = next_id++;
+    it->s = s;
+    it->sgen = s->gen;
+    it->ctx = s->ctx;
+    it->lo = lo;
+    it->hi = hi;
+    it->marker = marker;
+    it->deps = deps;
+    it->ndeps = n;
+    s->last = it->id;
+    if (marker)
+        sweep();
+    return it->id;
+}
+
+static int ready(const item *it) {
+    for (unsigned d = 0; d < it->ndeps; d++)
+        if (pending(it->deps[d]))
+            return 0;
+    return 1;
+}
+
+static void remove_at(size_t k) {
+    free(items[k].deps);
+    memmove(&items[k], &items[k + 1], (nitems - k - 1) * sizeof(item));
+    nitems--;
+}
+
+/* Markers whose waits are over complete (in one pass: deps come first). */
+static void sweep(void) {
+    size_t k = 0;
+    while (k < nitems) {
+        if (items[k].marker && ready(&items[k]))
+            remove_at(k);
+        else
+            k++;
+    }
+}
+
+/* Mark id and everything it waits for, transitively (mark fields). */
+static void mark_ancestors(uint64_t id) {
+    ssize_t top = item_index(id);
+    if (top < 0)
+        return;
+    items[top].mark = 1;
+    for (ssize_t k = top; k >= 0; k--)
+        if (items[k].mark)
+            for (unsigned d = 0; d < items[k].ndeps; d++) {
+                ssize_t j = item_index(items[k].deps[d]);
+                if (j >= 0)
+                    items[j].mark = 1;
+            }
+}
+
+static void remove_marked(void) {
+    size_t k = 0;
+    while (k < nitems) {
+        if (items[k].mark)
+            remove_at(k);
+        else
+            k++;
+    }
+    sweep();
+}
+
+/* The device runs until id and all it waits for have completed (a host wait). */
+static void run_until(uint64_t id) {
+    mark_ancestors(id);
+    remove_marked();
+}
+
+/* Everything queued in context c completes (destroyed streams' work too). */
+static void run_context(struct mock_ctx *c) {
+    for (size_t k = 0; k < nitems; k++)
+        items[k].mark = items[k].ctx == c;
+    remove_marked();
+}
+
+/* Whether queued work id comes before anything queued on s from now on. */
+static int ordered_before_next(struct mock_stream *s, uint64_t id) {
+    uint64_t deps[1024];
+    unsigned n = deps_of_next(s, deps, 1024);
+    for (size_t k = 0; k < nitems; k++)
+        items[k].mark = 0;
+    for (unsigned d = 0; d < n; d++)
+        mark_ancestors(deps[d]);
+    ssize_t k = item_index(id);
+    int before = k >= 0 && items[k].mark;
+    for (size_t j = 0; j < nitems; j++)
+        items[j].mark = 0;
+    return before;
+}
+
+/* ---- contexts and streams (lock held) -------------------------------------- */
+
+static struct mock_ctx *ctx_now(void) { return current && current->active ? current : NULL; }
+
+static void add_stream(struct mock_ctx *c, struct mock_stream *s) {
+    s->next = c->streams;
+    c->streams = s;
+}
+
+static void drop_stream(struct mock_ctx *c, struct mock_stream *s) {
+    for (struct mock_stream **p = &c->streams; *p; p = &(*p)->next)
+        if (*p == s) {
+            *p = s->next;
+            break;
+        }
+}
+
+static struct mock_stream *new_stream(struct mock_ctx *c, enum kind k, unsigned flags) {
+    struct mock_stream *s = free_streams; /* the handle destroyed last is reused first */
+    unsigned gen = 0;
+    if (s) {
+        free_streams = s->next;
+        gen = s->gen + 1;
+    } else if (!(s = calloc(1, sizeof(*s)))) {
+        return NULL;
+    }
+    memset(s, 0, sizeof(*s));
+    s->gen = gen;
+    s->kind = k;
+    s->flags = flags;
+    s->ctx = c;
+    s->live = 1;
+    add_stream(c, s);
+    return s;
+}
+
+static void end_capture(struct mock_stream *s) {
+    if (s->capture) {
+        s->capture = NULL;
+        capturing--;
+    }
+}
+
+static void destroy_stream(struct mock_stream *s) {
+    end_capture(s);
+    drop_stream(s->ctx, s);
+    s->live = 0;
+    if (s->kind != PER_THREAD) {
+        s->next = free_streams;
+        free_streams = s;
+    }
+}
+
+/* The calling thread's per-thread default stream in c. */
+static struct mock_stream *per_thread(struct mock_ctx *c) {
+    for (int i = 0; i < 4; i++)
+        if (per_thread_streams[i].ctx == c && per_thread_streams[i].incarnation == c->incarnation &&
+            per_thread_streams[i].s->live)
+            return per_thread_streams[i].s;
+    struct mock_stream *s = calloc(1, sizeof(*s));
+    if (!s)
+        return NULL;
+    s->kind = PER_THREAD;
+    s->ctx = c;
+    s->live = 1;
+    add_stream(c, s);
+    int slot = 0;
+    for (int i = 1; i < 4; i++)
+        if (per_thread_streams[i].ctx == c || !per_thread_streams[i].ctx)
+            slot = i;
+    per_thread_streams[slot].ctx = c;
+    per_thread_streams[slot].incarnation = c->incarnation;
+    per_thread_streams[slot].s = s;
+    return s;
+}
+
+/* The stream a handle names for the calling thread (NULL: legacy, or
+ * per-thread in a _ptsz function); NULL with *err set when there is none. */
+static struct mock_stream *resolve(CUstream h, int ptsz, CUresult *err) {
+    struct mock_ctx *c = ctx_now();
+    *err = OK;
+    if (!c) {
+        *err = INVALID_CONTEXT;
+        return NULL;
+    }
+    if ((uintptr_t)h == 1 || (!h && !ptsz))
+        return &c->legacy;
+    if ((uintptr_t)h == 2 || !h) {
+        struct mock_stream *s = per_thread(c);
+        if (!s)
+            *err = OUT_OF_MEMORY;
+        return s;
+    }
+    if (!h->live || h->ctx != c) {
+        stale_stream_uses++;
+        *err = INVALID_HANDLE;
+        return NULL;
+    }
+    return h;
+}
+
+/* Work on the legacy stream while a blocking stream is being captured
+ * joins the capture implicitly, which the driver refuses. */
+static int legacy_during_capture(struct mock_stream *s) {
+    if (s->kind != LEGACY || !capturing)
+        return 0;
+    broken_captures++;
+    for (struct mock_stream *x = s->ctx->streams; x; x = x->next)
+        if (x->capture && x->kind != NONBLOCKING)
+            x->capture->invalid = 1;
+    return 1;
+}
+
+static int add_node(struct mock_graph *g, int kind, uintptr_t lo, uintptr_t hi) {
+    if (grow((void **)&g->nodes, &g->cap, g->n + 1, sizeof(node)) != 0)
+        return -1;
+    g->nodes[g->n++] = (node){kind, lo, hi};
+    return 0;
+}
+
+/* Free everything context c has (its work completes first, as a reset
+ * waits for the device) and make its handles stale. */
+static void kill_context(struct mock_ctx *c) {
+    run_context(c);
+    for (size_t i = 0; i < nallocs;)
+        if (allocs[i].ctx == c) {
+            if (grow((void **)&dead, &cap_dead, ndead + 1, sizeof(alloc_rec)) == 0)
+                dead[ndead++] = allocs[i];
+            used -= allocs[i].size;
+            allocs[i] = allocs[--nallocs];
+        } else {
+            i++;
+        }
+    while (c->streams) {
+        struct mock_stream *s = c->streams;
+        destroy_stream(s);
+    }
+    end_capture(&c->legacy);
+    c->legacy.last = 0;
+    c->incarnation++;
+}
+
 /* ---- what tests ask the mock ------------------------------------------- */
 
 /* Counters of calls that reached the mock driver. */
@@ -109,8 +574,12 @@ EXPORT void mock_cuda_stats(unsigned long long *nalloc, unsigned long long *nfre
     pthread_mutex_unlock(&lock);
 }
 
-/* Event records on the legacy stream while a capture was in progress. */
+/* Work or event records on the legacy stream, or event records on a
+ * capturing stream, while a capture was in progress. */
 EXPORT int mock_cuda_broken_captures(void) { return __atomic_load_n(&broken_captures, __ATOMIC_RELAXED); }
+
+/* Uses of a stream handle after its stream was destroyed (or from another context). */
+EXPORT int mock_cuda_stale_stream_uses(void) { return __atomic_load_n(&stale_stream_uses, __ATOMIC_RELAXED); }
 
 /* Stream-ordered allocations that reached the mock. */
 EXPORT unsigned long long mock_cuda_async_allocs(void) { return __atomic_load_n(&stat_async_allocs, __ATOMIC_RELAXED); }
@@ -136,66 +605,296 @@ static void event_done(CUevent e) {
 /* Calls of driver functions so far (each costs time in a real driver). */
 EXPORT unsigned long long mock_cuda_calls(void) { return __atomic_load_n(&stat_calls, __ATOMIC_RELAXED); }
 
+/* Queue work that uses [p, p+n) on stream s (NULL: the legacy stream; a
+ * capturing stream: a node of its graph). CUresult. */
+EXPORT CUresult mock_cuda_launch(CUstream h, CUdeviceptr p, size_t n) {
+    pthread_mutex_lock(&lock);
+    CUresult r;
+    struct mock_stream *s = resolve(h, 0, &r);
+    if (s && s->capture)
+        r = add_node(s->capture, 0, (uintptr_t)p, (uintptr_t)p + n) == 0 ? OK : OUT_OF_MEMORY;
+    else if (s && legacy_during_capture(s))
+        r = CAPTURE_IMPLICIT;
+    else if (s)
+        r = enqueue(s, (uintptr_t)p, (uintptr_t)p + n, 0, 0) ? OK : OUT_OF_MEMORY;
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+/* Queued work (not counting markers). */
+EXPORT size_t mock_cuda_pending(void) {
+    pthread_mutex_lock(&lock);
+    size_t n = 0;
+    for (size_t k = 0; k < nitems; k++)
+        n += !items[k].marker;
+    pthread_mutex_unlock(&lock);
+    return n;
+}
+
+/* The device completes one piece of queued work that is ready to run,
+ * chosen by r among them: 1, or 0 when nothing is queued. */
+EXPORT int mock_cuda_complete_one(unsigned long long r) {
+    pthread_mutex_lock(&lock);
+    size_t nready = 0;
+    for (size_t k = 0; k < nitems; k++)
+        nready += !items[k].marker && ready(&items[k]);
+    int done = 0;
+    if (nready) {
+        size_t pick = (size_t)(r % nready);
+        for (size_t k = 0; k < nitems; k++)
+            if (!items[k].marker && ready(&items[k]) && pick-- == 0) {
+                remove_at(k);
+                sweep();
+                done = 1;
+                break;
+            }
+    }
+    pthread_mutex_unlock(&lock);
+    return done;
+}
+
+/* The device completes everything queued. */
+EXPORT void mock_cuda_complete_all(void) {
+    pthread_mutex_lock(&lock);
+    while (nitems)
+        remove_at(nitems - 1);
+    pthread_mutex_unlock(&lock);
+}
+
+/* The oracle: the program got [p, p+n) from an allocation (ordered: on
+ * stream s, stream-ordered). 0 when the range may be used as promised;
+ * otherwise 1, and the breach is counted and described. The range is owned
+ * from now on, until mock_cuda_disown(p). */
+EXPORT int mock_cuda_own(CUdeviceptr p, size_t n, CUstream h, int ordered) {
+    uintptr_t lo = (uintptr_t)p, hi = lo + n;
+    pthread_mutex_lock(&lock);
+    unsigned long long before = violations;
+    struct mock_ctx *c = ctx_now();
+    int inside = 0;
+    for (size_t i = 0; c && i < nallocs && !inside; i++)
+        inside = allocs[i].ctx == c && allocs[i].incarnation == c->incarnation && lo >= allocs[i].base &&
+                 hi <= allocs[i].base + allocs[i].size;
+    if (!inside) {
+        int was_dead = 0;
+        for (size_t i = 0; i < ndead && !was_dead; i++)
+            was_dead = lo < dead[i].base + dead[i].size && hi > dead[i].base;
+        violation("0x%lx+%zu handed out %s", (unsigned long)lo, n,
+                  was_dead ? "from memory the driver freed with its context"
+                           : "outside the current context's live driver memory");
+    }
+    CUresult err;
+    struct mock_stream *s = ordered ? resolve(h, 0, &err) : NULL;
+    for (size_t k = 0; k < nitems; k++) {
+        item *it = &items[k];
+        if (it->marker || it->hi <= lo || it->lo >= hi)
+            continue;
+        if (s && ordered_before_next(s, it->id))
+            continue;
+        violation("0x%lx+%zu handed out (%s) while work queued on a %s%s stream%s still uses 0x%lx+%zu",
+                  (unsigned long)lo, n, s ? "stream-ordered" : "usable on any stream",
+                  it->s->live && it->s->gen == it->sgen ? "" : "destroyed ", kind_name[it->s->kind],
+                  s && s == it->s ? " (the handle of the one it is handed out on)" : "", (unsigned long)it->lo,
+                  (size_t)(it->hi - it->lo));
+        break;
+    }
+    size_t at = 0, top = nowns;
+    while (at < top) {
+        size_t mid = (at + top) / 2;
+        if (owns[mid].lo < lo)
+            at = mid + 1;
+        else
+            top = mid;
+    }
+    if ((at < nowns && owns[at].lo < hi) || (at > 0 && owns[at - 1].hi > lo))
+        violation("0x%lx+%zu handed out while another allocation still owns 0x%lx+%zu", (unsigned long)lo, n,
+                  (unsigned long)(at < nowns && owns[at].lo < hi ? owns[at].lo : owns[at - 1].lo),
+                  (size_t)(at < nowns && owns[at].lo < hi ? owns[at].hi - owns[at].lo
+                                                          : owns[at - 1].hi - owns[at - 1].lo));
+    else if (grow((void **)&owns, &cap_owns, nowns + 1, sizeof(owned)) == 0) {
+        memmove(&owns[at + 1], &owns[at], (nowns - at) * sizeof(owned));
+        owns[at] = (owned){lo, hi};
+        nowns++;
+    }
+    int bad = violations != before;
+    pthread_mutex_unlock(&lock);
+    return bad;
+}
+
+/* The program gives up the range that begins at p (before freeing it). */
+EXPORT void mock_cuda_disown(CUdeviceptr p) {
+    pthread_mutex_lock(&lock);
+    for (size_t i = 0; i < nowns; i++)
+        if (owns[i].lo == (uintptr_t)p) {
+            memmove(&owns[i], &owns[i + 1], (nowns - i - 1) * sizeof(owned));
+            nowns--;
+            break;
+        }
+    pthread_mutex_unlock(&lock);
+}
+
+/* Every owned range is given up (the memory went away with its context). */
+EXPORT void mock_cuda_disown_all(void) {
+    pthread_mutex_lock(&lock);
+    nowns = 0;
+    pthread_mutex_unlock(&lock);
+}
+
+/* Breaches seen so far; text (may be NULL) gets the first ones described. */
+EXPORT unsigned long long mock_cuda_violations(char *text, size_t len) {
+    pthread_mutex_lock(&lock);
+    unsigned long long n = violations;
+    if (text && len)
+        snprintf(text, len, "%s", violation_text);
+    pthread_mutex_unlock(&lock);
+    return n;
+}
+
 /* ---- initialization, devices, contexts --------------------------------- */
 
 EXPORT CUresult cuInit(unsigned flags) {
-    COUNTED();
+    ENTER();
     (void)flags;
+    __atomic_store_n(&initialized, 1, __ATOMIC_RELAXED);
+    return OK;
+}
+EXPORT CUresult cuDriverGetVersion(int *v) {
+    ENTER();
+    *v = 12080;
     return OK;
 }
 EXPORT CUresult cuDeviceGetCount(int *n) {
-    COUNTED();
+    ENTER();
     *n = 1;
     return OK;
 }
 EXPORT CUresult cuDeviceGet(CUdevice *d, int ordinal) {
-    COUNTED();
+    ENTER();
     if (ordinal != 0)
         return 101; /* CUDA_ERROR_INVALID_DEVICE */
     *d = 0;
     return OK;
 }
+EXPORT CUresult cuMemGetInfo_v2(size_t *f, size_t *t);
 EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice d) {
-    COUNTED();
+    ENTER();
     (void)d;
+    const char *re = getenv("MOCK_REENTER");
+    if (re && *re == '1') {
+        /* As a runtime whose driver functions came through an interposer. */
+        CUresult (*info)(size_t *, size_t *) = NULL;
+        void *fn = dlsym(RTLD_DEFAULT, "cuMemGetInfo_v2");
+        memcpy(&info, &fn, sizeof(fn));
+        size_t f, t;
+        if (info)
+            info(&f, &t);
+    }
     *bytes = mem_total();
     return OK;
 }
 EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice d) {
-    COUNTED();
-    (void)d;
+    ENTER();
+    if (d != 0)
+        return 101;
+    pthread_mutex_lock(&lock);
+    if (primary.refs++ == 0 && !primary.active) {
+        primary.active = 1;
+        primary.incarnation++;
+    }
     *ctx = &primary;
+    pthread_mutex_unlock(&lock);
     return OK;
 }
+/* The last release resets the primary context: its memory is freed. */
 EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d) {
-    COUNTED();
-    (void)d;
+    ENTER();
+    if (d != 0)
+        return 101;
+    pthread_mutex_lock(&lock);
+    CUresult r = OK;
+    if (primary.refs <= 0) {
+        r = INVALID_CONTEXT;
+    } else if (--primary.refs == 0) {
+        kill_context(&primary);
+        primary.active = 0;
+    }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice d) { return cuDevicePrimaryCtxRelease_v2(d); }
+/* Frees all the primary context's memory; retains stay, and it stays usable. */
+EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice d) {
+    ENTER();
+    if (d != 0)
+        return 101;
+    pthread_mutex_lock(&lock);
+    kill_context(&primary);
+    primary.active = primary.refs > 0;
+    pthread_mutex_unlock(&lock);
     return OK;
 }
-EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice d) {
-    COUNTED();
-    (void)d;
+EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice d, unsigned *flags, int *active) {
+    ENTER();
+    if (d != 0)
+        return 101;
+    pthread_mutex_lock(&lock);
+    *flags = 0;
+    *active = primary.active;
+    pthread_mutex_unlock(&lock);
+    return OK;
+}
+EXPORT CUresult cuCtxCreate_v2(CUcontext *ctx, unsigned flags, CUdevice d) {
+    ENTER();
+    (void)flags;
+    if (d != 0)
+        return 101;
+    struct mock_ctx *c = calloc(1, sizeof(*c));
+    if (!c)
+        return OUT_OF_MEMORY;
+    c->active = 1;
+    c->incarnation = 1;
+    c->legacy.kind = LEGACY;
+    c->legacy.ctx = c;
+    c->legacy.live = 1;
+    if (depth == 16) {
+        free(c);
+        return INVALID_VALUE;
+    }
+    stack[depth++] = current;
+    current = c;
+    *ctx = c;
+    return OK;
+}
+EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
+    ENTER();
+    if (!ctx || ctx == &primary)
+        return INVALID_CONTEXT;
+    pthread_mutex_lock(&lock);
+    kill_context(ctx);
+    ctx->active = 0; /* the struct is kept: a stale handle stays harmless */
+    pthread_mutex_unlock(&lock);
+    if (current == ctx)
+        current = NULL;
     return OK;
 }
 EXPORT CUresult cuCtxGetCurrent(CUcontext *ctx) {
-    COUNTED();
+    ENTER();
     *ctx = current;
     return OK;
 }
 EXPORT CUresult cuCtxSetCurrent(CUcontext ctx) {
-    COUNTED();
+    ENTER();
     current = ctx;
     return OK;
 }
 EXPORT CUresult cuCtxGetDevice(CUdevice *d) {
-    COUNTED();
+    ENTER();
     if (!current)
         return INVALID_CONTEXT;
     *d = current->device;
     return OK;
 }
 EXPORT CUresult cuCtxPushCurrent_v2(CUcontext ctx) {
-    COUNTED();
+    ENTER();
     if (depth == 16)
         return INVALID_VALUE;
     stack[depth++] = current;
@@ -203,7 +902,7 @@ EXPORT CUresult cuCtxPushCurrent_v2(CUcontext ctx) {
     return OK;
 }
 EXPORT CUresult cuCtxPopCurrent_v2(CUcontext *ctx) {
-    COUNTED();
+    ENTER();
     if (!depth)
         return INVALID_CONTEXT;
     if (ctx)
@@ -211,11 +910,14 @@ EXPORT CUresult cuCtxPopCurrent_v2(CUcontext *ctx) {
     current = stack[--depth];
     return OK;
 }
-EXPORT CUresult cuCtxSynchronize(void) { COUNTED(); return current ? OK : INVALID_CONTEXT; }
-EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
-    COUNTED();
-    (void)ctx;
-    return OK;
+EXPORT CUresult cuCtxSynchronize(void) {
+    ENTER();
+    pthread_mutex_lock(&lock);
+    struct mock_ctx *c = ctx_now();
+    if (c)
+        run_context(c);
+    pthread_mutex_unlock(&lock);
+    return c ? OK : INVALID_CONTEXT;
 }
 EXPORT CUresult cuGetErrorName(CUresult r, const char **name) {
     COUNTED();
@@ -223,6 +925,9 @@ EXPORT CUresult cuGetErrorName(CUresult r, const char **name) {
     case OK: *name = "CUDA_SUCCESS"; break;
     case OUT_OF_MEMORY: *name = "CUDA_ERROR_OUT_OF_MEMORY"; break;
     case INVALID_VALUE: *name = "CUDA_ERROR_INVALID_VALUE"; break;
+    case NOT_INITIALIZED: *name = "CUDA_ERROR_NOT_INITIALIZED"; break;
+    case INVALID_CONTEXT: *name = "CUDA_ERROR_INVALID_CONTEXT"; break;
+    case INVALID_HANDLE: *name = "CUDA_ERROR_INVALID_HANDLE"; break;
     case NOT_READY: *name = "CUDA_ERROR_NOT_READY"; break;
     default: *name = "CUDA_ERROR_UNKNOWN"; break;
     }
@@ -232,22 +937,22 @@ EXPORT CUresult cuGetErrorName(CUresult r, const char **name) {
 /* ---- memory ------------------------------------------------------------ */
 
 static CUresult do_alloc(CUdeviceptr *dptr, size_t size) {
-    if (!current)
-        return INVALID_CONTEXT;
     if (!dptr || !size)
         return INVALID_VALUE;
     pthread_mutex_lock(&lock);
     CUresult r = OK;
     void *p = NULL;
-    if (used + size > mem_total() || size > mem_total()) {
+    struct mock_ctx *c = ctx_now();
+    if (!c) {
+        r = INVALID_CONTEXT;
+    } else if (used + size > mem_total() || size > mem_total()) {
         r = OUT_OF_MEMORY;
-    } else if (nallocs == cap_allocs &&
-               !(allocs = realloc(allocs, (cap_allocs = cap_allocs ? cap_allocs * 2 : 64) * sizeof(*allocs)))) {
+    } else if (grow((void **)&allocs, &cap_allocs, nallocs + 1, sizeof(alloc_rec)) != 0) {
         r = OUT_OF_MEMORY;
     } else if (posix_memalign(&p, 512, size) != 0) {
         r = OUT_OF_MEMORY;
     } else {
-        allocs[nallocs++] = (alloc_rec){(uintptr_t)p, size};
+        allocs[nallocs++] = (alloc_rec){(uintptr_t)p, size, c, c->incarnation};
         used += size;
         stat_allocs++;
         *dptr = (CUdeviceptr)(uintptr_t)p;
@@ -256,63 +961,99 @@ static CUresult do_alloc(CUdeviceptr *dptr, size_t size) {
     return r;
 }
 
+static ssize_t alloc_index(uintptr_t base) {
+    for (size_t i = 0; i < nallocs; i++)
+        if (allocs[i].base == base)
+            return (ssize_t)i;
+    return -1;
+}
+
+/* Lock held. */
+static CUresult free_at(uintptr_t d) {
+    ssize_t i = alloc_index(d);
+    if (i < 0) {
+        stat_bad_frees++;
+        return INVALID_VALUE;
+    }
+    used -= allocs[i].size;
+    free((void *)allocs[i].base);
+    allocs[i] = allocs[--nallocs];
+    stat_frees++;
+    return OK;
+}
+
+/* cuMemFree synchronizes: the device is done with everything first. */
 static CUresult do_free(CUdeviceptr d) {
     if (!d)
         return OK;
     pthread_mutex_lock(&lock);
-    CUresult r = INVALID_VALUE;
-    for (size_t i = 0; i < nallocs; i++)
-        if (allocs[i].base == (uintptr_t)d) {
-            used -= allocs[i].size;
-            free((void *)allocs[i].base);
-            allocs[i] = allocs[--nallocs];
-            stat_frees++;
-            r = OK;
-            break;
-        }
-    if (r != OK)
-        stat_bad_frees++;
+    struct mock_ctx *c = ctx_now();
+    if (c)
+        run_context(c);
+    CUresult r = free_at((uintptr_t)d);
     pthread_mutex_unlock(&lock);
     return r;
 }
 
-EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t size) { COUNTED(); return do_alloc(dptr, size); }
-EXPORT CUresult cuMemFree_v2(CUdeviceptr d) { COUNTED(); return do_free(d); }
-EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t size, CUstream s) {
-    COUNTED();
-    (void)s;
+/* On a capturing stream, an allocation node: memory the graph owns. */
+static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUstream h, int ptsz) {
     __atomic_add_fetch(&stat_async_allocs, 1, __ATOMIC_RELAXED);
-    return do_alloc(dptr, size);
+    pthread_mutex_lock(&lock);
+    CUresult r;
+    struct mock_stream *s = resolve(h, ptsz, &r);
+    struct mock_graph *g = s ? s->capture : NULL;
+    pthread_mutex_unlock(&lock);
+    if (!s)
+        return r;
+    r = do_alloc(dptr, size);
+    if (r == OK && g) {
+        pthread_mutex_lock(&lock);
+        add_node(g, 1, (uintptr_t)*dptr, (uintptr_t)*dptr + size);
+        pthread_mutex_unlock(&lock);
+    }
+    return r;
 }
-EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t size, CUstream s) {
-    COUNTED();
-    (void)s;
-    __atomic_add_fetch(&stat_async_allocs, 1, __ATOMIC_RELAXED);
-    return do_alloc(dptr, size);
+
+/* Stream-ordered: freed once the stream's earlier work is done; on a
+ * capturing stream, a free node. */
+static CUresult free_async(CUdeviceptr d, CUstream h, int ptsz) {
+    if (!d)
+        return OK;
+    pthread_mutex_lock(&lock);
+    CUresult r;
+    struct mock_stream *s = resolve(h, ptsz, &r);
+    if (s && s->capture) {
+        r = alloc_index((uintptr_t)d) < 0 ? INVALID_VALUE : add_node(s->capture, 2, (uintptr_t)d, (uintptr_t)d) == 0 ? OK
+                                                                                                            : OUT_OF_MEMORY;
+        if (r != OK)
+            stat_bad_frees++;
+    } else if (s) {
+        run_until(s->last);
+        r = free_at((uintptr_t)d);
+    }
+    pthread_mutex_unlock(&lock);
+    return r;
 }
-EXPORT CUresult cuMemFreeAsync(CUdeviceptr d, CUstream s) {
-    COUNTED();
-    (void)s;
-    return do_free(d);
-}
-EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr d, CUstream s) {
-    COUNTED();
-    (void)s;
-    return do_free(d);
-}
+
+EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t size) { ENTER(); return do_alloc(dptr, size); }
+EXPORT CUresult cuMemFree_v2(CUdeviceptr d) { ENTER(); return do_free(d); }
+EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t size, CUstream s) { ENTER(); return alloc_async(dptr, size, s, 0); }
+EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t size, CUstream s) { ENTER(); return alloc_async(dptr, size, s, 1); }
+EXPORT CUresult cuMemFreeAsync(CUdeviceptr d, CUstream s) { ENTER(); return free_async(d, s, 0); }
+EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr d, CUstream s) { ENTER(); return free_async(d, s, 1); }
 EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height, unsigned elem) {
-    COUNTED();
+    ENTER();
     (void)elem;
     *pitch = (width + 511) / 512 * 512;
     return do_alloc(dptr, *pitch * height);
 }
 EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t size, unsigned flags) {
-    COUNTED();
+    ENTER();
     (void)flags;
     return do_alloc(dptr, size);
 }
 EXPORT CUresult cuMemGetInfo_v2(size_t *f, size_t *t) {
-    COUNTED();
+    ENTER();
     pthread_mutex_lock(&lock);
     *t = mem_total();
     *f = *t - used;
@@ -320,7 +1061,7 @@ EXPORT CUresult cuMemGetInfo_v2(size_t *f, size_t *t) {
     return OK;
 }
 EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr d) {
-    COUNTED();
+    ENTER();
     pthread_mutex_lock(&lock);
     CUresult r = NOT_FOUND;
     for (size_t i = 0; i < nallocs; i++)
@@ -336,99 +1077,215 @@ EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdevic
     return r;
 }
 
-/* ---- streams, captures, events ----------------------------------------- */
+/* ---- streams, captures, events, graphs ------------------------------------- */
 
 EXPORT CUresult cuStreamCreate(CUstream *s, unsigned flags) {
-    COUNTED();
-    *s = calloc(1, sizeof(**s));
-    (*s)->flags = flags;
-    return OK;
+    ENTER();
+    pthread_mutex_lock(&lock);
+    struct mock_ctx *c = ctx_now();
+    CUresult r = !c ? INVALID_CONTEXT : (*s = new_stream(c, flags & 1 ? NONBLOCKING : BLOCKING, flags)) ? OK
+                                                                                                     : OUT_OF_MEMORY;
+    pthread_mutex_unlock(&lock);
+    return r;
 }
 EXPORT CUresult cuStreamCreateWithPriority(CUstream *s, unsigned flags, int prio) {
-    COUNTED();
     (void)prio;
     return cuStreamCreate(s, flags);
 }
-EXPORT CUresult cuStreamDestroy_v2(CUstream s) {
-    COUNTED();
-    free(s);
-    return OK;
+/* Returns at once; queued work runs on, and nothing waits for it implicitly. */
+EXPORT CUresult cuStreamDestroy_v2(CUstream h) {
+    ENTER();
+    pthread_mutex_lock(&lock);
+    CUresult r;
+    struct mock_stream *s = (uintptr_t)h <= 2 ? NULL : resolve(h, 0, &r);
+    if ((uintptr_t)h <= 2)
+        r = INVALID_HANDLE;
+    if (s)
+        destroy_stream(s);
+    pthread_mutex_unlock(&lock);
+    return r;
 }
-EXPORT CUresult cuStreamSynchronize(CUstream s) {
-    COUNTED();
-    (void)s;
-    return OK;
+static CUresult stream_sync(CUstream h, int ptsz) {
+    pthread_mutex_lock(&lock);
+    CUresult r;
+    struct mock_stream *s = resolve(h, ptsz, &r);
+    if (s)
+        run_until(s->last);
+    pthread_mutex_unlock(&lock);
+    return r;
 }
-EXPORT CUresult cuStreamBeginCapture_v2(CUstream s, int mode) {
-    COUNTED();
+EXPORT CUresult cuStreamSynchronize(CUstream h) { ENTER(); return stream_sync(h, 0); }
+EXPORT CUresult cuStreamSynchronize_ptsz(CUstream h) { ENTER(); return stream_sync(h, 1); }
+EXPORT CUresult cuStreamQuery(CUstream h) {
+    ENTER();
+    pthread_mutex_lock(&lock);
+    CUresult r;
+    struct mock_stream *s = resolve(h, 0, &r);
+    if (s)
+        r = pending(s->last) ? NOT_READY : OK;
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+static CUresult begin_capture(CUstream h, int mode, int ptsz) {
     (void)mode;
-    if ((uintptr_t)s <= 2)
-        return INVALID_VALUE;
-    s->capturing = 1;
-    __atomic_add_fetch(&capturing_streams, 1, __ATOMIC_RELAXED);
+    static int delay_us = -1;
+    if (delay_us < 0) {
+        const char *v = getenv("MOCK_CAPTURE_DELAY_US");
+        delay_us = v && *v ? atoi(v) : 0;
+    }
+    pthread_mutex_lock(&lock);
+    CUresult r;
+    struct mock_stream *s = resolve(h, ptsz, &r);
+    if (s && s->kind == LEGACY) {
+        r = CAPTURE_UNSUPPORTED; /* the legacy stream cannot be captured */
+    } else if (s && s->capture) {
+        r = ILLEGAL_STATE;
+    } else if (s) {
+        s->capture = calloc(1, sizeof(struct mock_graph));
+        r = s->capture ? OK : OUT_OF_MEMORY;
+        capturing += s->capture != NULL;
+    }
+    pthread_mutex_unlock(&lock);
+    if (r == OK && delay_us)
+        usleep((useconds_t)delay_us); /* the capture has begun; the caller hears of it later */
+    return r;
+}
+static CUresult end_capture_call(CUstream h, CUgraph *graph, int ptsz) {
+    pthread_mutex_lock(&lock);
+    CUresult r;
+    struct mock_stream *s = resolve(h, ptsz, &r);
+    if (s && !s->capture) {
+        r = ILLEGAL_STATE;
+    } else if (s) {
+        struct mock_graph *g = s->capture;
+        end_capture(s);
+        r = g->invalid ? CAPTURE_INVALIDATED : OK;
+        if (graph)
+            *graph = g->invalid ? NULL : g;
+    }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+static CUresult is_capturing(CUstream h, int *status, int ptsz) {
+    pthread_mutex_lock(&lock);
+    CUresult r;
+    struct mock_stream *s = resolve(h, ptsz, &r);
+    if (s)
+        *status = !s->capture ? 0 : s->capture->invalid ? 2 : 1;
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+EXPORT CUresult cuStreamBeginCapture_v2(CUstream s, int mode) { ENTER(); return begin_capture(s, mode, 0); }
+EXPORT CUresult cuStreamBeginCapture_v2_ptsz(CUstream s, int mode) { ENTER(); return begin_capture(s, mode, 1); }
+EXPORT CUresult cuStreamEndCapture(CUstream s, CUgraph *graph) { ENTER(); return end_capture_call(s, graph, 0); }
+EXPORT CUresult cuStreamEndCapture_ptsz(CUstream s, CUgraph *graph) { ENTER(); return end_capture_call(s, graph, 1); }
+EXPORT CUresult cuStreamIsCapturing(CUstream s, int *status) { ENTER(); return is_capturing(s, status, 0); }
+EXPORT CUresult cuStreamIsCapturing_ptsz(CUstream s, int *status) { ENTER(); return is_capturing(s, status, 1); }
+
+EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph g, unsigned long long flags) {
+    ENTER();
+    (void)flags;
+    *exec = g;
+    return g ? OK : INVALID_VALUE;
+}
+/* The graph's work is queued on s, in the order it was captured. */
+EXPORT CUresult cuGraphLaunch(CUgraphExec g, CUstream h) {
+    ENTER();
+    pthread_mutex_lock(&lock);
+    CUresult r;
+    struct mock_stream *s = resolve(h, 0, &r);
+    for (size_t i = 0; s && g && i < g->n; i++)
+        if (g->nodes[i].kind == 0 && !enqueue(s, g->nodes[i].lo, g->nodes[i].hi, 0, 0))
+            r = OUT_OF_MEMORY;
+    pthread_mutex_unlock(&lock);
+    return g ? r : INVALID_VALUE;
+}
+EXPORT CUresult cuGraphExecDestroy(CUgraphExec g) {
+    ENTER();
+    (void)g;
     return OK;
 }
-EXPORT CUresult cuStreamBeginCapture_v2_ptsz(CUstream s, int mode) { COUNTED(); return cuStreamBeginCapture_v2(s, mode); }
-EXPORT CUresult cuStreamEndCapture(CUstream s, void **graph) {
-    COUNTED();
-    if ((uintptr_t)s <= 2)
-        return INVALID_VALUE;
-    if (s->capturing)
-        __atomic_sub_fetch(&capturing_streams, 1, __ATOMIC_RELAXED);
-    s->capturing = 0;
-    if (graph)
-        *graph = NULL;
+EXPORT CUresult cuGraphDestroy(CUgraph g) {
+    ENTER();
+    if (g) {
+        free(g->nodes);
+        free(g);
+    }
     return OK;
 }
-EXPORT CUresult cuStreamEndCapture_ptsz(CUstream s, void **graph) { COUNTED(); return cuStreamEndCapture(s, graph); }
-EXPORT CUresult cuStreamIsCapturing(CUstream s, int *status) {
-    COUNTED();
-    *status = (uintptr_t)s > 2 && s->capturing;
-    return OK;
-}
-EXPORT CUresult cuStreamIsCapturing_ptsz(CUstream s, int *status) { COUNTED(); return cuStreamIsCapturing(s, status); }
 
 EXPORT CUresult cuEventCreate(CUevent *e, unsigned flags) {
-    COUNTED();
+    ENTER();
     (void)flags;
     *e = calloc(1, sizeof(**e));
     return *e ? OK : OUT_OF_MEMORY;
 }
-EXPORT CUresult cuEventRecord(CUevent e, CUstream s) {
-    COUNTED();
-    if ((uintptr_t)s > 2 && s->capturing)
-        return 900; /* CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED: recording would have joined the capture */
-    if ((uintptr_t)s <= 1 && __atomic_load_n(&capturing_streams, __ATOMIC_RELAXED)) {
-        /* Legacy-stream work during a capture of a blocking stream: the
-         * driver answers CUDA_ERROR_STREAM_CAPTURE_IMPLICIT and the capture
-         * is broken. */
-        __atomic_add_fetch(&broken_captures, 1, __ATOMIC_RELAXED);
-        return 906;
+EXPORT CUresult cuEventRecord(CUevent e, CUstream h) {
+    ENTER();
+    pthread_mutex_lock(&lock);
+    CUresult r;
+    struct mock_stream *s = resolve(h, 0, &r);
+    if (s && s->capture) {
+        broken_captures++; /* recording would have joined the capture */
+        r = CAPTURE_UNSUPPORTED;
+    } else if (s && s->kind == LEGACY && capturing) {
+        /* Recorded on the legacy stream during a capture: the driver
+         * answers CUDA_ERROR_STREAM_CAPTURE_IMPLICIT if the captured stream
+         * is a blocking one; counted for any. */
+        legacy_during_capture(s);
+        r = CAPTURE_IMPLICIT;
+    } else if (s) {
+        e->marker = enqueue(s, 0, 0, 1, 0);
+        e->polls_left = event_polls();
+        e->serial = __atomic_add_fetch(&event_records, 1, __ATOMIC_ACQ_REL);
+        r = e->marker ? OK : OUT_OF_MEMORY;
     }
-    e->polls_left = event_polls();
-    e->serial = __atomic_add_fetch(&event_records, 1, __ATOMIC_ACQ_REL);
-    return OK;
+    pthread_mutex_unlock(&lock);
+    return r;
 }
 EXPORT CUresult cuEventQuery(CUevent e) {
-    COUNTED();
-    if (e->polls_left > 0) {
-        e->polls_left--;
-        return NOT_READY;
+    ENTER();
+    pthread_mutex_lock(&lock);
+    CUresult r = NOT_READY;
+    if (!pending(e->marker)) {
+        if (e->polls_left > 0) {
+            e->polls_left--;
+        } else {
+            event_done(e);
+            r = OK;
+        }
     }
-    event_done(e);
-    return OK;
+    pthread_mutex_unlock(&lock);
+    return r;
 }
 EXPORT CUresult cuEventSynchronize(CUevent e) {
-    COUNTED();
+    ENTER();
     __atomic_add_fetch(&stat_event_waits, 1, __ATOMIC_RELAXED);
+    pthread_mutex_lock(&lock);
+    run_until(e->marker);
     e->polls_left = 0;
     event_done(e);
+    pthread_mutex_unlock(&lock);
     return OK;
 }
 EXPORT CUresult cuEventDestroy_v2(CUevent e) {
-    COUNTED();
+    ENTER();
     free(e);
     return OK;
+}
+EXPORT CUresult cuStreamWaitEvent(CUstream h, CUevent e, unsigned flags) {
+    ENTER();
+    (void)flags;
+    pthread_mutex_lock(&lock);
+    CUresult r;
+    struct mock_stream *s = resolve(h, 0, &r);
+    if (s && s->capture)
+        r = OK; /* a dependency of the graph: nothing to queue */
+    else if (s && !enqueue(s, 0, 0, 1, e->marker))
+        r = OUT_OF_MEMORY;
+    pthread_mutex_unlock(&lock);
+    return r;
 }
 
 /* ---- virtual memory and pools ------------------------------------------- */
@@ -693,7 +1550,8 @@ static void *lookup(const char *symbol, int version, cuuint64_t flags) {
     } names[] = {
         {"cuMemAlloc", 3020, 0}, {"cuMemFree", 3020, 0}, {"cuMemGetInfo", 3020, 0}, {"cuMemAllocAsync", 0, 1},
         {"cuMemFreeAsync", 0, 1}, {"cuStreamDestroy", 4000, 0}, {"cuStreamBeginCapture", 10010, 1},
-        {"cuStreamEndCapture", 0, 1}, {"cuStreamIsCapturing", 0, 1}, {"cuCtxDestroy", 4000, 0},
+        {"cuStreamEndCapture", 0, 1}, {"cuStreamIsCapturing", 0, 1}, {"cuStreamSynchronize", 0, 1},
+        {"cuCtxDestroy", 4000, 0}, {"cuCtxCreate", 3020, 0},
         {"cuCtxPushCurrent", 4000, 0}, {"cuCtxPopCurrent", 4000, 0}, {"cuEventDestroy", 4000, 0},
         {"cuDeviceTotalMem", 3020, 0}, {"cuMemGetAddressRange", 3020, 0}, {"cuMemAllocPitch", 3020, 0},
         {"cuDevicePrimaryCtxRelease", 11000, 0}, {"cuDevicePrimaryCtxReset", 11000, 0},
@@ -711,15 +1569,19 @@ static void *lookup(const char *symbol, int version, cuuint64_t flags) {
         const char *name;
         void (*fn)(void);
     } exports[] = {
-        E(cuInit), E(cuDeviceGetCount), E(cuDeviceGet), E(cuDeviceTotalMem_v2), E(cuDevicePrimaryCtxRetain),
-        E(cuDevicePrimaryCtxRelease_v2), E(cuDevicePrimaryCtxReset_v2), E(cuCtxGetCurrent), E(cuCtxSetCurrent),
-        E(cuCtxGetDevice), E(cuCtxPushCurrent_v2), E(cuCtxPopCurrent_v2), E(cuCtxSynchronize), E(cuCtxDestroy_v2),
-        E(cuGetErrorName), E(cuMemAlloc_v2), E(cuMemFree_v2), E(cuMemAllocAsync), E(cuMemAllocAsync_ptsz),
-        E(cuMemFreeAsync), E(cuMemFreeAsync_ptsz), E(cuMemAllocPitch_v2), E(cuMemAllocManaged), E(cuMemGetInfo_v2),
-        E(cuMemGetAddressRange_v2), E(cuStreamCreate), E(cuStreamCreateWithPriority), E(cuStreamDestroy_v2), E(cuStreamSynchronize),
-        E(cuStreamBeginCapture_v2), E(cuStreamBeginCapture_v2_ptsz), E(cuStreamEndCapture), E(cuStreamEndCapture_ptsz),
-        E(cuStreamIsCapturing), E(cuStreamIsCapturing_ptsz), E(cuEventCreate), E(cuEventRecord), E(cuEventQuery),
-        E(cuEventSynchronize), E(cuEventDestroy_v2), E(cuGetProcAddress), E(cuGetProcAddress_v2),
+        E(cuInit), E(cuDriverGetVersion), E(cuDeviceGetCount), E(cuDeviceGet), E(cuDeviceTotalMem_v2),
+        E(cuDevicePrimaryCtxRetain), E(cuDevicePrimaryCtxRelease_v2), E(cuDevicePrimaryCtxRelease),
+        E(cuDevicePrimaryCtxReset_v2), E(cuDevicePrimaryCtxGetState), E(cuCtxCreate_v2), E(cuCtxGetCurrent),
+        E(cuCtxSetCurrent), E(cuCtxGetDevice), E(cuCtxPushCurrent_v2), E(cuCtxPopCurrent_v2), E(cuCtxSynchronize),
+        E(cuCtxDestroy_v2), E(cuGetErrorName), E(cuMemAlloc_v2), E(cuMemFree_v2), E(cuMemAllocAsync),
+        E(cuMemAllocAsync_ptsz), E(cuMemFreeAsync), E(cuMemFreeAsync_ptsz), E(cuMemAllocPitch_v2),
+        E(cuMemAllocManaged), E(cuMemGetInfo_v2), E(cuMemGetAddressRange_v2), E(cuStreamCreate),
+        E(cuStreamCreateWithPriority), E(cuStreamDestroy_v2), E(cuStreamSynchronize), E(cuStreamSynchronize_ptsz),
+        E(cuStreamQuery), E(cuStreamWaitEvent), E(cuStreamBeginCapture_v2), E(cuStreamBeginCapture_v2_ptsz),
+        E(cuStreamEndCapture), E(cuStreamEndCapture_ptsz), E(cuStreamIsCapturing), E(cuStreamIsCapturing_ptsz),
+        E(cuGraphInstantiateWithFlags), E(cuGraphLaunch), E(cuGraphExecDestroy), E(cuGraphDestroy),
+        E(cuEventCreate), E(cuEventRecord), E(cuEventQuery), E(cuEventSynchronize), E(cuEventDestroy_v2),
+        E(cuGetProcAddress), E(cuGetProcAddress_v2),
     };
 #undef E
     for (size_t i = 0; i < sizeof(exports) / sizeof(exports[0]); i++)

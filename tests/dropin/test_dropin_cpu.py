@@ -33,6 +33,9 @@ import time
 
 checks = failures = 0
 
+# The modes of dropin_promises (promises_app.c).
+PROMISES = ("destroyed", "release", "capture", "capturerace", "racefree", "signals", "signals swap", "forkthreads", "forkfirst")
+
 
 def check(ok, what):
     global checks, failures
@@ -206,6 +209,112 @@ def main():
     rc, out, err = run([run_tool, "--report", "--", app, "reset"])
     check(rc == 0 and "OK reset 0 frees refused" in out,
           f"a context reset while frees wait: a new arena, nothing refused or overlapping: {out}{err}")
+
+    # ---- promises, each checked by replaying the sequence that once broke it --
+    # dropin_promises (promises_app.c) counts what the mock device's oracle
+    # saw: a range handed out while queued work still used it, from memory
+    # the driver had freed, or twice. Without carve-run the mock driver alone
+    # must pass every mode (the program itself is correct).
+    promises = os.path.join(MOCK, "dropin_promises")
+    for mode in PROMISES:
+        args = mode.split()
+        rc, out, err = run([promises] + args, {"MOCK_CAPTURE_DELAY_US": "200"}, timeout=120)
+        check(rc == 0 and ok_line(out, args[0]), f"dropin_promises {mode} without carve-run: {out}{err}")
+
+    # A buffer a kernel on a stream still writes, freed with cuMemFree after
+    # the stream was destroyed (non-blocking, blocking; and a stream-ordered
+    # one whose stream's handle the next stream reuses): not handed out
+    # before that work completes.
+    rc, out, err = run([run_tool, "--", promises, "destroyed"], timeout=120)
+    check(rc == 0 and "0 violations" in (ok_line(out, "destroyed") or ""),
+          f"frees after a stream is destroyed wait for the work still queued on it: {out}{err}")
+
+    # The primary context reset by its last release: a fresh arena after the
+    # next retain, nothing served from the memory the driver freed.
+    rc, out, err = run([run_tool, "--", promises, "release"], timeout=120)
+    check(rc == 0 and "0 violations" in (ok_line(out, "release") or ""),
+          f"a primary context reset by its last release is noticed: {out}{err}")
+
+    # Graph capture on the per-thread stream (its handle, or NULL in the _ptsz
+    # calls): its stream-ordered allocations are graph nodes, not carve's; a
+    # cross-stream cuMemFreeAsync while another stream captures is accepted.
+    rc, out, err = run([run_tool, "--", promises, "capture"], timeout=120)
+    check(rc == 0 and "2 graph nodes" in out and "accepted, 0 violations" in out,
+          f"graph capture is respected on every stream: {out}{err}")
+
+    # Captures begun on one thread while another frees, the driver taking
+    # 200 us to return from cuStreamBeginCapture: no event of carve's lands
+    # on the legacy stream once the driver has begun the capture.
+    rc, out, err = run([run_tool, "--", promises, "capturerace"], {"MOCK_CAPTURE_DELAY_US": "200"}, timeout=120)
+    check(rc == 0 and "0 broken" in out, f"no event is recorded once a capture has begun: {out}{err}")
+
+    # cuMemFree and cuMemFreeAsync of one buffer at once, 20000 times: exactly
+    # one accepted each time, nothing handed out twice. Under --trace to a
+    # .gz, a third thread's events keep the trace's lock and pipe busy, which
+    # holds either free up inside its window at any point.
+    rc, out, err = run([run_tool, "--trace", os.path.join(tmp, "race.csv.gz"), "--", promises, "racefree"],
+                       timeout=240)
+    check(rc == 0 and "both accepted 0, neither 0, 0 violations" in out,
+          f"racing cuMemFree and cuMemFreeAsync of one buffer: exactly one accepted: {out}{err}")
+
+    # With --trace, a program that ignores one of SIGINT/SIGTERM and handles
+    # the other with SA_SIGINFO survives both, its handler getting siginfo.
+    for mode in ("signals", "signals swap"):
+        rc, out, err = run([run_tool, "--trace", os.path.join(tmp, "signals.csv"), "--", promises] + mode.split())
+        check(rc == 0 and ok_line(out, "signals"), f"{mode} under --trace: exit {rc}: {out}{err}")
+
+    # fork while four threads allocate, free and make and destroy streams:
+    # the child's calls (a free of a buffer carve handed out among them) all
+    # answer, as the driver answers a child, and none hangs.
+    rc, out, err = run([run_tool, "--", promises, "forkthreads"], timeout=240)
+    check(rc == 0 and "0 children hung, 0 died otherwise" in out,
+          f"fork from a parent whose threads use carve: the child never hangs: {out}{err}")
+    rc, out, err = run([run_tool, "--", promises, "forkfirst"], timeout=120)
+    check(rc == 0 and "child exit 0 (served)" in out,
+          f"a child forked before CUDA was used is served by carve: {out}{err}")
+
+    # While the arena is made, carve's own backend calls cuMemGetInfo through
+    # the interposer (as the CUDA runtime of --mode vmm does): answered by
+    # the driver, no deadlock on the table of contexts.
+    try:
+        rc, out, err = run([run_tool, "--", app, "basic"], {"MOCK_REENTER": "1"}, timeout=60)
+        line = ok_line(out, "basic")
+        check(rc == 0 and line and number_before(line, "reached") < 100,
+              f"carve's own backend re-entering the hooks while the arena is made: {out}{err}")
+    except subprocess.TimeoutExpired:
+        check(False, "carve's own backend re-entering the hooks while the arena is made: deadlock (60 s)")
+
+    # ---- the schedule explorer (explore.c) ------------------------------------
+    # Threads allocating, freeing (ordered and not), queueing work, making and
+    # destroying streams, capturing graphs, forking, with context resets in
+    # between, in an order drawn from a seed; the mock device's oracle checks
+    # every range handed out. On the mock alone first (the program is
+    # correct), then under carve-run (one seed with --trace too). A long run:
+    # DROPIN_EXPLORE_SEEDS (how many, default 8), DROPIN_EXPLORE_FIRST (the
+    # first seed, default 1), DROPIN_EXPLORE_STEPS (per thread, default 2000),
+    # DROPIN_EXPLORE_THREADS (default 4).
+    explore = os.path.join(MOCK, "dropin_explore")
+    nseeds = int(os.environ.get("DROPIN_EXPLORE_SEEDS", "8"))
+    first = int(os.environ.get("DROPIN_EXPLORE_FIRST", "1"))
+    esteps = os.environ.get("DROPIN_EXPLORE_STEPS", "2000")
+    ethreads = os.environ.get("DROPIN_EXPLORE_THREADS", "4")
+    rc, out, err = run([explore, str(first), esteps, ethreads], timeout=600)
+    check(rc == 0 and ok_line(out, "explore"), f"dropin_explore {first} without carve-run: {out}{err}")
+    failed_seeds, t0 = [], time.time()
+    for sd in range(first, first + nseeds):
+        args = [run_tool] + (["--trace", os.path.join(tmp, "explore.csv")] if sd == first else []) + \
+               ["--", explore, str(sd), esteps, ethreads]
+        try:
+            rc, out, err = run(args, timeout=600)
+        except subprocess.TimeoutExpired:
+            rc, out, err = -1, "timeout (600 s)", ""
+        if rc != 0 or not ok_line(out, "explore"):
+            failed_seeds.append(sd)
+            print(f"dropin_explore seed {sd} failed (reproduce: carve-run -- {explore} {sd} {esteps} {ethreads}):"
+                  f"\n{out[-3000:]}{err[-2000:]}", file=sys.stderr)
+    check(not failed_seeds, f"schedule explorer under carve-run: seeds {failed_seeds} failed of {nseeds}")
+    print(f"dropin_explore: {nseeds} seeds from {first}, {ethreads} threads x {esteps} steps under carve-run, "
+          f"{len(failed_seeds)} failed, {time.time() - t0:.1f} s")
 
     # ---- the runtime functions the interposer exports ----------------------
     # A program whose shared runtime (the mock) lives in libraries loaded with

@@ -12,8 +12,9 @@
  * verification counts a mismatch. Each mode prints "OK <mode> ..." or
  * "FAIL ..." and exits non-zero.
  *
- * Usage: app_runtime MODE   (streams threads late info oom foreign capture
- *                            fork faults bench bench-small)
+ * Usage: app_runtime MODE [ROUNDS]   (streams threads late destroyed info oom
+ *                                     foreign capture fork faults bench bench-small;
+ *                                     ROUNDS for destroyed, default 100)
  */
 #include <cuda_runtime.h>
 #include <pthread.h>
@@ -216,6 +217,66 @@ static void mode_late(void) {
     printf("OK late 40 rounds, %d reused the freed address, %llu mismatched words\n", reused, *bad);
     CU(cudaFree(bad));
     CU(cudaStreamDestroy(a));
+    CU(cudaStreamDestroy(b));
+}
+
+/* Whether the work before e is still running (cudaEventQuery's "not ready"
+ * is not left behind as the last error). */
+static int running(cudaEvent_t e) {
+    cudaError_t r = cudaEventQuery(e);
+    if (r == cudaErrorNotReady)
+        (void)cudaGetLastError();
+    return r == cudaErrorNotReady;
+}
+
+/* The destroyed-stream sequence: a slow kernel on a non-blocking stream s
+ * writes p; s is destroyed while it runs; cudaFree(p); then buffers of the
+ * same size are allocated and freed while the kernel still runs. One that
+ * is handed p's memory while the kernel still runs is written on another
+ * stream and checked after the kernel has ended: if the allocator gave it
+ * out too early, the kernel overwrote it. Without carve-run cudaFree waits
+ * for the device, so no allocation happens while the kernel runs. */
+static void mode_destroyed(int rounds) {
+    const size_t size = 4 << 20;
+    cudaStream_t b;
+    CU(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking));
+    unsigned long long *bad = counter();
+    int early = 0, overwritten = 0;
+    long pairs = 0;
+    for (int round = 0; round < rounds; round++) {
+        cudaStream_t s;
+        CU(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+        void *p = NULL;
+        CU(cudaMalloc(&p, size));
+        fill(p, size, 1000 + round, s, 20000); /* writes p 20 ms from now */
+        cudaEvent_t done;
+        CU(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+        CU(cudaEventRecord(done, s));
+        CU(cudaStreamDestroy(s));
+        CU(cudaFree(p));
+        for (long i = 0; i < 2000000 && running(done); i++, pairs++) {
+            void *q = NULL;
+            CU(cudaMalloc(&q, size));
+            if (q == p && running(done)) { /* p's memory, while the kernel may still write it */
+                unsigned long long before = *bad;
+                fill(q, size, 5000 + round, b);
+                CU(cudaStreamSynchronize(b));
+                CU(cudaEventSynchronize(done));
+                verify(q, size, 5000 + round, bad, b);
+                CU(cudaStreamSynchronize(b));
+                early++;
+                overwritten += *bad != before;
+            }
+            CU(cudaFree(q));
+        }
+        CU(cudaEventSynchronize(done));
+        CU(cudaEventDestroy(done));
+    }
+    CU(cudaDeviceSynchronize());
+    CHECK(overwritten == 0);
+    printf("OK destroyed %d rounds: %ld pairs while the kernel ran, %d got its memory, %d overwritten\n", rounds,
+           pairs, early, overwritten);
+    CU(cudaFree(bad));
     CU(cudaStreamDestroy(b));
 }
 
@@ -427,9 +488,9 @@ static void mode_bench(int nsizes) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 2) {
-        fprintf(stderr, "usage: app_runtime streams|threads|late|info|oom|foreign|capture|fork|faults|bench|"
-                        "bench-small\n");
+    if (argc != 2 && argc != 3) {
+        fprintf(stderr, "usage: app_runtime streams|threads|late|destroyed|info|oom|foreign|capture|fork|faults|"
+                        "bench|bench-small [ROUNDS]\n");
         return 2;
     }
     const char *m = argv[1];
@@ -440,6 +501,8 @@ int main(int argc, char **argv) {
         mode_threads();
     else if (!strcmp(m, "late"))
         mode_late();
+    else if (!strcmp(m, "destroyed"))
+        mode_destroyed(argc == 3 ? atoi(argv[2]) : 100);
     else if (!strcmp(m, "info"))
         mode_info();
     else if (!strcmp(m, "oom"))

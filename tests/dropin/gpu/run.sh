@@ -1,20 +1,28 @@
 #!/usr/bin/env bash
 # run.sh — the drop-in on a real GPU: programs that know nothing of carve,
-# run with and without carve-run, and the drop-in benchmark.
+# run with and without carve-run, in every mode carve-run offers, and the
+# drop-in benchmark.
 #
 #   1-2. app_runtime.cu built with nvcc's defaults (static cudart) and with
 #        -cudart shared: streams, eight threads, a late writer racing a
-#        cudaFree, foreign pointers, a captured graph, fork, cudaMemGetInfo
-#        and cudaGetDeviceProperties under --limit, out of memory past it;
+#        cudaFree, the destroyed-stream sequence (a slow kernel on a stream
+#        destroyed while it runs, cudaFree, same-size allocations meanwhile:
+#        none overwritten, 100 rounds), foreign pointers, a captured graph,
+#        fork, cudaMemGetInfo and cudaGetDeviceProperties under --limit, out
+#        of memory past it;
 #   3.   app_driver.c: the driver API in a context of its own;
+#        each of 1-3 under carve-run in every mode: default (segments from
+#        cuMemAlloc), vmm (--mode vmm: granules mapped on use, through the
+#        CUDA runtime) and fixed (--initial 2GiB --no-growth: one segment);
 #   4.   PyTorch (PYTORCH_NO_CUDA_MEMORY_CACHING=1) training GPT-2 small
 #        from its config: the same losses as PyTorch's own allocator;
 #   5.   CuPy: the same results; 6. JAX: runs, and sizes itself to the cap;
-#   7.   compute-sanitizer memcheck over program 1 under carve-run;
+#   7.   compute-sanitizer memcheck under carve-run, in every mode: program 1
+#        (streams) and the destroyed-stream sequence (MEMCHECK_ROUNDS rounds);
 #   8.   the cap holds for every way a program takes memory, as the driver
 #        sees the process (nvidia-smi, mem_watch.py, less the CUDA context
-#        measured by a baseline run): PyTorch with expandable segments (the
-#        issue's line: PyTorch's out-of-memory error, not exit 139) and with
+#        measured by a baseline run): PyTorch with expandable segments (PyTorch's
+#        out-of-memory error, not a crash) and with
 #        its caching allocator, JAX with its default preallocation and with
 #        the platform allocator, each under --limit 4GiB asking for 10 GiB;
 #        two programs on the GPU at once, each held to its own --limit;
@@ -32,7 +40,12 @@
 #   PyTorch's step time and peak memory against its own caching allocator,
 #   and a trace of the training run recorded through carve-run.
 #
-# usage: tests/dropin/gpu/run.sh BUILD_DIR OUT_DIR   (MEMCHECK_TIMEOUT: seconds for step 7, default 300)
+# usage: tests/dropin/gpu/run.sh BUILD_DIR OUT_DIR
+#   MEMCHECK_TIMEOUT: seconds per memcheck run (default 300); MEMCHECK_ROUNDS:
+#   rounds of the destroyed-stream sequence under memcheck (default 10);
+#   DROPIN_GPU_ONLY=c: the C/CUDA programs, memcheck and the benchmark only
+#   (no PyTorch, CuPy or JAX); DROPIN_GPU_BUILD_ONLY=1: build the programs
+#   and stop (works without a GPU).
 # Prints PASS/FAIL per check and a closing "N passed, N failed"; exits 1 on
 # a failure, 77 when there is no GPU.
 set -uo pipefail
@@ -44,7 +57,14 @@ export PATH=/usr/local/cuda/bin:$PATH
 RUN=$BUILD/tools/carve-run
 REPLAY=$BUILD/tools/carve-replay
 [ -x "$RUN" ] || { echo "run.sh: $RUN not built"; exit 2; }
-nvidia-smi -L >/dev/null 2>&1 || { echo "SKIP: no CUDA device"; exit 77; }
+[ "${DROPIN_GPU_BUILD_ONLY:-}" = 1 ] || nvidia-smi -L >/dev/null 2>&1 || { echo "SKIP: no CUDA device"; exit 77; }
+# ---- build the programs ------------------------------------------------------
+nvcc -O2 -o "$OUT/bin/app_static" "$HERE/app_runtime.cu" >"$OUT/build.log" 2>&1 &&
+nvcc -O2 -cudart shared -o "$OUT/bin/app_shared" "$HERE/app_runtime.cu" >>"$OUT/build.log" 2>&1 &&
+gcc -O2 -I/usr/local/cuda/include "$HERE/app_driver.c" -o "$OUT/bin/app_driver" -lcuda >>"$OUT/build.log" 2>&1 ||
+  { echo "run.sh: building the test programs failed"; cat "$OUT/build.log"; exit 1; }
+
+[ "${DROPIN_GPU_BUILD_ONLY:-}" = 1 ] && { echo "built: $(ls "$OUT/bin" | tr '\n' ' ')"; exit 0; }
 passed=0; failed=0
 say() { printf '%-5s %-40s %s\n' "$1" "$2" "$3"; }
 pass() { passed=$((passed + 1)); say PASS "$1" "${2:-}"; }
@@ -58,41 +78,57 @@ expect() {
 }
 json() { python3 -c "import json,sys; d=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); print($2)" "$1"; }
 
-# ---- build the programs ------------------------------------------------------
-nvcc -O2 -o "$OUT/bin/app_static" "$HERE/app_runtime.cu" >"$OUT/build.log" 2>&1 &&
-nvcc -O2 -cudart shared -o "$OUT/bin/app_shared" "$HERE/app_runtime.cu" >>"$OUT/build.log" 2>&1 &&
-gcc -O2 -I/usr/local/cuda/include "$HERE/app_driver.c" -o "$OUT/bin/app_driver" -lcuda >>"$OUT/build.log" 2>&1 ||
-  { echo "run.sh: building the test programs failed"; cat "$OUT/build.log"; exit 1; }
-
-# ---- 1-3: C/CUDA programs -----------------------------------------------------
+# ---- 1-3: C/CUDA programs, in every mode -------------------------------------
+MODES="default vmm fixed"
+mode_args() { case $1 in vmm) echo "--mode vmm";; fixed) echo "--initial 2GiB --no-growth";; esac; }
+served() { # NAME JSON: the report counts allocations served by carve
+  local n
+  n=$(json "$2" 'sum(x["allocs"] for x in d["devices"])' 2>/dev/null || echo 0)
+  [ "${n:-0}" -gt 0 ] && pass "$1 served by carve" "$n allocations" || fail "$1 served by carve" "report: $n"
+}
 for kind in static shared; do
   app=$OUT/bin/app_$kind
-  for mode in streams threads late foreign capture fork; do
+  for mode in streams threads late destroyed foreign capture fork; do
     expect "$kind/$mode plain" "$kind-$mode-plain.log" "$app" $mode
-    expect "$kind/$mode carve-run" "$kind-$mode.log" "$RUN" --report="$OUT/$kind-$mode.json" -- "$app" $mode
-    n=$(json "$OUT/$kind-$mode.json" 'sum(x["allocs"] for x in d["devices"])' 2>/dev/null || echo 0)
-    [ "${n:-0}" -gt 0 ] && pass "$kind/$mode served by carve" "$n allocations" || fail "$kind/$mode served by carve" "report: $n"
+    for m in $MODES; do
+      expect "$kind/$mode carve-run $m" "$kind-$mode-$m.log" "$RUN" $(mode_args $m) --report="$OUT/$kind-$mode-$m.json" -- "$app" $mode
+      served "$kind/$mode $m" "$OUT/$kind-$mode-$m.json"
+    done
   done
-  "$RUN" --limit 8GiB -- "$app" info >"$OUT/$kind-info.log" 2>&1
-  grep -q "total 8589934592 .*totalGlobalMem 8589934592" "$OUT/$kind-info.log" &&
-    pass "$kind/cudaMemGetInfo is the cap" "$(grep -m1 OK "$OUT/$kind-info.log")" ||
-    fail "$kind/cudaMemGetInfo is the cap" "$(cat "$OUT/$kind-info.log" | head -3)"
-  "$RUN" --limit 4GiB -- "$app" oom >"$OUT/$kind-oom.log" 2>&1
-  if grep -q "^OK oom .*cudaErrorMemoryAllocation" "$OUT/$kind-oom.log" &&
-     [ "$(grep -c 'out of memory on device 0' "$OUT/$kind-oom.log")" = 1 ]; then
-    pass "$kind/out of memory past the cap" "$(grep -m1 '^OK' "$OUT/$kind-oom.log")"
-  else fail "$kind/out of memory past the cap" "see $OUT/$kind-oom.log"; fi
+  # under carve-run nothing the slow kernel still wrote was handed out
+  for m in $MODES; do
+    grep -q "^OK destroyed .* 0 got its memory, 0 overwritten" "$OUT/$kind-destroyed-$m.log" &&
+      pass "$kind/destroyed stream $m: nothing reused early" "$(grep -m1 '^OK' "$OUT/$kind-destroyed-$m.log" | cut -c1-90)" ||
+      fail "$kind/destroyed stream $m: nothing reused early" "see $OUT/$kind-destroyed-$m.log"
+  done
+  for m in default vmm; do
+    "$RUN" $(mode_args $m) --limit 8GiB -- "$app" info >"$OUT/$kind-info-$m.log" 2>&1
+    grep -q "total 8589934592 .*totalGlobalMem 8589934592" "$OUT/$kind-info-$m.log" &&
+      pass "$kind/cudaMemGetInfo is the cap ($m)" "$(grep -m1 OK "$OUT/$kind-info-$m.log")" ||
+      fail "$kind/cudaMemGetInfo is the cap ($m)" "$(head -3 "$OUT/$kind-info-$m.log")"
+    "$RUN" $(mode_args $m) --limit 4GiB -- "$app" oom >"$OUT/$kind-oom-$m.log" 2>&1
+    if grep -q "^OK oom .*cudaErrorMemoryAllocation" "$OUT/$kind-oom-$m.log" &&
+       [ "$(grep -c 'out of memory on device 0' "$OUT/$kind-oom-$m.log")" = 1 ]; then
+      pass "$kind/out of memory past the cap ($m)" "$(grep -m1 '^OK' "$OUT/$kind-oom-$m.log")"
+    else fail "$kind/out of memory past the cap ($m)" "see $OUT/$kind-oom-$m.log"; fi
+  done
 done
-expect "driver API, own context" driver.log "$RUN" --report="$OUT/driver.json" -- "$OUT/bin/app_driver"
-n=$(json "$OUT/driver.json" 'sum(x["allocs"] for x in d["devices"])' 2>/dev/null || echo 0)
-[ "${n:-0}" -gt 0 ] && pass "driver API served by carve" "$n allocations" || fail "driver API served by carve" "$n"
+for m in $MODES; do
+  expect "driver API, own context, $m" "driver-$m.log" "$RUN" $(mode_args $m) --report="$OUT/driver-$m.json" -- "$OUT/bin/app_driver"
+  served "driver API $m" "$OUT/driver-$m.json"
+done
 
-# ---- 7: compute-sanitizer over program 1 under carve-run -----------------------
-CARVE_RUN_QUIET=1 timeout "${MEMCHECK_TIMEOUT:-300}" compute-sanitizer --tool memcheck --target-processes all --error-exitcode 1 \
-  "$RUN" -- "$OUT/bin/app_static" streams >"$OUT/memcheck.log" 2>&1 &&
-  grep -q "ERROR SUMMARY: 0 errors" "$OUT/memcheck.log" &&
-  pass "memcheck: static/streams under carve-run" "$(grep -m1 'ERROR SUMMARY' "$OUT/memcheck.log")" ||
-  fail "memcheck: static/streams under carve-run" "see $OUT/memcheck.log"
+# ---- 7: compute-sanitizer memcheck under carve-run, in every mode ---------------
+for m in $MODES; do
+  for prog in "streams" "destroyed ${MEMCHECK_ROUNDS:-10}"; do
+    name=$(echo "$prog" | cut -d' ' -f1)
+    CARVE_RUN_QUIET=1 timeout "${MEMCHECK_TIMEOUT:-300}" compute-sanitizer --tool memcheck --target-processes all \
+      --error-exitcode 1 "$RUN" $(mode_args $m) -- "$OUT/bin/app_static" $prog >"$OUT/memcheck-$name-$m.log" 2>&1 &&
+      grep -q "ERROR SUMMARY: 0 errors" "$OUT/memcheck-$name-$m.log" &&
+      pass "memcheck: static/$name carve-run $m" "$(grep -m1 'ERROR SUMMARY' "$OUT/memcheck-$name-$m.log")" ||
+      fail "memcheck: static/$name carve-run $m" "see $OUT/memcheck-$name-$m.log"
+  done
+done
 
 # ---- benchmark: the interposed pair ----------------------------------------------
 # Plain (without carve-run): every size once. Under carve-run, and with the
@@ -172,6 +208,11 @@ shared=$(grep -m1 "^cudaMalloc+cudaFree  *shared" "$OUT/bench-pairs.txt" | awk '
 static=$(grep -m1 "^cudaMalloc+cudaFree  *static" "$OUT/bench-pairs.txt" | awk '{print $(NF-2)}')
 info "aim: cudaMalloc+cudaFree < 150 ns" "shared ${shared:-?} ns, static ${static:-?} ns under carve-run (bench-pairs.txt)"
 
+if [ "${DROPIN_GPU_ONLY:-}" = c ]; then
+  echo "$passed passed, $failed failed"
+  [ $failed = 0 ]; exit
+fi
+
 # ---- 4: PyTorch ------------------------------------------------------------------
 T="python3 $HERE/torch_train.py --model gpt2 --steps 30 --batch 8 --seq 512"
 $T >"$OUT/torch-native.json" 2>"$OUT/torch-native.err"
@@ -213,11 +254,11 @@ XLA_PYTHON_CLIENT_ALLOCATOR=platform "$RUN" -- python3 "$HERE/jax_check.py" >"$O
 W="python3 $HERE/mem_watch.py"
 SLACK=$((128 << 20))
 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "$RUN" --limit 4GiB -- \
-  python3 -c "import torch; torch.ones(10 << 30, dtype=torch.uint8, device='cuda')" >"$OUT/issue-line.log" 2>&1
+  python3 -c "import torch; torch.ones(10 << 30, dtype=torch.uint8, device='cuda')" >"$OUT/expandable-10g.log" 2>&1
 rc=$?
-[ $rc = 1 ] && grep -q "OutOfMemoryError" "$OUT/issue-line.log" &&
+[ $rc = 1 ] && grep -q "OutOfMemoryError" "$OUT/expandable-10g.log" &&
   pass "torch expandable 10 GiB under 4 GiB: its OOM error" "exit $rc" ||
-  fail "torch expandable 10 GiB under 4 GiB: its OOM error" "exit $rc (139 is the crash), see $OUT/issue-line.log"
+  fail "torch expandable 10 GiB under 4 GiB: its OOM error" "exit $rc (139 is the crash), see $OUT/expandable-10g.log"
 $W "$OUT/torch-base-watch.json" -- python3 "$HERE/torch_cap.py" --baseline >"$OUT/torch-base.json" 2>&1
 XLA_PYTHON_CLIENT_PREALLOCATE=false $W "$OUT/jax-base-watch.json" -- python3 "$HERE/jax_cap.py" --baseline \
   >"$OUT/jax-base.json" 2>&1
