@@ -30,6 +30,8 @@ __all__ = ["lib", "library_path", "LibraryNotFoundError", "CarveConfig", "CarveS
 class LibraryNotFoundError(ImportError):
     """libcarve could not be loaded from any of the places carve looks in."""
 
+    status = "CARVE_ERR_BACKEND"
+
 
 # ---- Structures (carve.h, carve_trace.h) -----------------------------------
 
@@ -166,6 +168,9 @@ _SIGS = {
     "carve_route_owner": (_ST, [_P, ctypes.c_int, _PP]),
     "carve_route_record_stream": (_ST, [_P, ctypes.c_int, _P]),
     "carve_route_empty_caches": (_ST, []),
+    "carve_route_device": (_ST, [ctypes.c_int, _P, _P]),
+    "carve_route_device_current": (_P, [ctypes.c_int]),
+    "carve_route_default_arena": (_P, [ctypes.c_int]),
     "carve_route_set_recorder": (_ST, [_P, _P, _P]),
     "carve_torch_alloc": (_P, [ctypes.c_ssize_t, ctypes.c_int, _P]),
     "carve_torch_free": (None, [_P, ctypes.c_ssize_t, ctypes.c_int, _P]),
