@@ -34,6 +34,7 @@ def oom_case():
     """The cap is 2 GiB; a 3 GiB tensor must raise, three times, and work
     must go on between; then in backward; then, once memory is freed, a
     large tensor fits again."""
+    carve.configure(limit="2GiB")  # the default arena is made at the first allocation, below
     seen, sums = [], []
     for _ in range(3):
         try:
