@@ -13,12 +13,16 @@
 // memory-fraction hook throws c10::Error when carve refuses the limit, so
 // torch.cuda.set_per_process_memory_fraction raises instead of doing
 // nothing. libcarve is not linked: carve_torch_shim_init finds its functions
-// in the copy the carve package already loaded.
+// in the copy the carve package already loaded. Messages are formatted with
+// snprintf and handed to c10 as one string: streaming numbers through the
+// iostream code instantiated here crashed inside PyTorch 2.11's process (an
+// H100 run), while c10's own formatting of a string is done in libc10.
 #include <c10/util/Exception.h>
 
 #include <dlfcn.h>
 #include <sys/types.h>
 
+#include <cstdio>
 #include <string>
 
 namespace {
@@ -35,6 +39,19 @@ const char *(*c_status_str)(int);
 std::string shim_reason() {
     const char *m = c_last_error ? c_last_error(nullptr) : nullptr;
     return m && *m ? std::string(m) : std::string("no reason recorded");
+}
+
+std::string oom_message(ssize_t size, int device) {
+    char head[160];
+    snprintf(head, sizeof(head), "CUDA out of memory (carve). Tried to allocate %lld bytes on device %d. ",
+             (long long)size, device);
+    return std::string(head) + shim_reason();
+}
+
+std::string fraction_message(double fraction, int device, int st) {
+    char head[160];
+    snprintf(head, sizeof(head), "carve cannot apply set_per_process_memory_fraction(%g, %d): ", fraction, device);
+    return std::string(head) + shim_reason() + " [" + (c_status_str ? c_status_str(st) : "?") + "]";
 }
 
 } // namespace
@@ -60,9 +77,10 @@ __attribute__((visibility("default"))) int carve_torch_shim_init(const char *pat
 // PyTorch's alloc function: carve's buffer, or torch.cuda.OutOfMemoryError.
 __attribute__((visibility("default"))) void *carve_torch_shim_alloc(ssize_t size, int device, stream_t stream) {
     void *p = c_alloc(size, device, stream);
-    if (!p && size > 0)
-        TORCH_CHECK_WITH(OutOfMemoryError, false, "CUDA out of memory (carve). Tried to allocate ", size,
-                         " bytes on device ", device, ". ", shim_reason());
+    if (!p && size > 0) {
+        const std::string msg = oom_message(size, device);
+        TORCH_CHECK_WITH(OutOfMemoryError, false, msg.c_str());
+    }
     return p;
 }
 
@@ -76,8 +94,10 @@ __attribute__((visibility("default"))) void carve_torch_shim_free(void *ptr, ssi
 // or an error PyTorch raises (carve fixes a limit when the arena is made).
 __attribute__((visibility("default"))) void carve_torch_shim_set_fraction(double fraction, int device) {
     int st = c_set_fraction(device, fraction);
-    TORCH_CHECK(st == 0, "carve cannot apply set_per_process_memory_fraction(", fraction, ", ", device,
-                "): ", shim_reason(), " [", c_status_str(st), "]");
+    if (st != 0) {
+        const std::string msg = fraction_message(fraction, device, st);
+        TORCH_CHECK(false, msg.c_str());
+    }
 }
 
 } // extern "C"
