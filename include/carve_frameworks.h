@@ -218,19 +218,25 @@ CARVE_API carve_status carve_route_set_recorder(carve_record_alloc_fn on_alloc, 
  * torch.cuda.memory.CUDAPluggableAllocator(path_to_libcarve,
  * "carve_torch_alloc", "carve_torch_free"), made current with
  * torch.cuda.memory.change_current_allocator before anything initializes
- * CUDA. The Python package (carve.torch.enable) does this, and sets the
- * hooks below with the allocator's set_reset_fn, set_memory_fraction_fn and
- * set_record_stream_fn, which take C function addresses. The hooks PyTorch
+ * CUDA, with the hooks below set through the allocator's set_reset_fn,
+ * set_memory_fraction_fn and set_record_stream_fn (C function addresses).
+ * PyTorch does not check the alloc callback's result: a NULL becomes a
+ * tensor with a NULL data pointer, and a hook cannot report a failure. Only
+ * a C++ exception stops it, which C cannot throw; so the Python package
+ * (carve.torch.enable) hands PyTorch a small C++ shim compiled against the
+ * installed torch (python/carve/_torch_shim.cpp) that calls these functions
+ * and raises torch.cuda.OutOfMemoryError, or an error for a refused memory
+ * fraction, with carve_last_error(NULL)'s explanation. The hooks PyTorch
  * declares with a C++ std::function parameter (set_begin_allocate_to_pool:
- * CUDA-graph pools) cannot be given from C; carve provides no base-allocation
- * hook either, so CUDA IPC of tensors (torch.multiprocessing sharing CUDA
- * tensors) is not supported under carve.
+ * CUDA-graph pools) are not provided; nor is a base-allocation hook, so
+ * CUDA IPC of tensors (torch.multiprocessing sharing CUDA tensors) is not
+ * supported under carve.
  */
 
 /* PyTorch's alloc callback: carve_route_alloc(NULL, size, device, stream).
- * Returns the buffer, or NULL on failure (PyTorch then reports out of
- * memory; carve_last_error(NULL) on this thread says why), and NULL for size
- * 0 and for a negative size (CARVE_ERR_INVALID). Thread-safe. Does not
+ * Returns the buffer, or NULL on failure (carve_last_error(NULL) on this
+ * thread says why; see above for what PyTorch makes of NULL), and NULL for
+ * size 0 and for a negative size (CARVE_ERR_INVALID). Thread-safe. Does not
  * synchronize on the fast path. */
 CARVE_API void *carve_torch_alloc(ssize_t size, int device, carve_stream stream);
 
@@ -248,10 +254,11 @@ CARVE_API void carve_torch_empty_cache(void);
 /* PyTorch's memory-fraction hook, called by
  * torch.cuda.set_per_process_memory_fraction(fraction, device):
  * carve_device_set_limit_fraction(device, fraction). It takes effect only
- * before the device's default arena exists (before its first allocation):
- * carve's limits are fixed when an arena is made. Afterwards, and for a
+ * before the device's default arena exists (before its first allocation;
+ * carve_route_default_arena and the Python package's statistics do not make
+ * it): carve's limits are fixed when an arena is made. Afterwards, and for a
  * fraction outside (0, 1], nothing changes and carve_last_error(NULL) says
- * why (the hook returns nothing, so PyTorch cannot be told). */
+ * why (this hook returns nothing; the Python package's shim raises). */
 CARVE_API void carve_torch_set_memory_fraction(double fraction, int device);
 
 /* PyTorch's record-stream hook, called by tensor.record_stream(stream):
