@@ -312,4 +312,6 @@ def import_framework(module, needs, hint):
     try:
         return importlib.import_module(module)
     except ImportError as e:
-        raise ImportError(f"{needs}, which cannot be imported here ({e}). {hint}") from e
+        err = ImportError(f"{needs}, which cannot be imported here ({e}). {hint}")
+        err.status = "CARVE_ERR_BACKEND"  # as every error the package raises
+        raise err from e
