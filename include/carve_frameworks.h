@@ -6,8 +6,10 @@
  * The one idea: a framework's allocator callback carries no arena, so the
  * arena comes from the calling thread. Each thread has a small stack of
  * arenas (carve_route_push / carve_route_pop); an allocation goes to the
- * arena on top of it, or to the device's default arena (carve_device_arena)
- * when the stack is empty. A free carries no arena either: carve finds the
+ * arena on top of it, or, when the stack is empty, to the device's route
+ * (carve_route_device: for the threads a framework starts itself, such as
+ * PyTorch's autograd threads) or the device's default arena
+ * (carve_device_arena). A free carries no arena either: carve finds the
  * owner among the arenas it has routed to (an O(1) lookup per arena) and the
  * default arenas that served allocations, so a buffer may be freed on any
  * thread, long after its block of code ended. An arena retired with
@@ -39,10 +41,17 @@ extern "C" {
 
 /* ---- Routing ----------------------------------------------------------------
  *
- * An arena given to carve_route_push or carve_route_alloc is registered:
- * frees find their owner among the registered arenas. An arena stays
- * registered until carve_route_retire destroys it or carve_route_forget
- * drops it; a registered arena must be destroyed only through those two.
+ * An arena given to carve_route_push, carve_route_alloc, carve_route_device
+ * or carve_route_retire is registered: frees find their owner among the
+ * registered arenas. An arena stays registered until carve_route_retire
+ * destroys it or carve_route_forget drops it; a registered arena must be
+ * destroyed only through those two. Each registration is told apart from
+ * every other, even one of a later arena at the same address: a routing
+ * stack that still names an arena after it was forgotten, or retired and
+ * destroyed, gets CARVE_ERR_INVALID, never another arena's memory. An
+ * arena handed to these functions must be live, or retired and not yet
+ * destroyed; a destroyed one gets CARVE_ERR_INVALID as long as no new arena
+ * has its address (carve cannot tell such a stale handle from the new arena).
  */
 
 /* Depth of the per-thread routing stack. */
@@ -51,9 +60,9 @@ extern "C" {
 /* Send the calling thread's later routed allocations (carve_route_alloc with
  * arena NULL, carve_torch_alloc, carve_cupy_malloc) to arena, until the
  * matching carve_route_pop; registers arena. Returns CARVE_OK;
- * CARVE_ERR_INVALID for NULL, a retired arena, or a full stack
- * (CARVE_ROUTE_DEPTH pushes without pops); CARVE_ERR_OOM when host memory
- * for the registry ran out. A CUDA arena of device d takes only requests for
+ * CARVE_ERR_INVALID for NULL, a retired arena, an arena that is not live, or
+ * a full stack (CARVE_ROUTE_DEPTH pushes without pops); CARVE_ERR_OOM when
+ * host memory for the registry or the thread's stack ran out. A CUDA arena of device d takes only requests for
  * device d; requests for other devices go to their default arenas. Other
  * backends (HOST, VIRTUAL: tests) take requests for every device.
  * Per-thread: other threads are not affected. Does not synchronize. */
@@ -63,7 +72,11 @@ CARVE_API carve_status carve_route_push(carve_arena *arena);
  * CARVE_ERR_INVALID when the thread's stack is empty. */
 CARVE_API carve_status carve_route_pop(void);
 
-/* The arena on top of the calling thread's stack, NULL when it is empty. */
+/* The arena on top of the calling thread's stack, NULL when it is empty. It
+ * may have been retired or forgotten since it was pushed (allocations routed
+ * to it then fail with CARVE_ERR_INVALID). The stack is freed when the thread
+ * exits; a thread-exit destructor that runs later may still push, pop and ask
+ * (it sees an empty stack). */
 CARVE_API carve_arena *carve_route_current(void);
 
 /* Nonzero when arena is registered (pushed or allocated from through this
@@ -79,29 +92,56 @@ CARVE_API int carve_route_known(const carve_arena *arena);
  * then its buffers stay valid and may be freed, and further allocations
  * routed to it fail with CARVE_ERR_INVALID. *destroyed (may be NULL) is set
  * to 1 when the arena was destroyed by this call, 0 when that is deferred.
- * An arena not yet registered is registered first. Pop the arena from every
- * thread's stack before retiring it. Returns CARVE_OK; CARVE_ERR_INVALID for
- * NULL or an arena already retired; CARVE_ERR_OOM when host memory ran out
- * (nothing changed). Waits for frees in flight on other threads.
- * Synchronizes when it destroys (as carve_arena_destroy).
+ * An arena not yet registered is registered first. The caller gives its
+ * handle up: once the arena may be destroyed, only its buffers may still be
+ * passed here. Threads that still have it pushed get CARVE_ERR_INVALID for
+ * their routed allocations (pop it from every stack). Returns CARVE_OK;
+ * CARVE_ERR_INVALID for NULL, an arena already retired, one that is not
+ * live, one on the calling thread's stack, or a device's route; CARVE_ERR_OOM
+ * when host memory ran out (nothing changed). Waits for routed calls in
+ * flight on other threads. Synchronizes when it destroys (as
+ * carve_arena_destroy).
  */
 CARVE_API carve_status carve_route_retire(carve_arena *arena, int *destroyed);
 
-/* Unregister arena without destroying it, waiting for routed frees in flight
+/* Unregister arena without destroying it, waiting for routed calls in flight
  * on other threads; afterwards the caller may destroy it (its buffers can no
- * longer be freed through this header). Returns CARVE_OK, or
- * CARVE_ERR_INVALID for NULL, an arena not registered, or a retired one
- * (which carve owns). Does not synchronize. */
+ * longer be freed through this header, and routing stacks that still name it
+ * get CARVE_ERR_INVALID). Returns CARVE_OK, or CARVE_ERR_INVALID for NULL, an
+ * arena not registered, a retired one (which carve owns), or a device's
+ * route. Does not synchronize. */
 CARVE_API carve_status carve_route_forget(carve_arena *arena);
+
+/*
+ * The route of device: allocations for device from threads whose routing
+ * stack is empty (or names a CUDA arena of another device) go to arena
+ * instead of device's default arena; arena NULL goes back to the default.
+ * For the threads a framework runs itself: PyTorch computes backward on
+ * autograd threads of its own, one per device, which push nothing. The
+ * change is made only when device's route is expected now (NULL: none), so
+ * nested or concurrent users find out: each saves what it replaced and puts
+ * it back. arena is registered; a CUDA arena must serve device. While an
+ * arena is a device's route it cannot be retired or forgotten. Returns
+ * CARVE_OK; CARVE_ERR_INVALID for a device outside 0 .. 63, a route other
+ * than expected, a retired arena, an arena that is not live or serves
+ * another device; CARVE_ERR_OOM when host memory for the registry ran out.
+ * Does not synchronize.
+ */
+CARVE_API carve_status carve_route_device(int device, carve_arena *expected, carve_arena *arena);
+
+/* device's route (carve_route_device), NULL when none is set or device is out
+ * of range. */
+CARVE_API carve_arena *carve_route_device_current(int device);
 
 /*
  * Allocate size bytes for stream on device: from arena when it is not NULL
  * (registering it), else from the arena the calling thread routes to (see
- * carve_route_push), else from device's default arena (created on first
- * use, as carve_device_arena). The allocation is recorded when a recorder is
- * set. size 0 gives CARVE_OK with *out NULL. Returns the statuses of
- * carve_alloc; CARVE_ERR_INVALID also when out is NULL or the routed arena
- * was retired or forgotten; CARVE_ERR_NO_DEVICE and the others of
+ * carve_route_push), else from device's route (carve_route_device), else
+ * from device's default arena (created on first use, as carve_device_arena).
+ * The allocation is recorded when a recorder is set. size 0 gives CARVE_OK
+ * with *out NULL. Returns the statuses of carve_alloc; CARVE_ERR_INVALID
+ * also when out is NULL, arena is retired or not live, or the arena the
+ * thread routes to was retired or forgotten; CARVE_ERR_NO_DEVICE and the others of
  * carve_device_arena when the default arena is used and cannot be created.
  * Thread-safe. Does not synchronize on the fast path (as carve_alloc).
  */
@@ -116,7 +156,8 @@ CARVE_API carve_status carve_route_alloc(carve_arena *arena, size_t size, int de
  * the arena is destroyed. The free is recorded when a recorder is set.
  * free(NULL) is CARVE_OK. Returns CARVE_ERR_BAD_POINTER when no such arena
  * holds ptr as a live buffer (nothing changes), or the statuses of
- * carve_free. Thread-safe. Does not synchronize, except when it destroys a
+ * carve_free (a buffer whose free failed stays live and may be freed
+ * again). Thread-safe. Does not synchronize, except when it destroys a
  * retired arena.
  */
 CARVE_API carve_status carve_route_free(void *ptr, int device);
@@ -134,17 +175,25 @@ CARVE_API carve_status carve_route_owner(const void *ptr, int device, carve_aren
  * carve_record_stream. Does not synchronize. */
 CARVE_API carve_status carve_route_record_stream(void *ptr, int device, carve_stream stream);
 
-/* carve_empty_cache on every registered arena that is not retired and on
- * every default arena that served a routed allocation. Returns CARVE_OK or
- * the first failure (the others are still emptied). Synchronizes (as
- * carve_empty_cache). */
+/* device's default arena when a routed allocation has made it (so that it
+ * exists), else NULL: unlike carve_device_arena it never creates the arena,
+ * so asking for statistics does not fix the arena's configuration before the
+ * program's first allocation. Thread-safe. Does not synchronize. */
+CARVE_API carve_arena *carve_route_default_arena(int device);
+
+/* carve_empty_cache on every registered arena (retired ones too: their cached
+ * memory goes back before their last buffer does) and on every default arena
+ * that served a routed allocation. Returns CARVE_OK or the first failure (the
+ * others are still emptied). Synchronizes (as carve_empty_cache); routed
+ * calls of other threads wait meanwhile. */
 CARVE_API carve_status carve_route_empty_caches(void);
 
 /* ---- Recording --------------------------------------------------------------
  *
  * A recorder hears of every allocation and free made through this header,
  * in an order a replay can follow (a free is reported before the memory can
- * be handed out again). Ids are the buffers' addresses; streams are numbered
+ * be handed out again, and only when it succeeded, so a free that failed
+ * and was retried is reported once). Ids are the buffers' addresses; streams are numbered
  * 0 (the default stream, NULL) and up in order of first appearance, the
  * 1024th and later streams all sharing number 1023; times are CLOCK_MONOTONIC
  * nanoseconds. carve_trace_writer_alloc and carve_trace_writer_free
@@ -169,19 +218,25 @@ CARVE_API carve_status carve_route_set_recorder(carve_record_alloc_fn on_alloc, 
  * torch.cuda.memory.CUDAPluggableAllocator(path_to_libcarve,
  * "carve_torch_alloc", "carve_torch_free"), made current with
  * torch.cuda.memory.change_current_allocator before anything initializes
- * CUDA. The Python package (carve.torch.enable) does this, and sets the
- * hooks below with the allocator's set_reset_fn, set_memory_fraction_fn and
- * set_record_stream_fn, which take C function addresses. The hooks PyTorch
+ * CUDA, with the hooks below set through the allocator's set_reset_fn,
+ * set_memory_fraction_fn and set_record_stream_fn (C function addresses).
+ * PyTorch does not check the alloc callback's result: a NULL becomes a
+ * tensor with a NULL data pointer, and a hook cannot report a failure. Only
+ * a C++ exception stops it, which C cannot throw; so the Python package
+ * (carve.torch.enable) hands PyTorch a small C++ shim compiled against the
+ * installed torch (python/carve/_torch_shim.cpp) that calls these functions
+ * and raises torch.cuda.OutOfMemoryError, or an error for a refused memory
+ * fraction, with carve_last_error(NULL)'s explanation. The hooks PyTorch
  * declares with a C++ std::function parameter (set_begin_allocate_to_pool:
- * CUDA-graph pools) cannot be given from C; carve provides no base-allocation
- * hook either, so CUDA IPC of tensors (torch.multiprocessing sharing CUDA
- * tensors) is not supported under carve.
+ * CUDA-graph pools) are not provided; nor is a base-allocation hook, so
+ * CUDA IPC of tensors (torch.multiprocessing sharing CUDA tensors) is not
+ * supported under carve.
  */
 
 /* PyTorch's alloc callback: carve_route_alloc(NULL, size, device, stream).
- * Returns the buffer, or NULL on failure (PyTorch then reports out of
- * memory; carve_last_error(NULL) on this thread says why), and NULL for size
- * 0 and for a negative size (CARVE_ERR_INVALID). Thread-safe. Does not
+ * Returns the buffer, or NULL on failure (carve_last_error(NULL) on this
+ * thread says why; see above for what PyTorch makes of NULL), and NULL for
+ * size 0 and for a negative size (CARVE_ERR_INVALID). Thread-safe. Does not
  * synchronize on the fast path. */
 CARVE_API void *carve_torch_alloc(ssize_t size, int device, carve_stream stream);
 
@@ -199,10 +254,11 @@ CARVE_API void carve_torch_empty_cache(void);
 /* PyTorch's memory-fraction hook, called by
  * torch.cuda.set_per_process_memory_fraction(fraction, device):
  * carve_device_set_limit_fraction(device, fraction). It takes effect only
- * before the device's default arena exists (before its first allocation):
- * carve's limits are fixed when an arena is made. Afterwards, and for a
+ * before the device's default arena exists (before its first allocation;
+ * carve_route_default_arena and the Python package's statistics do not make
+ * it): carve's limits are fixed when an arena is made. Afterwards, and for a
  * fraction outside (0, 1], nothing changes and carve_last_error(NULL) says
- * why (the hook returns nothing, so PyTorch cannot be told). */
+ * why (this hook returns nothing; the Python package's shim raises). */
 CARVE_API void carve_torch_set_memory_fraction(double fraction, int device);
 
 /* PyTorch's record-stream hook, called by tensor.record_stream(stream):

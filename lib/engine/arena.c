@@ -17,6 +17,7 @@
 #include "base/utf8.h"
 #include "engine/error.h"
 #include "engine/heap.h"
+#include "engine/live.h"
 #include "engine/pool.h"
 #include "engine/reclaim.h"
 
@@ -230,6 +231,10 @@ carve_status carve_arena_create(const carve_config *user, carve_arena **out) {
                               why);
         }
     }
+    if (carve_live_add(a) != 0) {
+        carve_arena_destroy(a);
+        return carve_fail(NULL, CARVE_ERR_OOM, "carve_arena_create: host memory exhausted");
+    }
     *out = a;
     return CARVE_OK;
 }
@@ -237,6 +242,7 @@ carve_status carve_arena_create(const carve_config *user, carve_arena **out) {
 void carve_arena_destroy(carve_arena *a) {
     if (!a)
         return;
+    carve_live_remove(a);
     carve_backend_faults_off(&a->be); /* everything goes back, whatever was injected */
     carve_pools_destroy(a);
     carve_heap_destroy(a);

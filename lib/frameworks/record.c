@@ -5,9 +5,11 @@
  * The one idea: one mutex serializes the callbacks and guards the recorder
  * itself, so replacing the recorder waits for any call in flight, and a
  * caller may close the old recorder's file the moment the swap returns.
- * Because the entry points report a free before the memory goes back to its
- * arena and an allocation after it came out, the order of events under the
- * mutex is one that a replay can follow, whatever the threads do. While no
+ * A free holds the mutex across carve_free and is reported only when it
+ * succeeded, before the mutex lets an allocation of the same memory be
+ * reported; an allocation is reported after it came out. So the order of
+ * events under the mutex is one that a replay can follow, whatever the
+ * threads do, and a failed (then retried) free is reported once. While no
  * recorder is set, the cost is one relaxed load of a flag.
  */
 #include "frameworks/record.h"
@@ -70,11 +72,17 @@ void carve_fw_record_alloc(const void *ptr, size_t size, carve_stream stream) {
     pthread_mutex_unlock(&g_lock);
 }
 
-void carve_fw_record_free(const void *ptr) {
-    if (CARVE_LIKELY(!CARVE_LOAD(&g_on)) || !ptr)
-        return;
+int carve_fw_record_free_begin(void) {
+    if (CARVE_LIKELY(!CARVE_LOAD(&g_on)))
+        return 0;
     pthread_mutex_lock(&g_lock);
-    if (g_free)
+    return 1;
+}
+
+void carve_fw_record_free_end(int held, const void *ptr, int freed) {
+    if (!held)
+        return;
+    if (freed && ptr && g_free)
         (void)g_free(g_ctx, (uint64_t)(uintptr_t)ptr, now_ns());
     pthread_mutex_unlock(&g_lock);
 }

@@ -1,20 +1,26 @@
 """carve._api — the package's functions: arenas, the per-device memory
 functions shaped like torch.cuda's, configuration, recording and pictures.
 
-The one idea: every function takes "which arena" the same way. An int is a
-device, and means that device's process-wide default arena (the one
-carve.torch and carve.cupy allocate from when nothing is routed); an Arena
-object means itself. So the same calls that report on a GPU's memory report
-on a HOST-backend arena in a test, and everything but the device queries
-can be exercised without a GPU.
+The one idea: every function takes "which arena" the same way. A device (an
+int, a torch.device, "cuda:1", or None for the current device) means that
+device's process-wide default arena (the one carve.torch and carve.cupy
+allocate from when nothing is routed); an Arena object means itself. So the
+same calls that report on a GPU's memory report on a HOST-backend arena in a
+test, and everything but the device queries can be exercised without a GPU.
+Asking about a device never creates its default arena: before its first
+allocation the answers are zeros, and configure() and PyTorch's memory
+fraction still apply.
 """
 
 import contextlib
 import ctypes
 import json
 import os
+import pickle
+import sys
 import tempfile
 import threading
+import weakref
 
 from . import _lib
 from ._lib import lib
@@ -22,27 +28,39 @@ from ._lib import lib
 __all__ = [
     "CarveError", "OutOfMemoryError", "ConfigError", "Arena", "configure", "memory_allocated",
     "memory_reserved", "max_memory_allocated", "max_memory_reserved", "reset_peak_memory_stats",
-    "empty_cache", "memory_stats", "memory_snapshot", "mem_get_info", "device_count", "report", "record",
-    "stop_recording", "plot", "route", "scoped_arena", "version",
+    "empty_cache", "memory_stats", "memory_summary", "memory_snapshot", "snapshot_torch", "dump_snapshot",
+    "mem_get_info", "device_count", "current_device", "report", "record", "stop_recording", "plot", "route",
+    "scoped_arena", "version",
 ]
 
 
 # ---- Errors ----------------------------------------------------------------
 
 class CarveError(RuntimeError):
-    """A carve call failed. .status is the C status name (e.g. "CARVE_ERR_OOM")."""
+    """A carve call failed. .status is the C status name (e.g. "CARVE_ERR_OOM"):
+    carve's own when the C library failed, else the one that names the
+    failure ("CARVE_ERR_INVALID" for a wrong argument or state,
+    "CARVE_ERR_BACKEND" for a tool or file carve could not use)."""
+
+    default_status = "CARVE_ERR_INVALID"
 
     def __init__(self, message, status=None):
         super().__init__(message)
-        self.status = status
+        self.status = status or self.default_status
 
 
 class OutOfMemoryError(CarveError):
     """An allocation did not fit under the arena's limit or in the device."""
 
+    default_status = "CARVE_ERR_OOM"
+
 
 class ConfigError(CarveError, ValueError):
     """A configuration value is malformed, or came too late."""
+
+
+class ArgumentTypeError(ConfigError, TypeError):
+    """An argument of the wrong type (also a TypeError)."""
 
 
 _STATUS_NAMES = {0: "CARVE_OK", 1: "CARVE_ERR_INVALID", 2: "CARVE_ERR_OOM", 3: "CARVE_ERR_BAD_POINTER",
@@ -121,13 +139,55 @@ def _stream_ptr(stream):
         v = getattr(stream, attr, None)
         if isinstance(v, int):
             return v or None
-    raise TypeError(f"stream={stream!r}: give an int handle or a stream object (.cuda_stream or .ptr)")
+    raise ArgumentTypeError(f"stream={stream!r}: give an int handle or a stream object (.cuda_stream or .ptr)")
+
+
+def current_device():
+    """The current CUDA device as the framework in use sees it: PyTorch's
+    (once CUDA is initialized: asking never initializes it), else CuPy's,
+    else 0."""
+    t = sys.modules.get("torch")
+    cuda = getattr(t, "cuda", None)
+    try:
+        if cuda is not None and cuda.is_initialized():
+            return int(cuda.current_device())
+    except Exception:  # a broken or partial torch: fall through
+        pass
+    c = sys.modules.get("cupy")
+    try:
+        if c is not None:
+            return int(c.cuda.runtime.getDevice())
+    except Exception:
+        pass
+    return 0
 
 
 def _check_device(device):
-    if isinstance(device, bool) or not isinstance(device, int) or device < 0:
-        raise ConfigError(f"device={device!r}: a device is an int >= 0")
-    return device
+    """A device index from what torch.cuda takes: an int, a torch.device (or
+    anything with .type and .index), "cuda", "cuda:N", or None (the current
+    device)."""
+    if device is None:
+        return current_device()
+    if isinstance(device, bool):
+        raise ConfigError(f"device={device!r}: a device is an int >= 0, a torch.device or 'cuda:N'")
+    if isinstance(device, int):
+        if device < 0:
+            raise ConfigError(f"device={device!r}: a device is an int >= 0")
+        return device
+    if isinstance(device, str):
+        text = device.strip()
+        kind, _, index = text.partition(":")
+        if kind == "cuda" and not index:
+            return current_device()
+        if kind == "cuda" and index.isdigit():
+            return int(index)
+        raise ConfigError(f"device={device!r}: expected 'cuda' or 'cuda:N'")
+    kind, index = getattr(device, "type", None), getattr(device, "index", False)
+    if kind is not None and index is not False:
+        if kind != "cuda":
+            raise ConfigError(f"device={device!r}: carve serves CUDA devices, not {kind!r}")
+        return current_device() if index is None else _check_device(int(index))
+    raise ConfigError(f"device={device!r}: a device is an int >= 0, a torch.device or 'cuda:N'")
 
 
 def _fmt(n):
@@ -162,11 +222,13 @@ class Arena:
     Errors name the offending value.
     """
 
-    def __init__(self, backend="cuda", device=0, limit=None, growth=True, initial=None, mode="default",
+    def __init__(self, backend="cuda", device=None, limit=None, growth=True, initial=None, mode="default",
                  name=None, conf=None):
         if backend not in _BACKENDS:
             raise ConfigError(f"backend={backend!r}: expected one of {', '.join(_BACKENDS)}")
-        _check_device(device)
+        if device is None and backend not in ("cuda", "cuda_driver"):
+            device = 0
+        device = _check_device(device)
         parts = [f"backend={backend}", f"device={device}", f"growth={1 if growth else 0}",
                  f"vmm={_mode_vmm(mode)}"]
         if limit is not None:
@@ -184,6 +246,8 @@ class Arena:
         self.device = device
         self.backend = backend
         self._state = "open"
+        self._lock = threading.RLock()
+        _arenas.add(self)
 
     # -- lifetime
     def _handle(self):
@@ -193,29 +257,38 @@ class Arena:
 
     @property
     def closed(self):
+        """True once close() or retire() was called (its memory may still be held
+        by live buffers: see .state)."""
         return self._h is None
 
+    @property
+    def state(self):
+        """"open"; "closed" (destroyed, all memory back); "retired" (closed
+        while buffers were live: destroyed by the free of its last buffer)."""
+        return self._state
+
     def close(self):
-        """Give all of the arena's memory back now (live buffers become invalid).
-        Idempotent."""
-        if self._h is None:
-            return
-        L = lib()
-        h, self._h, self._state = self._h, None, "closed"
-        if L.carve_route_known(h):
-            L.carve_route_forget(h)
-        L.carve_arena_destroy(h)
+        """Close the arena without ever freeing memory a live buffer holds
+        (as torch.cuda.MemPool keeps its memory until its tensors die): when
+        it holds no live buffer it is destroyed now and close() returns True;
+        else it is retired (returns False), and the free of its last buffer,
+        on whatever thread, destroys it. Raises CarveError
+        (CARVE_ERR_INVALID) while the calling thread still routes to it
+        (leave carve.route(arena) first) or it is a device's route. The object
+        can no longer be used afterwards. Idempotent."""
+        with self._lock:
+            if self._h is None:
+                return self._state == "closed"
+            done = ctypes.c_int(0)
+            _check(lib().carve_route_retire(self._h, ctypes.byref(done)))
+            self._h = None
+            self._state = "closed" if done.value else "retired"
+            return bool(done.value)
 
     def retire(self):
-        """Close the arena as soon as it holds no live buffer: now (returns True)
-        or at the free of its last buffer, on any thread (returns False). The
-        object can no longer be used either way."""
-        if self._h is None:
-            return True
-        done = ctypes.c_int(0)
-        _check(lib().carve_route_retire(self._h, ctypes.byref(done)))
-        self._h, self._state = None, "retired"
-        return bool(done.value)
+        """The same as close(): True when destroyed now, False when the free of
+        its last buffer will destroy it."""
+        return self.close()
 
     def __enter__(self):
         self._handle()
@@ -229,7 +302,7 @@ class Arena:
         try:
             if getattr(self, "_h", None) is not None:
                 self.close()
-        except Exception:  # interpreter shutdown: the library may be gone
+        except Exception:  # interpreter shutdown, or still routed: nothing to do
             pass
 
     def __repr__(self):
@@ -244,9 +317,11 @@ class Arena:
         the default stream); returns the address as an int (0 for size 0).
         Recorded when carve.record() is on."""
         if isinstance(size, bool) or not isinstance(size, int) or size < 0:
-            raise ValueError(f"size={size!r}: a size is an int >= 0")
+            raise ConfigError(f"size={size!r}: a size is an int >= 0")
         p = ctypes.c_void_p()
-        _check(lib().carve_route_alloc(self._handle(), size, self.device, _stream_ptr(stream), ctypes.byref(p)))
+        with self._lock:
+            _check(lib().carve_route_alloc(self._handle(), size, self.device, _stream_ptr(stream),
+                                           ctypes.byref(p)))
         return p.value or 0
 
     def free(self, ptr):
@@ -255,9 +330,11 @@ class Arena:
         if not ptr:
             return
         L = lib()
-        if L.carve_buffer_info(self._handle(), ptr, None, None) != _lib.OK:
-            raise CarveError(f"Arena.free: {ptr:#x} is not a live buffer of this arena", "CARVE_ERR_BAD_POINTER")
-        _check(L.carve_route_free(ptr, self.device))
+        with self._lock:
+            if L.carve_buffer_info(self._handle(), ptr, None, None) != _lib.OK:
+                raise CarveError(f"Arena.free: {ptr:#x} is not a live buffer of this arena",
+                                 "CARVE_ERR_BAD_POINTER")
+            _check(L.carve_route_free(ptr, self.device))
 
     def buffer_info(self, ptr):
         """(requested size, stream handle) of a live buffer of this arena."""
@@ -311,16 +388,31 @@ class Arena:
         _check(lib().carve_check(self._handle()), self._h)
 
 
-def _arena_handle(device):
-    """The C arena for device: an Arena, or an int (that device's default arena)."""
+_arenas = weakref.WeakSet()  # every Arena made here, for snapshot_torch
+
+
+def _arena_handle(device, create=False):
+    """The C arena for device: an Arena, or a device (its default arena). A
+    device's default arena is created only when create is true: otherwise
+    None comes back while it does not exist yet (its configuration then
+    still applies), and CarveError (CARVE_ERR_NO_DEVICE) when there is no
+    such device."""
     if isinstance(device, Arena):
         return device._handle()
-    if device is None:
-        device = 0
-    _check_device(device)
-    h = ctypes.c_void_p()
-    _check(lib().carve_device_arena(device, ctypes.byref(h)))
-    return h.value
+    d = _check_device(device)
+    L = lib()
+    if create:
+        h = ctypes.c_void_p()
+        _check(L.carve_device_arena(d, ctypes.byref(h)))
+        return h.value
+    h = L.carve_route_default_arena(d)
+    if h:
+        return h
+    n = L.carve_device_count()
+    if d >= n:
+        raise CarveError(f"device {d} does not exist ({n} CUDA device{'s' if n != 1 else ''} visible)",
+                         status="CARVE_ERR_NO_DEVICE")
+    return None
 
 
 # ---- The torch.cuda-shaped functions ----------------------------------------
@@ -329,12 +421,14 @@ def memory_allocated(device=None):
     """Bytes held by live buffers (as rounded by carve) in device's default
     arena, or in an Arena. The number to use where torch.cuda.memory_allocated
     would be (that one raises while carve is PyTorch's allocator)."""
-    return lib().carve_memory_allocated(_arena_handle(device))
+    h = _arena_handle(device)
+    return lib().carve_memory_allocated(h) if h else 0
 
 
 def memory_reserved(device=None):
     """Bytes carve holds from the driver for device's default arena (or an Arena)."""
-    return lib().carve_memory_reserved(_arena_handle(device))
+    h = _arena_handle(device)
+    return lib().carve_memory_reserved(h) if h else 0
 
 
 def max_memory_allocated(device=None):
@@ -349,41 +443,114 @@ def max_memory_reserved(device=None):
 
 def reset_peak_memory_stats(device=None):
     """Reset the peaks to the current values."""
-    lib().carve_reset_peak_stats(_arena_handle(device))
+    h = _arena_handle(device)
+    if h:
+        lib().carve_reset_peak_stats(h)
 
 
 def empty_cache(device=None):
     """Give every cached segment with no live buffer back to the driver.
     Synchronizes the device."""
     h = _arena_handle(device)
-    _check(lib().carve_empty_cache(h), h)
+    if h:
+        _check(lib().carve_empty_cache(h), h)
+
+
+# PyTorch's memory_stats keys carve gives, each with PyTorch's meaning (over
+# all pools: carve has no small and large pools), from carve_stats. The keys
+# PyTorch has and carve cannot give are in MISSING_TORCH_STATS.
+_TORCH_STATS = (
+    ("allocated_bytes.all.current", "allocated_bytes"), ("allocated_bytes.all.peak", "allocated_bytes_peak"),
+    ("reserved_bytes.all.current", "reserved_bytes"), ("reserved_bytes.all.peak", "reserved_bytes_peak"),
+    ("requested_bytes.all.current", "requested_bytes"), ("requested_bytes.all.peak", "requested_bytes_peak"),
+    ("allocation.all.current", "num_live"), ("allocation.all.allocated", "num_allocs"),
+    ("allocation.all.freed", "num_frees"),
+    ("segment.all.current", "num_segments"), ("segment.all.allocated", "num_backend_allocs"),
+    ("segment.all.freed", "num_backend_frees"),
+    ("num_ooms", "num_ooms"), ("num_device_alloc", "num_backend_allocs"),
+    ("num_device_free", "num_backend_frees"), ("num_sync_all_streams", "num_syncs"),
+)
+MISSING_TORCH_STATS = (
+    "*.large_pool.*", "*.small_pool.*", "allocated_bytes.all.allocated", "allocated_bytes.all.freed",
+    "reserved_bytes.all.allocated", "reserved_bytes.all.freed", "requested_bytes.all.allocated",
+    "requested_bytes.all.freed", "allocation.all.peak", "segment.all.peak", "active.*", "active_bytes.*",
+    "inactive_split.*", "inactive_split_bytes.*", "oversize_allocations.*", "oversize_segments.*",
+    "num_alloc_retries", "max_split_size",
+)
+
+
+def _empty_stats():
+    d = {name: 0 for name, _ in _lib.STATS_FIELDS}
+    d["limit_bytes"] = None
+    return d
 
 
 def memory_stats(device=None):
-    """carve_stats as a dict (carve's names, e.g. "allocated_bytes_peak"), with
-    PyTorch's names for the main ones as well ("allocated_bytes.all.current",
-    "reserved_bytes.all.peak", "num_ooms", ...). "limit_bytes" is None when
-    unlimited."""
+    """The arena's statistics as a dict: carve_stats under carve's names
+    ("allocated_bytes_peak", "cached_bytes", "largest_free_block", ...;
+    "limit_bytes" None when unlimited), and PyTorch's keys wherever carve
+    counts the same thing ("allocated_bytes.all.current",
+    "reserved_bytes.all.peak", "allocation.all.allocated", "segment.all.current",
+    "num_ooms", "num_device_alloc", ...; MISSING_TORCH_STATS lists the rest).
+    "arena_exists" is False for a device whose default arena is not made yet
+    (every count 0; asking does not make it)."""
     h = _arena_handle(device)
-    s = _lib.CarveStats()
-    _check(lib().carve_get_stats(h, ctypes.byref(s)), h)
-    d = {name: getattr(s, name) for name, _ in _lib.STATS_FIELDS}
-    if d["limit_bytes"] == ctypes.c_size_t(-1).value:
-        d["limit_bytes"] = None
-    for kind, cur, peak in (("allocated_bytes", "allocated_bytes", "allocated_bytes_peak"),
-                            ("reserved_bytes", "reserved_bytes", "reserved_bytes_peak"),
-                            ("requested_bytes", "requested_bytes", "requested_bytes_peak")):
-        d[f"{kind}.all.current"] = d[cur]
-        d[f"{kind}.all.peak"] = d[peak]
-    d["active.all.current"] = d["num_live"]
-    d["segment.all.current"] = d["num_segments"]
+    if h:
+        s = _lib.CarveStats()
+        _check(lib().carve_get_stats(h, ctypes.byref(s)), h)
+        d = {name: getattr(s, name) for name, _ in _lib.STATS_FIELDS}
+        if d["limit_bytes"] == ctypes.c_size_t(-1).value:
+            d["limit_bytes"] = None
+    else:
+        d = _empty_stats()
+    d["arena_exists"] = bool(h)
+    for key, name in _TORCH_STATS:
+        d[key] = d[name]
     return d
+
+
+def memory_summary(device=None, abbreviated=False):
+    """A text summary of the arena's memory in the shape of
+    torch.cuda.memory_summary: current and peak bytes, totals of
+    allocations and frees, segments, the limit and out-of-memory errors
+    ("-" where carve does not count that figure). abbreviated is accepted
+    for torch.cuda's signature; the table is short either way."""
+    s = memory_stats(device)
+    title = (f"carve memory summary, arena {device.config()['name'] or device.backend}"
+             if isinstance(device, Arena) else f"carve memory summary, device ID {_check_device(device)}")
+    lim = "unlimited" if s["limit_bytes"] is None else _fmt(s["limit_bytes"])
+    w = 75
+
+    def row(cells, widths=(23, 12, 12, 12, 12)):
+        return "|" + "|".join(f" {c:<{widths[0] - 1}}" if i == 0 else f" {c:>{x - 2}} "
+                              for i, (c, x) in enumerate(zip(cells, widths))) + "|"
+
+    lines = ["|" + "=" * w + "|", "|" + title.center(w) + "|", "|" + "-" * w + "|",
+             "|" + f" out-of-memory errors: {s['num_ooms']:<10}  limit: {lim}".ljust(w) + "|",
+             "|" + "=" * w + "|",
+             row(("Metric", "Cur Usage", "Peak Usage", "Tot Alloc", "Tot Freed")),
+             "|" + "-" * w + "|",
+             row(("Allocated memory", _fmt(s["allocated_bytes"]), _fmt(s["allocated_bytes_peak"]), "-", "-")),
+             row(("Requested memory", _fmt(s["requested_bytes"]), _fmt(s["requested_bytes_peak"]), "-", "-")),
+             row(("GPU reserved memory", _fmt(s["reserved_bytes"]), _fmt(s["reserved_bytes_peak"]), "-", "-")),
+             row(("Cached free memory", _fmt(s["cached_bytes"]), "-", "-", "-")),
+             row(("Largest free block", _fmt(s["largest_free_block"]), "-", "-", "-")),
+             "|" + "-" * w + "|",
+             row(("Allocations", str(s["num_live"]), "-", str(s["num_allocs"]), str(s["num_frees"]))),
+             row(("GPU reserved segments", str(s["num_segments"]), "-", str(s["num_backend_allocs"]),
+                  str(s["num_backend_frees"]))),
+             "|" + "=" * w + "|"]
+    return "\n".join(lines) + "\n"
 
 
 def memory_snapshot(device=None):
     """carve's JSON snapshot of the arena as a dict (docs/snapshot.md): its
-    configuration, statistics, streams, and every segment with every block."""
+    configuration, statistics, streams, and every segment with every block.
+    For a device whose default arena is not made yet: no segments."""
     h = _arena_handle(device)
+    if not h:
+        return {"carve_snapshot": 1, "version": version(), "arena": None, "stats": _empty_stats(),
+                "streams": [], "segments": []}
     out = ctypes.c_void_p()
     L = lib()
     _check(L.carve_snapshot_json(h, ctypes.byref(out)), h)
@@ -393,9 +560,142 @@ def memory_snapshot(device=None):
         L.carve_snapshot_free(out.value)
 
 
+# ---- PyTorch's snapshot layout (torch.cuda.memory._snapshot) -----------------
+
+_TORCH_STATE = {"used": "active_allocated", "pending": "active_pending_free", "free": "inactive",
+                "cached": "inactive"}
+
+
+def _hex(text):
+    """An address of carve's snapshot ("0x..."; the default stream may read
+    "(nil)" or null) as an int."""
+    try:
+        return int(text, 16) if text else 0
+    except ValueError:
+        return 0
+
+
+def _torch_segments(snap, device, pool, vmm):
+    """carve's snapshot as PyTorch's segments: one per stretch of memory carve
+    holds (in virtual-memory mode, address space with nothing mapped behind
+    it is left out), its blocks tiling it, so every byte PyTorch's readers
+    sum up is reserved memory."""
+    out = []
+    for seg in snap["segments"]:
+        base = int(seg["address"], 16)
+        pieces = []  # (offset, size, state, requested, stream)
+        for r in seg["ranges"]:
+            if r["state"] == "span":
+                for b in r.get("blocks", []):
+                    if b["state"] == "unmapped":
+                        pieces.append(None)
+                        continue
+                    pieces.append((b["offset"], b["size"], _TORCH_STATE.get(b["state"], "inactive"),
+                                   b.get("requested", 0), b.get("stream")))
+            elif vmm:
+                pieces.append(None)  # the heap's free address space: not mapped
+            else:
+                pieces.append((r["offset"], r["size"], "inactive", 0, None))
+        run = []
+        for p in pieces + [None]:
+            if p is not None and (not run or run[-1][0] + run[-1][1] == p[0]):
+                run.append(p)
+                continue
+            if run:
+                start = run[0][0]
+                blocks = [{"address": base + o, "size": n, "requested_size": req if st != "inactive" else 0,
+                           "state": st, "frames": []} for o, n, st, req, _ in run]
+                streams = [_hex(x) for *_, x in run if _hex(x)]
+                out.append({
+                    "device": device, "address": base + start, "total_size": sum(b["size"] for b in blocks),
+                    "allocated_size": sum(b["size"] for b in blocks if b["state"] != "inactive"),
+                    "active_size": sum(b["size"] for b in blocks if b["state"] != "inactive"),
+                    "requested_size": sum(b["requested_size"] for b in blocks),
+                    "stream": streams[0] if streams else 0, "segment_type": "large",
+                    "segment_pool_id": pool, "is_expandable": vmm, "frames": [], "blocks": blocks})
+            run = [p] if p is not None else []
+    return out
+
+
+def _trace_events(path):
+    """A trace file of carve.record() as PyTorch's device trace entries."""
+    events, live = [], {}
+    try:
+        f = open(path, encoding="utf-8", errors="replace")
+    except OSError:
+        return events
+    with f:
+        for line in f:
+            parts = [x.strip() for x in line.strip().split(",")]
+            if len(parts) < 2 or parts[0] not in ("a", "f"):
+                continue
+            t = [x for x in parts if x.startswith("@")]
+            t_us = int(t[0][1:]) // 1000 if t and t[0][1:].isdigit() else 0
+            fields = [x for x in parts[1:] if not x.startswith("@")]
+            try:
+                addr = int(fields[0], 0)
+                if parts[0] == "a":
+                    size = int(fields[1])
+                    stream = int(fields[2]) if len(fields) > 2 else 0
+                    live[addr] = (size, stream)
+                    events.append({"action": "alloc", "addr": addr, "size": size, "stream": stream,
+                                   "time_us": t_us, "frames": []})
+                else:
+                    size, stream = live.pop(addr, (0, 0))
+                    for action in ("free_requested", "free_completed"):
+                        events.append({"action": action, "addr": addr, "size": size, "stream": stream,
+                                       "time_us": t_us, "frames": []})
+            except (ValueError, IndexError):
+                continue
+    return events
+
+
+def snapshot_torch(device=None, arenas=None):
+    """The memory of a device in the layout of PyTorch's
+    torch.cuda.memory._snapshot(), which PyTorch's memory_viz reads:
+    {"segments": [...], "device_traces": [...], "allocator_settings": {...}}.
+    arenas: the carve.Arena objects (and the device's default arena, as
+    None) to include; default: the device's default arena and every open
+    Arena of this package on that device. Each arena's segments carry its
+    index in "segment_pool_id". device_traces[device] holds the recording in
+    progress (carve.record()), which covers every routed allocation of the
+    process."""
+    d = _check_device(device)
+    if arenas is None:
+        arenas = [None] + [a for a in list(_arenas) if not a.closed and a.device == d]
+    segments = []
+    for i, a in enumerate(arenas):
+        h = _arena_handle(d if a is None else a)
+        if not h:
+            continue
+        cfg = _lib.CarveConfig()
+        _check(lib().carve_arena_get_config(h, ctypes.byref(cfg)), h)
+        segments += _torch_segments(memory_snapshot(d if a is None else a), d, (i, 0), bool(cfg.vmm))
+    traces = [[] for _ in range(max(d + 1, device_count()))]
+    with _rec_lock:
+        path, writer = _rec["path"], _rec["writer"]
+        if writer is not None:
+            lib().carve_trace_writer_flush(writer)
+    if path:
+        traces[d] = _trace_events(path)
+    return {"segments": segments, "device_traces": traces,
+            "allocator_settings": {"backend": "carve", "carve_version": version()}}
+
+
+def dump_snapshot(path, device=None, arenas=None):
+    """Write snapshot_torch(device, arenas) to path as a pickle, as
+    torch.cuda.memory._dump_snapshot does: PyTorch's memory_viz
+    (python -m torch.cuda._memory_viz, pytorch.org/memory_viz) opens it.
+    Returns the path."""
+    snap = snapshot_torch(device, arenas)
+    with open(path, "wb") as f:
+        pickle.dump(snap, f)
+    return path
+
+
 def mem_get_info(device=None):
     """(free, total) bytes of the device as the driver sees them (cudaMemGetInfo)."""
-    device = _check_device(0 if device is None else device)
+    device = _check_device(device)
     free, total = ctypes.c_size_t(), ctypes.c_size_t()
     _check(lib().carve_device_mem_info(device, ctypes.byref(free), ctypes.byref(total)))
     return free.value, total.value
@@ -430,7 +730,7 @@ def _env_growth(device):
     return cfg
 
 
-def configure(device=0, limit=None, growth=None, initial=None, mode=None):
+def configure(device=None, limit=None, growth=None, initial=None, mode=None):
     """Configure device's default arena (the one carve.torch and carve.cupy use)
     before its first use.
 
@@ -444,7 +744,7 @@ def configure(device=0, limit=None, growth=None, initial=None, mode=None):
     without a device), or once the arena exists ("configure it before first
     use"), and CarveError (CARVE_ERR_NO_DEVICE) when there is no such device.
     """
-    _check_device(device)
+    device = _check_device(device)
     parts = []
     if limit is not None:
         parts.append("limit=" + _size_text(limit, "limit"))
@@ -508,9 +808,9 @@ def _set_conf_section(device, section):
 
 def report(devices=None):
     """A text table of the arenas' statistics, one column per arena. devices:
-    an int, an Arena, or a list of them (default: device 0)."""
+    a device, an Arena, or a list of them (default: the current device)."""
     if devices is None:
-        devices = [0]
+        devices = [current_device()]
     elif not isinstance(devices, (list, tuple)):
         devices = [devices]
     cols = []
@@ -520,7 +820,7 @@ def report(devices=None):
             c = d.config()
             title = c["name"] or f"arena ({c['backend']})"
         else:
-            title = f"device{d}"
+            title = f"device{_check_device(d)}"
         lim = s["limit_bytes"]
         cols.append((title, [
             _fmt(s["allocated_bytes"]), _fmt(s["allocated_bytes_peak"]), _fmt(s["requested_bytes"]),
@@ -626,10 +926,12 @@ def plot(path, trace=None, color_by_stream=False, mode="default", title=None):
         f = c.fopen(os.fsencode(path), b"w")
         if not f:
             e = ctypes.get_errno()
-            raise OSError(e, f"cannot write {path}: {os.strerror(e)}")
+            err = OSError(e, f"cannot write {path}: {os.strerror(e)}")
+            err.status = "CARVE_ERR_BACKEND"
+            raise err
         rc = L.carve_svg_write(f, ctypes.byref(t), ctypes.byref(rec), ctypes.byref(info))
         if c.fclose(f) != 0 or rc != 0:
-            raise CarveError(f"cannot write {path} (disk full or host memory exhausted)")
+            raise CarveError(f"cannot write {path} (disk full or host memory exhausted)", status="CARVE_ERR_BACKEND")
         return {"path": path, "trace": trace, "events": t.n, "allocations": t.nallocs,
                 "peak_requested_bytes": t.peak_requested, "peak_reserved_bytes": peak, "footprint": footprint}
     finally:
@@ -647,7 +949,7 @@ def route(arena):
     """Send the calling thread's framework allocations (carve.torch, carve.cupy)
     to arena inside the block. Frees find their arena wherever they happen."""
     if not isinstance(arena, Arena):
-        raise TypeError(f"route() takes a carve.Arena, not {type(arena).__name__}")
+        raise ArgumentTypeError(f"route() takes a carve.Arena, not {type(arena).__name__}")
     L = lib()
     _check(L.carve_route_push(arena._handle()))
     try:
@@ -684,7 +986,9 @@ class scoped_arena(contextlib.ContextDecorator):
         return self._tls.stack
 
     def _device(self):
-        return 0 if self.device is None else self.device
+        if self.kw["backend"] in ("cuda", "cuda_driver"):
+            return _check_device(self.device)
+        return 0 if self.device is None else _check_device(self.device)
 
     def _enter_hook(self, arena):
         """Subclasses: set up more after the arena is routed."""

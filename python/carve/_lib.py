@@ -30,6 +30,8 @@ __all__ = ["lib", "library_path", "LibraryNotFoundError", "CarveConfig", "CarveS
 class LibraryNotFoundError(ImportError):
     """libcarve could not be loaded from any of the places carve looks in."""
 
+    status = "CARVE_ERR_BACKEND"
+
 
 # ---- Structures (carve.h, carve_trace.h) -----------------------------------
 
@@ -170,6 +172,9 @@ _SIGS = {
     "carve_route_owner": (_ST, [_P, ctypes.c_int, _PP]),
     "carve_route_record_stream": (_ST, [_P, ctypes.c_int, _P]),
     "carve_route_empty_caches": (_ST, []),
+    "carve_route_device": (_ST, [ctypes.c_int, _P, _P]),
+    "carve_route_device_current": (_P, [ctypes.c_int]),
+    "carve_route_default_arena": (_P, [ctypes.c_int]),
     "carve_route_set_recorder": (_ST, [_P, _P, _P]),
     "carve_torch_alloc": (_P, [ctypes.c_ssize_t, ctypes.c_int, _P]),
     "carve_torch_free": (None, [_P, ctypes.c_ssize_t, ctypes.c_int, _P]),
@@ -311,4 +316,6 @@ def import_framework(module, needs, hint):
     try:
         return importlib.import_module(module)
     except ImportError as e:
-        raise ImportError(f"{needs}, which cannot be imported here ({e}). {hint}") from e
+        err = ImportError(f"{needs}, which cannot be imported here ({e}). {hint}")
+        err.status = "CARVE_ERR_BACKEND"  # as every error the package raises
+        raise err from e

@@ -75,6 +75,10 @@ def _oom(size, device, message):
         return cause
     err = err_type(size, reserved, limit)
     err.__cause__ = cause
+    try:
+        err.status = "CARVE_ERR_OOM"  # as every error the package raises
+    except AttributeError:
+        pass
     return err
 
 

@@ -11,6 +11,8 @@ The GPU scripts in gpu/ are not collected here (run them with gpu/run_all.sh).
 
 import importlib
 import os
+import shutil
+import subprocess
 import sys
 import types
 
@@ -75,11 +77,64 @@ class FakeInner:
         self.hooks["record_stream"] = f
 
 
+# A stand-in for torch's C++ headers and libc10, enough to compile carve's
+# shim (python/carve/_torch_shim.cpp): c10::Error and c10::OutOfMemoryError,
+# TORCH_CHECK and TORCH_CHECK_WITH, with PyTorch's meaning (throw with the
+# arguments streamed into the message).
+FAKE_EXCEPTION_H = r"""
+#pragma once
+#include <sstream>
+#include <stdexcept>
+#include <string>
+namespace c10 {
+struct Error : std::runtime_error { using std::runtime_error::runtime_error; };
+struct OutOfMemoryError : Error { using Error::Error; };
+namespace fake {
+inline void cat(std::ostringstream &) {}
+template <class T, class... R> void cat(std::ostringstream &o, const T &t, const R &...r) { o << t; cat(o, r...); }
+template <class... A> std::string str(const A &...a) { std::ostringstream o; cat(o, a...); return o.str(); }
+}
+}
+#define TORCH_CHECK_WITH(kind, cond, ...) \
+    do { if (!(cond)) throw ::c10::kind(::c10::fake::str(__VA_ARGS__)); } while (0)
+#define TORCH_CHECK(cond, ...) TORCH_CHECK_WITH(Error, cond, __VA_ARGS__)
+"""
+
+
+def cxx():
+    return os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++")
+
+
+def make_fake_torch_tree(root):
+    """root/torch/__init__.py, include/c10/util/Exception.h and lib/libc10.so
+    (empty): where build_shim looks. Returns the package directory, or None
+    without a C++ compiler."""
+    pkg = os.path.join(root, "torch")
+    os.makedirs(os.path.join(pkg, "include", "c10", "util"), exist_ok=True)
+    os.makedirs(os.path.join(pkg, "lib"), exist_ok=True)
+    with open(os.path.join(pkg, "__init__.py"), "w") as f:
+        f.write("")
+    with open(os.path.join(pkg, "include", "c10", "util", "Exception.h"), "w") as f:
+        f.write(FAKE_EXCEPTION_H)
+    cc = cxx()
+    if not cc:
+        return None
+    subprocess.run([cc, "-shared", "-fPIC", "-x", "c++", "-", "-o", os.path.join(pkg, "lib", "libc10.so")],
+                   input="", text=True, check=True, timeout=120)
+    return pkg
+
+
+@pytest.fixture(scope="session")
+def fake_torch_tree(tmp_path_factory):
+    return make_fake_torch_tree(str(tmp_path_factory.mktemp("faketorch")))
+
+
 class FakeTorch:
     """Enough of torch for carve.torch: the pluggable allocator, the swap, the
-    MemPool path, the cuBLAS workspace clearing."""
+    MemPool path, the cuBLAS workspace clearing, and a place (tree) whose
+    include/ and lib/ a shim can be built against."""
 
-    def __init__(self):
+    def __init__(self, tree=None):
         self.initialized = False
         self.swap_error = None
         self.current = None
@@ -122,12 +177,14 @@ class FakeTorch:
             t.cleared += 1
 
         mod = types.ModuleType("torch")
+        mod.__file__ = os.path.join(tree or "/nonexistent/torch", "__init__.py")
+        mod.__version__ = "0.0-fake"
         mod.cuda = types.SimpleNamespace(
             is_initialized=lambda: t.initialized, current_device=lambda: 0, MemPool=MemPool,
             use_mem_pool=_UsePool,
             memory=types.SimpleNamespace(CUDAPluggableAllocator=CUDAPluggableAllocator,
                                          change_current_allocator=change_current_allocator))
-        mod._C = types.SimpleNamespace(_cuda_clearCublasWorkspaces=clear)
+        mod._C = types.SimpleNamespace(_cuda_clearCublasWorkspaces=clear, _GLIBCXX_USE_CXX11_ABI=True)
         self.module = mod
 
 
@@ -190,8 +247,12 @@ def _forget(framework):
 
 
 @pytest.fixture
-def fake_torch(monkeypatch, L):
-    fake = FakeTorch()
+def fake_torch(monkeypatch, L, fake_torch_tree, tmp_path):
+    """(FakeTorch, carve.torch imported over it). Shims are built into a
+    fresh directory per test."""
+    monkeypatch.setenv("CARVE_TORCH_SHIM_DIR", str(tmp_path / "shims"))
+    monkeypatch.delenv("CARVE_TORCH_SHIM", raising=False)
+    fake = FakeTorch(fake_torch_tree)
     mod = _fresh_import(monkeypatch, "torch", fake.module)
     yield fake, mod
     _forget("torch")

@@ -11,7 +11,9 @@ checked for their error, since this machine has no GPU.
 import ctypes
 import json
 import os
+import pickle
 import re
+import sys
 import threading
 
 import pytest
@@ -123,19 +125,91 @@ def test_arena_config_as_given(host_arena):
     assert host_arena(limit=3 * MiB).config()["limit_bytes"] == 2 * MiB  # rounded down to the granule
 
 
-def test_closed_arena_refuses_use(host_arena):
+def test_closed_arena_refuses_use(host_arena, L):
     a = host_arena()
-    a.alloc(100)
-    a.close()
-    a.close()  # idempotent
-    assert a.closed and "closed" in repr(a)
-    with pytest.raises(carve.CarveError, match="arena is closed"):
+    p = a.alloc(100)
+    h = a._h
+    assert a.close() is False  # a live buffer: retired, never destroyed under it
+    assert a.close() is False  # idempotent
+    assert a.closed and a.state == "retired" and "retired" in repr(a)
+    ctypes.memset(p, 0x33, 100)  # still valid
+    with pytest.raises(carve.CarveError, match="arena is retired") as e:
         a.alloc(100)
-    with pytest.raises(carve.CarveError, match="arena is closed"):
+    assert e.value.status == "CARVE_ERR_INVALID"
+    with pytest.raises(carve.CarveError, match="arena is retired"):
         carve.memory_allocated(a)
+    assert L.carve_route_known(h)
+    assert L.carve_route_free(p, 0) == _lib.OK  # its last buffer: now it is destroyed
+    assert not L.carve_route_known(h)
     with carve.Arena(backend="host") as b:
         assert not b.closed
-    assert b.closed
+    assert b.closed and b.state == "closed"
+
+
+def test_with_block_never_frees_a_live_buffer(host_arena, L):
+    """A buffer made inside `with Arena(...) as a, route(a)` outlives the block:
+    its memory is not handed to anything else until it is freed (the arena
+    is retired, as torch.cuda.MemPool keeps its memory until its tensors die)."""
+    with carve.Arena(backend="host", limit="64MiB") as a, carve.route(a):
+        t = L.carve_torch_alloc(MiB, 0, None)
+        ctypes.memset(t, 7, MiB)
+        h = a._h
+    assert a.state == "retired" and L.carve_route_known(h)
+    other = host_arena()
+    with carve.route(other):
+        u = L.carve_torch_alloc(MiB, 0, None)
+    ctypes.memset(u, 3, MiB)
+    assert u != t and ctypes.string_at(t, MiB) == bytes([7]) * MiB  # t kept its values
+    L.carve_torch_free(t, MiB, 0, None)
+    assert not L.carve_route_known(h)  # memory back with the last buffer
+    L.carve_torch_free(u, MiB, 0, None)
+
+
+def test_dropping_the_last_reference_retires(L):
+    import gc
+    a = carve.Arena(backend="host")
+    p = a.alloc(4096)
+    h = a._h
+    del a
+    gc.collect()
+    assert L.carve_route_known(h)  # retired, not destroyed: p is live
+    ctypes.memset(p, 1, 4096)
+    assert L.carve_route_free(p, 0) == _lib.OK
+    assert not L.carve_route_known(h)
+
+
+def test_close_while_routed_is_refused(host_arena, L):
+    a = host_arena()
+    with carve.route(a):
+        with pytest.raises(carve.CarveError, match="pop it first") as e:
+            a.close()
+        assert e.value.status == "CARVE_ERR_INVALID" and not a.closed
+    assert a.close() is True and a.state == "closed"
+
+
+def test_arena_calls_race_close_safely(L):
+    """Threads allocating from an Arena while another closes it: each call
+    either succeeds (its buffer stays valid) or raises 'arena is retired'."""
+    a = carve.Arena(backend="host")
+    got, errors = [], []
+
+    def work():
+        for _ in range(300):
+            try:
+                got.append(a.alloc(512))
+            except carve.CarveError as e:
+                errors.append(e.status)
+
+    ts = [threading.Thread(target=work) for _ in range(3)]
+    for t in ts:
+        t.start()
+    a.close()
+    for t in ts:
+        t.join()
+    assert set(errors) <= {"CARVE_ERR_INVALID"}
+    for p in got:
+        ctypes.memset(p, 1, 512)
+        assert L.carve_route_free(p, 0) == _lib.OK
 
 
 # ---- Peaks, reset, empty_cache ----------------------------------------------
@@ -237,14 +311,79 @@ def test_device_functions_without_gpu(L):
     if gpu():
         pytest.skip("this machine has a GPU")
     for fn in (carve.memory_allocated, carve.memory_reserved, carve.memory_stats, carve.empty_cache,
-               carve.memory_snapshot, carve.mem_get_info):
-        with pytest.raises(carve.CarveError) as e:
-            fn(0)
-        assert e.value.status == "CARVE_ERR_NO_DEVICE", fn.__name__
+               carve.memory_snapshot, carve.mem_get_info, carve.memory_summary, carve.reset_peak_memory_stats):
+        for d in (0, None, "cuda", "cuda:0"):
+            with pytest.raises(carve.CarveError) as e:
+                fn(d)
+            assert e.value.status == "CARVE_ERR_NO_DEVICE", (fn.__name__, d)
     with pytest.raises(carve.CarveError, match="device 3 does not exist"):
         carve.max_memory_allocated(3)
-    with pytest.raises(carve.ConfigError, match="device='0'"):
-        carve.memory_allocated("0")
+    with pytest.raises(carve.CarveError, match="device 2 does not exist"):
+        carve.memory_stats("cuda:2")
+
+
+class _Device:
+    """What torch.device looks like to carve: .type and .index."""
+
+    def __init__(self, kind, index):
+        self.type, self.index = kind, index
+
+
+@pytest.mark.parametrize("given, want", [
+    (0, 0), (3, 3), ("cuda:2", 2), (" cuda:5 ", 5), (_Device("cuda", 1), 1), (None, 0), ("cuda", 0),
+    (_Device("cuda", None), 0),
+])
+def test_devices_as_torch_cuda_takes_them(given, want, monkeypatch):
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    monkeypatch.delitem(sys.modules, "cupy", raising=False)
+    assert carve._api._check_device(given) == want
+
+
+@pytest.mark.parametrize("bad", [-1, True, "cpu", "cuda:x", "1", 1.0, _Device("cpu", 0), object()])
+def test_bad_devices_are_named(bad):
+    with pytest.raises(carve.ConfigError) as e:
+        carve._api._check_device(bad)
+    assert repr(bad) in str(e.value) and e.value.status == "CARVE_ERR_INVALID"
+
+
+def test_none_is_the_current_device(monkeypatch):
+    """None means the current device of the framework in use: PyTorch's once
+    CUDA is initialized (asking never initializes it), else CuPy's."""
+    import types
+    calls = []
+    cuda = types.SimpleNamespace(is_initialized=lambda: False, current_device=lambda: calls.append(1) or 3)
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+    monkeypatch.delitem(sys.modules, "cupy", raising=False)
+    assert carve.current_device() == 0 and calls == []  # not initialized: not asked
+    cuda.is_initialized = lambda: True
+    assert carve.current_device() == 3 and carve._api._check_device(None) == 3
+    assert carve._api._check_device(_Device("cuda", None)) == 3
+    monkeypatch.delitem(sys.modules, "torch")
+    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(
+        cuda=types.SimpleNamespace(runtime=types.SimpleNamespace(getDevice=lambda: 2))))
+    assert carve.current_device() == 2
+
+
+def test_asking_never_creates_the_default_arena(L, monkeypatch):
+    """A statistics query must not make the device's default arena (which would
+    fix its configuration before the program's first allocation)."""
+    made = []
+
+    class Spy:
+        def __getattr__(self, name):
+            if name == "carve_device_arena":
+                made.append(name)
+            return getattr(L, name)
+
+    monkeypatch.setattr(carve._api, "lib", lambda: Spy())
+    for fn in (carve.memory_allocated, carve.memory_reserved, carve.memory_stats, carve.max_memory_allocated,
+               carve.max_memory_reserved, carve.reset_peak_memory_stats, carve.empty_cache, carve.memory_snapshot,
+               carve.memory_summary):
+        try:
+            fn(0)
+        except carve.CarveError as e:
+            assert e.status == "CARVE_ERR_NO_DEVICE"
+    assert made == []
 
 
 @pytest.mark.parametrize("kw, words", [
@@ -414,3 +553,98 @@ def test_plot_errors(tmp_path, L):
 def test_version_and_library_path(L):
     assert re.fullmatch(r"\d+\.\d+\.\d+", carve.version())
     assert os.path.exists(carve.library_path()) or carve.library_path().startswith("libcarve")
+
+
+# ---- PyTorch's names: memory_stats keys, memory_summary, snapshots -----------
+
+def test_memory_stats_has_pytorchs_keys_with_their_meaning(host_arena):
+    a = host_arena(limit="64MiB")
+    ps = [a.alloc(n) for n in (1000, 3 * MiB, 5000)]
+    a.free(ps.pop())
+    s = carve.memory_stats(a)
+    assert s["arena_exists"] is True
+    assert s["allocated_bytes.all.current"] == a.memory_allocated() == 1024 + 3 * MiB
+    assert s["allocated_bytes.all.peak"] == s["allocated_bytes_peak"] >= s["allocated_bytes.all.current"]
+    assert s["requested_bytes.all.current"] == 1000 + 3 * MiB
+    assert s["reserved_bytes.all.current"] == a.memory_reserved()
+    assert (s["allocation.all.current"], s["allocation.all.allocated"], s["allocation.all.freed"]) == (2, 3, 1)
+    assert s["segment.all.current"] == s["num_segments"] >= 1
+    assert s["segment.all.allocated"] == s["num_device_alloc"] == s["num_backend_allocs"]
+    assert s["num_ooms"] == 0 and "num_sync_all_streams" in s
+    with pytest.raises(carve.OutOfMemoryError):
+        a.alloc(100 * MiB)
+    assert carve.memory_stats(a)["num_ooms"] == 1
+    for key in carve.MISSING_TORCH_STATS:  # keys carve cannot give are not made up
+        assert key not in s
+    for p in ps:
+        a.free(p)
+
+
+def test_memory_summary(host_arena):
+    a = host_arena(limit="64MiB", name="summ")
+    p = a.alloc(3 * MiB)
+    text = carve.memory_summary(a)
+    lines = text.splitlines()
+    assert "carve memory summary, arena summ" in lines[1]
+    assert len({len(l) for l in lines}) == 1  # a table: every line as wide
+    row = {l.split("|")[1].strip(): l for l in lines if l.count("|") == 6}
+    assert "3.00 MiB" in row["Allocated memory"] and "limit: 64.00 MiB" in text
+    assert row["Allocations"].split("|")[2].strip() == "1" and row["Allocations"].split("|")[4].strip() == "1"
+    a.free(p)
+
+
+def _segsum(snap):
+    """What PyTorch's memory_viz checks of a segment (its 'stats' view): the
+    blocks tile it, allocated counts requested bytes of active blocks."""
+    for seg in snap["segments"]:
+        assert sum(b["size"] for b in seg["blocks"]) == seg["total_size"]
+        addr = seg["address"]
+        for b in seg["blocks"]:
+            assert b["address"] == addr and b["state"] in ("active_allocated", "active_pending_free", "inactive")
+            assert set(b) >= {"size", "requested_size", "state", "frames"}
+            addr += b["size"]
+        assert set(seg) >= {"device", "address", "total_size", "allocated_size", "active_size", "requested_size",
+                            "stream", "segment_type", "segment_pool_id", "is_expandable", "frames", "blocks"}
+
+
+@pytest.mark.parametrize("backend, mode", [("host", "segments"), ("virtual", "vmm")])
+def test_snapshot_in_pytorchs_layout(backend, mode, L, tmp_path):
+    a = carve.Arena(backend=backend, mode=mode, limit="1GiB")
+    trace = carve.record(str(tmp_path / "t.csv"))
+    ps = [a.alloc(n, stream=0x40 if i % 2 else None) for i, n in enumerate((1000, 3 * MiB, 70 * 1024, 9 * MiB))]
+    a.free(ps.pop(1))
+    snap = carve.snapshot_torch(0, arenas=[a])
+    assert set(snap) == {"segments", "device_traces", "allocator_settings"}
+    _segsum(snap)
+    # Every byte in the segments is memory carve holds.
+    assert sum(seg["total_size"] for seg in snap["segments"]) == a.memory_reserved()
+    active = [b for seg in snap["segments"] for b in seg["blocks"] if b["state"] == "active_allocated"]
+    assert sorted(b["address"] for b in active) == sorted(ps)
+    assert sorted(b["requested_size"] for b in active) == [1000, 70 * 1024, 9 * MiB]
+    assert all(seg["is_expandable"] == (mode == "vmm") for seg in snap["segments"])
+    t = snap["device_traces"][0]
+    assert [e["action"] for e in t] == ["alloc"] * 4 + ["free_requested", "free_completed"]
+    assert t[1]["size"] == 3 * MiB and t[4]["addr"] == t[1]["addr"] and t[3]["stream"] == 1
+    path = carve.dump_snapshot(str(tmp_path / "s.pickle"), 0, arenas=[a])
+    with open(path, "rb") as f:
+        assert pickle.load(f) == carve.snapshot_torch(0, arenas=[a])
+    import carve.memory as cm
+    assert cm._record_memory_history() == trace  # already recording: the same trace
+    assert cm._record_memory_history(enabled=None) == trace
+    for p in ps:
+        a.free(p)
+    a.close()
+
+
+def test_every_error_carries_a_status(host_arena, tmp_path):
+    a = host_arena(limit="8MiB")
+    cases = [lambda: a.alloc(-1), lambda: a.alloc(64 * MiB), lambda: a.free(12345 * 256),
+             lambda: carve.Arena(backend="tpu"), lambda: carve.configure(limit="lots"),
+             lambda: carve.plot(str(tmp_path / "x.svg")), lambda: carve.route(7).__enter__(),
+             lambda: carve._api._check_device("cpu"), lambda: a.alloc(1, stream="s")]
+    for case in cases:
+        with pytest.raises((carve.CarveError, OSError)) as e:
+            case()
+        assert getattr(e.value, "status", None) in ("CARVE_ERR_INVALID", "CARVE_ERR_OOM", "CARVE_ERR_BAD_POINTER",
+                                                     "CARVE_ERR_BACKEND", "CARVE_ERR_NO_DEVICE"), e.value
+    assert carve.LibraryNotFoundError.status == "CARVE_ERR_BACKEND"

@@ -74,6 +74,7 @@ def test_out_of_memory_is_cupys_error(fake_cupy, L):
         assert e.value.size == 6 * MiB and e.value.limit == 8 * MiB and e.value.total == a.memory_reserved()
         assert isinstance(e.value.__cause__, carve.CarveError)
         assert "out of memory" in str(e.value.__cause__)
+        assert e.value.status == e.value.__cause__.status == "CARVE_ERR_OOM"
         del keep
 
 

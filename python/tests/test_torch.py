@@ -2,24 +2,29 @@
 its logic against a fake torch (conftest.FakeTorch).
 
 The one idea: what carve.torch does to PyTorch is a handful of calls
-(build a CUDAPluggableAllocator from libcarve's path and symbol names, set
-its hooks, swap it in, or make a MemPool), and PyTorch's side of the
-contract is calling libcarve's exported functions; the fake records the
+(compile its shim, build a CUDAPluggableAllocator from the shim's path and
+symbol names, set its hooks, swap it in, or make a MemPool), and PyTorch's
+side of the contract is calling the exported functions; the fake records the
 first, and the tests play PyTorch's part by calling carve_torch_alloc /
-carve_torch_free through ctypes, on HOST-backend arenas.
+carve_torch_free through ctypes, on HOST-backend arenas. The shim is compiled
+against a stand-in for torch's headers (conftest.FAKE_EXCEPTION_H) and driven
+by a small C++ program that catches what it throws, as PyTorch would.
 """
 
 import ctypes
 import os
 import subprocess
 import sys
+import threading
 
 import pytest
 
 import carve
 from carve import _lib
 
-from conftest import PYROOT
+from conftest import CHECKOUT, PYROOT, cxx
+
+needs_cxx = pytest.mark.skipif(not cxx(), reason="needs a C++ compiler to build the shim")
 
 MiB = 1 << 20
 
@@ -37,21 +42,142 @@ def test_import_without_torch_says_why():
     assert out.returncode == 0 and out.stdout.count(".") == 2, out.stderr
 
 
-def test_enable_builds_the_pluggable_allocator(fake_torch, L):
+@needs_cxx
+def test_enable_builds_the_shim_allocator(fake_torch, L, tmp_path):
     fake, ct = fake_torch
-    assert not ct.is_enabled()
+    assert not ct.is_enabled() and not ct.oom_raises()
     alloc = ct.enable()
-    assert ct.is_enabled() and fake.current is alloc and ct.allocator() is alloc
-    assert alloc.path == carve.library_path()
-    assert (alloc.alloc_name, alloc.free_name) == ("carve_torch_alloc", "carve_torch_free")
-    # The names exist in the library PyTorch will load.
-    for name in (alloc.alloc_name, alloc.free_name):
-        assert getattr(ctypes.CDLL(alloc.path), name)
+    assert ct.is_enabled() and fake.current is alloc and ct.allocator() is alloc and ct.oom_raises()
+    assert alloc.path.startswith(str(tmp_path / "shims")) and alloc.path.endswith(".so")
+    assert (alloc.alloc_name, alloc.free_name) == ("carve_torch_shim_alloc", "carve_torch_shim_free")
+    shim = ctypes.CDLL(alloc.path)
+    for name in (alloc.alloc_name, alloc.free_name):  # the names exist in the library PyTorch will load
+        assert getattr(shim, name)
     hooks = alloc.allocator().hooks
     assert hooks == {"reset": _lib.address("carve_torch_empty_cache"),
-                     "memory_fraction": _lib.address("carve_torch_set_memory_fraction"),
+                     "memory_fraction": ctypes.cast(shim.carve_torch_shim_set_fraction, ctypes.c_void_p).value,
                      "record_stream": _lib.address("carve_torch_record_stream")}
     assert ct.enable() is alloc and len(fake.made) == 1  # a second call changes nothing
+
+
+@needs_cxx
+def test_shim_is_built_once(fake_torch, tmp_path):
+    fake, ct = fake_torch
+    a = ct.build_shim()
+    t = os.stat(a).st_mtime_ns
+    assert ct.build_shim() == a and os.stat(a).st_mtime_ns == t  # cached: not compiled again
+    os.environ["CARVE_TORCH_SHIM"] = a
+    try:
+        assert ct.build_shim() == a
+        os.environ["CARVE_TORCH_SHIM"] = str(tmp_path / "missing.so")
+        with pytest.raises(carve.CarveError, match="missing.so: no such file") as e:
+            ct.build_shim()
+        assert e.value.status == "CARVE_ERR_BACKEND"
+    finally:
+        del os.environ["CARVE_TORCH_SHIM"]
+
+
+def test_enable_raise_oom_false_uses_the_c_entry_points(fake_torch, L):
+    fake, ct = fake_torch
+    alloc = ct.enable(raise_oom=False)
+    assert not ct.oom_raises()
+    assert alloc.path == carve.library_path()
+    assert (alloc.alloc_name, alloc.free_name) == ("carve_torch_alloc", "carve_torch_free")
+    assert alloc.allocator().hooks["memory_fraction"] == _lib.address("carve_torch_set_memory_fraction")
+
+
+def test_enable_without_a_compiler_warns_and_says_the_floor(fake_torch, L, monkeypatch):
+    fake, ct = fake_torch
+    monkeypatch.setenv("CXX", "/nonexistent/c++")
+    with pytest.raises(carve.CarveError, match="shim failed") as e:
+        ct.enable(raise_oom=True)
+    assert e.value.status == "CARVE_ERR_BACKEND" and not ct.is_enabled()
+    with pytest.raises(carve.ConfigError, match="raise_oom='yes'"):
+        ct.enable(raise_oom="yes")
+    with pytest.warns(RuntimeWarning, match="NULL data pointer"):
+        alloc = ct.enable()
+    assert ct.is_enabled() and not ct.oom_raises() and alloc.alloc_name == "carve_torch_alloc"
+
+
+SHIM_HARNESS = r"""
+// Plays PyTorch's part: loads the shim, allocates through it on a capped
+// HOST arena and catches what it throws.
+#include <dlfcn.h>
+#include <cstdio>
+#include "c10/util/Exception.h"
+#include "carve_frameworks.h"
+int main(int argc, char **argv) {
+    (void)argc;
+    void *h = dlopen(argv[1], RTLD_NOW);
+    if (!h) { printf("dlopen: %s\n", dlerror()); return 1; }
+    auto init = (int (*)(const char *))dlsym(h, "carve_torch_shim_init");
+    auto alloc = (void *(*)(ssize_t, int, void *))dlsym(h, "carve_torch_shim_alloc");
+    auto sfree = (void (*)(void *, ssize_t, int, void *))dlsym(h, "carve_torch_shim_free");
+    auto frac = (void (*)(double, int))dlsym(h, "carve_torch_shim_set_fraction");
+    if (init(argv[2]) != 0) { printf("init failed\n"); return 1; }
+    carve_config c;
+    carve_config_init(&c);
+    c.backend = CARVE_BACKEND_HOST;
+    c.limit_bytes = 8u << 20;
+    c.name = "capped";
+    carve_arena *a = nullptr;
+    if (carve_arena_create(&c, &a) != CARVE_OK || carve_route_push(a) != CARVE_OK) { printf("setup\n"); return 1; }
+    for (int round = 0; round < 2; round++) {
+        void *p = alloc(1 << 20, 0, nullptr);
+        printf("small %s\n", p ? "ok" : "NULL");
+        try {
+            void *big = alloc(64 << 20, 0, nullptr);
+            printf("big: no exception (%p)\n", big);
+        } catch (const c10::OutOfMemoryError &e) {
+            printf("big: OutOfMemoryError: %s\n", e.what());
+        } catch (const std::exception &e) {
+            printf("big: other exception: %s\n", e.what());
+        }
+        sfree(p, 1 << 20, 0, nullptr);
+    }
+    printf("zero %s\n", alloc(0, 0, nullptr) ? "not NULL" : "NULL");
+    void *q = alloc(6 << 20, 0, nullptr); // after the errors the arena goes on
+    printf("after %s\n", q ? "ok" : "NULL");
+    sfree(q, 6 << 20, 0, nullptr);
+    try {
+        frac(0.5, 3);
+        printf("fraction: no exception\n");
+    } catch (const c10::OutOfMemoryError &e) {
+        printf("fraction: OutOfMemoryError\n");
+    } catch (const c10::Error &e) {
+        printf("fraction: Error: %s\n", e.what());
+    }
+    carve_route_pop();
+    int destroyed = 0;
+    carve_route_retire(a, &destroyed);
+    printf("destroyed %d\n", destroyed);
+    return 0;
+}
+"""
+
+
+@needs_cxx
+def test_shim_raises_pytorchs_oom_with_carves_explanation(fake_torch, fake_torch_tree, tmp_path, L):
+    fake, ct = fake_torch
+    shim = ct.build_shim()
+    src = tmp_path / "harness.cpp"
+    src.write_text(SHIM_HARNESS)
+    exe = tmp_path / "harness"
+    lib = os.path.realpath(carve.library_path())
+    subprocess.run([cxx(), "-std=c++17", "-I", os.path.join(fake_torch_tree, "include"), "-I",
+                    os.path.join(CHECKOUT, "include"), str(src), lib, f"-Wl,-rpath,{os.path.dirname(lib)}", "-ldl",
+                    "-o", str(exe)], check=True, timeout=300)
+    out = subprocess.run([str(exe), shim, lib], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = out.stdout.splitlines()
+    big = [l for l in lines if l.startswith("big:")]
+    assert len(big) == 2 and all(l.startswith("big: OutOfMemoryError: CUDA out of memory (carve).") for l in big)
+    assert "Tried to allocate 67108864 bytes on device 0" in big[0]
+    assert "out of memory" in big[0].split("(carve).", 1)[1] and "'capped'" in big[0] and "limit 8.00 MiB" in big[0]
+    assert lines.count("small ok") == 2 and "zero NULL" in lines and "after ok" in lines
+    assert any(l.startswith("fraction: Error: carve cannot apply set_per_process_memory_fraction(0.5, 3)")
+               and "[CARVE_ERR_NO_DEVICE]" in l for l in lines), lines
+    assert "destroyed 1" in lines
 
 
 def test_reset_hook_empties_routed_arenas(fake_torch, host_arena, L):
@@ -111,7 +237,7 @@ def test_default_arena_without_gpu(fake_torch, L):
 
 def test_arena_routes_when_carve_is_current(fake_torch, L):
     fake, ct = fake_torch
-    ct.enable()
+    ct.enable(raise_oom=False)
     scope = ct.arena(limit="16MiB", backend="host", name="model")
     with scope as a:
         assert L.carve_route_current() == a._h
@@ -122,7 +248,8 @@ def test_arena_routes_when_carve_is_current(fake_torch, L):
         L.carve_torch_free(y, 2 * MiB, 0, None)
         h = a._h
     assert fake.pools == [] and fake.cleared == 1
-    assert L.carve_route_current() is None
+    assert L.carve_route_current() is None and L.carve_route_device_current(0) is None
+    assert scope.routes_backward is True
     assert scope.closed_at_exit is False and scope.last_stats["num_live"] == 1
     assert scope.last_stats["num_ooms"] == 1
     assert L.carve_route_known(h)
@@ -132,17 +259,20 @@ def test_arena_routes_when_carve_is_current(fake_torch, L):
 
 def test_arena_as_decorator_and_nested(fake_torch, L):
     fake, ct = fake_torch
-    ct.enable()
+    ct.enable(raise_oom=False)
     inner_scope = ct.arena(backend="host", clear_workspaces=False)
     handles = []
 
     @ct.arena(backend="host", limit="8MiB")
     def step():
         outer = L.carve_route_current()
+        assert L.carve_route_device_current(0) == outer
         with inner_scope as b:
             assert L.carve_route_current() == b._h != outer
+            assert L.carve_route_device_current(0) == b._h  # the inner block's, for its time
             p = L.carve_torch_alloc(100, 0, None)
             L.carve_torch_free(p, 100, 0, None)
+        assert L.carve_route_device_current(0) == outer
         assert L.carve_route_current() == outer
         handles.append(outer)
 
@@ -157,7 +287,8 @@ def test_arena_as_decorator_and_nested(fake_torch, L):
 
 def test_arena_uses_a_mempool_when_carve_is_not_current(fake_torch, L):
     fake, ct = fake_torch
-    with ct.arena(backend="host", limit="64MiB") as a:
+    scope = ct.arena(backend="host", limit="64MiB")
+    with scope as a:
         # PyTorch's allocator asks the pool's allocator for a segment on this thread.
         seg = L.carve_torch_alloc(20 * MiB, 0, None)
         assert a.buffer_info(seg) == (20 * MiB, 0)
@@ -165,8 +296,10 @@ def test_arena_uses_a_mempool_when_carve_is_not_current(fake_torch, L):
     assert len(fake.pools) == 1
     pool_alloc = fake.pools[0].allocator
     maker = [m for m in fake.made if m.allocator() is pool_alloc][0]
-    assert (maker.path, maker.alloc_name, maker.free_name) == (carve.library_path(), "carve_torch_alloc",
-                                                               "carve_torch_free")
+    names = (maker.alloc_name, maker.free_name)
+    assert names in ((ct.SHIM_ALLOC, ct.SHIM_FREE), ("carve_torch_alloc", "carve_torch_free"))
+    assert maker.path == (carve.library_path() if names[0] == "carve_torch_alloc" else ct.build_shim())
+    assert scope.routes_backward is False  # use_mem_pool routes this thread only
     assert [e[0] for e in fake.pool_events] == ["enter", "exit"]
     assert fake.pool_events[0][1] is fake.pools[0] and fake.pool_events[0][2] == 0
     assert fake.current is None  # carve did not become the current allocator
@@ -186,3 +319,71 @@ def test_set_memory_fraction(fake_torch, L):
         hook = ctypes.CFUNCTYPE(None, ctypes.c_double, ctypes.c_int)(_lib.address("carve_torch_set_memory_fraction"))
         hook(0.5, 2)
         assert "device 2 does not exist" in L.carve_last_error(None).decode()
+
+
+def _alloc_on_new_thread(L, n=1000):
+    out = []
+    t = threading.Thread(target=lambda: out.append(L.carve_torch_alloc(n, 0, None)))
+    t.start()
+    t.join()
+    return out[0]
+
+
+def test_arena_routes_autograds_threads(fake_torch, L):
+    """Backward runs on PyTorch's own threads, which push nothing: the block
+    routes the device's unrouted threads to its arena too."""
+    fake, ct = fake_torch
+    ct.enable(raise_oom=False)
+    with ct.arena(backend="host", limit="16MiB") as a:
+        p = _alloc_on_new_thread(L)  # as autograd's device thread would
+        assert p and a.buffer_info(p) == (1000, 0)
+        s = a.stats()
+        assert s["num_live"] == 1
+    L.carve_torch_free(p, 1000, 0, None)
+    assert L.carve_route_device_current(0) is None
+    # Without backward=True only this thread is routed: the other thread goes
+    # to the device's default arena (none here without a GPU).
+    with ct.arena(backend="host", backward=False) as b:
+        q = _alloc_on_new_thread(L)
+        assert q is None or b.buffer_info(q) is None
+    if q:
+        L.carve_torch_free(q, 1000, 0, None)
+
+
+def test_a_concurrent_block_routes_its_own_thread_only(fake_torch, L):
+    fake, ct = fake_torch
+    ct.enable(raise_oom=False)
+    seen = {}
+    inside, done = threading.Event(), threading.Event()
+
+    def other():
+        with ct.arena(backend="host") as b:
+            seen["b"] = b._h
+            inside.set()
+            done.wait(30)
+        seen["scope_b"] = True
+
+    scope_a = ct.arena(backend="host")
+    with scope_a as a:
+        t = threading.Thread(target=other)
+        t.start()
+        assert inside.wait(30)
+        assert L.carve_route_device_current(0) == a._h  # the first block keeps the device's route
+        done.set()
+        t.join()
+    assert scope_a.routes_backward is True
+    assert L.carve_route_device_current(0) is None
+
+
+def test_set_memory_fraction_takes_a_torch_device(fake_torch, L):
+    fake, ct = fake_torch
+    with pytest.raises(carve.ConfigError, match="'cpu'"):
+        ct.set_memory_fraction(0.5, types_device("cpu", None))
+    if carve.device_count() == 0:
+        with pytest.raises(carve.CarveError, match="device 1 does not exist"):
+            ct.set_memory_fraction(0.5, "cuda:1")
+
+
+def types_device(kind, index):
+    import types
+    return types.SimpleNamespace(type=kind, index=index)

@@ -12,6 +12,7 @@
  * without a GPU and for success with one.
  */
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -453,6 +454,255 @@ static void test_threads(void) {
     pthread_barrier_destroy(&g_bar);
 }
 
+/* ---- Regressions: the five races of the routing layer ---- */
+
+/* 1. A retired arena destroyed by another thread's last free, then handed to
+ * a routed call again: the registry must not read the freed arena (it did:
+ * add() took its configuration, ASan heap-use-after-free; in a release build
+ * the allocation then spun in the freed arena holding the read lock). */
+static void test_race_retired_destroyed_then_used(void) {
+    carve_arena *a = host_arena(0);
+    void *p = NULL;
+    CHECK_OK(NULL, carve_route_alloc(a, 4096, 0, NULL, &p));
+    int destroyed = -1;
+    CHECK_OK(NULL, carve_route_retire(a, &destroyed));
+    CHECK(destroyed == 0);
+    pthread_t t;
+    pthread_create(&t, NULL, free_it, p); /* the last free: a is destroyed there */
+    pthread_join(t, NULL);
+    CHECK(!carve_route_known(a));
+    void *x = (void *)1;
+    CHECK_ST(NULL, carve_route_alloc(a, 64, 0, NULL, &x), CARVE_ERR_INVALID);
+    CHECK(x == NULL && contains(carve_last_error(NULL), "not a live arena"));
+    CHECK_ST(NULL, carve_route_push(a), CARVE_ERR_INVALID);
+    CHECK(carve_route_current() == NULL);
+    CHECK_ST(NULL, carve_route_retire(a, NULL), CARVE_ERR_INVALID);
+    CHECK_ST(NULL, carve_route_device(0, NULL, a), CARVE_ERR_INVALID);
+    CHECK(!carve_route_known(a));
+}
+
+/* 2. Two threads free a retired arena's last two buffers (on different
+ * streams) at once: each used to decide, under the read lock, that the other
+ * still held one, and the arena stayed forever (93 of 1,000,000 tries of
+ * this test on a 16-core machine; it needs two cores running both frees in
+ * the same instant). CARVE_RACE_ITERS sets the tries: 20000 by default, 2000
+ * in sanitizer builds (each try costs a hundred times more there). */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define RACE_ITERS 2000
+#else
+#define RACE_ITERS 20000
+#endif
+typedef struct pair_free {
+    pthread_barrier_t *bar;
+    void *p;
+    int rounds;
+    void **slots;
+} pair_free;
+
+static void *free_at_barrier(void *arg) {
+    pair_free *f = arg;
+    for (int i = 0; i < f->rounds; i++) {
+        pthread_barrier_wait(f->bar); /* the main thread has set slots[i] */
+        if (carve_route_free(f->slots[i], 0) != CARVE_OK)
+            f->p = (void *)1; /* a failure: reported by main */
+        pthread_barrier_wait(f->bar);
+    }
+    return NULL;
+}
+
+static void test_race_last_two_frees(void) {
+    const char *env = getenv("CARVE_RACE_ITERS");
+    int iters = env ? atoi(env) : RACE_ITERS;
+    if (iters < 1)
+        iters = 1;
+    pthread_barrier_t bar;
+    pthread_barrier_init(&bar, NULL, 3);
+    pair_free f1 = {&bar, NULL, iters, NULL}, f2 = {&bar, NULL, iters, NULL};
+    void **b1 = calloc((size_t)iters, sizeof(void *)), **b2 = calloc((size_t)iters, sizeof(void *));
+    f1.slots = b1;
+    f2.slots = b2;
+    pthread_t t1, t2;
+    pthread_create(&t1, NULL, free_at_barrier, &f1);
+    pthread_create(&t2, NULL, free_at_barrier, &f2);
+    int leaked = 0, failed = 0;
+    for (int i = 0; i < iters; i++) {
+        carve_arena *a = test_arena(CARVE_BACKEND_VIRTUAL, 1, 0, 0);
+        failed += carve_route_alloc(a, 1000, 0, (carve_stream)(uintptr_t)0x10, &b1[i]) != CARVE_OK;
+        failed += carve_route_alloc(a, 3000, 0, (carve_stream)(uintptr_t)0x20, &b2[i]) != CARVE_OK;
+        failed += carve_route_retire(a, NULL) != CARVE_OK;
+        pthread_barrier_wait(&bar); /* both free at once */
+        pthread_barrier_wait(&bar);
+        if (carve_route_known(a)) { /* no new arena was made meanwhile: a itself */
+            leaked++;
+            (void)carve_route_empty_caches();
+        }
+    }
+    pthread_join(t1, NULL);
+    pthread_join(t2, NULL);
+    pthread_barrier_destroy(&bar);
+    free(b1);
+    free(b2);
+    if (leaked)
+        fprintf(stderr, "last two frees: %d of %d retired arenas were never destroyed\n", leaked, iters);
+    CHECK(leaked == 0);
+    CHECK(failed == 0 && f1.p == NULL && f2.p == NULL);
+}
+
+/* 3. After carve_route_forget (and the arena's destruction), a thread that
+ * still has it pushed must get CARVE_ERR_INVALID, also when a new arena was
+ * created at the same address and registered (it used to allocate there). */
+static void test_race_forgotten_pushed(void) {
+    carve_arena *a = host_arena(0);
+    CHECK_OK(NULL, carve_route_push(a));
+    void *p = NULL;
+    CHECK_OK(NULL, carve_route_alloc(NULL, 512, 0, NULL, &p));
+    CHECK_OK(NULL, carve_route_forget(a));
+    CHECK_OK(a, carve_free(a, p));
+    carve_arena_destroy(a);
+    /* malloc usually hands the same block to the next arena of the same size
+     * (not under ASan, which holds freed memory back). */
+    carve_arena *b = host_arena(0);
+    void *q = NULL;
+    CHECK_OK(NULL, carve_route_alloc(b, 512, 0, NULL, &q)); /* b registered */
+    printf("forgotten arena's address reused by the next arena: %s\n", b == a ? "yes" : "no");
+    CHECK(carve_route_current() == a); /* the stale entry is still there ... */
+    void *x = (void *)1;
+    CHECK_ST(NULL, carve_route_alloc(NULL, 512, 0, NULL, &x), CARVE_ERR_INVALID); /* ... and refused */
+    CHECK(x == NULL && contains(carve_last_error(NULL), "no longer registered"));
+    CHECK(carve_torch_alloc(512, 0, NULL) == NULL);
+    carve_stats st;
+    CHECK_OK(b, carve_get_stats(b, &st));
+    CHECK(st.num_live == 1 && st.num_allocs == 1);
+    CHECK_OK(NULL, carve_route_pop());
+    /* A fresh push of b works. */
+    CHECK_OK(NULL, carve_route_push(b));
+    void *y = carve_torch_alloc(512, 0, NULL);
+    CHECK(y != NULL && carve_buffer_info(b, y, NULL, NULL) == CARVE_OK);
+    CHECK_OK(NULL, carve_route_pop());
+    CHECK_OK(NULL, carve_route_free(y, 0));
+    CHECK_OK(NULL, carve_route_free(q, 0));
+    int destroyed = 0;
+    CHECK_OK(NULL, carve_route_retire(b, &destroyed));
+    CHECK(destroyed == 1);
+}
+
+/* 4. A thread-exit destructor that runs after carve's own (a key made later)
+ * and routes: it used to read and write the freed routing stack. */
+static pthread_key_t g_late_key;
+static carve_arena *g_late_arena;
+static int g_late_seen[5];
+
+static void late_destructor(void *v) {
+    (void)v;
+    g_late_seen[0] = carve_route_current() == NULL;            /* the stack is gone */
+    g_late_seen[1] = carve_route_pop() == CARVE_ERR_INVALID;   /* nothing to pop */
+    g_late_seen[2] = carve_route_push(g_late_arena) == CARVE_OK; /* a fresh stack */
+    g_late_seen[3] = carve_route_current() == g_late_arena;
+    g_late_seen[4] = carve_route_pop() == CARVE_OK;
+}
+
+static void *exit_with_routes(void *arg) {
+    (void)arg;
+    CHECK_OK(NULL, carve_route_push(g_late_arena)); /* makes carve's key first, if it is not yet */
+    CHECK_OK(NULL, carve_route_push(g_late_arena));
+    pthread_setspecific(g_late_key, (void *)1);
+    return NULL; /* exits with two routes pushed */
+}
+
+static void test_race_thread_exit(void) {
+    g_late_arena = host_arena(0);
+    CHECK_OK(NULL, carve_route_push(g_late_arena)); /* carve's key exists before ours */
+    CHECK_OK(NULL, carve_route_pop());
+    CHECK(pthread_key_create(&g_late_key, late_destructor) == 0);
+    pthread_t t;
+    pthread_create(&t, NULL, exit_with_routes, NULL);
+    pthread_join(t, NULL);
+    for (int i = 0; i < 5; i++)
+        CHECK(g_late_seen[i] == 1);
+    pthread_key_delete(g_late_key);
+    CHECK_OK(NULL, carve_route_retire(g_late_arena, NULL));
+}
+
+/* 5. A free that fails (an injected failure of the event it records for
+ * another stream) and is retried: the recorder used to hear of the free
+ * before carve_free, so the trace held two frees of one allocation. */
+static void test_race_failed_free_recorded_once(void) {
+    /* Backend call 1 reserves the segment, call 2 is the free's event record. */
+    carve_arena *a = test_arena_conf(CARVE_BACKEND_HOST, 1, 0, 0, "fail_backend_at=2,fail_backend_status=backend");
+    rec_log log;
+    memset(&log, 0, sizeof(log));
+    CHECK_OK(NULL, carve_route_set_recorder(on_alloc, on_free, &log));
+    void *p = NULL;
+    CHECK_OK(NULL, carve_route_alloc(a, 4096, 0, NULL, &p));
+    CHECK_OK(NULL, carve_route_record_stream(p, 0, (carve_stream)(uintptr_t)0x300));
+    carve_status st = carve_route_free(p, 0);
+    CHECK(st != CARVE_OK); /* the injected failure hit the free: the buffer stays live */
+    CHECK(carve_buffer_info(a, p, NULL, NULL) == CARVE_OK);
+    CHECK_OK(NULL, carve_route_free(p, 0)); /* the retry */
+    CHECK_OK(NULL, carve_route_set_recorder(NULL, NULL, NULL));
+    CHECK(log.n == 2 && log.op[0] == 'a' && log.op[1] == 'f');
+    CHECK(log.id[1] == (uintptr_t)p);
+    CHECK_OK(NULL, carve_route_retire(a, NULL));
+}
+
+/* ---- Device routes (autograd's threads) ---- */
+
+static carve_arena *g_dev_arena;
+
+static void *alloc_unrouted_thread(void *out) {
+    *(void **)out = carve_torch_alloc(1000, 0, NULL);
+    return NULL;
+}
+
+static void test_device_route(void) {
+    carve_arena *a = host_arena(0), *b = host_arena(0);
+    g_dev_arena = a;
+    CHECK(carve_route_device_current(0) == NULL);
+    CHECK_ST(NULL, carve_route_device(-1, NULL, a), CARVE_ERR_INVALID);
+    CHECK_ST(NULL, carve_route_device(64, NULL, a), CARVE_ERR_INVALID);
+    CHECK_OK(NULL, carve_route_device(0, NULL, a));
+    CHECK(carve_route_device_current(0) == a && carve_route_known(a));
+    CHECK_ST(NULL, carve_route_device(0, NULL, b), CARVE_ERR_INVALID); /* not what is set */
+    CHECK(contains(carve_last_error(NULL), "routes to"));
+
+    /* A thread that routes nowhere (as PyTorch's autograd threads) lands in a. */
+    void *p = NULL;
+    pthread_t t;
+    pthread_create(&t, NULL, alloc_unrouted_thread, &p);
+    pthread_join(t, NULL);
+    CHECK(p != NULL && carve_buffer_info(a, p, NULL, NULL) == CARVE_OK);
+    /* A pushed route still wins on its thread. */
+    CHECK_OK(NULL, carve_route_push(b));
+    void *q = carve_torch_alloc(100, 0, NULL);
+    CHECK(q && carve_buffer_info(b, q, NULL, NULL) == CARVE_OK);
+    CHECK_OK(NULL, carve_route_pop());
+    /* Other devices are not routed. */
+    void *r = carve_torch_alloc(100, 1, NULL);
+    CHECK(r == NULL || carve_buffer_info(a, r, NULL, NULL) != CARVE_OK);
+    carve_torch_free(r, 100, 1, NULL);
+
+    /* A device's route cannot be retired or forgotten. */
+    CHECK_ST(NULL, carve_route_retire(a, NULL), CARVE_ERR_INVALID);
+    CHECK(contains(carve_last_error(NULL), "route of a device"));
+    CHECK_ST(NULL, carve_route_forget(a), CARVE_ERR_INVALID);
+    /* Nested: replace, then put back. */
+    CHECK_OK(NULL, carve_route_device(0, a, b));
+    CHECK(carve_route_device_current(0) == b);
+    CHECK_OK(NULL, carve_route_device(0, b, a));
+    CHECK_OK(NULL, carve_route_device(0, a, NULL));
+    CHECK(carve_route_device_current(0) == NULL);
+    CHECK_OK(NULL, carve_route_free(p, 0));
+    CHECK_OK(NULL, carve_route_free(q, 0));
+    CHECK_OK(NULL, carve_route_retire(a, NULL));
+    /* A retired arena cannot become a route. */
+    void *k = NULL;
+    CHECK_OK(NULL, carve_route_alloc(b, 64, 0, NULL, &k));
+    CHECK_OK(NULL, carve_route_retire(b, NULL));
+    CHECK_ST(NULL, carve_route_device(0, NULL, b), CARVE_ERR_INVALID);
+    CHECK_OK(NULL, carve_route_free(k, 0));
+    CHECK(!carve_route_known(b));
+}
+
 int main(void) {
     test_stack();
     test_torch_callbacks();
@@ -462,6 +712,12 @@ int main(void) {
     test_empty_caches();
     test_recorder();
     test_threads();
+    test_race_retired_destroyed_then_used();
+    test_race_last_two_frees();
+    test_race_forgotten_pushed();
+    test_race_thread_exit();
+    test_race_failed_free_recorded_once();
+    test_device_route();
     carve_device_arenas_release();
     return test_finish();
 }

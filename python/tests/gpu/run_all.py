@@ -171,6 +171,78 @@ def torch_checks(r):
         r.skip("resnet50_infer, arenas_sequential", "torchvision is not installed")
 
 
+def safety_checks(r):
+    """carve.torch as safe as PyTorch's allocator (torch_safety.py, one case per
+    process): verdicts from what each case saw, its exit status and output."""
+    if not want("torch_safety"):
+        return
+    runs = {}
+    for case in ("oom", "outlive", "fraction", "memviz"):
+        runs[case] = r.script("torch_safety", "carve", tag=f"-{case}", case=case)
+    log = lambda case: open(os.path.join(r.outdir, f"torch_safety-carve-{case}.log"), errors="replace").read()
+    o = runs["oom"]
+    if o:
+        oom = "torch.cuda.OutOfMemoryError"
+        r.verdict("oom at the cap: torch.cuda.OutOfMemoryError each time, work goes on between",
+                  o["oom_raises"] and o["forward"] == [oom] * 3 and o["sums"] == [6.0 * (1 << 20)] * 3,
+                  f"{o['forward']}; sums {o['sums']}; message: {o.get('message', '')[:160]}")
+        r.verdict("oom in backward (autograd's thread): torch.cuda.OutOfMemoryError",
+                  o["backward"] == oom and o["backward_on_other_thread"],
+                  f"{o['backward']}; hook on another thread: {o['backward_on_other_thread']}")
+        r.verdict("after out-of-memory: training goes on, freed memory is usable again",
+                  len(o["losses"]) == 5 and o["losses"][-1] < o["losses"][0] and o["while_held"] == oom
+                  and o["after_free"] == 1 and o["num_ooms"] >= 5,
+                  f"losses {o['losses'][0]:.4f} -> {o['losses'][-1]:.4f}; while held: {o['while_held']}; "
+                  f"after free: {o['after_free']}; num_ooms {o['num_ooms']}")
+    t = runs["outlive"]
+    if t:
+        text = log("outlive")
+        r.verdict("a tensor outliving its `with carve.Arena` block keeps its values; clean exit",
+                  t["t_sum"] == 7.0 * (1 << 20) and t["u_sum"] == 3.0 * (1 << 20) and t["distinct"]
+                  and t["state_after_block"] == "retired" and t["known_while_t_lives"]
+                  and not t["known_after_t_freed"] and "not allocated here" not in text and "Abort" not in text,
+                  f"t.sum() {t['t_sum']}, u.sum() {t['u_sum']}, arena {t['state_after_block']} then "
+                  f"{'gone' if not t['known_after_t_freed'] else 'STILL THERE'} after t's free")
+    f = runs["fraction"]
+    if f:
+        r.verdict("set_per_process_memory_fraction applies after a stats query, raises when too late",
+                  not f["arena_exists_before"] and f["limit_fraction"] and abs(f["limit_fraction"] - 0.25) < 0.01
+                  and f["over_limit"] == "torch.cuda.OutOfMemoryError" and f["late_fraction"].startswith("RuntimeError")
+                  and "carve cannot apply" in f["late_fraction"],
+                  f"limit {f['limit_fraction']}; over it: {f['over_limit']}; late: {f['late_fraction'][:160]}")
+    m = runs["memviz"]
+    if m:
+        r.verdict("carve's snapshot opens in PyTorch's memory_viz (segsum, trace, plots)",
+                  m["segments"] > 0 and m["blocks"] >= m["segments"] and m["trace_entries"] > 0
+                  and m["trace_lines"] > m["trace_entries"] // 2 and m["trace_plot_bytes"] > 1000
+                  and m["segment_bytes"] == m["reserved_bytes"],
+                  f"{m['segments']} segments, {m['blocks']} blocks, {m['trace_entries']} trace entries; "
+                  f"segment bytes {mib(m['segment_bytes'])} = reserved {mib(m['reserved_bytes'])}; "
+                  f"segsum: {' / '.join(m['segsum_tail'])}")
+
+
+def arena_training_checks(r):
+    """GPT-2 inside carve.torch.arena: the arena's peak covers forward and
+    backward, as PyTorch's own count of the same step."""
+    if not want("gpt2_arena"):
+        return
+    c, d = r.script("gpt2_arena", "carve"), r.script("gpt2_arena", "default")
+    if not (c and d):
+        return
+    routed, unrouted = c["routed"], c["unrouted"]
+    torch_peak = d["step_peak_allocated_bytes"]
+    ratio = routed["arena_step_peak_allocated_bytes"] / torch_peak
+    r.verdict("gpt2 in carve.torch.arena: arena peak covers forward+backward (within 5% of torch's peak)",
+              routed["routes_backward"] and abs(ratio - 1) <= 0.05
+              and routed["default_arena_step_peak_growth_bytes"] <= 0.01 * torch_peak,
+              f"arena {mib(routed['arena_step_peak_allocated_bytes'])} vs torch {mib(torch_peak)} ({ratio:.3f}); "
+              f"escaped to the default arena {mib(routed['default_arena_step_peak_growth_bytes'])}")
+    r.info("gpt2 in carve.torch.arena(backward=False): what backward puts outside the arena",
+           f"arena {mib(unrouted['arena_step_peak_allocated_bytes'])}, default arena grew "
+           f"{mib(unrouted['default_arena_step_peak_growth_bytes'])}; losses {routed['loss']:.4f} / "
+           f"{unrouted['loss']:.4f} / torch {d['loss']:.4f}")
+
+
 def cupy_checks(r):
     res = {m: r.script("cupy_ops", m) for m in ("carve", "default")} if want("cupy_ops") else {}
     if res and all(res.values()):
@@ -196,10 +268,16 @@ def main():
     outdir = sys.argv[1] if len(sys.argv) > 1 else "gpu-results"
     os.makedirs(outdir, exist_ok=True)
     r = Run(outdir)
+    if have("torch"):
+        safety_checks(r)
+    else:
+        r.skip("torch_safety", "torch is not installed")
     if have("torch") and have("transformers"):
+        arena_training_checks(r)
         torch_checks(r)
     else:
-        r.skip("gpt2_train, gpt2_generate, resnet50_infer, arenas_sequential", "torch or transformers is not installed")
+        r.skip("gpt2_train, gpt2_generate, gpt2_arena, resnet50_infer, arenas_sequential",
+               "torch or transformers is not installed")
     if have("cupy"):
         cupy_checks(r)
     else:
