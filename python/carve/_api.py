@@ -669,7 +669,7 @@ def snapshot_torch(device=None, arenas=None):
         if not h:
             continue
         cfg = _lib.CarveConfig()
-        _check(lib().carve_arena_get_config(h, ctypes.byref(cfg)), h)
+        _check(lib().carve_arena_get_config_sized(h, ctypes.byref(cfg), ctypes.sizeof(cfg)), h)
         segments += _torch_segments(memory_snapshot(d if a is None else a), d, (i, 0), bool(cfg.vmm))
     traces = [[] for _ in range(max(d + 1, device_count()))]
     with _rec_lock:
