@@ -153,7 +153,7 @@ def run_under_interposer():
     interposer = [l.split("=", 1)[1] for l in run([RUN, "--print-env"])[1].decode().splitlines()
                   if l.startswith("LD_PRELOAD=")][0].split(":")[0]
     env2 = dict(env, CARVE_CONF="garbage", LD_PRELOAD=interposer + (":" + runtime if runtime else ""))
-    rc, out, err = run([app, "basic"], env_extra=env2)
+    rc, out, err = run([app, "foreign"], env_extra=env2)
     check("CARVE_CONF: 'garbage' is not key=value" in err and "CARVE_CONF: CARVE_CONF" not in err,
           f"the interposer names CARVE_CONF once: {err!r}")
 
@@ -250,14 +250,14 @@ def replay_cases():
         f.write("a,1,1000\nf,1\n")
     try:
         subprocess.run([REPLAY, "--progress", "-r", "1000000", two], stdout=subprocess.DEVNULL,
-                       stderr=subprocess.PIPE, timeout=3)
+                       stderr=subprocess.PIPE, timeout=1.8)
         err = b""
     except subprocess.TimeoutExpired as e:
         err = e.stderr or b""
     check(b"carve-replay: replay " in err and b" of 1000000" in err,
           f"-r 1000000 --progress shows which replay it is at: {err[-200:]!r}")
     try:
-        subprocess.run([REPLAY, "-r", "1000000", two], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=2)
+        subprocess.run([REPLAY, "-r", "1000000", two], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=1.5)
         err = b""
     except subprocess.TimeoutExpired as e:
         err = e.stderr or b""
@@ -310,44 +310,69 @@ def replay_cases():
 HUGE = "99999999999999999999999"
 
 
+def accepted_task(args, what):
+    return ("ok", args, None, what)
+
+
+def refused_task(args, words, what):
+    return ("refused", args, words, what)
+
+
+def run_tasks(tasks):
+    """Run the grid's cases side by side (each is a process of its own) and
+    check each: 'ok' cases exit 0, 'refused' ones as refused() says."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(t):
+        return t, run(t[1])
+    with ThreadPoolExecutor(max_workers=max(4, 2 * (os.cpu_count() or 2))) as pool:
+        for (kind, args, words, what), (rc, out, err) in pool.map(one, tasks):
+            if kind == "ok":
+                check(rc == 0, f"{what}: exit 0 ({rc}: {err.strip()!r})")
+                continue
+            tool = os.path.basename(args[0])
+            missing = [w for w in words if w not in err]
+            check(rc == 2 and out == b"" and err.startswith(tool + ":") and not missing,
+                  f"{what}: {args[1:]} exits 2 naming {missing or words} (got {rc}: {err.strip()!r})")
+    return len(tasks)
+
+
 def grid(tool, specs, good_tail, bad_tail, name, missing_head=()):
-    """specs: (option, kind, good value, [(bad value, words)...][, overrides]).
-    kind is 'value' (takes one), 'flag' (takes none), 'file' (a value any
-    string can be, so huge and negative ones are good names). good_tail /
-    bad_tail: arguments after the option for a run that should succeed / that
-    is refused (a trace, or --print-env, or -- true); missing_head: what goes
-    before an option given last without its value. overrides: 'good_tail',
-    'twice' (the words of the refusal of the option given twice)."""
-    n = 0
+    """The grid's cases for specs: (option, kind, good value, [(bad value,
+    words)...][, overrides]). kind is 'value' (takes one), 'flag' (takes
+    none), 'file' (a value any string can be, so huge and negative ones are
+    good names). good_tail / bad_tail: arguments after the option for a run
+    that should succeed / that is refused (a trace, or --print-env, or --
+    true); missing_head: what goes before an option given last without its
+    value. overrides: 'good_tail', 'twice' (the words of the refusal of the
+    option given twice)."""
+    tasks = []
     for spec in specs:
         opt, kind, good, bads = spec[:4]
         over = spec[4] if len(spec) > 4 else {}
         gtail = over.get("good_tail", good_tail)
         if kind == "flag":
-            rc, out, err = run([tool, opt] + gtail)
-            check(rc == 0, f"{name} {opt}: exit 0 ({rc}: {err.strip()!r})")
-            rc, out, err = run([tool, opt, opt] + gtail)
-            check(rc == 0, f"{name} {opt} twice: exit 0, a flag said again ({rc}: {err.strip()!r})")
-            refused([tool, opt + "=1"] + bad_tail, [opt, "takes no value", opt + "=1"], f"{name} {opt}=1")
-            n += 3
+            tasks += [accepted_task([tool, opt] + gtail, f"{name} {opt}"),
+                      accepted_task([tool, opt, opt] + gtail, f"{name} {opt} twice (a flag said again)"),
+                      refused_task([tool, opt + "=1"] + bad_tail, [opt, "takes no value", opt + "=1"],
+                                   f"{name} {opt}=1")]
             continue
         good = good() if callable(good) else good
-        rc, out, err = run([tool, opt, good] + gtail)
-        check(rc == 0, f"{name} {opt} {good}: exit 0 ({rc}: {err.strip()!r})")
-        rc, out, err = run([tool, f"{opt}={good}"] + gtail)
-        check(rc == 0, f"{name} {opt}={good}: exit 0 ({rc}: {err.strip()!r})")
+        tasks += [accepted_task([tool, opt, good] + gtail, f"{name} {opt} {good}"),
+                  accepted_task([tool, f"{opt}={good}"] + gtail, f"{name} {opt}={good}")]
         for bad, words in bads:
-            refused([tool, opt, bad] + bad_tail, words, f"{name} {opt} {bad!r}")
-            refused([tool, f"{opt}={bad}"] + bad_tail, words, f"{name} {opt}={bad!r}")
-        refused([tool] + list(missing_head) + [opt], [opt, "needs a value"], f"{name} {opt} with no value")
-        refused([tool, opt, ""] + bad_tail, [opt], f"{name} {opt} ''")
-        refused([tool, f"{opt}="] + bad_tail, [opt], f"{name} {opt}=")
+            tasks += [refused_task([tool, opt, bad] + bad_tail, words, f"{name} {opt} {bad!r}"),
+                      refused_task([tool, f"{opt}={bad}"] + bad_tail, words, f"{name} {opt}={bad!r}")]
+        tasks += [refused_task([tool] + list(missing_head) + [opt], [opt, "needs a value"],
+                               f"{name} {opt} with no value"),
+                  refused_task([tool, opt, ""] + bad_tail, [opt], f"{name} {opt} ''"),
+                  refused_task([tool, f"{opt}="] + bad_tail, [opt], f"{name} {opt}=")]
         if kind == "value":
-            refused([tool, opt, HUGE] + bad_tail, [HUGE], f"{name} {opt} (huge)")
-            refused([tool, opt, "-1"] + bad_tail, ["'-1'"], f"{name} {opt} -1")
-        refused([tool, opt, good, opt, good] + bad_tail, over.get("twice", [opt, "twice"]), f"{name} {opt} twice")
-        n += 9 + 2 * len(bads)
-    return n
+            tasks += [refused_task([tool, opt, HUGE] + bad_tail, [HUGE], f"{name} {opt} (huge)"),
+                      refused_task([tool, opt, "-1"] + bad_tail, ["'-1'"], f"{name} {opt} -1")]
+        tasks.append(refused_task([tool, opt, good, opt, good] + bad_tail, over.get("twice", [opt, "twice"]),
+                                  f"{name} {opt} twice"))
+    return tasks
 
 
 def replay_grid():
@@ -375,19 +400,19 @@ def replay_grid():
         ("--progress", "flag", None, [], {"good_tail": [TRACE]}),
     ]
     # --svg-color needs --svg: give it one in every run of the grid.
-    n = grid(REPLAY, [s for s in specs if s[0] != "--svg-color"], ["-q", TRACE], [TRACE], "carve-replay",
-             missing_head=[TRACE])
-    n += grid(REPLAY, [s for s in specs if s[0] == "--svg-color"], ["--svg", svg(), TRACE], ["--svg", svg(), TRACE],
-              "carve-replay", missing_head=[TRACE])
+    tasks = grid(REPLAY, [s for s in specs if s[0] != "--svg-color"], ["-q", TRACE], [TRACE], "carve-replay",
+                 missing_head=[TRACE])
+    tasks += grid(REPLAY, [s for s in specs if s[0] == "--svg-color"], ["--svg", svg(), TRACE],
+                  ["--svg", svg(), TRACE], "carve-replay", missing_head=[TRACE])
     # Short forms take their values as the long ones do.
     for args in (["-r", "2"], ["-r2"], ["-w", "1"], ["-qw1"], ["-b", "virtual"]):
-        rc, out, err = run([REPLAY, "-q"] + args + [TRACE])
-        check(rc == 0, f"carve-replay {args}: exit 0 ({rc}: {err.strip()!r})")
+        tasks.append(accepted_task([REPLAY, "-q"] + args + [TRACE], f"carve-replay {args}"))
     for args, words in ((["-r", "0"], ["--repeat", "'0'"]), (["-r"], ["-r", "needs a value"]),
                         (["-w", "-1"], ["--warm", "'-1'"]), (["-b", "x"], ["--backend", "'x'"]),
                         (["-r", "2", "-r", "2"], ["--repeat", "twice"]), (["-qx"], ["'-x'"])):
-        refused([REPLAY] + args + [TRACE] if args != ["-r"] else [REPLAY, TRACE, "-r"], words, f"carve-replay {args}")
-    return n
+        tasks.append(refused_task([REPLAY] + args + [TRACE] if args != ["-r"] else [REPLAY, TRACE, "-r"], words,
+                                  f"carve-replay {args}"))
+    return tasks
 
 
 def run_grid():
@@ -410,7 +435,7 @@ def run_grid():
         ("--quiet", "flag", None, []),
     ]
     # --no-growth needs --initial; --print-env runs no program.
-    n = 0
+    tasks = []
     for spec in specs:
         opt = spec[0]
         tail = (["--initial", "1GiB"] if opt == "--no-growth" else []) + ["--print-env"]
@@ -419,13 +444,11 @@ def run_grid():
         bad_tail = ["--", "true"]
         if spec[1] == "flag" and opt in ("--growth", "--no-growth"):
             # twice is refused for these two (one of them, once)
-            rc, out, err = run([RUN, opt] + tail)
-            check(rc == 0, f"carve-run {opt}: exit 0 ({rc}: {err.strip()!r})")
-            refused([RUN, opt, opt] + tail, [opt, "once"], f"carve-run {opt} twice")
-            refused([RUN, opt + "=1"] + bad_tail, [opt, "takes no value"], f"carve-run {opt}=1")
-            n += 3
+            tasks += [accepted_task([RUN, opt] + tail, f"carve-run {opt}"),
+                      refused_task([RUN, opt, opt] + tail, [opt, "once"], f"carve-run {opt} twice"),
+                      refused_task([RUN, opt + "=1"] + bad_tail, [opt, "takes no value"], f"carve-run {opt}=1")]
             continue
-        n += grid(RUN, [spec], tail, bad_tail, "carve-run", missing_head=[])
+        tasks += grid(RUN, [spec], tail, bad_tail, "carve-run", missing_head=[])
     # --report takes its file after '=' only.
     rc, out, err = run([RUN, "--report=r.json", "--print-env"])
     check(rc == 0 and b"CARVE_RUN_REPORT=r.json" in out, f"carve-run --report=r.json ({rc}: {err!r})")
@@ -440,22 +463,22 @@ def run_grid():
     rc, out, _ = run([RUN, "--help"])
     for opt in ("--fail-every", "--fail-at"):
         if opt.encode() in out:
-            n += grid(RUN, [(opt, "value", "100", [("0", [opt, "'0'"]), ("x", ["'x'"])])], ["--print-env"],
-                      ["--", "true"], "carve-run", missing_head=[])
-    return n
+            tasks += grid(RUN, [(opt, "value", "100", [("0", [opt, "'0'"]), ("x", ["'x'"])])], ["--print-env"],
+                          ["--", "true"], "carve-run", missing_head=[])
+    return tasks
 
 
 def demo_grid():
-    n = grid(DEMO, [("--steps", "value", "10", [("abc", ["--steps", "'abc'"]), ("0", ["'0'"]),
-                                               ("99999999999999", ["'99999999999999'"]), ("1e3", ["'1e3'"])])],
-             ["--virtual"], ["--virtual"], "carve-demo")
+    tasks = grid(DEMO, [("--steps", "value", "10", [("abc", ["--steps", "'abc'"]), ("0", ["'0'"]),
+                                                   ("99999999999999", ["'99999999999999'"]), ("1e3", ["'1e3'"])])],
+                 ["--virtual"], ["--virtual"], "carve-demo")
     refused([DEMO, "--virtual=1"], ["--virtual=1"], "carve-demo --virtual=1")
     refused([DEMO, "--bogus"], ["--bogus"], "carve-demo --bogus")
     rc, out, err = run([DEMO, "--virtual", "--virtual", "--steps", "5"])
     check(rc == 0 and b"5 steps" in out and b"demo done" in out, f"carve-demo --virtual twice ({rc}: {err!r})")
     rc, out, err = run([DEMO, "--help"])
     check(rc == 0 and b"--steps" in out, "carve-demo --help")
-    return n + 2
+    return tasks
 
 
 def main():
@@ -478,7 +501,7 @@ def main():
         if DROPIN:
             run_under_interposer()
         replay_cases()
-        n = replay_grid() + run_grid() + demo_grid()
+        n = run_tasks(replay_grid() + run_grid() + demo_grid())
         print(f"grid: {n} option cases")
     print(f"{checks} checks, {failures} failed")
     return 1 if failures else 0
