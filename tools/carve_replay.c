@@ -27,7 +27,6 @@
 #include "carve_trace.h"
 #include "cli.h"
 
-#define EXIT_USAGE CLI_EXIT_USAGE
 #define TOOL "carve-replay"
 
 typedef struct options {
