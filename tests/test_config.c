@@ -2,9 +2,8 @@
  * test_config.c — carve_config_init defaults, carve_config_parse (sizes with
  * suffixes, fractions, booleans, errors naming the key, nothing changed on
  * error; decimal-only sizes, fractions judged on their digits, keys given
- * twice), how limits and initial blocks round, CARVE_CONF sections
- * through carve_conf_parse, and carve_config_check's refusals of
- * configurations whose arena could hold nothing.
+ * twice), how limits and initial blocks round, and CARVE_CONF sections
+ * through carve_conf_parse.
  */
 #include "test_util.h"
 

@@ -36,52 +36,16 @@ void carve_strbuf_printf(carve_strbuf *b, const char *fmt, ...) {
     }
 }
 
-size_t carve_utf8_char(const char *s) {
-    const unsigned char *u = (const unsigned char *)s;
-    unsigned char c = u[0];
-    if (c < 0x80)
-        return 1;
-    size_t n;
-    unsigned char lo = 0x80, hi = 0xbf; /* the range of the second byte */
-    if (c >= 0xc2 && c <= 0xdf)
-        n = 2;
-    else if (c >= 0xe0 && c <= 0xef) {
-        n = 3;
-        if (c == 0xe0)
-            lo = 0xa0; /* overlong */
-        else if (c == 0xed)
-            hi = 0x9f; /* surrogates */
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        n = 4;
-        if (c == 0xf0)
-            lo = 0x90; /* overlong */
-        else if (c == 0xf4)
-            hi = 0x8f; /* above U+10FFFF */
-    } else {
-        return 0;
-    }
-    if (u[1] < lo || u[1] > hi)
-        return 0;
-    for (size_t i = 2; i < n; i++)
-        if (u[i] < 0x80 || u[i] > 0xbf)
-            return 0;
-    return n;
-}
-
 void carve_strbuf_json_string(carve_strbuf *b, const char *s) {
     carve_strbuf_printf(b, "\"");
-    while (*s) {
+    for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
-        size_t n = carve_utf8_char(s);
         if (c == '"' || c == '\\')
             carve_strbuf_printf(b, "\\%c", c);
-        else if (c < 0x20 || c == 0x7f)
+        else if (c < 0x20)
             carve_strbuf_printf(b, "\\u%04x", c);
-        else if (n == 0)
-            carve_strbuf_printf(b, "\\ufffd");
         else
-            carve_strbuf_printf(b, "%.*s", (int)n, s);
-        s += n ? n : 1;
+            carve_strbuf_printf(b, "%c", c);
     }
     carve_strbuf_printf(b, "\"");
 }

@@ -19,14 +19,7 @@ typedef struct carve_strbuf {
 
 void carve_strbuf_printf(carve_strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* `s` as a JSON string literal: quotes, backslashes and control characters
- * escaped, and a byte that begins no valid UTF-8 character (a file name
- * with byte 0xff, say) written as U+FFFD, so the document stays valid. */
+/* `s` as a JSON string literal: quotes, backslashes and control characters escaped. */
 void carve_strbuf_json_string(carve_strbuf *b, const char *s);
-
-/* The length (1 to 4) of the valid UTF-8 character that s starts with, or 0
- * when its first byte begins none (overlong forms, surrogates and code
- * points above U+10FFFF are not valid). s must not be empty. */
-size_t carve_utf8_char(const char *s);
 
 #endif

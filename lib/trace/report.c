@@ -9,8 +9,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "base/strbuf.h"
 #include "base/text.h"
+#include "base/utf8.h"
 #include "carve_trace.h"
 
 double carve_replay_footprint(const carve_replay_report *r) {
@@ -19,8 +19,9 @@ double carve_replay_footprint(const carve_replay_report *r) {
     return (double)r->result->stats.reserved_bytes_peak / (double)r->trace->peak_requested;
 }
 
-/* s as a JSON string: escapes as carve_strbuf_json_string, and U+FFFD for
- * bytes that are not UTF-8 (a file name may hold any byte but '/' and NUL). */
+/* s as a JSON string: quotes, backslashes and control characters escaped,
+ * and U+FFFD for bytes that are not UTF-8 (a file name may hold any byte
+ * but '/' and NUL). */
 static void json_string(FILE *out, const char *s) {
     fputc('"', out);
     while (s && *s) {

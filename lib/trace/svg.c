@@ -23,6 +23,7 @@
 
 #include "base/strbuf.h"
 #include "base/text.h"
+#include "base/utf8.h"
 #include "carve_trace.h"
 
 #define PLOT_W CARVE_SVG_COLS

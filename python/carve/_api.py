@@ -15,7 +15,6 @@ import json
 import os
 import tempfile
 import threading
-import time
 
 from . import _lib
 from ._lib import lib
@@ -623,6 +622,7 @@ def _record_frees_of_live(handle):
             snap = json.loads(ctypes.string_at(out.value).decode())
         finally:
             L.carve_snapshot_free(out.value)
+        import time
         t = time.monotonic_ns()  # the recorder's clock (CLOCK_MONOTONIC)
         for seg in snap.get("segments", []):
             base = int(seg["address"], 16)
