@@ -397,6 +397,14 @@ int main(int argc, char **argv) {
         check_output(trace, "--trace");
         check_output(report, "--report");
         check_output(svg, "--svg");
+        /* The same files named in the environment, where no option replaces them. */
+        static const char *const file_vars[] = {"CARVE_RUN_TRACE", "CARVE_RUN_REPORT", "CARVE_RUN_SVG"};
+        const char *given[] = {trace, report, svg};
+        for (size_t i = 0; i < 3; i++) {
+            const char *v = getenv(file_vars[i]);
+            if (!given[i] && v && *v)
+                check_output(v, file_vars[i]);
+        }
     }
 
     char path[PATH_MAX];

@@ -123,6 +123,10 @@ def run_cases():
     refused([RUN, "--trace", os.path.join(TMP, "no", "dir", "t.csv"), "--", "true"], ["--trace", "no/dir"],
             "--trace into a directory that does not exist")
     refused([RUN, "--svg", TMP, "--", "true"], ["--svg", "is a directory"], "--svg naming a directory")
+    refused([RUN, "--", "true"], ["CARVE_RUN_TRACE", "no/dir"], "CARVE_RUN_TRACE into a directory that does not exist",
+            env_extra={"CARVE_RUN_TRACE": os.path.join(TMP, "no", "dir", "t.csv")})
+    refused([RUN, "--", "true"], ["CARVE_RUN_REPORT", "is a directory"], "CARVE_RUN_REPORT naming a directory",
+            env_extra={"CARVE_RUN_REPORT": TMP})
 
 
 def run_under_interposer():
