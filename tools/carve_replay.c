@@ -284,9 +284,15 @@ static void check_arena(const options *o) {
     sizes_given(sizes, sizeof(sizes), &o->cfg);
     if (st == CARVE_ERR_INVALID)
         usage_error("the arena refuses this configuration: %s", why);
-    if (st == CARVE_ERR_OOM)
-        usage_error("%s%smore than the %s backend can reserve (%s)", sizes, *sizes ? ": " : "the configuration asks for ",
-                    carve_backend_str(o->cfg.backend), why);
+    if (st == CARVE_ERR_OOM) {
+        /* The backend's own words end the arena's message: "...: virtual
+         * address space exhausted". (The arena's words before them may name
+         * 2^64 - 1 bytes "unlimited".) */
+        const char *said = strrchr(why, ':');
+        usage_error("%s%smore than the %s backend can reserve (it says: %s)", sizes,
+                    *sizes ? ": " : "the configuration asks for ", carve_backend_str(o->cfg.backend),
+                    said && said[1] ? said + 2 : why);
+    }
     fprintf(stderr, "carve-replay: cannot create the arena: %s: %s\n", carve_status_str(st), why);
     exit(1);
 }

@@ -232,6 +232,8 @@ def replay_cases():
             "--limit 2^64-2")
     refused([REPLAY, "--initial", "18446744073709551615", TRACE], ["--initial", "18446744073709551615", "16.00 EiB"],
             "--initial 2^64-1")
+    rc, out, err = run([REPLAY, "--initial", "18446744073709551615", TRACE])
+    check("unlimited" not in err, f"--initial 2^64-1 is no 'unlimited' size: {err!r}")
     refused([REPLAY, "--initial", "2GiB", "--limit", "1GiB", TRACE], ["initial", "larger than the limit"],
             "--initial above --limit")
     refused([REPLAY, "--growth", "0", TRACE], ["growth is off"], "--growth 0 without --initial")
