@@ -17,7 +17,6 @@
 #include <string.h>
 #include <strings.h>
 
-#include "base/text.h"
 #include "engine/error.h"
 
 void carve_config_init(carve_config *c) {
