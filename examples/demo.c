@@ -11,9 +11,10 @@
  *   3. empty_cache and destroy giving memory back (the driver's free memory,
  *      on a GPU);
  *   4. on a GPU: C = A*B and sum(C) on buffers from the arena.
- * Usage: carve-demo [--virtual] [--steps N]
+ * Usage: carve-demo [--virtual] [--steps N]   (N from 1 to 100000000; exit 2 for bad options)
  */
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,6 +84,13 @@ static int churn(carve_backend be, long steps) {
     /* Draw the random sizes and victims first: time only the allocator. */
     size_t *sizes = malloc(sizeof(size_t) * (size_t)steps);
     int *victims = malloc(sizeof(int) * (size_t)steps);
+    if (!sizes || !victims) {
+        fprintf(stderr, "demo: no host memory for %ld steps (%.1f MiB)\n", steps,
+                (double)steps * (double)(sizeof(size_t) + sizeof(int)) / 1048576.0);
+        free(sizes);
+        free(victims);
+        return 1;
+    }
     for (long i = 0; i < steps; i++) {
         sizes[i] = loguniform(256, 16 << 20);
         victims[i] = (int)(rng() % LIVE);
@@ -215,18 +223,59 @@ static int kernels(void) {
 }
 #endif
 
+#define MAX_STEPS 100000000L /* 1.2 GB of drawn sizes and victims */
+
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int usage_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "carve-demo: ");
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\nusage: carve-demo [--virtual] [--steps N]   (N: 1 to %ld, default 200000)\n", MAX_STEPS);
+    return 2;
+}
+
+/* A step count: digits only, 1 to MAX_STEPS. */
+static int parse_steps(const char *v, long *out) {
+    if (!*v || strspn(v, "0123456789") != strlen(v) || strlen(v) > 9)
+        return -1;
+    long n = strtol(v, NULL, 10);
+    if (n < 1 || n > MAX_STEPS)
+        return -1;
+    *out = n;
+    return 0;
+}
+
 int main(int argc, char **argv) {
     long steps = 200000;
-    int force_virtual = 0;
+    int force_virtual = 0, steps_given = 0;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--virtual"))
+        const char *a = argv[i], *v = NULL;
+        if (!strcmp(a, "--virtual")) {
             force_virtual = 1;
-        else if (!strcmp(argv[i], "--steps") && i + 1 < argc)
-            steps = atol(argv[++i]);
-        else {
-            fprintf(stderr, "usage: carve-demo [--virtual] [--steps N]\n");
-            return 2;
+            continue;
         }
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            printf("usage: carve-demo [--virtual] [--steps N]\n"
+                   "  --virtual   the virtual backend even when there is a GPU\n"
+                   "  --steps N   churn steps, 1 to %ld (default 200000)\n"
+                   "Exit status: 0 when every part ran, 1 when one failed, 2 for bad options.\n", MAX_STEPS);
+            return 0;
+        }
+        if (!strcmp(a, "--steps")) {
+            if (i + 1 == argc)
+                return usage_error("--steps needs a value");
+            v = argv[++i];
+        } else if (!strncmp(a, "--steps=", 8)) {
+            v = a + 8;
+        } else {
+            return usage_error("unknown option '%s'", a);
+        }
+        if (steps_given++)
+            return usage_error("--steps given twice");
+        if (parse_steps(v, &steps) != 0)
+            return usage_error("--steps takes a whole number of steps from 1 to 100000000, not '%s'", v);
     }
     int gpu = !force_virtual && carve_device_count() > 0;
     carve_backend be = gpu ? CARVE_BACKEND_CUDA : CARVE_BACKEND_VIRTUAL;

@@ -272,6 +272,20 @@ static inline void carve_config_init(carve_config *config) { carve_config_init_s
  */
 CARVE_API carve_status carve_config_parse(carve_config *config, const char *text);
 
+/*
+ * Check config against the rules of carve_arena_create that need no device,
+ * so that a front end can refuse, before anything runs, a configuration that
+ * would give an arena that holds nothing: growth off needs an initial block;
+ * a limit given in bytes must be at least one granule and at least an
+ * initial block given in bytes (given both as fractions, the initial one
+ * must not be the larger); fractions lie in [0, 1]. Rules that need the
+ * device (a fraction of its memory below one granule) are left to
+ * carve_arena_create. Returns CARVE_OK, or CARVE_ERR_INVALID (for NULL too)
+ * with carve_last_error(NULL) naming the keys, their values and the rule.
+ * Thread-safe.
+ */
+CARVE_API carve_status carve_config_check(const carve_config *config);
+
 typedef struct carve_arena carve_arena;
 
 /*

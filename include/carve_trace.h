@@ -40,6 +40,10 @@ extern "C" {
  * of an id already live) is counted in nbad, the first few are described in
  * diag with their line numbers, and the line is skipped: what remains is a
  * trace in which every free matches an earlier allocation of its slot.
+ *
+ * The events are kept compact (a few bytes each, not sizeof(carve_trace_event)):
+ * carve_trace_events decodes any range of them into an array the caller
+ * provides, so a program walks a trace of any length in chunks.
  */
 
 /* Stream numbers are small: a line naming a stream at or above this is malformed. */
@@ -53,7 +57,8 @@ typedef struct carve_trace_event {
 } carve_trace_event;
 
 typedef struct carve_trace {
-    carve_trace_event *ev; size_t n;   /* clean events: every f matches an earlier a of the same slot */
+    struct carve_trace_store *store;   /* the events, encoded (read them with carve_trace_events) */
+    size_t n;                          /* clean events: every f matches an earlier a of the same slot */
     size_t nslots;                     /* peak number of simultaneously live ids */
     uint32_t nstreams;                 /* 1 + largest stream number seen (1 for an empty trace) */
     uint64_t peak_requested;           /* peak of the sum of live sizes (saturates at UINT64_MAX) */
@@ -65,8 +70,10 @@ typedef struct carve_trace {
 
 /* Read a whole trace from f. progress (may be NULL) is called every ~1M
  * lines with the line count. Returns 0 on success (even with skipped lines,
- * counted in nbad), -1 on an I/O or host-memory failure (diag says why). On
- * failure *t holds no memory (carve_trace_free is still safe). */
+ * counted in nbad), -1 on an I/O or host-memory failure, or when the first
+ * CARVE_TRACE_PROBE_BYTES of the input hold no line that reads as an event
+ * (binary data, /dev/zero: not a trace, and read to no end); diag says why.
+ * On failure *t holds no memory (carve_trace_free is still safe). */
 CARVE_API int carve_trace_load(FILE *f, carve_trace *t, void (*progress)(size_t lines, void *arg),
                                void *arg);
 
@@ -76,6 +83,16 @@ CARVE_API int carve_trace_load(FILE *f, carve_trace *t, void (*progress)(size_t 
  * that cannot be opened or a corrupt compressed stream. */
 CARVE_API int carve_trace_load_path(const char *path, carve_trace *t,
                                     void (*progress)(size_t lines, void *arg), void *arg);
+
+/* Input read without finding one event line: the loader gives up there. */
+#define CARVE_TRACE_PROBE_BYTES ((size_t)16 << 20)
+
+/* Decode the events first .. first+max-1 of t (fewer at the end) into out;
+ * returns how many were decoded (0 when first >= t->n or an argument is
+ * NULL). Costs a few ns per event, plus up to 4095 skipped events when first
+ * is not a multiple of 4096; walking a trace in chunks of a multiple of 4096
+ * skips none. Thread-safe on one trace (it only reads). */
+CARVE_API size_t carve_trace_events(const carve_trace *t, size_t first, carve_trace_event *out, size_t max);
 
 /* Release the events of t and zero it. NULL is a no-op. */
 CARVE_API void carve_trace_free(carve_trace *t);
@@ -96,7 +113,12 @@ typedef struct carve_trace_writer carve_trace_writer;
 CARVE_API carve_status carve_trace_writer_open(const char *path, const char *title, carve_trace_writer **out);
 
 /* Append "a,0x<id>,<size>,<stream>,@<t_ns>" / "f,0x<id>,@<t_ns>" / "# text".
- * Returns CARVE_OK, CARVE_ERR_INVALID (NULL writer, stream >=
+ * What is written always loads clean: a free of an id with no allocation
+ * written before it (and none since its last free) is left out, and an
+ * allocation of an id still live is preceded by the free it missed (its
+ * memory went back without one: an arena destroyed with live buffers, a
+ * context reset); the close counts both in a comment line. Returns CARVE_OK
+ * (also for a free left out), CARVE_ERR_INVALID (NULL writer, stream >=
  * CARVE_TRACE_MAX_STREAMS) or CARVE_ERR_BACKEND once a write failed (the
  * writer then drops further events). */
 CARVE_API carve_status carve_trace_writer_alloc(carve_trace_writer *w, uint64_t id, uint64_t size, uint32_t stream,
@@ -201,7 +223,7 @@ CARVE_API carve_status carve_replay_run_warm(const carve_trace *t, const carve_c
  * column (ncols columns spread evenly over the events), the largest
  * requested, allocated and reserved byte counts seen in that column. */
 typedef struct carve_replay_rec {
-    uintptr_t *addr;      /* t->n entries; 0 for frees and failed allocations */
+    uintptr_t *addr;      /* t->nallocs entries, one per allocation in trace order; 0 when it failed */
     uint64_t *requested;  /* ncols entries each */
     uint64_t *allocated;
     uint64_t *reserved;
@@ -225,9 +247,10 @@ typedef struct carve_capacity_result {
 } carve_capacity_result;
 
 /* Find by galloping then bisection, at CARVE_SEGMENT_GRANULE granularity,
- * the smallest single block (growth off, initial = limit = X) on the
- * virtual backend that replays t without an OOM. Other fields of base are
- * kept (sim_event_polls, vmm, ...); streams are fake handles. When bytes >
+ * the smallest single block (growth off, initial = limit = X, segments
+ * mode: one block is one segment, whatever base's vmm says) on the virtual
+ * backend that replays t without an OOM. Other fields of base are kept
+ * (sim_event_polls, min_grow, ...); streams are fake handles. When bytes >
  * lower_bound, bytes - granule was probed and ran out of memory. progress
  * (may be NULL) hears about every probe. Returns CARVE_OK, CARVE_ERR_INVALID
  * for NULL arguments, or a status of carve_arena_create other than

@@ -373,6 +373,55 @@ static void test_device_api_without_gpu(void) {
     carve_device_arenas_release();
 }
 
+/* carve_config_check refuses, without a device, what carve_arena_create
+ * would refuse for a size given in bytes, naming the keys and values; and
+ * agrees with carve_arena_create on every case (virtual backend). */
+static void test_config_check(void) {
+    static const struct {
+        const char *text;
+        const char *words; /* NULL: accepted */
+    } cases[] = {
+        {"", NULL},
+        {"limit=2MiB", NULL},
+        {"limit=1", "limit=1 (1 B) is below one granule"},
+        {"limit=2097151", "limit=2097151"},
+        {"growth=0", "growth=0 and no initial block"},
+        {"growth=0,initial=4MiB", NULL},
+        {"initial=2GiB,limit=1GiB", "initial=2147483648 (2.00 GiB) is larger than limit=1073741824"},
+        {"initial=1GiB,limit=1GiB", NULL},
+        {"initial=0.5,limit=0.25", "initial=0.5 is larger than limit=0.25"},
+        {"initial=0.25,limit=0.5", NULL},
+        {"initial=1GiB,limit=0.5", NULL}, /* needs the device: left to carve_arena_create */
+        {"limit=0.000001", NULL},         /* the same */
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        carve_config c;
+        carve_config_init(&c);
+        CHECK_OK(NULL, carve_config_parse(&c, cases[i].text));
+        carve_status st = carve_config_check(&c);
+        if (!cases[i].words) {
+            CHECK_OK(NULL, st);
+        } else {
+            CHECK(st == CARVE_ERR_INVALID && strstr(carve_last_error(NULL), cases[i].words));
+            if (st == CARVE_OK || !strstr(carve_last_error(NULL), cases[i].words))
+                fprintf(stderr, "carve_config_check(%s): %s\n", cases[i].text, carve_last_error(NULL));
+        }
+        /* The arena agrees, where no device is needed. */
+        if (c.initial_fraction == 0 && c.limit_fraction == 0) {
+            c.backend = CARVE_BACKEND_VIRTUAL;
+            carve_arena *a = NULL;
+            carve_status cst = carve_arena_create(&c, &a);
+            CHECK((cst == CARVE_OK) == (st == CARVE_OK));
+            carve_arena_destroy(a);
+        }
+    }
+    CHECK_ST(NULL, carve_config_check(NULL), CARVE_ERR_INVALID);
+    carve_config c;
+    carve_config_init(&c);
+    c.limit_fraction = 1.5;
+    CHECK_ST(NULL, carve_config_check(&c), CARVE_ERR_INVALID);
+}
+
 int main(void) {
     test_defaults();
     test_peers_ipc_keys();
@@ -383,5 +432,6 @@ int main(void) {
     test_rounding();
     test_conf_sections();
     test_device_api_without_gpu();
+    test_config_check();
     return test_finish();
 }

@@ -9,7 +9,15 @@
  * interposer first in LD_PRELOAD and executes the program in its place. Its
  * exit status is the program's. Everything it sets can be set by hand:
  * `carve-run --print-env ...` shows it.
+ *
+ * Nothing it is given may leave the program running without carve or
+ * without what was asked for: a configuration whose arena would hold
+ * nothing (carve_config_check), an interposer that is no shared library
+ * defining cuMemAlloc_v2, an output file that could not be written, an
+ * option given twice, a program name that was meant as --report's file are
+ * refused before the program starts, with exit status 2.
  */
+#include <elf.h>
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -17,9 +25,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "carve.h"
+#include "cli.h"
 
 #define EXIT_USAGE 2
 
@@ -161,6 +171,142 @@ static int find_preload(char *out, size_t len) {
     return -1;
 }
 
+/* A size for key, checked by the library's own parser: the message names
+ * the option it came from. */
+static const char *size_value(const char *v, const char *key, const char *opt) {
+    char text[256];
+    carve_config probe;
+    carve_config_init(&probe);
+    if ((size_t)snprintf(text, sizeof(text), "%s=%s", key, token(v, opt)) >= sizeof(text) ||
+        carve_config_parse(&probe, text) != CARVE_OK)
+        usage_error("bad value '%s' for %s: a size such as 8GiB, 1.5GB or 123 (bytes), or a fraction of the "
+                    "device's memory such as 0.5", v, opt);
+    return v;
+}
+
+/* Whether execvp would find name: a path to an executable, or a name found
+ * in PATH. */
+static int is_program(const char *name) {
+    if (strchr(name, '/'))
+        return access(name, X_OK) == 0;
+    const char *dirs = getenv("PATH");
+    for (const char *p = dirs ? dirs : ""; *p;) {
+        size_t n = strcspn(p, ":");
+        char full[PATH_MAX];
+        if (n && (size_t)snprintf(full, sizeof(full), "%.*s/%s", (int)n, p, name) < sizeof(full)) {
+            struct stat sb;
+            if (stat(full, &sb) == 0 && S_ISREG(sb.st_mode) && access(full, X_OK) == 0)
+                return 1;
+        }
+        p += n + (p[n] == ':');
+    }
+    return 0;
+}
+
+/* The program word right after a bare --report (its optional file goes
+ * after '=') was most likely meant as the report's file: refuse it when it
+ * names no program, or a .json file. An empty --report= is refused too. */
+static void check_report(const char *report, int argc, char **argv) {
+    if (report && !*report)
+        usage_error("--report= needs a file name after '=' (--report alone prints on stderr)");
+    const char *before = optind > 1 ? argv[optind - 1] : "";
+    int bare = strncmp(before, "--r", 3) == 0 && !strchr(before, '=') && !strncmp("--report", before, strlen(before));
+    if (!bare || optind >= argc)
+        return;
+    const char *prog = argv[optind];
+    size_t n = strlen(prog);
+    int json = n > 5 && !strcmp(prog + n - 5, ".json");
+    if (json || !is_program(prog))
+        usage_error("'%s' follows --report, so it would run as the program; to write the report into it, "
+                    "give --report=%s (and the program after --)", prog, prog);
+}
+
+/* The directory an output file goes into must exist and be writable: the
+ * program would run to its end before the file could not be written. */
+static void check_output(const char *file, const char *opt) {
+    if (!file || !strcmp(file, "-"))
+        return;
+    char dir[PATH_MAX];
+    const char *slash = strrchr(file, '/');
+    if ((size_t)snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash - file) + 1 : 1, slash ? file : ".") >=
+        sizeof(dir))
+        usage_error("%s '%s': the path is too long", opt, file);
+    struct stat sb;
+    if (stat(dir, &sb) != 0)
+        usage_error("%s '%s': cannot write into %s: %s", opt, file, dir, strerror(errno));
+    if (!S_ISDIR(sb.st_mode))
+        usage_error("%s '%s': %s is not a directory", opt, file, dir);
+    if (access(dir, W_OK | X_OK) != 0)
+        usage_error("%s '%s': cannot write into %s: %s", opt, file, dir, strerror(errno));
+    if (stat(file, &sb) == 0 && S_ISDIR(sb.st_mode))
+        usage_error("%s '%s' is a directory", opt, file);
+    if (stat(file, &sb) == 0 && access(file, W_OK) != 0)
+        usage_error("%s '%s' cannot be written: %s", opt, file, strerror(errno));
+}
+
+/* Whether the file f holds a 64-bit ELF shared object that defines the
+ * symbol name in its dynamic symbol table: 1, 0, or -1 when it is no such
+ * object. */
+static int defines_symbol(FILE *f, const char *name) {
+    Elf64_Ehdr eh;
+    if (fread(&eh, sizeof(eh), 1, f) != 1 || memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
+        eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_type != ET_DYN || eh.e_shentsize != sizeof(Elf64_Shdr) ||
+        eh.e_shnum == 0 || eh.e_shnum > 4096)
+        return -1;
+    Elf64_Shdr *sh = malloc(eh.e_shnum * sizeof(*sh));
+    int found = 0;
+    if (!sh || fseek(f, (long)eh.e_shoff, SEEK_SET) != 0 || fread(sh, sizeof(*sh), eh.e_shnum, f) != eh.e_shnum) {
+        free(sh);
+        return -1;
+    }
+    for (unsigned i = 0; i < eh.e_shnum && !found; i++) {
+        if (sh[i].sh_type != SHT_DYNSYM || sh[i].sh_link >= eh.e_shnum || sh[i].sh_entsize != sizeof(Elf64_Sym))
+            continue;
+        const Elf64_Shdr *str = &sh[sh[i].sh_link];
+        size_t nsym = sh[i].sh_size / sizeof(Elf64_Sym);
+        char *strtab = str->sh_size < ((size_t)64 << 20) ? malloc(str->sh_size + 1) : NULL;
+        Elf64_Sym *syms = nsym < ((size_t)1 << 22) ? malloc(nsym * sizeof(*syms) + 1) : NULL;
+        if (strtab && syms && fseek(f, (long)str->sh_offset, SEEK_SET) == 0 &&
+            fread(strtab, 1, str->sh_size, f) == str->sh_size && fseek(f, (long)sh[i].sh_offset, SEEK_SET) == 0 &&
+            fread(syms, sizeof(*syms), nsym, f) == nsym) {
+            strtab[str->sh_size] = '\0';
+            for (size_t k = 0; k < nsym && !found; k++)
+                found = syms[k].st_name < str->sh_size && syms[k].st_shndx != SHN_UNDEF &&
+                        !strcmp(strtab + syms[k].st_name, name);
+        }
+        free(strtab);
+        free(syms);
+    }
+    free(sh);
+    return found;
+}
+
+/* The interposer must be a shared library that serves cuMemAlloc: a
+ * directory or any other file in LD_PRELOAD would leave the program
+ * running without carve. path becomes absolute (the loader looks a name
+ * without a slash up in the library path, not here). */
+static void check_interposer(char *path, size_t len, const char *given_by) {
+    char real[PATH_MAX];
+    const char *by = given_by ? given_by : "the interposer";
+    struct stat sb;
+    if (!realpath(path, real) || stat(real, &sb) != 0)
+        usage_error("%s '%s' cannot be read: %s", by, path, strerror(errno));
+    if (!S_ISREG(sb.st_mode))
+        usage_error("%s '%s' is not a file (give the path of libcarve_preload.so)", by, path);
+    if (strpbrk(real, ": "))
+        usage_error("%s '%s': LD_PRELOAD cannot carry a path with ':' or a space", by, real);
+    FILE *f = fopen(real, "rb");
+    if (!f)
+        usage_error("%s '%s' cannot be read: %s", by, path, strerror(errno));
+    int has = defines_symbol(f, "cuMemAlloc_v2");
+    fclose(f);
+    if (has < 0)
+        usage_error("%s '%s' is not a shared library (give the path of libcarve_preload.so)", by, path);
+    if (has == 0)
+        usage_error("%s '%s' is not carve's interposer: it does not define cuMemAlloc_v2", by, path);
+    snprintf(path, len, "%s", real);
+}
+
 int main(int argc, char **argv) {
     enum { O_LIMIT = 256, O_DEVLIMIT, O_INITIAL, O_GROWTH, O_NOGROWTH, O_MODE, O_CONF, O_TRACE, O_REPORT, O_SVG,
            O_PRELOAD, O_PRINTENV, O_FAILEVERY, O_FAILAT };
@@ -184,8 +330,8 @@ int main(int argc, char **argv) {
     /* "+": stop at the first non-option, which is the program. */
     while ((c = getopt_long(argc, argv, "+qhV", longs, NULL)) != -1) {
         switch (c) {
-        case O_LIMIT: conf_add(&all, ",", "limit=%s", token(optarg, "--limit")); break;
-        case O_INITIAL: conf_add(&all, ",", "initial=%s", token(optarg, "--initial")); break;
+        case O_LIMIT: conf_add(&all, ",", "limit=%s", size_value(optarg, "limit", "--limit")); break;
+        case O_INITIAL: conf_add(&all, ",", "initial=%s", size_value(optarg, "initial", "--initial")); break;
         case O_GROWTH:
         case O_NOGROWTH:
             if (growth_set++)
@@ -197,11 +343,16 @@ int main(int argc, char **argv) {
                 usage_error("--mode takes default or vmm, not '%s'", optarg);
             conf_add(&all, ",", "vmm=%d", strcmp(optarg, "vmm") == 0);
             break;
-        case O_CONF:
+        case O_CONF: {
+            carve_config probe;
+            carve_config_init(&probe);
             if (strchr(optarg, ';'))
                 usage_error("--conf takes keys for every device (use --device-limit for one device)");
+            if (!*optarg || carve_config_parse(&probe, optarg) != CARVE_OK)
+                usage_error("bad --conf '%s': %s", optarg, *optarg ? carve_last_error(NULL) : "give key=value pairs");
             conf_add(&all, ",", "%s", optarg);
             break;
+        }
         case O_DEVLIMIT: {
             char *eq = strchr(optarg, '=');
             char *end;
@@ -211,7 +362,7 @@ int main(int argc, char **argv) {
                 usage_error("--device-limit takes N=SIZE with a device number 0..63, e.g. 1=2GiB, not '%s'", optarg);
             if (devices[d]++)
                 usage_error("--device-limit for device %ld given twice", d);
-            conf_add(&devs, ";", "device%ld:limit=%s", d, token(eq + 1, "--device-limit"));
+            conf_add(&devs, ";", "device%ld:limit=%s", d, size_value(eq + 1, "limit", "--device-limit"));
             break;
         }
         case O_TRACE: trace = optarg; break;
@@ -232,15 +383,14 @@ int main(int argc, char **argv) {
         case 'q': quiet = 1; break;
         case 'h': usage(stdout); return 0;
         case 'V': printf("carve-run %s\n", carve_version()); return 0;
-        case ':': usage_error("option %s needs a value", argv[optind - 1]);
-        default:
-            if (optopt)
-                usage_error("unknown option '-%c'", optopt);
-            usage_error("unknown option '%s'", argv[optind - 1]);
+        default: cli_bad_option("carve-run", argv, c, longs);
         }
     }
     if (optind == argc && !print_env)
         usage_error("no program given (carve-run [options] -- PROGRAM [ARGS...])");
+    static const char *const once[] = {"limit", "initial", "mode", "trace", "report", "svg", "preload", NULL};
+    cli_once("carve-run", optind, argv, "+qhV", longs, once);
+    check_report(report, argc, argv);
     if (trace && !*trace)
         usage_error("--trace needs a file name");
     if (svg && !*svg)
@@ -271,23 +421,50 @@ int main(int argc, char **argv) {
         if (carve_conf_parse(full.text, d, &cfg) != CARVE_OK)
             usage_error("%s%s", carve_last_error(NULL),
                         env_conf && *env_conf ? " (CARVE_CONF from the environment included)" : "");
+        /* A configuration whose arena could hold nothing would leave every
+         * allocation to the driver, uncapped: refuse it here. */
+        char where[16] = "";
+        if (d)
+            snprintf(where, sizeof(where), "device %d: ", d);
+        if (carve_config_check(&cfg) != CARVE_OK)
+            usage_error("%s%s, so every allocation would go to the driver, uncapped%s", where, carve_last_error(NULL),
+                        env_conf && *env_conf ? " (CARVE_CONF from the environment included)" : "");
+    }
+
+    if (!print_env) {
+        check_output(trace, "--trace");
+        check_output(report, "--report");
+        check_output(svg, "--svg");
+        /* The same files named in the environment, where no option replaces them. */
+        static const char *const file_vars[] = {"CARVE_RUN_TRACE", "CARVE_RUN_REPORT", "CARVE_RUN_SVG"};
+        const char *given[] = {trace, report, svg};
+        for (size_t i = 0; i < 3; i++) {
+            const char *v = getenv(file_vars[i]);
+            if (!given[i] && v && *v)
+                check_output(v, file_vars[i]);
+        }
     }
 
     char path[PATH_MAX];
+    const char *env_preload = getenv("CARVE_PRELOAD");
     if (preload)
         snprintf(path, sizeof(path), "%s", preload);
     else if (find_preload(path, sizeof(path)) != 0) {
-        fprintf(stderr, "carve-run: cannot find libcarve_preload.so beside %s; give it with --preload PATH or "
-                        "CARVE_PRELOAD\n", argv[0]);
-        return EXIT_USAGE;
+        if (env_preload && *env_preload)
+            usage_error("CARVE_PRELOAD names '%s', which cannot be read: %s", env_preload, strerror(errno));
+        usage_error("cannot find libcarve_preload.so beside %s; give it with --preload PATH or CARVE_PRELOAD",
+                    argv[0]);
     }
-    if (access(path, R_OK) != 0) {
-        fprintf(stderr, "carve-run: cannot read the interposer %s: %s\n", path, strerror(errno));
-        return EXIT_USAGE;
-    }
-    char ld[8192];
+    check_interposer(path, sizeof(path), preload ? "--preload" : env_preload && *env_preload ? "CARVE_PRELOAD" : NULL);
+    /* LD_PRELOAD whole, however long what was there already is. */
     const char *old = getenv("LD_PRELOAD");
-    snprintf(ld, sizeof(ld), "%s%s%s", path, old && *old ? ":" : "", old && *old ? old : "");
+    size_t ld_len = strlen(path) + (old ? strlen(old) : 0) + 2;
+    char *ld = malloc(ld_len);
+    if (!ld) {
+        fprintf(stderr, "carve-run: host memory exhausted\n");
+        return 1;
+    }
+    snprintf(ld, ld_len, "%s%s%s", path, old && *old ? ":" : "", old && *old ? old : "");
 
     struct {
         const char *name, *value;

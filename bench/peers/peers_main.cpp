@@ -231,8 +231,13 @@ bool load_text(const char *path, peers::OpList *out, std::string *err)
     out->nstreams = t.nstreams ? t.nstreams : 1;
     out->setup = 0;
     bool ok = true;
-    for (size_t i = 0; i < t.n; i++) {
-        const carve_trace_event &e = t.ev[i];
+    std::vector<carve_trace_event> chunk(1 << 16);
+    for (size_t i = 0, got = 0, k = 0; i < t.n; i++, k++) {
+        if (k == got) {
+            got = carve_trace_events(&t, i, chunk.data(), chunk.size());
+            k = 0;
+        }
+        const carve_trace_event &e = chunk[k];
         if (e.slot >= out->nslots || (e.op == 'a' && e.stream >= out->nstreams) ||
             (e.op != 'a' && e.op != 'f')) {
             ok = false;

@@ -15,6 +15,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -330,4 +331,41 @@ carve_status carve_config_parse_keys(carve_config *config, const char *text, con
 
 carve_status carve_config_parse(carve_config *config, const char *text) {
     return carve_config_parse_keys(config, text, NULL, "carve_config_parse", NULL);
+}
+
+/* "limit=1 (1 B)": a size key as given, for messages. */
+static const char *size_key(char *buf, size_t len, const char *key, size_t bytes, double fraction) {
+    char b[32];
+    if (fraction > 0)
+        snprintf(buf, len, "%s=%g", key, fraction);
+    else
+        snprintf(buf, len, "%s=%zu (%s)", key, bytes, carve_format_bytes(b, sizeof(b), bytes));
+    return buf;
+}
+
+carve_status carve_config_check(const carve_config *c) {
+    if (!c)
+        return carve_fail(NULL, CARVE_ERR_INVALID, "carve_config_check: config is NULL");
+    char b1[96], b2[96], g[32];
+    if (!(c->initial_fraction >= 0 && c->initial_fraction <= 1) || !(c->limit_fraction >= 0 && c->limit_fraction <= 1))
+        return carve_fail(NULL, CARVE_ERR_INVALID, "initial=%g, limit=%g: a fraction of device memory lies in (0, 1]",
+                          c->initial_fraction, c->limit_fraction);
+    int has_initial = c->initial_bytes > 0 || c->initial_fraction > 0;
+    if (!c->growth && !has_initial)
+        return carve_fail(NULL, CARVE_ERR_INVALID,
+                          "growth=0 and no initial block: the arena would hold no byte (give initial=SIZE, the one "
+                          "block it holds)");
+    carve_format_bytes(g, sizeof(g), CARVE_SEGMENT_GRANULE);
+    if (c->limit_fraction == 0 && c->limit_bytes > 0 && c->limit_bytes < CARVE_SEGMENT_GRANULE)
+        return carve_fail(NULL, CARVE_ERR_INVALID,
+                          "%s is below one granule (%s): the arena would hold no byte",
+                          size_key(b1, sizeof(b1), "limit", c->limit_bytes, 0), g);
+    int bytes_both = c->limit_fraction == 0 && c->limit_bytes > 0 && c->initial_fraction == 0;
+    int fractions_both = c->limit_fraction > 0 && c->initial_fraction > 0;
+    if ((bytes_both && c->initial_bytes > c->limit_bytes) ||
+        (fractions_both && c->initial_fraction > c->limit_fraction))
+        return carve_fail(NULL, CARVE_ERR_INVALID, "%s is larger than %s: the arena cannot hold its initial block",
+                          size_key(b1, sizeof(b1), "initial", c->initial_bytes, c->initial_fraction),
+                          size_key(b2, sizeof(b2), "limit", c->limit_bytes, c->limit_fraction));
+    return CARVE_OK;
 }

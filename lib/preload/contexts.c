@@ -384,7 +384,7 @@ static carve_ctx *find(CUcontext cur) {
 static void make_arena(carve_ctx *c, CUcontext cur) {
     carve_config cfg;
     if (carve_conf_parse(getenv("CARVE_CONF"), c->device, &cfg) != CARVE_OK) {
-        snprintf(c->err, sizeof(c->err), "CARVE_CONF: %s", carve_last_error(NULL));
+        snprintf(c->err, sizeof(c->err), "%s", carve_last_error(NULL)); /* it names CARVE_CONF */
         return;
     }
     char name[48];

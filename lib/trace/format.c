@@ -2,13 +2,15 @@
  * format.c — the trace loader: a chunked line reader, a strict field parser,
  * and the id -> slot map that turns ids into dense array indexes.
  *
- * Live ids sit in an open-addressing hash table (linear probing, deletion by
- * backward shift, so frees leave no tombstones and the table stays as small
- * as the live set). Slots come from a free list, so the slot count is the
+ * Live ids sit in a hash table (idmap.h) as small as the live set. Slots
+ * come from a free list, so the slot count is the
  * peak number of live ids. Lines are cut from a read buffer with memchr and
- * parsed in place: a 10-million-event trace loads in about two seconds.
+ * parsed in place: a 10-million-event trace loads in about two seconds. The
+ * events go to a compact store (store.c), a few bytes each.
  */
 #include "carve_trace.h"
+#include "trace/idmap.h"
+#include "trace/store.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -19,78 +21,6 @@
 #define MAX_LINE ((size_t)1 << 20)      /* the buffer grows to this: the longest line */
 #define PROGRESS_EVERY ((size_t)1 << 20)
 #define NOTED 4                          /* problems described per kind */
-
-/* ---- id -> slot map ---------------------------------------------------- */
-
-typedef struct id_entry {
-    uint64_t id;
-    uint32_t slot1;  /* slot + 1; 0 marks an empty entry */
-} id_entry;
-
-typedef struct id_map {
-    id_entry *e;
-    size_t mask;     /* capacity - 1 (capacity a power of two) */
-    size_t count;
-} id_map;
-
-static inline size_t id_hash(uint64_t x) {
-    /* splitmix64's finalizer: ids are often addresses or counters, whose
-     * low bits alone would cluster. */
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebull;
-    x ^= x >> 31;
-    return (size_t)x;
-}
-
-static int id_map_init(id_map *m, size_t cap) {
-    m->e = calloc(cap, sizeof(*m->e));
-    m->mask = cap - 1;
-    m->count = 0;
-    return m->e ? 0 : -1;
-}
-
-/* The entry holding id, or the empty entry where it would go. */
-static inline id_entry *id_map_find(const id_map *m, uint64_t id) {
-    size_t i = id_hash(id) & m->mask;
-    while (m->e[i].slot1 && m->e[i].id != id)
-        i = (i + 1) & m->mask;
-    return &m->e[i];
-}
-
-static int id_map_grow(id_map *m) {
-    id_map bigger;
-    if (m->mask > SIZE_MAX / 4 / sizeof(id_entry) || id_map_init(&bigger, (m->mask + 1) * 2) != 0)
-        return -1;
-    for (size_t i = 0; i <= m->mask; i++)
-        if (m->e[i].slot1)
-            *id_map_find(&bigger, m->e[i].id) = m->e[i];
-    bigger.count = m->count;
-    free(m->e);
-    *m = bigger;
-    return 0;
-}
-
-/* Remove entry at (which holds a key): shift later members of its probe
- * run back so that every key stays reachable from its home position. */
-static void id_map_remove(id_map *m, id_entry *at) {
-    size_t hole = (size_t)(at - m->e);
-    size_t i = hole;
-    for (;;) {
-        i = (i + 1) & m->mask;
-        if (!m->e[i].slot1)
-            break;
-        size_t home = id_hash(m->e[i].id) & m->mask;
-        /* Move e[i] into the hole unless its home lies cyclically in (hole, i]. */
-        if (((i - home) & m->mask) >= ((i - hole) & m->mask)) {
-            m->e[hole] = m->e[i];
-            hole = i;
-        }
-    }
-    m->e[hole].slot1 = 0;
-    m->count--;
-}
 
 /* ---- problem notes ----------------------------------------------------- */
 
@@ -113,7 +43,7 @@ typedef struct loader {
     id_map map;
     uint32_t *free_slots;     /* stack of slots given back */
     size_t nfree_slots;
-    size_t cap_ev;
+    size_t parsed;            /* lines that read as events (kept or skipped) */
     uint64_t live_lo, live_hi; /* sum of live sizes, 128 bits wide */
     uint64_t *slot_size;      /* size of the buffer in each slot */
     uint32_t *slot_stream;    /* and its stream */
@@ -183,29 +113,18 @@ static const char *parse_field(const char **pp, const char *e, int hex, uint64_t
 /* ---- events ------------------------------------------------------------ */
 
 static int push_event(loader *L, uint32_t slot, uint32_t stream, uint64_t size, uint8_t op) {
-    carve_trace *t = L->t;
-    if (t->n == L->cap_ev) {
-        size_t cap = L->cap_ev ? L->cap_ev * 2 : 1024;
-        if (cap > SIZE_MAX / sizeof(carve_trace_event))
-            return -1;
-        carve_trace_event *ev = realloc(t->ev, cap * sizeof(*ev));
-        if (!ev)
-            return -1;
-        t->ev = ev;
-        L->cap_ev = cap;
-    }
-    carve_trace_event *x = &t->ev[t->n++];
-    x->slot = slot;
-    x->stream = stream;
-    x->size = size;
-    x->op = op;
+    carve_trace_event e = {slot, stream, size, op};
+    if (carve_store_push(L->t->store, &e) != 0)
+        return -1;
+    L->t->n++;
     return 0;
 }
 
 static int do_alloc(loader *L, size_t line, uint64_t id, uint64_t size, uint32_t stream) {
     carve_trace *t = L->t;
+    L->parsed++;
     id_entry *e = id_map_find(&L->map, id);
-    if (e->slot1) {
+    if (e->val1) {
         note(&L->dup_alloc, line, NULL);
         return 0;
     }
@@ -236,7 +155,7 @@ static int do_alloc(loader *L, size_t line, uint64_t id, uint64_t size, uint32_t
     if (push_event(L, slot, stream, size, 'a') != 0)
         return -1;
     e->id = id;
-    e->slot1 = slot + 1;
+    e->val1 = slot + 1;
     L->slot_size[slot] = size;
     L->slot_stream[slot] = stream;
     if (++L->map.count * 2 > L->map.mask + 1 && id_map_grow(&L->map) != 0)
@@ -257,12 +176,13 @@ static int do_alloc(loader *L, size_t line, uint64_t id, uint64_t size, uint32_t
 }
 
 static int do_free(loader *L, size_t line, uint64_t id) {
+    L->parsed++;
     id_entry *e = id_map_find(&L->map, id);
-    if (!e->slot1) {
+    if (!e->val1) {
         note(&L->unknown_free, line, NULL);
         return 0;
     }
-    uint32_t slot = e->slot1 - 1;
+    uint32_t slot = e->val1 - 1;
     /* The free's stream is the allocation's: a buffer belongs to one stream. */
     if (push_event(L, slot, L->slot_stream[slot], 0, 'f') != 0)
         return -1;
@@ -398,7 +318,7 @@ static void loader_release(loader *L) {
 static int fail(loader *L, const char *why) {
     carve_trace *t = L->t;
     loader_release(L);
-    free(t->ev);
+    carve_store_free(t->store);
     memset(t, 0, sizeof(*t));
     t->nstreams = 1;
     snprintf(t->diag, sizeof(t->diag), "%s", why);
@@ -419,16 +339,25 @@ int carve_trace_load(FILE *f, carve_trace *t, void (*progress)(size_t lines, voi
     loader L;
     memset(&L, 0, sizeof(L));
     L.t = t;
-    if (id_map_init(&L.map, 1024) != 0)
+    if (!(t->store = carve_store_new()) || id_map_init(&L.map, 1024) != 0)
         return fail(&L, "host memory exhausted");
     size_t cap = READ_CHUNK;
     char *buf = malloc(cap);
     if (!buf)
         return fail(&L, "host memory exhausted");
 
-    size_t len = 0, pos = 0, line = 0;
+    size_t len = 0, pos = 0, line = 0, consumed = 0; /* bytes read before buf */
     int eof = 0, too_long = 0, out_of_memory = 0;
     for (;;) {
+        /* Input that is no trace at all (binary data, /dev/zero) would be
+         * read to its end, which may never come: give up at the probe size. */
+        if (!L.parsed && consumed + pos >= CARVE_TRACE_PROBE_BYTES) {
+            free(buf);
+            char why[192];
+            snprintf(why, sizeof(why), "not a trace: no allocation or free line in the first %zu MiB (%zu lines%s)",
+                     CARVE_TRACE_PROBE_BYTES >> 20, line, too_long || L.malformed.count ? ", all malformed" : "");
+            return fail(&L, why);
+        }
         char *nl = memchr(buf + pos, '\n', len - pos);
         if (!nl) {
             if (eof) {
@@ -442,6 +371,7 @@ int carve_trace_load(FILE *f, carve_trace *t, void (*progress)(size_t lines, voi
                 break;
             }
             memmove(buf, buf + pos, len - pos);
+            consumed += pos;
             len -= pos;
             pos = 0;
             if (len == cap && cap < MAX_LINE) { /* a long line: make room */
@@ -454,6 +384,7 @@ int carve_trace_load(FILE *f, carve_trace *t, void (*progress)(size_t lines, voi
                 cap *= 2;
             } else if (len == cap) { /* longer than any trace line: drop it */
                 too_long = 1;
+                consumed += len;
                 len = 0;
             }
             errno = 0;
@@ -496,17 +427,13 @@ int carve_trace_load(FILE *f, carve_trace *t, void (*progress)(size_t lines, voi
     describe(t->diag, sizeof(t->diag), &L.dup_alloc, "allocation of an id already live",
              "allocations of ids already live");
     loader_release(&L);
-    if (t->n < L.cap_ev && t->n) { /* give back the doubling slack */
-        carve_trace_event *ev = realloc(t->ev, t->n * sizeof(*ev));
-        if (ev)
-            t->ev = ev;
-    }
+    carve_store_shrink(t->store); /* give back the doubling slack */
     return 0;
 }
 
 void carve_trace_free(carve_trace *t) {
     if (!t)
         return;
-    free(t->ev);
+    carve_store_free(t->store);
     memset(t, 0, sizeof(*t));
 }

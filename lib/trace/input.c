@@ -4,14 +4,17 @@
  *
  * The one idea: a gzip stream starts with the byte 0x1f, which no text trace
  * starts with, so one byte of lookahead decides. Compressed input is read
- * through `gzip -dc` in a child process (no compression library needed);
- * for the standard input a second child feeds gzip what this process has
- * already buffered, and the rest.
+ * through `gzip -dc` in a child process (no compression library needed). A
+ * regular file is named to gzip, which reads it afresh; anything else (the
+ * standard input, a pipe such as <(cat t.gz) or /dev/stdin, a FIFO) cannot be
+ * read twice, so a second child feeds gzip what this process has already
+ * buffered, and the rest.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -31,7 +34,14 @@ static int open_input(const char *path, input *in, char *err, size_t errlen) {
         snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
         return -1;
     }
+    errno = 0;
     int c = getc(f);
+    if (c == EOF && ferror(f)) { /* a directory, say */
+        snprintf(err, errlen, "read error: %s", errno ? strerror(errno) : "I/O error");
+        if (!is_stdin)
+            fclose(f);
+        return -1;
+    }
     if (c == EOF || c != 0x1f) {
         if (c != EOF)
             ungetc(c, f);
@@ -41,6 +51,9 @@ static int open_input(const char *path, input *in, char *err, size_t errlen) {
         return 0;
     }
     ungetc(c, f);
+    /* Only a regular file can be opened again by gzip. */
+    struct stat sb;
+    int fed = is_stdin || fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode);
     int out[2], feed[2] = {-1, -1};
     if (pipe(out) != 0) {
         snprintf(err, errlen, "cannot create a pipe: %s", strerror(errno));
@@ -48,10 +61,12 @@ static int open_input(const char *path, input *in, char *err, size_t errlen) {
             fclose(f);
         return -1;
     }
-    if (is_stdin && pipe(feed) != 0) {
+    if (fed && pipe(feed) != 0) {
         snprintf(err, errlen, "cannot create a pipe: %s", strerror(errno));
         close(out[0]);
         close(out[1]);
+        if (!is_stdin)
+            fclose(f);
         return -1;
     }
     fflush(stdout);
@@ -61,21 +76,21 @@ static int open_input(const char *path, input *in, char *err, size_t errlen) {
         snprintf(err, errlen, "cannot start gzip: %s", strerror(errno));
         close(out[0]);
         close(out[1]);
-        if (is_stdin) {
+        if (fed) {
             close(feed[0]);
             close(feed[1]);
-        } else {
-            fclose(f);
         }
+        if (!is_stdin)
+            fclose(f);
         return -1;
     }
     if (in->gzip == 0) {
         dup2(out[1], STDOUT_FILENO);
-        if (is_stdin)
+        if (fed)
             dup2(feed[0], STDIN_FILENO);
         close(out[0]);
         close(out[1]);
-        if (is_stdin) {
+        if (fed) {
             close(feed[0]);
             close(feed[1]);
             execlp("gzip", "gzip", "-dc", (char *)NULL);
@@ -85,7 +100,7 @@ static int open_input(const char *path, input *in, char *err, size_t errlen) {
         _exit(127);
     }
     close(out[1]);
-    if (is_stdin) {
+    if (fed) {
         close(feed[0]);
         in->feeder = fork();
         if (in->feeder == 0) {
@@ -98,6 +113,8 @@ static int open_input(const char *path, input *in, char *err, size_t errlen) {
             _exit(0);
         }
         close(feed[1]);
+        if (!is_stdin)
+            fclose(f); /* the feeder has its own copy */
         if (in->feeder < 0) {
             snprintf(err, errlen, "cannot start a process: %s", strerror(errno));
             close(out[0]);

@@ -3,9 +3,11 @@
  *
  * The timed loop does nothing but the two calls and the store of the
  * returned pointer into the slot array, so events / time measures the
- * allocator and not the tool. It runs in chunks of ~1M events so progress
- * can be reported between chunks, outside the timed intervals. A buffer whose
- * allocation ran out of memory keeps a NULL slot, so its free is skipped.
+ * allocator and not the tool. It runs in chunks: each chunk of events is
+ * decoded from the trace's compact store into a small array first, untimed,
+ * then replayed, timed, and progress is reported between chunks. A buffer
+ * whose allocation ran out of memory keeps a NULL slot, so its free is
+ * skipped.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +17,8 @@
 #include "carve_trace.h"
 #include "engine/error.h"
 
-#define CHUNK ((size_t)1 << 20)
+#define CHUNK ((size_t)1 << 16)          /* events decoded at once (a multiple of 4096) */
+#define PROGRESS_EVERY ((size_t)1 << 20) /* events between progress reports */
 
 static double now_s(void) {
     struct timespec ts;
@@ -24,23 +27,24 @@ static double now_s(void) {
 }
 
 static int bad_args(const carve_trace *t, const carve_config *cfg, const carve_replay_streams *rs) {
-    return !t || !cfg || !rs || !rs->s || rs->n < t->nstreams || (t->n && !t->ev);
+    return !t || !cfg || !rs || !rs->s || rs->n < t->nstreams || (t->n && !t->store);
 }
+
+static carve_trace_event *chunk_new(void) { return malloc(CHUNK * sizeof(carve_trace_event)); }
 
 /* ---- the timed replay -------------------------------------------------- */
 
-/* One timed pass of t on arena a; counts add up in res. */
+/* One timed pass of t on arena a; counts add up in res. buf holds CHUNK events. */
 static void replay_pass(carve_arena *a, const carve_trace *t, carve_stream const *streams, void **slots, int stop,
-                        carve_progress_fn progress, void *arg, carve_replay_result *res) {
-    const carve_trace_event *ev = t->ev;
+                        carve_trace_event *buf, carve_progress_fn progress, void *arg, carve_replay_result *res) {
     uint64_t nooms = 0, nerrors = 0;
-    size_t i = 0;
+    size_t i = 0, reported = 0;
     double seconds = 0;
     while (i < t->n) {
-        size_t end = t->n - i > CHUNK ? i + CHUNK : t->n;
+        size_t got = carve_trace_events(t, i, buf, CHUNK), k = 0;
         double t0 = now_s();
-        for (; i < end; i++) {
-            const carve_trace_event *e = &ev[i];
+        for (; k < got; k++) {
+            const carve_trace_event *e = &buf[k];
             if (e->op == 'a') {
                 carve_status s = carve_alloc(a, (size_t)e->size, streams[e->stream], &slots[e->slot]);
                 if (s != CARVE_OK) {
@@ -57,13 +61,15 @@ static void replay_pass(carve_arena *a, const carve_trace *t, carve_stream const
             }
         }
         seconds += now_s() - t0;
-        if (stop && nooms)
+        i += k;
+        if ((stop && nooms) || got == 0)
             break;
-        if (progress && i < t->n) {
+        if (progress && i < t->n && i - reported >= PROGRESS_EVERY) {
             char msg[96];
             snprintf(msg, sizeof(msg), "replayed %zu of %zu events (%.0f%%)", i, t->n,
                      100.0 * (double)i / (double)t->n);
             progress(arg, msg);
+            reported = i;
         }
     }
     res->done = i;
@@ -77,15 +83,17 @@ static void replay_pass(carve_arena *a, const carve_trace *t, carve_stream const
 /* Free what a pass left live (the trace's never-freed buffers), untimed.
  * The timed loop leaves freed slots as they were, so which slots are live
  * comes from the events themselves. */
-static void free_live(carve_arena *a, const carve_trace *t, void **slots, carve_replay_result *res) {
+static void free_live(carve_arena *a, const carve_trace *t, void **slots, carve_trace_event *buf,
+                      carve_replay_result *res) {
     uint8_t *live = calloc(t->nslots ? t->nslots : 1, 1);
     if (!live) { /* cannot tell: leave them (the arena's destruction takes them) */
         res->nerrors++;
         snprintf(res->error, sizeof(res->error), "host memory exhausted between warm passes");
         return;
     }
-    for (size_t i = 0; i < t->n; i++)
-        live[t->ev[i].slot] = t->ev[i].op == 'a';
+    for (size_t i = 0, got; (got = carve_trace_events(t, i, buf, CHUNK)) > 0; i += got)
+        for (size_t k = 0; k < got; k++)
+            live[buf[k].slot] = buf[k].op == 'a';
     for (size_t k = 0; k < t->nslots; k++) {
         if (live[k] && slots[k])
             res->nerrors += carve_free(a, slots[k]) != CARVE_OK;
@@ -111,18 +119,22 @@ carve_status carve_replay_run_warm(const carve_trace *t, const carve_config *cfg
         return carve_fail(NULL, CARVE_ERR_INVALID,
                           "carve_replay_run: NULL argument, or fewer streams than the trace uses");
     double *secs = NULL;
-    if (warm_passes && !(secs = calloc(warm_passes, sizeof(double))))
+    carve_trace_event *buf = chunk_new();
+    if (!buf || (warm_passes && !(secs = calloc(warm_passes, sizeof(double))))) {
+        free(buf);
         return carve_fail(NULL, CARVE_ERR_OOM, "carve_replay_run: host memory exhausted");
+    }
     carve_arena *a;
     carve_status st = carve_arena_create(cfg, &a);
     if (st != CARVE_OK) {
         free(secs);
+        free(buf);
         return st;
     }
     for (size_t k = 0; k < t->nslots; k++)
         slots[k] = NULL;
     int stop = flags & CARVE_REPLAY_STOP_AT_OOM;
-    replay_pass(a, t, rs->s, slots, stop, progress, arg, res);
+    replay_pass(a, t, rs->s, slots, stop, buf, progress, arg, res);
     carve_get_stats(a, &res->stats);
     carve_config eff;
     if (carve_arena_get_config(a, &eff) == CARVE_OK) {
@@ -133,14 +145,14 @@ carve_status carve_replay_run_warm(const carve_trace *t, const carve_config *cfg
         /* The cache stays: each pass starts from what the last one left. */
         carve_replay_result w;
         memset(&w, 0, sizeof(w));
-        free_live(a, t, slots, res);
+        free_live(a, t, slots, buf, res);
         carve_stats s0, s1;
         carve_get_stats(a, &s0);
         for (unsigned k = 0; k < warm_passes; k++) {
             double before = w.seconds;
-            replay_pass(a, t, rs->s, slots, 0, progress, arg, &w);
+            replay_pass(a, t, rs->s, slots, 0, buf, progress, arg, &w);
             secs[k] = w.seconds - before;
-            free_live(a, t, slots, &w);
+            free_live(a, t, slots, buf, &w);
         }
         carve_get_stats(a, &s1);
         qsort(secs, warm_passes, sizeof(double), cmp_seconds);
@@ -158,6 +170,7 @@ carve_status carve_replay_run_warm(const carve_trace *t, const carve_config *cfg
             snprintf(res->error, sizeof(res->error), "%s", w.error);
     }
     free(secs);
+    free(buf);
     carve_arena_destroy(a);
     return CARVE_OK;
 }
@@ -192,45 +205,47 @@ carve_status carve_replay_record(const carve_trace *t, const carve_config *cfg, 
     if (ncols == 0)
         ncols = 1;
     rec->ncols = ncols;
-    rec->addr = calloc(t->n ? t->n : 1, sizeof(*rec->addr));
+    rec->addr = calloc(t->nallocs ? t->nallocs : 1, sizeof(*rec->addr));
     rec->requested = calloc(ncols, sizeof(uint64_t));
     rec->allocated = calloc(ncols, sizeof(uint64_t));
     rec->reserved = calloc(ncols, sizeof(uint64_t));
     void **slots = calloc(t->nslots ? t->nslots : 1, sizeof(void *));
     uint64_t *slot_size = calloc(t->nslots ? t->nslots : 1, sizeof(uint64_t));
-    if (!rec->addr || !rec->requested || !rec->allocated || !rec->reserved || !slots || !slot_size) {
-        free(slots);
-        free(slot_size);
-        carve_replay_rec_free(rec);
-        return carve_fail(NULL, CARVE_ERR_OOM, "carve_replay_record: host memory exhausted");
-    }
-    carve_arena *a;
-    carve_status st = carve_arena_create(cfg, &a);
+    unsigned char *touched = calloc(ncols, 1);
+    carve_trace_event *buf = chunk_new();
+    carve_arena *a = NULL;
+    carve_status st = CARVE_OK;
+    if (!rec->addr || !rec->requested || !rec->allocated || !rec->reserved || !slots || !slot_size || !touched ||
+        !buf)
+        st = carve_fail(NULL, CARVE_ERR_OOM, "carve_replay_record: host memory exhausted");
+    else
+        st = carve_arena_create(cfg, &a);
     if (st != CARVE_OK) {
         free(slots);
         free(slot_size);
+        free(touched);
+        free(buf);
         carve_replay_rec_free(rec);
         return st;
     }
-    unsigned char *touched = calloc(ncols, 1);
-    if (!touched) {
-        carve_arena_destroy(a);
-        free(slots);
-        free(slot_size);
-        carve_replay_rec_free(rec);
-        return carve_fail(NULL, CARVE_ERR_OOM, "carve_replay_record: host memory exhausted");
-    }
     uint64_t live = 0;
+    size_t nalloc = 0;
     double t0 = now_s();
-    for (size_t i = 0; i < t->n; i++) {
-        const carve_trace_event *e = &t->ev[i];
+    for (size_t i = 0, got = 0, k = 0; i < t->n; i++, k++) {
+        if (k == got) {
+            got = carve_trace_events(t, i, buf, CHUNK);
+            k = 0;
+            if (!got)
+                break;
+        }
+        const carve_trace_event *e = &buf[k];
         if (e->op == 'a') {
             carve_status s = carve_alloc(a, (size_t)e->size, rs->s[e->stream], &slots[e->slot]);
             if (s == CARVE_ERR_OOM)
                 res->nooms++;
             else if (s != CARVE_OK)
                 res->nerrors++;
-            rec->addr[i] = (uintptr_t)slots[e->slot];
+            rec->addr[nalloc++] = (uintptr_t)slots[e->slot];
             slot_size[e->slot] = slots[e->slot] ? e->size : 0;
             live += slot_size[e->slot];
         } else if (slots[e->slot]) {
@@ -261,6 +276,7 @@ carve_status carve_replay_record(const carve_trace *t, const carve_config *cfg, 
             rec->reserved[c] = rec->reserved[c - 1];
         }
     free(touched);
+    free(buf);
     carve_get_stats(a, &res->stats);
     carve_arena_destroy(a);
     free(slots);
@@ -282,6 +298,7 @@ static int probe(const carve_trace *t, const carve_config *base, const carve_rep
     cfg.limit_bytes = cap;
     cfg.initial_fraction = 0;
     cfg.limit_fraction = 0;
+    cfg.vmm = 0; /* a single block is one segment: the answer does not depend on the mode */
     carve_replay_result r;
     *st = carve_replay_run(t, &cfg, rs, slots, CARVE_REPLAY_STOP_AT_OOM, NULL, NULL, &r);
     if (*st == CARVE_ERR_OOM) { /* the block itself cannot be had: as good as an OOM */

@@ -10,6 +10,7 @@
 #include <stdio.h>
 
 #include "base/text.h"
+#include "base/utf8.h"
 #include "carve_trace.h"
 
 double carve_replay_footprint(const carve_replay_report *r) {
@@ -18,16 +19,23 @@ double carve_replay_footprint(const carve_replay_report *r) {
     return (double)r->result->stats.reserved_bytes_peak / (double)r->trace->peak_requested;
 }
 
+/* s as a JSON string: quotes, backslashes and control characters escaped,
+ * and U+FFFD for bytes that are not UTF-8 (a file name may hold any byte
+ * but '/' and NUL). */
 static void json_string(FILE *out, const char *s) {
     fputc('"', out);
-    for (; s && *s; s++) {
+    while (s && *s) {
         unsigned char c = (unsigned char)*s;
+        size_t n = carve_utf8_char(s);
         if (c == '"' || c == '\\')
             fprintf(out, "\\%c", c);
         else if (c < 0x20 || c == 0x7f)
             fprintf(out, "\\u%04x", c);
+        else if (n == 0)
+            fputs("\\ufffd", out);
         else
-            fputc(c, out);
+            fwrite(s, 1, n, out);
+        s += n ? n : 1;
     }
     fputc('"', out);
 }

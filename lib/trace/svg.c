@@ -23,6 +23,7 @@
 
 #include "base/strbuf.h"
 #include "base/text.h"
+#include "base/utf8.h"
 #include "carve_trace.h"
 
 #define PLOT_W CARVE_SVG_COLS
@@ -71,24 +72,42 @@ static uint64_t span_of(uint64_t size) {
     return r < size ? size : r;
 }
 
+#define CHUNK ((size_t)1 << 16) /* events decoded at once (a multiple of 4096) */
+
 static int build_layout(const carve_trace *t, const carve_replay_rec *rec, layout *L) {
     memset(L, 0, sizeof(*L));
     size_t n = 0;
-    for (size_t i = 0; i < t->n; i++)
-        n += t->ev[i].op == 'a' && rec->addr[i] && t->ev[i].size;
+    for (size_t k = 0; k < t->nallocs; k++)
+        n += rec->addr[k] != 0;
     if (n == 0)
         return 0;
     range *r = malloc(n * sizeof(*r));
-    if (!r)
+    carve_trace_event *buf = malloc(CHUNK * sizeof(*buf));
+    if (!r || !buf) {
+        free(r);
+        free(buf);
         return -1;
+    }
     n = 0;
-    for (size_t i = 0; i < t->n; i++)
-        if (t->ev[i].op == 'a' && rec->addr[i] && t->ev[i].size) {
-            uint64_t lo = rec->addr[i], sz = span_of(t->ev[i].size);
-            r[n].lo = lo;
-            r[n].hi = lo > UINT64_MAX - sz ? UINT64_MAX : lo + sz;
-            n++;
+    size_t k = 0; /* allocations seen */
+    for (size_t i = 0, got; (got = carve_trace_events(t, i, buf, CHUNK)) > 0; i += got)
+        for (size_t j = 0; j < got; j++) {
+            const carve_trace_event *e = &buf[j];
+            if (e->op != 'a')
+                continue;
+            uint64_t lo = rec->addr[k++];
+            if (lo && e->size) {
+                uint64_t sz = span_of(e->size);
+                r[n].lo = lo;
+                r[n].hi = lo > UINT64_MAX - sz ? UINT64_MAX : lo + sz;
+                n++;
+            }
         }
+    free(buf);
+    if (n == 0) {
+        free(r);
+        return 0;
+    }
     qsort(r, n, sizeof(*r), range_cmp);
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
@@ -190,35 +209,47 @@ static int buffer_class(const carve_trace_event *e, int by_stream) {
     return e->size <= ((uint64_t)1 << 20) ? 0 : e->size < ((uint64_t)10 << 20) ? 1 : 2;
 }
 
+/* A buffer while it is live: where and when it started. */
+typedef struct open_buffer {
+    size_t at;      /* its allocation's event index; SIZE_MAX when the slot is empty */
+    uint64_t addr, size;
+    int cls;
+} open_buffer;
+
 /* Fill r with the coverage of every cell. */
 static int rasterize(raster *r, const carve_trace *t, const carve_replay_rec *rec, const layout *L,
                      int by_stream) {
     size_t planes = (size_t)r->k * (size_t)(r->h + 1) * (size_t)(r->w + 1);
     r->d = calloc(planes, sizeof(double));
-    size_t *open = malloc((t->nslots ? t->nslots : 1) * sizeof(size_t));
-    if (!r->d || !open) {
+    open_buffer *open = malloc((t->nslots ? t->nslots : 1) * sizeof(*open));
+    carve_trace_event *buf = malloc(CHUNK * sizeof(*buf));
+    if (!r->d || !open || !buf) {
         free(open);
+        free(buf);
         return -1;
     }
+    for (size_t s = 0; s < t->nslots; s++)
+        open[s].at = SIZE_MAX;
     double xs = (double)r->w / (double)t->n;
-    for (size_t i = 0; i < t->n; i++) {
-        const carve_trace_event *e = &t->ev[i];
-        if (e->op == 'a') {
-            open[e->slot] = i;
-            continue;
+    size_t nalloc = 0;
+    for (size_t i = 0, got; (got = carve_trace_events(t, i, buf, CHUNK)) > 0; i += got)
+        for (size_t j = 0; j < got; j++) {
+            const carve_trace_event *e = &buf[j];
+            open_buffer *o = &open[e->slot];
+            if (e->op == 'a') {
+                *o = (open_buffer){i + j, rec->addr[nalloc++], e->size, buffer_class(e, by_stream)};
+                continue;
+            }
+            if (o->addr && o->size)
+                add_buffer(r, L, o->cls, o->addr, o->size, (double)o->at * xs, (double)(i + j) * xs);
+            o->at = SIZE_MAX;
         }
-        size_t s = open[e->slot];
-        if (rec->addr[s] && t->ev[s].size)
-            add_buffer(r, L, buffer_class(&t->ev[s], by_stream), rec->addr[s], t->ev[s].size,
-                       (double)s * xs, (double)i * xs);
-        open[e->slot] = SIZE_MAX;
-    }
+    free(buf);
     /* Buffers still live at the end run to the right edge. */
-    for (size_t i = 0; i < t->n; i++) {
-        const carve_trace_event *e = &t->ev[i];
-        if (e->op == 'a' && open[e->slot] == i && rec->addr[i] && e->size)
-            add_buffer(r, L, buffer_class(e, by_stream), rec->addr[i], e->size, (double)i * xs,
-                       (double)t->n * xs);
+    for (size_t s = 0; s < t->nslots; s++) {
+        const open_buffer *o = &open[s];
+        if (o->at != SIZE_MAX && o->addr && o->size)
+            add_buffer(r, L, o->cls, o->addr, o->size, (double)o->at * xs, (double)t->n * xs);
     }
     free(open);
     for (int k = 0; k < r->k; k++) {
@@ -325,9 +356,12 @@ static void paths_free(paths *ps) {
 
 /* ---- writing ----------------------------------------------------------- */
 
+/* s as XML character data; a byte that is not UTF-8 becomes U+FFFD, and
+ * control characters (not allowed in XML 1.0) '?'. */
 static void xml_text(FILE *out, const char *s) {
-    for (; s && *s; s++) {
+    while (s && *s) {
         unsigned char c = (unsigned char)*s;
+        size_t n = carve_utf8_char(s);
         if (c == '&')
             fputs("&amp;", out);
         else if (c == '<')
@@ -338,8 +372,11 @@ static void xml_text(FILE *out, const char *s) {
             fputs("&quot;", out);
         else if (c < 0x20 || c == 0x7f)
             fputc('?', out);
+        else if (n == 0 || (n == 3 && c == 0xef && (unsigned char)s[1] == 0xbf && (unsigned char)s[2] >= 0xbe))
+            fputs("\xef\xbf\xbd", out); /* not UTF-8, or U+FFFE / U+FFFF (not XML characters) */
         else
-            fputc(c, out);
+            fwrite(s, 1, n, out);
+        s += n ? n : 1;
     }
 }
 

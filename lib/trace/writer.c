@@ -15,6 +15,14 @@
  * A ".gz" path goes through a `gzip -c` child that ignores SIGINT and
  * SIGTERM, so that it can finish the stream after the program is told to
  * stop.
+ *
+ * The writer keeps the set of ids it wrote an allocation for and not yet a
+ * free (idmap.h), so that what it writes always loads clean: the free of an
+ * id it never saw allocated (memory from before the recording, or from a
+ * path that is not recorded) is left out, and an allocation of an id that is
+ * still live (its memory went back without a free: an arena destroyed with
+ * buffers in it, a context reset) gets the free it missed written first.
+ * Both are counted in a comment line at the close.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -30,6 +38,7 @@
 
 #include "carve_trace.h"
 #include "engine/error.h"
+#include "trace/idmap.h"
 
 #define BUF_BYTES ((size_t)256 << 10)
 
@@ -40,6 +49,8 @@ struct carve_trace_writer {
     int failed;       /* a write failed: drop further events */
     size_t len;       /* committed bytes in buf (atomic) */
     int busy;         /* someone is writing buf out (atomic) */
+    id_map live;      /* ids allocated and not freed (under lock); no table: not tracked */
+    uint64_t dropped_frees, implied_frees;
     char buf[BUF_BYTES];
 };
 
@@ -83,19 +94,28 @@ static void drain(carve_trace_writer *w) {
     pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
-static carve_status append(carve_trace_writer *w, const char *line, size_t n) {
-    if (!w)
-        return carve_fail(NULL, CARVE_ERR_INVALID, "carve_trace_writer: NULL writer");
-    pthread_mutex_lock(&w->lock);
+/* Lock held. Copy line into the buffer (writing it out first when full). */
+static void put(carve_trace_writer *w, const char *line, size_t n) {
     if (w->len + n > BUF_BYTES)
         drain(w);
     if (!w->failed) {
         memcpy(w->buf + w->len, line, n);
         __atomic_store_n(&w->len, w->len + n, __ATOMIC_RELEASE);
     }
+}
+
+static carve_status done(carve_trace_writer *w) {
     int failed = w->failed;
     pthread_mutex_unlock(&w->lock);
     return failed ? carve_fail(NULL, CARVE_ERR_BACKEND, "carve_trace_writer: writing the trace failed") : CARVE_OK;
+}
+
+static carve_status append(carve_trace_writer *w, const char *line, size_t n) {
+    if (!w)
+        return carve_fail(NULL, CARVE_ERR_INVALID, "carve_trace_writer: NULL writer");
+    pthread_mutex_lock(&w->lock);
+    put(w, line, n);
+    return done(w);
 }
 
 carve_status carve_trace_writer_open(const char *path, const char *title, carve_trace_writer **out) {
@@ -141,6 +161,8 @@ carve_status carve_trace_writer_open(const char *path, const char *title, carve_
         fd = p[1];
     }
     w->fd = fd;
+    if (id_map_init(&w->live, 1024) != 0)
+        w->live.e = NULL; /* write every event as it comes */
     *out = w;
     char line[512];
     int k = snprintf(line, sizeof(line), "# carve trace%s%.400s\n", title ? ": " : "", title ? title : "");
@@ -148,20 +170,55 @@ carve_status carve_trace_writer_open(const char *path, const char *title, carve_
     return CARVE_OK;
 }
 
+static int free_line(char *line, size_t len, uint64_t id, uint64_t t_ns) {
+    return snprintf(line, len, "f,0x%llx,@%llu\n", (unsigned long long)id, (unsigned long long)t_ns);
+}
+
 carve_status carve_trace_writer_alloc(carve_trace_writer *w, uint64_t id, uint64_t size, uint32_t stream,
                                       uint64_t t_ns) {
     if (stream >= CARVE_TRACE_MAX_STREAMS)
         return carve_fail(NULL, CARVE_ERR_INVALID, "carve_trace_writer_alloc: stream %u out of range", stream);
+    if (!w)
+        return carve_fail(NULL, CARVE_ERR_INVALID, "carve_trace_writer: NULL writer");
     char line[96];
     int k = snprintf(line, sizeof(line), "a,0x%llx,%llu,%u,@%llu\n", (unsigned long long)id,
                      (unsigned long long)size, stream, (unsigned long long)t_ns);
-    return append(w, line, (size_t)k);
+    pthread_mutex_lock(&w->lock);
+    if (w->live.e) {
+        id_entry *e = id_map_find(&w->live, id);
+        if (e->val1) { /* still live: its memory went back without a free */
+            char fl[64];
+            put(w, fl, (size_t)free_line(fl, sizeof(fl), id, t_ns));
+            w->implied_frees++;
+        } else {
+            e->id = id;
+            e->val1 = 1;
+            if (++w->live.count * 2 > w->live.mask + 1 && id_map_grow(&w->live) != 0) {
+                free(w->live.e); /* cannot follow the ids any more: write everything */
+                w->live.e = NULL;
+            }
+        }
+    }
+    put(w, line, (size_t)k);
+    return done(w);
 }
 
 carve_status carve_trace_writer_free(carve_trace_writer *w, uint64_t id, uint64_t t_ns) {
+    if (!w)
+        return carve_fail(NULL, CARVE_ERR_INVALID, "carve_trace_writer: NULL writer");
     char line[64];
-    int k = snprintf(line, sizeof(line), "f,0x%llx,@%llu\n", (unsigned long long)id, (unsigned long long)t_ns);
-    return append(w, line, (size_t)k);
+    int k = free_line(line, sizeof(line), id, t_ns);
+    pthread_mutex_lock(&w->lock);
+    if (w->live.e) {
+        id_entry *e = id_map_find(&w->live, id);
+        if (!e->val1) { /* never allocated in this trace: a replay could only skip it */
+            w->dropped_frees++;
+            return done(w);
+        }
+        id_map_remove(&w->live, e);
+    }
+    put(w, line, (size_t)k);
+    return done(w);
 }
 
 carve_status carve_trace_writer_comment(carve_trace_writer *w, const char *text) {
@@ -211,6 +268,14 @@ carve_status carve_trace_writer_close(carve_trace_writer *w) {
     if (!w)
         return CARVE_OK;
     pthread_mutex_lock(&w->lock);
+    if (w->dropped_frees || w->implied_frees) {
+        char line[256];
+        int k = snprintf(line, sizeof(line),
+                         "# carve trace writer: %llu frees of ids never allocated in this trace left out; "
+                         "%llu frees written before an allocation of an id still live\n",
+                         (unsigned long long)w->dropped_frees, (unsigned long long)w->implied_frees);
+        put(w, line, (size_t)k);
+    }
     drain(w);
     int failed = w->failed;
     if (close(w->fd) != 0)
@@ -224,6 +289,7 @@ carve_status carve_trace_writer_close(carve_trace_writer *w) {
     }
     pthread_mutex_unlock(&w->lock);
     pthread_mutex_destroy(&w->lock);
+    free(w->live.e);
     free(w);
     return failed ? carve_fail(NULL, CARVE_ERR_BACKEND, "carve_trace_writer_close: the trace could not be written whole")
                   : CARVE_OK;

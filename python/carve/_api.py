@@ -76,12 +76,28 @@ def _check(status, handle=None, cls=None, context=None):
     if cls is None:
         cls = OutOfMemoryError if status == _lib.ERR_OOM else CarveError
     text = msg or name
-    if context:
+    if context and not text.startswith(context + ":"):  # carve's message may name it already
         text = f"{context}: {text}"
     raise cls(f"{text} [{name}]", status=name)
 
 
 # ---- Values ----------------------------------------------------------------
+
+# ctypes wraps an int that does not fit its C type without a word (2**64 + 4096
+# becomes 4096), so every int handed to C is checked against its type here.
+_SIZE_MAX = ctypes.c_size_t(-1).value
+_PTR_MAX = (1 << (8 * ctypes.sizeof(ctypes.c_void_p))) - 1
+_INT_MAX = (1 << (8 * ctypes.sizeof(ctypes.c_int) - 1)) - 1
+
+
+def _c_uint(value, name, limit, what, cls=ValueError):
+    """value, an int in [0, limit]; else cls naming name, the value and the rule."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name}={value!r}: {what} is an int")
+    if not 0 <= value <= limit:
+        raise cls(f"{name}={value}: {what} is an int from 0 to {limit}")
+    return value
+
 
 def _size_text(value, key):
     """The text carve's parser takes for a size or fraction given in Python."""
@@ -122,6 +138,8 @@ def _mode_vmm(mode):
 def _parse_config(text, cfg=None):
     """A carve_config with text applied by carve_config_parse (errors name the value)."""
     L = lib()
+    if "\0" in text:  # C would read the text only up to it
+        raise ConfigError(f"{text!r}: a configuration holds no NUL character")
     if cfg is None:
         cfg = _lib.CarveConfig()
         L.carve_config_init_sized(ctypes.byref(cfg), ctypes.sizeof(cfg))
@@ -133,12 +151,12 @@ def _stream_ptr(stream):
     """A stream handle from None, an int, or a framework stream object."""
     if stream is None:
         return None
-    if isinstance(stream, int):
-        return stream or None
+    if isinstance(stream, int) and not isinstance(stream, bool):
+        return _c_uint(stream, "stream", _PTR_MAX, "a stream handle") or None
     for attr in ("cuda_stream", "ptr", "handle"):
         v = getattr(stream, attr, None)
-        if isinstance(v, int):
-            return v or None
+        if isinstance(v, int) and not isinstance(v, bool):
+            return _c_uint(v, f"stream.{attr}", _PTR_MAX, "a stream handle") or None
     raise ArgumentTypeError(f"stream={stream!r}: give an int handle or a stream object (.cuda_stream or .ptr)")
 
 
@@ -162,6 +180,19 @@ def current_device():
     return 0
 
 
+def _path(path, name="path"):
+    """A file path handed to C, which would cut it at a NUL character."""
+    b = os.fsencode(path)
+    if b"\0" in b:
+        raise ValueError(f"{name}={path!r}: a path holds no NUL character")
+    return b
+
+
+def _ptr(ptr, name="ptr"):
+    """A buffer address handed to C."""
+    return _c_uint(ptr, name, _PTR_MAX, "an address")
+
+
 def _check_device(device):
     """A device index from what torch.cuda takes: an int, a torch.device (or
     anything with .type and .index), "cuda", "cuda:N", or None (the current
@@ -171,8 +202,8 @@ def _check_device(device):
     if isinstance(device, bool):
         raise ConfigError(f"device={device!r}: a device is an int >= 0, a torch.device or 'cuda:N'")
     if isinstance(device, int):
-        if device < 0:
-            raise ConfigError(f"device={device!r}: a device is an int >= 0")
+        if not 0 <= device <= _INT_MAX:
+            raise ConfigError(f"device={device!r}: a device is an int from 0 to {_INT_MAX}")
         return device
     if isinstance(device, str):
         text = device.strip()
@@ -238,6 +269,8 @@ class Arena:
         if conf:
             parts.append(conf)
         cfg = _parse_config(",".join(parts))
+        if name is not None and (not isinstance(name, str) or "\0" in name):
+            raise ConfigError(f"name={name!r}: a name is a str without NUL characters")
         self._name = (name or "").encode() or None
         cfg.name = self._name
         h = ctypes.c_void_p()
@@ -318,6 +351,7 @@ class Arena:
         Recorded when carve.record() is on."""
         if isinstance(size, bool) or not isinstance(size, int) or size < 0:
             raise ConfigError(f"size={size!r}: a size is an int >= 0")
+        _c_uint(size, "size", _SIZE_MAX, "a size")
         p = ctypes.c_void_p()
         with self._lock:
             _check(lib().carve_route_alloc(self._handle(), size, self.device, _stream_ptr(stream),
@@ -327,8 +361,9 @@ class Arena:
     def free(self, ptr):
         """Free a buffer from alloc (errors for addresses that are not live
         buffers of this arena, naming them)."""
-        if not ptr:
+        if ptr is None or (type(ptr) is int and ptr == 0):
             return
+        _ptr(ptr)
         L = lib()
         with self._lock:
             if L.carve_buffer_info(self._handle(), ptr, None, None) != _lib.OK:
@@ -339,13 +374,14 @@ class Arena:
     def buffer_info(self, ptr):
         """(requested size, stream handle) of a live buffer of this arena."""
         size, stream = ctypes.c_size_t(), ctypes.c_void_p()
+        _ptr(ptr)
         _check(lib().carve_buffer_info(self._handle(), ptr, ctypes.byref(size), ctypes.byref(stream)), self._h)
         return size.value, stream.value or 0
 
     def record_stream(self, ptr, stream):
         """Declare that work on stream also uses the live buffer ptr."""
         self._handle()
-        _check(lib().carve_route_record_stream(ptr, self.device, _stream_ptr(stream)))
+        _check(lib().carve_route_record_stream(_ptr(ptr), self.device, _stream_ptr(stream)))
 
     # -- accounting, the same functions as for devices
     def memory_allocated(self):
@@ -857,7 +893,10 @@ def record(path=None, title=None):
             fd, path = tempfile.mkstemp(prefix="carve-", suffix=".csv")
             os.close(fd)
         w = ctypes.c_void_p()
-        _check(L.carve_trace_writer_open(os.fsencode(path), (title or "carve python").encode(), ctypes.byref(w)))
+        title = title or "carve python"
+        if "\0" in title:
+            raise ValueError(f"title={title!r}: a title holds no NUL character")
+        _check(L.carve_trace_writer_open(_path(path), title.encode(), ctypes.byref(w)))
         st = L.carve_route_set_recorder(_lib.address("carve_trace_writer_alloc"),
                                         _lib.address("carve_trace_writer_free"), w)
         if st != _lib.OK:
@@ -905,7 +944,7 @@ def plot(path, trace=None, color_by_stream=False, mode="default", title=None):
             if _rec["writer"] is not None:
                 _check(L.carve_trace_writer_flush(_rec["writer"]))
     t = _lib.CarveTrace()
-    if L.carve_trace_load_path(os.fsencode(trace), ctypes.byref(t), None, None) != 0:
+    if L.carve_trace_load_path(_path(trace, "trace"), ctypes.byref(t), None, None) != 0:
         raise CarveError(f"cannot read the trace {trace}: {t.diag.decode(errors='replace')}")
     rs, rec, res = _lib.ReplayStreams(), _lib.ReplayRec(), _lib.ReplayResult()
     opened = recorded = False
@@ -923,7 +962,7 @@ def plot(path, trace=None, color_by_stream=False, mode="default", title=None):
         info = _lib.SvgInfo((title or os.path.basename(trace)).encode(), b"virtual", footprint, peak,
                             1 if color_by_stream else 0)
         c = _libc()
-        f = c.fopen(os.fsencode(path), b"w")
+        f = c.fopen(_path(path), b"w")
         if not f:
             e = ctypes.get_errno()
             err = OSError(e, f"cannot write {path}: {os.strerror(e)}")

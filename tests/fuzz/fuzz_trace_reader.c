@@ -210,8 +210,17 @@ static void ref_free(ref_trace *r) {
 
 static uint64_t sat_add(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
 
+/* Every event of t, decoded (free it). */
+static carve_trace_event *decode_all(const carve_trace *t) {
+    carve_trace_event *ev = malloc((t->n ? t->n : 1) * sizeof(*ev));
+    FUZZ_CHECK(ev != NULL, "host memory");
+    size_t got = carve_trace_events(t, 0, ev, t->n);
+    FUZZ_CHECK(got == t->n, "carve_trace_events decoded %zu of %zu events", got, t->n);
+    return ev;
+}
+
 static void check_trace(const carve_trace *t) {
-    FUZZ_CHECK(t->n == 0 || t->ev != NULL, "%zu events but no event array", t->n);
+    FUZZ_CHECK(t->n == 0 || t->store != NULL, "%zu events but no event store", t->n);
     FUZZ_CHECK(t->nallocs + t->nfrees == t->n, "nallocs %zu + nfrees %zu != n %zu", t->nallocs, t->nfrees, t->n);
     FUZZ_CHECK(t->nstreams >= 1 && t->nstreams <= CARVE_TRACE_MAX_STREAMS, "nstreams %u", t->nstreams);
     FUZZ_CHECK(memchr(t->diag, '\0', sizeof(t->diag)) != NULL, "diag is not NUL-terminated");
@@ -224,8 +233,9 @@ static void check_trace(const carve_trace *t) {
     size_t na = 0, nf = 0, nlive = 0, peak_live = 0;
     uint64_t lo = 0, hi = 0, peak = 0, total = 0; /* the live sum in 128 bits */
     uint32_t max_stream = 0;
+    carve_trace_event *ev = decode_all(t);
     for (size_t i = 0; i < t->n; i++) {
-        const carve_trace_event *e = &t->ev[i];
+        const carve_trace_event *e = &ev[i];
         FUZZ_CHECK(e->slot < t->nslots, "event %zu: slot %u >= nslots %zu", i, e->slot, t->nslots);
         FUZZ_CHECK(e->stream < t->nstreams, "event %zu: stream %u >= nstreams %u", i, e->stream, t->nstreams);
         if (e->op == 'a') {
@@ -264,6 +274,7 @@ static void check_trace(const carve_trace *t) {
     FUZZ_CHECK(total == t->total_alloc_bytes, "total allocated %llu, the trace says %llu", (unsigned long long)total,
                (unsigned long long)t->total_alloc_bytes);
     FUZZ_CHECK(t->nstreams == max_stream + 1, "nstreams %u, largest stream %u", t->nstreams, max_stream);
+    free(ev);
     free(live);
     free(slot_size);
     free(slot_stream);
@@ -280,8 +291,9 @@ static void compare(const carve_trace *t, const ref_trace *r) {
     /* slot -> id of the buffer in it, checked at every free */
     uint64_t *slot_id = calloc(t->nslots + 1, sizeof(uint64_t));
     FUZZ_CHECK(slot_id != NULL, "host memory");
+    carve_trace_event *ev = decode_all(t);
     for (size_t i = 0; i < t->n; i++) {
-        const carve_trace_event *e = &t->ev[i];
+        const carve_trace_event *e = &ev[i];
         const ref_event *x = &r->ev[i];
         FUZZ_CHECK(e->op == x->op, "event %zu: op '%c', the reference '%c'", i, e->op, x->op);
         if (e->op == 'a') {
@@ -295,6 +307,7 @@ static void compare(const carve_trace *t, const ref_trace *r) {
         }
     }
     free(slot_id);
+    free(ev);
     /* diag counts each kind of problem, "N malformed line(s) (...". */
     if (strlen(t->diag) < sizeof(t->diag) - 64) {
         char want[96];
@@ -343,6 +356,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     ref_free(&r);
 
     carve_trace_free(&t);
-    FUZZ_CHECK(t.ev == NULL && t.n == 0, "carve_trace_free did not zero the trace");
+    FUZZ_CHECK(t.store == NULL && t.n == 0, "carve_trace_free did not zero the trace");
     return 0;
 }

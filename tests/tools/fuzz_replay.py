@@ -115,10 +115,10 @@ def main():
                 extra.append("--min-capacity")
             if i % 5 == 0:
                 extra += ["--svg", svg]
-            if i % 7 == 0:
-                extra += ["--limit", "64MiB"]
             if i % 11 == 0:  # real host memory: keep it small
                 extra += ["--backend", "host", "--limit", "256MiB"]
+            elif i % 7 == 0:  # (an option may be given once)
+                extra += ["--limit", "64MiB"]
             run_one(tool, path, extra, "input %d (seed %d, kind %d)" % (i, seed, kind))
             runs += 1
     print("%d runs, %d failures" % (runs, failures))

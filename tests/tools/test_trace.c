@@ -1,6 +1,8 @@
 /*
  * test_trace.c — the trace loader on good and malformed input: counts,
- * slots, peaks, and what diag says about each kind of problem.
+ * slots, peaks, and what diag says about each kind of problem; the compact
+ * store the events are kept in (every range decodes to what was read);
+ * input that is no trace at all; and the writer, whose traces load clean.
  *
  * Inputs are strings opened with fmemopen, so each case reads as the text
  * it feeds. Ends with "N checks, M failed"; exit status 1 on any failure.
@@ -37,6 +39,25 @@ static unsigned long checks, failures;
         }                                                                                \
     } while (0)
 
+/* Every event of t, decoded into an array (free it). */
+static carve_trace_event *all_events(const carve_trace *t) {
+    carve_trace_event *ev = malloc((t->n ? t->n : 1) * sizeof(*ev));
+    if (!ev) {
+        perror("malloc");
+        exit(1);
+    }
+    size_t got = carve_trace_events(t, 0, ev, t->n);
+    if (got != t->n) {
+        fprintf(stderr, "carve_trace_events decoded %zu of %zu events\n", got, t->n);
+        exit(1);
+    }
+    return ev;
+}
+
+static int same_event(const carve_trace_event *a, const carve_trace_event *b) {
+    return a->slot == b->slot && a->stream == b->stream && a->size == b->size && a->op == b->op;
+}
+
 /* Load a trace held in memory (len bytes, NUL bytes allowed). */
 static int load_mem(const char *text, size_t len, carve_trace *t) {
     FILE *f = fmemopen((void *)(uintptr_t)text, len, "rb");
@@ -68,9 +89,10 @@ static void check_clean(const carve_trace *t) {
     uint32_t *stream = calloc(t->nslots + 1, sizeof(uint32_t));
     size_t nlive = 0, peak_live = 0, na = 0, nf = 0;
     uint64_t sum = 0, peak = 0;
+    carve_trace_event *ev = all_events(t);
     int ok = live && size && stream;
     for (size_t i = 0; ok && i < t->n; i++) {
-        const carve_trace_event *e = &t->ev[i];
+        const carve_trace_event *e = &ev[i];
         if (e->slot >= t->nslots || e->stream >= t->nstreams) {
             ok = 0;
             break;
@@ -101,6 +123,7 @@ static void check_clean(const carve_trace *t) {
     CHECK(peak_live == t->nslots);
     if (peak != UINT64_MAX && t->peak_requested != UINT64_MAX)
         CHECK(peak == t->peak_requested);
+    free(ev);
     free(live);
     free(size);
     free(stream);
@@ -129,15 +152,22 @@ static void test_good(void) {
     CHECK(t.nslots == 3);
     CHECK(t.peak_requested == 2150);
     CHECK(t.total_alloc_bytes == 2450);
-    CHECK(t.ev[0].op == 'a' && t.ev[0].size == 100 && t.ev[0].stream == 0);
-    CHECK(t.ev[1].stream == 3 && t.ev[1].size == 2000);
-    CHECK(t.ev[2].stream == 1 && t.ev[2].size == 50);
-    CHECK(t.ev[3].op == 'f' && t.ev[3].slot == t.ev[0].slot && t.ev[3].size == 0);
-    CHECK(t.ev[4].size == 0 && t.ev[4].slot == t.ev[0].slot); /* the freed slot is reused */
-    CHECK(t.ev[5].op == 'f' && t.ev[5].stream == 3);
+    carve_trace_event *ev = all_events(&t);
+    CHECK(ev[0].op == 'a' && ev[0].size == 100 && ev[0].stream == 0);
+    CHECK(ev[1].stream == 3 && ev[1].size == 2000);
+    CHECK(ev[2].stream == 1 && ev[2].size == 50);
+    CHECK(ev[3].op == 'f' && ev[3].slot == ev[0].slot && ev[3].size == 0);
+    CHECK(ev[4].size == 0 && ev[4].slot == ev[0].slot); /* the freed slot is reused */
+    CHECK(ev[5].op == 'f' && ev[5].stream == 3);
+    /* Ranges decode alike from any first event; past the end, nothing. */
+    carve_trace_event one;
+    CHECK(carve_trace_events(&t, 5, &one, 1) == 1 && same_event(&one, &ev[5]));
+    CHECK(carve_trace_events(&t, 9, &one, 1) == 0 && carve_trace_events(&t, 3, &one, 0) == 0);
+    CHECK(carve_trace_events(NULL, 0, &one, 1) == 0 && carve_trace_events(&t, 0, NULL, 1) == 0);
+    free(ev);
     check_clean(&t);
     carve_trace_free(&t);
-    CHECK(t.ev == NULL && t.n == 0);
+    CHECK(t.store == NULL && t.n == 0);
     carve_trace_free(&t); /* twice is harmless */
     carve_trace_free(NULL);
 }
@@ -388,8 +418,9 @@ static void test_random_roundtrip(void) {
     /* Same ops, sizes and streams; slots consistent with ids. */
     int same = t.n == NEV;
     uint64_t *slot_id = calloc(MAXLIVE + 1, sizeof(uint64_t));
+    carve_trace_event *ev = all_events(&t);
     for (size_t i = 0; same && i < NEV; i++) {
-        const carve_trace_event *e = &t.ev[i];
+        const carve_trace_event *e = &ev[i];
         same = e->op == want_op[i] && e->size == want_size[i] && e->stream == want_stream[i] &&
                e->slot < t.nslots;
         if (!same)
@@ -400,6 +431,18 @@ static void test_random_roundtrip(void) {
             same = slot_id[e->slot] == want_id[i];
     }
     CHECK(same);
+    /* Any range decodes to the same events, from every offset in a mark's
+     * run of 4096 and across marks. */
+    carve_trace_event part[5000];
+    int ranges = 1;
+    for (size_t first = 0; first < t.n; first += 4093 + rnd() % 3000) {
+        size_t want = t.n - first < 5000 ? t.n - first : 5000;
+        ranges &= carve_trace_events(&t, first, part, 5000) == want;
+        for (size_t k = 0; k < want; k++)
+            ranges &= same_event(&part[k], &ev[first + k]);
+    }
+    CHECK(ranges);
+    free(ev);
     check_clean(&t);
     carve_trace_free(&t);
     free(slot_id);
@@ -439,7 +482,7 @@ static void test_io_error(void) {
     if (f) {
         CHECK(carve_trace_load(f, &t, NULL, NULL) == -1);
         CHECK_DIAG(&t, "read error");
-        CHECK(t.ev == NULL && t.n == 0);
+        CHECK(t.store == NULL && t.n == 0);
         carve_trace_free(&t);
         fclose(f);
     }
@@ -491,7 +534,7 @@ static void test_out_of_memory(void) {
         FILE *f = fopencookie(&g, "r", io);
         carve_trace t;
         int rc = f ? carve_trace_load(f, &t, NULL, NULL) : -2;
-        int ok = rc == -1 && strstr(t.diag, "host memory exhausted") && t.ev == NULL && t.n == 0;
+        int ok = rc == -1 && strstr(t.diag, "host memory exhausted") && t.store == NULL && t.n == 0;
         if (!ok)
             fprintf(stderr, "out of memory: rc %d, diag \"%s\"\n", rc, rc == -2 ? "" : t.diag);
         _exit(ok ? 0 : 1);
@@ -500,6 +543,98 @@ static void test_out_of_memory(void) {
     CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 #endif
+}
+
+/* Sizes of every magnitude (aligned or not, up to 2^64 - 1), streams
+ * switching, slots up to tens of thousands: each event comes back as read.
+ * (What an event costs is measured by test_replay_memory.py.) */
+static void test_store(void) {
+    enum { N = 20000 };
+    size_t cap = (size_t)N * 48, len = 0;
+    char *text = malloc(cap);
+    uint64_t *want_size = malloc(N * sizeof(uint64_t));
+    uint32_t *want_stream = malloc(N * sizeof(uint32_t));
+    for (size_t i = 0; i < N; i++) {
+        unsigned shift = (unsigned)(rnd() % 64);
+        uint64_t size = rnd() >> shift;
+        if (rnd() % 3 == 0)
+            size &= ~(uint64_t)511;
+        if (i == 7)
+            size = UINT64_MAX;
+        uint32_t stream = rnd() % 4 ? 0 : (uint32_t)(rnd() % CARVE_TRACE_MAX_STREAMS);
+        want_size[i] = size;
+        want_stream[i] = stream;
+        len += (size_t)snprintf(text + len, cap - len, "a,%zu,%llu,%u\n", i, (unsigned long long)size, stream);
+    }
+    carve_trace t;
+    CHECK(load_mem(text, len, &t) == 0 && t.n == N && t.nslots == N && t.nbad == 0);
+    carve_trace_event *ev = all_events(&t);
+    int same = 1;
+    for (size_t i = 0; i < N; i++)
+        same &= ev[i].op == 'a' && ev[i].size == want_size[i] && ev[i].stream == want_stream[i] && ev[i].slot == i;
+    CHECK(same);
+    free(ev);
+    carve_trace_free(&t);
+    free(text);
+    free(want_size);
+    free(want_stream);
+    carve_trace_free(&t);
+}
+
+/* Input that is no trace (here: NUL bytes and no newline, as from
+ * /dev/zero) is given up after CARVE_TRACE_PROBE_BYTES; a real trace with
+ * garbage after its events is not. */
+static void test_not_a_trace(void) {
+    size_t n = CARVE_TRACE_PROBE_BYTES + ((size_t)1 << 20);
+    char *zeros = calloc(n, 1);
+    carve_trace t;
+    CHECK(load_mem(zeros, n, &t) == -1);
+    CHECK_DIAG(&t, "not a trace");
+    CHECK(t.store == NULL && t.n == 0);
+    carve_trace_free(&t);
+    memcpy(zeros, "a,1,10\n", 7);
+    CHECK(load_mem(zeros, n, &t) == 0 && t.n == 1 && t.nbad == 1);
+    carve_trace_free(&t);
+    free(zeros);
+}
+
+/* The writer: a free of an id it never wrote an allocation for is left out,
+ * an allocation of an id still live gets its missed free first, and the
+ * trace loads clean. */
+static void test_writer(void) {
+    char path[] = "/tmp/carve-test-writer-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    if (fd < 0)
+        return;
+    close(fd);
+    carve_trace_writer *w;
+    CHECK(carve_trace_writer_open(path, "test", &w) == CARVE_OK);
+    CHECK(carve_trace_writer_free(w, 0x77, 1) == CARVE_OK);          /* never allocated: left out */
+    CHECK(carve_trace_writer_alloc(w, 0x10, 100, 0, 2) == CARVE_OK);
+    CHECK(carve_trace_writer_alloc(w, 0x10, 200, 1, 3) == CARVE_OK); /* still live: its free first */
+    CHECK(carve_trace_writer_free(w, 0x10, 4) == CARVE_OK);
+    CHECK(carve_trace_writer_free(w, 0x10, 5) == CARVE_OK);          /* freed already: left out */
+    CHECK(carve_trace_writer_alloc(w, 0x10, 300, 0, 6) == CARVE_OK); /* again, after its free */
+    CHECK(carve_trace_writer_alloc(w, 0, 1, 0, 7) == CARVE_OK);      /* id 0 is an id like any */
+    CHECK(carve_trace_writer_free(w, 0, 8) == CARVE_OK);
+    CHECK(carve_trace_writer_close(w) == CARVE_OK);
+    FILE *f = fopen(path, "rb");
+    carve_trace t;
+    CHECK(f && carve_trace_load(f, &t, NULL, NULL) == 0);
+    CHECK(t.nbad == 0 && t.nallocs == 4 && t.nfrees == 3);
+    CHECK(t.peak_requested == 301);
+    carve_trace_free(&t);
+    char text[2048] = "";
+    if (f) {
+        rewind(f);
+        size_t got = fread(text, 1, sizeof(text) - 1, f);
+        text[got] = '\0';
+        fclose(f);
+    }
+    CHECK(strstr(text, "2 frees of ids never allocated in this trace left out") != NULL);
+    CHECK(strstr(text, "1 frees written before an allocation of an id still live") != NULL);
+    unlink(path);
 }
 
 int main(void) {
@@ -513,6 +648,9 @@ int main(void) {
     test_huge_sizes();
     test_long_line();
     test_random_roundtrip();
+    test_store();
+    test_not_a_trace();
+    test_writer();
     test_progress();
     test_io_error();
     test_out_of_memory();
