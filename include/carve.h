@@ -280,7 +280,8 @@ CARVE_API carve_status carve_config_parse(carve_config *config, const char *text
  * initial block given in bytes (given both as fractions, the initial one
  * must not be the larger); fractions lie in [0, 1]. Rules that need the
  * device (a fraction of its memory below one granule) are left to
- * carve_arena_create. Returns CARVE_OK, or CARVE_ERR_INVALID (for NULL too)
+ * carve_arena_create. Returns CARVE_OK, or CARVE_ERR_INVALID (for NULL too,
+ * and for a config->size the size rule above refuses)
  * with carve_last_error(NULL) naming the keys, their values and the rule.
  * Thread-safe.
  */

@@ -420,6 +420,13 @@ static void test_config_check(void) {
     carve_config_init(&c);
     c.limit_fraction = 1.5;
     CHECK_ST(NULL, carve_config_check(&c), CARVE_ERR_INVALID);
+    /* the size rule: a structure without its size is refused, one from an
+     * older program (the smallest size) is read with defaults for the rest */
+    carve_config_init(&c);
+    c.size = 0;
+    CHECK_ST(NULL, carve_config_check(&c), CARVE_ERR_INVALID);
+    carve_config_init_sized(&c, CARVE_CONFIG_SIZE_MIN);
+    CHECK_ST(NULL, carve_config_check(&c), CARVE_OK);
 }
 
 int main(void) {

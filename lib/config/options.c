@@ -343,10 +343,14 @@ static const char *size_key(char *buf, size_t len, const char *key, size_t bytes
     return buf;
 }
 
-carve_status carve_config_check(const carve_config *c) {
-    if (!c)
+carve_status carve_config_check(const carve_config *user) {
+    if (!user)
         return carve_fail(NULL, CARVE_ERR_INVALID, "carve_config_check: config is NULL");
-    char b1[96], b2[96], g[32];
+    char b1[96], b2[96], g[32], why[160];
+    carve_config full; /* the caller's fields over the defaults (the size rule) */
+    if (carve_config_read(user, &full, why, sizeof(why)) != 0)
+        return carve_fail(NULL, CARVE_ERR_INVALID, "carve_config_check: %s", why);
+    const carve_config *c = &full;
     if (!(c->initial_fraction >= 0 && c->initial_fraction <= 1) || !(c->limit_fraction >= 0 && c->limit_fraction <= 1))
         return carve_fail(NULL, CARVE_ERR_INVALID, "initial=%g, limit=%g: a fraction of device memory lies in (0, 1]",
                           c->initial_fraction, c->limit_fraction);
