@@ -195,8 +195,9 @@ CARVE_API carve_status carve_route_empty_caches(void);
  * be handed out again, and only when it succeeded, so a free that failed
  * and was retried is reported once). Ids are the buffers' addresses; streams are numbered
  * 0 (the default stream, NULL) and up in order of first appearance, the
- * 1024th and later streams all sharing number 1023; times are CLOCK_MONOTONIC
- * nanoseconds. carve_trace_writer_alloc and carve_trace_writer_free
+ * 1024th and later streams all sharing number 1023; times are nanoseconds
+ * (CLOCK_MONOTONIC) since carve_route_set_recorder set this recorder, as a
+ * trace's @<ns> counts from the start of its recording. carve_trace_writer_alloc and carve_trace_writer_free
  * (carve_trace.h) have exactly these shapes, with the writer as ctx, so a
  * trace writer records straight into a trace file.
  */

@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "carve_frameworks.h"
@@ -307,6 +308,8 @@ static void test_recorder(void) {
     CHECK_ST(NULL, carve_route_set_recorder(on_alloc, NULL, &log), CARVE_ERR_INVALID);
     CHECK_OK(NULL, carve_route_push(a));
     void *p0 = carve_torch_alloc(10, 0, NULL); /* not recorded: no recorder yet */
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     CHECK_OK(NULL, carve_route_set_recorder(on_alloc, on_free, &log));
     void *p1 = carve_torch_alloc(1000, 0, s2);
     void *p2 = carve_torch_alloc(2000, 0, NULL);
@@ -317,6 +320,7 @@ static void test_recorder(void) {
     CHECK_OK(NULL, carve_route_pop());
     carve_torch_free(p1, 1000, 0, s2);
     CHECK_OK(NULL, carve_route_set_recorder(NULL, NULL, NULL));
+    clock_gettime(CLOCK_MONOTONIC, &t1);
     carve_torch_free(p3, 3000, 0, s1); /* not recorded: stopped */
     carve_torch_free(p4, 4000, 0, s2);
     carve_torch_free(p0, 10, 0, NULL);
@@ -330,6 +334,11 @@ static void test_recorder(void) {
     CHECK(log.id[4] == (uintptr_t)p2 && log.id[5] == (uintptr_t)p1);
     for (int i = 1; i < log.n; i++)
         CHECK(log.t[i] >= log.t[i - 1]);
+    /* Times count from the start of the recording (a trace's @<ns>), not
+     * from the clock's origin: every event falls within the recording. */
+    uint64_t span = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000u + (uint64_t)t1.tv_nsec - (uint64_t)t0.tv_nsec;
+    for (int i = 0; i < log.n; i++)
+        CHECK(log.t[i] <= span);
 
     /* Through a real trace writer into a file, read back, replayed and drawn. */
     char dir[] = "/tmp/carve-fw-XXXXXX";
