@@ -225,9 +225,11 @@ CARVE_API carve_status carve_route_set_recorder(carve_record_alloc_fn on_alloc, 
  * tensor with a NULL data pointer, and a hook cannot report a failure. Only
  * a C++ exception stops it, which C cannot throw; so the Python package
  * (carve.torch.enable) hands PyTorch a small C++ shim compiled against the
- * installed torch (python/carve/_torch_shim.cpp) that calls these functions
- * and raises torch.cuda.OutOfMemoryError, or an error for a refused memory
- * fraction, with carve_last_error(NULL)'s explanation. The hooks PyTorch
+ * installed torch (python/carve/_torch_shim.cpp) that calls
+ * carve_route_alloc and these functions and raises
+ * torch.cuda.OutOfMemoryError for CARVE_ERR_OOM, a RuntimeError naming the
+ * status for any other failure and for a refused memory fraction, with
+ * carve_last_error(NULL)'s explanation. The hooks PyTorch
  * declares with a C++ std::function parameter (set_begin_allocate_to_pool:
  * CUDA-graph pools) are not provided; nor is a base-allocation hook, so
  * CUDA IPC of tensors (torch.multiprocessing sharing CUDA tensors) is not
