@@ -308,7 +308,10 @@ CARVE_API carve_status carve_arena_create(const carve_config *config, carve_aren
 /*
  * Destroy an arena: every segment goes back to the backend, live buffers
  * included (they become invalid). NULL is a no-op. Must not race with other
- * calls on the same arena. Synchronizes (cudaFree does).
+ * calls on the same arena. Never for a device's default arena
+ * (carve_device_arena; carve_device_arenas_release destroys those), nor for
+ * an arena registered with the routing layer of carve_frameworks.h until
+ * carve_route_forget dropped it. Synchronizes (cudaFree does).
  */
 CARVE_API void carve_arena_destroy(carve_arena *arena);
 
@@ -650,7 +653,9 @@ CARVE_API carve_status carve_device_mem_info(int device, size_t *free_bytes, siz
 CARVE_API int carve_device_count(void);
 
 /* Destroy every default arena (for leak checks at exit). Must not race with
- * their use. */
+ * their use. A later carve_device_arena makes a new one; routing stacks
+ * (carve_frameworks.h) that still name a destroyed one get
+ * CARVE_ERR_INVALID for their allocations. */
 CARVE_API void carve_device_arenas_release(void);
 
 /* For interposers of the CUDA driver (carve-run's): lookup(name, arg) finds

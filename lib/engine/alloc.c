@@ -8,6 +8,8 @@
  * merging with free neighbours. Neither touches the heap or the backend, and
  * neither writes memory shared with threads on other streams.
  */
+#include "engine/alloc.h"
+
 #include <string.h>
 
 #include "base/text.h"
@@ -540,4 +542,16 @@ carve_status carve_record_stream(carve_arena *a, void *ptr, carve_stream s) {
     if (st != CARVE_OK)
         return carve_fail(a, st, "carve_record_stream: host memory exhausted");
     return CARVE_OK;
+}
+
+int carve_buffer_live(const carve_arena *ca, const void *ptr) {
+    if (!ca || !ptr)
+        return 0;
+    carve_arena *a = (carve_arena *)ca; /* the lock is taken; nothing observable changes */
+    carve_pool *p = owner_locked(a, (uintptr_t)ptr);
+    if (!p)
+        return 0;
+    int live = carve_blockmap_get(&p->map, (uintptr_t)ptr) != NULL;
+    carve_spin_unlock(&p->lock);
+    return live;
 }

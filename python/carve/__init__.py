@@ -27,6 +27,7 @@ from ._api import (MISSING_TORCH_STATS, Arena, ArgumentTypeError, CarveError, Co
                    memory_stats, memory_summary, plot, record, report, reset_peak_memory_stats, route,
                    scoped_arena, snapshot_torch, stop_recording, version)
 from ._lib import LibraryNotFoundError, library_path
+from . import memory  # carve.memory._dump_snapshot and friends, after `import carve` alone
 
 __version__ = "0.1.0"
 
@@ -35,5 +36,5 @@ __all__ = [
     "configure", "memory_allocated", "memory_reserved", "max_memory_allocated", "max_memory_reserved",
     "reset_peak_memory_stats", "empty_cache", "memory_stats", "memory_summary", "MISSING_TORCH_STATS",
     "memory_snapshot", "snapshot_torch", "dump_snapshot", "mem_get_info", "device_count", "current_device",
-    "report", "record", "stop_recording", "plot", "route", "scoped_arena", "version", "library_path",
+    "report", "record", "stop_recording", "plot", "route", "scoped_arena", "version", "library_path", "memory",
 ]

@@ -122,6 +122,7 @@ _SIGS = {
     "carve_format_bytes": (ctypes.c_char_p, [ctypes.c_char_p, c_size, c_size]),
     "carve_config_init_sized": (None, [ctypes.POINTER(CarveConfig), c_size]),
     "carve_config_parse": (_ST, [ctypes.POINTER(CarveConfig), ctypes.c_char_p]),
+    "carve_config_check": (_ST, [ctypes.POINTER(CarveConfig)]),
     "carve_arena_create": (_ST, [ctypes.POINTER(CarveConfig), _PP]),
     "carve_arena_destroy": (None, [_P]),
     "carve_arena_get_config_sized": (_ST, [_P, ctypes.POINTER(CarveConfig), c_size]),
@@ -199,7 +200,12 @@ def _sanitized(build_dir):
         with open(info, encoding="utf-8") as f:
             for opt in json.load(f):
                 if opt.get("name") == "b_sanitize":
-                    return opt.get("value") not in ("none", "", None)
+                    # a string before meson 1.8 ("none", "address,undefined"),
+                    # a list since (["address"]; [] when off)
+                    value = opt.get("value")
+                    if isinstance(value, list):
+                        return any(v not in ("none", "") for v in value)
+                    return value not in ("none", "", None)
     except (OSError, ValueError):
         pass
     base = os.path.basename(build_dir.rstrip("/"))

@@ -95,6 +95,18 @@ def test_build_tree_order_and_sanitized_skipped(tmp_path, L):
     assert path == str(co / "build-release" / "lib" / "libcarve.so")
 
 
+@pytest.mark.parametrize("value,sanitized", [
+    ("none", False), ("", False), ("address", True), ("address,undefined", True),  # meson before 1.8: a string
+    ([], False), (["none"], False), (["address"], True), (["address", "undefined"], True), (["thread"], True),
+])
+def test_sanitized_reads_both_forms_of_b_sanitize(tmp_path, value, sanitized):
+    """meson 1.8 and later store b_sanitize as a list, [] when off."""
+    d = tmp_path / "build-x"
+    (d / "meson-info").mkdir(parents=True)
+    (d / "meson-info" / "intro-buildoptions.json").write_text(json.dumps([{"name": "b_sanitize", "value": value}]))
+    assert _lib._sanitized(str(d)) is sanitized
+
+
 def test_import_carve_needs_no_library(tmp_path):
     """`import carve` works without libcarve; the first call raises the listing."""
     code = ("import carve\n"
