@@ -51,14 +51,16 @@ extern "C" {
 #define CARVE_API
 #endif
 
-#define CARVE_VERSION_MAJOR 0
-#define CARVE_VERSION_MINOR 1
+/* The version of this header. The major number is the ABI number, the
+ * soname's (libcarve.so.1): docs/api.md, "ABI". */
+#define CARVE_VERSION_MAJOR 1
+#define CARVE_VERSION_MINOR 0
 #define CARVE_VERSION_PATCH 0
 
 /* Alignment of every buffer, and the granularity sizes are rounded up to. */
 #define CARVE_ALIGNMENT 256u
 
-/* Version string of the linked library, e.g. "0.1.0". Thread-safe. */
+/* Version string of the linked library, e.g. "1.0.0". Thread-safe. */
 CARVE_API const char *carve_version(void);
 
 /* A stream handle: the same type as cudaStream_t. NULL is the default stream. */

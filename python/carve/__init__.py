@@ -28,7 +28,7 @@ from ._api import (MISSING_TORCH_STATS, Arena, ArgumentTypeError, CarveError, Co
                    scoped_arena, snapshot_torch, stop_recording, version)
 from ._lib import LibraryNotFoundError, library_path
 
-__version__ = "0.1.0"
+__version__ = "1.0.0"
 
 __all__ = [
     "Arena", "CarveError", "ConfigError", "OutOfMemoryError", "ArgumentTypeError", "LibraryNotFoundError",
