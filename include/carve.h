@@ -275,18 +275,20 @@ static inline void carve_config_init(carve_config *config) { carve_config_init_s
  * LIST is device ordinals separated by ':', e.g. peers=1:3 (CARVE_PEERS_LIST).
  * SIZE is a decimal number with an optional suffix B, K/KiB, M/MiB, G/GiB,
  * T/TiB (powers of 1024) or KB, MB, GB, TB (powers of 1000), case-insensitive,
- * with an optional space before it: "4GiB", "1.5 GB", "123". Without a suffix
- * it counts bytes and must be whole. Decimal only: no sign, no hexadecimal
+ * with an optional space before it: "4GiB", "1.5 GB", "123". It must come to
+ * whole bytes, whatever the suffix ("1.5KiB" is 1536; "1.5B", "1.0001K" and
+ * "0.0001K" are refused rather than cut). Decimal only: no sign, no hexadecimal
  * (0x100), no exponent (1e9). A FRACTION is a decimal number with a point and
- * no suffix in (0, 1], judged on its digits (1.0 and 0.25 are fractions;
- * 1.0000000000000000001 is not), e.g. limit=0.5: that share of the device's
- * total memory. Each key may be given once. Keys not given keep their value
- * in *config. Returns CARVE_OK, or CARVE_ERR_INVALID (with *config
- * unchanged) for NULL arguments, a config->size below CARVE_CONFIG_SIZE_MIN,
- * an unknown key, a key given twice, a key whose field the caller's
- * carve_config does not have (built against an older carve.h), or a bad
- * value; carve_last_error(NULL) then names the offending key and value.
- * Thread-safe.
+ * no suffix in (0, 1], with digits on both sides of the point, judged on
+ * its digits (1.0 and 0.25 are fractions; .25 and 1.0000000000000000001 are
+ * not), e.g. limit=0.5: that share of the device's total memory. Each key
+ * may be given once. Keys not given keep their value in *config. Returns
+ * CARVE_OK, or CARVE_ERR_INVALID (with *config unchanged) for NULL
+ * arguments, a config->size outside CARVE_CONFIG_SIZE_MIN ..
+ * CARVE_CONFIG_SIZE_MAX, an unknown key, a key given twice, a key whose
+ * field the caller's carve_config does not have (built against an older
+ * carve.h), or a bad value; carve_last_error(NULL) then names the offending
+ * key and value. Thread-safe.
  */
 CARVE_API carve_status carve_config_parse(carve_config *config, const char *text);
 

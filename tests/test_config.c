@@ -273,7 +273,11 @@ static void test_size_syntax(void) {
                          "limit=+5", "limit=5.", "limit=.5", "limit=1.0000000000000000001",
                          "limit=1.01", "limit=2.0", "limit=0.", "limit=1.5B", "limit=0.1 B",
                          "limit=123456789012345678901", "limit=20000000TB", "initial=0x10GiB",
-                         "limit=4 GiB extra", "limit=4GiB GiB"};
+                         "limit=4 GiB extra", "limit=4GiB GiB",
+                         /* Whole bytes with every suffix: these used to be cut
+                          * (to 1024, and to 0, which means unlimited). */
+                         "limit=1.0001K", "limit=0.0001K", "limit=0.0001KiB", "initial=1.0000001GiB",
+                         "min_grow=0.1K", "limit=0.5B", "limit=1.0000000000000000001GB"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         CHECK_ST(NULL, carve_config_parse(&c, bad[i]), CARVE_ERR_INVALID);
         const char *val = strchr(bad[i], '=') + 1;
@@ -292,6 +296,14 @@ static void test_size_syntax(void) {
     CHECK(c.limit_bytes == 1500000000u && c.limit_fraction == 0);
     CHECK_OK(NULL, carve_config_parse(&c, "limit=0.5KiB"));
     CHECK(c.limit_bytes == 512);
+    CHECK_OK(NULL, carve_config_parse(&c, "limit=0.001KB")); /* 1 byte: whole */
+    CHECK(c.limit_bytes == 1);
+    CHECK_OK(NULL, carve_config_parse(&c, "limit=0.0009765625KiB"));
+    CHECK(c.limit_bytes == 1);
+    CHECK_OK(NULL, carve_config_parse(&c, "limit=1.50GiB"));
+    CHECK(c.limit_bytes == (size_t)3 << 29);
+    CHECK_OK(NULL, carve_config_parse(&c, "limit=0.0K")); /* zero is zero: the default */
+    CHECK(c.limit_bytes == 0 && c.limit_fraction == 0);
     CHECK_OK(NULL, carve_config_parse(&c, "limit=007"));
     CHECK(c.limit_bytes == 7);
     CHECK_OK(NULL, carve_config_parse(&c, "limit=18446744073709551615"));
