@@ -243,6 +243,14 @@ carve_status carve_arena_create(const carve_config *user, carve_arena **out) {
                               why);
         }
     }
+    /* Last: what changes the process (peer access), once nothing else can
+     * refuse the arena. */
+    if (a->be.ops->grant && (st = a->be.ops->grant(&a->be)) != CARVE_OK) {
+        char why[256];
+        snprintf(why, sizeof(why), "%s", carve_backend_msg());
+        carve_arena_destroy(a);
+        return carve_fail(NULL, st, "carve_arena_create: granting peer access failed: %s", why);
+    }
     if (carve_live_add(a) != 0) {
         carve_arena_destroy(a);
         return carve_fail(NULL, CARVE_ERR_OOM, "carve_arena_create: host memory exhausted");
