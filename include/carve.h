@@ -585,9 +585,11 @@ typedef struct carve_ipc_desc {
  * backend, virtual-memory mode without file-descriptor handles: ipc=0, or a
  * device that lacks them); CARVE_ERR_BAD_POINTER when ptr is not the start
  * of a live buffer of arena; CARVE_ERR_BACKEND when the driver refuses (the
- * process's limit on open files included); CARVE_ERR_OOM when host memory
- * runs out. On failure *desc is zeroed and *fds NULL. Thread-safe, but must
- * not race with carve_free of the same buffer. Does not synchronize.
+ * process's limit on open files included); CARVE_ERR_NO_DEVICE when the
+ * arena's device cannot be made current (the driver is gone); CARVE_ERR_OOM
+ * when host memory or the driver's own memory runs out. On failure *desc is
+ * zeroed and *fds NULL. Thread-safe, but must not race with carve_free of
+ * the same buffer. Does not synchronize.
  */
 CARVE_API carve_status carve_ipc_export(carve_arena *arena, const void *ptr, carve_ipc_desc *desc, int **fds);
 
@@ -611,9 +613,10 @@ typedef struct carve_ipc_mapping carve_ipc_mapping;
  * one (magic, kind, sizes and num_fds inconsistent) or a negative descriptor;
  * CARVE_ERR_NO_DEVICE when there is no CUDA driver, no such device, or carve
  * was built without CUDA; CARVE_ERR_BACKEND when the driver refuses (a
- * descriptor that is not a CUDA memory handle, say); CARVE_ERR_OOM when address space or host memory
- * runs out. On failure *map and *ptr are NULL. Thread-safe. Does not
- * synchronize.
+ * descriptor that is not a CUDA memory handle, say); CARVE_ERR_OOM when the
+ * device's address space or memory (cudaIpcOpenMemHandle's
+ * cudaErrorMemoryAllocation), or host memory, runs out. On failure *map and
+ * *ptr are NULL. Thread-safe. Does not synchronize.
  */
 CARVE_API carve_status carve_ipc_import(const carve_ipc_desc *desc, const int *fds, int device,
                                         carve_ipc_mapping **map, void **ptr);
@@ -621,8 +624,10 @@ CARVE_API carve_status carve_ipc_import(const carve_ipc_desc *desc, const int *f
 /*
  * Unmap a mapping of carve_ipc_import; NULL is CARVE_OK. The memory stays
  * with the exporting process. Work that uses the mapping must have completed
- * (the driver may wait for it). Returns CARVE_OK or CARVE_ERR_BACKEND when
- * the driver refused to unmap (the mapping is forgotten all the same).
+ * (the driver may wait for it). Returns CARVE_OK; CARVE_ERR_BACKEND when the
+ * driver refused to unmap (the mapping is forgotten all the same);
+ * CARVE_ERR_NO_DEVICE when the mapping's device cannot be made current:
+ * then nothing was unmapped and the mapping stays valid (close it again).
  * Thread-safe for different mappings. May synchronize (cuMemUnmap,
  * cudaIpcCloseMemHandle).
  */

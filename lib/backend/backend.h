@@ -103,7 +103,8 @@ typedef struct carve_be {
     unsigned sim_ndead;
     unsigned long sim_dead_records;
     carve_faults faults;     /* injected failures (faults.c); off unless configured */
-    int ipc;                 /* 1 when export_buffer can describe this backend's memory */
+    int ipc;                 /* 1 when export_buffer can describe this backend's memory
+                                (atomic: the CUDA virtual-memory backend may drop it to 0) */
 } carve_be;
 
 /* Backends write the detail of a failure into a per-thread buffer, so that

@@ -241,18 +241,20 @@ carve_status carve_backend_close_cuda(int device, uintptr_t base) {
         pp = &(*pp)->next;
     opened *o = *pp;
     carve_status st = CARVE_OK;
+    int prev;
     if (!o) {
         carve_backend_fail("no segment opened at %#lx on device %d", (unsigned long)base, device);
         st = CARVE_ERR_BACKEND;
-    } else if (--o->users == 0) {
+    } else if (o->users > 1) {
+        o->users--;
+    } else if (carve_cuda_enter(device, &prev) != CARVE_OK) {
+        st = CARVE_ERR_NO_DEVICE; /* nothing done: the mapping stays */
+    } else {
         *pp = o->next;
-        int prev;
-        if ((st = carve_cuda_enter(device, &prev)) == CARVE_OK) {
-            cudaError_t e = cudaIpcCloseMemHandle((void *)base);
-            if (e != cudaSuccess)
-                st = carve_cuda_error(e, "cudaIpcCloseMemHandle");
-            carve_cuda_leave(device, prev);
-        }
+        cudaError_t e = cudaIpcCloseMemHandle((void *)base);
+        if (e != cudaSuccess && (st = carve_cuda_error(e, "cudaIpcCloseMemHandle")) == CARVE_ERR_NO_DEVICE)
+            st = CARVE_ERR_BACKEND; /* NO_DEVICE says nothing was done, and this was */
+        carve_cuda_leave(device, prev);
         free(o);
     }
     carve_mutex_unlock(&opened_lock);
