@@ -62,6 +62,13 @@ typedef struct carve_backend_ops {
      * (malloc'd: desc->num_fds new descriptors). NULL when the backend's
      * memory cannot be shared; be->ipc then says 0. */
     carve_status (*export_buffer)(struct carve_be *be, uintptr_t addr, size_t size, carve_ipc_desc *desc, int **fds);
+    /* Optional: what the arena changes outside itself, in the whole process
+     * (enabling peer access, for the cudaMalloc backend). Opening the
+     * backend only checks that it can be done; carve_arena_create calls
+     * grant once, after everything else has been judged and reserved, so
+     * that a creation that fails leaves the process as it was. A grant that
+     * fails takes back what it did. */
+    carve_status (*grant)(struct carve_be *be);
 } carve_backend_ops;
 
 /* Fault injection (faults.c): when on, the backend's counted calls --
@@ -96,7 +103,8 @@ typedef struct carve_be {
     unsigned sim_ndead;
     unsigned long sim_dead_records;
     carve_faults faults;     /* injected failures (faults.c); off unless configured */
-    int ipc;                 /* 1 when export_buffer can describe this backend's memory */
+    int ipc;                 /* 1 when export_buffer can describe this backend's memory
+                                (atomic: the CUDA virtual-memory backend may drop it to 0) */
 } carve_be;
 
 /* Backends write the detail of a failure into a per-thread buffer, so that

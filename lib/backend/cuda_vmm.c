@@ -188,8 +188,10 @@ static va_range *granules_of(vmm_ctx *c, uintptr_t addr, size_t size, const char
 
 /* A handle for one granule: a recycled one, else a new one. With ipc
  * automatic, a driver that refuses file-descriptor handles for a reason
- * other than memory gets plain ones from then on. */
-static CUresult take_handle(vmm_ctx *c, CUmemGenericAllocationHandle *h) {
+ * other than memory gets plain ones from then on, and the arena says it can
+ * no longer export (be->ipc 0: carve_arena_get_config and carve_ipc_export
+ * read it). */
+static CUresult take_handle(carve_be *be, vmm_ctx *c, CUmemGenericAllocationHandle *h) {
     carve_mutex_lock(&c->lock);
     int got = c->nspare > 0;
     if (got)
@@ -203,6 +205,7 @@ static CUresult take_handle(vmm_ctx *c, CUmemGenericAllocationHandle *h) {
     if (e == CUDA_SUCCESS || e == CUDA_ERROR_OUT_OF_MEMORY || c->fd_required)
         return e;
     __atomic_store_n(&c->fd_handles, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&be->ipc, 0, __ATOMIC_RELAXED);
     return drv.create(h, CARVE_SEGMENT_GRANULE, &c->prop, 0);
 }
 
@@ -238,7 +241,7 @@ static carve_status vmm_commit(carve_be *be, uintptr_t addr, size_t size) {
     const char *what = "cuMemCreate";
     for (; i < n; i++) {
         CUmemGenericAllocationHandle h = 0;
-        if ((e = take_handle(c, &h)) != CUDA_SUCCESS)
+        if ((e = take_handle(be, c, &h)) != CUDA_SUCCESS)
             break;
         uintptr_t at = addr + i * CARVE_SEGMENT_GRANULE;
         if ((e = drv.map((CUdeviceptr)at, CARVE_SEGMENT_GRANULE, 0, h, 0)) != CUDA_SUCCESS) {
@@ -499,9 +502,9 @@ carve_status carve_backend_import_fds(const carve_ipc_desc *d, const int *fds, i
 
 carve_status carve_backend_close_fds(int device, uintptr_t base, size_t len) {
     int prev;
-    carve_status st = carve_cuda_enter(device, &prev);
-    if (st != CARVE_OK)
-        return st;
+    if (carve_cuda_enter(device, &prev) != CARVE_OK) /* nothing done: the mapping stays */
+        return CARVE_ERR_NO_DEVICE;
+    carve_status st = CARVE_OK;
     const char *what = "cuMemUnmap";
     CUresult e = CUDA_SUCCESS;
     for (size_t off = 0; off < len; off += CARVE_SEGMENT_GRANULE) {

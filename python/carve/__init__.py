@@ -29,7 +29,7 @@ from ._api import (MISSING_TORCH_STATS, Arena, ArgumentTypeError, CarveError, Co
 from ._lib import LibraryNotFoundError, library_path
 from . import memory  # carve.memory._dump_snapshot and friends, after `import carve` alone
 
-__version__ = "0.1.0"
+__version__ = "1.0.0"
 
 __all__ = [
     "Arena", "CarveError", "ConfigError", "OutOfMemoryError", "ArgumentTypeError", "LibraryNotFoundError",

@@ -781,7 +781,7 @@ def device_count():
 
 
 def version():
-    """The loaded libcarve's version, e.g. "0.1.0"."""
+    """The loaded libcarve's version, e.g. "1.0.0"."""
     return lib().carve_version().decode()
 
 
