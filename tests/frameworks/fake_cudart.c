@@ -151,6 +151,11 @@ EXPORT cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned flags) {
     return fail(ERR_UNSUPPORTED);
 }
 
+EXPORT cudaError_t cudaDeviceDisablePeerAccess(int peer) {
+    (void)peer;
+    return fail(ERR_UNSUPPORTED);
+}
+
 EXPORT cudaError_t cudaDeviceGetAttribute(int *v, int attr, int d) {
     (void)attr;
     (void)d;
