@@ -59,6 +59,14 @@
  * Stream-ordered frees (cuMemFreeAsync on a real stream) need no quarantine:
  * on the allocation's stream the buffer is freed at once, on another stream
  * it is first recorded on that stream (carve_record_stream).
+ *
+ * Contexts come and go without bound over a run: each context's state is an
+ * allocation of its own, never freed (a thread may still hold a pointer to
+ * a gone one, which then only ever finds it gone), and a slot of the table
+ * names a live one; a gone context's slot is taken by the next new context.
+ * While the driver destroys, resets or releases a context no arena is made
+ * for its handle (carve_ctx_going .. carve_ctx_settled), so none made in
+ * that moment can outlive the call and serve memory the driver freed.
  */
 #include <pthread.h>
 #include <sched.h>

@@ -13,9 +13,11 @@
  * buffers that wait to go back; quarantine.c holds a context's frees that
  * name no stream until the device is done with them; contexts.c keeps one
  * carve arena per CUDA context and serves allocations and frees, with each
- * thread's batch of frees; session.c is the run (options from the
- * environment, trace, report at exit, signals); hooks.c, counted.c,
- * runtime.c and lookup.c are the exported symbols.
+ * thread's batch of frees; signals.c stands in front of the program's
+ * dispositions of SIGINT and SIGTERM while a trace is written (and exports
+ * sigaction and signal for them); session.c is the run (options from the
+ * environment, trace, report at exit, fork); hooks.c, counted.c,
+ * runtime.c and lookup.c are the exported CUDA symbols.
  */
 #ifndef CARVE_PRELOAD_PRELOAD_H
 #define CARVE_PRELOAD_PRELOAD_H

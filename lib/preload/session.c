@@ -8,9 +8,10 @@
  * run, so the report reads carve's host-side statistics only, the trace is
  * a file written through the trace library, and the picture replays that
  * file on the virtual backend. A SIGINT or SIGTERM that would kill the
- * program first finishes the trace with async-signal-safe calls; one the
- * program ignores or handles is left to it (its handler runs as it was
- * installed, siginfo included). A forked child neither traces nor reports
+ * program first finishes the trace with async-signal-safe calls (signals.c
+ * stands in front of the program's dispositions, whatever it sets them to
+ * later); one the program ignores or handles is left to it (its handler
+ * runs as it was set, siginfo included). A forked child neither traces nor reports
  * (its parent does), and the child of a process that used CUDA serves
  * nothing: the locks of the interposer are taken around fork so that none
  * is left taken in the child, and all its calls go to the driver.
