@@ -77,11 +77,12 @@ static int pool_owns(const carve_block *b, const void *arg) {
     return span && span->state == CARVE_B_SPAN && span->u.r.pool == o->p && b->cls == o->cls;
 }
 
-static int pages_map_to(const carve_pagemap *pm, const carve_block *r, const carve_block *want) {
-    for (uintptr_t at = r->addr; at < r->addr + r->size; at += CARVE_SEGMENT_GRANULE)
-        if (carve_pagemap_get(pm, at) != want)
-            return 0;
-    return 1;
+/* An entry of the address map names span for [addr, addr+size): a span
+ * that holds all of it. */
+static int map_entry_ok(const carve_block *span, uintptr_t addr, size_t size, void *arg) {
+    (void)arg;
+    return span->state != CARVE_B_SPAN || addr < span->addr || size > span->size ||
+           addr - span->addr > span->size - size;
 }
 
 carve_status carve_check(const carve_arena *ca) {
@@ -143,7 +144,7 @@ carve_status carve_check(const carve_arena *ca) {
                     FAIL("free range %#lx holds mapped granules", (unsigned long)r->addr);
                 nfree++;
                 free_bytes += r->size;
-                if (!pages_map_to(&a->pmap, r, NULL))
+                if (!carve_pagemap_covers(&a->pmap, r->addr, r->size, NULL))
                     FAIL("free range %#lx is still mapped to a span", (unsigned long)r->addr);
                 const carve_block *n = r->next;
                 if (n && n->state == CARVE_B_FREE &&
@@ -160,7 +161,7 @@ carve_status carve_check(const carve_arena *ca) {
                     pt = &t[i];
             if (!pt || r->cls > CARVE_CLASS_LARGE)
                 FAIL("span %#lx has no valid pool or class", (unsigned long)r->addr);
-            if (!pages_map_to(&a->pmap, r, r))
+            if (!carve_pagemap_covers(&a->pmap, r->addr, r->size, r))
                 FAIL("span %#lx is not mapped to itself", (unsigned long)r->addr);
             pt->nspans++;
             uintptr_t bat = r->addr;
@@ -270,6 +271,15 @@ carve_status carve_check(const carve_arena *ca) {
     }
     if (h->reserved_peak < h->reserved)
         FAIL("reserved peak below reserved");
+    /* Each range maps to itself (or nothing) above; here nothing else maps
+     * anywhere, and every node is in the tree or on a spare list. */
+    size_t reached[2], spares[2];
+    if (carve_pagemap_walk(&a->pmap, map_entry_ok, NULL, reached, spares))
+        FAIL("the address map names a span outside its range");
+    for (unsigned l = 0; l < 2; l++)
+        if (reached[l] + spares[l] != a->pmap.nodes[l])
+            FAIL("the address map holds %zu %s nodes and %zu spares of %zu", reached[l], l ? "leaf" : "middle",
+                 spares[l], a->pmap.nodes[l]);
     if (nfree != h->index.count || free_bytes != h->index.bytes)
         FAIL("heap index holds %zu ranges (%zu bytes), the walk found %zu (%zu bytes)", h->index.count,
              h->index.bytes, nfree, free_bytes);

@@ -125,6 +125,7 @@ restart:;
 
 carve_status carve_heap_init(carve_arena *a) {
     memset(&a->heap, 0, sizeof(a->heap));
+    carve_pagemap_init(&a->pmap); /* the heap's lock guards its writers */
     if (carve_mutex_init(&a->heap.lock) != 0)
         return CARVE_ERR_OOM;
     return CARVE_OK;
@@ -188,7 +189,7 @@ carve_block *carve_heap_take(carve_arena *a, carve_pool *p, unsigned cls, size_t
     r->u.r.nlive = 0;
     r->u.r.unmapped = a->vmm ? carve_vmm_unmapped(r->u.r.seg, r->addr, r->size) : 0;
     CARVE_STORE_REL(&r->u.r.pool, p);
-    carve_pagemap_set(&a->pmap, r->addr, r->size, r);
+    carve_pagemap_set(&a->pmap, r->addr, r->size, r, 0);
     return r;
 }
 
@@ -221,13 +222,13 @@ size_t carve_heap_extend(carve_arena *a, carve_block *span, size_t need, size_t 
     span->size += take;
     if (a->vmm)
         span->u.r.unmapped += carve_vmm_unmapped(span->u.r.seg, at, take);
-    carve_pagemap_set(&a->pmap, at, take, span);
+    carve_pagemap_set(&a->pmap, at, take, span, 0);
     return take;
 }
 
 void carve_heap_give(carve_arena *a, carve_block *span, void *ev) {
     carve_heap *h = &a->heap;
-    carve_pagemap_set(&a->pmap, span->addr, span->size, NULL);
+    carve_pagemap_set(&a->pmap, span->addr, span->size, NULL, 0);
     CARVE_STORE_REL(&span->u.r.pool, (carve_pool *)NULL);
     span->state = CARVE_B_FREE;
     span->u.r.first = NULL;
@@ -245,7 +246,9 @@ int carve_heap_cut(carve_arena *a, carve_block *span, uintptr_t lo, uintptr_t hi
     CARVE_ASSERT_INTERNAL(span->state == CARVE_B_SPAN && lo % CARVE_SEGMENT_GRANULE == 0 &&
                           hi % CARVE_SEGMENT_GRANULE == 0 && lo >= span->addr && hi <= end && lo < hi &&
                           (lo > span->addr || hi < end));
-    if (carve_slab_reserve(&h->slab, 2) != 0)
+    /* The map gets two new ends, lo and hi, inside the span's range. */
+    if (carve_slab_reserve(&h->slab, 2) != 0 || carve_pagemap_prepare(&a->pmap, lo, hi - lo) != 0 ||
+        carve_pagemap_prepare(&a->pmap, hi, end - hi) != 0)
         return -1;
     carve_block *f = carve_slab_get_clear(&h->slab);
     f->addr = lo;
@@ -270,7 +273,7 @@ int carve_heap_cut(carve_arena *a, carve_block *span, uintptr_t lo, uintptr_t hi
         span->next = f;
         span->size = lo - span->addr;
         CARVE_STORE_REL(&r->u.r.pool, span->u.r.pool);
-        carve_pagemap_set(&a->pmap, hi, end - hi, r);
+        carve_pagemap_set(&a->pmap, hi, end - hi, r, 1); /* its live buffers may be freed meanwhile */
         *right = r;
     } else if (lo == span->addr) { /* the front: f before span */
         f->prev = span->prev;
@@ -290,7 +293,7 @@ int carve_heap_cut(carve_arena *a, carve_block *span, uintptr_t lo, uintptr_t hi
         span->next = f;
         span->size = lo - span->addr;
     }
-    carve_pagemap_set(&a->pmap, lo, hi - lo, NULL);
+    carve_pagemap_set(&a->pmap, lo, hi - lo, NULL, 0);
     if (a->vmm) {
         span->u.r.unmapped = carve_vmm_unmapped(seg, span->addr, span->size);
         if (*right)
