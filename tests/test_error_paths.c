@@ -140,7 +140,7 @@ static void test_refused_release_keeps_segment(void) {
     }
     /* A granule of the free address space mapped, as a backend bug would
      * leave it: the release must unmap it first. */
-    CHECK_OK(a, a->be.ops->commit(&a->be, seg->base, G));
+    CHECK_OK(a, a->be.ops->commit(&a->be, seg->base, G, G));
     seg->gmapped[0] = 1;
     __atomic_add_fetch(&h->reserved, G, __ATOMIC_RELAXED);
     carve_atomic_max(&h->reserved_peak, G);

@@ -544,9 +544,11 @@ void carve_heap_destroy(carve_arena *a) {
         carve_segment *n = s->next;
         for (carve_block *r = s->first; r; r = r->next)
             range_drop_event(a, r); /* free ranges and empty spans */
+        size_t done;
         for (size_t g = 0; g < s->ngran; g++)
             if (s->gmapped[g])
-                a->be.ops->decommit(&a->be, s->base + g * CARVE_SEGMENT_GRANULE, CARVE_SEGMENT_GRANULE);
+                a->be.ops->decommit(&a->be, s->base + g * CARVE_SEGMENT_GRANULE, CARVE_SEGMENT_GRANULE,
+                                    CARVE_SEGMENT_GRANULE, &done);
         a->be.ops->release(&a->be, s->raw_base, s->raw_size);
         carve_vmm_segment_free(s);
         free(s);

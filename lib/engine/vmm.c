@@ -208,7 +208,8 @@ carve_block *carve_vmm_claim(carve_pool *p, carve_block *u, uintptr_t lo, uintpt
  * 0 when the backend refused (it stays mapped and usable). Counters are
  * the caller's. */
 static int unmap_granule(carve_arena *a, carve_segment *s, size_t g) {
-    if (a->be.ops->decommit(&a->be, s->base + g * G, G) != CARVE_OK) {
+    size_t done;
+    if (a->be.ops->decommit(&a->be, s->base + g * G, G, G, &done) != CARVE_OK) {
         carve_note("the %s backend refused to unmap memory: %s", carve_backend_str(a->be.kind),
                    carve_backend_msg());
         return 0;
@@ -635,7 +636,7 @@ carve_status carve_vmm_map(carve_arena *a, carve_pool *p, carve_block *span, uin
             a->be.ops->recycle(&a->be, 0);
         return CARVE_ERR_OOM;
     }
-    carve_status st = a->be.ops->commit(&a->be, addr, size);
+    carve_status st = a->be.ops->commit(&a->be, addr, size, G);
     if (st == CARVE_OK)
         memset(s->gmapped + (addr - s->base) / G, 1, size / G);
     else
