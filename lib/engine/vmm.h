@@ -161,11 +161,13 @@ static inline __attribute__((always_inline)) void carve_vmm_own(const carve_bloc
     uintptr_t end = b->addr + b->size, lo = carve_align_down(b->addr, G), hi = carve_align_up(end, G);
     if (b->addr != lo) {
         const carve_block *x = b->prev;
+        CARVE_ASSERT_INTERNAL(x && (carve_vmm_live(x) || x->addr <= lo || x->prev));
         if (carve_vmm_live(x) || (x->addr > lo && carve_vmm_live(x->prev)))
             lo += G;
     }
     if (end != hi && hi > lo) {
         const carve_block *x = b->next;
+        CARVE_ASSERT_INTERNAL(x && (carve_vmm_live(x) || x->addr + x->size >= hi || x->next));
         if (carve_vmm_live(x) || (x->addr + x->size < hi && carve_vmm_live(x->next)))
             hi -= G;
     }
