@@ -161,9 +161,11 @@ typedef struct carve_config {
                                 reserved_bytes counts mapped bytes. Buffers are placed
                                 lowest address first and where memory is already
                                 mapped, so a program that repeats its steps stops
-                                mapping after the first ones. Host bookkeeping: 13
-                                bytes per 2 MiB granule of address space (21 on
-                                the CUDA backend). CUDA
+                                mapping after the first ones. Host bookkeeping
+                                follows the buffers and the runs of free granules,
+                                not the granules of address space or of mapped
+                                memory (a buffer of 2^52 bytes costs a few records
+                                and at most four 32 KiB nodes of the address map). CUDA
                                 (cuMemCreate/cuMemMap; devices that support virtual
                                 memory management) and VIRTUAL backends.
                                 0: segments mode: segments from cudaMalloc (or the
@@ -508,8 +510,8 @@ CARVE_API void carve_reset_peak_stats(carve_arena *arena);
  * segment exactly, nothing overlaps, free neighbours are merged, every index
  * entry is consistent, and the statistics equal a recount. Returns CARVE_OK
  * or CARVE_ERR_INVALID (carve_last_error says which invariant failed).
- * Thread-safe (takes every lock); O(blocks + reserved bytes / 2 MiB): the
- * address map is checked granule by granule.
+ * Thread-safe (takes every lock); O(blocks + runs of free granules + the
+ * address map's nodes), whatever the bytes the arena reserves or maps.
  */
 CARVE_API carve_status carve_check(const carve_arena *arena);
 

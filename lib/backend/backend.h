@@ -34,11 +34,19 @@ typedef struct carve_backend_ops {
      * trims otherwise). CARVE_ERR_OOM when the memory is not there. */
     carve_status (*reserve)(struct carve_be *be, size_t size, uintptr_t *base);
     carve_status (*release)(struct carve_be *be, uintptr_t base, size_t size);
-    /* Optional: back / unback [addr, addr+size) inside a reserved segment
-     * (size a multiple of CARVE_SEGMENT_GRANULE). commit backs all of the
-     * range or, failing, none of it. */
-    carve_status (*commit)(struct carve_be *be, uintptr_t addr, size_t size);
-    carve_status (*decommit)(struct carve_be *be, uintptr_t addr, size_t size);
+    /* Optional: map memory into / unmap it from whole granules of a
+     * reserved segment. The engine says where each mapping starts and ends
+     * (the driver unmaps whole mappings only, and a mapping costs the same
+     * whatever its size): commit maps [addr, addr+size), none of it mapped,
+     * as size / piece mappings of piece bytes each (piece a multiple of
+     * CARVE_SEGMENT_GRANULE that divides size), all of them or, failing,
+     * none; decommit unmaps [addr, addr+size), whole mappings of piece bytes
+     * as commit made them, in address order, and at a refusal stops: *done
+     * gets the bytes unmapped before it (all of size on success), and the
+     * rest stays mapped. The backend keeps no record per mapping it does not
+     * need: what is mapped where is the engine's to know. */
+    carve_status (*commit)(struct carve_be *be, uintptr_t addr, size_t size, size_t piece);
+    carve_status (*decommit)(struct carve_be *be, uintptr_t addr, size_t size, size_t piece, size_t *done);
     /* Optional, with commit: recycle(be, 1) opens a window in which the
      * backend may keep the physical memory of what decommit unbacks, to
      * back the next commits with it instead of creating new memory;
@@ -72,8 +80,9 @@ typedef struct carve_backend_ops {
 } carve_backend_ops;
 
 /* Fault injection (faults.c): when on, the backend's counted calls --
- * allocations (reserve, commit), event records and releases (release,
- * decommit) -- are numbered from 1, and call number `at` (then the `times`-1
+ * allocations (reserve, commit), event records and releases (release, and
+ * each mapping a decommit unmaps, as the driver is called once a mapping) --
+ * are numbered from 1, and call number `at` (then the `times`-1
  * after it) and every `every`-th call fail instead of reaching the backend.
  * A failed allocation returns `status`; a failed event or release returns
  * CARVE_ERR_BACKEND. */

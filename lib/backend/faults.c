@@ -42,16 +42,28 @@ static carve_status f_release(carve_be *be, uintptr_t base, size_t size) {
     return be->faults.leaf->release(be, base, size);
 }
 
-static carve_status f_commit(carve_be *be, uintptr_t addr, size_t size) {
+static carve_status f_commit(carve_be *be, uintptr_t addr, size_t size, size_t piece) {
     if (fails(be, CARVE_FAULT_ALLOC, "map"))
         return be->faults.status;
-    return be->faults.leaf->commit(be, addr, size);
+    return be->faults.leaf->commit(be, addr, size, piece);
 }
 
-static carve_status f_decommit(carve_be *be, uintptr_t addr, size_t size) {
-    if (fails(be, CARVE_FAULT_RELEASE, "unmap"))
-        return CARVE_ERR_BACKEND;
-    return be->faults.leaf->decommit(be, addr, size);
+/* One counted call a mapping, as the driver unmaps them one at a time: the
+ * k-th mapping of a run can be refused, the ones before it gone. */
+static carve_status f_decommit(carve_be *be, uintptr_t addr, size_t size, size_t piece, size_t *done) {
+    if (!(be->faults.kinds & CARVE_FAULT_RELEASE))
+        return be->faults.leaf->decommit(be, addr, size, piece, done);
+    *done = 0;
+    for (size_t off = 0; off < size; off += piece) {
+        if (fails(be, CARVE_FAULT_RELEASE, "unmap"))
+            return CARVE_ERR_BACKEND;
+        size_t d = 0;
+        carve_status st = be->faults.leaf->decommit(be, addr + off, piece, piece, &d);
+        *done += d;
+        if (st != CARVE_OK)
+            return st;
+    }
+    return CARVE_OK;
 }
 
 static void f_recycle(carve_be *be, int on) {

@@ -250,6 +250,7 @@ __attribute__((noinline, cold)) static carve_block *vmm_place(carve_arena *a, ca
     if (m->addr < best_x) { /* start the block at the place */
         carve_block *front = block_split(p, m, best_x - m->addr);
         carve_index_insert(&p->index[front->cls], front);
+        carve_vmm_split(front); /* the runs from best_x's granule on are the request's */
         m = front->next;
     }
     return m;
@@ -377,7 +378,7 @@ carve_status carve_alloc(carve_arena *a, size_t size, carve_stream s, void **out
     if (CARVE_UNLIKELY(b->span->u.r.nlive++ == 0))
         carve_pool_span_refilled(p, b->span);
     if (CARVE_UNLIKELY(a->vmm))
-        carve_vmm_ref(p, b->span, b->addr, b->size, 1);
+        carve_vmm_take(p, b);
 found:
     carve_blockmap_put(&p->map, b);
     CARVE_STORE(&p->nallocs, p->nallocs + 1);
