@@ -19,7 +19,7 @@ the same text (tokens print as "<ID>", make_gpt2.py). Speed: prompt tokens/s
 prompt alone is evaluated); generation tokens/s = N / (predict time of a
 run generating N + 1 tokens - that of the one-token run of the same
 round); medians over the rounds. Memory: carve's peak reserved bytes (its
-report), and the GPU's memory in use (nvidia-smi, sampled every 20 ms,
+report), and the GPU's memory in use (nvidia-smi, sampled every 100 ms,
 peak over the run minus the idle reading). Then: a --limit too small for
 the weights and one too small for the KV cache (carve-run and linked) must
 end in ggml's own out-of-memory path, not a crash; a --trace of the legacy
@@ -82,7 +82,7 @@ class GpuSampler:
     def __enter__(self):
         try:
             self.proc = subprocess.Popen(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits",
-                                          "-i", self.device, "-lms", "20"], stdout=subprocess.PIPE,
+                                          "-i", self.device, "-lms", "100"], stdout=subprocess.PIPE,
                                          stderr=subprocess.DEVNULL, text=True)
         except OSError:
             self.proc = None
@@ -246,8 +246,8 @@ def main():
         ok = all(x["rc"] == 0 and x["predict_ms"] for x in ones + fulls)
         same = ok and all(f["text"] == base["text"] for f in fulls)
         R.check(same, f"{mode}: tokens identical to ggml-vmm in all {args.reps} rounds",
-                "" if same else next((x["log"] for x in ones + fulls if x["rc"] != 0 or x["text"] != base["text"]),
-                                     ""))
+                "" if same else next((x["log"] for x in fulls if x["rc"] != 0 or x["text"] != base["text"]),
+                                     next((x["log"] for x in ones if x["rc"] != 0 or not x["predict_ms"]), "")))
         prompt_tps = median([P / (o["predict_ms"] / 1e3) for o in ones if o["predict_ms"]])
         gen_tps = median([args.gen / ((f["predict_ms"] - o["predict_ms"]) / 1e3) for o, f in rounds[mode]
                           if f["predict_ms"] and o["predict_ms"] and f["predict_ms"] > o["predict_ms"]])
@@ -341,14 +341,15 @@ def write_results(args, run, R, summary, P, idle):
              "carve-run": "carve-run (VMM pool counted, not carved)",
              "carve-run-legacy": "carve-run over the legacy pool (all carved)",
              "carve-linked": "carve linked (adapter: buffers and pool)"}
+    def num(v, ratio=None):
+        return "-" if v is None else f"{v:.0f}" + (f" ({ratio:.3f})" if ratio else "")
+
     for mode in MODES:
         s = summary[mode]
-        ratio = lambda k: f" ({s[k]:.3f})" if s.get(k) else ""
-        rows.append(f"| {names[mode]} | {s['prompt_tps']:.0f}{ratio('prompt_tps_ratio')} | "
-                    f"{s['gen_tps']:.0f}{ratio('gen_tps_ratio')} | {fmt_mib(s['carve_peak_reserved'])} | "
-                    f"{fmt_mib(s['vmm_pool_peak'])} | {s['gpu_peak_mib']:.0f} MiB |"
-                    if s["prompt_tps"] and s["gen_tps"] and s["gpu_peak_mib"] is not None else
-                    f"| {names[mode]} | - | - | - | - | - |")
+        gpu_mem = "-" if s["gpu_peak_mib"] is None else f"{s['gpu_peak_mib']:.0f} MiB"
+        rows.append(f"| {names[mode]} | {num(s['prompt_tps'], s.get('prompt_tps_ratio'))} | "
+                    f"{num(s['gen_tps'], s.get('gen_tps_ratio'))} | {fmt_mib(s['carve_peak_reserved'])} | "
+                    f"{fmt_mib(s['vmm_pool_peak'])} | {gpu_mem} |")
     md = [f"# ggml's GPT-2 on carve ({time.strftime('%Y-%m-%d')})", "",
           f"GPU: {gpu}; carve {commit}; ggml {ggml}; GPT-2 with random weights "
           f"({os.environ.get('GGML_GPT2_SIZE', 'small')}), f16, all layers on the GPU; prompt {P} tokens, "
