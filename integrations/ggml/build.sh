@@ -26,6 +26,15 @@ t0=$(date +%s)
 stamp() { echo "build.sh: $1 ($(( $(date +%s) - t0 )) s)"; }
 
 pin=$(cat integrations/ggml/PINNED_COMMIT)
+# ggml-carve.patch, forward or (-R) reversed: GNU patch where there is one.
+apply() {
+  if command -v patch >/dev/null; then
+    # -E: reversed, the header the patch created is removed, not left empty
+    (cd "$src" && patch -p1 -E "$@" --quiet < "$root/integrations/ggml/ggml-carve.patch")
+  else
+    python3 "$root/integrations/ggml/apply_patch.py" "$@" "$src" "$root/integrations/ggml/ggml-carve.patch"
+  fi
+}
 if [ "$(cat .vendor/ggml/PINNED_COMMIT 2>/dev/null)" != "$pin" ]; then
   echo "build.sh: .vendor/ggml is not ggml $pin: run integrations/ggml/vendor.sh" >&2
   exit 1
@@ -47,7 +56,7 @@ if [ "$(cat "$src/PINNED_COMMIT" 2>/dev/null)" != "$pin" ]; then
   cp -r .vendor/ggml "$src"
 elif [ -f "$src/include/ggml-cuda-allocator.h" ]; then
   # A tree patched by an earlier run: unpatched again, only ggml-cuda.cu recompiles.
-  (cd "$src" && patch -p1 -R -E --quiet < "$root/integrations/ggml/ggml-carve.patch")
+  apply -R
 fi
 cmake -S integrations/ggml -B "$WORK/build" "${gen[@]}" -DGGML_SOURCE_DIR="$src" -DCMAKE_BUILD_TYPE=Release \
   -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$ARCH" -DBUILD_SHARED_LIBS=OFF -DGGML_CUDA_NCCL=OFF \
@@ -60,7 +69,7 @@ for p in backend sched batched; do cp "$WORK/build/bin/gpt-2-$p" "$WORK/bin/"; d
 stamp "ggml $pin (unmodified) and its GPT-2 programs in $WORK/bin"
 
 # 3. The patch, the adapter, the programs linked through it.
-(cd "$src" && patch -p1 --forward --quiet < "$root/integrations/ggml/ggml-carve.patch")
+apply
 cmake -S integrations/ggml -B "$WORK/build" -DGGML_CARVE=ON >>"$WORK/ggml-configure.log" 2>&1 ||
   { tail -40 "$WORK/ggml-configure.log"; exit 1; }
 cmake --build "$WORK/build" -j "$JOBS" --target gpt-2-backend-carve gpt-2-sched-carve gpt-2-batched-carve \
