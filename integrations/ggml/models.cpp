@@ -162,9 +162,12 @@ int main(int argc, char **argv) {
                         "(cuBLAS's handle and workspace, kept by ggml's backend)\n",
                         mib(free_cold > now ? free_cold - now : 0).c_str());
         } else {
+            // Within what the driver may take meanwhile for kernels loaded on first use (lazy
+            // module loading) and cuBLAS: tens of MiB at most, against the model's hundreds.
             const size_t diff = now > free_warm ? now - free_warm : free_warm - now;
-            check(diff <= (4u << 20), std::string("model ") + m.name + ": the device's free memory back where it was",
-                  mib(now) + " free, " + mib(free_warm) + " after the first model");
+            check(diff <= (64u << 20), std::string("model ") + m.name + ": the device's free memory back where it was",
+                  mib(now) + " free, " + mib(free_warm) + " after the first model (" +
+                      std::to_string(diff >> 10) + " KiB apart)");
         }
     }
     ggml_backend_free(backend);
