@@ -15,8 +15,9 @@ program and on a HOST-backend arena in a test without a GPU.
     print(carve.report())
     carve.plot("arena.svg")                         # after carve.record()
 
-libcarve is found through CARVE_LIBRARY, a copy beside this package, the
-build tree of the checkout, or the system loader (carve._lib says how); it
+libcarve is found through CARVE_LIBRARY, the library `meson install` put
+in place with this package, a copy beside it, the build tree of the
+checkout, or the system loader (carve._lib says how); it
 is loaded on first use, so `import carve` never fails for want of it.
 See docs/python.md.
 """
