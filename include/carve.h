@@ -308,7 +308,10 @@ CARVE_API carve_status carve_arena_create(const carve_config *config, carve_aren
 /*
  * Destroy an arena: every segment goes back to the backend, live buffers
  * included (they become invalid). NULL is a no-op. Must not race with other
- * calls on the same arena. Synchronizes (cudaFree does).
+ * calls on the same arena. Synchronizes: when the arena holds any memory, it
+ * first waits for all work queued on the device (every stream), so that work
+ * queued before a free never runs on memory already given back; a failed
+ * synchronization cannot be reported, and the memory goes back regardless.
  */
 CARVE_API void carve_arena_destroy(carve_arena *arena);
 
@@ -650,7 +653,7 @@ CARVE_API carve_status carve_device_mem_info(int device, size_t *free_bytes, siz
 CARVE_API int carve_device_count(void);
 
 /* Destroy every default arena (for leak checks at exit). Must not race with
- * their use. */
+ * their use. Synchronizes, as carve_arena_destroy. */
 CARVE_API void carve_device_arenas_release(void);
 
 /* For interposers of the CUDA driver (carve-run's): lookup(name, arg) finds

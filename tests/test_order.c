@@ -15,6 +15,9 @@
  *  3. Default mode: trimming other streams' free granules synchronized the
  *     device before locking their pools, so granules freed during the wait
  *     counted as done.
+ *  4. Both modes: carve_arena_destroy unmapped and released memory whose
+ *     freed buffer a kernel queued before the free still used (no wait).
+ *     (em_destroy checks every arena destroyed after a case the same way.)
  */
 #include <pthread.h>
 #include <time.h>
@@ -242,6 +245,20 @@ static void case3(void) {
     em_destroy(m);
 }
 
+/* Case 4: 8 MiB on S1, a kernel on it queued, the buffer freed, the arena
+ * destroyed at once (a live buffer of S2 too, which destruction may take:
+ * the program gave it up). Nothing may be unmapped or released before the
+ * kernel has run: em_destroy's oracle checks every unmap and release. */
+static void case4(const char *conf) {
+    carve_arena *a = arena(conf);
+    em_model *m = em_attach(a);
+    void *p = alloc_on(m, a, 8 * MiB, S1);
+    alloc_on(m, a, 4 * MiB, S2);
+    free_it(m, a, p);
+    CHECK(em_done(m, S1) < em_queued(m, S1)); /* the kernel has not run */
+    em_destroy(m);
+}
+
 /* The oracle's out-of-memory judgement can fail: an injected backend
  * failure answers CARVE_ERR_OOM to requests that fit (growth in segments
  * mode, a mapping in the default mode), which it must name; requests that
@@ -357,6 +374,10 @@ int main(void) {
     case2();
     printf("case 3\n");
     case3();
+    printf("case 4 (carve_arena_destroy)\n");
+    case4("limit=64MiB");
+    case4("vmm=0,limit=64MiB");
+    case4("vmm=0,growth=0,initial=16MiB");
     printf("the oracle's out-of-memory judgement\n");
     oracle_oom();
     oracle_false_oom();
