@@ -371,9 +371,13 @@ CARVE_API carve_status carve_free(carve_arena *arena, void *ptr);
 /*
  * Declare that the live buffer ptr is also used by work on stream. When the
  * buffer is freed, its memory is not reused until the work queued on stream
- * before the free has completed. Returns CARVE_OK, CARVE_ERR_INVALID for a
- * NULL arena, CARVE_ERR_BAD_POINTER as carve_free, CARVE_ERR_OOM when host
- * memory for the record runs out. Thread-safe. Does not synchronize.
+ * before the free has completed: carve_free records an event on stream, so
+ * stream must still exist when the buffer is freed. Returns CARVE_OK,
+ * CARVE_ERR_INVALID for a NULL arena or for cudaStreamPerThread (whose
+ * meaning depends on the calling thread, and the event is recorded by the
+ * thread that frees: pass the thread's concrete stream), CARVE_ERR_BAD_POINTER
+ * as carve_free, CARVE_ERR_OOM when host memory for the record runs out.
+ * Thread-safe. Does not synchronize.
  */
 CARVE_API carve_status carve_record_stream(carve_arena *arena, void *ptr, carve_stream stream);
 
