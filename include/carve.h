@@ -129,7 +129,12 @@ typedef struct carve_config {
                                 0 = the device's total memory for CUDA, unlimited otherwise.
                                 Initial and limit are compared as given, before rounding:
                                 equal sizes (or equal fractions) give one block of the
-                                rounded limit. */
+                                rounded limit. The cap counts blocks as the backend gave
+                                them: where the driver returns a block not aligned to the
+                                granule (cuMemAlloc promises 256 bytes), carve asks for one
+                                granule more if that fits under the limit, else uses the
+                                block's aligned part, a granule less (so a request of the
+                                whole limit then fails). */
     int growth;              /* nonzero: reserve more segments on demand; default 1 */
     double initial_fraction; /* if > 0 (at most 1), initial_bytes = this fraction of the
                                 device's total memory (CUDA only); default 0 */
