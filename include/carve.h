@@ -27,8 +27,17 @@
  * that work has completed (tracked with events recorded on the stream while
  * it is in use, or a device synchronization). A buffer also used on a second
  * stream must be declared with carve_record_stream before it is freed. A
- * stream may be destroyed once its buffers are freed; carve never records
- * work on it afterwards.
+ * stream may be destroyed once its buffers are freed, and the buffers it
+ * was named for with carve_record_stream (their free records an event on
+ * it); carve never records work on it afterwards.
+ *
+ * carve knows a stream by its handle. A handle the driver gives out again
+ * after cudaStreamDestroy is, to carve, the old stream: the new stream
+ * takes the memory the old one freed at once, with no wait, although its
+ * work is not ordered after the old one's. So the work of a destroyed
+ * stream must be done before a stream with the same handle allocates:
+ * synchronize the stream before destroying it, or the device (e.g.
+ * carve_empty_cache) before a handle can come back.
  *
  * The header needs no CUDA headers: carve_stream is the same type as
  * cudaStream_t and CUstream.
