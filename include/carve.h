@@ -422,7 +422,9 @@ CARVE_API int carve_arena_contains(const carve_arena *arena, const void *addr);
  * the memory of every stream, destroyed streams included, can go back.
  * Returns CARVE_OK, CARVE_ERR_INVALID for NULL,
  * CARVE_ERR_BACKEND if the driver failed (memory it did not take back stays
- * reserved and usable). Thread-safe. Synchronizes.
+ * reserved and usable), CARVE_ERR_OOM if host memory for carve's records ran
+ * out in virtual-memory mode (free memory that needed them to be unmapped
+ * stays mapped and usable). Thread-safe. Synchronizes.
  */
 CARVE_API carve_status carve_empty_cache(carve_arena *arena);
 

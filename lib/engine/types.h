@@ -112,6 +112,8 @@ typedef struct carve_heap {
                                  at map time (atomic; reset with the peaks) */
     uint64_t nunmap_failed;   /* virtual-memory mode: unmaps the backend refused (atomic, as are
                                  reserved, inflight and the two counts in vmm.c) */
+    uint64_t nunmap_nohost;   /* virtual-memory mode: unmaps given up because host memory for
+                                 block records ran out (atomic) */
     uint64_t nwaits;          /* host waits for the device: event and device synchronizations (atomic) */
     uint64_t nrecords;        /* events recorded (atomic) */
     uint64_t nqueries;        /* events asked whether they completed (atomic) */

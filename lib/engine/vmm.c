@@ -229,6 +229,15 @@ static void count_unmapped(carve_arena *a, size_t n, size_t failed) {
         __atomic_add_fetch(&h->nunmap_failed, (uint64_t)failed, __ATOMIC_RELAXED);
 }
 
+/* Free granules stay mapped: host memory ran out for the records that
+ * describe what is unmapped. Counted, so that carve_empty_cache can say so
+ * (a span that could not be unmapped as it went back stays in its pool,
+ * where the trim that follows counts what it cannot unmap). */
+static void nohost(carve_arena *a) {
+    carve_note("host memory exhausted for carve's metadata");
+    __atomic_add_fetch(&a->heap.nunmap_nohost, 1, __ATOMIC_RELAXED);
+}
+
 /* A free mapped granule that may be unmapped, and when it was let go. */
 typedef struct trim_cand {
     carve_block *blk; /* the FREE block that holds it */
@@ -328,6 +337,8 @@ size_t carve_vmm_trim_pool(carve_arena *a, carve_pool *p, size_t want, const car
     if (want == 0)
         return 0;
     ptrdiff_t n = trim_candidates(p, keep, done, &c);
+    if (n < 0)
+        nohost(a);
     if (n <= 0)
         return 0;
     size_t take = want == SIZE_MAX ? (size_t)n : (want + G - 1) / G;
@@ -358,6 +369,7 @@ size_t carve_vmm_trim_pool(carve_arena *a, carve_pool *p, size_t want, const car
     } else { /* no records for the cuts: unmap nothing */
         for (ptrdiff_t i = 0; i < n; i++)
             c[i].blk->span->u.r.seg->gmapped[c[i].g] = 1;
+        nohost(a);
     }
     free(c);
     count_unmapped(a, nun, failed);
