@@ -114,7 +114,8 @@ CARVE_API char *carve_format_bytes(char *buf, size_t len, size_t bytes);
  * with memory mapped into it granule by granule). With growth on, segments
  * are reserved on demand, never past limit_bytes. With growth off, the arena
  * holds one segment of initial_bytes (reserved at create, and again on demand
- * if carve_empty_cache gave it back). Segment sizes are multiples of
+ * if carve_empty_cache gave it back; in virtual-memory mode, it maps at most
+ * initial_bytes, on use). Segment sizes are multiples of
  * CARVE_SEGMENT_GRANULE.
  */
 #define CARVE_SEGMENT_GRANULE ((size_t)2 << 20) /* 2 MiB */
@@ -132,8 +133,13 @@ typedef struct carve_config {
                                 that takes a carve_config (see "Compatibility" below) */
     carve_backend backend;   /* default CARVE_BACKEND_CUDA */
     int device;              /* CUDA device ordinal; ignored by HOST and VIRTUAL; default 0 */
-    size_t initial_bytes;    /* reserved at create, rounded up to the granule but never
-                                past the rounded limit; default 0 */
+    size_t initial_bytes;    /* segments mode: one segment reserved at create, rounded up
+                                to the granule but never past the rounded limit.
+                                Virtual-memory mode (vmm=1): nothing is mapped at create;
+                                a stream keeps up to this much mapped before its free
+                                memory is unmapped to make room (carve_empty_cache still
+                                unmaps every free granule), and with growth off it is the
+                                most the arena maps. Default 0 */
     size_t limit_bytes;      /* hard cap on reserved bytes, rounded down to the granule;
                                 0 = the device's total memory for CUDA, unlimited otherwise.
                                 Initial and limit are compared as given, before rounding:
@@ -304,7 +310,9 @@ CARVE_API carve_status carve_config_check(const carve_config *config);
 typedef struct carve_arena carve_arena;
 
 /*
- * Create an arena and reserve its initial segment (if initial_bytes > 0).
+ * Create an arena and reserve its initial segment (segments mode, if
+ * initial_bytes > 0) or its address space (virtual-memory mode, which maps
+ * nothing until buffers need it).
  * Returns CARVE_OK; CARVE_ERR_INVALID for NULL arguments, a config->size
  * below CARVE_CONFIG_SIZE_MIN (not filled by carve_config_init) or above
  * this library's carve_config with a field it does not know set, growth off
@@ -312,7 +320,8 @@ typedef struct carve_arena carve_arena;
  * outside (0, 1], bad peers, peer_devices or ipc values, a device in
  * peer_devices that does not exist or cannot access config.device, or ipc=1
  * with vmm=1 on a device without POSIX file-descriptor handles;
- * CARVE_ERR_OOM if the initial segment cannot be reserved;
+ * CARVE_ERR_OOM if the initial segment (or the address space) cannot be
+ * reserved;
  * CARVE_ERR_NO_DEVICE if the CUDA backend finds no driver or no such device;
  * CARVE_ERR_BACKEND for other driver failures (enabling peer access
  * included). *out is NULL on failure. Thread-safe. Does not synchronize.
@@ -455,7 +464,7 @@ typedef struct carve_stats {
     uint64_t num_backend_allocs;  /* segments reserved from the backend, ever (virtual-memory
                                      mode: address space reservations and granule maps) */
     uint64_t num_backend_frees;   /* segments given back, ever (virtual-memory mode:
-                                     granule unmaps) */
+                                     granule unmaps and address space releases) */
     uint64_t num_ooms;            /* carve_alloc calls that returned CARVE_ERR_OOM */
     uint64_t num_syncs;           /* times carve made the host wait for the device (an event
                                      or device synchronization: before reusing another stream's
