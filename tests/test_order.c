@@ -21,6 +21,10 @@
  *  5. carve_record_stream took cudaStreamPerThread, whose event the free
  *     then recorded on the freeing thread's stream: the buffer was handed
  *     out again while the recording thread's kernel was still queued.
+ *  6. (Reuse, not safety.) Blocks freed after use on other streams wait in
+ *     their pool in free order; polling stopped at the first one not done,
+ *     so a block whose other stream was done waited behind one whose
+ *     stream was busy.
  */
 #include <pthread.h>
 #include <time.h>
@@ -327,6 +331,39 @@ static void case5(void) {
     em_destroy(m);
 }
 
+/* Case 6: p (used on S2) and q (used on S3) of S1, freed in that order; S3
+ * done, S2 not: q's memory is S1's again, p's is not. Then S2 done too. */
+static void case6(const char *conf) {
+    carve_arena *a = arena(conf);
+    em_model *m = em_attach(a);
+    void *p = alloc_on(m, a, 4 * MiB, S1), *q = alloc_on(m, a, 4 * MiB, S1);
+    CHECK_OK(a, carve_record_stream(a, p, S2));
+    em_record_stream(m, p, S2);
+    CHECK_OK(a, carve_record_stream(a, q, S3));
+    em_record_stream(m, q, S3);
+    free_it(m, a, p);
+    free_it(m, a, q);
+    em_advance(m, S1, em_queued(m, S1));
+    em_advance(m, S3, em_queued(m, S3));
+    carve_pool *pool = NULL;
+    for (carve_pool *x = a->pools; x; x = x->next_all)
+        if (x->stream == S1)
+            pool = x;
+    CHECK(pool && pool->npending == 2);
+    void *r = alloc_on(m, a, 4 * MiB, S1);
+    CHECK(pool && pool->npending == 1); /* q went back; p waits for S2 */
+    CHECK(!overlap(r, 4 * MiB, p, 4 * MiB));
+    em_advance(m, S2, em_queued(m, S2));
+    void *t = alloc_on(m, a, 4 * MiB, S1);
+    CHECK(pool && pool->npending == 0);
+    free_it(m, a, r);
+    free_it(m, a, t);
+    CHECK_ARENA(a);
+    em_check_stats(m);
+    CHECK(em_violations(m) == 0);
+    em_destroy(m);
+}
+
 /* The oracle's out-of-memory judgement can fail: an injected backend
  * failure answers CARVE_ERR_OOM to requests that fit (growth in segments
  * mode, a mapping in the default mode), which it must name; requests that
@@ -448,6 +485,9 @@ int main(void) {
     case4("vmm=0,growth=0,initial=16MiB");
     printf("case 5 (carve_record_stream and cudaStreamPerThread)\n");
     case5();
+    printf("case 6 (blocks pending on different streams)\n");
+    case6("limit=64MiB");
+    case6("vmm=0,limit=64MiB");
     printf("the oracle's out-of-memory judgement\n");
     oracle_oom();
     oracle_false_oom();

@@ -70,6 +70,11 @@
 #define CARVE_VMM_FENCE_GRANULES 16
 #define CARVE_VMM_FENCE_FREES 64
 #define CARVE_STREAM_PER_THREAD ((carve_stream)(uintptr_t)0x2) /* cudaStreamPerThread */
+/* An allocation polls its pool's pending blocks (freed, waiting for events
+ * on the other streams that used them) in free order: past blocks whose
+ * streams are busy, up to this many busy streams and this many blocks. */
+#define CARVE_PENDING_BUSY 4
+#define CARVE_PENDING_WALK 32
 #ifndef CARVE_STATS_BATCH /* (a build may set it, to measure its effect) */
 #define CARVE_STATS_BATCH ((ptrdiff_t)16 << 20)    /* per-pool counter batching */
 #endif
