@@ -492,8 +492,8 @@ typedef struct carve_stats {
  */
 CARVE_API carve_status carve_get_stats(const carve_arena *arena, carve_stats *out);
 
-/* Reset the peaks to the current values, all at one instant. NULL is a
- * no-op. Thread-safe (takes every lock at once, briefly, so that no peak
+/* Reset the peaks to the current values, exactly (every stream's batched
+ * counters merged first), all at one instant. NULL is a no-op. Thread-safe (takes every lock at once, briefly, so that no peak
  * falls below its value while other threads allocate or map memory). */
 CARVE_API void carve_reset_peak_stats(carve_arena *arena);
 
