@@ -10,7 +10,9 @@
  *
  * Conventions used throughout:
  *  - Every function that can fail returns a carve_status. Output parameters
- *    are set on every call: to the result on success, to NULL / 0 on failure.
+ *    are set on every call: to the result on success, to NULL / 0 on failure
+ *    (unless the function says otherwise: carve_config_parse leaves the
+ *    configuration unchanged, carve_conf_parse writes the defaults).
  *  - After a failure, carve_last_error() gives a one-paragraph explanation
  *    for the calling thread (requested, allocated, reserved, limit, largest
  *    free block for an out-of-memory failure). The library never prints,
@@ -40,7 +42,8 @@
  * carve_empty_cache) before a handle can come back.
  *
  * The header needs no CUDA headers: carve_stream is the same type as
- * cudaStream_t and CUstream.
+ * cudaStream_t and CUstream. It needs C99 or later, or C++ (it has static
+ * inline functions; C89 compilers are not supported).
  */
 #ifndef CARVE_H
 #define CARVE_H
@@ -60,14 +63,16 @@ extern "C" {
 #define CARVE_API
 #endif
 
-#define CARVE_VERSION_MAJOR 0
-#define CARVE_VERSION_MINOR 1
+/* The version of this header. The major number is the ABI number, the
+ * soname's (libcarve.so.1): docs/api.md, "ABI". */
+#define CARVE_VERSION_MAJOR 1
+#define CARVE_VERSION_MINOR 0
 #define CARVE_VERSION_PATCH 0
 
 /* Alignment of every buffer, and the granularity sizes are rounded up to. */
 #define CARVE_ALIGNMENT 256u
 
-/* Version string of the linked library, e.g. "0.1.0". Thread-safe. */
+/* Version string of the linked library, e.g. "1.0.0". Thread-safe. */
 CARVE_API const char *carve_version(void);
 
 /* A stream handle: the same type as cudaStream_t. NULL is the default stream. */
@@ -132,7 +137,8 @@ typedef struct carve_config {
                                 with: set by carve_config_init, checked by every function
                                 that takes a carve_config (see "Compatibility" below) */
     carve_backend backend;   /* default CARVE_BACKEND_CUDA */
-    int device;              /* CUDA device ordinal; ignored by HOST and VIRTUAL; default 0 */
+    int device;              /* CUDA device ordinal; ignored by HOST and VIRTUAL (any value
+                                goes there); default 0 */
     size_t initial_bytes;    /* segments mode: one segment reserved at create, rounded up
                                 to the granule but never past the rounded limit.
                                 Virtual-memory mode (vmm=1): nothing is mapped at create;
@@ -155,9 +161,10 @@ typedef struct carve_config {
                                 device's total memory (CUDA only); default 0 */
     double limit_fraction;   /* if > 0 (at most 1), limit_bytes = this fraction of the
                                 device's total memory (CUDA only); default 0 */
-    size_t min_grow_bytes;   /* growth mode: smallest segment reserved at once;
-                                0 (default) = automatic: an eighth of what is
-                                reserved, between 2 MiB and 64 MiB */
+    size_t min_grow_bytes;   /* growth mode: smallest segment reserved at once, rounded
+                                up to the granule; more than the rounded limit is the
+                                rounded limit; 0 (default) = automatic: an eighth of
+                                what is reserved, between 2 MiB and 64 MiB */
     int vmm;                 /* CARVE_VMM_AUTO (default), 1 or 0. 1: virtual-memory
                                 mode. Address space is reserved (twice the limit, or
                                 64 GiB when unlimited, and more whenever no free
@@ -174,9 +181,11 @@ typedef struct carve_config {
                                 reserved_bytes counts mapped bytes. Buffers are placed
                                 lowest address first and where memory is already
                                 mapped, so a program that repeats its steps stops
-                                mapping after the first ones. Host bookkeeping: 13
-                                bytes per 2 MiB granule of address space (21 on
-                                the CUDA backend). CUDA
+                                mapping after the first ones. Host bookkeeping
+                                follows the buffers and the runs of free granules,
+                                not the granules of address space or of mapped
+                                memory (a buffer of 2^52 bytes costs a few records
+                                and at most four 32 KiB nodes of the address map). CUDA
                                 (cuMemCreate/cuMemMap; devices that support virtual
                                 memory management) and VIRTUAL backends.
                                 0: segments mode: segments from cudaMalloc (or the
@@ -199,6 +208,8 @@ typedef struct carve_config {
     unsigned long fail_backend_every; /* every Nth call fails; 0 (default) = none */
     carve_status fail_backend_status; /* what a failed reserve or map returns: CARVE_ERR_OOM
                                          (default, as when memory runs out) or CARVE_ERR_BACKEND;
+                                         0 (CARVE_OK) stands for CARVE_ERR_OOM, so that a
+                                         structure zeroed before its fields are set works;
                                          failed events and releases give CARVE_ERR_BACKEND */
     const char *name;        /* label used in messages and snapshots (copied, up to 63
                                 bytes, cut between UTF-8 characters); may be NULL */
@@ -231,9 +242,11 @@ typedef struct carve_config {
                                 file-descriptor handles where the device supports them; 1:
                                 required (virtual-memory mode is used only where the device
                                 supports them, so CARVE_VMM_AUTO picks segments elsewhere,
-                                and vmm=1 fails there); 0: never (export refused in
-                                virtual-memory mode). Segments mode exports cudaMalloc
-                                segments with cudaIpcGetMemHandle whatever this says. */
+                                and vmm=1 fails there; the CUDA backend only: other
+                                backends cannot export, and refuse it); 0: never (export
+                                refused in virtual-memory mode). Segments mode exports
+                                cudaMalloc segments with cudaIpcGetMemHandle whatever
+                                this says. */
     /* New fields go here, after the last one, each one starting at or past the
      * previous sizeof(carve_config); carve_config_init gives each its default. */
 } carve_config;
@@ -244,7 +257,10 @@ typedef struct carve_config {
  * bytes), and gives the fields it lacks their defaults. A program built
  * against a newer carve.h than the library passes a larger one, which is
  * accepted when the fields this library does not know are all zero, and
- * refused with CARVE_ERR_INVALID otherwise. carve_config_init,
+ * refused with CARVE_ERR_INVALID otherwise. A size below
+ * CARVE_CONFIG_SIZE_MIN or above CARVE_CONFIG_SIZE_MAX is no carve_config
+ * (one filled by hand, or not at all) and is refused before anything past
+ * it is read. carve_config_init,
  * carve_arena_get_config and carve_conf_parse are inline functions that pass
  * sizeof(carve_config) to the library (the _sized functions below, which
  * bindings through a foreign-function interface call with the size of their
@@ -254,12 +270,16 @@ typedef struct carve_config {
 /* The smallest carve_config carve accepts: the first layout with a size
  * field ends with ipc. */
 #define CARVE_CONFIG_SIZE_MIN (offsetof(carve_config, ipc) + sizeof(int))
+/* The largest config->size carve accepts: far beyond any carve_config to
+ * come, so that a size that is garbage (a structure filled by hand) is
+ * refused rather than scanned. */
+#define CARVE_CONFIG_SIZE_MAX ((size_t)4096)
 
 /* Fill the first size bytes of *config (a carve_config as the caller's
- * header has it; size at least CARVE_CONFIG_SIZE_MIN) with the defaults
- * above, and set config->size = size; bytes past the library's own
- * carve_config are zeroed. Nothing is written for a NULL config or a size
- * below the minimum. Thread-safe. */
+ * header has it; size between CARVE_CONFIG_SIZE_MIN and
+ * CARVE_CONFIG_SIZE_MAX) with the defaults above, and set config->size =
+ * size; bytes past the library's own carve_config are zeroed. Nothing is
+ * written for a NULL config or a size outside those bounds. Thread-safe. */
 CARVE_API void carve_config_init_sized(carve_config *config, size_t size);
 
 /* Fill *config with the defaults above (config->size = sizeof(carve_config)).
@@ -277,18 +297,20 @@ static inline void carve_config_init(carve_config *config) { carve_config_init_s
  * LIST is device ordinals separated by ':', e.g. peers=1:3 (CARVE_PEERS_LIST).
  * SIZE is a decimal number with an optional suffix B, K/KiB, M/MiB, G/GiB,
  * T/TiB (powers of 1024) or KB, MB, GB, TB (powers of 1000), case-insensitive,
- * with an optional space before it: "4GiB", "1.5 GB", "123". Without a suffix
- * it counts bytes and must be whole. Decimal only: no sign, no hexadecimal
+ * with an optional space before it: "4GiB", "1.5 GB", "123". It must come to
+ * whole bytes, whatever the suffix ("1.5KiB" is 1536; "1.5B", "1.0001K" and
+ * "0.0001K" are refused rather than cut). Decimal only: no sign, no hexadecimal
  * (0x100), no exponent (1e9). A FRACTION is a decimal number with a point and
- * no suffix in (0, 1], judged on its digits (1.0 and 0.25 are fractions;
- * 1.0000000000000000001 is not), e.g. limit=0.5: that share of the device's
- * total memory. Each key may be given once. Keys not given keep their value
- * in *config. Returns CARVE_OK, or CARVE_ERR_INVALID (with *config
- * unchanged) for NULL arguments, a config->size below CARVE_CONFIG_SIZE_MIN,
- * an unknown key, a key given twice, a key whose field the caller's
- * carve_config does not have (built against an older carve.h), or a bad
- * value; carve_last_error(NULL) then names the offending key and value.
- * Thread-safe.
+ * no suffix in (0, 1], with digits on both sides of the point, judged on
+ * its digits (1.0 and 0.25 are fractions; .25 and 1.0000000000000000001 are
+ * not), e.g. limit=0.5: that share of the device's total memory. Each key
+ * may be given once. Keys not given keep their value in *config. Returns
+ * CARVE_OK, or CARVE_ERR_INVALID (with *config unchanged) for NULL
+ * arguments, a config->size outside CARVE_CONFIG_SIZE_MIN ..
+ * CARVE_CONFIG_SIZE_MAX, an unknown key, a key given twice, a key whose
+ * field the caller's carve_config does not have (built against an older
+ * carve.h), or a bad value; carve_last_error(NULL) then names the offending
+ * key and value. Thread-safe.
  */
 CARVE_API carve_status carve_config_parse(carve_config *config, const char *text);
 
@@ -314,35 +336,53 @@ typedef struct carve_arena carve_arena;
  * initial_bytes > 0) or its address space (virtual-memory mode, which maps
  * nothing until buffers need it).
  * Returns CARVE_OK; CARVE_ERR_INVALID for NULL arguments, a config->size
- * below CARVE_CONFIG_SIZE_MIN (not filled by carve_config_init) or above
- * this library's carve_config with a field it does not know set, growth off
- * with initial 0, a limit below one granule or below initial, fractions
- * outside (0, 1], bad peers, peer_devices or ipc values, a device in
- * peer_devices that does not exist or cannot access config.device, or ipc=1
- * with vmm=1 on a device without POSIX file-descriptor handles;
- * CARVE_ERR_OOM if the initial segment (or the address space) cannot be
- * reserved;
- * CARVE_ERR_NO_DEVICE if the CUDA backend finds no driver or no such device;
- * CARVE_ERR_BACKEND for other driver failures (enabling peer access
- * included). *out is NULL on failure. Thread-safe. Does not synchronize.
+ * below CARVE_CONFIG_SIZE_MIN (not filled by carve_config_init), above
+ * CARVE_CONFIG_SIZE_MAX, or above this library's carve_config with a field
+ * it does not know set, an unknown backend, growth off with initial 0, a
+ * limit below one granule or below initial, fractions outside (0, 1] or on
+ * a backend other than the CUDA ones, vmm=1 on the host or cuda_driver
+ * backend, bad vmm, peers, peer_devices or ipc values, peers=all or a list
+ * on a backend other than CUDA, a device in peer_devices that does not
+ * exist or cannot access config.device, ipc=1 on a backend other than
+ * CUDA or with vmm=1 on a device without POSIX file-descriptor handles, a
+ * fail_backend_status other than CARVE_ERR_OOM, CARVE_ERR_BACKEND and 0, or
+ * a negative device on the CUDA backends; CARVE_ERR_OOM if the initial
+ * segment cannot be reserved, or, in virtual-memory mode, the address space
+ * (see vmm: twice the limit) or the host memory for its bookkeeping (13
+ * bytes or more per 2 MiB granule of it), which a limit of petabytes can
+ * exhaust; CARVE_ERR_NO_DEVICE if a CUDA backend finds no driver or no such
+ * device; CARVE_ERR_BACKEND for other driver failures (enabling peer access
+ * included). Every refusal comes before anything changes outside the arena:
+ * peer access (peers=all or a list in segments mode) is enabled last, and
+ * taken back if that fails partway. *out is NULL on failure. Thread-safe.
+ * Does not synchronize.
  */
 CARVE_API carve_status carve_arena_create(const carve_config *config, carve_arena **out);
 
 /*
  * Destroy an arena: every segment goes back to the backend, live buffers
  * included (they become invalid). NULL is a no-op. Must not race with other
- * calls on the same arena. Synchronizes: when the arena holds any memory, it
- * first waits for all work queued on the device (every stream), so that work
- * queued before a free never runs on memory already given back; a failed
- * synchronization cannot be reported, and the memory goes back regardless.
+ * calls on the same arena. Never for a device's default arena
+ * (carve_device_arena; carve_device_arenas_release destroys those), nor for
+ * an arena registered with the routing layer of carve_frameworks.h until
+ * carve_route_forget dropped it. Synchronizes: when the arena holds any
+ * memory, it first waits for all work queued on the device (every stream),
+ * so that work queued before a free never runs on memory already given
+ * back; a failed synchronization cannot be reported, and the memory goes
+ * back regardless.
  */
 CARVE_API void carve_arena_destroy(carve_arena *arena);
 
-/* The arena's effective configuration (limit and initial resolved to bytes,
- * vmm and ipc resolved to 0 or 1, name as given), written into the first
- * size bytes of *out (size at least CARVE_CONFIG_SIZE_MIN; out->size =
- * size). Returns CARVE_ERR_INVALID for NULL arguments or a size below the
- * minimum. Thread-safe. */
+/* The arena's effective configuration (limit, initial and min_grow resolved
+ * to bytes as the arena uses them, vmm and ipc resolved to 0 or 1,
+ * fail_backend_status 0 to CARVE_ERR_OOM, name as given), written into the
+ * first size bytes of *out (size between CARVE_CONFIG_SIZE_MIN and
+ * CARVE_CONFIG_SIZE_MAX; out->size = size). ipc says whether buffers can be
+ * exported now: with ipc automatic it turns 0 if the driver later refuses
+ * file-descriptor handles for new granules. Returns CARVE_ERR_INVALID for
+ * NULL arguments or a size outside those bounds; then the first size bytes
+ * of *out are zeroed (out->size = size) when out is not NULL and size is
+ * within them, and nothing is written otherwise. Thread-safe. */
 CARVE_API carve_status carve_arena_get_config_sized(const carve_arena *arena, carve_config *out, size_t size);
 /* carve_arena_get_config_sized with the program's sizeof(carve_config). */
 static inline carve_status carve_arena_get_config(const carve_arena *arena, carve_config *out) {
@@ -502,8 +542,8 @@ CARVE_API void carve_reset_peak_stats(carve_arena *arena);
  * segment exactly, nothing overlaps, free neighbours are merged, every index
  * entry is consistent, and the statistics equal a recount. Returns CARVE_OK
  * or CARVE_ERR_INVALID (carve_last_error says which invariant failed).
- * Thread-safe (takes every lock); O(blocks + reserved bytes / 2 MiB): the
- * address map is checked granule by granule.
+ * Thread-safe (takes every lock); O(blocks + runs of free granules + the
+ * address map's nodes), whatever the bytes the arena reserves or maps.
  */
 CARVE_API carve_status carve_check(const carve_arena *arena);
 
@@ -582,9 +622,11 @@ typedef struct carve_ipc_desc {
  * backend, virtual-memory mode without file-descriptor handles: ipc=0, or a
  * device that lacks them); CARVE_ERR_BAD_POINTER when ptr is not the start
  * of a live buffer of arena; CARVE_ERR_BACKEND when the driver refuses (the
- * process's limit on open files included); CARVE_ERR_OOM when host memory
- * runs out. On failure *desc is zeroed and *fds NULL. Thread-safe, but must
- * not race with carve_free of the same buffer. Does not synchronize.
+ * process's limit on open files included); CARVE_ERR_NO_DEVICE when the
+ * arena's device cannot be made current (the driver is gone); CARVE_ERR_OOM
+ * when host memory or the driver's own memory runs out. On failure *desc is
+ * zeroed and *fds NULL. Thread-safe, but must not race with carve_free of
+ * the same buffer. Does not synchronize.
  */
 CARVE_API carve_status carve_ipc_export(carve_arena *arena, const void *ptr, carve_ipc_desc *desc, int **fds);
 
@@ -608,9 +650,10 @@ typedef struct carve_ipc_mapping carve_ipc_mapping;
  * one (magic, kind, sizes and num_fds inconsistent) or a negative descriptor;
  * CARVE_ERR_NO_DEVICE when there is no CUDA driver, no such device, or carve
  * was built without CUDA; CARVE_ERR_BACKEND when the driver refuses (a
- * descriptor that is not a CUDA memory handle, say); CARVE_ERR_OOM when address space or host memory
- * runs out. On failure *map and *ptr are NULL. Thread-safe. Does not
- * synchronize.
+ * descriptor that is not a CUDA memory handle, say); CARVE_ERR_OOM when the
+ * device's address space or memory (cudaIpcOpenMemHandle's
+ * cudaErrorMemoryAllocation), or host memory, runs out. On failure *map and
+ * *ptr are NULL. Thread-safe. Does not synchronize.
  */
 CARVE_API carve_status carve_ipc_import(const carve_ipc_desc *desc, const int *fds, int device,
                                         carve_ipc_mapping **map, void **ptr);
@@ -618,8 +661,10 @@ CARVE_API carve_status carve_ipc_import(const carve_ipc_desc *desc, const int *f
 /*
  * Unmap a mapping of carve_ipc_import; NULL is CARVE_OK. The memory stays
  * with the exporting process. Work that uses the mapping must have completed
- * (the driver may wait for it). Returns CARVE_OK or CARVE_ERR_BACKEND when
- * the driver refused to unmap (the mapping is forgotten all the same).
+ * (the driver may wait for it). Returns CARVE_OK; CARVE_ERR_BACKEND when the
+ * driver refused to unmap (the mapping is forgotten all the same);
+ * CARVE_ERR_NO_DEVICE when the mapping's device cannot be made current:
+ * then nothing was unmapped and the mapping stays valid (close it again).
  * Thread-safe for different mappings. May synchronize (cuMemUnmap,
  * cudaIpcCloseMemHandle).
  */
@@ -644,8 +689,9 @@ CARVE_API carve_status carve_ipc_close(carve_ipc_mapping *map);
  * defaults, then the all-device sections, then "deviceN:" sections, written
  * into the first size bytes of *out (out->size = size). Returns CARVE_OK, or
  * CARVE_ERR_INVALID naming the bad key or section (out then holds the
- * defaults), or for a NULL out, a bad device or a size below
- * CARVE_CONFIG_SIZE_MIN. Needs no device. Thread-safe. */
+ * defaults), or for a NULL out, a bad device (out holds the defaults) or a
+ * size outside CARVE_CONFIG_SIZE_MIN .. CARVE_CONFIG_SIZE_MAX (nothing
+ * written). Needs no device. Thread-safe. */
 CARVE_API carve_status carve_conf_parse_sized(const char *conf, int device, carve_config *out, size_t size);
 /* carve_conf_parse_sized with the program's sizeof(carve_config). */
 static inline carve_status carve_conf_parse(const char *conf, int device, carve_config *out) {
@@ -682,7 +728,10 @@ CARVE_API carve_status carve_device_mem_info(int device, size_t *free_bytes, siz
 CARVE_API int carve_device_count(void);
 
 /* Destroy every default arena (for leak checks at exit). Must not race with
- * their use. Synchronizes, as carve_arena_destroy. */
+ * their use. Synchronizes, as carve_arena_destroy. A later
+ * carve_device_arena makes a new one; routing stacks (carve_frameworks.h)
+ * that still name a destroyed one get CARVE_ERR_INVALID for their
+ * allocations. */
 CARVE_API void carve_device_arenas_release(void);
 
 /* For interposers of the CUDA driver (carve-run's): lookup(name, arg) finds

@@ -52,6 +52,13 @@ extern "C" {
  * arena handed to these functions must be live, or retired and not yet
  * destroyed; a destroyed one gets CARVE_ERR_INVALID as long as no new arena
  * has its address (carve cannot tell such a stale handle from the new arena).
+ *
+ * A device's default arena (carve_device_arena) is carve's, not the
+ * caller's: it may be pushed, allocated from and made a device's route like
+ * any arena, but it is never registered (frees find it among the default
+ * arenas), and carve_route_retire and carve_route_forget refuse it; only
+ * carve_device_arenas_release destroys it. A routing stack that still names
+ * one after that gets CARVE_ERR_INVALID.
  */
 
 /* Depth of the per-thread routing stack. */
@@ -65,7 +72,8 @@ extern "C" {
  * host memory for the registry or the thread's stack ran out. A CUDA arena of device d takes only requests for
  * device d; requests for other devices go to their default arenas. Other
  * backends (HOST, VIRTUAL: tests) take requests for every device.
- * Per-thread: other threads are not affected. Does not synchronize. */
+ * Per-thread: other threads are not affected. A device's default arena is
+ * pushed without being registered. Does not synchronize. */
 CARVE_API carve_status carve_route_push(carve_arena *arena);
 
 /* Undo the calling thread's latest carve_route_push. Returns CARVE_OK, or
@@ -80,9 +88,10 @@ CARVE_API carve_status carve_route_pop(void);
 CARVE_API carve_arena *carve_route_current(void);
 
 /* Nonzero when arena is registered (pushed or allocated from through this
- * header, and not yet destroyed or forgotten), 0 otherwise and for NULL. A
- * retired arena is registered until its last buffer is freed. For tests and
- * diagnostics: a destroyed arena's address may be reused by a new one. */
+ * header, and not yet destroyed or forgotten), 0 otherwise, for NULL and for
+ * a device's default arena (never registered). A retired arena is
+ * registered until its last buffer is freed. For tests and diagnostics: a
+ * destroyed arena's address may be reused by a new one. */
 CARVE_API int carve_route_known(const carve_arena *arena);
 
 /*
@@ -97,7 +106,8 @@ CARVE_API int carve_route_known(const carve_arena *arena);
  * passed here. Threads that still have it pushed get CARVE_ERR_INVALID for
  * their routed allocations (pop it from every stack). Returns CARVE_OK;
  * CARVE_ERR_INVALID for NULL, an arena already retired, one that is not
- * live, one on the calling thread's stack, or a device's route; CARVE_ERR_OOM
+ * live, one on the calling thread's stack, a device's route, or a device's
+ * default arena (carve's: see above); CARVE_ERR_OOM
  * when host memory ran out (nothing changed). Waits for routed calls in
  * flight on other threads. Synchronizes when it destroys (as
  * carve_arena_destroy).
@@ -108,8 +118,8 @@ CARVE_API carve_status carve_route_retire(carve_arena *arena, int *destroyed);
  * on other threads; afterwards the caller may destroy it (its buffers can no
  * longer be freed through this header, and routing stacks that still name it
  * get CARVE_ERR_INVALID). Returns CARVE_OK, or CARVE_ERR_INVALID for NULL, an
- * arena not registered, a retired one (which carve owns), or a device's
- * route. Does not synchronize. */
+ * arena not registered, a retired one (which carve owns), a device's
+ * default arena (carve's too), or a device's route. Does not synchronize. */
 CARVE_API carve_status carve_route_forget(carve_arena *arena);
 
 /*
@@ -120,11 +130,12 @@ CARVE_API carve_status carve_route_forget(carve_arena *arena);
  * autograd threads of its own, one per device, which push nothing. The
  * change is made only when device's route is expected now (NULL: none), so
  * nested or concurrent users find out: each saves what it replaced and puts
- * it back. arena is registered; a CUDA arena must serve device. While an
- * arena is a device's route it cannot be retired or forgotten. Returns
- * CARVE_OK; CARVE_ERR_INVALID for a device outside 0 .. 63, a route other
- * than expected, a retired arena, an arena that is not live or serves
- * another device; CARVE_ERR_OOM when host memory for the registry ran out.
+ * it back. arena is registered (a default arena is not); a CUDA arena must
+ * serve device, and a default arena must be device's own. While an arena
+ * is a device's route it cannot be retired or forgotten. Returns CARVE_OK;
+ * CARVE_ERR_INVALID for a device outside 0 .. 63, a route other than
+ * expected, a retired arena, an arena that is not live or serves another
+ * device; CARVE_ERR_OOM when host memory for the registry ran out.
  * Does not synchronize.
  */
 CARVE_API carve_status carve_route_device(int device, carve_arena *expected, carve_arena *arena);
@@ -184,8 +195,12 @@ CARVE_API carve_arena *carve_route_default_arena(int device);
 /* carve_empty_cache on every registered arena (retired ones too: their cached
  * memory goes back before their last buffer does) and on every default arena
  * that served a routed allocation. Returns CARVE_OK or the first failure (the
- * others are still emptied). Synchronizes (as carve_empty_cache); routed
- * calls of other threads wait meanwhile. */
+ * others are still emptied). Synchronizes (as carve_empty_cache). It holds
+ * the registry for reading: routed calls of other threads go on meanwhile,
+ * except on the arena being emptied while it waits for the device (as with
+ * carve_empty_cache); registering, retiring and forgetting arenas and
+ * changing a device's route wait until the registered arenas are emptied,
+ * and while one of those waits, so do routed calls that need the registry. */
 CARVE_API carve_status carve_route_empty_caches(void);
 
 /* ---- Recording --------------------------------------------------------------
@@ -195,8 +210,9 @@ CARVE_API carve_status carve_route_empty_caches(void);
  * be handed out again, and only when it succeeded, so a free that failed
  * and was retried is reported once). Ids are the buffers' addresses; streams are numbered
  * 0 (the default stream, NULL) and up in order of first appearance, the
- * 1024th and later streams all sharing number 1023; times are CLOCK_MONOTONIC
- * nanoseconds. carve_trace_writer_alloc and carve_trace_writer_free
+ * 1024th and later streams all sharing number 1023; times are nanoseconds
+ * (CLOCK_MONOTONIC) since carve_route_set_recorder set this recorder, as a
+ * trace's @<ns> counts from the start of its recording. carve_trace_writer_alloc and carve_trace_writer_free
  * (carve_trace.h) have exactly these shapes, with the writer as ctx, so a
  * trace writer records straight into a trace file.
  */
@@ -224,9 +240,11 @@ CARVE_API carve_status carve_route_set_recorder(carve_record_alloc_fn on_alloc, 
  * tensor with a NULL data pointer, and a hook cannot report a failure. Only
  * a C++ exception stops it, which C cannot throw; so the Python package
  * (carve.torch.enable) hands PyTorch a small C++ shim compiled against the
- * installed torch (python/carve/_torch_shim.cpp) that calls these functions
- * and raises torch.cuda.OutOfMemoryError, or an error for a refused memory
- * fraction, with carve_last_error(NULL)'s explanation. The hooks PyTorch
+ * installed torch (python/carve/_torch_shim.cpp) that calls
+ * carve_route_alloc and these functions and raises
+ * torch.cuda.OutOfMemoryError for CARVE_ERR_OOM, a RuntimeError naming the
+ * status for any other failure and for a refused memory fraction, with
+ * carve_last_error(NULL)'s explanation. The hooks PyTorch
  * declares with a C++ std::function parameter (set_begin_allocate_to_pool:
  * CUDA-graph pools) are not provided; nor is a base-allocation hook, so
  * CUDA IPC of tensors (torch.multiprocessing sharing CUDA tensors) is not

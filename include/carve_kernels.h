@@ -8,9 +8,29 @@
  * launching with bad ones. No CUDA headers are needed to use this header.
  *
  * All functions are asynchronous with respect to the host (they enqueue work
- * on the stream and return), thread-safe, and never synchronize the device.
- * Pointer checks use cudaPointerGetAttributes: host pointers, NULL and
- * pointers the driver does not know give CARVE_ERR_INVALID.
+ * on the stream and return) and thread-safe. None synchronizes the device,
+ * but carve_reduce_sum_f32 when its arena is out of room (see there). Any
+ * stream may be passed, cudaStreamPerThread included.
+ *
+ * Arguments are checked before anything is launched, in two steps: first
+ * what needs no device (shapes, enum values, the grid, the arena's backend,
+ * NULL and misaligned pointers, overlap), so a bad call gets
+ * CARVE_ERR_INVALID whether or not a device is present and whether or not
+ * carve was built with CUDA; then the pointers themselves, with
+ * cudaPointerGetAttributes: host pointers and pointers the driver does not
+ * know give CARVE_ERR_INVALID. Only a call that passes the first step gets
+ * CARVE_ERR_NO_DEVICE.
+ *
+ * Alignment: every pointer must be aligned to the size of its elements
+ * (4 bytes for fp32, 2 for bf16 and fp16); buffers from carve_alloc are,
+ * so this is about pointers into them. Faster paths that need 16 bytes
+ * are chosen only where the arguments allow them, never required.
+ * Overlap: C may not share a byte with A or B, counting only the bytes a
+ * call reads or writes (the m x n box of C, the stored boxes of A and B):
+ * a C placed in the padding between the rows of A (lda > k) is fine.
+ * Sizes: m, n and k may each be as large as INT_MAX; a call is refused when
+ * its output needs more thread blocks than one grid holds:
+ * ceil(m / 128) * ceil(n / 128) > 2^31 - 1.
  */
 #ifndef CARVE_KERNELS_H
 #define CARVE_KERNELS_H
@@ -23,11 +43,12 @@ extern "C" {
 
 /*
  * Row-major C[m,n] = A[m,k] * B[k,n], fp32 inputs, fp32 accumulation.
- * Returns CARVE_OK; CARVE_ERR_INVALID for m, n or k <= 0, a product that
- * overflows 64-bit indexing, NULL or non-device pointers, or C overlapping A
- * or B; CARVE_ERR_NO_DEVICE when no CUDA device is present;
- * CARVE_ERR_BACKEND if the launch fails (carve_last_error(NULL) names the
- * CUDA error).
+ * Returns CARVE_OK; CARVE_ERR_INVALID for m, n or k <= 0, a matrix spanning
+ * more than 2^61 elements, more thread blocks than a grid holds (above),
+ * NULL, non-device pointers or pointers not on a 4-byte boundary, or C
+ * sharing a byte with A or B; CARVE_ERR_NO_DEVICE when no CUDA device is
+ * present or carve was built without CUDA; CARVE_ERR_BACKEND if the launch
+ * fails (carve_last_error(NULL) names the CUDA error).
  */
 CARVE_API carve_status carve_matmul_f32(carve_stream s, int m, int n, int k,
                                         const float *A, const float *B, float *C);
@@ -45,12 +66,24 @@ CARVE_API carve_status carve_gemm_f32(carve_stream s, int m, int n, int k, float
 /*
  * *out = sum of x[0..n) (fp32 accumulation in CUB's tree order), written to
  * the device scalar out. CUB DeviceReduce::Sum does the work; its temporary
- * storage is carved from arena (a CUDA arena on the device that holds x) on
- * stream s and freed back to it in stream order: no cudaMalloc on this path.
- * Returns CARVE_OK; CARVE_ERR_INVALID for a NULL or non-CUDA arena, n == 0,
- * NULL or non-device pointers; CARVE_ERR_OOM if the temporary storage does
- * not fit in the arena; CARVE_ERR_NO_DEVICE; CARVE_ERR_BACKEND for CUDA
- * failures.
+ * storage (a few KiB) is carved from arena on stream s and freed back to it
+ * in stream order: no cudaMalloc on this path. arena: an arena of device
+ * memory on the current device, of the cuda or the cuda_driver backend (a
+ * cuda_driver arena must belong to the CUDA context current on the calling
+ * thread, which is not checked; carve-run's arenas do). s may be
+ * cudaStreamPerThread, whose storage is carved for the legacy default stream
+ * and comes back to the arena only once an event recorded on the calling
+ * thread's per-thread stream has completed.
+ * Does not synchronize the device, except where carve_alloc does: when the
+ * arena has no room left for the storage, carve_alloc synchronizes the
+ * device, gives cached memory back and retries before it answers
+ * CARVE_ERR_OOM (carve.h).
+ * Returns CARVE_OK; CARVE_ERR_INVALID for a NULL arena or one of the host or
+ * virtual backend, an arena of another device, n == 0, NULL or non-device
+ * pointers, pointers not on a 4-byte boundary; CARVE_ERR_OOM if the
+ * temporary storage does not fit in the arena; CARVE_ERR_NO_DEVICE when no
+ * CUDA device is present or carve was built without CUDA; CARVE_ERR_BACKEND
+ * for CUDA failures.
  */
 CARVE_API carve_status carve_reduce_sum_f32(carve_arena *arena, carve_stream s,
                                             const float *x, size_t n, float *out);
@@ -81,20 +114,26 @@ typedef enum carve_transpose { CARVE_NO_TRANS = 0, CARVE_TRANS = 1 } carve_trans
  * not read (it may hold NaN). Elements of C outside the m x n box (the
  * padding up to ldc) are never touched.
  *
- * arena: a CUDA arena for workspace, or NULL; the current kernels need none
- * (docs/kernels.md), so it is only checked. On Hopper (compute capability
- * 9.0) the work runs as warpgroup MMA fed by TMA when A and B are 16-byte
- * aligned and lda, ldb are multiples of 8; otherwise, and on sm_80 and
- * later, as mma.sync. The environment variable CARVE_GEMM_PATH=wgmma|mma|auto
- * forces a path (for tests; wgmma still falls back when its alignment rules
- * do not hold).
+ * A and B must be on 2-byte boundaries, C on the size of c_type's elements
+ * (4 bytes for f32, 2 for f16 and bf16).
+ *
+ * arena: an arena of the cuda or cuda_driver backend for workspace, or
+ * NULL; the current kernels need none (docs/kernels.md), so it is only
+ * checked. On Hopper (compute capability 9.0) the work runs as warpgroup
+ * MMA fed by TMA when A and B are 16-byte aligned and lda, ldb are
+ * multiples of 8; otherwise, and on sm_80 and later, as mma.sync. The
+ * environment variable CARVE_GEMM_PATH=wgmma|mma|auto forces a path (for
+ * tests; wgmma still falls back when its alignment rules do not hold).
  *
  * Returns CARVE_OK; CARVE_ERR_INVALID for m, n or k <= 0, leading
  * dimensions below the minimum, unknown order, transpose or type values,
- * a c_type other than ab_type or f32, a non-CUDA arena, NULL or non-device
- * pointers, C overlapping A or B; CARVE_ERR_NO_DEVICE when no CUDA device
- * (or one older than sm_80) is present; CARVE_ERR_BACKEND if the launch
- * fails (carve_last_error(NULL) names the CUDA error).
+ * a c_type other than ab_type or f32, an arena of the host or virtual
+ * backend, a matrix spanning more than 2^60 elements, more thread blocks
+ * than a grid holds (above), NULL, non-device or misaligned pointers, C
+ * sharing a byte with A or B; CARVE_ERR_NO_DEVICE when no CUDA device (or
+ * one older than sm_80) is present or carve was built without CUDA;
+ * CARVE_ERR_BACKEND if the launch fails (carve_last_error(NULL) names the
+ * CUDA error).
  */
 CARVE_API carve_status carve_gemm(carve_arena *arena, carve_stream s, carve_order order, carve_transpose transa,
                                   carve_transpose transb, int m, int n, int k, float alpha, const void *A, int lda,

@@ -112,7 +112,9 @@ typedef struct carve_trace_writer carve_trace_writer;
  * started (carve_last_error(NULL) says why). *out is NULL on failure. */
 CARVE_API carve_status carve_trace_writer_open(const char *path, const char *title, carve_trace_writer **out);
 
-/* Append "a,0x<id>,<size>,<stream>,@<t_ns>" / "f,0x<id>,@<t_ns>" / "# text".
+/* Append "a,0x<id>,<size>,<stream>,@<t_ns>" / "f,0x<id>,@<t_ns>" / "# text";
+ * t_ns is the event's time in nanoseconds since the recording began (the
+ * trace format's @<ns>; the routing layer's recorder passes exactly that).
  * What is written always loads clean: a free of an id with no allocation
  * written before it (and none since its last free) is left out, and an
  * allocation of an id still live is preceded by the free it missed (its

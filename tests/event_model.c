@@ -148,8 +148,8 @@ static carve_status m_reserve(carve_be *be, size_t size, uintptr_t *base) {
     return model_of(be)->leaf->reserve(be, size, base);
 }
 
-static carve_status m_commit(carve_be *be, uintptr_t addr, size_t size) {
-    return model_of(be)->leaf->commit(be, addr, size);
+static carve_status m_commit(carve_be *be, uintptr_t addr, size_t size, size_t piece) {
+    return model_of(be)->leaf->commit(be, addr, size, piece);
 }
 
 static void m_recycle(carve_be *be, int on) {
@@ -182,10 +182,10 @@ static void check_unback(em_model *m, uintptr_t addr, size_t size, const char *w
     pthread_mutex_unlock(&m->mu);
 }
 
-static carve_status m_decommit(carve_be *be, uintptr_t addr, size_t size) {
+static carve_status m_decommit(carve_be *be, uintptr_t addr, size_t size, size_t piece, size_t *done) {
     em_model *m = model_of(be);
     check_unback(m, addr, size, "unmapped");
-    return m->leaf->decommit(be, addr, size);
+    return m->leaf->decommit(be, addr, size, piece, done);
 }
 
 static carve_status m_release(carve_be *be, uintptr_t base, size_t size) {

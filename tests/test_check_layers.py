@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """test_check_layers.py — the layer checker catches what it must.
 
-Builds small source trees in a temporary directory, each breaking one house
+Builds small source trees in a temporary directory (removed at the end,
+whatever happens), each breaking one house
 rule (a circle between two files, a header whose inline code calls into the
 file that includes it, an upward arrow between rooms, a front end reaching
 past the public headers, a file in no room, a file without its header
@@ -26,8 +27,11 @@ def check(ok, what):
         print("FAIL: " + what, file=sys.stderr)
 
 
+TMP = None  # every tree goes under one temporary directory, removed at the end
+
+
 def tree(files):
-    d = tempfile.mkdtemp(prefix="layers-")
+    d = tempfile.mkdtemp(prefix="tree-", dir=TMP)
     for path, text in files.items():
         full = os.path.join(d, path)
         os.makedirs(os.path.dirname(full), exist_ok=True)
@@ -73,10 +77,15 @@ def expect_fail(checker, name, changes, needle):
 
 
 def main():
+    global TMP
     if len(sys.argv) != 2:
         print(__doc__, file=sys.stderr)
         return 2
-    checker = sys.argv[1]
+    with tempfile.TemporaryDirectory(prefix="layers-") as TMP:
+        return checks_on(sys.argv[1])
+
+
+def checks_on(checker):
 
     rc, out = run(checker, tree(CLEAN))
     check(rc == 0, f"clean tree passes: {out}")

@@ -5,8 +5,11 @@
  * twice; the peers and ipc keys), how limits and initial blocks round,
  * CARVE_CONF sections through carve_conf_parse, the size rule that lets
  * carve_config grow (a smaller structure from an older program, a larger one
- * from a newer program, a missing size); the per-device setters refuse,
- * without a device, what carve_arena_create would refuse.
+ * from a newer program, a missing size, a size that is garbage); the
+ * per-device setters refuse, without a device, what carve_arena_create would
+ * refuse; what carve_arena_create refuses before any device is asked (ipc=1
+ * off the cuda backend, a negative device on the CUDA backends only, a
+ * fail_backend_status that is no failure) and how it clamps min_grow.
  */
 #include <math.h>
 
@@ -57,6 +60,14 @@ static void test_peers_ipc_keys(void) {
         {"backend=host,peers=all", "cuda backend"},
         {"backend=virtual,peers=1", "cuda backend"},
         {"backend=cuda_driver,peers=all", "cuda backend"},
+        /* ipc=1 is a requirement: refused where no buffer could ever be
+         * exported (it used to be accepted, then ignored: ipc 0). */
+        {"backend=host,ipc=1", "ipc=1 needs the cuda backend"},
+        {"backend=host,ipc=1,vmm=0", "ipc=1 needs the cuda backend"},
+        {"backend=virtual,ipc=1", "ipc=1 needs the cuda backend"},
+        {"backend=virtual,ipc=1,vmm=0", "ipc=1 needs the cuda backend"},
+        {"backend=virtual,ipc=1,vmm=1", "ipc=1 needs the cuda backend"},
+        {"backend=cuda_driver,ipc=1", "ipc=1 needs the cuda backend"},
     };
     for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
         carve_config_init(&c);
@@ -84,6 +95,34 @@ static void test_peers_ipc_keys(void) {
     CHECK_OK(a, carve_arena_get_config(a, &got));
     CHECK(got.peers == CARVE_PEERS_NONE && got.ipc == 0); /* host memory cannot be exported */
     carve_arena_destroy(a);
+    c.ipc = 0; /* never: fine anywhere too */
+    CHECK_OK(NULL, carve_arena_create(&c, &a));
+    carve_arena_destroy(a);
+}
+
+/* The device is ignored by HOST and VIRTUAL, as carve.h says, so a negative
+ * one is refused only on the CUDA backends (before any device is asked). */
+static void test_device_field(void) {
+    const carve_backend ignored[] = {CARVE_BACKEND_HOST, CARVE_BACKEND_VIRTUAL};
+    for (int i = 0; i < 2; i++) {
+        carve_config c;
+        carve_config_init(&c);
+        c.backend = ignored[i];
+        c.device = -1;
+        carve_arena *a = NULL;
+        CHECK_OK(NULL, carve_arena_create(&c, &a));
+        carve_arena_destroy(a);
+    }
+    const carve_backend device[] = {CARVE_BACKEND_CUDA, CARVE_BACKEND_CUDA_DRIVER};
+    for (int i = 0; i < 2; i++) {
+        carve_config c;
+        carve_config_init(&c);
+        c.backend = device[i];
+        c.device = -1;
+        carve_arena *a = (carve_arena *)1;
+        CHECK_ST(NULL, carve_arena_create(&c, &a), CARVE_ERR_INVALID);
+        CHECK(a == NULL && strstr(carve_last_error(NULL), "device -1 is negative") != NULL);
+    }
 }
 
 /* carve_config as programs built against other versions of carve.h pass it. */
@@ -153,6 +192,38 @@ static void test_config_size(void) {
     CHECK_OK(a, carve_arena_get_config_sized(a, old, sizeof(buf)));
     CHECK(old->size == sizeof(buf) && buf[sizeof(buf) - 1] == 0);
     carve_arena_destroy(a);
+
+    /* A size above CARVE_CONFIG_SIZE_MAX is garbage, not a newer header:
+     * refused before anything past the size field is read (it used to be
+     * scanned up to the first byte that was set), and nothing is written
+     * for it. */
+    carve_config g;
+    carve_config_init(&g);
+    g.backend = CARVE_BACKEND_HOST;
+    g.size = CARVE_CONFIG_SIZE_MAX + 1;
+    a = (carve_arena *)1;
+    CHECK_ST(NULL, carve_arena_create(&g, &a), CARVE_ERR_INVALID);
+    CHECK(a == NULL && strstr(carve_last_error(NULL), "above the largest carve_config") != NULL);
+    CHECK_ST(NULL, carve_config_parse(&g, "growth=1"), CARVE_ERR_INVALID);
+    CHECK_ST(NULL, carve_config_check(&g), CARVE_ERR_INVALID);
+    g.size = (size_t)0xABABABABABABABABull; /* a structure left unfilled */
+    CHECK_ST(NULL, carve_arena_create(&g, &a), CARVE_ERR_INVALID);
+    CHECK(a == NULL);
+    memset(buf, 0xA5, sizeof(buf));
+    carve_config_init_sized(old, CARVE_CONFIG_SIZE_MAX + 1);
+    CHECK(buf[0] == 0xA5 && buf[sizeof(buf) - 1] == 0xA5);
+    CHECK_ST(NULL, carve_conf_parse_sized("", 0, old, CARVE_CONFIG_SIZE_MAX + 1), CARVE_ERR_INVALID);
+    CHECK(buf[0] == 0xA5 && buf[sizeof(buf) - 1] == 0xA5);
+    /* CARVE_CONFIG_SIZE_MAX itself is a size a newer carve.h may have. */
+    unsigned char *big = calloc(1, CARVE_CONFIG_SIZE_MAX);
+    CHECK(big != NULL);
+    if (big) {
+        carve_config_init_sized((carve_config *)(void *)big, CARVE_CONFIG_SIZE_MAX);
+        ((carve_config *)(void *)big)->backend = CARVE_BACKEND_HOST;
+        CHECK_OK(NULL, carve_arena_create((carve_config *)(void *)big, &a));
+        carve_arena_destroy(a);
+        free(big);
+    }
 }
 
 static void test_parse(void) {
@@ -202,7 +273,11 @@ static void test_size_syntax(void) {
                          "limit=+5", "limit=5.", "limit=.5", "limit=1.0000000000000000001",
                          "limit=1.01", "limit=2.0", "limit=0.", "limit=1.5B", "limit=0.1 B",
                          "limit=123456789012345678901", "limit=20000000TB", "initial=0x10GiB",
-                         "limit=4 GiB extra", "limit=4GiB GiB"};
+                         "limit=4 GiB extra", "limit=4GiB GiB",
+                         /* Whole bytes with every suffix: these used to be cut
+                          * (to 1024, and to 0, which means unlimited). */
+                         "limit=1.0001K", "limit=0.0001K", "limit=0.0001KiB", "initial=1.0000001GiB",
+                         "min_grow=0.1K", "limit=0.5B", "limit=1.0000000000000000001GB"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         CHECK_ST(NULL, carve_config_parse(&c, bad[i]), CARVE_ERR_INVALID);
         const char *val = strchr(bad[i], '=') + 1;
@@ -221,6 +296,14 @@ static void test_size_syntax(void) {
     CHECK(c.limit_bytes == 1500000000u && c.limit_fraction == 0);
     CHECK_OK(NULL, carve_config_parse(&c, "limit=0.5KiB"));
     CHECK(c.limit_bytes == 512);
+    CHECK_OK(NULL, carve_config_parse(&c, "limit=0.001KB")); /* 1 byte: whole */
+    CHECK(c.limit_bytes == 1);
+    CHECK_OK(NULL, carve_config_parse(&c, "limit=0.0009765625KiB"));
+    CHECK(c.limit_bytes == 1);
+    CHECK_OK(NULL, carve_config_parse(&c, "limit=1.50GiB"));
+    CHECK(c.limit_bytes == (size_t)3 << 29);
+    CHECK_OK(NULL, carve_config_parse(&c, "limit=0.0K")); /* zero is zero: the default */
+    CHECK(c.limit_bytes == 0 && c.limit_fraction == 0);
     CHECK_OK(NULL, carve_config_parse(&c, "limit=007"));
     CHECK(c.limit_bytes == 7);
     CHECK_OK(NULL, carve_config_parse(&c, "limit=18446744073709551615"));
@@ -310,6 +393,80 @@ static void test_rounding(void) {
     c.backend = CARVE_BACKEND_HOST;
     c.fail_backend_status = CARVE_ERR_BAD_POINTER;
     CHECK_ST(NULL, carve_arena_create(&c, &a), CARVE_ERR_INVALID);
+    /* 0 (CARVE_OK) stands for the default, CARVE_ERR_OOM, as carve.h says
+     * (a structure zeroed before its fields are set), and the effective
+     * configuration says so. */
+    c.fail_backend_status = CARVE_OK;
+    c.growth = 1;
+    c.fail_backend_at = 0;
+    c.fail_backend_every = 1; /* every reserve fails */
+    CHECK_OK(NULL, carve_arena_create(&c, &a));
+    CHECK_OK(a, carve_arena_get_config(a, &eff));
+    CHECK(eff.fail_backend_status == CARVE_ERR_OOM);
+    CHECK_ST(a, carve_alloc(a, 4096, NULL, &p), CARVE_ERR_OOM); /* the first reserve fails, as out of memory */
+    CHECK(p == NULL);
+    carve_arena_destroy(a);
+
+    /* min_grow is clamped to the rounded limit before it is rounded up: one
+     * within a granule of SIZE_MAX used to wrap around to 0 (automatic). */
+    const size_t sizes[] = {SIZE_MAX, SIZE_MAX - (2 * MiB - 2), SIZE_MAX - 2 * MiB, SIZE_MAX / 2 + 1};
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        carve_config_init(&c);
+        c.backend = CARVE_BACKEND_VIRTUAL;
+        c.vmm = 0;
+        c.min_grow_bytes = sizes[i];
+        CHECK_OK(NULL, carve_arena_create(&c, &a));
+        CHECK_OK(a, carve_arena_get_config(a, &eff));
+        CHECK(eff.min_grow_bytes != 0 && eff.min_grow_bytes % (2 * MiB) == 0);
+        CHECK(eff.min_grow_bytes >= (sizes[i] & ~(2 * MiB - 1)));
+        carve_arena_destroy(a);
+        c.limit_bytes = (size_t)1 << 40; /* with a limit: the limit */
+        CHECK_OK(NULL, carve_arena_create(&c, &a));
+        CHECK_OK(a, carve_arena_get_config(a, &eff));
+        CHECK(eff.min_grow_bytes == (size_t)1 << 40);
+        carve_arena_destroy(a);
+    }
+    carve_config_init(&c);
+    c.backend = CARVE_BACKEND_VIRTUAL;
+    c.min_grow_bytes = 3 * MiB; /* an ordinary one rounds up */
+    CHECK_OK(NULL, carve_arena_create(&c, &a));
+    CHECK_OK(a, carve_arena_get_config(a, &eff));
+    CHECK(eff.min_grow_bytes == 4 * MiB);
+    carve_arena_destroy(a);
+}
+
+/* A limit near the size of the address space: creation answers with the
+ * statuses carve.h gives it, OK or (virtual-memory mode, which reserves
+ * address space for twice the limit and bookkeeping for every granule of
+ * it) CARVE_ERR_OOM naming the address space; segments mode reserves
+ * nothing at creation. The limits are ones whose address space the virtual
+ * backend cannot hold (2^56 bytes and more), so that no bookkeeping is
+ * allocated: 2^54 bytes would need 16 GiB of it, which a sanitizer's
+ * calloc fills with zeros. */
+static void test_large_limits(void) {
+    const size_t limits[] = {(size_t)1 << 55, SIZE_MAX - 1};
+    for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++) {
+        for (int vmm = 0; vmm <= 1; vmm++) {
+            carve_config c;
+            carve_config_init(&c);
+            c.backend = CARVE_BACKEND_VIRTUAL;
+            c.vmm = vmm;
+            c.limit_bytes = limits[i];
+            carve_arena *a = (carve_arena *)1;
+            carve_status st = carve_arena_create(&c, &a);
+            if (vmm == 0)
+                CHECK(st == CARVE_OK);
+            else
+                CHECK(st == CARVE_OK || (st == CARVE_ERR_OOM && a == NULL &&
+                                         strstr(carve_last_error(NULL), "address space") != NULL));
+            if (st == CARVE_OK) {
+                void *p = NULL;
+                CHECK_OK(a, carve_alloc(a, 4096, NULL, &p));
+                CHECK_OK(a, carve_free(a, p));
+                carve_arena_destroy(a);
+            }
+        }
+    }
 }
 
 static void test_conf_sections(void) {
@@ -432,11 +589,13 @@ static void test_config_check(void) {
 int main(void) {
     test_defaults();
     test_peers_ipc_keys();
+    test_device_field();
     test_config_size();
     test_parse();
     test_size_syntax();
     test_duplicate_keys();
     test_rounding();
+    test_large_limits();
     test_conf_sections();
     test_device_api_without_gpu();
     test_config_check();

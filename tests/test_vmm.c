@@ -9,7 +9,8 @@
  * is taken lowest address first, the automatic mode picks virtual memory
  * where it can, the host backend refuses the mode, and free granules are
  * unmapped only once the device is done with them, with a wait only where
- * the alternative maps too much.
+ * the alternative maps too much; huge limits and buffers of 2^52 bytes
+ * cost no host memory in proportion.
  */
 #include "test_util.h"
 
@@ -301,6 +302,48 @@ static void test_refused(void) {
     CHECK(c.vmm == 1);
 }
 
+/* Huge limits: the address space reserved at creation (twice the limit)
+ * and a buffer of CARVE_MAX_ALLOC cost a few records, so creation never
+ * fails for host memory; where the backend has no such address space, it
+ * fails in the backend's words. Unlimited arenas reserve 64 GiB a piece and
+ * take a 2^52-byte buffer too. */
+static void test_huge_limits(void) {
+    carve_config c;
+    carve_config_init(&c);
+    c.backend = CARVE_BACKEND_VIRTUAL;
+    c.vmm = 1;
+    c.limit_bytes = (size_t)1 << 54; /* 2^55 bytes of address space at creation */
+    carve_arena *a = NULL;
+    CHECK_OK(NULL, carve_arena_create(&c, &a));
+    if (a) {
+        void *p = NULL, *q = NULL;
+        CHECK_OK(a, carve_alloc(a, (size_t)1 << 52, NULL, &p));
+        CHECK_OK(a, carve_alloc(a, 3 * MiB + 7, (carve_stream)(uintptr_t)0x700, &q));
+        CHECK(carve_memory_reserved(a) == ((size_t)1 << 52) + 4 * MiB);
+        CHECK_ARENA(a);
+        CHECK_OK(a, carve_free(a, p));
+        CHECK_OK(a, carve_free(a, q));
+        CHECK_OK(a, carve_empty_cache(a));
+        CHECK(carve_memory_reserved(a) == 0);
+        CHECK_ARENA(a);
+        carve_arena_destroy(a);
+    }
+    c.limit_bytes = SIZE_MAX - 1; /* twice that is more than the backend has */
+    a = (carve_arena *)1;
+    CHECK_ST(NULL, carve_arena_create(&c, &a), CARVE_ERR_OOM);
+    CHECK(a == NULL && strstr(carve_last_error(NULL), "virtual address space exhausted") != NULL &&
+          strstr(carve_last_error(NULL), "host memory") == NULL);
+    c.limit_bytes = 0; /* unlimited */
+    CHECK_OK(NULL, carve_arena_create(&c, &a));
+    if (a) {
+        void *p = NULL;
+        CHECK_OK(a, carve_alloc(a, (size_t)1 << 52, NULL, &p));
+        CHECK_ARENA(a);
+        CHECK_OK(a, carve_free(a, p));
+        carve_arena_destroy(a);
+    }
+}
+
 /* Unmapping is not stream-ordered, so a free granule is unmapped only once
  * an event recorded after its free has completed, and the host waits for
  * one only when no completed event covers enough granules. Simulated
@@ -378,6 +421,7 @@ int main(void) {
     test_address_order();
     test_auto();
     test_refused();
+    test_huge_limits();
     test_fences();
     return test_finish();
 }

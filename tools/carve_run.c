@@ -140,7 +140,14 @@ static const char *call_count(const char *v, const char *opt) {
     return v;
 }
 
-/* The interposer beside this program: installed layouts and the build tree. */
+/* Where meson installs the interposer, from the directory carve-run is
+ * installed in (or an absolute path, when libdir was given as one). */
+#ifndef CARVE_RUN_PRELOAD_RELATIVE
+#define CARVE_RUN_PRELOAD_RELATIVE "../lib/libcarve_preload.so"
+#endif
+
+/* The interposer beside this program: where this build installs it, the
+ * usual installed layouts, and the build tree. */
 static int find_preload(char *out, size_t len) {
     const char *env = getenv("CARVE_PRELOAD");
     if (env && *env) {
@@ -156,12 +163,16 @@ static int find_preload(char *out, size_t len) {
     if (!slash)
         return -1;
     *slash = '\0';
-    static const char *const rel[] = {"../lib/libcarve_preload.so", "../lib/x86_64-linux-gnu/libcarve_preload.so",
+    static const char *const rel[] = {CARVE_RUN_PRELOAD_RELATIVE, "../lib/libcarve_preload.so",
+                                      "../lib/x86_64-linux-gnu/libcarve_preload.so",
                                       "../lib/aarch64-linux-gnu/libcarve_preload.so", "../lib64/libcarve_preload.so",
                                       "../lib/preload/libcarve_preload.so"};
     for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
-        char path[PATH_MAX + 64];
-        snprintf(path, sizeof(path), "%s/%s", self, rel[i]);
+        char path[2 * PATH_MAX];
+        if (rel[i][0] == '/')
+            snprintf(path, sizeof(path), "%s", rel[i]);
+        else
+            snprintf(path, sizeof(path), "%s/%s", self, rel[i]);
         char real[PATH_MAX];
         if (realpath(path, real) && access(real, R_OK) == 0) {
             snprintf(out, len, "%s", real);

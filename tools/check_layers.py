@@ -49,6 +49,7 @@ ROOMS = {
                     "lib/trace"],
     "tools": ["include"],
     "examples": ["include"],
+    "integrations": ["include"],
     "python": ["include"],
     "bench": ["include", "lib/*", "tools"],
     "tests": ["*"],

@@ -2,13 +2,17 @@
 # Build carve and run every test suite: a release build (unit, stress, header,
 # layers, tools, dropin, frameworks with the Python package's tests, soak,
 # fuzz, and the gpu, gpu-dropin and kernels suites, which report SKIP without
-# a CUDA device), an ASan+UBSan build with the expensive internal checks (unit,
-# stress, tools, dropin, frameworks, soak, fuzz), a ThreadSanitizer build (unit,
-# stress, dropin, frameworks, soak) and a clang build with libFuzzer (suite libfuzzer:
-# each fuzz target for CARVE_FUZZ_SECONDS, default 20). Installs meson, ninja,
-# python3, python3-pytest and clang's libFuzzer with apt-get when they are
-# missing; where clang cannot be had, the libfuzzer suite counts as skipped
-# (the plain fuzz driver still replays every corpus).
+# a CUDA device; tools includes meson install into a temporary directory with
+# the pkg-config and CMake consumers built against it, frameworks the
+# package's offline pip install into a fresh virtual environment), an
+# ASan+UBSan build with the expensive internal checks (unit, stress, tools,
+# dropin, frameworks, soak, fuzz), a ThreadSanitizer build (unit, stress,
+# dropin, frameworks, soak) and a clang build with libFuzzer (suite libfuzzer:
+# each fuzz target for CARVE_FUZZ_SECONDS, default 20). Installs meson,
+# ninja, python3, python3-pytest, python3-venv, cmake, pkg-config and clang's
+# libFuzzer with apt-get when they are missing; where clang cannot be had,
+# the libfuzzer suite counts as skipped (the plain fuzz driver still replays
+# every corpus).
 # Prints "N passed, N failed" (skipped tests counted apart) and exits non-zero
 # on any failure. Usage: tools/test.sh [--quick]
 set -uo pipefail
@@ -26,6 +30,12 @@ command -v python3 >/dev/null || need_apt+=(python3)
 # The Python package's tests use Debian's python3 and python3-pytest (the
 # python3 first on PATH may be a separate build that cannot see them).
 [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import pytest' 2>/dev/null || need_apt+=(python3 python3-pytest)
+# The installed tree's consumers (suite tools: install_cmake, install_pkgconfig)
+# and the fresh virtual environment the Python package is installed into
+# offline (suite frameworks: pip_install).
+command -v cmake >/dev/null || need_apt+=(cmake)
+command -v pkg-config >/dev/null || need_apt+=(pkg-config)
+[ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || need_apt+=(python3-venv)
 sudo_cmd=""; [ "$(id -u)" != 0 ] && sudo_cmd=sudo
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "installing: ${need_apt[*]}"

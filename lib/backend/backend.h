@@ -34,11 +34,19 @@ typedef struct carve_backend_ops {
      * trims otherwise). CARVE_ERR_OOM when the memory is not there. */
     carve_status (*reserve)(struct carve_be *be, size_t size, uintptr_t *base);
     carve_status (*release)(struct carve_be *be, uintptr_t base, size_t size);
-    /* Optional: back / unback [addr, addr+size) inside a reserved segment
-     * (size a multiple of CARVE_SEGMENT_GRANULE). commit backs all of the
-     * range or, failing, none of it. */
-    carve_status (*commit)(struct carve_be *be, uintptr_t addr, size_t size);
-    carve_status (*decommit)(struct carve_be *be, uintptr_t addr, size_t size);
+    /* Optional: map memory into / unmap it from whole granules of a
+     * reserved segment. The engine says where each mapping starts and ends
+     * (the driver unmaps whole mappings only, and a mapping costs the same
+     * whatever its size): commit maps [addr, addr+size), none of it mapped,
+     * as size / piece mappings of piece bytes each (piece a multiple of
+     * CARVE_SEGMENT_GRANULE that divides size), all of them or, failing,
+     * none; decommit unmaps [addr, addr+size), whole mappings of piece bytes
+     * as commit made them, in address order, and at a refusal stops: *done
+     * gets the bytes unmapped before it (all of size on success), and the
+     * rest stays mapped. The backend keeps no record per mapping it does not
+     * need: what is mapped where is the engine's to know. */
+    carve_status (*commit)(struct carve_be *be, uintptr_t addr, size_t size, size_t piece);
+    carve_status (*decommit)(struct carve_be *be, uintptr_t addr, size_t size, size_t piece, size_t *done);
     /* Optional, with commit: recycle(be, 1) opens a window in which the
      * backend may keep the physical memory of what decommit unbacks, to
      * back the next commits with it instead of creating new memory;
@@ -62,11 +70,19 @@ typedef struct carve_backend_ops {
      * (malloc'd: desc->num_fds new descriptors). NULL when the backend's
      * memory cannot be shared; be->ipc then says 0. */
     carve_status (*export_buffer)(struct carve_be *be, uintptr_t addr, size_t size, carve_ipc_desc *desc, int **fds);
+    /* Optional: what the arena changes outside itself, in the whole process
+     * (enabling peer access, for the cudaMalloc backend). Opening the
+     * backend only checks that it can be done; carve_arena_create calls
+     * grant once, after everything else has been judged and reserved, so
+     * that a creation that fails leaves the process as it was. A grant that
+     * fails takes back what it did. */
+    carve_status (*grant)(struct carve_be *be);
 } carve_backend_ops;
 
 /* Fault injection (faults.c): when on, the backend's counted calls --
- * allocations (reserve, commit), event records and releases (release,
- * decommit) -- are numbered from 1, and call number `at` (then the `times`-1
+ * allocations (reserve, commit), event records and releases (release, and
+ * each mapping a decommit unmaps, as the driver is called once a mapping) --
+ * are numbered from 1, and call number `at` (then the `times`-1
  * after it) and every `every`-th call fail instead of reaching the backend.
  * A failed allocation returns `status`; a failed event or release returns
  * CARVE_ERR_BACKEND. */
@@ -96,7 +112,8 @@ typedef struct carve_be {
     unsigned sim_ndead;
     unsigned long sim_dead_records;
     carve_faults faults;     /* injected failures (faults.c); off unless configured */
-    int ipc;                 /* 1 when export_buffer can describe this backend's memory */
+    int ipc;                 /* 1 when export_buffer can describe this backend's memory
+                                (atomic: the CUDA virtual-memory backend may drop it to 0) */
 } carve_be;
 
 /* Backends write the detail of a failure into a per-thread buffer, so that

@@ -6,7 +6,10 @@
  * cudaMalloc memory is reachable from every device that enabled peer access
  * to its device, so granting peers means enabling peer access from them
  * (once, at creation, and only when the configuration names them: it changes
- * the whole process). Sharing with another process goes through
+ * the whole process). Opening the backend only makes the list; the grant op
+ * enables, last of all, once carve_arena_create has judged everything else,
+ * so a creation that is refused leaves the process as it was (and a grant
+ * that fails partway takes back what it enabled). Sharing with another process goes through
  * cudaIpcGetMemHandle on the segment that holds a buffer; the importing side
  * opens each exported segment once per device and counts its users, since
  * the driver maps a handle only once per process.
@@ -18,10 +21,13 @@
 #include <cuda.h>
 #include <string.h>
 
-typedef carve_cuda_ctx cuda_ctx;
+typedef struct cuda_ctx {
+    carve_cuda_ctx cuda;                /* first: the shared event code reads it */
+    int peers[CARVE_PEERS_MAX + 1], npeers; /* the owner first, then the devices to enable */
+} cuda_ctx;
 
 static carve_status cuda_reserve(carve_be *be, size_t size, uintptr_t *base) {
-    cuda_ctx *c = be->ctx;
+    carve_cuda_ctx *c = be->ctx;
     int prev;
     carve_status st = carve_cuda_enter(c->device, &prev);
     if (st != CARVE_OK)
@@ -38,7 +44,7 @@ static carve_status cuda_reserve(carve_be *be, size_t size, uintptr_t *base) {
 
 static carve_status cuda_release(carve_be *be, uintptr_t base, size_t size) {
     (void)size;
-    cuda_ctx *c = be->ctx;
+    carve_cuda_ctx *c = be->ctx;
     int prev;
     carve_status st = carve_cuda_enter(c->device, &prev);
     if (st != CARVE_OK)
@@ -52,7 +58,7 @@ static carve_status cuda_release(carve_be *be, uintptr_t base, size_t size) {
 
 /* The cudaMalloc segment holding [addr, addr+size), by its handle. */
 static carve_status cuda_export(carve_be *be, uintptr_t addr, size_t size, carve_ipc_desc *d, int **fds) {
-    cuda_ctx *c = be->ctx;
+    carve_cuda_ctx *c = be->ctx;
     typedef CUresult (*range_fn)(CUdeviceptr *, size_t *, CUdeviceptr); /* cuMemGetAddressRange */
     static range_fn fn_cached;
     range_fn range = __atomic_load_n(&fn_cached, __ATOMIC_ACQUIRE);
@@ -93,8 +99,42 @@ static carve_status cuda_export(carve_be *be, uintptr_t addr, size_t size, carve
 }
 
 static void cuda_destroy(carve_be *be) {
-    carve_cuda_ctx_destroy(be->ctx);
-    free(be->ctx);
+    cuda_ctx *c = be->ctx;
+    carve_cuda_ctx_destroy(&c->cuda);
+    free(c);
+}
+
+/* Peer access from every device the configuration names to the arena's
+ * device: what makes cudaMalloc memory reachable from them (all of it,
+ * segments reserved before included). Already enabled is fine. When one
+ * fails, the access this call enabled is disabled again, so the process is
+ * left as it was. */
+static carve_status cuda_grant(carve_be *be) {
+    cuda_ctx *c = be->ctx;
+    int device = c->cuda.device, enabled[CARVE_PEERS_MAX + 1], nenabled = 0;
+    carve_status st = CARVE_OK;
+    for (int i = 1; st == CARVE_OK && i < c->npeers; i++) {
+        int prev;
+        if ((st = carve_cuda_enter(c->peers[i], &prev)) != CARVE_OK)
+            break;
+        cudaError_t e = cudaDeviceEnablePeerAccess(device, 0);
+        if (e == cudaSuccess)
+            enabled[nenabled++] = c->peers[i];
+        else if (e == cudaErrorPeerAccessAlreadyEnabled)
+            (void)cudaGetLastError();
+        else
+            st = carve_cuda_error(e, "cudaDeviceEnablePeerAccess");
+        carve_cuda_leave(c->peers[i], prev);
+    }
+    for (int i = 0; st != CARVE_OK && i < nenabled; i++) {
+        int prev;
+        if (carve_cuda_enter(enabled[i], &prev) != CARVE_OK)
+            continue;
+        if (cudaDeviceDisablePeerAccess(device) != cudaSuccess)
+            (void)cudaGetLastError();
+        carve_cuda_leave(enabled[i], prev);
+    }
+    return st;
 }
 
 static const carve_backend_ops cuda_ops = {
@@ -107,26 +147,8 @@ static const carve_backend_ops cuda_ops = {
     .event_release = carve_cuda_event_release,
     .destroy = cuda_destroy,
     .export_buffer = cuda_export,
+    .grant = cuda_grant,
 };
-
-/* Peer access from every device the configuration names to device: what
- * makes cudaMalloc memory reachable from them. Already enabled is fine. */
-static carve_status enable_peers(const carve_config *cfg, int device) {
-    int peers[CARVE_PEERS_MAX + 1], n = 0;
-    carve_status st = carve_cuda_peer_list(cfg, device, peers, &n);
-    for (int i = 1; st == CARVE_OK && i < n; i++) {
-        int prev;
-        if ((st = carve_cuda_enter(peers[i], &prev)) != CARVE_OK)
-            break;
-        cudaError_t e = cudaDeviceEnablePeerAccess(device, 0);
-        if (e == cudaErrorPeerAccessAlreadyEnabled)
-            (void)cudaGetLastError();
-        else if (e != cudaSuccess)
-            st = carve_cuda_error(e, "cudaDeviceEnablePeerAccess");
-        carve_cuda_leave(peers[i], prev);
-    }
-    return st;
-}
 
 carve_status carve_backend_open_cuda(carve_be *be, const carve_config *cfg) {
     int device = cfg->device;
@@ -134,16 +156,22 @@ carve_status carve_backend_open_cuda(carve_be *be, const carve_config *cfg) {
     carve_status st = carve_cuda_mem_info(device, &free_b, &total_b);
     if (st != CARVE_OK)
         return st;
-    if ((cfg->peers == CARVE_PEERS_ALL || cfg->peers == CARVE_PEERS_LIST) &&
-        (st = enable_peers(cfg, device)) != CARVE_OK)
-        return st;
     cuda_ctx *c = calloc(1, sizeof(*c));
     if (!c) {
         carve_backend_fail("host memory exhausted");
         return CARVE_ERR_OOM;
     }
-    c->device = device;
-    carve_mutex_init(&c->lock);
+    /* Which devices to enable (checked now: one that does not exist or
+     * cannot access device is refused); enabled by cuda_grant. */
+    c->npeers = 1;
+    c->peers[0] = device;
+    if ((cfg->peers == CARVE_PEERS_ALL || cfg->peers == CARVE_PEERS_LIST) &&
+        (st = carve_cuda_peer_list(cfg, device, c->peers, &c->npeers)) != CARVE_OK) {
+        free(c);
+        return st;
+    }
+    c->cuda.device = device;
+    carve_mutex_init(&c->cuda.lock);
     be->ctx = c;
     be->ops = &cuda_ops;
     be->total_bytes = total_b;
@@ -213,18 +241,20 @@ carve_status carve_backend_close_cuda(int device, uintptr_t base) {
         pp = &(*pp)->next;
     opened *o = *pp;
     carve_status st = CARVE_OK;
+    int prev;
     if (!o) {
         carve_backend_fail("no segment opened at %#lx on device %d", (unsigned long)base, device);
         st = CARVE_ERR_BACKEND;
-    } else if (--o->users == 0) {
+    } else if (o->users > 1) {
+        o->users--;
+    } else if (carve_cuda_enter(device, &prev) != CARVE_OK) {
+        st = CARVE_ERR_NO_DEVICE; /* nothing done: the mapping stays */
+    } else {
         *pp = o->next;
-        int prev;
-        if ((st = carve_cuda_enter(device, &prev)) == CARVE_OK) {
-            cudaError_t e = cudaIpcCloseMemHandle((void *)base);
-            if (e != cudaSuccess)
-                st = carve_cuda_error(e, "cudaIpcCloseMemHandle");
-            carve_cuda_leave(device, prev);
-        }
+        cudaError_t e = cudaIpcCloseMemHandle((void *)base);
+        if (e != cudaSuccess && (st = carve_cuda_error(e, "cudaIpcCloseMemHandle")) == CARVE_ERR_NO_DEVICE)
+            st = CARVE_ERR_BACKEND; /* NO_DEVICE says nothing was done, and this was */
+        carve_cuda_leave(device, prev);
         free(o);
     }
     carve_mutex_unlock(&opened_lock);

@@ -6,13 +6,18 @@
  * give back memory in the middle of an arena.
  *
  * The driver functions are fetched through the runtime's entry-point query,
- * so carve links against cudart only. Each 2 MiB granule is its own physical
- * allocation (the driver unmaps whole mappings only), and its handle is kept
- * in a table per address reservation. A run of granules is committed with
- * one cuMemMap per granule and a single cuMemSetAccess over the run. Inside
- * a recycle window (the engine opens one while it unmaps granules to map
- * others), unmapped handles are kept on a stack and mapped again in place
- * of new ones, which saves a cuMemRelease and a cuMemCreate per granule;
+ * so carve links against cudart only. The engine says where each mapping
+ * starts and ends (a piece: one 2 MiB granule today; the driver unmaps whole
+ * mappings only), and each mapping is its own physical allocation. The one
+ * idea that keeps this file's memory independent of what is mapped: a
+ * handle is released as soon as it is mapped (the mapping holds the memory,
+ * and cuMemUnmap frees it), so nothing is kept per mapping; where a handle is
+ * needed again (to recycle it, or to export it) cuMemRetainAllocationHandle
+ * gets it back from the address. A run is committed with one cuMemMap per
+ * piece and a single cuMemSetAccess over the run. Inside a recycle window
+ * (the engine opens one while it unmaps granules to map others), unmapped
+ * granules' handles are kept on a stack and mapped again in place of new
+ * ones, which saves a cuMemCreate and the memory's release per granule;
  * closing the window releases what was not reused. Events, the device guard
  * and error messages are shared with the cudaMalloc backend (cuda_common.h).
  *
@@ -31,10 +36,9 @@
 #include "backend/leaves.h"
 #include "backend/peers.h"
 
-typedef struct va_range {
+typedef struct va_range { /* an address reservation */
     uintptr_t base;
     size_t size;
-    CUmemGenericAllocationHandle *handles; /* one per granule, 0 = unmapped */
     struct va_range *next;
 } va_range;
 
@@ -62,6 +66,7 @@ static struct {
     CUresult (*unmap)(CUdeviceptr, size_t);
     CUresult (*set_access)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
     CUresult (*granularity)(size_t *, const CUmemAllocationProp *, CUmemAllocationGranularity_flags);
+    CUresult (*retain)(CUmemGenericAllocationHandle *, void *);
     CUresult (*error_name)(CUresult, const char **);
     CUresult (*attribute)(int *, CUdevice_attribute, CUdevice);
     CUresult (*device_get)(CUdevice *, int);
@@ -81,6 +86,7 @@ static int load_driver(void) {
         {"cuMemCreate", (void **)&drv.create},          {"cuMemRelease", (void **)&drv.release},
         {"cuMemMap", (void **)&drv.map},                {"cuMemUnmap", (void **)&drv.unmap},
         {"cuMemSetAccess", (void **)&drv.set_access},   {"cuMemGetAllocationGranularity", (void **)&drv.granularity},
+        {"cuMemRetainAllocationHandle", (void **)&drv.retain},
         {"cuGetErrorName", (void **)&drv.error_name},   {"cuDeviceGetAttribute", (void **)&drv.attribute},
         {"cuDeviceGet", (void **)&drv.device_get},
         {"cuMemExportToShareableHandle", (void **)&drv.export_handle},
@@ -121,12 +127,7 @@ static va_range *range_of(vmm_ctx *c, uintptr_t addr) {
 static carve_status vmm_reserve(carve_be *be, size_t size, uintptr_t *base) {
     vmm_ctx *c = be->ctx;
     va_range *r = calloc(1, sizeof(*r));
-    if (r)
-        r->handles = calloc(size / CARVE_SEGMENT_GRANULE, sizeof(*r->handles));
-    if (!r || !r->handles) {
-        if (r)
-            free(r->handles);
-        free(r);
+    if (!r) {
         carve_backend_fail("host memory exhausted");
         return CARVE_ERR_OOM;
     }
@@ -141,7 +142,6 @@ static carve_status vmm_reserve(carve_be *be, size_t size, uintptr_t *base) {
     if (st == CARVE_OK && e != CUDA_SUCCESS)
         st = drv_error(e, "cuMemAddressReserve");
     if (st != CARVE_OK) {
-        free(r->handles);
         free(r);
         return st;
     }
@@ -166,48 +166,50 @@ static carve_status vmm_release(carve_be *be, uintptr_t base, size_t size) {
         *pp = r->next;
     carve_mutex_unlock(&c->lock);
     CUresult e = drv.free((CUdeviceptr)base, size);
-    if (r) {
-        free(r->handles);
-        free(r);
-    }
+    free(r);
     return e == CUDA_SUCCESS ? CARVE_OK : drv_error(e, "cuMemAddressFree");
 }
 
-/* The reservation holding [addr, addr+size) (whole granules) and the index
- * of its first granule; NULL (with a message) for anything else. */
-static va_range *granules_of(vmm_ctx *c, uintptr_t addr, size_t size, const char *what, size_t *g) {
+/* Whether [addr, addr+size) is whole pieces of piece bytes (whole granules)
+ * inside one reservation; a message when not. */
+static int pieces_ok(vmm_ctx *c, uintptr_t addr, size_t size, size_t piece, const char *what) {
     va_range *r = range_of(c, addr);
-    if (!r || size == 0 || size % CARVE_SEGMENT_GRANULE || (addr - r->base) % CARVE_SEGMENT_GRANULE ||
-        size > r->size - (addr - r->base)) {
-        carve_backend_fail("%s of %zu bytes at %#lx outside a reserved range", what, size, (unsigned long)addr);
-        return NULL;
+    if (!r || size == 0 || piece == 0 || piece % CARVE_SEGMENT_GRANULE || size % piece ||
+        (addr - r->base) % CARVE_SEGMENT_GRANULE || size > r->size - (addr - r->base)) {
+        carve_backend_fail("%s of %zu bytes in pieces of %zu at %#lx outside a reserved range", what, size, piece,
+                           (unsigned long)addr);
+        return 0;
     }
-    *g = (addr - r->base) / CARVE_SEGMENT_GRANULE;
-    return r;
+    return 1;
 }
 
-/* A handle for one granule: a recycled one, else a new one. With ipc
+/* A handle for one piece: a recycled granule, else a new one. With ipc
  * automatic, a driver that refuses file-descriptor handles for a reason
- * other than memory gets plain ones from then on. */
-static CUresult take_handle(vmm_ctx *c, CUmemGenericAllocationHandle *h) {
-    carve_mutex_lock(&c->lock);
-    int got = c->nspare > 0;
-    if (got)
-        *h = c->spare[--c->nspare];
-    carve_mutex_unlock(&c->lock);
+ * other than memory gets plain ones from then on, and the arena says it can
+ * no longer export (be->ipc 0: carve_arena_get_config and carve_ipc_export
+ * read it). */
+static CUresult take_handle(carve_be *be, vmm_ctx *c, size_t piece, CUmemGenericAllocationHandle *h) {
+    int got = 0;
+    if (piece == CARVE_SEGMENT_GRANULE) {
+        carve_mutex_lock(&c->lock);
+        if ((got = c->nspare > 0))
+            *h = c->spare[--c->nspare];
+        carve_mutex_unlock(&c->lock);
+    }
     if (got)
         return CUDA_SUCCESS;
     if (!__atomic_load_n(&c->fd_handles, __ATOMIC_RELAXED))
-        return drv.create(h, CARVE_SEGMENT_GRANULE, &c->prop, 0);
-    CUresult e = drv.create(h, CARVE_SEGMENT_GRANULE, &c->prop_fd, 0);
+        return drv.create(h, piece, &c->prop, 0);
+    CUresult e = drv.create(h, piece, &c->prop_fd, 0);
     if (e == CUDA_SUCCESS || e == CUDA_ERROR_OUT_OF_MEMORY || c->fd_required)
         return e;
     __atomic_store_n(&c->fd_handles, 0, __ATOMIC_RELAXED);
-    return drv.create(h, CARVE_SEGMENT_GRANULE, &c->prop, 0);
+    __atomic_store_n(&be->ipc, 0, __ATOMIC_RELAXED);
+    return drv.create(h, piece, &c->prop, 0);
 }
 
-/* An unmapped handle: kept inside a recycle window (when there is room to
- * remember it), else released. */
+/* A handle no longer needed: kept inside a recycle window (a granule's,
+ * where there is room to remember it), else released. */
 static CUresult drop_handle(vmm_ctx *c, CUmemGenericAllocationHandle h) {
     carve_mutex_lock(&c->lock);
     int keep = c->recycling;
@@ -227,52 +229,59 @@ static CUresult drop_handle(vmm_ctx *c, CUmemGenericAllocationHandle h) {
     return keep ? CUDA_SUCCESS : drv.release(h);
 }
 
-static carve_status vmm_commit(carve_be *be, uintptr_t addr, size_t size) {
+static int recycling(vmm_ctx *c) {
+    carve_mutex_lock(&c->lock);
+    int on = c->recycling > 0;
+    carve_mutex_unlock(&c->lock);
+    return on;
+}
+
+static carve_status vmm_commit(carve_be *be, uintptr_t addr, size_t size, size_t piece) {
     vmm_ctx *c = be->ctx;
-    size_t g0;
-    va_range *r = granules_of(c, addr, size, "commit", &g0);
-    if (!r)
+    if (!pieces_ok(c, addr, size, piece, "commit"))
         return CARVE_ERR_BACKEND;
-    size_t n = size / CARVE_SEGMENT_GRANULE, i = 0;
+    size_t n = size / piece, i = 0;
     CUresult e = CUDA_SUCCESS;
     const char *what = "cuMemCreate";
     for (; i < n; i++) {
         CUmemGenericAllocationHandle h = 0;
-        if ((e = take_handle(c, &h)) != CUDA_SUCCESS)
+        if ((e = take_handle(be, c, piece, &h)) != CUDA_SUCCESS)
             break;
-        uintptr_t at = addr + i * CARVE_SEGMENT_GRANULE;
-        if ((e = drv.map((CUdeviceptr)at, CARVE_SEGMENT_GRANULE, 0, h, 0)) != CUDA_SUCCESS) {
+        if ((e = drv.map((CUdeviceptr)(addr + i * piece), piece, 0, h, 0)) != CUDA_SUCCESS) {
             what = "cuMemMap";
-            drop_handle(c, h);
+            drv.release(h);
             break;
         }
-        r->handles[g0 + i] = h;
+        drv.release(h); /* the mapping holds the memory now; unmapping frees it */
     }
     if (i == n && (e = drv.set_access((CUdeviceptr)addr, size, c->access, c->naccess)) != CUDA_SUCCESS)
         what = "cuMemSetAccess";
     if (e == CUDA_SUCCESS)
         return CARVE_OK;
-    while (i-- > 0) { /* all or nothing: undo the granules mapped */
-        drv.unmap((CUdeviceptr)(addr + i * CARVE_SEGMENT_GRANULE), CARVE_SEGMENT_GRANULE);
-        drop_handle(c, r->handles[g0 + i]);
-        r->handles[g0 + i] = 0;
-    }
+    while (i-- > 0) /* all or nothing: undo the pieces mapped (their memory goes with them) */
+        drv.unmap((CUdeviceptr)(addr + i * piece), piece);
     return drv_error(e, what);
 }
 
-static carve_status vmm_decommit(carve_be *be, uintptr_t addr, size_t size) {
+static carve_status vmm_decommit(carve_be *be, uintptr_t addr, size_t size, size_t piece, size_t *done) {
     vmm_ctx *c = be->ctx;
-    size_t g0;
-    va_range *r = granules_of(c, addr, size, "decommit", &g0);
-    if (!r)
+    *done = 0;
+    if (!pieces_ok(c, addr, size, piece, "decommit"))
         return CARVE_ERR_BACKEND;
-    for (size_t i = 0; i < size / CARVE_SEGMENT_GRANULE; i++) {
-        CUresult e = drv.unmap((CUdeviceptr)(addr + i * CARVE_SEGMENT_GRANULE), CARVE_SEGMENT_GRANULE);
-        if (e != CUDA_SUCCESS)
+    for (size_t off = 0; off < size; off += piece) {
+        CUdeviceptr at = (CUdeviceptr)(addr + off);
+        /* In a recycle window a granule's memory is kept for the next map:
+         * its handle back from the address, before the unmap would free it. */
+        CUmemGenericAllocationHandle h = 0;
+        int keep = piece == CARVE_SEGMENT_GRANULE && recycling(c) && drv.retain(&h, (void *)at) == CUDA_SUCCESS;
+        CUresult e = drv.unmap(at, piece);
+        if (e != CUDA_SUCCESS) {
+            if (keep)
+                drv.release(h); /* the mapping still holds it */
             return drv_error(e, "cuMemUnmap");
-        e = drop_handle(c, r->handles[g0 + i]);
-        r->handles[g0 + i] = 0;
-        if (e != CUDA_SUCCESS)
+        }
+        *done += piece;
+        if (keep && (e = drop_handle(c, h)) != CUDA_SUCCESS)
             return drv_error(e, "cuMemRelease");
     }
     return CARVE_OK;
@@ -313,13 +322,14 @@ static carve_status vmm_export(carve_be *be, uintptr_t addr, size_t size, carve_
     }
     carve_status st = CARVE_OK;
     for (; i < n; i++) {
-        CUmemGenericAllocationHandle h = r->handles[lo / CARVE_SEGMENT_GRANULE + i];
-        if (!h) {
+        CUmemGenericAllocationHandle h = 0;
+        if (drv.retain(&h, (void *)(r->base + lo + i * CARVE_SEGMENT_GRANULE)) != CUDA_SUCCESS) {
             carve_backend_fail("granule %zu of the buffer is not mapped", i);
             st = CARVE_ERR_BACKEND;
             break;
         }
         CUresult e = drv.export_handle(&fds[i], h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+        drv.release(h);
         if (e != CUDA_SUCCESS) {
             st = drv_error(e, "cuMemExportToShareableHandle");
             if (st == CARVE_ERR_OOM) /* what the driver says when the process is out of descriptors */
@@ -350,7 +360,6 @@ static void vmm_destroy(carve_be *be) {
     while (c->ranges) { /* the engine released them; this only frees leftovers */
         va_range *r = c->ranges;
         c->ranges = r->next;
-        free(r->handles);
         free(r);
     }
     for (size_t i = 0; i < c->nspare; i++)
@@ -499,9 +508,9 @@ carve_status carve_backend_import_fds(const carve_ipc_desc *d, const int *fds, i
 
 carve_status carve_backend_close_fds(int device, uintptr_t base, size_t len) {
     int prev;
-    carve_status st = carve_cuda_enter(device, &prev);
-    if (st != CARVE_OK)
-        return st;
+    if (carve_cuda_enter(device, &prev) != CARVE_OK) /* nothing done: the mapping stays */
+        return CARVE_ERR_NO_DEVICE;
+    carve_status st = CARVE_OK;
     const char *what = "cuMemUnmap";
     CUresult e = CUDA_SUCCESS;
     for (size_t off = 0; off < len; off += CARVE_SEGMENT_GRANULE) {

@@ -42,16 +42,28 @@ static carve_status f_release(carve_be *be, uintptr_t base, size_t size) {
     return be->faults.leaf->release(be, base, size);
 }
 
-static carve_status f_commit(carve_be *be, uintptr_t addr, size_t size) {
+static carve_status f_commit(carve_be *be, uintptr_t addr, size_t size, size_t piece) {
     if (fails(be, CARVE_FAULT_ALLOC, "map"))
         return be->faults.status;
-    return be->faults.leaf->commit(be, addr, size);
+    return be->faults.leaf->commit(be, addr, size, piece);
 }
 
-static carve_status f_decommit(carve_be *be, uintptr_t addr, size_t size) {
-    if (fails(be, CARVE_FAULT_RELEASE, "unmap"))
-        return CARVE_ERR_BACKEND;
-    return be->faults.leaf->decommit(be, addr, size);
+/* One counted call a mapping, as the driver unmaps them one at a time: the
+ * k-th mapping of a run can be refused, the ones before it gone. */
+static carve_status f_decommit(carve_be *be, uintptr_t addr, size_t size, size_t piece, size_t *done) {
+    if (!(be->faults.kinds & CARVE_FAULT_RELEASE))
+        return be->faults.leaf->decommit(be, addr, size, piece, done);
+    *done = 0;
+    for (size_t off = 0; off < size; off += piece) {
+        if (fails(be, CARVE_FAULT_RELEASE, "unmap"))
+            return CARVE_ERR_BACKEND;
+        size_t d = 0;
+        carve_status st = be->faults.leaf->decommit(be, addr + off, piece, piece, &d);
+        *done += d;
+        if (st != CARVE_OK)
+            return st;
+    }
+    return CARVE_OK;
 }
 
 static void f_recycle(carve_be *be, int on) {
@@ -78,6 +90,8 @@ static carve_status f_export(carve_be *be, uintptr_t addr, size_t size, carve_ip
     }
     return be->faults.leaf->export_buffer(be, addr, size, desc, fds);
 }
+/* Not a counted call: injected failures stand for memory and events. */
+static carve_status f_grant(carve_be *be) { return be->faults.leaf->grant ? be->faults.leaf->grant(be) : CARVE_OK; }
 static void f_destroy(carve_be *be) {
     const carve_backend_ops *leaf = be->faults.leaf;
     be->ops = leaf;
@@ -90,13 +104,13 @@ static void f_destroy(carve_be *be) {
 static const carve_backend_ops fault_ops = {
     .reserve = f_reserve, .release = f_release, .event_record = f_event_record,
     .event_query = f_event_query, .event_sync = f_event_sync, .device_sync = f_device_sync,
-    .event_release = f_event_release, .destroy = f_destroy, .export_buffer = f_export,
+    .event_release = f_event_release, .destroy = f_destroy, .export_buffer = f_export, .grant = f_grant,
 };
 static const carve_backend_ops fault_ops_mapping = {
     .reserve = f_reserve, .release = f_release, .commit = f_commit, .decommit = f_decommit,
     .recycle = f_recycle, .event_record = f_event_record, .event_query = f_event_query, .event_sync = f_event_sync,
     .device_sync = f_device_sync, .event_release = f_event_release, .destroy = f_destroy,
-    .export_buffer = f_export,
+    .export_buffer = f_export, .grant = f_grant,
 };
 
 void carve_backend_faults_on(carve_be *be, unsigned long at, unsigned long times, unsigned long every,

@@ -97,18 +97,21 @@ static carve_status virtual_release(carve_be *be, uintptr_t base, size_t size) {
     return CARVE_OK;
 }
 
-/* Mapping is bookkeeping only. */
-static carve_status virtual_commit(carve_be *be, uintptr_t addr, size_t size) {
+/* Mapping is bookkeeping only, and the engine keeps it: nothing is
+ * recorded here, whatever the size. */
+static carve_status virtual_commit(carve_be *be, uintptr_t addr, size_t size, size_t piece) {
     (void)be;
     (void)addr;
     (void)size;
+    (void)piece;
     return CARVE_OK;
 }
 
-static carve_status virtual_decommit(carve_be *be, uintptr_t addr, size_t size) {
+static carve_status virtual_decommit(carve_be *be, uintptr_t addr, size_t size, size_t piece, size_t *done) {
     (void)be;
     (void)addr;
-    (void)size;
+    (void)piece;
+    *done = size;
     return CARVE_OK;
 }
 

@@ -6,8 +6,11 @@
  * program has and takes the defaults for the rest (a program built against
  * an older header), and accepts a larger structure only when everything past
  * its own is zero (a program built against a newer header that set none of
- * the fields this library does not know). Every function that takes or
- * fills a carve_config goes through here.
+ * the fields this library does not know). A size outside
+ * [CARVE_CONFIG_SIZE_MIN, CARVE_CONFIG_SIZE_MAX] is no carve_config at all (a
+ * structure filled by hand, or garbage) and is refused before any byte past
+ * the size field is read. Every function that takes or fills a carve_config
+ * goes through here.
  */
 #include "base/defaults.h"
 
@@ -33,8 +36,10 @@ void carve_config_write(const carve_config *full, carve_config *user, size_t siz
     user->size = size;
 }
 
+int carve_config_size_ok(size_t size) { return size >= CARVE_CONFIG_SIZE_MIN && size <= CARVE_CONFIG_SIZE_MAX; }
+
 void carve_config_init_sized(carve_config *c, size_t size) {
-    if (!c || size < CARVE_CONFIG_SIZE_MIN)
+    if (!c || !carve_config_size_ok(size))
         return;
     carve_config d;
     carve_config_defaults(&d);
@@ -49,6 +54,13 @@ int carve_config_read(const carve_config *user, carve_config *full, char *why, s
                  "config->size is %zu, below the smallest carve_config (%zu bytes): fill the configuration "
                  "with carve_config_init",
                  size, (size_t)CARVE_CONFIG_SIZE_MIN);
+        return -1;
+    }
+    if (size > CARVE_CONFIG_SIZE_MAX) { /* garbage, not a newer header: do not scan that far */
+        snprintf(why, len,
+                 "config->size is %zu, above the largest carve_config carve accepts (%zu bytes): fill the "
+                 "configuration with carve_config_init",
+                 size, (size_t)CARVE_CONFIG_SIZE_MAX);
         return -1;
     }
     if (size > sizeof(*full)) {

@@ -62,9 +62,10 @@ carve_status carve_conf_apply(carve_config *c, int device, const char *conf) {
 }
 
 carve_status carve_conf_parse_sized(const char *conf, int device, carve_config *out, size_t size) {
-    if (!out || size < CARVE_CONFIG_SIZE_MIN)
-        return carve_fail(NULL, CARVE_ERR_INVALID, "carve_conf_parse: NULL out or a size of %zu (at least %zu)",
-                          size, (size_t)CARVE_CONFIG_SIZE_MIN);
+    if (!out || !carve_config_size_ok(size))
+        return carve_fail(NULL, CARVE_ERR_INVALID,
+                          "carve_conf_parse: NULL out or a size of %zu (between %zu and %zu)", size,
+                          (size_t)CARVE_CONFIG_SIZE_MIN, (size_t)CARVE_CONFIG_SIZE_MAX);
     carve_config c;
     carve_config_defaults(&c);
     carve_config_write(&c, out, size);

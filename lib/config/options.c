@@ -53,8 +53,10 @@ static const struct {
  * exact integer mantissa and a count of decimals. A value with a point and no
  * suffix is a fraction and must lie in (0, 1], judged on the digits
  * themselves (1.0000000000000000001 is above 1 even though it rounds to 1.0
- * as a double). Everything else is a byte count, which must be whole when no
- * multiplier applies and fit in size_t.
+ * as a double). Everything else is a byte count, which must come to whole
+ * bytes with whatever multiplier (1.5KiB is 1536 bytes; 1.0001KiB is refused
+ * rather than cut to 1024, and 0.0001KiB rather than cut to 0, which would
+ * mean "unlimited") and fit in size_t.
  */
 int carve_parse_size(const char *v, size_t *bytes, double *fraction) {
     *bytes = 0;
@@ -102,8 +104,8 @@ int carve_parse_size(const char *v, size_t *bytes, double *fraction) {
         if (strcasecmp(p, suffixes[i].name) != 0)
             continue;
         u128 num = mant * suffixes[i].mult;
-        if (num % scale != 0 && suffixes[i].mult == 1)
-            return -1;                         /* fractional bytes */
+        if (num % scale != 0)
+            return -1;                         /* fractional bytes: 1.5B, 1.0001K, 0.0001K (not 0 = unlimited) */
         num /= scale;
         if (num > SIZE_MAX)
             return -1;

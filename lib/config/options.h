@@ -19,7 +19,8 @@ extern const carve_option carve_options[] CARVE_INTERNAL; /* NULL-terminated */
 
 /* Parse "123", "4GiB", "1.5 GB" into *bytes, or "0.5" into *fraction (one of
  * the two is set, the other 0). Decimal only: no sign, hexadecimal or
- * exponent. 0 on success, -1 on a malformed value. */
+ * exponent; a size must come to whole bytes. 0 on success, -1 on a
+ * malformed value. */
 int carve_parse_size(const char *text, size_t *bytes, double *fraction) CARVE_INTERNAL;
 
 /* carve_config_parse with keys in denied (NULL-terminated, may be NULL)

@@ -11,6 +11,8 @@
  * arena would refuse is refused at once. Lookups of an existing arena are
  * one acquire load.
  */
+#include "device/device.h"
+
 #include <string.h>
 
 #include "backend/leaves.h"
@@ -86,6 +88,19 @@ carve_status carve_device_arena(int device, carve_arena **out) {
     *out = d->arena;
     carve_mutex_unlock(&g_lock);
     return st;
+}
+
+int carve_device_of_default(const carve_arena *a) {
+    if (!a)
+        return -1;
+    for (int d = 0; d < CARVE_MAX_DEVICES; d++)
+        if (CARVE_LOAD_ACQ(&g_dev[d].arena) == a)
+            return d;
+    return -1;
+}
+
+carve_arena *carve_device_arena_made(int device) {
+    return device >= 0 && device < CARVE_MAX_DEVICES ? CARVE_LOAD_ACQ(&g_dev[device].arena) : NULL;
 }
 
 /* Lock held on success: the slot of device, which has no arena yet. */
@@ -178,7 +193,9 @@ carve_status carve_device_mem_info(int device, size_t *free_bytes, size_t *total
 void carve_device_arenas_release(void) {
     carve_mutex_lock(&g_lock);
     for (int i = 0; i < CARVE_MAX_DEVICES; i++) {
-        carve_arena_destroy(g_dev[i].arena);
+        carve_arena *a = g_dev[i].arena;
+        CARVE_STORE_REL(&g_dev[i].arena, NULL); /* no longer a default arena while it goes */
+        carve_arena_destroy(a);
         memset(&g_dev[i], 0, sizeof(g_dev[i]));
     }
     carve_mutex_unlock(&g_lock);

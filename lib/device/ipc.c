@@ -34,7 +34,7 @@ carve_status carve_ipc_export(carve_arena *arena, const void *ptr, carve_ipc_des
     if (st != CARVE_OK)
         return carve_fail(arena, st, "carve_ipc_export: %p is not the start of a live buffer of arena '%s'", ptr,
                           arena->name);
-    if (!arena->be.ipc || !arena->be.ops->export_buffer)
+    if (!__atomic_load_n(&arena->be.ipc, __ATOMIC_RELAXED) || !arena->be.ops->export_buffer)
         return carve_fail(arena, CARVE_ERR_INVALID,
                           "carve_ipc_export: arena '%s' cannot share memory with other processes (%s backend%s)",
                           arena->name, carve_backend_str(arena->cfg.backend),
@@ -131,6 +131,11 @@ carve_status carve_ipc_close(carve_ipc_mapping *m) {
         return CARVE_OK;
     carve_status st = m->kind == CARVE_IPC_FDS ? carve_backend_close_fds(m->device, m->base, m->len)
                                                : carve_backend_close_cuda(m->device, m->base);
+    if (st == CARVE_ERR_NO_DEVICE) /* the device could not be made current: nothing was unmapped */
+        return carve_fail(NULL, st,
+                          "carve_ipc_close: device %d cannot be made current (%s); the mapping stays: close it "
+                          "again",
+                          m->device, carve_backend_msg());
     free(m);
     if (st != CARVE_OK)
         return carve_fail(NULL, st, "carve_ipc_close: %s", carve_backend_msg());

@@ -8,6 +8,8 @@
  * merging with free neighbours. Neither touches the heap or the backend, and
  * neither writes memory shared with threads on other streams.
  */
+#include "engine/alloc.h"
+
 #include <string.h>
 
 #include "base/text.h"
@@ -248,6 +250,7 @@ __attribute__((noinline, cold)) static carve_block *vmm_place(carve_arena *a, ca
     if (m->addr < best_x) { /* start the block at the place */
         carve_block *front = block_split(p, m, best_x - m->addr);
         carve_index_insert(&p->index[front->cls], front);
+        carve_vmm_split(front); /* the runs from best_x's granule on are the request's */
         m = front->next;
     }
     return m;
@@ -375,7 +378,7 @@ carve_status carve_alloc(carve_arena *a, size_t size, carve_stream s, void **out
     if (CARVE_UNLIKELY(b->span->u.r.nlive++ == 0))
         carve_pool_span_refilled(p, b->span);
     if (CARVE_UNLIKELY(a->vmm))
-        carve_vmm_ref(p, b->span, b->addr, b->size, 1);
+        carve_vmm_take(p, b);
 found:
     carve_blockmap_put(&p->map, b);
     CARVE_STORE(&p->nallocs, p->nallocs + 1);
@@ -545,4 +548,16 @@ carve_status carve_record_stream(carve_arena *a, void *ptr, carve_stream s) {
     if (st != CARVE_OK)
         return carve_fail(a, st, "carve_record_stream: host memory exhausted");
     return CARVE_OK;
+}
+
+int carve_buffer_live(const carve_arena *ca, const void *ptr) {
+    if (!ca || !ptr)
+        return 0;
+    carve_arena *a = (carve_arena *)ca; /* the lock is taken; nothing observable changes */
+    carve_pool *p = owner_locked(a, (uintptr_t)ptr);
+    if (!p)
+        return 0;
+    int live = carve_blockmap_get(&p->map, (uintptr_t)ptr) != NULL;
+    carve_spin_unlock(&p->lock);
+    return live;
 }

@@ -51,11 +51,14 @@ static carve_status validate(const carve_config *c) {
     if (c->vmm == 1 && c->backend != CARVE_BACKEND_CUDA && c->backend != CARVE_BACKEND_VIRTUAL)
         return carve_fail(NULL, CARVE_ERR_INVALID,
                           "carve_arena_create: virtual-memory mode needs the cuda or virtual backend");
+    /* 0 (CARVE_OK) stands for the default, CARVE_ERR_OOM, so that a
+     * structure zeroed before its fields are set works. */
     if (c->fail_backend_status != CARVE_OK && c->fail_backend_status != CARVE_ERR_OOM &&
         c->fail_backend_status != CARVE_ERR_BACKEND)
         return carve_fail(NULL, CARVE_ERR_INVALID,
-                          "carve_arena_create: fail_backend_status must be CARVE_ERR_OOM or CARVE_ERR_BACKEND");
-    if (c->device < 0)
+                          "carve_arena_create: fail_backend_status is %d (CARVE_ERR_OOM or CARVE_ERR_BACKEND)",
+                          (int)c->fail_backend_status);
+    if (c->device < 0 && device_backend) /* HOST and VIRTUAL ignore the device */
         return carve_fail(NULL, CARVE_ERR_INVALID, "carve_arena_create: device %d is negative",
                           c->device);
     if (c->peers != CARVE_PEERS_AUTO && c->peers != CARVE_PEERS_NONE && c->peers != CARVE_PEERS_ALL &&
@@ -72,6 +75,13 @@ static carve_status validate(const carve_config *c) {
                           "carve_arena_create: peer_devices is set but peers is not CARVE_PEERS_LIST");
     if (c->ipc != CARVE_IPC_AUTO && c->ipc != 0 && c->ipc != 1)
         return carve_fail(NULL, CARVE_ERR_INVALID, "carve_arena_create: ipc is %d (0, 1 or CARVE_IPC_AUTO)", c->ipc);
+    /* ipc=1 is a requirement: refused where it could never be met rather
+     * than accepted and then ignored. */
+    if (c->ipc == 1 && c->backend != CARVE_BACKEND_CUDA)
+        return carve_fail(NULL, CARVE_ERR_INVALID,
+                          "carve_arena_create: ipc=1 needs the cuda backend (the %s backend's memory cannot be "
+                          "exported to other processes)",
+                          carve_backend_str(c->backend));
     return CARVE_OK;
 }
 
@@ -130,9 +140,11 @@ static carve_status resolve_sizes(carve_arena *a, const carve_config *c) {
     a->initial = initial ? carve_align_up(initial, CARVE_SEGMENT_GRANULE) : 0;
     if (a->initial > rlimit || a->initial < initial) /* the second: rounding up wrapped */
         a->initial = rlimit;
-    /* 0: automatic; never more than the limit (and no wrap-around when rounding). */
-    a->min_grow = c->min_grow_bytes > rlimit ? carve_align_down(rlimit, CARVE_SEGMENT_GRANULE)
-                                             : carve_align_up(c->min_grow_bytes, CARVE_SEGMENT_GRANULE);
+    /* 0: automatic; never more than the rounded limit. Clamped before it is
+     * rounded up, so that a size within a granule of SIZE_MAX (with no
+     * limit) cannot wrap around to 0, which would mean automatic. */
+    size_t gmax = carve_align_down(rlimit, CARVE_SEGMENT_GRANULE);
+    a->min_grow = c->min_grow_bytes > gmax ? gmax : carve_align_up(c->min_grow_bytes, CARVE_SEGMENT_GRANULE);
     a->growth = c->growth != 0;
     /* Automatic: virtual-memory mode where the backend maps granules (the
      * CUDA backend opened its virtual-memory form only if the device
@@ -231,6 +243,14 @@ carve_status carve_arena_create(const carve_config *user, carve_arena **out) {
                               why);
         }
     }
+    /* Last: what changes the process (peer access), once nothing else can
+     * refuse the arena. */
+    if (a->be.ops->grant && (st = a->be.ops->grant(&a->be)) != CARVE_OK) {
+        char why[256];
+        snprintf(why, sizeof(why), "%s", carve_backend_msg());
+        carve_arena_destroy(a);
+        return carve_fail(NULL, st, "carve_arena_create: granting peer access failed: %s", why);
+    }
     if (carve_live_add(a) != 0) {
         carve_arena_destroy(a);
         return carve_fail(NULL, CARVE_ERR_OOM, "carve_arena_create: host memory exhausted");
@@ -262,9 +282,16 @@ void carve_arena_destroy(carve_arena *a) {
 }
 
 carve_status carve_arena_get_config_sized(const carve_arena *a, carve_config *out, size_t size) {
-    if (!a || !out || size < CARVE_CONFIG_SIZE_MIN)
-        return carve_fail(a, CARVE_ERR_INVALID, "carve_arena_get_config: NULL argument or a size of %zu (at least %zu)",
-                          size, (size_t)CARVE_CONFIG_SIZE_MIN);
+    if (!a || !out || !carve_config_size_ok(size)) {
+        /* Outputs are set on failure too: zeros, where size says how many bytes are there to set. */
+        if (out && carve_config_size_ok(size)) {
+            memset(out, 0, size);
+            out->size = size;
+        }
+        return carve_fail(a, CARVE_ERR_INVALID,
+                          "carve_arena_get_config: NULL argument or a size of %zu (between %zu and %zu)", size,
+                          (size_t)CARVE_CONFIG_SIZE_MIN, (size_t)CARVE_CONFIG_SIZE_MAX);
+    }
     carve_config c = a->cfg;
     c.limit_bytes = a->limit;
     c.initial_bytes = a->initial;
@@ -272,7 +299,9 @@ carve_status carve_arena_get_config_sized(const carve_arena *a, carve_config *ou
     c.limit_fraction = 0;
     c.initial_fraction = 0;
     c.vmm = a->vmm;
-    c.ipc = a->be.ipc;
+    if (c.fail_backend_status == CARVE_OK) /* what it stands for */
+        c.fail_backend_status = CARVE_ERR_OOM;
+    c.ipc = __atomic_load_n(&a->be.ipc, __ATOMIC_RELAXED); /* the backend may drop it (cuda_vmm.c) */
     carve_config_write(&c, out, size);
     return CARVE_OK;
 }

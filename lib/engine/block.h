@@ -10,7 +10,10 @@
  *    in virtual-memory mode, UNMAPPED (free address space with no memory
  *    behind it: whole granules, in the pool's unmapped list). A FREE block
  *    there always has every granule it touches mapped, so the fast path
- *    never maps; FREE and UNMAPPED neighbours do not merge.
+ *    never maps; FREE and UNMAPPED neighbours do not merge. In that mode a
+ *    FREE block also heads a ring of RUNs: its whole granules, in runs let
+ *    go one after another (vmm.c), the first run in the block's own record,
+ *    the others in RUN records, which are no one's physical neighbours.
  * prev/next link physical neighbours inside the container (segment or span),
  * so coalescing is O(1); fprev/fnext link a free block into its index list,
  * a pending block into the pool's pending list, and a span into its pool's
@@ -32,7 +35,8 @@ enum carve_block_state {
     CARVE_B_PENDING,   /* pool block: freed, events on other streams outstanding */
     CARVE_B_SPAN,      /* heap range: owned by a pool */
     CARVE_B_HOT,       /* pool block: freed, parked unmerged in its pool's hot slot */
-    CARVE_B_UNMAPPED   /* pool block, virtual-memory mode: free whole granules, none mapped */
+    CARVE_B_UNMAPPED,  /* pool block, virtual-memory mode: free whole granules, none mapped */
+    CARVE_B_RUN        /* virtual-memory mode: a run of a FREE block's ring (u.v), not a block */
 };
 
 enum { CARVE_CLASS_SMALL = 0, CARVE_CLASS_LARGE = 1 };
@@ -72,6 +76,14 @@ typedef struct carve_block {
         struct {                       /* pool block */
             carve_uses *uses;          /* valid when flags & CARVE_BF_USES */
         } b;
+        struct {                       /* virtual-memory mode: a FREE pool block (its own run, which
+                                          may be empty, heads the ring) or a RUN record */
+            uintptr_t at;              /* the run's first granule */
+            size_t n;                  /* its granules (0: none: a FREE block with no run of its own) */
+            uint64_t stamp;            /* when its first granule was let go (its pool's clock); the
+                                          i-th granule's stamp is stamp + i */
+            struct carve_block *rnext, *rprev; /* the ring of the FREE block's runs, by address */
+        } v;
         struct {                       /* heap range */
             struct carve_segment *seg;
             struct carve_pool *pool;   /* span: owner (read racily by carve_free) */

@@ -20,7 +20,64 @@ typedef struct tally {
     size_t nfree[2], free_bytes[2];
     size_t nused, used_bytes, req_bytes, npending, nspans, nhot;
     size_t nunmapped[2]; /* virtual-memory mode: UNMAPPED blocks */
+    size_t touched;      /* ... granules live blocks touch */
+    size_t nblocks, nruns; /* block records in spans, RUN records */
+    struct stamps {      /* ... the stamps of every run, for their disjointness */
+        uint64_t first, n;
+    } *stamps;
+    size_t nstamps, capstamps;
 } tally;
+
+static int stamps_add(tally *t, uint64_t first, uint64_t n) {
+    if (t->nstamps == t->capstamps) {
+        size_t cap = t->capstamps ? 2 * t->capstamps : 64;
+        struct stamps *v = realloc(t->stamps, cap * sizeof(*v));
+        if (!v)
+            return -1;
+        t->stamps = v;
+        t->capstamps = cap;
+    }
+    t->stamps[t->nstamps++] = (struct stamps){first, n};
+    return 0;
+}
+
+static int stamp_order(const void *x, const void *y) {
+    const struct stamps *a = x, *b = y;
+    return a->first < b->first ? -1 : a->first > b->first;
+}
+
+/* Virtual-memory mode: FREE block f's ring of runs is exactly its whole
+ * granules, in address order, each run stamped after 0 and at most its
+ * pool's clock. NULL when it is, else what is wrong. */
+static const char *check_ring(const carve_block *f, tally *t) {
+    const size_t G = CARVE_SEGMENT_GRANULE;
+    uintptr_t lo = carve_align_up(f->addr, G), hi = carve_align_down(f->addr + f->size, G);
+    uintptr_t expect = lo;
+    size_t guard = hi > lo ? (hi - lo) / G + 1 : 1;
+    const carve_block *x = f;
+    do {
+        if (x->u.v.rnext->u.v.rprev != x)
+            return "a ring of runs is badly linked";
+        if (x != f && (x->state != CARVE_B_RUN || x->u.v.n == 0))
+            return "a ring of runs holds something that is not a run";
+        if (x->u.v.n) {
+            if (x->u.v.at != expect || x->u.v.n > (hi - expect) / G)
+                return "the runs of a free block are not its whole granules in address order";
+            if (x->u.v.stamp == 0 || x->u.v.n > t->pool->vclock || x->u.v.stamp > t->pool->vclock - x->u.v.n + 1)
+                return "a run is stamped after its pool's clock";
+            if (stamps_add(t, x->u.v.stamp, x->u.v.n) != 0)
+                return "no memory for the stamp recount";
+            expect += x->u.v.n * G;
+            t->nruns += x != f;
+        }
+        x = x->u.v.rnext;
+        if (!guard--)
+            return "a ring of runs does not close";
+    } while (x != f);
+    if (hi > lo && expect != hi)
+        return "the runs of a free block leave some of its whole granules out";
+    return NULL;
+}
 
 #define FAIL(...)                                                   \
     do {                                                            \
@@ -77,11 +134,12 @@ static int pool_owns(const carve_block *b, const void *arg) {
     return span && span->state == CARVE_B_SPAN && span->u.r.pool == o->p && b->cls == o->cls;
 }
 
-static int pages_map_to(const carve_pagemap *pm, const carve_block *r, const carve_block *want) {
-    for (uintptr_t at = r->addr; at < r->addr + r->size; at += CARVE_SEGMENT_GRANULE)
-        if (carve_pagemap_get(pm, at) != want)
-            return 0;
-    return 1;
+/* An entry of the address map names span for [addr, addr+size): a span
+ * that holds all of it. */
+static int map_entry_ok(const carve_block *span, uintptr_t addr, size_t size, void *arg) {
+    (void)arg;
+    return span->state != CARVE_B_SPAN || addr < span->addr || size > span->size ||
+           addr - span->addr > span->size - size;
 }
 
 carve_status carve_check(const carve_arena *ca) {
@@ -108,22 +166,12 @@ carve_status carve_check(const carve_arena *ca) {
     }
     carve_mutex_lock(&a->heap.lock);
 
-    size_t reserved = 0, nsegs = 0, nfree = 0, free_bytes = 0, touched = 0;
+    size_t reserved = 0, nsegs = 0, nfree = 0, free_bytes = 0;
     const char *why;
-    uint32_t *refs = NULL; /* virtual-memory mode: recounted granule references */
     for (const carve_segment *s = h->segs; s; s = s->next) {
         nsegs++;
-        if (a->vmm) {
-            free(refs);
-            refs = calloc(s->ngran ? s->ngran : 1, sizeof(*refs));
-            if (!refs || s->ngran != s->size / CARVE_SEGMENT_GRANULE)
-                FAIL("segment %#lx: no memory for the granule recount, or a wrong granule count",
-                     (unsigned long)s->base);
-            for (size_t g = 0; g < s->ngran; g++)
-                reserved += s->gmapped[g] ? CARVE_SEGMENT_GRANULE : 0;
-        } else {
+        if (!a->vmm) /* (virtual-memory mode: the mapped granules of each span, below) */
             reserved += s->raw_size;
-        }
         if (s->base % CARVE_SEGMENT_GRANULE || s->size % CARVE_SEGMENT_GRANULE || s->base < s->raw_base ||
             s->base + s->size > s->raw_base + s->raw_size)
             FAIL("segment %#lx is misaligned or outside its reservation", (unsigned long)s->base);
@@ -139,11 +187,12 @@ carve_status carve_check(const carve_arena *ca) {
                 FAIL("range %#lx is malformed", (unsigned long)r->addr);
             at += r->size;
             if (r->state == CARVE_B_FREE) {
-                if (a->vmm && carve_vmm_unmapped(s, r->addr, r->size) != r->size / CARVE_SEGMENT_GRANULE)
-                    FAIL("free range %#lx holds mapped granules", (unsigned long)r->addr);
+                /* (Virtual-memory mode: a free range holds nothing mapped by
+                 * construction, as only pool blocks say what is; that no
+                 * mapped byte went with a span is the recount of reserved.) */
                 nfree++;
                 free_bytes += r->size;
-                if (!pages_map_to(&a->pmap, r, NULL))
+                if (!carve_pagemap_covers(&a->pmap, r->addr, r->size, NULL))
                     FAIL("free range %#lx is still mapped to a span", (unsigned long)r->addr);
                 const carve_block *n = r->next;
                 if (n && n->state == CARVE_B_FREE &&
@@ -160,11 +209,11 @@ carve_status carve_check(const carve_arena *ca) {
                     pt = &t[i];
             if (!pt || r->cls > CARVE_CLASS_LARGE)
                 FAIL("span %#lx has no valid pool or class", (unsigned long)r->addr);
-            if (!pages_map_to(&a->pmap, r, r))
+            if (!carve_pagemap_covers(&a->pmap, r->addr, r->size, r))
                 FAIL("span %#lx is not mapped to itself", (unsigned long)r->addr);
             pt->nspans++;
-            uintptr_t bat = r->addr;
-            size_t live = 0;
+            uintptr_t bat = r->addr, touched_to = r->addr;
+            size_t live = 0, unmapped = 0;
             const carve_block *prev = NULL;
             for (const carve_block *b = r->u.r.first; b; prev = b, b = b->next) {
                 if (b->addr != bat || b->prev != prev || b->span != r || b->cls != r->cls ||
@@ -174,20 +223,23 @@ carve_status carve_check(const carve_arena *ca) {
                 bat += b->size;
                 if (bat > r->addr + r->size)
                     FAIL("block %#lx runs past its span", (unsigned long)b->addr);
+                pt->nblocks++;
                 switch (b->state) {
                 case CARVE_B_FREE:
                     if (b->next && b->next->state == CARVE_B_FREE)
                         FAIL("free blocks %#lx and %#lx are not merged", (unsigned long)b->addr,
                              (unsigned long)b->next->addr);
-                    if (a->vmm && carve_vmm_unmapped(s, b->addr, b->size))
-                        FAIL("free block %#lx touches unmapped granules", (unsigned long)b->addr);
+                    /* (Its granules are mapped: UNMAPPED blocks are whole granules, so
+                     * none of them is a FREE block's.) */
+                    if (a->vmm && (why = check_ring(b, pt)))
+                        FAIL("free block %#lx: %s", (unsigned long)b->addr, why);
                     pt->nfree[r->cls]++;
                     pt->free_bytes[r->cls] += b->size;
                     break;
                 case CARVE_B_UNMAPPED:
-                    if (!a->vmm || b->addr % CARVE_SEGMENT_GRANULE || b->size % CARVE_SEGMENT_GRANULE ||
-                        carve_vmm_unmapped(s, b->addr, b->size) != b->size / CARVE_SEGMENT_GRANULE)
-                        FAIL("unmapped block %#lx is not whole unmapped granules", (unsigned long)b->addr);
+                    if (!a->vmm || b->addr % CARVE_SEGMENT_GRANULE || b->size % CARVE_SEGMENT_GRANULE)
+                        FAIL("unmapped block %#lx is not whole granules", (unsigned long)b->addr);
+                    unmapped += b->size / CARVE_SEGMENT_GRANULE;
                     if (b->next && b->next->state == CARVE_B_UNMAPPED)
                         FAIL("unmapped blocks %#lx and %#lx are not merged", (unsigned long)b->addr,
                              (unsigned long)b->next->addr);
@@ -196,11 +248,16 @@ carve_status carve_check(const carve_arena *ca) {
                 case CARVE_B_USED:
                 case CARVE_B_PENDING:
                 case CARVE_B_HOT:
-                    if (refs)
-                        for (size_t g = (b->addr - s->base) / CARVE_SEGMENT_GRANULE,
-                                    e = (b->addr + b->size - 1 - s->base) / CARVE_SEGMENT_GRANULE;
-                             g <= e; g++)
-                            refs[g]++;
+                    if (a->vmm) { /* the granules it touches that no live block before it did */
+                        uintptr_t ga = carve_align_down(b->addr, CARVE_SEGMENT_GRANULE),
+                                  gb = carve_align_up(b->addr + b->size, CARVE_SEGMENT_GRANULE);
+                        if (ga < touched_to)
+                            ga = touched_to;
+                        if (gb > ga) {
+                            pt->touched += (gb - ga) / CARVE_SEGMENT_GRANULE;
+                            touched_to = gb;
+                        }
+                    }
                     if (b->state == CARVE_B_HOT) {
                         if (pt->pool->hot != b || (b->flags & CARVE_BF_USES))
                             FAIL("hot block %#lx is not its pool's hot block", (unsigned long)b->addr);
@@ -238,38 +295,53 @@ carve_status carve_check(const carve_arena *ca) {
                 FAIL("span %#lx counts %zu live blocks, has %zu", (unsigned long)r->addr, r->u.r.nlive, live);
             if (live && r->u.r.event)
                 FAIL("span %#lx holds live blocks and an empty-span event", (unsigned long)r->addr);
-            if (a->vmm && carve_vmm_unmapped(s, r->addr, r->size) != r->u.r.unmapped)
+            if (a->vmm && unmapped != r->u.r.unmapped)
                 FAIL("span %#lx counts %zu unmapped granules, has %zu", (unsigned long)r->addr, r->u.r.unmapped,
-                     carve_vmm_unmapped(s, r->addr, r->size));
+                     unmapped);
+            if (a->vmm)
+                reserved += r->size - unmapped * CARVE_SEGMENT_GRANULE;
         }
         if (at != s->base + s->size)
             FAIL("ranges of segment %#lx do not cover it", (unsigned long)s->base);
-        for (size_t g = 0; refs && g < s->ngran; g++) {
-            if (refs[g] != s->gref[g])
-                FAIL("granule %zu of segment %#lx counts %u references, has %u", g, (unsigned long)s->base,
-                     s->gref[g], refs[g]);
-            if (refs[g] && !s->gmapped[g])
-                FAIL("granule %zu of segment %#lx holds live blocks but is not mapped", g, (unsigned long)s->base);
-            touched += refs[g] != 0;
-        }
     }
     if (nsegs != h->nsegs || reserved != h->reserved)
         FAIL("segments recount to %zu (%zu bytes), heap says %zu (%zu bytes)", nsegs, reserved, h->nsegs,
              h->reserved);
     if (h->reserved > a->limit)
         FAIL("reserved %zu bytes, over the limit of %zu", h->reserved, a->limit);
-    if (a->vmm) {
-        size_t by_pools = 0;
-        for (const carve_pool *q = CARVE_LOAD_ACQ(&a->pools); q; q = q->next_all) {
-            by_pools += q->touched;
-            if (q->touched_peak < q->touched)
-                FAIL("a pool touches %zu granules, above its peak of %zu", q->touched, q->touched_peak);
-        }
-        if (by_pools != touched)
-            FAIL("the pools count %zu touched granules, the segments %zu", by_pools, touched);
+    for (size_t i = 0; a->vmm && i < np; i++) {
+        const carve_pool *q = t[i].pool;
+        if (q->touched != t[i].touched)
+            FAIL("pool of stream %p counts %zu touched granules, its blocks touch %zu", (void *)q->stream, q->touched,
+                 t[i].touched);
+        if (q->touched_peak < q->touched)
+            FAIL("a pool touches %zu granules, above its peak of %zu", q->touched, q->touched_peak);
+        /* Stamps are the pool's clock, one granule each: no two runs share one. */
+        if (t[i].nstamps > 1)
+            qsort(t[i].stamps, t[i].nstamps, sizeof(*t[i].stamps), stamp_order);
+        for (size_t k = 1; k < t[i].nstamps; k++)
+            if (t[i].stamps[k - 1].first + t[i].stamps[k - 1].n > t[i].stamps[k].first)
+                FAIL("pool of stream %p: two runs share a stamp", (void *)q->stream);
+        if (q->vdone > q->vclock)
+            FAIL("pool of stream %p: done up to %llu, after its clock %llu", (void *)q->stream,
+                 (unsigned long long)q->vdone, (unsigned long long)q->vclock);
+        for (unsigned k = 0; k < q->vfence_n; k++)
+            if (q->vfence[(q->vfence_head + k) % CARVE_VMM_FENCES].clock > q->vclock ||
+                (k && q->vfence[(q->vfence_head + k) % CARVE_VMM_FENCES].clock <
+                          q->vfence[(q->vfence_head + k - 1) % CARVE_VMM_FENCES].clock))
+                FAIL("pool of stream %p: its fences are out of order", (void *)q->stream);
     }
     if (h->reserved_peak < h->reserved)
         FAIL("reserved peak below reserved");
+    /* Each range maps to itself (or nothing) above; here nothing else maps
+     * anywhere, and every node is in the tree or on a spare list. */
+    size_t reached[2], spares[2];
+    if (carve_pagemap_walk(&a->pmap, map_entry_ok, NULL, reached, spares))
+        FAIL("the address map names a span outside its range");
+    for (unsigned l = 0; l < 2; l++)
+        if (reached[l] + spares[l] != a->pmap.nodes[l])
+            FAIL("the address map holds %zu %s nodes and %zu spares of %zu", reached[l], l ? "leaf" : "middle",
+                 spares[l], a->pmap.nodes[l]);
     if (nfree != h->index.count || free_bytes != h->index.bytes)
         FAIL("heap index holds %zu ranges (%zu bytes), the walk found %zu (%zu bytes)", h->index.count,
              h->index.bytes, nfree, free_bytes);
@@ -317,9 +389,15 @@ carve_status carve_check(const carve_arena *ca) {
                  (void *)p->stream, p->allocated, p->requested, t[i].used_bytes, t[i].req_bytes);
         if (p->allocated_peak < p->allocated || p->requested_peak < p->requested)
             FAIL("pool of stream %p: a peak is below its current value", (void *)p->stream);
+        /* Every record of the pool's slab is free, a block of a span, a run
+         * (virtual-memory mode), or taken out by a test: none is lost. */
+        if (p->slab.nchunks * CARVE_SLAB_CHUNK != p->slab.nfree + t[i].nblocks + t[i].nruns + p->slab.held)
+            FAIL("pool of stream %p: %zu block records, %zu free, %zu in spans, %zu runs: some are lost",
+                 (void *)p->stream, p->slab.nchunks * CARVE_SLAB_CHUNK, p->slab.nfree, t[i].nblocks, t[i].nruns);
     }
 out:
-    free(refs);
+    for (size_t i = 0; i < np; i++)
+        free(t[i].stamps);
     carve_mutex_unlock(&a->heap.lock);
     while (np-- > 0)
         carve_spin_unlock((carve_spin *)&t[np].pool->lock);

@@ -125,6 +125,7 @@ restart:;
 
 carve_status carve_heap_init(carve_arena *a) {
     memset(&a->heap, 0, sizeof(a->heap));
+    carve_pagemap_init(&a->pmap); /* the heap's lock guards its writers */
     if (carve_mutex_init(&a->heap.lock) != 0)
         return CARVE_ERR_OOM;
     return CARVE_OK;
@@ -186,9 +187,9 @@ carve_block *carve_heap_take(carve_arena *a, carve_pool *p, unsigned cls, size_t
     r->stream = p->stream;
     r->u.r.first = r->u.r.last = NULL;
     r->u.r.nlive = 0;
-    r->u.r.unmapped = a->vmm ? carve_vmm_unmapped(r->u.r.seg, r->addr, r->size) : 0;
+    r->u.r.unmapped = a->vmm ? r->size / CARVE_SEGMENT_GRANULE : 0; /* a free range holds nothing mapped */
     CARVE_STORE_REL(&r->u.r.pool, p);
-    carve_pagemap_set(&a->pmap, r->addr, r->size, r);
+    carve_pagemap_set(&a->pmap, r->addr, r->size, r, 0);
     return r;
 }
 
@@ -220,14 +221,14 @@ size_t carve_heap_extend(carve_arena *a, carve_block *span, size_t need, size_t 
     }
     span->size += take;
     if (a->vmm)
-        span->u.r.unmapped += carve_vmm_unmapped(span->u.r.seg, at, take);
-    carve_pagemap_set(&a->pmap, at, take, span);
+        span->u.r.unmapped += take / CARVE_SEGMENT_GRANULE;
+    carve_pagemap_set(&a->pmap, at, take, span, 0);
     return take;
 }
 
 void carve_heap_give(carve_arena *a, carve_block *span, void *ev) {
     carve_heap *h = &a->heap;
-    carve_pagemap_set(&a->pmap, span->addr, span->size, NULL);
+    carve_pagemap_set(&a->pmap, span->addr, span->size, NULL, 0);
     CARVE_STORE_REL(&span->u.r.pool, (carve_pool *)NULL);
     span->state = CARVE_B_FREE;
     span->u.r.first = NULL;
@@ -245,7 +246,9 @@ int carve_heap_cut(carve_arena *a, carve_block *span, uintptr_t lo, uintptr_t hi
     CARVE_ASSERT_INTERNAL(span->state == CARVE_B_SPAN && lo % CARVE_SEGMENT_GRANULE == 0 &&
                           hi % CARVE_SEGMENT_GRANULE == 0 && lo >= span->addr && hi <= end && lo < hi &&
                           (lo > span->addr || hi < end));
-    if (carve_slab_reserve(&h->slab, 2) != 0)
+    /* The map gets two new ends, lo and hi, inside the span's range. */
+    if (carve_slab_reserve(&h->slab, 2) != 0 || carve_pagemap_prepare(&a->pmap, lo, hi - lo) != 0 ||
+        carve_pagemap_prepare(&a->pmap, hi, end - hi) != 0)
         return -1;
     carve_block *f = carve_slab_get_clear(&h->slab);
     f->addr = lo;
@@ -270,7 +273,7 @@ int carve_heap_cut(carve_arena *a, carve_block *span, uintptr_t lo, uintptr_t hi
         span->next = f;
         span->size = lo - span->addr;
         CARVE_STORE_REL(&r->u.r.pool, span->u.r.pool);
-        carve_pagemap_set(&a->pmap, hi, end - hi, r);
+        carve_pagemap_set(&a->pmap, hi, end - hi, r, 1); /* its live buffers may be freed meanwhile */
         *right = r;
     } else if (lo == span->addr) { /* the front: f before span */
         f->prev = span->prev;
@@ -290,12 +293,9 @@ int carve_heap_cut(carve_arena *a, carve_block *span, uintptr_t lo, uintptr_t hi
         span->next = f;
         span->size = lo - span->addr;
     }
-    carve_pagemap_set(&a->pmap, lo, hi - lo, NULL);
-    if (a->vmm) {
-        span->u.r.unmapped = carve_vmm_unmapped(seg, span->addr, span->size);
-        if (*right)
-            (*right)->u.r.unmapped = carve_vmm_unmapped(seg, (*right)->addr, (*right)->size);
-    }
+    carve_pagemap_set(&a->pmap, lo, hi - lo, NULL, 0);
+    if (a->vmm) /* [lo, hi) is unmapped room; what right takes of the rest, the pool counts (pool.c) */
+        span->u.r.unmapped -= (hi - lo) / CARVE_SEGMENT_GRANULE;
     carve_index_insert(&h->index, f);
     range_coalesce(a, f);
     return 0;
@@ -341,14 +341,12 @@ static carve_status heap_add_segment(carve_arena *a, uintptr_t base, size_t size
     if (ue <= ub || ue - ub < need) {
         carve_note("the backend returned a block not aligned to %zu bytes", (size_t)CARVE_SEGMENT_GRANULE);
         st = CARVE_ERR_BACKEND;
-    } else if (!(seg = calloc(1, sizeof(*seg))) || carve_slab_reserve(&h->slab, 1) != 0 ||
-               (a->vmm && (seg->base = ub, seg->size = ue - ub, carve_vmm_segment_init(seg) != 0))) {
+    } else if (!(seg = calloc(1, sizeof(*seg))) || carve_slab_reserve(&h->slab, 1) != 0) {
+        /* (A segment costs this record and one range, whatever its size.) */
         carve_note("host memory exhausted for carve's metadata");
         st = CARVE_ERR_OOM;
     }
     if (st != CARVE_OK) {
-        if (seg)
-            carve_vmm_segment_free(seg);
         free(seg);
         a->be.ops->release(&a->be, base, size);
         return st;
@@ -496,17 +494,9 @@ carve_status carve_heap_release_free(carve_arena *a) {
             s = s->next;
         if (!s)
             break;
-        /* Whatever is still mapped goes first (a free range holds nothing
-         * mapped, but the address space must not go back with memory in
-         * it), while the segment is still linked: a refusal leaves it
-         * there, whole and usable, and found by carve_arena_contains. */
-        if (a->vmm && carve_vmm_release_segment(a, s) != CARVE_OK) {
-            carve_note("the %s backend refused to unmap memory: %s", carve_backend_str(a->be.kind),
-                       carve_backend_msg());
-            result = CARVE_ERR_BACKEND;
-            break;
-        }
-        /* Detach; count the bytes as in flight until the backend has them. */
+        /* (In virtual-memory mode a free range holds nothing mapped: spans
+         * are unmapped before they go back, and what is mapped is described
+         * by pool blocks only.) Detach; count the bytes as in flight until the backend has them. */
         if (s->prev)
             s->prev->next = s->next;
         else
@@ -525,7 +515,6 @@ carve_status carve_heap_release_free(carve_arena *a) {
         if (st == CARVE_OK) {
             __atomic_add_fetch(&h->nrelease, 1, __ATOMIC_RELAXED); /* in virtual-memory mode, the address space */
             carve_slab_put(&h->slab, s->first);
-            carve_vmm_segment_free(s);
             free(s);
         } else {
             carve_note("the %s backend refused to release a segment: %s",
@@ -558,12 +547,8 @@ void carve_heap_destroy(carve_arena *a) {
     while (s) {
         carve_segment *n = s->next;
         for (carve_block *r = s->first; r; r = r->next)
-            range_drop_event(a, r); /* free ranges and empty spans */
-        for (size_t g = 0; g < s->ngran; g++)
-            if (s->gmapped[g])
-                a->be.ops->decommit(&a->be, s->base + g * CARVE_SEGMENT_GRANULE, CARVE_SEGMENT_GRANULE);
+            range_drop_event(a, r); /* free ranges and empty spans (nothing is mapped: the pools unmapped it) */
         a->be.ops->release(&a->be, s->raw_base, s->raw_size);
-        carve_vmm_segment_free(s);
         free(s);
         s = n;
     }

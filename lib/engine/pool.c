@@ -165,10 +165,13 @@ void carve_pools_destroy(carve_arena *a) {
     carve_pool *p = a->pools;
     while (p) {
         carve_pool *n = p->next_all;
-        for (carve_block *span = p->spans; span; span = span->fnext)
+        for (carve_block *span = p->spans; span; span = span->fnext) {
             for (carve_block *b = span->u.r.first; b; b = b->next)
                 if (b->state == CARVE_B_USED || b->state == CARVE_B_PENDING)
                     uses_free(a, b->flags & CARVE_BF_USES ? b->u.b.uses : NULL);
+            if (a->vmm) /* what is mapped, as its blocks say, before they go */
+                carve_vmm_span_destroy(a, span);
+        }
         for (unsigned i = 0; i < p->vfence_n; i++) /* virtual-memory mode's fences */
             a->be.ops->event_release(&a->be, p->vfence[(p->vfence_head + i) % CARVE_VMM_FENCES].ev);
         carve_blockmap_destroy(&p->map);
@@ -416,13 +419,16 @@ static void cut_block(carve_pool *p, carve_block *span, carve_block *b, uintptr_
         span->u.r.last = last_before;
         right->u.r.first = first_after;
         right->u.r.last = after && !next ? after : old_last;
-        size_t moved = 0;
+        size_t moved = 0, unmapped = 0;
         for (carve_block *x = first_after; x; x = x->next) {
             x->span = right;
             moved += x->state == CARVE_B_USED || x->state == CARVE_B_PENDING || x->state == CARVE_B_HOT;
+            unmapped += x->state == CARVE_B_UNMAPPED ? x->size / CARVE_SEGMENT_GRANULE : 0;
         }
         right->u.r.nlive = moved;
         span->u.r.nlive -= moved;
+        right->u.r.unmapped = unmapped; /* virtual-memory mode's unmapped granules go with their blocks */
+        span->u.r.unmapped -= unmapped;
     }
     if (left)
         carve_index_insert(ix, left);

@@ -81,19 +81,20 @@ void carve_pool_span_refilled(carve_pool *p, carve_block *span) CARVE_INTERNAL;
 
 /* Pool lock held. Mark b free, merge it with free neighbours, index it.
  * record: see carve_pool_span_emptied. */
-static inline void carve_pool_release_block(carve_pool *p, carve_block *b, int record) {
+static inline __attribute__((always_inline)) void carve_pool_release_block(carve_pool *p, carve_block *b, int record) {
     carve_block *span = b->span;
-    carve_index *ix = &p->index[span->cls];
-    carve_block *prev = b->prev, *next = b->next;
-    int pf = prev && prev->state == CARVE_B_FREE, nf = next && next->state == CARVE_B_FREE;
     if (--span->u.r.nlive == 0)
         carve_pool_span_emptied(p, span, record);
-    if (CARVE_UNLIKELY(p->arena->vmm)) {
-        carve_vmm_ref(p, span, b->addr, b->size, -1);
+    if (CARVE_UNLIKELY(p->arena->vmm)) { /* the same, with the granules b lets go (vmm.c) */
+        carve_vmm_release(p, b);
         if (record && p->vclock - p->vfence_clock >= CARVE_VMM_FENCE_GRANULES &&
             p->nfrees - p->vfence_frees >= CARVE_VMM_FENCE_FREES)
             carve_vmm_fence(p->arena, p);
+        return;
     }
+    carve_index *ix = &p->index[span->cls];
+    carve_block *prev = b->prev, *next = b->next;
+    int pf = prev && prev->state == CARVE_B_FREE, nf = next && next->state == CARVE_B_FREE;
     b->state = CARVE_B_FREE;
     b->slack = 0;
     b->flags = 0;

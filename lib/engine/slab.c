@@ -9,11 +9,9 @@
 
 #include <string.h>
 
-#define SLAB_CHUNK_BLOCKS 255
-
 struct carve_slab_chunk {
     carve_slab_chunk *next;
-    carve_block blocks[SLAB_CHUNK_BLOCKS];
+    carve_block blocks[CARVE_SLAB_CHUNK];
 };
 
 int carve_slab_grow(carve_slab *s) {
@@ -28,12 +26,12 @@ int carve_slab_grow(carve_slab *s) {
     c->next = s->chunks;
     s->chunks = c;
     s->nchunks++;
-    for (size_t i = SLAB_CHUNK_BLOCKS; i-- > 0;) {
+    for (size_t i = CARVE_SLAB_CHUNK; i-- > 0;) {
         c->blocks[i].state = CARVE_B_DEAD;
         c->blocks[i].fnext = s->free;
         s->free = &c->blocks[i];
     }
-    s->nfree += SLAB_CHUNK_BLOCKS;
+    s->nfree += CARVE_SLAB_CHUNK;
     return 0;
 }
 

@@ -10,12 +10,15 @@
 
 typedef struct carve_slab_chunk carve_slab_chunk;
 
+#define CARVE_SLAB_CHUNK 255 /* records a chunk */
+
 typedef struct carve_slab {
     carve_block *free;
     size_t nfree;
     carve_slab_chunk *chunks;
     size_t nchunks;
     size_t fail_grows; /* tests: this many growths to come fail, as when host memory runs out */
+    size_t held;       /* tests: records taken out on purpose (carve_check counts them as not lost) */
 } carve_slab;
 
 /* Add one chunk of records; 0 on success, -1 when host memory ran out (or

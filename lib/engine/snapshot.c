@@ -58,9 +58,10 @@ static void segments_json(carve_strbuf *b, const carve_arena *a) {
     char x[ADDR_LEN];
     carve_strbuf_printf(b, "[");
     for (const carve_segment *s = a->heap.segs; s; s = s->next) {
-        size_t mapped = 0;
-        for (size_t g = 0; g < s->ngran; g++)
-            mapped += s->gmapped[g] ? CARVE_SEGMENT_GRANULE : 0;
+        size_t mapped = 0; /* virtual-memory mode: what the spans map (free ranges hold nothing) */
+        for (const carve_block *r = s->first; r; r = r->next)
+            if (r->state == CARVE_B_SPAN)
+                mapped += r->size - r->u.r.unmapped * CARVE_SEGMENT_GRANULE;
         carve_strbuf_printf(b, "%s{\"address\":\"%s\",\"size\":%zu,\"reserved_size\":%zu,", s == a->heap.segs ? "" : ",",
                   addr(x, (void *)s->base), s->size, a->vmm ? mapped : s->raw_size);
         if (a->vmm)

@@ -68,6 +68,9 @@
  * frees made since the last one: later trims then find granules known done
  * without waiting (an event costs a microsecond or two). */
 #define CARVE_VMM_FENCE_GRANULES 16
+/* What one mapping covers (the backend's commit and decommit pieces): one
+ * granule, so that any granule can be unmapped alone. */
+#define CARVE_VMM_PIECE CARVE_SEGMENT_GRANULE
 #define CARVE_VMM_FENCE_FREES 64
 #define CARVE_STREAM_PER_THREAD ((carve_stream)(uintptr_t)0x2) /* cudaStreamPerThread */
 /* An allocation polls its pool's pending blocks (freed, waiting for events
@@ -87,14 +90,8 @@ typedef struct carve_segment {
     struct carve_segment *prev, *next;
     carve_block *first;       /* first heap range */
     uint64_t serial;
-    /* Virtual-memory mode: per 2 MiB granule, the used or pending blocks
-     * touching it, when it was last let go (its owning pool's clock, for
-     * unmapping the longest-unused first) and whether physical memory is
-     * mapped there. */
-    size_t ngran;
-    uint32_t *gref;
-    uint64_t *gstamp;
-    uint8_t *gmapped;
+    /* (Virtual-memory mode keeps nothing per granule: what is mapped,
+     * touched and let go when is in the pools' blocks, vmm.c.) */
 } carve_segment;
 
 typedef struct carve_heap {

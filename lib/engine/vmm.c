@@ -37,43 +37,45 @@
  * done: after waiting for the freeing stream, after the span's event
  * completed (spans going back), or after a device synchronization.
  *
- * Every granule of a segment has a reference count (the used or pending
- * blocks that touch it), a stamp (when its last block left) and a mapped
- * flag, one byte or word each, so pools never share a written word: a
- * granule belongs to one span or free range, and is written under the
- * owning pool's lock. The heap lock guards only the totals (mapped bytes,
- * their peak, the counters); driver calls are made with it dropped, so
- * streams mapping at the same time wait only for the driver.
+ * What a granule's state costs grows with the blocks around it and with the
+ * runs of free memory, never with the granules themselves:
+ *  - mapped or not: a granule of a span is unmapped exactly when it lies in
+ *    an UNMAPPED block (the span counts them); a free heap range holds
+ *    nothing mapped.
+ *  - touched by live buffers (the pool counts them): the granules strictly
+ *    inside a live block are touched by it alone, so only its first and
+ *    last granule can be shared, with the live block before or after it
+ *    (past at most one FREE block: free neighbours merge, and UNMAPPED
+ *    blocks end on granule boundaries). A free finds what it lets go by
+ *    looking at two neighbours on each side.
+ *  - when it was let go: the granules one free lets go are one run,
+ *    stamped one after another with the pool's clock. A FREE block keeps
+ *    the runs of its whole granules (exactly those: its edges are shared
+ *    with live neighbours) in a ring through its own record, which holds
+ *    the first run, and RUN records, in address order. Merging FREE blocks
+ *    splices their rings, and the records of the blocks merged away carry
+ *    their runs on as RUN records, so a free never needs a new record; an
+ *    allocation takes the runs of what it covers from the front of the ring
+ *    of the block it is cut from, and they are the granules it touches
+ *    that no live block did (granules mapped for it are a run stamped 0,
+ *    taken at once); a trim cuts the runs around what it unmaps.
+ * Every operation so costs the blocks it looks at and the runs it changes;
+ * a trim also reads every run of the pool's FREE blocks, as it once read
+ * their granules.
+ *
+ * Counts, stamps and blocks are written under the owning pool's lock. The
+ * heap lock guards only the totals (mapped bytes, their peak, the
+ * counters); driver calls are made with it dropped, so streams mapping at
+ * the same time wait only for the driver. Every mapping is one granule
+ * (CARVE_VMM_PIECE): the backend is told so, and any granule can be
+ * unmapped alone.
  */
 #include "engine/vmm.h"
-
-#include <string.h>
 
 #include "base/text.h"
 #include "engine/error.h"
 
 #define G CARVE_SEGMENT_GRANULE
-
-int carve_vmm_segment_init(carve_segment *s) {
-    s->ngran = s->size / G;
-    s->gref = calloc(s->ngran, sizeof(*s->gref));
-    s->gstamp = calloc(s->ngran, sizeof(*s->gstamp));
-    s->gmapped = calloc(s->ngran, sizeof(*s->gmapped));
-    if (!s->gref || !s->gstamp || !s->gmapped) {
-        carve_vmm_segment_free(s);
-        return -1;
-    }
-    return 0;
-}
-
-void carve_vmm_segment_free(carve_segment *s) {
-    free(s->gref);
-    free(s->gstamp);
-    free(s->gmapped);
-    s->gref = NULL;
-    s->gstamp = NULL;
-    s->gmapped = NULL;
-}
 
 size_t carve_vmm_allowance(const carve_arena *a, const carve_pool *p) {
     /* Each stream keeps what it touched at its own peak, plus its slack:
@@ -95,12 +97,96 @@ static size_t pool_mapped(const carve_pool *p) {
     return n;
 }
 
-size_t carve_vmm_unmapped(const carve_segment *s, uintptr_t addr, size_t size) {
-    size_t n = 0;
-    for (size_t g = (addr - s->base) / G, e = (addr + size - 1 - s->base) / G; g <= e; g++)
-        n += !s->gmapped[g];
-    return n;
+/* ---- runs: the rings of FREE blocks ------------------------------------- */
+
+/* The runs of FREE block f below lo stay; those in [lo, hi) go (their
+ * records back to the slab); those from hi on move to the ring of to (a
+ * FREE block whose ring is set here; NULL where none can lie there). A run
+ * across lo or hi is cut there (the part from hi on becomes to's own run,
+ * so no record is needed). Walks the runs below hi only. Returns the
+ * granules that went. */
+static size_t ring_cut(carve_pool *p, carve_block *f, uintptr_t lo, uintptr_t hi, carve_block *to) {
+    size_t gone = 0;
+    if (to) {
+        to->u.v.n = 0;
+        carve_vmm_ring_init(to);
+    }
+    carve_block *x = f;
+    do {
+        carve_block *next = x->u.v.rnext;
+        uintptr_t a = x->u.v.at, e = a + x->u.v.n * G;
+        if (x->u.v.n == 0 || e <= lo) { /* stays */
+            x = next;
+            continue;
+        }
+        if (a >= hi) {
+            if (x != f)
+                break; /* x and the runs after it move */
+            CARVE_ASSERT_INTERNAL(to && to->u.v.n == 0);
+            carve_vmm_run_set(to, a, x->u.v.n, x->u.v.stamp); /* f's own run moves */
+            f->u.v.n = 0;
+            x = next;
+            continue;
+        }
+        uintptr_t ml = a > lo ? a : lo, mh = e < hi ? e : hi;
+        gone += (mh - ml) / G;
+        if (e > hi) {
+            CARVE_ASSERT_INTERNAL(to && to->u.v.n == 0);
+            carve_vmm_run_set(to, hi, (e - hi) / G, x->u.v.stamp + (hi - a) / G);
+        }
+        if (a < lo) {
+            x->u.v.n = (lo - a) / G;
+        } else if (x == f) {
+            f->u.v.n = 0;
+        } else {
+            x->u.v.rprev->u.v.rnext = next;
+            next->u.v.rprev = x->u.v.rprev;
+            carve_slab_put(&p->slab, x);
+        }
+        x = next;
+    } while (x != f);
+    if (x != f) { /* x .. the last run, all from hi on */
+        CARVE_ASSERT_INTERNAL(to != NULL);
+        carve_block *last = f->u.v.rprev, *before = x->u.v.rprev;
+        before->u.v.rnext = f;
+        f->u.v.rprev = before;
+        carve_vmm_ring_append(to, x, last);
+    }
+    return gone;
 }
+
+/* The runs of FREE block f from granule g on move to the ring of to (a FREE
+ * block whose ring is set here); a run across g is cut there. Walks the
+ * runs that move only. */
+static void ring_move_back(carve_block *f, uintptr_t g, carve_block *to) {
+    to->u.v.n = 0;
+    carve_vmm_ring_init(to);
+    carve_block *x = f->u.v.rprev;
+    while (x != f && x->u.v.at >= g)
+        x = x->u.v.rprev;
+    carve_block *first = x->u.v.rnext, *last = f->u.v.rprev; /* the records that move whole */
+    uintptr_t a = x->u.v.at, e = a + x->u.v.n * G;
+    if (x->u.v.n && e > g) {
+        if (a >= g) { /* (x is f) f's own run moves */
+            carve_vmm_run_set(to, a, x->u.v.n, x->u.v.stamp);
+            x->u.v.n = 0;
+        } else {
+            carve_vmm_run_set(to, g, (e - g) / G, x->u.v.stamp + (g - a) / G);
+            x->u.v.n = (g - a) / G;
+        }
+    }
+    if (first != f) {
+        x->u.v.rnext = f;
+        f->u.v.rprev = x;
+        carve_vmm_ring_append(to, first, last);
+    }
+}
+
+size_t carve_vmm_take_runs(carve_pool *p, carve_block *b, carve_block *rest) {
+    return ring_cut(p, b, 0, carve_align_up(b->addr + b->size, G), rest);
+}
+
+void carve_vmm_split(carve_block *f) { ring_move_back(f, carve_align_down(f->next->addr, G), f->next); }
 
 /* ---- blocks: FREE and UNMAPPED pieces of a span -------------------------- */
 
@@ -111,7 +197,8 @@ static carve_block *block_new(carve_pool *p, carve_block *span, carve_block *pre
     return b;
 }
 
-static void block_unlink(carve_pool *p, carve_block *b) {
+/* Take b out of its span's chain of blocks (its record is the caller's). */
+static void block_detach(carve_block *b) {
     carve_block *span = b->span;
     if (b->prev)
         b->prev->next = b->next;
@@ -121,7 +208,6 @@ static void block_unlink(carve_pool *p, carve_block *b) {
         b->next->prev = b->prev;
     else
         span->u.r.last = b->prev;
-    carve_slab_put(&p->slab, b);
 }
 
 /* u is UNMAPPED and listed: absorb UNMAPPED neighbours into it. */
@@ -130,41 +216,52 @@ static void unmapped_coalesce(carve_pool *p, carve_block *u) {
     if (n && n->state == CARVE_B_UNMAPPED) {
         u->size += n->size;
         carve_vmm_list_remove(p, n);
-        block_unlink(p, n);
+        block_detach(n);
+        carve_slab_put(&p->slab, n);
     }
     carve_block *v = u->prev;
     if (v && v->state == CARVE_B_UNMAPPED) {
         u->addr = v->addr;
         u->size += v->size;
         carve_vmm_list_remove(p, v);
-        block_unlink(p, v);
+        block_detach(v);
+        carve_slab_put(&p->slab, v);
     }
 }
 
-/* f is FREE and indexed; [ua, ub) inside it is no longer mapped. Cut it out
- * as an UNMAPPED block; what is left of f on either side stays FREE. Returns
- * the FREE piece after [ua, ub), or NULL. Needs two spare slab records. */
-static carve_block *cut_unmapped(carve_pool *p, carve_block *f, uintptr_t ua, uintptr_t ub) {
+/* f is FREE and indexed; [ua, ub) inside it, whole granules that are f's
+ * runs, is no longer mapped. Cut it out as an UNMAPPED block (merged with
+ * UNMAPPED neighbours: *mid); what is left of f on either side stays FREE
+ * with its runs. Returns the FREE piece after [ua, ub), or NULL. Needs two
+ * spare slab records. */
+static carve_block *cut_unmapped(carve_pool *p, carve_block *f, uintptr_t ua, uintptr_t ub, carve_block **mid) {
     carve_index *ix = &p->index[f->cls];
     uintptr_t fa = f->addr, fb = f->addr + f->size;
     carve_index_remove(ix, f);
-    carve_block *right = NULL, *mid;
+    carve_block *right = NULL, *m;
     if (ub < fb) {
         right = block_new(p, f->span, f, ub, fb - ub);
         right->state = CARVE_B_FREE;
-        carve_index_insert(ix, right);
     }
+    size_t gone = ring_cut(p, f, ua, ub, right);
+    CARVE_ASSERT_INTERNAL(gone == (ub - ua) / G);
+    (void)gone;
+    if (right)
+        carve_index_insert(ix, right);
     if (ua > fa) {
         f->size = ua - fa;
         carve_index_insert(ix, f);
-        mid = block_new(p, f->span, f, ua, ub - ua);
+        m = block_new(p, f->span, f, ua, ub - ua);
     } else {
-        mid = f; /* f itself becomes the unmapped piece */
-        mid->size = ub - ua;
+        CARVE_ASSERT_INTERNAL(f->u.v.n == 0 && f->u.v.rnext == f);
+        m = f; /* f itself becomes the unmapped piece */
+        m->size = ub - ua;
     }
-    carve_vmm_list_add(p, mid);
-    unmapped_coalesce(p, mid);
-    f->span->u.r.unmapped += (ub - ua) / G;
+    carve_vmm_list_add(p, m);
+    unmapped_coalesce(p, m);
+    m->span->u.r.unmapped += (ub - ua) / G;
+    if (mid)
+        *mid = m;
     return right;
 }
 
@@ -185,18 +282,24 @@ carve_block *carve_vmm_claim(carve_pool *p, carve_block *u, uintptr_t lo, uintpt
         m = block_new(p, u->span, u, lo, hi - lo);
         u->size = lo - ua;
     }
+    /* The granules just mapped are one run, stamped 0 (never let go): the
+     * request takes them at once (carve_vmm_take), so no trim sees it. */
     m->state = CARVE_B_FREE;
+    carve_vmm_run_set(m, lo, (hi - lo) / G, 0);
+    carve_vmm_ring_init(m);
     carve_block *v = m->prev, *n = m->next;
-    if (v && v->state == CARVE_B_FREE) { /* v absorbs m */
+    if (v && v->state == CARVE_B_FREE) { /* v absorbs m (its run goes on as a RUN record) */
         carve_index_remove(ix, v);
         v->size += m->size;
-        block_unlink(p, m);
+        block_detach(m);
+        carve_vmm_ring_absorb(p, v, m);
         m = v;
     }
     if (n && n->state == CARVE_B_FREE) { /* m absorbs n */
         carve_index_remove(ix, n);
         m->size += n->size;
-        block_unlink(p, n);
+        block_detach(n);
+        carve_vmm_ring_absorb(p, m, n);
     }
     carve_index_insert(ix, m);
     return m;
@@ -204,17 +307,16 @@ carve_block *carve_vmm_claim(carve_pool *p, carve_block *u, uintptr_t lo, uintpt
 
 /* ---- unmapping ----------------------------------------------------------- */
 
-/* Unmap granule g of segment s (reference count 0, mapped). 1 on success;
- * 0 when the backend refused (it stays mapped and usable). Counters are
- * the caller's. */
-static int unmap_granule(carve_arena *a, carve_segment *s, size_t g) {
-    if (a->be.ops->decommit(&a->be, s->base + g * G, G) != CARVE_OK) {
-        carve_note("the %s backend refused to unmap memory: %s", carve_backend_str(a->be.kind),
-                   carve_backend_msg());
-        return 0;
-    }
-    s->gmapped[g] = 0;
-    return 1;
+/* Unmap the whole granules [addr, addr+size) (mapped, no live block on
+ * them), one mapping each. Returns the bytes unmapped: all of size, or
+ * those before the granule the backend refused (it and those after it stay
+ * mapped and usable). Counters are the caller's. */
+static size_t unmap_run(carve_arena *a, uintptr_t addr, size_t size, int *refused) {
+    size_t done = 0;
+    *refused = a->be.ops->decommit(&a->be, addr, size, CARVE_VMM_PIECE, &done) != CARVE_OK;
+    if (*refused)
+        carve_note("the %s backend refused to unmap memory: %s", carve_backend_str(a->be.kind), carve_backend_msg());
+    return done;
 }
 
 /* n granules were unmapped, failed of them refused. Atomic, so that
@@ -230,225 +332,241 @@ static void count_unmapped(carve_arena *a, size_t n, size_t failed) {
 }
 
 /* Free granules stay mapped: host memory ran out for the records that
- * describe what is unmapped. Counted, so that carve_empty_cache can say so
- * (a span that could not be unmapped as it went back stays in its pool,
- * where the trim that follows counts what it cannot unmap). */
+ * describe what is unmapped (or for the trim's list of runs). Counted, so
+ * that carve_empty_cache can say so (a span that could not be unmapped as
+ * it went back stays in its pool, where the trim that follows counts what
+ * it cannot unmap). */
 static void nohost(carve_arena *a) {
     carve_note("host memory exhausted for carve's metadata");
     __atomic_add_fetch(&a->heap.nunmap_nohost, 1, __ATOMIC_RELAXED);
 }
 
-/* A free mapped granule that may be unmapped, and when it was let go. */
-typedef struct trim_cand {
-    carve_block *blk; /* the FREE block that holds it */
-    size_t g;
-    uint64_t age;     /* clock - stamp: larger is longer unused */
-} trim_cand;
+/* Free mapped granules that may be unmapped: a piece of a run (past the
+ * stamps the device may still be using, and outside the kept ranges), with
+ * the FREE block that holds it. */
+typedef struct trim_piece {
+    carve_block *blk;
+    uintptr_t at;
+    size_t n;
+    uint64_t stamp; /* of its first granule; the others follow */
+} trim_piece;
 
-static int older_first(const void *x, const void *y) {
-    const trim_cand *a = *(trim_cand *const *)x, *b = *(trim_cand *const *)y;
-    return a->age > b->age ? -1 : a->age < b->age;
+typedef struct trim_list {
+    trim_piece *v;
+    size_t n, cap;
+    int failed; /* host memory ran out */
+} trim_list;
+
+static void piece_add(trim_list *l, carve_block *blk, uintptr_t at, size_t n, uint64_t stamp) {
+    if (l->failed || n == 0)
+        return;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 64;
+        trim_piece *v = realloc(l->v, cap * sizeof(*v));
+        if (!v) {
+            l->failed = 1;
+            return;
+        }
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->n++] = (trim_piece){blk, at, n, stamp};
 }
 
-/* The whole granules inside p's FREE blocks, outside the kept ranges,
- * grouped by block in address order, into *out (allocated here). Returns
- * how many, or -1 when host memory ran out. */
-static ptrdiff_t trim_candidates(carve_pool *p, const carve_keep *keep, uint64_t done, trim_cand **out) {
-    size_t n = 0, cap = 0;
-    trim_cand *c = NULL;
+/* The granules of run x (in FREE block f) let go at or before done (a
+ * prefix: stamps rise with the address), less those whose granule meets a
+ * kept range, as pieces. */
+static void run_pieces(trim_list *l, carve_block *f, const carve_block *x, const carve_keep *keep, uint64_t done) {
+    if (x->u.v.stamp > done)
+        return;
+    uint64_t m = done - x->u.v.stamp + 1;
+    uintptr_t s = x->u.v.at, e = s + (m < x->u.v.n ? m : x->u.v.n) * G;
+    /* A granule at g meets [lo, hi) when g < hi and g + G > lo: g in
+     * [align_down(lo), hi). Cut those out (the two in address order). */
+    uintptr_t cut[2][2] = {{0, 0}, {0, 0}};
+    unsigned nc = 0;
+    for (unsigned i = 0; keep && i < 2; i++) {
+        uintptr_t lo = carve_align_down(keep->lo[i], G), hi = keep->hi[i];
+        if (lo < hi) {
+            cut[nc][0] = lo;
+            cut[nc][1] = hi;
+            nc++;
+        }
+    }
+    if (nc == 2 && cut[1][0] < cut[0][0]) {
+        uintptr_t t0 = cut[0][0], t1 = cut[0][1];
+        cut[0][0] = cut[1][0];
+        cut[0][1] = cut[1][1];
+        cut[1][0] = t0;
+        cut[1][1] = t1;
+    }
+    uintptr_t at = s;
+    for (unsigned i = 0; i <= nc && at < e; i++) {
+        uintptr_t stop = i < nc ? (cut[i][0] > at ? carve_align_up(cut[i][0], G) : at) : e;
+        if (stop > e)
+            stop = e;
+        piece_add(l, f, at, (stop - at) / G, x->u.v.stamp + (at - s) / G);
+        if (i < nc && carve_align_up(cut[i][1], G) > at)
+            at = carve_align_up(cut[i][1], G);
+    }
+}
+
+static int older_first(const void *x, const void *y) {
+    const trim_piece *a = *(trim_piece *const *)x, *b = *(trim_piece *const *)y;
+    return a->stamp < b->stamp ? -1 : a->stamp > b->stamp;
+}
+
+size_t carve_vmm_trim_pool(carve_arena *a, carve_pool *p, size_t want, const carve_keep *keep, uint64_t done) {
+    if (want == 0)
+        return 0;
+    /* Every run of every FREE block, grouped by block, in address order. */
+    trim_list l = {0};
+    size_t total = 0;
     for (unsigned cls = 0; cls < 2; cls++) {
         const carve_index *ix = &p->index[cls];
         for (unsigned fl = 0; fl < CARVE_FL_COUNT; fl++) {
             if (!(ix->fl_map & ((uint64_t)1 << fl)))
                 continue;
             for (unsigned sl = 0; sl < CARVE_SL_COUNT; sl++) {
-                for (carve_block *b = ix->heads[fl][sl]; b; b = b->fnext) {
-                    if (b->size < G)
-                        continue;
-                    const carve_segment *s = b->span->u.r.seg;
-                    size_t g = (carve_align_up(b->addr, G) - s->base) / G;
-                    size_t e = (carve_align_down(b->addr + b->size, G) - s->base) / G; /* exclusive */
-                    for (; g < e; g++) {
-                        uintptr_t at = s->base + g * G;
-                        if (keep && ((at < keep->hi[0] && at + G > keep->lo[0]) ||
-                                     (at < keep->hi[1] && at + G > keep->lo[1])))
-                            continue;
-                        CARVE_ASSERT_INTERNAL(s->gmapped[g] && s->gref[g] == 0);
-                        if (s->gstamp[g] > done) /* the device may still be using it */
-                            continue;
-                        if (n == cap) {
-                            cap = cap ? 2 * cap : 256;
-                            trim_cand *nc = realloc(c, cap * sizeof(*c));
-                            if (!nc) {
-                                free(c);
-                                return -1;
-                            }
-                            c = nc;
-                        }
-                        c[n++] = (trim_cand){b, g, p->vclock - s->gstamp[g]};
-                    }
+                for (carve_block *f = ix->heads[fl][sl]; f; f = f->fnext) {
+                    const carve_block *x = f;
+                    do {
+                        if (x->u.v.n)
+                            run_pieces(&l, f, x, keep, done);
+                        x = x->u.v.rnext;
+                    } while (x != f);
                 }
             }
         }
     }
-    *out = c;
-    return (ptrdiff_t)n;
-}
-
-/* Unmap the granules of candidates c[0..n) (one FREE block's, ascending)
- * whose mapped flag is 2 (chosen), cutting the block around them. Returns
- * granules unmapped; *failed counts refusals. */
-static size_t trim_block(carve_arena *a, carve_pool *p, const trim_cand *c, size_t n, size_t *failed) {
-    carve_block *f = c[0].blk;
-    carve_segment *s = f->span->u.r.seg;
-    size_t done = 0;
-    for (size_t i = 0; i < n && f;) {
-        if (s->gmapped[c[i].g] != 2) {
-            i++;
-            continue;
-        }
-        size_t j = i; /* a run of chosen granules, consecutive */
-        while (j < n && s->gmapped[c[j].g] == 2 && c[j].g == c[i].g + (j - i))
-            j++;
-        size_t k = i;
-        for (; k < j; k++) {
-            s->gmapped[c[k].g] = 1;
-            if (!unmap_granule(a, s, c[k].g)) {
-                (*failed)++;
+    for (size_t i = 0; i < l.n; i++)
+        total += l.v[i].n;
+    if (l.failed)
+        nohost(a);
+    if (l.failed || total == 0) {
+        free(l.v);
+        return 0;
+    }
+    size_t take = want == SIZE_MAX ? total : want / G + (want % G != 0);
+    if (take > total)
+        take = total;
+    /* The longest unused: stamps at or below a threshold (stamps are
+     * unique in a pool), all of them if there is no memory to sort. */
+    uint64_t threshold = UINT64_MAX;
+    trim_piece **order;
+    if (take < total && (order = malloc(l.n * sizeof(*order)))) {
+        for (size_t i = 0; i < l.n; i++)
+            order[i] = &l.v[i];
+        qsort(order, l.n, sizeof(*order), older_first);
+        size_t got = 0;
+        for (size_t i = 0; i < l.n; i++) {
+            if (got + order[i]->n >= take) {
+                threshold = order[i]->stamp + (take - got) - 1;
                 break;
             }
+            got += order[i]->n;
         }
-        if (k > i) { /* granules i..k-1 are unmapped now */
-            f = cut_unmapped(p, f, s->base + c[i].g * G, s->base + (c[k - 1].g + 1) * G);
-            done += k - i;
-        }
-        for (; k < j; k++) /* after a refusal, the rest of the run stays */
-            s->gmapped[c[k].g] = 1;
-        i = j;
-    }
-    for (size_t i = 0; i < n; i++) /* nothing chosen stays marked */
-        if (s->gmapped[c[i].g] == 2)
-            s->gmapped[c[i].g] = 1;
-    return done;
-}
-
-size_t carve_vmm_trim_pool(carve_arena *a, carve_pool *p, size_t want, const carve_keep *keep, uint64_t done) {
-    trim_cand *c = NULL, **order = NULL;
-    if (want == 0)
-        return 0;
-    ptrdiff_t n = trim_candidates(p, keep, done, &c);
-    if (n < 0)
-        nohost(a);
-    if (n <= 0)
-        return 0;
-    size_t take = want == SIZE_MAX ? (size_t)n : (want + G - 1) / G;
-    if (take > (size_t)n)
-        take = (size_t)n;
-    /* Choose the longest unused (all of them if there is no memory to sort). */
-    if (take < (size_t)n && (order = malloc((size_t)n * sizeof(*order)))) {
-        for (ptrdiff_t i = 0; i < n; i++)
-            order[i] = &c[i];
-        qsort(order, (size_t)n, sizeof(*order), older_first);
-        for (size_t i = 0; i < take; i++)
-            order[i]->blk->span->u.r.seg->gmapped[order[i]->g] = 2;
         free(order);
-    } else {
-        take = (size_t)n;
-        for (ptrdiff_t i = 0; i < n; i++)
-            c[i].blk->span->u.r.seg->gmapped[c[i].g] = 2;
+    }
+    /* The chosen granules of each piece are its front (its oldest); those
+     * next to each other in one block are unmapped and cut out together. */
+    size_t ncuts = 0;
+    for (size_t i = 0; i < l.n; i++) {
+        trim_piece *c = &l.v[i];
+        c->n = c->stamp > threshold ? 0 : threshold - c->stamp + 1 < c->n ? threshold - c->stamp + 1 : c->n;
+        ncuts += c->n && !(i && l.v[i - 1].blk == c->blk && l.v[i - 1].n &&
+                           l.v[i - 1].at + l.v[i - 1].n * G == c->at);
     }
     size_t nun = 0, failed = 0;
-    if (carve_slab_reserve(&p->slab, 2 * take + 3) == 0) { /* and three for the caller's claim and splits */
-        for (ptrdiff_t i = 0; i < n;) {
-            ptrdiff_t j = i;
-            while (j < n && c[j].blk == c[i].blk)
-                j++;
-            nun += trim_block(a, p, c + i, (size_t)(j - i), &failed);
+    if (carve_slab_reserve(&p->slab, 2 * ncuts + 3) == 0) { /* and three for the caller's claim and splits */
+        for (size_t i = 0; i < l.n;) {
+            carve_block *f = l.v[i].blk; /* the piece of that block after the last cut */
+            size_t j = i;
+            while (j < l.n && l.v[j].blk == l.v[i].blk) {
+                if (!l.v[j].n) {
+                    j++;
+                    continue;
+                }
+                uintptr_t x = l.v[j].at, y = x + l.v[j].n * G;
+                for (j++; j < l.n && l.v[j].blk == l.v[i].blk && l.v[j].n && l.v[j].at == y; j++)
+                    y += l.v[j].n * G;
+                if (!f)
+                    continue;
+                int refused;
+                size_t d = unmap_run(a, x, y - x, &refused);
+                failed += refused; /* after a refusal, the rest of the run stays */
+                if (d) {
+                    f = cut_unmapped(p, f, x, x + d, NULL);
+                    nun += d / G;
+                }
+            }
             i = j;
         }
     } else { /* no records for the cuts: unmap nothing */
-        for (ptrdiff_t i = 0; i < n; i++)
-            c[i].blk->span->u.r.seg->gmapped[c[i].g] = 1;
         nohost(a);
     }
-    free(c);
+    free(l.v);
     count_unmapped(a, nun, failed);
     return nun * G;
 }
 
-/* Pool lock held, span empty: make its blocks one FREE block per mapped run
- * and one UNMAPPED block per unmapped run (after a partial unmapping). */
-static void rebuild_empty_span(carve_pool *p, carve_block *span) {
-    carve_index *ix = &p->index[span->cls];
-    carve_block *b = span->u.r.first;
-    while (b) {
-        carve_block *n = b->next;
-        if (b->state == CARVE_B_FREE)
-            carve_index_remove(ix, b);
-        else
-            carve_vmm_list_remove(p, b);
-        carve_slab_put(&p->slab, b);
-        b = n;
-    }
-    span->u.r.first = span->u.r.last = NULL;
-    const carve_segment *s = span->u.r.seg;
-    size_t g = (span->addr - s->base) / G, e = (span->addr + span->size - s->base) / G;
-    carve_block *prev = NULL;
-    span->u.r.unmapped = 0;
-    while (g < e) {
-        size_t r = g;
-        while (r < e && !!s->gmapped[r] == !!s->gmapped[g])
-            r++;
-        prev = block_new(p, span, prev, s->base + g * G, (r - g) * G);
-        if (s->gmapped[g]) {
-            prev->state = CARVE_B_FREE;
-            carve_index_insert(ix, prev);
-        } else {
-            carve_vmm_list_add(p, prev);
-            span->u.r.unmapped += r - g;
-        }
-        g = r;
-    }
-}
-
-/* Unmap every mapped granule of s in [g, e) (none in use), counted; stop
- * at the first refusal when stop. Returns the granules unmapped, *failed
- * the refusals. */
-static size_t unmap_all(carve_arena *a, carve_segment *s, size_t g, size_t e, int stop, size_t *failed) {
-    size_t n = 0;
-    *failed = 0;
-    for (; g < e && !(stop && *failed); g++)
-        if (s->gmapped[g]) {
-            if (unmap_granule(a, s, g))
-                n++;
-            else
-                (*failed)++;
-        }
-    count_unmapped(a, n, *failed);
-    return n;
-}
-
+/* Unmap every mapped granule of an empty span (its FREE blocks), each block
+ * cut around what the backend refuses. 0 on success; -1 on a refusal or
+ * when host memory ran out for the records of a cut (then what is not
+ * unmapped yet stays, described as it is). */
 int carve_vmm_unmap_span(carve_arena *a, carve_pool *p, carve_block *span) {
-    carve_segment *s = span->u.r.seg;
-    size_t g = (span->addr - s->base) / G, e = (span->addr + span->size - s->base) / G;
-    if (carve_vmm_unmapped(s, span->addr, span->size) == e - g)
+    if (span->u.r.unmapped == span->size / G)
         return 0;
-    /* Its blocks describe the old mapping, and must be made to match
-     * whatever the backend refuses: the records for that (one a run, at
-     * most one a granule) are taken before anything is unmapped. Without
-     * them nothing is: a FREE block over unmapped granules would be handed
-     * out as memory. */
-    if (carve_slab_reserve(&p->slab, span->size / G) != 0) {
-        carve_note("host memory exhausted for carve's metadata");
-        return -1;
+    size_t nun = 0, failed = 0;
+    int short_of_records = 0;
+    for (carve_block *b = span->u.r.first; b && !short_of_records;) {
+        if (b->state != CARVE_B_FREE) {
+            b = b->next;
+            continue;
+        }
+        /* An empty span's FREE blocks are whole granules, all of them runs. */
+        uintptr_t x = b->addr, end = b->addr + b->size;
+        carve_block *f = b, *tail = b; /* the FREE piece left of b; the block that ends at end */
+        while (x < end) {
+            if (carve_slab_reserve(&p->slab, 2) != 0) {
+                carve_note("host memory exhausted for carve's metadata");
+                short_of_records = 1;
+                break;
+            }
+            int refused;
+            size_t d = unmap_run(a, x, end - x, &refused);
+            if (d) {
+                carve_block *mid;
+                f = cut_unmapped(p, f, x, x + d, &mid);
+                tail = f ? f : mid;
+                nun += d / G;
+                x += d;
+            }
+            if (refused) { /* that granule stays mapped; the rest is tried */
+                failed++;
+                x += G;
+            }
+        }
+        b = tail->next;
     }
-    size_t failed;
-    unmap_all(a, s, g, e, 0, &failed);
-    rebuild_empty_span(p, span); /* the span goes back to the heap if all went, and its blocks with it */
-    return failed ? -1 : 0;
+    count_unmapped(a, nun, failed);
+    return failed || short_of_records ? -1 : 0;
 }
 
-/* ---- mapping ------------------------------------------------------------- */
+void carve_vmm_span_destroy(carve_arena *a, const carve_block *span) {
+    size_t done;
+    for (const carve_block *b = span->u.r.first; b;) {
+        if (b->state == CARVE_B_UNMAPPED) {
+            b = b->next;
+            continue;
+        }
+        uintptr_t x = b->addr; /* a mapped run: blocks up to the next UNMAPPED one, whole granules */
+        while (b && b->state != CARVE_B_UNMAPPED)
+            b = b->next;
+        uintptr_t y = b ? b->addr : span->addr + span->size;
+        a->be.ops->decommit(&a->be, x, y - x, CARVE_VMM_PIECE, &done);
+    }
+}
 
 /* ---- fences: which free granules the device is done with ---------------- */
 
@@ -596,11 +714,10 @@ static void pace(carve_pool *p, size_t remapped) {
 
 carve_status carve_vmm_map(carve_arena *a, carve_pool *p, carve_block *span, uintptr_t addr, size_t size,
                            const carve_keep *keep) {
-    carve_segment *s = span->u.r.seg;
     carve_heap *h = &a->heap;
     char b1[32], b2[32], b3[32];
     size_t need = size;
-    CARVE_ASSERT_INTERNAL(addr % G == 0 && size % G == 0 && carve_vmm_unmapped(s, addr, size) == size / G);
+    CARVE_ASSERT_INTERNAL(addr % G == 0 && size % G == 0 && addr >= span->addr && addr - span->addr <= span->size - size);
     size_t allow = carve_vmm_allowance(a, p), mapped = pool_mapped(p);
     int recycle = 0;
     if (mapped + need > allow) {
@@ -647,10 +764,8 @@ carve_status carve_vmm_map(carve_arena *a, carve_pool *p, carve_block *span, uin
             a->be.ops->recycle(&a->be, 0);
         return CARVE_ERR_OOM;
     }
-    carve_status st = a->be.ops->commit(&a->be, addr, size);
-    if (st == CARVE_OK)
-        memset(s->gmapped + (addr - s->base) / G, 1, size / G);
-    else
+    carve_status st = a->be.ops->commit(&a->be, addr, size, CARVE_VMM_PIECE);
+    if (st != CARVE_OK)
         carve_note("the %s backend could not map %s: %s", carve_backend_str(a->be.kind),
                    carve_format_bytes(b1, sizeof(b1), size), carve_backend_msg());
     if (recycle)
@@ -663,10 +778,4 @@ carve_status carve_vmm_map(carve_arena *a, carve_pool *p, carve_block *span, uin
     }
     __atomic_sub_fetch(&h->inflight, need, __ATOMIC_RELAXED);
     return st;
-}
-
-carve_status carve_vmm_release_segment(carve_arena *a, carve_segment *s) {
-    size_t failed;
-    unmap_all(a, s, 0, s->ngran, 1, &failed);
-    return failed ? CARVE_ERR_BACKEND : CARVE_OK;
 }

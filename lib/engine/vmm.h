@@ -1,21 +1,18 @@
 /*
- * vmm.h — virtual-memory mode (vmm.c): per-granule reference counts and
- * mapped flags inside each segment, the pools' UNMAPPED blocks, mapping on
- * use and lazy unmapping.
+ * vmm.h — virtual-memory mode (vmm.c): the pools' UNMAPPED blocks, the
+ * granules live buffers touch and the runs of free ones with when they
+ * were let go (kept by the blocks, never per granule), mapping on use and
+ * lazy unmapping.
  */
 #ifndef CARVE_ENGINE_VMM_H
 #define CARVE_ENGINE_VMM_H
 
 #include "engine/types.h"
 
-int carve_vmm_segment_init(carve_segment *s) CARVE_INTERNAL;
 /* Mapped bytes pool p may hold before its free granules are unmapped first:
  * its peak of touched granules plus its slack, never below the heap's
  * target. */
 size_t carve_vmm_allowance(const carve_arena *a, const carve_pool *p) CARVE_INTERNAL;
-void carve_vmm_segment_free(carve_segment *s) CARVE_INTERNAL;
-/* Granules of [addr, addr+size) not mapped. */
-size_t carve_vmm_unmapped(const carve_segment *s, uintptr_t addr, size_t size) CARVE_INTERNAL;
 
 /* Two address ranges [lo[i], hi[i]) whose granules a trim leaves mapped. */
 typedef struct carve_keep {
@@ -33,7 +30,8 @@ carve_status carve_vmm_map(carve_arena *a, carve_pool *p, carve_block *span, uin
 /* Pool lock held: [lo, hi), just mapped, is the front or the back (or all)
  * of UNMAPPED block u: make it FREE, merged with a FREE neighbour, and
  * indexed. Returns the FREE block that holds [lo, hi). Needs one spare
- * slab record. */
+ * slab record. The granules of [lo, hi) are a run stamped 0 (never let
+ * go): the caller allocates over them at once (carve_vmm_take). */
 carve_block *carve_vmm_claim(carve_pool *p, carve_block *u, uintptr_t lo, uintptr_t hi) CARVE_INTERNAL;
 /* Pool lock held, heap lock not: unmap free mapped granules of p, up to want
  * bytes (SIZE_MAX: all of them), those let go longest ago first, none in
@@ -51,12 +49,13 @@ void carve_vmm_fence(carve_arena *a, carve_pool *p) CARVE_INTERNAL __attribute__
  * is done with; its fences are dropped. */
 void carve_vmm_fences_synced(carve_arena *a, carve_pool *p) CARVE_INTERNAL;
 /* Pool and heap locks held, span empty: unmap all of it before it goes
- * back to the heap. 0 on success; -1 if the backend refused (the span stays,
- * its blocks rebuilt around what is still mapped) or host memory for the
- * block records ran out (the span stays as it was, nothing unmapped). */
+ * back to the heap. 0 on success; -1 if the backend refused or host memory
+ * for the block records ran out (the span stays, its blocks cut around what
+ * is still mapped). */
 int carve_vmm_unmap_span(carve_arena *a, carve_pool *p, carve_block *span) CARVE_INTERNAL;
-/* Heap lock held: unmap every mapped granule of a free segment. */
-carve_status carve_vmm_release_segment(carve_arena *a, carve_segment *s) CARVE_INTERNAL;
+/* The arena is being destroyed: unmap whatever is mapped in span, keeping
+ * no books. */
+void carve_vmm_span_destroy(carve_arena *a, const carve_block *span) CARVE_INTERNAL;
 
 /* Pool lock held: link / unlink an UNMAPPED block in its pool's list. */
 static inline void carve_vmm_list_add(carve_pool *p, carve_block *b) {
@@ -79,31 +78,166 @@ static inline void carve_vmm_list_remove(carve_pool *p, carve_block *b) {
     b->fprev = b->fnext = NULL;
 }
 
-/* Pool lock held: the used or pending block [addr, addr+size) of p's span
- * starts (delta 1) or stops (-1) touching its granules. p counts the
- * granules it touches and their peak (written under its lock: nothing
- * shared with other streams); a granule let go is stamped with p's clock. */
-static inline void carve_vmm_ref(carve_pool *p, const carve_block *span, uintptr_t addr, size_t size, int delta) {
-    const carve_segment *s = span->u.r.seg;
-    size_t g = (addr - s->base) >> CARVE_PM_SHIFT, e = (addr + size - 1 - s->base) >> CARVE_PM_SHIFT;
-    size_t changed = 0;
-    if (delta > 0) {
-        for (; g <= e; g++)
-            changed += s->gref[g]++ == 0;
-        if (changed) {
-            size_t t = p->touched + changed;
-            __atomic_store_n(&p->touched, t, __ATOMIC_RELAXED);
-            if (t > __atomic_load_n(&p->touched_peak, __ATOMIC_RELAXED)) /* reset under the heap lock */
-                __atomic_store_n(&p->touched_peak, t, __ATOMIC_RELAXED);
-        }
+/* ---- runs: the rings of FREE blocks (vmm.c says what they are) ---------- */
+
+static inline void carve_vmm_run_set(carve_block *x, uintptr_t at, size_t n, uint64_t stamp) {
+    x->u.v.at = at;
+    x->u.v.n = n;
+    x->u.v.stamp = stamp;
+}
+
+/* f's ring holds f alone (its own run, n, is the caller's). */
+static inline void carve_vmm_ring_init(carve_block *f) { f->u.v.rnext = f->u.v.rprev = f; }
+
+/* The chain first..last (linked by rnext) goes to the end of f's ring. */
+static inline void carve_vmm_ring_append(carve_block *f, carve_block *first, carve_block *last) {
+    carve_block *tail = f->u.v.rprev;
+    tail->u.v.rnext = first;
+    first->u.v.rprev = tail;
+    last->u.v.rnext = f;
+    f->u.v.rprev = last;
+}
+
+/* g, a FREE block merged away into f (the block before it), hands f its
+ * runs, which follow f's: g's record carries its own run on as a RUN
+ * record, or goes back to the slab. */
+static inline void carve_vmm_ring_absorb(carve_pool *p, carve_block *f, carve_block *g) {
+    carve_block *first = g->u.v.rnext, *last = g->u.v.rprev;
+    if (g->u.v.n) {
+        g->state = CARVE_B_RUN;
+        first = g;
     } else {
-        for (; g <= e; g++)
-            if (--s->gref[g] == 0) {
-                s->gstamp[g] = ++p->vclock;
-                changed++;
-            }
-        if (changed)
-            __atomic_store_n(&p->touched, p->touched - changed, __ATOMIC_RELAXED);
+        carve_slab_put(&p->slab, g);
+        if (first == g)
+            return; /* no run at all */
+    }
+    carve_vmm_ring_append(f, first, last);
+}
+
+/* Pool lock held: b's runs (it was FREE) below the end of its last granule
+ * are its now, the others go to rest's ring (rest may be NULL where none
+ * can be there). Returns the granules taken. */
+size_t carve_vmm_take_runs(carve_pool *p, carve_block *b, carve_block *rest) CARVE_INTERNAL;
+
+/* Pool lock held: b was just allocated (USED) from the front of a FREE
+ * block whose runs b's record still holds, and the rest of that block, if
+ * any, is b->next (FREE, new). The runs b covers are its now, and the
+ * granules they hold are those it touches that no other live block did
+ * (those shared with a live neighbour are no run's; granules just mapped
+ * for it are a run stamped 0): p counts them, and their peak (written under
+ * its lock: nothing shared with other streams). The other runs go to the
+ * rest. */
+static inline void carve_vmm_take(carve_pool *p, carve_block *b) {
+    carve_block *rest = b->next && b->next->state == CARVE_B_FREE ? b->next : NULL;
+    if (CARVE_UNLIKELY(b->u.v.n || b->u.v.rnext != b)) {
+        size_t t = p->touched + carve_vmm_take_runs(p, b, rest);
+        __atomic_store_n(&p->touched, t, __ATOMIC_RELAXED);
+        if (t > __atomic_load_n(&p->touched_peak, __ATOMIC_RELAXED)) /* reset under the heap lock */
+            __atomic_store_n(&p->touched_peak, t, __ATOMIC_RELAXED);
+    } else if (rest) { /* no run: every granule it touches was touched */
+        rest->u.v.n = 0;
+        carve_vmm_ring_init(rest);
+    }
+}
+
+/* Pool lock held: FREE block f was just cut at f->next->addr, f->next being
+ * the new FREE piece after it, which the caller allocates whole at once:
+ * the runs from the granule that holds the cut on go to f->next. */
+void carve_vmm_split(carve_block *f) CARVE_INTERNAL;
+
+/* USED, PENDING or HOT: what a span's chain holds besides FREE and UNMAPPED. */
+static inline int carve_vmm_live(const carve_block *x) {
+    return ((1u << CARVE_B_USED | 1u << CARVE_B_PENDING | 1u << CARVE_B_HOT) >> x->state) & 1;
+}
+
+/* The granules b touches that no other live block does: [*ga, *gb). Its
+ * first granule is shared only if b starts inside it (so b has a block
+ * before it: spans start on a granule) and the live block before it ends
+ * inside it: b's neighbour, or the one before a FREE neighbour that starts
+ * inside it (free neighbours merge, and UNMAPPED blocks start and end on
+ * granules). Its last granule likewise. */
+static inline __attribute__((always_inline)) void carve_vmm_own(const carve_block *b, uintptr_t *ga, uintptr_t *gb) {
+    const size_t G = CARVE_SEGMENT_GRANULE;
+    uintptr_t end = b->addr + b->size, lo = carve_align_down(b->addr, G), hi = carve_align_up(end, G);
+    if (b->addr != lo) {
+        const carve_block *x = b->prev;
+        CARVE_ASSERT_INTERNAL(x && (carve_vmm_live(x) || x->addr <= lo || x->prev));
+        if (carve_vmm_live(x) || (x->addr > lo && carve_vmm_live(x->prev)))
+            lo += G;
+    }
+    if (end != hi && hi > lo) {
+        const carve_block *x = b->next;
+        CARVE_ASSERT_INTERNAL(x && (carve_vmm_live(x) || x->addr + x->size >= hi || x->next));
+        if (carve_vmm_live(x) || (x->addr + x->size < hi && carve_vmm_live(x->next)))
+            hi -= G;
+    }
+    *ga = lo;
+    *gb = hi;
+}
+
+/* Pool lock held: live block b (its span's live count already lowered) is
+ * released: the granules only it touched are let go, stamped one after
+ * another with p's clock, as one run; b becomes FREE, merged with its FREE
+ * neighbours (their runs spliced: the record of a block merged away carries
+ * its run on, so no record is needed), and indexed. */
+static inline __attribute__((always_inline)) void carve_vmm_release(carve_pool *p, carve_block *b) {
+    const size_t G = CARVE_SEGMENT_GRANULE;
+    carve_block *span = b->span, *prev = b->prev, *next = b->next;
+    carve_index *ix = &p->index[span->cls];
+    int pf = prev && prev->state == CARVE_B_FREE, nf = next && next->state == CARVE_B_FREE;
+    uintptr_t ga, gb;
+    carve_vmm_own(b, &ga, &gb);
+    size_t k = (gb - ga) / G;
+    uint64_t stamp = p->vclock + 1;
+    if (k) {
+        p->vclock += k;
+        __atomic_store_n(&p->touched, p->touched - k, __ATOMIC_RELAXED);
+    }
+    b->state = CARVE_B_FREE;
+    b->slack = 0;
+    b->flags = 0;
+    if (pf) { /* prev absorbs b (and next); b's record carries the new run on */
+        size_t size = prev->size + b->size;
+        carve_block *after = next;
+        if (k) {
+            carve_vmm_run_set(b, ga, k, stamp);
+            b->state = CARVE_B_RUN;
+            carve_vmm_ring_append(prev, b, b);
+        }
+        if (nf) {
+            carve_index_remove(ix, next);
+            size += next->size;
+            after = next->next;
+            carve_vmm_ring_absorb(p, prev, next);
+        }
+        prev->next = after;
+        if (after)
+            after->prev = prev;
+        else
+            span->u.r.last = prev;
+        if (!k)
+            carve_slab_put(&p->slab, b);
+        carve_index_resize(ix, prev, size);
+        return;
+    }
+    carve_vmm_run_set(b, ga, k, stamp);
+    carve_vmm_ring_init(b);
+    if (nf) { /* b absorbs next and takes its place in the index */
+        b->next = next->next;
+        if (next->next)
+            next->next->prev = b;
+        else
+            span->u.r.last = b;
+        b->size += next->size;
+        if (carve_index_in_class(next, b->size)) {
+            carve_index_swap(ix, next, b);
+        } else {
+            carve_index_remove(ix, next);
+            carve_index_insert(ix, b);
+        }
+        carve_vmm_ring_absorb(p, b, next);
+    } else {
+        carve_index_insert(ix, b);
     }
 }
 

@@ -9,8 +9,9 @@
  * succeeded, before the mutex lets an allocation of the same memory be
  * reported; an allocation is reported after it came out. So the order of
  * events under the mutex is one that a replay can follow, whatever the
- * threads do, and a failed (then retried) free is reported once. While no
- * recorder is set, the cost is one relaxed load of a flag.
+ * threads do, and a failed (then retried) free is reported once. Times
+ * count from the moment the recorder was set, as a trace's @<ns> does.
+ * While no recorder is set, the cost is one relaxed load of a flag.
  */
 #include "frameworks/record.h"
 
@@ -28,6 +29,7 @@ static carve_record_free_fn g_free;
 static void *g_ctx;
 static carve_stream g_streams[MAX_STREAMS]; /* [0] is the default stream, NULL */
 static uint32_t g_nstreams = 1;
+static uint64_t g_t0; /* CLOCK_MONOTONIC when the recorder was set */
 
 static uint64_t now_ns(void) {
     struct timespec ts;
@@ -58,6 +60,7 @@ carve_status carve_route_set_recorder(carve_record_alloc_fn on_alloc, carve_reco
     g_free = on_free;
     g_ctx = on_alloc ? ctx : NULL;
     g_nstreams = 1;
+    g_t0 = now_ns();
     CARVE_STORE(&g_on, on_alloc != NULL);
     pthread_mutex_unlock(&g_lock);
     return CARVE_OK;
@@ -68,7 +71,7 @@ void carve_fw_record_alloc(const void *ptr, size_t size, carve_stream stream) {
         return;
     pthread_mutex_lock(&g_lock);
     if (g_alloc)
-        (void)g_alloc(g_ctx, (uint64_t)(uintptr_t)ptr, (uint64_t)size, stream_number(stream), now_ns());
+        (void)g_alloc(g_ctx, (uint64_t)(uintptr_t)ptr, (uint64_t)size, stream_number(stream), now_ns() - g_t0);
     pthread_mutex_unlock(&g_lock);
 }
 
@@ -83,6 +86,6 @@ void carve_fw_record_free_end(int held, const void *ptr, int freed) {
     if (!held)
         return;
     if (freed && ptr && g_free)
-        (void)g_free(g_ctx, (uint64_t)(uintptr_t)ptr, now_ns());
+        (void)g_free(g_ctx, (uint64_t)(uintptr_t)ptr, now_ns() - g_t0);
     pthread_mutex_unlock(&g_lock);
 }

@@ -13,9 +13,11 @@
  * Each registration gets a number that is never reused (its generation), and
  * a routing stack remembers the generation it pushed, not only the address:
  * an arena forgotten, or retired and gone, is never confused with a newer
- * arena that malloc put at the same address. Default arenas never die while
- * routed calls run, so calls that reach only them skip the lock (and when
- * the registry is empty, skip the search).
+ * arena that malloc put at the same address. Default arenas (carve_device_arena)
+ * are carve's and never die while routed calls run, so they are never
+ * registered: a routing stack or a device route names one with generation
+ * 0, calls that reach only them skip the lock (and when the registry is
+ * empty, skip the search), and retiring or forgetting one is refused.
  *
  * Whether the last buffer of a retired arena is gone is decided under the
  * write lock, when no free is in flight, so two threads freeing its last two
@@ -32,6 +34,8 @@
 
 #include "carve_frameworks.h"
 #include "config/conf.h"
+#include "device/device.h"
+#include "engine/alloc.h"
 #include "engine/error.h"
 #include "engine/live.h"
 #include "frameworks/record.h"
@@ -44,7 +48,9 @@ typedef struct route_entry {
     int retired;  /* destroyed when its last buffer is freed */
 } route_entry;
 
-/* An arena as a routing stack or a device route names it. */
+/* An arena as a routing stack or a device route names it; gen 0 (never given
+ * to a registration) names a device's default arena, which is not
+ * registered. */
 typedef struct route_ref {
     carve_arena *arena;
     uint64_t gen;
@@ -182,6 +188,12 @@ static carve_status retired_arena(const char *fn, const carve_arena *a) {
     return carve_fail(NULL, CARVE_ERR_INVALID, "%s: arena %p is retired", fn, (const void *)a);
 }
 
+static carve_status default_arena(const char *fn, const carve_arena *a, int device) {
+    return carve_fail(NULL, CARVE_ERR_INVALID,
+                      "%s: arena %p is device %d's default arena, which carve owns (carve_device_arenas_release "
+                      "destroys it)", fn, (const void *)a, device);
+}
+
 /* Lock held. 1 when a is being destroyed right now. */
 static int is_dying(const carve_arena *a) {
     for (dying *d = g_dying; d; d = d->next)
@@ -209,9 +221,14 @@ static route_entry *find_or_add(carve_arena *a, const char *fn, carve_status *st
     return e;
 }
 
-/* The registration of a (made now if there is none), in *ref. Fails for an
- * arena that is retired or not live. */
+/* The registration of a (made now if there is none), in *ref; a device's
+ * default arena gets {a, 0} and no registration. Fails for an arena that is
+ * retired or not live. */
 static carve_status registration(carve_arena *a, const char *fn, route_ref *ref) {
+    if (carve_device_of_default(a) >= 0) {
+        *ref = (route_ref){a, 0};
+        return CARVE_OK;
+    }
     pthread_rwlock_rdlock(&g_lock);
     route_entry *e = find(a);
     int retired = e && e->retired;
@@ -313,6 +330,9 @@ carve_status carve_route_retire(carve_arena *a, int *destroyed) {
         *destroyed = 0;
     if (!a)
         return carve_fail(NULL, CARVE_ERR_INVALID, "carve_route_retire: arena is NULL");
+    int dflt = carve_device_of_default(a);
+    if (dflt >= 0)
+        return default_arena("carve_route_retire", a, dflt);
     carve_status st = CARVE_OK;
     const char *why = NULL;
     int dev = -1;
@@ -353,6 +373,9 @@ carve_status carve_route_retire(carve_arena *a, int *destroyed) {
 carve_status carve_route_forget(carve_arena *a) {
     if (!a)
         return carve_fail(NULL, CARVE_ERR_INVALID, "carve_route_forget: arena is NULL");
+    int dflt = carve_device_of_default(a);
+    if (dflt >= 0)
+        return default_arena("carve_route_forget", a, dflt);
     pthread_rwlock_wrlock(&g_lock);
     route_entry *e = find(a);
     const char *why = !e            ? "is not registered"
@@ -371,23 +394,28 @@ carve_status carve_route_device(int device, carve_arena *expected, carve_arena *
     if (device < 0 || device >= CARVE_MAX_DEVICES)
         return carve_fail(NULL, CARVE_ERR_INVALID, "carve_route_device: device %d is not in 0 .. %d", device,
                           CARVE_MAX_DEVICES - 1);
+    int dflt = carve_device_of_default(arena); /* a default arena: routed to unregistered, with gen 0 */
     carve_status st = CARVE_OK;
     route_ref *slot = &g_dev[device];
-    route_entry *cur, *e = NULL;
+    carve_arena *cur; /* the route now, copied: find_or_add may move the registry */
+    route_entry *e = NULL;
     int had = 0; /* arena was registered before: a failure leaves no registration behind */
     for (;;) {
         pthread_rwlock_wrlock(&g_lock);
-        cur = slot->arena ? find_ref(slot) : NULL; /* always found: such an arena cannot go */
+        cur = slot->arena; /* registered (such an arena cannot go) or a default arena */
         had = arena && find(arena) != NULL;
-        if ((cur ? cur->arena : NULL) != expected || !arena ||
+        if (cur != expected || !arena || dflt >= 0 ||
             (e = find_or_add(arena, "carve_route_device", &st)) != NULL || st != CARVE_OK)
             break;
         pthread_rwlock_unlock(&g_lock);
         sched_yield();
     }
-    if ((cur ? cur->arena : NULL) != expected) {
+    if (cur != expected) {
         st = carve_fail(NULL, CARVE_ERR_INVALID, "carve_route_device: device %d routes to %p, not to %p", device,
-                        cur ? (void *)cur->arena : NULL, (void *)expected);
+                        (void *)cur, (void *)expected);
+    } else if (dflt >= 0 && dflt != device) {
+        st = carve_fail(NULL, CARVE_ERR_INVALID, "carve_route_device: arena %p is device %d's default arena, not "
+                        "device %d's", (void *)arena, dflt, device);
     } else if (e) {
         if (e->retired)
             st = retired_arena("carve_route_device", arena);
@@ -401,7 +429,7 @@ carve_status carve_route_device(int device, carve_arena *expected, carve_arena *
     if (st == CARVE_OK) {
         if (!cur != !arena)
             CARVE_STORE(&g_ndev, CARVE_LOAD(&g_ndev) + (arena ? 1 : -1));
-        *slot = arena ? (route_ref){arena, e->gen} : (route_ref){NULL, 0};
+        *slot = !arena ? (route_ref){NULL, 0} : (route_ref){arena, dflt >= 0 ? 0 : e->gen};
     }
     pthread_rwlock_unlock(&g_lock);
     return st;
@@ -416,27 +444,35 @@ carve_arena *carve_route_device_current(int device) {
     return a;
 }
 
-carve_arena *carve_route_default_arena(int device) {
-    carve_arena *a = NULL;
-    if (device >= 0 && device < CARVE_MAX_DEVICES && (CARVE_LOAD_ACQ(&g_used) & (1ull << device)) &&
-        carve_device_arena(device, &a) != CARVE_OK)
-        a = NULL;
-    return a;
+/* A device's default arena, if one that served routed allocations exists:
+ * never made by asking (after carve_device_arenas_release, g_used may still
+ * name a device whose arena is gone). */
+static carve_arena *used_default(int device) {
+    return device >= 0 && device < CARVE_MAX_DEVICES && (CARVE_LOAD_ACQ(&g_used) & (1ull << device))
+               ? carve_device_arena_made(device)
+               : NULL;
 }
 
-/* Allocate from the default arena of device. */
+carve_arena *carve_route_default_arena(int device) { return used_default(device); }
+
+/* Allocate from d, the default arena of dev (recorded). */
+static carve_status alloc_in_default(carve_arena *d, int dev, size_t size, carve_stream stream, void **out) {
+    if (!(CARVE_LOAD(&g_used) & (1ull << dev)))
+        __atomic_fetch_or(&g_used, 1ull << dev, __ATOMIC_RELEASE);
+    carve_status st = carve_alloc(d, size, stream, out);
+    if (st != CARVE_OK)
+        return retag(d, st);
+    carve_fw_record_alloc(*out, size, stream);
+    return CARVE_OK;
+}
+
+/* Allocate from the default arena of device (made on first use). */
 static carve_status alloc_default(size_t size, int device, carve_stream stream, void **out) {
     carve_arena *d = NULL;
     carve_status st = carve_device_arena(device, &d);
     if (st != CARVE_OK)
         return st;
-    if (device < CARVE_MAX_DEVICES && !(CARVE_LOAD(&g_used) & (1ull << device)))
-        __atomic_fetch_or(&g_used, 1ull << device, __ATOMIC_RELEASE);
-    st = carve_alloc(d, size, stream, out);
-    if (st != CARVE_OK)
-        return retag(d, st);
-    carve_fw_record_alloc(*out, size, stream);
-    return CARVE_OK;
+    return alloc_in_default(d, device, size, stream, out);
 }
 
 /* Read lock held. Allocate from e's arena (recorded); a failure is re-tagged
@@ -466,7 +502,8 @@ static carve_status alloc_unrouted(size_t size, int device, carve_stream stream,
     return alloc_default(size, device, stream, out);
 }
 
-/* An explicit arena: registered first when it is not yet. */
+/* An explicit arena: registered first when it is not yet (a default arena
+ * never is). */
 static carve_status alloc_explicit(carve_arena *a, size_t size, int device, carve_stream stream, void **out) {
     (void)device;
     pthread_rwlock_rdlock(&g_lock);
@@ -477,6 +514,9 @@ static carve_status alloc_explicit(carve_arena *a, size_t size, int device, carv
         return st;
     }
     pthread_rwlock_unlock(&g_lock);
+    int dflt = e ? -1 : carve_device_of_default(a);
+    if (dflt >= 0)
+        return alloc_in_default(a, dflt, size, stream, out);
     route_ref ref;
     carve_status st = registration(a, "carve_route_alloc", &ref);
     if (st != CARVE_OK)
@@ -502,6 +542,17 @@ carve_status carve_route_alloc(carve_arena *arena, size_t size, int device, carv
     if (!t)
         return alloc_unrouted(size, device, stream, out);
     route_ref ref = *t;
+    if (ref.gen == 0) { /* a default arena: serves its own device's requests */
+        int dflt = carve_device_of_default(ref.arena);
+        if (dflt == device)
+            return alloc_in_default(ref.arena, dflt, size, stream, out);
+        if (dflt >= 0)
+            return alloc_unrouted(size, device, stream, out);
+        return carve_fail(NULL, CARVE_ERR_INVALID,
+                          "carve_route_alloc: the arena this thread routes to (%p) is no longer a device's default "
+                          "arena (carve_device_arenas_release destroyed it); pop it from the routing stack",
+                          (void *)ref.arena);
+    }
     pthread_rwlock_rdlock(&g_lock);
     route_entry *e = find_ref(&ref);
     if (!e || e->retired) {
@@ -520,11 +571,13 @@ carve_status carve_route_alloc(carve_arena *arena, size_t size, int device, carv
     return st;
 }
 
-/* Lock held for reading. The registered arena holding ptr as a live buffer. */
+/* Lock held for reading. The registered arena holding ptr as a live buffer:
+ * one lock-free pagemap lookup per arena (the owner's pool lock only for the
+ * arena that holds the span). */
 static route_entry *registered_owner(const void *ptr) {
     for (size_t i = 0; i < g_n; i++)
-        if (carve_arena_contains(g_ent[i].arena, ptr))
-            return carve_buffer_info(g_ent[i].arena, ptr, NULL, NULL) == CARVE_OK ? &g_ent[i] : NULL;
+        if (carve_buffer_live(g_ent[i].arena, ptr))
+            return &g_ent[i];
     return NULL;
 }
 
@@ -534,10 +587,9 @@ static carve_arena *default_owner(const void *ptr, int device) {
     uint64_t used = CARVE_LOAD_ACQ(&g_used);
     for (int pass = 0; pass < 2 && used; pass++) {
         for (int d = pass ? 0 : device; d < CARVE_MAX_DEVICES; d++) {
-            carve_arena *a = NULL;
-            if (d >= 0 && (used & (1ull << d)) && carve_device_arena(d, &a) == CARVE_OK &&
-                carve_arena_contains(a, ptr))
-                return carve_buffer_info(a, ptr, NULL, NULL) == CARVE_OK ? a : NULL;
+            carve_arena *a = d >= 0 ? used_default(d) : NULL;
+            if (a && (pass == 0 || d != device) && carve_buffer_live(a, ptr))
+                return a;
             if (!pass)
                 break;
         }
@@ -628,10 +680,9 @@ carve_status carve_route_empty_caches(void) {
             first = retag(g_ent[i].arena, st);
     }
     pthread_rwlock_unlock(&g_lock);
-    uint64_t used = CARVE_LOAD_ACQ(&g_used);
     for (int d = 0; d < CARVE_MAX_DEVICES; d++) {
-        carve_arena *a = NULL;
-        if ((used & (1ull << d)) && carve_device_arena(d, &a) == CARVE_OK) {
+        carve_arena *a = used_default(d);
+        if (a) {
             carve_status st = carve_empty_cache(a);
             if (st != CARVE_OK && first == CARVE_OK)
                 first = retag(a, st);

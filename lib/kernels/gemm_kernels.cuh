@@ -42,6 +42,8 @@
 
 #include <stdint.h>
 
+#include "tiles.h"
+
 #ifndef CARVE_GEMM_EMU
 #include <cuda_runtime.h>
 #define CARVE_DEV __device__ __forceinline__
@@ -310,7 +312,7 @@ __global__ void __launch_bounds__(WM *WN * 32, MINB) gemm_rs(Params p) {
         for (int j = 0; j < TN; j++)
             acc[i][j] = 0.f;
 
-    const int tiles = (K + BK - 1) / BK;
+    const int tiles = carve_tiles(K, BK); /* (K + BK - 1) / BK overflows near INT_MAX */
     load(0);
     store(0);
     __syncthreads();
@@ -407,7 +409,7 @@ __global__ void __launch_bounds__(WM *WN * 32, MINB) gemm_cpt(Params p) {
         for (int j = 0; j < TN; j++)
             acc[i][j] = 0.f;
 
-    const int tiles = (K + BK - 1) / BK;
+    const int tiles = carve_tiles(K, BK); /* (K + BK - 1) / BK overflows near INT_MAX */
 #pragma unroll
     for (int s = 0; s < STAGES - 1; s++) {
         if (s < tiles)
@@ -485,7 +487,7 @@ struct LeanCopy {
     /* Copy the tile at k0 (the one after the previous call's) into stage. */
     CARVE_DEV void issue(float *stage, int k0, const Params &p) {
         float *da = stage + a_dst, *db = stage + b_dst;
-        if (k0 + BK <= p.k) {
+        if (k0 <= p.k - BK) { /* k0 + BK overflows on the last tile when k is near INT_MAX */
 #pragma unroll
             for (int h = 0; h < BK / 8; h++)
 #pragma unroll
@@ -544,7 +546,7 @@ __global__ void __launch_bounds__(WM *WN * 32, MINB) gemm_cpl(Params p) {
         for (int j = 0; j < TN; j++)
             acc[i][j] = 0.f;
 
-    const int tiles = (p.k + BK - 1) / BK;
+    const int tiles = carve_tiles(p.k, BK);
 #pragma unroll
     for (int s = 0; s < STAGES - 1; s++) {
         if (s < tiles)
@@ -634,7 +636,7 @@ __global__ void __launch_bounds__(WM *WN * 32, MINB) gemm_cpf(Params p) {
 
     /* Groups committed before tile t+1 is waited for: tiles 0 .. t+STAGES-1,
      * one per group (empty past the last tile). */
-    const int tiles = (p.k + BK - 1) / BK;
+    const int tiles = carve_tiles(p.k, BK);
 #pragma unroll
     for (int s = 0; s < STAGES; s++) {
         if (s < tiles)
@@ -750,7 +752,7 @@ __global__ void __launch_bounds__(WM *WN * 32, MINB) gemm_tf32(Params p) {
             for (int e = 0; e < 4; e++)
                 acc[i][j][e] = 0.f;
 
-    const int tiles = (K + BK - 1) / BK;
+    const int tiles = carve_tiles(K, BK); /* (K + BK - 1) / BK overflows near INT_MAX */
 #pragma unroll
     for (int s = 0; s < STAGES - 1; s++) {
         if (s < tiles)

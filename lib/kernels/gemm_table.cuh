@@ -8,6 +8,7 @@
 #define CARVE_GEMM_TABLE_CUH
 
 #include "gemm_kernels.cuh"
+#include "tiles.h"
 
 #include <stdint.h>
 
@@ -65,7 +66,7 @@ inline bool vec_ok(int n, int k, const float *A, int lda, const float *B, int ld
 struct Plan {
     kernel_fn f;
     Params p;
-    unsigned blocks;
+    uint64_t blocks; /* tiles_m * tiles_n: the caller checks it against the grid limit */
     int threads, smem;
     int variant; /* the variant that runs (0 when v needs alignment the call lacks) */
 };
@@ -93,9 +94,9 @@ inline Plan make_plan(int v, int m, int n, int k, float alpha, const float *A, i
     pl.p.lda = lda;
     pl.p.ldb = ldb;
     pl.p.ldc = ldc;
-    pl.p.tiles_m = (m + var.bm - 1) / var.bm;
-    pl.p.tiles_n = (n + var.bn - 1) / var.bn;
-    pl.blocks = (unsigned)pl.p.tiles_m * (unsigned)pl.p.tiles_n;
+    pl.p.tiles_m = carve_tiles(m, var.bm);
+    pl.p.tiles_n = carve_tiles(n, var.bn);
+    pl.blocks = (uint64_t)carve_grid(m, n, var.bm, var.bn);
     pl.threads = var.threads;
     pl.smem = var.smem;
     return pl;

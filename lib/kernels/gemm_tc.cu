@@ -32,6 +32,10 @@ namespace {
 
 using namespace carve_tc;
 
+/* The grid args.c checks is the mma.sync path's; this path's tiles are as
+ * tall and at least as wide, so its grid is never larger. */
+static_assert(kWgBM == kMmaBM, "the wgmma grid fits where the mma.sync grid does");
+
 typedef CUresult (*encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
                               const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
                               CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
@@ -80,7 +84,7 @@ cudaError_t launch(const Problem &pr, const CUtensorMap &ma, const CUtensorMap &
             return e;
         ready.store(1, std::memory_order_release);
     }
-    long long tiles = (long long)((pr.M + kWgBM - 1) / kWgBM) * ((pr.N + BN - 1) / BN);
+    const int64_t tiles = carve_grid(pr.M, pr.N, kWgBM, BN); /* at most the 128 x 128 grid args.c checked */
     kern<<<(unsigned)tiles, kWgThreads, smem, pr.stream>>>(ma, mb, ep);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) { /* the opt-in may be gone (device reset): once more */
@@ -120,7 +124,7 @@ extern "C" cudaError_t carve_gemm_tc_wgmma_run(const Problem *pp, const char **w
     if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) !=
                                                      cudaSuccess)
         (void)cudaGetLastError();
-    long long wide_tiles = (long long)((pr.M + kWgBM - 1) / kWgBM) * ((pr.N + 255) / 256);
+    const int64_t wide_tiles = carve_grid(pr.M, pr.N, kWgBM, 256);
     const int bn = wide_tiles >= sms ? 256 : 128;
 
     CUtensorMap ma, mb;
@@ -141,11 +145,11 @@ extern "C" cudaError_t carve_gemm_tc_wgmma_run(const Problem *pp, const char **w
 #else
 /* ================= main half: checks, dispatch, mma.sync ================= */
 #include <atomic>
-#include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "args.h"
 #include "carve_kernels.h"
 #include "gemm_tc_mma.cuh"
 #include "kernel_common.h"
@@ -153,6 +157,10 @@ extern "C" cudaError_t carve_gemm_tc_wgmma_run(const Problem *pp, const char **w
 namespace {
 
 using namespace carve_tc;
+
+/* args.c checks the grid of this tile, the mma.sync path's (and the wgmma
+ * path's narrow one, whose grid is never smaller than its wide one's). */
+static_assert(kMmaBM == CARVE_K_GRID_TILE && kMmaBN == CARVE_K_GRID_TILE, "the checked grid is the launched one");
 
 thread_local int t_last_path = -1;
 
@@ -167,7 +175,7 @@ cudaError_t mma_launch(const Problem &pr, const EpiParams &ep) {
             return e;
         ready.store(1, std::memory_order_release);
     }
-    long long tiles = (long long)((pr.M + kMmaBM - 1) / kMmaBM) * ((pr.N + kMmaBN - 1) / kMmaBN);
+    const int64_t tiles = carve_grid(pr.M, pr.N, kMmaBM, kMmaBN); /* at most CARVE_MAX_GRID (args.c) */
     const T *A = static_cast<const T *>(pr.A), *B = static_cast<const T *>(pr.B);
     kern<<<(unsigned)tiles, kMmaThreads, kMmaSmem, pr.stream>>>(A, pr.lda, B, pr.ldb, ep);
     cudaError_t e = cudaGetLastError();
@@ -237,20 +245,6 @@ int device_cc() {
     return cc;
 }
 
-bool overlaps(const void *a, uint64_t abytes, const void *b, uint64_t bbytes) {
-    uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
-    return x < y + bbytes && y < x + abytes;
-}
-
-const char *dtype_name(carve_dtype t) {
-    switch (t) {
-    case CARVE_DTYPE_F32: return "f32";
-    case CARVE_DTYPE_F16: return "f16";
-    case CARVE_DTYPE_BF16: return "bf16";
-    }
-    return "unknown";
-}
-
 }  // namespace
 
 extern "C" int carve__gemm_tc_last_path(void) { return t_last_path; }
@@ -261,58 +255,19 @@ extern "C" carve_status carve_gemm(carve_arena *arena, carve_stream s, carve_ord
                                    carve_dtype c_type) {
     const char *fn = "carve_gemm";
     t_last_path = -1;
-    if (order != CARVE_ROW_MAJOR && order != CARVE_COL_MAJOR)
-        return carve_fail(nullptr, CARVE_ERR_INVALID, "%s: order %d is neither row- nor column-major", fn,
-                          (int)order);
-    if ((transa != CARVE_NO_TRANS && transa != CARVE_TRANS) || (transb != CARVE_NO_TRANS && transb != CARVE_TRANS))
-        return carve_fail(nullptr, CARVE_ERR_INVALID, "%s: transa=%d transb=%d must be CARVE_NO_TRANS or CARVE_TRANS",
-                          fn, (int)transa, (int)transb);
-    if (ab_type != CARVE_DTYPE_F16 && ab_type != CARVE_DTYPE_BF16)
-        return carve_fail(nullptr, CARVE_ERR_INVALID, "%s: input type %s is not f16 or bf16", fn,
-                          dtype_name(ab_type));
-    if (c_type != ab_type && c_type != CARVE_DTYPE_F32)
-        return carve_fail(nullptr, CARVE_ERR_INVALID, "%s: output type %s must be %s or f32", fn,
-                          dtype_name(c_type), dtype_name(ab_type));
-    if (m <= 0 || n <= 0 || k <= 0)
-        return carve_fail(nullptr, CARVE_ERR_INVALID, "%s: m=%d n=%d k=%d must all be positive", fn, m, n, k);
-    const bool row = order == CARVE_ROW_MAJOR, ta = transa == CARVE_TRANS, tb = transb == CARVE_TRANS;
-    /* Stored shapes (rows x cols of each matrix as laid out in `order`). */
-    const int a_rows = ta ? k : m, a_cols = ta ? m : k;
-    const int b_rows = tb ? n : k, b_cols = tb ? k : n;
-    const int a_min = row ? a_cols : a_rows, b_min = row ? b_cols : b_rows, c_min = row ? n : m;
-    if (lda < a_min || ldb < b_min || ldc < c_min)
-        return carve_fail(nullptr, CARVE_ERR_INVALID,
-                          "%s: leading dimensions lda=%d ldb=%d ldc=%d are below the minimum %d, %d, %d", fn, lda,
-                          ldb, ldc, a_min, b_min, c_min);
-    if (arena) {
-        carve_config cfg;
-        carve_arena_get_config(arena, &cfg);
-        if (cfg.backend != CARVE_BACKEND_CUDA)
-            return carve_fail(nullptr, CARVE_ERR_INVALID, "%s: the arena's backend is %s, not cuda", fn,
-                              carve_backend_str(cfg.backend));
-    }
-    /* Element spans (outer extent - 1) * ld + inner extent, in elements. */
-    const int a_outer = row ? a_rows : a_cols, b_outer = row ? b_rows : b_cols, c_outer = row ? m : n;
-    const uint64_t aspan = (uint64_t)(a_outer - 1) * (uint64_t)lda + (uint64_t)(row ? a_cols : a_rows);
-    const uint64_t bspan = (uint64_t)(b_outer - 1) * (uint64_t)ldb + (uint64_t)(row ? b_cols : b_rows);
-    const uint64_t cspan = (uint64_t)(c_outer - 1) * (uint64_t)ldc + (uint64_t)(row ? n : m);
-    const uint64_t limit = (uint64_t)1 << 60;
-    if (aspan > limit || bspan > limit || cspan > limit)
-        return carve_fail(nullptr, CARVE_ERR_INVALID, "%s: a matrix spans more than 2^60 elements", fn);
-    const long long tiles = (long long)((m + 127) / 128) * ((n + 127) / 128);
-    if (tiles > INT_MAX)
-        return carve_fail(nullptr, CARVE_ERR_INVALID, "%s: m=%d by n=%d needs too many thread blocks", fn, m, n);
-    carve_status st = carve_k::check_device_present(fn);
+    /* What needs no device first (args.c, shared with the build without
+     * CUDA), then the device and the pointers' memory. */
+    carve_status st = carve_k_check_gemm(fn, arena, order, transa, transb, m, n, k, A, lda, B, ldb, C, ldc, ab_type,
+                                         c_type);
     if (st != CARVE_OK)
+        return st;
+    if ((st = carve_k::check_device_present(fn)) != CARVE_OK)
         return st;
     if ((st = carve_k::check_device_ptr(A, fn, "A")) != CARVE_OK ||
         (st = carve_k::check_device_ptr(B, fn, "B")) != CARVE_OK ||
         (st = carve_k::check_device_ptr(C, fn, "C")) != CARVE_OK)
         return st;
-    const uint64_t csize = c_type == CARVE_DTYPE_F32 ? 4 : 2;
-    if (overlaps(C, cspan * csize, A, aspan * 2) || overlaps(C, cspan * csize, B, bspan * 2))
-        return carve_fail(nullptr, CARVE_ERR_INVALID, "%s: C [%p, +%llu elements) overlaps A or B", fn, C,
-                          (unsigned long long)cspan);
+    const bool row = order == CARVE_ROW_MAJOR, ta = transa == CARVE_TRANS, tb = transb == CARVE_TRANS;
 
     /* The canonical row-major problem. */
     Problem pr;

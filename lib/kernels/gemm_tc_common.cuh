@@ -15,6 +15,8 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "tiles.h"
+
 namespace carve_tc {
 
 /* C[M,N] (row-major, ldc) = alpha * A * B + beta * C, fp32 accumulation.

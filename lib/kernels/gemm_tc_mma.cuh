@@ -157,14 +157,14 @@ __global__ void __launch_bounds__(kMmaThreads) mma_gemm_kernel(const T *__restri
 
     /* Tile order: groups of 8 tile-rows walked column by column, so blocks
      * resident together share rows of A and columns of B in L2. */
-    const int tiles_m = (p.M + kMmaBM - 1) / kMmaBM, tiles_n = (p.N + kMmaBN - 1) / kMmaBN;
+    const int tiles_m = carve_tiles(p.M, kMmaBM), tiles_n = carve_tiles(p.N, kMmaBN);
     const int bid = blockIdx.x, per_group = 8 * tiles_n;
     const int first_m = (bid / per_group) * 8;
     const int gsize = tiles_m - first_m < 8 ? tiles_m - first_m : 8;
     const int tm = first_m + (bid % per_group) % gsize, tn = (bid % per_group) / gsize;
     const int m0 = tm * kMmaBM, n0 = tn * kMmaBN;
 
-    const int ktiles = (p.K + kMmaBK - 1) / kMmaBK;
+    const int ktiles = carve_tiles(p.K, kMmaBK); /* (K + BK - 1) / BK overflows near INT_MAX */
     /* A: K-major rows = m, cols = k; M-major rows = k, cols = m (same for B). */
     auto load_stage = [&](int stage, int kt) {
         T *As = smem + stage * kMmaStageElems;

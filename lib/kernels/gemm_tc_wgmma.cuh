@@ -240,13 +240,13 @@ __global__ void __launch_bounds__(kWgThreads, 1)
     const int tid = threadIdx.x;
     const int wg = tid / 128;
 
-    const int tiles_m = (p.M + kWgBM - 1) / kWgBM, tiles_n = (p.N + BN - 1) / BN;
+    const int tiles_m = carve_tiles(p.M, kWgBM), tiles_n = carve_tiles(p.N, BN);
     const int bid = blockIdx.x, per_group = 8 * tiles_n;
     const int first_m = (bid / per_group) * 8;
     const int gsize = tiles_m - first_m < 8 ? tiles_m - first_m : 8;
     const int tm = first_m + (bid % per_group) % gsize, tn = (bid % per_group) / gsize;
     const int m0 = tm * kWgBM, n0 = tn * BN;
-    const int ktiles = (p.K + kWgBK - 1) / kWgBK;
+    const int ktiles = carve_tiles(p.K, kWgBK); /* (K + BK - 1) / BK overflows near INT_MAX */
 
     if (tid == 0) {
         for (int s = 0; s < kWgStages; s++) {

@@ -3,19 +3,21 @@
  * of the SGEMM kernels of gemm_kernels.cuh.
  *
  * Every argument is checked before anything is launched (a bad call returns
- * CARVE_ERR_INVALID and enqueues nothing). The variant is picked per call:
- * shapes whose rows are not 16-byte aligned take the guarded scalar path;
- * problems too small to give every SM a 128 x 128 tile take kSmallVariant;
- * everything else takes kLargeVariant. The variants are listed in one table
+ * CARVE_ERR_INVALID and enqueues nothing): first what needs no device
+ * (args.c, shared with the build without CUDA), then the pointers' memory.
+ * The variant is picked per call: shapes whose rows are not 16-byte
+ * aligned take the guarded scalar path; problems too small to give every
+ * SM a 128 x 128 tile take kSmallVariant; everything else takes
+ * kLargeVariant. The variants are listed in one table
  * (gemm_table.cuh) so that tests and benchmarks can run each by index.
  */
+#include "args.h"
 #include "carve_kernels.h"
 #include "gemm_table.cuh"
 #include "gemm_variants.h"
 #include "kernel_common.h"
 
 #include <atomic>
-#include <limits.h>
 #include <stdint.h>
 
 namespace {
@@ -70,48 +72,46 @@ void forget_smem(int v) {
     (void)cudaGetLastError();
 }
 
-bool overlaps(const void *a, size_t abytes, const void *b, size_t bbytes) {
-    uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
-    return x < y + bbytes && y < x + abytes;
-}
-
 int pick(int m, int n, bool vec) {
     if (!vec)
         return 0;
-    long long tiles = (long long)((m + 127) / 128) * ((n + 127) / 128);
-    return tiles < sm_count() ? kSmallVariant : kLargeVariant;
+    return carve_grid(m, n, 128, 128) < sm_count() ? kSmallVariant : kLargeVariant;
 }
 
-/* Checks shared by every entry point; CARVE_OK when a launch may follow. */
-carve_status validate(const char *fn, int m, int n, int k, const float *A, int lda, const float *B, int ldb,
-                      const float *C, int ldc) {
-    if (m <= 0 || n <= 0 || k <= 0)
-        return carve_fail(nullptr, CARVE_ERR_INVALID, "%s: m=%d n=%d k=%d must all be positive", fn, m, n, k);
-    if (lda < k || ldb < n || ldc < n)
-        return carve_fail(nullptr, CARVE_ERR_INVALID,
-                          "%s: leading dimensions lda=%d ldb=%d ldc=%d are below k=%d, n=%d", fn, lda, ldb, ldc,
-                          k, n);
-    /* Element spans; each below 2^62, so byte counts fit in 64 bits. */
-    uint64_t aspan = (uint64_t)(m - 1) * (uint64_t)lda + (uint64_t)k;
-    uint64_t bspan = (uint64_t)(k - 1) * (uint64_t)ldb + (uint64_t)n;
-    uint64_t cspan = (uint64_t)(m - 1) * (uint64_t)ldc + (uint64_t)n;
-    const uint64_t limit = (uint64_t)1 << 61;
-    if (aspan > limit || bspan > limit || cspan > limit)
-        return carve_fail(nullptr, CARVE_ERR_INVALID, "%s: a matrix spans more than 2^61 elements", fn);
-    long long tiles = (long long)((m + 63) / 64) * ((n + 63) / 64);
-    if (tiles > INT_MAX)
-        return carve_fail(nullptr, CARVE_ERR_INVALID, "%s: m=%d by n=%d needs too many thread blocks", fn, m, n);
-    carve_status st = carve_k::check_device_present(fn);
+/* The tile of the grid a call launches: the variant's own (or variant 0's
+ * when it needs alignment the call lacks); for the automatic pick,
+ * CARVE_K_GRID_TILE, the only tile it uses for outputs of more 128 x 128
+ * tiles than the device has SMs (kLargeVariant and variant 0 are 128 x 128,
+ * and kSmallVariant's grid is at most four times the SM count). */
+void grid_tile(int variant, int n, int k, const float *A, int lda, const float *B, int ldb, const float *C, int ldc,
+               int *tile_m, int *tile_n) {
+    *tile_m = *tile_n = CARVE_K_GRID_TILE;
+    if (variant == CARVE__GEMM_AUTO)
+        return;
+    int v = variant;
+    if (!(vec_ok(n, k, A, lda, B, ldb, C, ldc) ? kVariants[v].vec : kVariants[v].scalar))
+        v = 0;
+    *tile_m = kVariants[v].bm;
+    *tile_n = kVariants[v].bn;
+}
+
+/* Checks shared by every entry point; CARVE_OK when a launch may follow.
+ * What needs no device first (args.c, shared with the build without CUDA),
+ * then the device and the pointers' memory. */
+carve_status validate(const char *fn, int variant, int m, int n, int k, const float *A, int lda, const float *B,
+                      int ldb, const float *C, int ldc) {
+    int tile_m = CARVE_K_GRID_TILE, tile_n = CARVE_K_GRID_TILE;
+    if (m > 0 && n > 0 && k > 0)
+        grid_tile(variant, n, k, A, lda, B, ldb, C, ldc, &tile_m, &tile_n);
+    carve_status st = carve_k_check_gemm_f32(fn, m, n, k, A, lda, B, ldb, C, ldc, tile_m, tile_n);
     if (st != CARVE_OK)
+        return st;
+    if ((st = carve_k::check_device_present(fn)) != CARVE_OK)
         return st;
     if ((st = carve_k::check_device_ptr(A, fn, "A")) != CARVE_OK ||
         (st = carve_k::check_device_ptr(B, fn, "B")) != CARVE_OK ||
         (st = carve_k::check_device_ptr(C, fn, "C")) != CARVE_OK)
         return st;
-    if (overlaps(C, cspan * sizeof(float), A, aspan * sizeof(float)) ||
-        overlaps(C, cspan * sizeof(float), B, bspan * sizeof(float)))
-        return carve_fail(nullptr, CARVE_ERR_INVALID, "%s: C [%p, +%llu floats) overlaps A or B", fn, (void *)C,
-                          (unsigned long long)cspan);
     return CARVE_OK;
 }
 
@@ -120,24 +120,27 @@ carve_status run(const char *fn, int variant, carve_stream s, int m, int n, int 
     if (variant != CARVE__GEMM_AUTO && (variant < 0 || variant >= kNumVariants))
         return carve_fail(nullptr, CARVE_ERR_INVALID, "%s: no variant %d (there are %d)", fn, variant,
                           kNumVariants);
-    carve_status st = validate(fn, m, n, k, A, lda, B, ldb, C, ldc);
+    carve_status st = validate(fn, variant, m, n, k, A, lda, B, ldb, C, ldc);
     if (st != CARVE_OK)
         return st;
     int v = variant;
     if (v == CARVE__GEMM_AUTO)
         v = pick(m, n, vec_ok(n, k, A, lda, B, ldb, C, ldc));
     Plan pl = make_plan(v, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+    if (pl.blocks > (uint64_t)CARVE_MAX_GRID) /* validate checked this grid; never taken */
+        return carve_fail(nullptr, CARVE_ERR_INVALID, "%s: %llu thread blocks are more than a grid holds", fn,
+                          (unsigned long long)pl.blocks);
     cudaError_t e = allow_smem(pl.variant, pl.f);
     if (e != cudaSuccess)
         return carve_k::launch_status(e, fn);
     cudaStream_t stream = reinterpret_cast<cudaStream_t>(s);
-    pl.f<<<pl.blocks, pl.threads, pl.smem, stream>>>(pl.p);
+    pl.f<<<(unsigned)pl.blocks, pl.threads, pl.smem, stream>>>(pl.p);
     e = cudaGetLastError();
     if (e != cudaSuccess && pl.smem > 48 * 1024) {
         /* The opt-in may have been lost (cudaDeviceReset): set it again. */
         forget_smem(pl.variant);
         if ((e = allow_smem(pl.variant, pl.f)) == cudaSuccess) {
-            pl.f<<<pl.blocks, pl.threads, pl.smem, stream>>>(pl.p);
+            pl.f<<<(unsigned)pl.blocks, pl.threads, pl.smem, stream>>>(pl.p);
             e = cudaGetLastError();
         }
     }

@@ -59,6 +59,14 @@
  * Stream-ordered frees (cuMemFreeAsync on a real stream) need no quarantine:
  * on the allocation's stream the buffer is freed at once, on another stream
  * it is first recorded on that stream (carve_record_stream).
+ *
+ * Contexts come and go without bound over a run: each context's state is an
+ * allocation of its own, never freed (a thread may still hold a pointer to
+ * a gone one, which then only ever finds it gone), and a slot of the table
+ * names a live one; a gone context's slot is taken by the next new context.
+ * While the driver destroys, resets or releases a context no arena is made
+ * for its handle (carve_ctx_going .. carve_ctx_settled), so none made in
+ * that moment can outlive the call and serve memory the driver freed.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -71,7 +79,8 @@
 #include "preload/pending.h"
 #include "preload/preload.h"
 
-#define MAX_CTX 64
+#define MAX_CTX 1024 /* contexts alive at once (a gone context's slot is reused) */
+#define MAX_DYING 64 /* contexts being destroyed, reset or released at once */
 #define BATCH_FREES 32
 #define BATCH_BYTES ((size_t)8 << 20) /* a batch joins sooner when it holds this much */
 #define KEEP 512                       /* buffers a thread holds: batch, joined batches, reusable ones */
@@ -87,6 +96,8 @@
 
 struct carve_ctx {
     CUcontext ctx;      /* NULL once the context is gone (atomic) */
+    struct carve_ctx *retired_next; /* gone and out of its slot: kept for the report */
+    unsigned seq;       /* contexts made before it */
     int device;
     carve_arena *arena; /* NULL: could not be made (calls go to the driver) */
     carve_quarantine *q;
@@ -120,8 +131,18 @@ typedef struct carve_thread {
 } carve_thread;
 enum { ALLOCS, FREES, ASYNC_ALLOCS, ASYNC_FREES };
 
-static carve_ctx ctxs[MAX_CTX];
-static unsigned nctx;       /* atomic: entries published so far */
+/* Every context's state is its own allocation, never freed (a thread may
+ * still hold a pointer to a gone one): a slot of the table names the
+ * current one, and a gone context's slot is taken by the next new context,
+ * the gone one joining the retired list, which only the report reads. */
+static carve_ctx *slots[MAX_CTX];
+static unsigned nctx;       /* atomic: slots published so far */
+static carve_ctx *retired;  /* atomic: gone contexts out of their slots */
+/* Contexts the driver is destroying, resetting or releasing right now (a
+ * handle once per call, under table_lock): no arena is made for them. */
+static CUcontext dying[MAX_DYING];
+static unsigned ndying;
+static unsigned nmade; /* contexts made so far (table_lock) */
 static int forked;          /* a child of a process that used CUDA: serve nothing */
 static unsigned generation; /* atomic: bumped when a context goes away */
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -373,12 +394,24 @@ static size_t batched_bytes(carve_ctx *c) {
 
 /* ---- contexts and arenas ------------------------------------------------ */
 
+static inline carve_ctx *slot(unsigned i) { return __atomic_load_n(&slots[i], __ATOMIC_ACQUIRE); }
+
 static carve_ctx *find(CUcontext cur) {
     unsigned n = __atomic_load_n(&nctx, __ATOMIC_ACQUIRE);
-    for (unsigned i = 0; i < n; i++)
-        if (__atomic_load_n(&ctxs[i].ctx, __ATOMIC_ACQUIRE) == cur)
-            return &ctxs[i];
+    for (unsigned i = 0; i < n; i++) {
+        carve_ctx *c = slot(i);
+        if (__atomic_load_n(&c->ctx, __ATOMIC_ACQUIRE) == cur)
+            return c;
+    }
     return NULL;
+}
+
+/* Whether the driver is taking ctx away right now (table_lock held). */
+static int is_dying(CUcontext ctx) {
+    for (unsigned i = 0; i < ndying; i++)
+        if (dying[i] == ctx)
+            return 1;
+    return 0;
 }
 
 static void make_arena(carve_ctx *c, CUcontext cur) {
@@ -406,12 +439,45 @@ static void make_arena(carve_ctx *c, CUcontext cur) {
     }
 }
 
-/* The state of context cur, made on first use; cached for the thread.
- * While the thread makes an arena, carve's own backend may reach the hooks
- * (in virtual-memory mode it is the CUDA runtime, whose driver functions
- * came through the interposer's cuGetProcAddress, that asks cuMemGetInfo):
- * those calls are the driver's, never served here, and never wait for
- * table_lock, which this thread holds. */
+/* A new context's state, in the first slot of a gone context or a new
+ * one (table_lock held). NULL when MAX_CTX contexts are alive at once or
+ * host memory is short. */
+static carve_ctx *make(CUcontext cur) {
+    unsigned n = nctx, i = 0;
+    while (i < n && __atomic_load_n(&slot(i)->ctx, __ATOMIC_ACQUIRE))
+        i++;
+    carve_ctx *c = i < MAX_CTX ? calloc(1, sizeof(*c)) : NULL;
+    if (!c)
+        return NULL;
+    CUdevice dev = 0;
+    real.CtxGetDevice(&dev);
+    c->device = (int)dev;
+    c->seq = nmade++;
+    CUcontext cached = me.ctx;
+    me.ctx = NULL; /* every call of this thread meanwhile reaches lookup */
+    me.making = 1;
+    make_arena(c, cur);
+    me.making = 0;
+    me.ctx = cached;
+    c->ctx = cur;
+    if (i < n) { /* the gone context keeps its figures for the report */
+        carve_ctx *old = slot(i);
+        old->retired_next = retired;
+        __atomic_store_n(&retired, old, __ATOMIC_RELEASE);
+    }
+    __atomic_store_n(&slots[i], c, __ATOMIC_RELEASE);
+    if (i == n)
+        __atomic_store_n(&nctx, n + 1, __ATOMIC_RELEASE);
+    return c;
+}
+
+/* The state of context cur, made on first use (not while the driver is
+ * taking cur away); cached for the thread. While the thread makes an arena,
+ * carve's own backend may reach the hooks (in virtual-memory mode it is the
+ * CUDA runtime, whose driver functions came through the interposer's
+ * cuGetProcAddress, that asks cuMemGetInfo): those calls are the driver's,
+ * never served here, and never wait for table_lock, which this thread
+ * holds. */
 static NOINLINE carve_ctx *lookup(CUcontext cur) {
     if (CARVE_UNLIKELY(me.making || forked))
         return NULL;
@@ -420,21 +486,8 @@ static NOINLINE carve_ctx *lookup(CUcontext cur) {
     if (!c) {
         pthread_mutex_lock(&table_lock);
         c = find(cur);
-        if (!c && nctx < MAX_CTX) {
-            c = &ctxs[nctx];
-            memset(c, 0, sizeof(*c));
-            CUdevice dev = 0;
-            real.CtxGetDevice(&dev);
-            c->device = (int)dev;
-            CUcontext cached = me.ctx;
-            me.ctx = NULL; /* every call of this thread meanwhile reaches lookup */
-            me.making = 1;
-            make_arena(c, cur);
-            me.making = 0;
-            me.ctx = cached;
-            __atomic_store_n(&c->ctx, cur, __ATOMIC_RELEASE);
-            __atomic_store_n(&nctx, nctx + 1, __ATOMIC_RELEASE);
-        }
+        if (!c && !is_dying(cur))
+            c = make(cur);
         pthread_mutex_unlock(&table_lock);
         if (!c)
             return NULL;
@@ -467,14 +520,13 @@ int carve_ctx_thread_ready(void) {
 
 /* The context whose arena has ptr as a live buffer, with its size and
  * stream: first the one that owned this thread's last freed buffer. */
-static ALWAYS_INLINE carve_ctx *owner(uintptr_t ptr, size_t *size, carve_stream *own) {
+/* The contexts' walk, when the hint did not own ptr. */
+static NOINLINE __attribute__((cold)) carve_ctx *owner_walk(uintptr_t ptr, size_t *size, carve_stream *own) {
     unsigned gen = __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
     carve_ctx *hint = me.hint_gen == gen ? me.hint : NULL;
-    if (CARVE_LIKELY(hint && carve_buffer_info(hint->arena, (void *)ptr, size, own) == CARVE_OK))
-        return hint;
     unsigned n = __atomic_load_n(&nctx, __ATOMIC_ACQUIRE);
     for (unsigned i = 0; i < n; i++) {
-        carve_ctx *c = &ctxs[i];
+        carve_ctx *c = slot(i);
         if (c != hint && c->arena && __atomic_load_n(&c->ctx, __ATOMIC_ACQUIRE) &&
             carve_buffer_info(c->arena, (void *)ptr, size, own) == CARVE_OK) {
             me.hint = c;
@@ -485,26 +537,72 @@ static ALWAYS_INLINE carve_ctx *owner(uintptr_t ptr, size_t *size, carve_stream 
     return NULL;
 }
 
+static ALWAYS_INLINE carve_ctx *owner(uintptr_t ptr, size_t *size, carve_stream *own) {
+    carve_ctx *hint = me.hint;
+    if (CARVE_LIKELY(hint && me.hint_gen == __atomic_load_n(&generation, __ATOMIC_ACQUIRE) &&
+                     carve_buffer_info(hint->arena, (void *)ptr, size, own) == CARVE_OK))
+        return hint;
+    return owner_walk(ptr, size, own);
+}
+
 carve_ctx *carve_ctx_owner(uintptr_t ptr) { return owner(ptr, NULL, NULL); }
+
+int carve_ctx_contains(uintptr_t ptr) {
+    unsigned n = forked ? 0 : __atomic_load_n(&nctx, __ATOMIC_ACQUIRE);
+    for (unsigned i = 0; i < n; i++) {
+        carve_ctx *c = slot(i);
+        if (c->arena && __atomic_load_n(&c->ctx, __ATOMIC_ACQUIRE) && carve_arena_contains(c->arena, (void *)ptr))
+            return 1;
+    }
+    return 0;
+}
 
 int carve_ctx_device(const carve_ctx *c) { return c->device; }
 carve_arena *carve_ctx_arena(const carve_ctx *c) { return c->arena; }
 const char *carve_ctx_last_error(const carve_ctx *c) { return c->err; }
 
-void carve_ctx_gone(struct CUctx_st *ctx) {
-    carve_ctx *c = forked ? NULL : find(ctx);
+/* Forget ctx (table_lock held). The driver frees the context's memory
+ * itself; the arena's records are kept for the report but nothing is handed
+ * out from them again, and the buffers waiting to go back to it lose their
+ * pending marks (the driver may hand the same addresses to another
+ * context). */
+static void forget(CUcontext ctx) {
+    carve_ctx *c = find(ctx);
     if (!c)
         return;
-    /* The driver frees the context's memory itself; the arena's records are
-     * kept for the report but nothing is handed out from them again, and the
-     * buffers waiting to go back to it lose their pending marks (the driver
-     * may hand the same addresses to another context). */
     __atomic_store_n(&c->ctx, NULL, __ATOMIC_RELEASE);
     __atomic_add_fetch(&generation, 1, __ATOMIC_RELEASE);
     if (c->q) {
         carve_q_gone(c->q);
         take_batches(c, TAKE_ALL, 0); /* joined to a gone quarantine: marks cleared */
     }
+}
+
+void carve_ctx_going(struct CUctx_st *ctx, int forget_now) {
+    if (forked || !ctx)
+        return;
+    pthread_mutex_lock(&table_lock);
+    if (ndying < MAX_DYING)
+        dying[ndying++] = ctx;
+    if (forget_now)
+        forget(ctx);
+    pthread_mutex_unlock(&table_lock);
+}
+
+void carve_ctx_settled(struct CUctx_st *ctx, int freed) {
+    if (forked || !ctx)
+        return;
+    pthread_mutex_lock(&table_lock);
+    if (freed) { /* before an arena can be made for the handle again */
+        forget(ctx);
+        carve_meter_ctx_gone(ctx);
+    }
+    for (unsigned i = 0; i < ndying; i++)
+        if (dying[i] == ctx) {
+            dying[i] = dying[--ndying];
+            break;
+        }
+    pthread_mutex_unlock(&table_lock);
 }
 
 /* ---- allocation and free ------------------------------------------------ */
@@ -842,21 +940,34 @@ int carve_ctx_free(uintptr_t ptr, int ordered, carve_stream stream, void (*trace
     return hold(c, t, ptr, size, own, m == 0);
 }
 
-int carve_ctx_mem_info(carve_ctx *c, size_t *free_bytes, size_t *total_bytes) {
+int carve_ctx_mem_info(carve_ctx *c, int device, size_t *free_bytes, size_t *total_bytes) {
+    if (CARVE_UNLIKELY(!__atomic_load_n(&real_ok, __ATOMIC_ACQUIRE))) {
+        pthread_once(&real_once, find_real);
+        if (!__atomic_load_n(&real_ok, __ATOMIC_ACQUIRE))
+            return CUDA_ERROR_NOT_INITIALIZED;
+    }
     size_t f = 0, t = 0;
     CUresult r = real.MemGetInfo(&f, &t);
     if (r != CUDA_SUCCESS)
         return r;
-    carve_stats s;
-    carve_get_stats(c->arena, &s);
-    size_t quarantined = carve_q_held(c->q) + batched_bytes(c);
-    size_t total = s.limit_bytes < t ? s.limit_bytes : t;
-    size_t used = s.reserved_bytes + carve_meter_foreign(c->device); /* what the program holds besides */
-    size_t can_grow = s.limit_bytes > used ? s.limit_bytes - used : 0;
+    size_t cap = carve_meter_cap(device);
+    size_t total = cap < t ? cap : t;
+    /* Held on the device: every context's arenas and everything passed to
+     * the driver (the meter's count); what this context's arena holds
+     * cached or waiting is the program's to have again. */
+    carve_meter_view v;
+    carve_meter_get(device, &v);
+    size_t can_grow = total > v.bytes ? total - v.bytes : 0;
     if (can_grow > f)
         can_grow = f;
-    size_t cached = s.reserved_bytes > s.allocated_bytes ? s.reserved_bytes - s.allocated_bytes : 0;
-    size_t free_now = can_grow + cached + quarantined;
+    size_t own = 0;
+    if (c && c->arena) {
+        carve_stats s;
+        carve_get_stats(c->arena, &s);
+        own = (s.reserved_bytes > s.allocated_bytes ? s.reserved_bytes - s.allocated_bytes : 0) +
+              carve_q_held(c->q) + batched_bytes(c);
+    }
+    size_t free_now = can_grow + own;
     *free_bytes = free_now < total ? free_now : total;
     *total_bytes = total;
     return CUDA_SUCCESS;
@@ -875,7 +986,7 @@ void carve_ctx_stream_created(carve_stream s, unsigned flags) {
 void carve_ctx_stream_destroyed(carve_stream s) {
     unsigned n = forked ? 0 : __atomic_load_n(&nctx, __ATOMIC_ACQUIRE);
     for (unsigned i = 0; i < n; i++) {
-        carve_ctx *c = &ctxs[i];
+        carve_ctx *c = slot(i);
         if (!c->q)
             continue;
         /* Buffers in threads' batches were freed before now and may be used
@@ -900,8 +1011,8 @@ void carve_ctx_capture_fence(void) {
             sched_yield();
     unsigned n = __atomic_load_n(&nctx, __ATOMIC_ACQUIRE);
     for (unsigned i = 0; i < n; i++)
-        if (ctxs[i].q)
-            carve_q_fence(ctxs[i].q);
+        if (slot(i)->q)
+            carve_q_fence(slot(i)->q);
 }
 
 /* ---- fork ---------------------------------------------------------------- */
@@ -935,14 +1046,35 @@ int carve_ctx_fork(int stage) {
 
 /* ---- report ------------------------------------------------------------- */
 
+static int by_seq(const void *a, const void *b) {
+    unsigned x = (*(carve_ctx *const *)a)->seq, y = (*(carve_ctx *const *)b)->seq;
+    return x < y ? -1 : x > y;
+}
+
 void carve_ctx_each(void (*fn)(carve_arena *arena, int device, const carve_ctx_counts *n, void *arg), void *arg) {
     /* What threads hold: batches join their epochs (no driver call: this
      * runs at exit), and the counts they have not handed over yet are added
      * in (read, not moved: their owners may still be counting). */
     take_batches(NULL, TAKE_ALL, 0);
-    unsigned n = __atomic_load_n(&nctx, __ATOMIC_ACQUIRE);
-    for (unsigned i = 0; i < n; i++) {
-        carve_ctx *c = &ctxs[i];
+    /* Every context, gone ones included, in the order they were made (read
+     * without table_lock, which a thread making an arena may hold at exit:
+     * entries are published whole and never change but for their ctx). */
+    carve_ctx *gone = __atomic_load_n(&retired, __ATOMIC_ACQUIRE);
+    size_t n = __atomic_load_n(&nctx, __ATOMIC_ACQUIRE), all = n;
+    for (carve_ctx *c = gone; c; c = c->retired_next)
+        all++;
+    carve_ctx **list = malloc((all ? all : 1) * sizeof(*list));
+    if (list) {
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++)
+            list[k++] = slot((unsigned)i);
+        for (carve_ctx *c = gone; c && k < all; c = c->retired_next)
+            list[k++] = c;
+        all = k;
+        qsort(list, all, sizeof(*list), by_seq);
+    }
+    for (size_t i = 0; list && i < all; i++) {
+        carve_ctx *c = list[i];
         if (!c->arena)
             continue;
         uint64_t k[4] = {0, 0, 0, 0};
@@ -962,6 +1094,7 @@ void carve_ctx_each(void (*fn)(carve_arena *arena, int device, const carve_ctx_c
         carve_q_counts(c->q, &counts.epochs, &counts.drains);
         fn(c->arena, c->device, &counts, arg);
     }
+    free(list);
 }
 
 void carve_ctx_passthrough(carve_ctx *c) {

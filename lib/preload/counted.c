@@ -36,6 +36,8 @@ static struct {
 static int resolved; /* atomic */
 
 static void resolve_all(void) {
+    carve_faults_init();
+    carve_session_init(); /* carve_run.ready: 0 from here on only in a forked child */
 #define R(field, name) CARVE_SET_FN(real.field, carve_real_driver(name))
     R(Create, "cuMemCreate");
     R(Release, "cuMemRelease");
@@ -49,30 +51,39 @@ static void resolve_all(void) {
     __atomic_store_n(&resolved, 1, __ATOMIC_RELEASE);
 }
 
-static void resolve(void) {
+/* Resolve; then whether the call is to be counted: not in the child of a
+ * process that used CUDA (nothing is served or counted there, and the
+ * meter is the parent's). */
+static int resolve(void) {
     if (CARVE_UNLIKELY(!__atomic_load_n(&resolved, __ATOMIC_ACQUIRE)))
         resolve_all();
+    return __atomic_load_n(&carve_run.ready, __ATOMIC_ACQUIRE) != 0;
 }
 
 #define NOT_SUPPORTED 801 /* CUDA_ERROR_NOT_SUPPORTED: the driver lacks the function */
 #define CALL_REAL(fn, ...) (real.fn ? real.fn(__VA_ARGS__) : NOT_SUPPORTED)
 
-/* What the cap holds on the device, for the message of a refusal. */
-static void explain(int dev, size_t size, int kind) {
+void carve_counted_explain(int dev, char *why, size_t len) {
     carve_meter_view v;
     carve_meter_get(dev, &v);
-    char why[512], b1[32], b2[32], b3[32];
-    int n = snprintf(why, sizeof(why), "%s refused: the cap of %s holds %s already (",
-                     carve_meter_kind_name(kind), carve_format_bytes(b1, sizeof(b1), v.cap),
+    char b1[32], b2[32], b3[32];
+    int n = snprintf(why, len, "the cap of %s holds %s already (", carve_format_bytes(b1, sizeof(b1), v.cap),
                      carve_format_bytes(b2, sizeof(b2), v.bytes));
-    for (int k = 0, first = 1; k < CARVE_METER_KINDS && n > 0 && (size_t)n < sizeof(why); k++)
+    for (int k = 0, first = 1; k < CARVE_METER_KINDS && n > 0 && (size_t)n < len; k++)
         if (v.kind[k].bytes) {
-            n += snprintf(why + n, sizeof(why) - (size_t)n, "%s%s %s", first ? "" : ", ", carve_meter_kind_name(k),
+            n += snprintf(why + n, len - (size_t)n, "%s%s %s", first ? "" : ", ", carve_meter_kind_name(k),
                           carve_format_bytes(b3, sizeof(b3), v.kind[k].bytes));
             first = 0;
         }
-    if (n > 0 && (size_t)n < sizeof(why))
-        snprintf(why + n, sizeof(why) - (size_t)n, ")");
+    if (n > 0 && (size_t)n < len)
+        snprintf(why + n, len - (size_t)n, ")");
+}
+
+/* What the cap holds on the device, for the message of a refusal. */
+static void explain(int dev, size_t size, int kind) {
+    char why[512], held[448];
+    carve_counted_explain(dev, held, sizeof(held));
+    snprintf(why, sizeof(why), "%s refused: %s", carve_meter_kind_name(kind), held);
     carve_session_oom(dev, size, why);
 }
 
@@ -92,9 +103,10 @@ int carve_counted_take(int dev, size_t size, int kind) {
 /* ---- physical memory ---------------------------------------------------- */
 
 CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const void *prop, unsigned long long flags) {
-    resolve();
+    if (!resolve())
+        return CALL_REAL(Create, handle, size, prop, flags);
     int carves = carve_meter_from_carve(__builtin_return_address(0));
-    if (CARVE_UNLIKELY(carve_faults_armed) && !carves && handle && size && carve_fault_next())
+    if (CARVE_UNLIKELY(carve_faults_armed) && !carves && handle && size && prop && carve_fault_next())
         return CUDA_ERROR_OUT_OF_MEMORY;
     const CUmemAllocationProp_head *p = prop;
     int dev = handle && size && p && p->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? p->location.id : -1;
@@ -112,34 +124,34 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const vo
 }
 
 CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
-    resolve();
+    int counting = resolve();
     CUresult r = CALL_REAL(Release, handle);
-    if (r == CUDA_SUCCESS)
+    if (r == CUDA_SUCCESS && counting)
         carve_meter_release_handle(handle);
     return r;
 }
 
 CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr) {
-    resolve();
+    int counting = resolve();
     CUresult r = CALL_REAL(Retain, handle, addr);
-    if (r == CUDA_SUCCESS && handle)
+    if (r == CUDA_SUCCESS && handle && counting)
         carve_meter_retain_handle(*handle);
     return r;
 }
 
 CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
                   unsigned long long flags) {
-    resolve();
+    int counting = resolve();
     CUresult r = CALL_REAL(Map, ptr, size, offset, handle, flags);
-    if (r == CUDA_SUCCESS)
+    if (r == CUDA_SUCCESS && counting)
         carve_meter_mapped((uintptr_t)ptr, size, handle);
     return r;
 }
 
 CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
-    resolve();
+    int counting = resolve();
     CUresult r = CALL_REAL(Unmap, ptr, size);
-    if (r == CUDA_SUCCESS)
+    if (r == CUDA_SUCCESS && counting)
         carve_meter_unmapped((uintptr_t)ptr, size);
     return r;
 }
@@ -147,8 +159,9 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
 /* ---- pitched and pool allocations ------------------------------------------ */
 
 CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t width, size_t height, unsigned elem) {
-    resolve();
-    if (CARVE_UNLIKELY(carve_faults_armed) && dptr && width && height && carve_fault_next())
+    if (!resolve())
+        return CALL_REAL(AllocPitch, dptr, pPitch, width, height, elem);
+    if (CARVE_UNLIKELY(carve_faults_armed) && dptr && pPitch && width && height && carve_fault_next())
         return CUDA_ERROR_OUT_OF_MEMORY;
     int dev = -1;
     void *ctx = NULL;
@@ -171,12 +184,11 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t width, siz
 }
 
 static CUresult from_pool(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, CUstream stream, int ptsz) {
-    resolve();
-    if (CARVE_UNLIKELY(carve_faults_armed) && dptr && size && carve_fault_next())
+    int dev = -1, counting = resolve();
+    void *ctx = NULL; /* a pool allocation outlives its context: counted without it */
+    if (counting && CARVE_UNLIKELY(carve_faults_armed) && dptr && size && carve_fault_next())
         return CUDA_ERROR_OUT_OF_MEMORY;
-    int dev = -1;
-    void *ctx = NULL;
-    if (dptr && size)
+    if (counting && dptr && size)
         carve_meter_where(&dev, &ctx);
     if (dev >= 0 && carve_counted_take(dev, size, CARVE_METER_POOL) != 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -186,7 +198,7 @@ static CUresult from_pool(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, CUs
         if (r != CUDA_SUCCESS)
             carve_meter_untake(dev, size, CARVE_METER_POOL);
         else
-            carve_meter_add_ptr((uintptr_t)*dptr, size, size, dev, CARVE_METER_POOL, ctx);
+            carve_meter_add_ptr((uintptr_t)*dptr, size, size, dev, CARVE_METER_POOL, NULL);
     }
     return r;
 }

@@ -166,12 +166,27 @@ static inline CUresult do_alloc(CUdeviceptr *dptr, size_t size, CUstream stream,
     return alloc_not_served(dptr, size, stream, ordered, ptsz, r, c);
 }
 
+/* Why carve's arena could not serve size bytes: the arena's own words, and,
+ * when the cap holds memory outside this arena, what holds it. */
+static void oom_message(carve_ctx *c, size_t size) {
+    int dev = carve_ctx_device(c);
+    carve_meter_view v;
+    char why[1024], held[448];
+    if (carve_meter_get(dev, &v) && v.cap != SIZE_MAX && v.bytes > carve_memory_reserved(carve_ctx_arena(c))) {
+        carve_counted_explain(dev, held, sizeof(held));
+        snprintf(why, sizeof(why), "%s\n  Outside this arena: %s", carve_ctx_last_error(c), held);
+        carve_session_oom(dev, size, why);
+    } else {
+        carve_session_oom(dev, size, carve_ctx_last_error(c));
+    }
+}
+
 /* An allocation carve did not serve: out of memory, or the driver's. */
 static CUresult alloc_not_served(CUdeviceptr *dptr, size_t size, CUstream stream, int ordered, int ptsz,
                                  CUresult r, carve_ctx *c) {
     if (r != CARVE_CTX_NOT_SERVED) {
         if (r == CUDA_ERROR_OUT_OF_MEMORY)
-            carve_session_oom(carve_ctx_device(c), size, carve_ctx_last_error(c));
+            oom_message(c, size);
         return r;
     }
     /* Not served: no context, an arena that could not be made, a NULL
@@ -183,9 +198,13 @@ static CUresult alloc_not_served(CUdeviceptr *dptr, size_t size, CUstream stream
         c = NULL;
     }
     carve_ctx_passthrough(c);
+    /* Counted against the cap, unless it is a graph's allocation node (the
+     * driver allocates graph memory when the graph runs, which carve does
+     * not see: not counted) or the process is a forked child (nothing is
+     * counted there). A stream-ordered allocation outlives its context. */
     int dev = -1;
     void *ctx = NULL;
-    if (dptr && size)
+    if (dptr && size && __atomic_load_n(&carve_run.ready, __ATOMIC_ACQUIRE) && !(ordered && captured(stream, ptsz)))
         carve_meter_where(&dev, &ctx);
     if (dev >= 0 && carve_counted_take(dev, size, CARVE_METER_DRIVER) != 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -196,7 +215,7 @@ static CUresult alloc_not_served(CUdeviceptr *dptr, size_t size, CUstream stream
         if (r != CUDA_SUCCESS)
             carve_meter_untake(dev, size, CARVE_METER_DRIVER);
         else
-            carve_meter_add_ptr((uintptr_t)*dptr, size, size, dev, CARVE_METER_DRIVER, ctx);
+            carve_meter_add_ptr((uintptr_t)*dptr, size, size, dev, CARVE_METER_DRIVER, ordered ? NULL : ctx);
     }
     if (r == CUDA_SUCCESS && dptr)
         carve_session_trace_alloc((uintptr_t)*dptr, size, ordered ? (carve_stream)stream : NULL);
@@ -231,19 +250,22 @@ static CUresult free_not_ours(CUdeviceptr dptr, CUstream stream, int ordered, in
     if (!dptr) /* as the driver: freeing NULL does nothing */
         return ordered ? (ptsz ? CALL_REAL(MemFreeAsync_ptsz, dptr, stream) : CALL_REAL(MemFreeAsync, dptr, stream))
                        : CALL_REAL(MemFree, dptr);
-    /* Not a buffer carve handed out. Memory inside an arena (a stray or
-     * double free) never goes to the driver, which would free the whole
-     * segment under carve. */
-    carve_ctx *cur = carve_ctx_current();
-    carve_arena *a = cur ? carve_ctx_arena(cur) : NULL;
-    if (a && carve_arena_contains(a, (void *)(uintptr_t)dptr))
+    /* Not a buffer carve handed out. Memory inside the arena of any live
+     * context (a stray or double free, whichever context is current) never
+     * goes to the driver, which would free the whole segment under carve. */
+    if (carve_ctx_contains((uintptr_t)dptr))
         return CUDA_ERROR_INVALID_VALUE;
-    carve_ctx_passthrough(cur);
+    carve_ctx_passthrough(carve_ctx_current());
+    /* A free on a stream being captured is a node of the graph: the driver
+     * frees the memory when the graph runs, which carve does not see, so
+     * it stays counted against the cap. */
+    int counted = __atomic_load_n(&carve_run.ready, __ATOMIC_ACQUIRE) && !(ordered && captured(stream, ptsz));
     CUresult r = !ordered ? CALL_REAL(MemFree, dptr)
         : ptsz   ? CALL_REAL(MemFreeAsync_ptsz, dptr, stream)
                  : CALL_REAL(MemFreeAsync, dptr, stream);
     if (r == CUDA_SUCCESS) {
-        carve_meter_forget_ptr((uintptr_t)dptr); /* pitched, pool or passed-through memory comes back */
+        if (counted)
+            carve_meter_forget_ptr((uintptr_t)dptr); /* pitched, pool or passed-through memory comes back */
         carve_session_trace_free((uintptr_t)dptr);
     }
     return r;
@@ -261,11 +283,21 @@ CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStre
 CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) { return do_free(dptr, hStream, 1, 0); }
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) { return do_free(dptr, hStream, 1, 1); }
 
+/* What the program can still obtain under the cap: from a context carve
+ * serves, with its arena's cached memory; from one it does not serve (an
+ * arena that could not be made, a context taken away right now), the cap
+ * all the same, when one is set. */
 CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes) {
     carve_ctx *c = serving();
-    if (!c || !free_bytes || !total_bytes)
+    if (!free_bytes || !total_bytes || !__atomic_load_n(&carve_run.ready, __ATOMIC_ACQUIRE))
         return CALL_REAL(MemGetInfo, free_bytes, total_bytes);
-    return carve_ctx_mem_info(c, free_bytes, total_bytes);
+    int dev = -1;
+    void *ctx = NULL;
+    if (c)
+        dev = carve_ctx_device(c);
+    else if (carve_meter_where(&dev, &ctx) != 0 || carve_meter_cap(dev) == SIZE_MAX)
+        return CALL_REAL(MemGetInfo, free_bytes, total_bytes);
+    return carve_ctx_mem_info(c, dev, free_bytes, total_bytes);
 }
 
 /* A device's memory as the program should size itself from it: the cap
@@ -383,12 +415,17 @@ CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph) {
 
 /* ---- contexts that go away ---------------------------------------------- */
 
+/* A context the driver destroys or resets is forgotten before (nothing is
+ * served from its arena while the driver frees its memory) and no arena is
+ * made for its handle until the call is over: an allocation racing the
+ * call goes to the driver, as it would without carve-run. The memory of
+ * the context counted against the cap is given back once the driver has
+ * freed it. */
 CUresult cuCtxDestroy_v2(CUcontext ctx) {
     resolve();
-    carve_ctx_gone(ctx);
+    carve_ctx_going(ctx, 1);
     CUresult r = CALL_REAL(CtxDestroy, ctx);
-    if (r == CUDA_SUCCESS)
-        carve_meter_ctx_gone(ctx); /* the driver freed the context's memory */
+    carve_ctx_settled(ctx, r == CUDA_SUCCESS);
     return r;
 }
 
@@ -396,19 +433,20 @@ CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
     resolve();
     CUcontext primary = NULL;
     if (real.PrimaryCtxRetain && real.PrimaryCtxRetain(&primary, dev) == CUDA_SUCCESS) {
-        carve_ctx_gone(primary);
+        carve_ctx_going(primary, 1);
         real.PrimaryCtxRelease(dev);
     }
     CUresult r = CALL_REAL(PrimaryCtxReset, dev);
-    if (r == CUDA_SUCCESS && primary)
-        carve_meter_ctx_gone(primary);
+    carve_ctx_settled(primary, r == CUDA_SUCCESS);
     return r;
 }
 
 /* The last release of a primary context resets it: the driver frees its
  * memory, and a later retain makes a fresh context behind the same handle.
  * The handle is found before (a retain undone at once, only while the
- * context is active), and carve forgets it if the release left it inactive. */
+ * context is active); no arena is made for it during the release, and
+ * carve forgets it, and gives back the memory counted in it, if the
+ * release left it inactive. */
 static CUresult primary_release(CUdevice dev, ctx_release_fn release) {
     CUcontext primary = NULL;
     unsigned flags = 0;
@@ -416,11 +454,14 @@ static CUresult primary_release(CUdevice dev, ctx_release_fn release) {
     int known = real.PrimaryCtxGetState && real.PrimaryCtxRetain && real.PrimaryCtxRelease &&
                 real.PrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && active &&
                 real.PrimaryCtxRetain(&primary, dev) == CUDA_SUCCESS;
-    if (known)
+    if (known) {
         real.PrimaryCtxRelease(dev);
+        carve_ctx_going(primary, 0);
+    }
     CUresult r = release ? release(dev) : NOT_SUPPORTED;
-    if (r == CUDA_SUCCESS && known && real.PrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && !active)
-        carve_ctx_gone(primary);
+    if (known)
+        carve_ctx_settled(primary, r == CUDA_SUCCESS && real.PrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS &&
+                                       !active);
     return r;
 }
 

@@ -252,6 +252,8 @@ int carve_meter_forget_ptr(uintptr_t p) {
 }
 
 void carve_meter_ctx_gone(void *ctx) {
+    if (!ctx)
+        return;
     pthread_mutex_lock(&lock);
     for (size_t i = 0; i < ptrs.cap;) {
         entry *e = &ptrs.e[i];
@@ -363,16 +365,6 @@ void carve_meter_unmapped(uintptr_t va, size_t size) {
 
 /* ---- questions -------------------------------------------------------------- */
 
-size_t carve_meter_foreign(int dev) {
-    if (dev < 0 || dev >= MAX_DEV)
-        return 0;
-    pthread_mutex_lock(&lock);
-    const carve_meter_view *v = &devs[dev].v;
-    size_t n = v->bytes - v->kind[CARVE_METER_CARVE].bytes;
-    pthread_mutex_unlock(&lock);
-    return n;
-}
-
 int carve_meter_get(int dev, carve_meter_view *out) {
     memset(out, 0, sizeof(*out));
     if (dev < 0 || dev >= MAX_DEV)
@@ -408,6 +400,16 @@ int carve_meter_where(int *dev, void **ctx) {
 int carve_meter_from_carve(const void *ret) {
     uintptr_t a = (uintptr_t)ret;
     return a >= carve_lo && a < carve_hi;
+}
+
+/* Taken last before fork (whoever holds it takes no other lock), so that a
+ * thread of the parent that was counting cannot leave it taken in the
+ * child. */
+void carve_meter_fork(int stage) {
+    if (stage == 0)
+        pthread_mutex_lock(&lock);
+    else
+        pthread_mutex_unlock(&lock);
 }
 
 /* ---- carve's own driver table ---------------------------------------------- */

@@ -13,9 +13,11 @@
  * buffers that wait to go back; quarantine.c holds a context's frees that
  * name no stream until the device is done with them; contexts.c keeps one
  * carve arena per CUDA context and serves allocations and frees, with each
- * thread's batch of frees; session.c is the run (options from the
- * environment, trace, report at exit, signals); hooks.c, counted.c,
- * runtime.c and lookup.c are the exported symbols.
+ * thread's batch of frees; signals.c stands in front of the program's
+ * dispositions of SIGINT and SIGTERM while a trace is written (and exports
+ * sigaction and signal for them); session.c is the run (options from the
+ * environment, trace, report at exit, fork); hooks.c, counted.c,
+ * runtime.c and lookup.c are the exported CUDA symbols.
  */
 #ifndef CARVE_PRELOAD_PRELOAD_H
 #define CARVE_PRELOAD_PRELOAD_H
@@ -131,7 +133,10 @@ void carve_meter_untake(int device, size_t bytes, int kind) CARVE_INTERNAL;
 void carve_meter_add_ptr(uintptr_t p, size_t taken, size_t size, int device, int kind, void *ctx) CARVE_INTERNAL;
 /* p was freed: 1 if it had been counted (its bytes are given back). */
 int carve_meter_forget_ptr(uintptr_t p) CARVE_INTERNAL;
-/* Context ctx is destroyed: the driver freed its pointers' memory. */
+/* Context ctx is destroyed: the driver freed the memory of its pointers
+ * (those added with their context: cuMemAlloc's, cuMemAllocPitch's and
+ * carve's segments; stream-ordered and pool allocations, added with ctx
+ * NULL, outlive their context, as cuMemCreate's memory does). */
 void carve_meter_ctx_gone(void *ctx) CARVE_INTERNAL;
 /* cuMemCreate's handle h holds size bytes (taken already); release,
  * retain, map and unmap as the driver does: the bytes are given back once
@@ -141,8 +146,6 @@ void carve_meter_release_handle(uint64_t h) CARVE_INTERNAL;
 void carve_meter_retain_handle(uint64_t h) CARVE_INTERNAL;
 void carve_meter_mapped(uintptr_t va, size_t size, uint64_t h) CARVE_INTERNAL;
 void carve_meter_unmapped(uintptr_t va, size_t size) CARVE_INTERNAL;
-/* Bytes counted on device besides carve's own arenas. */
-size_t carve_meter_foreign(int device) CARVE_INTERNAL;
 /* The device's counts: 1, or 0 (*out zeroed) when nothing was seen there. */
 int carve_meter_get(int device, carve_meter_view *out) CARVE_INTERNAL;
 const char *carve_meter_kind_name(int kind) CARVE_INTERNAL;
@@ -152,6 +155,9 @@ int carve_meter_where(int *device, void **ctx) CARVE_INTERNAL;
 /* Whether a return address lies in libcarve's code (a call carve makes for
  * its own arena, through the interposer's hooks). */
 int carve_meter_from_carve(const void *ret) CARVE_INTERNAL;
+/* Around fork: stage 0 takes the meter's lock, 1 and 2 (parent, child)
+ * give it back. */
+void carve_meter_fork(int stage) CARVE_INTERNAL;
 
 /* ---- pending.c: see pending.h ---- */
 
@@ -223,6 +229,10 @@ int carve_ctx_thread_ready(void) CARVE_INTERNAL;
 /* The context whose arena has ptr as a live buffer; NULL for pointers
  * carve did not hand out. */
 carve_ctx *carve_ctx_owner(uintptr_t ptr) CARVE_INTERNAL;
+/* Whether ptr lies in memory the arena of any live context holds (a live
+ * buffer or not): a free of it must never reach the driver, which would
+ * release a whole segment of carve's. O(contexts x segments). */
+int carve_ctx_contains(uintptr_t ptr) CARVE_INTERNAL;
 /* Allocate size bytes (> 0) in the calling thread's current context, *c.
  * stream NULL: usable at once on any stream (cuMemAlloc); otherwise
  * stream-ordered on stream. Returns a CUresult, or CARVE_CTX_NOT_SERVED
@@ -244,9 +254,13 @@ int carve_ctx_alloc(size_t size, carve_stream stream, int try_only, uintptr_t *o
 #define CARVE_CTX_NOT_OURS (-1)
 int carve_ctx_free(uintptr_t ptr, int ordered, carve_stream stream, void (*trace)(uintptr_t),
                    carve_ctx **owner) CARVE_INTERNAL;
-/* cuMemGetInfo as the program should see it: total = the cap, free = what
- * it can still obtain. Returns a CUresult. */
-int carve_ctx_mem_info(carve_ctx *c, size_t *free_bytes, size_t *total_bytes) CARVE_INTERNAL;
+/* cuMemGetInfo on device as the program should see it from context c
+ * (NULL: one carve does not serve): total = the cap (the driver's total
+ * when it is smaller or no cap is set), free = what the program can still
+ * obtain: what every kind counted on the device leaves under the cap (and
+ * the driver has), plus what c's arena holds cached or waiting. Returns a
+ * CUresult. */
+int carve_ctx_mem_info(carve_ctx *c, int device, size_t *free_bytes, size_t *total_bytes) CARVE_INTERNAL;
 /* Streams the current context creates and destroys (non-blocking ones are
  * waited for by frees that name no stream). */
 void carve_ctx_stream_created(carve_stream s, unsigned flags) CARVE_INTERNAL;
@@ -260,8 +274,18 @@ void carve_ctx_each(void (*fn)(carve_arena *arena, int device, const carve_ctx_c
  * went up has left, and every quarantine's recording that began before the
  * count has ended. */
 void carve_ctx_capture_fence(void) CARVE_INTERNAL;
-/* The context ctx is being destroyed (or reset): forget it. */
-void carve_ctx_gone(struct CUctx_st *ctx) CARVE_INTERNAL;
+/* The driver is about to destroy, reset or release ctx (thread-safe):
+ * until carve_ctx_settled(ctx), no arena is made for it (its allocations
+ * go to the driver, which frees them with the context). With forget_now,
+ * ctx is forgotten now: nothing more is served from its arena (the driver
+ * frees its memory), its waiting frees are dropped, and the next arena for
+ * the same handle is a new one. */
+void carve_ctx_going(struct CUctx_st *ctx, int forget_now) CARVE_INTERNAL;
+/* The driver's call is over. With freed (the driver freed the context's
+ * memory), ctx is forgotten (if not already) and the memory counted in it
+ * against the cap is given back (carve_meter_ctx_gone); then arenas may be
+ * made for it again. */
+void carve_ctx_settled(struct CUctx_st *ctx, int freed) CARVE_INTERNAL;
 /* The context's device, its arena (NULL when it could not be made), and the
  * explanation of its last failure. */
 carve_arena *carve_ctx_arena(const carve_ctx *c) CARVE_INTERNAL;
@@ -284,6 +308,13 @@ int carve_ctx_make_room(carve_ctx *c) CARVE_INTERNAL;
  * returns 1 when the parent had contexts: the child then serves nothing
  * (the caller makes every hook pass calls to the driver). */
 int carve_ctx_fork(int stage) CARVE_INTERNAL;
+
+/* ---- signals.c ---- */
+/* Stand in front of the program's disposition of SIGINT and SIGTERM from
+ * now on (once; thread-safe): a signal that would end the program calls
+ * finish_trace (async-signal-safe) first; the program's later sigaction and
+ * signal calls for them are recorded and answered as its own. */
+void carve_signals_watch(void (*finish_trace)(void)) CARVE_INTERNAL;
 
 /* ---- session.c ---- */
 typedef struct carve_session {
@@ -310,5 +341,7 @@ void carve_session_oom(int device, size_t size, const char *why) CARVE_INTERNAL;
  * goes to the driver: 0, or -1 past the cap, after giving back what carve
  * holds cached on the device and saying once why (carve_session_oom). */
 int carve_counted_take(int device, size_t size, int kind) CARVE_INTERNAL;
+/* What the cap holds on device, by kind, in words (for a message). */
+void carve_counted_explain(int device, char *why, size_t len) CARVE_INTERNAL;
 
 #endif

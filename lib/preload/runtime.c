@@ -145,6 +145,14 @@ static struct {
 static unsigned nsites[NFN]; /* atomic: entries published */
 static pthread_mutex_t sites_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* A child forked while another thread held sites_lock must not find it
+ * taken: every call there goes to the real runtime, through real_fn. */
+static void sites_lock_take(void) { pthread_mutex_lock(&sites_lock); }
+static void sites_lock_give(void) { pthread_mutex_unlock(&sites_lock); }
+__attribute__((constructor)) static void sites_fork_safe(void) {
+    pthread_atfork(sites_lock_take, sites_lock_give, sites_lock_give);
+}
+
 static void *real_fn(int which, const void *caller) {
     unsigned n = __atomic_load_n(&nsites[which], __ATOMIC_ACQUIRE);
     for (unsigned i = 0; i < n; i++)

@@ -8,9 +8,10 @@
  * run, so the report reads carve's host-side statistics only, the trace is
  * a file written through the trace library, and the picture replays that
  * file on the virtual backend. A SIGINT or SIGTERM that would kill the
- * program first finishes the trace with async-signal-safe calls; one the
- * program ignores or handles is left to it (its handler runs as it was
- * installed, siginfo included). A forked child neither traces nor reports
+ * program first finishes the trace with async-signal-safe calls (signals.c
+ * stands in front of the program's dispositions, whatever it sets them to
+ * later); one the program ignores or handles is left to it (its handler
+ * runs as it was set, siginfo included). A forked child neither traces nor reports
  * (its parent does), and the child of a process that used CUDA serves
  * nothing: the locks of the interposer are taken around fork so that none
  * is left taken in the child, and all its calls go to the driver.
@@ -48,7 +49,6 @@ static pid_t owner;                  /* the process that traces and reports */
 static carve_trace_writer *writer;
 static char trace_path[4096], report_path[4096], svg_path[4096];
 static int trace_is_temp;
-static struct sigaction old_int, old_term;
 static int oom_said[64], warned[64];
 
 /* Trace stream numbers: 0 for the default streams, then in order of first use. */
@@ -79,53 +79,13 @@ static void say(const char *fmt, ...) {
     (void)!write(STDERR_FILENO, buf, (size_t)n);
 }
 
-/* SIGINT or SIGTERM arrived. What the program had chosen happens: its
- * handler runs (with the siginfo and context it asked for), or, where the
- * signal would have ended it, the trace is finished first and the default
- * action follows. (A signal the program ignores never comes here: nothing
- * is installed for it.) */
-static void on_signal(int sig, siginfo_t *info, void *uc) {
-    struct sigaction *old = sig == SIGINT ? &old_int : &old_term;
-    if (old->sa_flags & SA_SIGINFO) {
-        void (*handler)(int, siginfo_t *, void *) = old->sa_sigaction;
-        if (old->sa_flags & SA_RESETHAND) { /* the program asked for one delivery */
-            old->sa_handler = SIG_DFL;
-            old->sa_flags &= ~(SA_SIGINFO | SA_RESETHAND);
-        }
-        handler(sig, info, uc);
-        return;
-    }
-    if (old->sa_handler == SIG_IGN)
-        return;
-    if (old->sa_handler != SIG_DFL) {
-        void (*handler)(int) = old->sa_handler;
-        if (old->sa_flags & SA_RESETHAND) {
-            old->sa_handler = SIG_DFL;
-            old->sa_flags &= ~SA_RESETHAND;
-        }
-        handler(sig);
-        return;
-    }
+/* A SIGINT or SIGTERM that ends the program: the trace is finished first
+ * (signals.c calls this from its handler; async-signal-safe). */
+static void finish_trace_now(void) {
     if (getpid() == owner && writer) {
         carve_trace_writer_finish_now(writer);
         writer = NULL;
     }
-    signal(sig, SIG_DFL);
-    raise(sig);
-}
-
-/* Stand in front of the program's disposition of sig, unless it ignores it. */
-static void watch_signal(int sig, struct sigaction *old) {
-    if (sigaction(sig, NULL, old) != 0 || (!(old->sa_flags & SA_SIGINFO) && old->sa_handler == SIG_IGN))
-        return;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_sigaction = on_signal;
-    sa.sa_flags = SA_SIGINFO | (old->sa_flags & (SA_RESTART | SA_ONSTACK));
-    sa.sa_mask = old->sa_mask;
-    sigaddset(&sa.sa_mask, SIGINT); /* one handler at a time: the trace is finished once */
-    sigaddset(&sa.sa_mask, SIGTERM);
-    sigaction(sig, &sa, NULL);
 }
 
 static void before_fork(void) {
@@ -133,11 +93,19 @@ static void before_fork(void) {
         carve_trace_writer_flush(writer);
 }
 
-/* Around every fork (contexts.c says what the child may do). */
-static void fork_prepare(void) { carve_ctx_fork(0); }
-static void fork_parent(void) { carve_ctx_fork(1); }
+/* Around every fork (contexts.c says what the child may do): the
+ * interposer's locks, the meter's last (its holders take no other). */
+static void fork_prepare(void) {
+    carve_ctx_fork(0);
+    carve_meter_fork(0);
+}
+static void fork_parent(void) {
+    carve_meter_fork(1);
+    carve_ctx_fork(1);
+}
 static void fork_child(void) {
     carve_capture_forked();
+    carve_meter_fork(2);
     if (carve_ctx_fork(2))
         __atomic_store_n(&carve_run.ready, 0, __ATOMIC_RELEASE); /* every hook passes calls through */
 }
@@ -217,8 +185,7 @@ static carve_trace_writer *trace_writer(void) {
             say("carve-run: %s; the run goes on without a trace", carve_last_error(NULL));
             w = NULL;
         } else {
-            watch_signal(SIGINT, &old_int);
-            watch_signal(SIGTERM, &old_term);
+            carve_signals_watch(finish_trace_now);
             pthread_atfork(before_fork, NULL, NULL);
         }
         writer = w;

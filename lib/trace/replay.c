@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/defaults.h"
 #include "carve_trace.h"
 #include "engine/error.h"
 
@@ -287,7 +288,8 @@ carve_status carve_replay_record(const carve_trace *t, const carve_config *cfg, 
 /* ---- the smallest single block ----------------------------------------- */
 
 /* One probe: 1 when t replays in a single block of cap bytes without an OOM,
- * 0 when it runs out, -1 (with *st) when the arena cannot be made. */
+ * 0 when it runs out, -1 (with *st) when the arena cannot be made. base is
+ * a full configuration of this library's size (carve_config_read). */
 static int probe(const carve_trace *t, const carve_config *base, const carve_replay_streams *rs,
                  void **slots, size_t cap, carve_progress_fn progress, void *arg, unsigned n,
                  carve_status *st) {
@@ -330,6 +332,14 @@ carve_status carve_replay_min_capacity(const carve_trace *t, const carve_config 
     memset(out, 0, sizeof(*out));
     if (!t || !base || (t->nslots && !slots))
         return carve_fail(NULL, CARVE_ERR_INVALID, "carve_replay_min_capacity: NULL argument");
+    /* The caller's carve_config may be smaller or larger than this
+     * library's (base->size says): read it by the size rule into one of
+     * ours before changing fields in a copy. */
+    carve_config full;
+    char why[256];
+    if (carve_config_read(base, &full, why, sizeof(why)) != 0)
+        return carve_fail(NULL, CARVE_ERR_INVALID, "carve_replay_min_capacity: %s", why);
+    base = &full;
     carve_replay_streams rs;
     carve_status st = carve_replay_streams_open(&rs, t->nstreams, CARVE_BACKEND_VIRTUAL, 0);
     if (st != CARVE_OK)

@@ -15,8 +15,9 @@ program and on a HOST-backend arena in a test without a GPU.
     print(carve.report())
     carve.plot("arena.svg")                         # after carve.record()
 
-libcarve is found through CARVE_LIBRARY, a copy beside this package, the
-build tree of the checkout, or the system loader (carve._lib says how); it
+libcarve is found through CARVE_LIBRARY, the library `meson install` put
+in place with this package, a copy beside it, the build tree of the
+checkout, or the system loader (carve._lib says how); it
 is loaded on first use, so `import carve` never fails for want of it.
 See docs/python.md.
 """
@@ -27,13 +28,14 @@ from ._api import (MISSING_TORCH_STATS, Arena, ArgumentTypeError, CarveError, Co
                    memory_stats, memory_summary, plot, record, report, reset_peak_memory_stats, route,
                    scoped_arena, snapshot_torch, stop_recording, version)
 from ._lib import LibraryNotFoundError, library_path
+from . import memory  # carve.memory._dump_snapshot and friends, after `import carve` alone
 
-__version__ = "0.1.0"
+__version__ = "1.0.0"
 
 __all__ = [
     "Arena", "CarveError", "ConfigError", "OutOfMemoryError", "ArgumentTypeError", "LibraryNotFoundError",
     "configure", "memory_allocated", "memory_reserved", "max_memory_allocated", "max_memory_reserved",
     "reset_peak_memory_stats", "empty_cache", "memory_stats", "memory_summary", "MISSING_TORCH_STATS",
     "memory_snapshot", "snapshot_torch", "dump_snapshot", "mem_get_info", "device_count", "current_device",
-    "report", "record", "stop_recording", "plot", "route", "scoped_arena", "version", "library_path",
+    "report", "record", "stop_recording", "plot", "route", "scoped_arena", "version", "library_path", "memory",
 ]

@@ -56,11 +56,19 @@ class OutOfMemoryError(CarveError):
 
 
 class ConfigError(CarveError, ValueError):
-    """A configuration value is malformed, or came too late."""
+    """A value is malformed or out of range (a configuration, a size, an
+    address, a device), or a configuration came too late."""
 
 
 class ArgumentTypeError(ConfigError, TypeError):
     """An argument of the wrong type (also a TypeError)."""
+
+
+def _file_error(err):
+    """err, an OSError from a file carve could not use, given .status (as
+    every error the package raises)."""
+    err.status = "CARVE_ERR_BACKEND"
+    return err
 
 
 _STATUS_NAMES = {0: "CARVE_OK", 1: "CARVE_ERR_INVALID", 2: "CARVE_ERR_OOM", 3: "CARVE_ERR_BAD_POINTER",
@@ -84,18 +92,28 @@ def _check(status, handle=None, cls=None, context=None):
 # ---- Values ----------------------------------------------------------------
 
 # ctypes wraps an int that does not fit its C type without a word (2**64 + 4096
-# becomes 4096), so every int handed to C is checked against its type here.
+# becomes 4096), so every int handed to C is checked against its type here,
+# in _c_uint: ArgumentTypeError (a TypeError) for anything but an int,
+# ConfigError (a ValueError) out of range, both with .status.
 _SIZE_MAX = ctypes.c_size_t(-1).value
 _PTR_MAX = (1 << (8 * ctypes.sizeof(ctypes.c_void_p))) - 1
 _INT_MAX = (1 << (8 * ctypes.sizeof(ctypes.c_int) - 1)) - 1
 
 
-def _c_uint(value, name, limit, what, cls=ValueError):
-    """value, an int in [0, limit]; else cls naming name, the value and the rule."""
+def _c_uint(value, name, limit, what):
+    """value, an int in [0, limit]; else an error naming name, the value and the rule."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name}={value!r}: {what} is an int")
+        raise ArgumentTypeError(f"{name}={value!r}: {what} is an int")
     if not 0 <= value <= limit:
-        raise cls(f"{name}={value}: {what} is an int from 0 to {limit}")
+        raise ConfigError(f"{name}={value}: {what} is an int from 0 to {limit}")
+    return value
+
+
+def _bool(value, name):
+    """value, True or False (None is "not given" where the caller allows it);
+    anything else is refused: growth="false" is truthy."""
+    if not isinstance(value, bool):
+        raise ArgumentTypeError(f"{name}={value!r}: expected True or False")
     return value
 
 
@@ -182,9 +200,12 @@ def current_device():
 
 def _path(path, name="path"):
     """A file path handed to C, which would cut it at a NUL character."""
-    b = os.fsencode(path)
+    try:
+        b = os.fsencode(path)
+    except TypeError:
+        raise ArgumentTypeError(f"{name}={path!r}: a path is a str, bytes or os.PathLike") from None
     if b"\0" in b:
-        raise ValueError(f"{name}={path!r}: a path holds no NUL character")
+        raise ConfigError(f"{name}={path!r}: a path holds no NUL character")
     return b
 
 
@@ -200,25 +221,23 @@ def _check_device(device):
     if device is None:
         return current_device()
     if isinstance(device, bool):
-        raise ConfigError(f"device={device!r}: a device is an int >= 0, a torch.device or 'cuda:N'")
+        raise ArgumentTypeError(f"device={device!r}: a device is an int >= 0, a torch.device or 'cuda:N'")
     if isinstance(device, int):
-        if not 0 <= device <= _INT_MAX:
-            raise ConfigError(f"device={device!r}: a device is an int from 0 to {_INT_MAX}")
-        return device
+        return _c_uint(device, "device", _INT_MAX, "a device")
     if isinstance(device, str):
         text = device.strip()
         kind, _, index = text.partition(":")
         if kind == "cuda" and not index:
             return current_device()
-        if kind == "cuda" and index.isdigit():
-            return int(index)
+        if kind == "cuda" and index.isdigit() and index.isascii():
+            return _c_uint(int(index), "device", _INT_MAX, "a device")
         raise ConfigError(f"device={device!r}: expected 'cuda' or 'cuda:N'")
     kind, index = getattr(device, "type", None), getattr(device, "index", False)
     if kind is not None and index is not False:
         if kind != "cuda":
             raise ConfigError(f"device={device!r}: carve serves CUDA devices, not {kind!r}")
         return current_device() if index is None else _check_device(int(index))
-    raise ConfigError(f"device={device!r}: a device is an int >= 0, a torch.device or 'cuda:N'")
+    raise ArgumentTypeError(f"device={device!r}: a device is an int >= 0, a torch.device or 'cuda:N'")
 
 
 def _fmt(n):
@@ -255,12 +274,16 @@ class Arena:
 
     def __init__(self, backend="cuda", device=None, limit=None, growth=True, initial=None, mode="default",
                  name=None, conf=None):
-        if backend not in _BACKENDS:
+        if not isinstance(backend, str) or backend not in _BACKENDS:
             raise ConfigError(f"backend={backend!r}: expected one of {', '.join(_BACKENDS)}")
         if device is None and backend not in ("cuda", "cuda_driver"):
             device = 0
         device = _check_device(device)
-        parts = [f"backend={backend}", f"device={device}", f"growth={1 if growth else 0}",
+        if name is not None and (not isinstance(name, str) or "\0" in name):
+            raise ConfigError(f"name={name!r}: a name is a str without NUL characters")
+        if conf is not None and not isinstance(conf, str):
+            raise ArgumentTypeError(f"conf={conf!r}: give more configuration as a str, e.g. 'min_grow=64MiB'")
+        parts = [f"backend={backend}", f"device={device}", f"growth={1 if _bool(growth, 'growth') else 0}",
                  f"vmm={_mode_vmm(mode)}"]
         if limit is not None:
             parts.append("limit=" + _size_text(limit, "limit"))
@@ -269,13 +292,12 @@ class Arena:
         if conf:
             parts.append(conf)
         cfg = _parse_config(",".join(parts))
-        if name is not None and (not isinstance(name, str) or "\0" in name):
-            raise ConfigError(f"name={name!r}: a name is a str without NUL characters")
         self._name = (name or "").encode() or None
         cfg.name = self._name
         h = ctypes.c_void_p()
         _check(lib().carve_arena_create(ctypes.byref(cfg), ctypes.byref(h)), cls=None)
         self._h = h.value
+        self._retired_h = None  # the handle while retired: its live buffers may still be freed
         self.device = device
         self.backend = backend
         self._state = "open"
@@ -297,7 +319,8 @@ class Arena:
     @property
     def state(self):
         """"open"; "closed" (destroyed, all memory back); "retired" (closed
-        while buffers were live: destroyed by the free of its last buffer)."""
+        while buffers were live: destroyed by the free of its last buffer,
+        wherever that is freed; the state stays "retired" then)."""
         return self._state
 
     def close(self):
@@ -307,13 +330,15 @@ class Arena:
         else it is retired (returns False), and the free of its last buffer,
         on whatever thread, destroys it. Raises CarveError
         (CARVE_ERR_INVALID) while the calling thread still routes to it
-        (leave carve.route(arena) first) or it is a device's route. The object
-        can no longer be used afterwards. Idempotent."""
+        (leave carve.route(arena) first) or it is a device's route. Afterwards
+        the object serves only free() of the buffers still live in it.
+        Idempotent."""
         with self._lock:
             if self._h is None:
                 return self._state == "closed"
             done = ctypes.c_int(0)
             _check(lib().carve_route_retire(self._h, ctypes.byref(done)))
+            self._retired_h = None if done.value else self._h
             self._h = None
             self._state = "closed" if done.value else "retired"
             return bool(done.value)
@@ -349,8 +374,6 @@ class Arena:
         """Allocate size bytes on stream (an int handle or stream object; None =
         the default stream); returns the address as an int (0 for size 0).
         Recorded when carve.record() is on."""
-        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
-            raise ConfigError(f"size={size!r}: a size is an int >= 0")
         _c_uint(size, "size", _SIZE_MAX, "a size")
         p = ctypes.c_void_p()
         with self._lock:
@@ -360,12 +383,22 @@ class Arena:
 
     def free(self, ptr):
         """Free a buffer from alloc (errors for addresses that are not live
-        buffers of this arena, naming them)."""
+        buffers of this arena, naming them). After close() retired the arena
+        its live buffers may still be freed here (the free of the last one
+        destroys it), as anywhere else (carve_route_free)."""
         if ptr is None or (type(ptr) is int and ptr == 0):
             return
         _ptr(ptr)
         L = lib()
         with self._lock:
+            if self._h is None and self._retired_h is not None:
+                own = ctypes.c_void_p()
+                if L.carve_route_owner(ptr, self.device, ctypes.byref(own)) != _lib.OK or \
+                        own.value != self._retired_h:
+                    raise CarveError(f"Arena.free: {ptr:#x} is not a live buffer of this arena (retired; "
+                                     f"destroyed once its last buffer was freed)", "CARVE_ERR_BAD_POINTER")
+                _check(L.carve_route_free(ptr, self.device))
+                return
             if L.carve_buffer_info(self._handle(), ptr, None, None) != _lib.OK:
                 raise CarveError(f"Arena.free: {ptr:#x} is not a live buffer of this arena",
                                  "CARVE_ERR_BAD_POINTER")
@@ -722,10 +755,15 @@ def dump_snapshot(path, device=None, arenas=None):
     """Write snapshot_torch(device, arenas) to path as a pickle, as
     torch.cuda.memory._dump_snapshot does: PyTorch's memory_viz
     (python -m torch.cuda._memory_viz, pytorch.org/memory_viz) opens it.
-    Returns the path."""
+    Returns the path. A file that cannot be written raises its OSError with
+    .status CARVE_ERR_BACKEND."""
+    _path(path)
     snap = snapshot_torch(device, arenas)
-    with open(path, "wb") as f:
-        pickle.dump(snap, f)
+    try:
+        with open(path, "wb") as f:
+            pickle.dump(snap, f)
+    except OSError as e:
+        raise _file_error(e)
     return path
 
 
@@ -743,7 +781,7 @@ def device_count():
 
 
 def version():
-    """The loaded libcarve's version, e.g. "0.1.0"."""
+    """The loaded libcarve's version, e.g. "1.0.0"."""
     return lib().carve_version().decode()
 
 
@@ -751,13 +789,12 @@ def version():
 
 _conf_lock = threading.Lock()
 _conf_sections = {}      # device -> {key: text} that configure put into CARVE_CONF
-_conf_growth = {}        # device -> growth given to configure
-_conf_initial = set()    # devices configure gave an initial block
+_conf_given = {}         # device -> {key: text} that configure gave the device's setters
 _conf_original = [None]  # CARVE_CONF as it was before configure first changed it
 
 
-def _env_growth(device):
-    """The growth mode device's arena would get from defaults and CARVE_CONF."""
+def _env_config(device):
+    """The configuration device's arena would get from defaults and CARVE_CONF."""
     cfg = _lib.CarveConfig()
     conf = os.environ.get("CARVE_CONF")
     _check(lib().carve_conf_parse_sized(conf.encode() if conf is not None else None, device, ctypes.byref(cfg),
@@ -774,51 +811,60 @@ def configure(device=None, limit=None, growth=None, initial=None, mode=None):
     fraction of the device's memory (0.5). growth: reserve on demand (True) or
     hold one block of `initial` (False). initial: bytes (or fraction) reserved
     at creation. mode: "default", "vmm" or "segments". Values given override
-    CARVE_CONF.
+    CARVE_CONF and earlier calls.
 
-    Raises ConfigError naming the value for a malformed one (checked first,
-    without a device), or once the arena exists ("configure it before first
-    use"), and CarveError (CARVE_ERR_NO_DEVICE) when there is no such device.
+    Everything is checked first, without a device, and with what CARVE_CONF
+    and earlier calls give the device (carve_config_check: growth off needs
+    an initial block, a limit in bytes is at least one granule, 2 MiB, and
+    not below the initial block): a malformed or inconsistent value raises
+    ConfigError naming it and changes nothing. Then the device is asked:
+    CarveError (CARVE_ERR_NO_DEVICE) when there is no such device,
+    ConfigError once the arena exists ("configure it before first use") or
+    for a fraction that leaves less than a granule of the device's memory;
+    nothing is changed then either.
     """
     device = _check_device(device)
-    parts = []
+    given = {}  # what this call gives the device's setters
     if limit is not None:
-        parts.append("limit=" + _size_text(limit, "limit"))
+        given["limit"] = _size_text(limit, "limit")
     if initial is not None:
-        parts.append("initial=" + _size_text(initial, "initial"))
+        given["initial"] = _size_text(initial, "initial")
     if growth is not None:
-        parts.append(f"growth={1 if growth else 0}")
+        given["growth"] = "1" if _bool(growth, "growth") else "0"
     vmm = _mode_vmm(mode) if mode is not None else None
-    cfg = _parse_config(",".join(parts))
+    cfg = _parse_config(",".join(f"{k}={v}" for k, v in given.items()))
     L = lib()
     with _conf_lock:
-        base = _env_growth(device)
-        g = int(bool(growth)) if growth is not None else _conf_growth.get(device, base.growth)
-        has_initial = (initial is not None or device in _conf_initial or base.initial_bytes
-                       or base.initial_fraction)
-        if not g and not has_initial:
-            raise ConfigError(f"growth={growth!r} needs initial= (the one block the arena holds)")
-        # The growth setter goes first: it finds a missing device or an arena
-        # that already exists before anything changes.
-        st = L.carve_device_set_growth(device, g)
-        _check(st, cls=ConfigError if st == _lib.ERR_INVALID else None)
-        _conf_growth[device] = g
-        if initial is not None:
-            _conf_initial.add(device)
+        # The arena this would make: CARVE_CONF, then earlier calls, then this one.
+        whole = dict(_conf_given.get(device, {}))
+        whole.update(given)
+        would = _parse_config(",".join(f"{k}={v}" for k, v in whole.items()), _env_config(device))
+        _check(L.carve_config_check(ctypes.byref(would)), cls=ConfigError)
+
+        # The first setter finds a missing device, an arena that exists already
+        # or (the limit's) a fraction too small for the device before anything
+        # changes; the others then cannot fail but for a race with the arena's
+        # creation. The growth setter always runs: it holds the device's mode
+        # against a later CARVE_CONF.
+        def setter(st):
+            _check(st, cls=ConfigError if st == _lib.ERR_INVALID else None)
+
         if limit is not None:
             if cfg.limit_fraction > 0:
-                _check(L.carve_device_set_limit_fraction(device, cfg.limit_fraction), cls=ConfigError)
+                setter(L.carve_device_set_limit_fraction(device, cfg.limit_fraction))
             else:
-                _check(L.carve_device_set_limit(device, cfg.limit_bytes), cls=ConfigError)
+                setter(L.carve_device_set_limit(device, cfg.limit_bytes))
+        setter(L.carve_device_set_growth(device, would.growth))
         section = dict(_conf_sections.get(device, {}))
         if initial is not None:
             if cfg.initial_fraction > 0:  # no setter takes a fraction: CARVE_CONF does
-                section["initial"] = _size_text(initial, "initial")
+                section["initial"] = given["initial"]
             else:
                 section.pop("initial", None)
-                _check(L.carve_device_set_initial(device, cfg.initial_bytes), cls=ConfigError)
+                setter(L.carve_device_set_initial(device, cfg.initial_bytes))
         if vmm is not None:
             section["vmm"] = str(vmm)
+        _conf_given[device] = whole
         if section != _conf_sections.get(device, {}):
             _set_conf_section(device, section)
 
@@ -886,17 +932,22 @@ def record(path=None, title=None):
     (docs/trace-format.md); returns its path (a new temporary file when path
     is None). carve.plot draws it; carve-replay replays it."""
     L = lib()
+    title = "carve python" if title is None else title
+    if not isinstance(title, str) or "\0" in title:
+        raise ConfigError(f"title={title!r}: a title is a str without NUL characters")
+    if path is not None:
+        _path(path)
     with _rec_lock:
         if _rec["writer"] is not None:
             raise CarveError(f"already recording into {_rec['path']}; call carve.stop_recording() first")
         if path is None:
-            fd, path = tempfile.mkstemp(prefix="carve-", suffix=".csv")
+            try:
+                fd, path = tempfile.mkstemp(prefix="carve-", suffix=".csv")
+            except OSError as e:
+                raise _file_error(e)
             os.close(fd)
         w = ctypes.c_void_p()
-        title = title or "carve python"
-        if "\0" in title:
-            raise ValueError(f"title={title!r}: a title holds no NUL character")
-        _check(L.carve_trace_writer_open(_path(path), title.encode(), ctypes.byref(w)))
+        _check(L.carve_trace_writer_open(_path(path), (title or "carve python").encode(), ctypes.byref(w)))
         st = L.carve_route_set_recorder(_lib.address("carve_trace_writer_alloc"),
                                         _lib.address("carve_trace_writer_free"), w)
         if st != _lib.OK:
@@ -945,7 +996,8 @@ def plot(path, trace=None, color_by_stream=False, mode="default", title=None):
                 _check(L.carve_trace_writer_flush(_rec["writer"]))
     t = _lib.CarveTrace()
     if L.carve_trace_load_path(_path(trace, "trace"), ctypes.byref(t), None, None) != 0:
-        raise CarveError(f"cannot read the trace {trace}: {t.diag.decode(errors='replace')}")
+        raise CarveError(f"cannot read the trace {trace}: {t.diag.decode(errors='replace')}",
+                         status="CARVE_ERR_BACKEND")
     rs, rec, res = _lib.ReplayStreams(), _lib.ReplayRec(), _lib.ReplayResult()
     opened = recorded = False
     try:
@@ -965,9 +1017,7 @@ def plot(path, trace=None, color_by_stream=False, mode="default", title=None):
         f = c.fopen(_path(path), b"w")
         if not f:
             e = ctypes.get_errno()
-            err = OSError(e, f"cannot write {path}: {os.strerror(e)}")
-            err.status = "CARVE_ERR_BACKEND"
-            raise err
+            raise _file_error(OSError(e, f"cannot write {path}: {os.strerror(e)}"))
         rc = L.carve_svg_write(f, ctypes.byref(t), ctypes.byref(rec), ctypes.byref(info))
         if c.fclose(f) != 0 or rc != 0:
             raise CarveError(f"cannot write {path} (disk full or host memory exhausted)", status="CARVE_ERR_BACKEND")
@@ -986,7 +1036,8 @@ def plot(path, trace=None, color_by_stream=False, mode="default", title=None):
 @contextlib.contextmanager
 def route(arena):
     """Send the calling thread's framework allocations (carve.torch, carve.cupy)
-    to arena inside the block. Frees find their arena wherever they happen."""
+    to arena inside the block. Frees find their arena wherever they happen.
+    Per thread: coroutines on one thread share the route (see scoped_arena)."""
     if not isinstance(arena, Arena):
         raise ArgumentTypeError(f"route() takes a carve.Arena, not {type(arena).__name__}")
     L = lib()
@@ -1005,9 +1056,17 @@ class scoped_arena(contextlib.ContextDecorator):
             ...                      # routed allocations of this thread go to a
         # here the arena is retired: closed now, or when its last buffer is freed
 
-    The arguments are Arena's (backend defaults to "cuda"; device None = 0).
-    After the block, .last_stats holds the arena's statistics at exit and
-    .closed_at_exit whether it was closed right away.
+    The arguments are Arena's (backend defaults to "cuda"; device None = the
+    current device for "cuda" and "cuda_driver", as current_device() sees
+    it, else 0). After the block, .last_stats holds the arena's statistics
+    at exit and .closed_at_exit whether it was closed right away.
+
+    The routing is per thread, as carve.route's: coroutines that run on one
+    thread (asyncio) share it, so a block must not span an await while
+    another coroutine allocates or enters a block of its own (that
+    coroutine's allocations would land in this arena, and blocks left out of
+    order pop each other's arenas). Enter and leave it between awaits, or
+    run the work in a thread of its own.
     """
 
     def __init__(self, limit=None, growth=True, initial=None, mode="default", device=None, backend="cuda",

@@ -10,14 +10,19 @@ first call of lib() loads the library, and later calls return it.
 Where libcarve is looked for, in order:
   1. the file named by the environment variable CARVE_LIBRARY (when set, it is
      the only place: a wrong path is an error, never silently replaced);
-  2. a copy installed beside the package (carve/libcarve.so*);
-  3. the build trees of the checkout the package sits in (../build*/lib/), the
+  2. the library installed together with the package by `meson install`,
+     which writes carve/_install.py: its path relative to the package (so a
+     tree installed with DESTDIR or moved still finds its own), then the
+     absolute path it was installed to;
+  3. a copy installed beside the package (carve/libcarve.so*);
+  4. the build trees of the checkout the package sits in (../build*/lib/), the
      plain build-release/ and build/ first, then the newest; builds made with
      sanitizers are skipped (an instrumented library cannot be loaded into an
      interpreter built without them);
-  4. the system loader: "libcarve.so.1", then "libcarve.so".
+  5. the system loader: "libcarve.so.1", then "libcarve.so".
 """
 
+import ast
 import ctypes
 import glob
 import json
@@ -122,6 +127,7 @@ _SIGS = {
     "carve_format_bytes": (ctypes.c_char_p, [ctypes.c_char_p, c_size, c_size]),
     "carve_config_init_sized": (None, [ctypes.POINTER(CarveConfig), c_size]),
     "carve_config_parse": (_ST, [ctypes.POINTER(CarveConfig), ctypes.c_char_p]),
+    "carve_config_check": (_ST, [ctypes.POINTER(CarveConfig)]),
     "carve_arena_create": (_ST, [ctypes.POINTER(CarveConfig), _PP]),
     "carve_arena_destroy": (None, [_P]),
     "carve_arena_get_config_sized": (_ST, [_P, ctypes.POINTER(CarveConfig), c_size]),
@@ -199,7 +205,12 @@ def _sanitized(build_dir):
         with open(info, encoding="utf-8") as f:
             for opt in json.load(f):
                 if opt.get("name") == "b_sanitize":
-                    return opt.get("value") not in ("none", "", None)
+                    # a string before meson 1.8 ("none", "address,undefined"),
+                    # a list since (["address"]; [] when off)
+                    value = opt.get("value")
+                    if isinstance(value, list):
+                        return any(v not in ("none", "") for v in value)
+                    return value not in ("none", "", None)
     except (OSError, ValueError):
         pass
     base = os.path.basename(build_dir.rstrip("/"))
@@ -220,6 +231,31 @@ def _lib_files(directory):
     return [p for p in names + extra if os.path.isfile(p)]
 
 
+def installed_library(package_dir):
+    """The library meson installed with the package in package_dir, from its
+    _install.py: [path relative to the package resolved, absolute path],
+    without repeats; [] when there is no _install.py. The file is read, not
+    imported: string assignments only."""
+    try:
+        with open(os.path.join(package_dir, "_install.py"), encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError, ValueError):
+        return []
+    values = {}
+    for node in tree.body:
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)):
+            values[node.targets[0].id] = node.value.value
+    out = []
+    rel = values.get("LIBRARY_RELATIVE", "")
+    if rel:
+        out.append(os.path.normpath(os.path.join(package_dir, rel)))
+    absolute = values.get("LIBRARY", "")
+    if absolute and os.path.normpath(absolute) not in out:
+        out.append(os.path.normpath(absolute))
+    return out
+
+
 def find_candidates(env=None, package_dir=None, checkout=None, system_names=("libcarve.so.1", "libcarve.so")):
     """Every place carve would try, in order, as (description, path or name,
     kind): kind is "file" for a path that exists, "missing" for one that
@@ -231,7 +267,8 @@ def find_candidates(env=None, package_dir=None, checkout=None, system_names=("li
     explicit = env.get("CARVE_LIBRARY")
     if explicit:
         return [("CARVE_LIBRARY", explicit, "file" if os.path.exists(explicit) else "missing")]
-    out = []
+    out = [("installed with the package", p, "file" if os.path.exists(p) else "missing")
+           for p in installed_library(here)]
     beside = _lib_files(here)
     out += [("beside the package", p, "file") for p in beside] or \
         [("beside the package", os.path.join(here, "libcarve.so*"), "missing")]

@@ -6,10 +6,15 @@
 // function returns to a tensor, NULL included, and only a C++ exception can
 // stop it; C cannot throw one. carve.torch compiles this file against the
 // installed torch's headers (once, cached) and hands PyTorch its functions:
-// the allocation calls carve_torch_alloc and, when carve returns NULL for a
-// real request, throws c10::OutOfMemoryError with carve's explanation, which
-// PyTorch turns into torch.cuda.OutOfMemoryError wherever the allocation
-// happened (autograd's threads pass it on to the caller of backward). The
+// the allocation calls carve_route_alloc and, when carve runs out of memory
+// (CARVE_ERR_OOM), throws c10::OutOfMemoryError with carve's explanation,
+// which PyTorch turns into torch.cuda.OutOfMemoryError wherever the
+// allocation happened (autograd's threads pass it on to the caller of
+// backward). Any other failure (an arena retired under a routing block, no
+// such device, a driver error, cudaStreamPerThread) is not out of memory,
+// and code that retries smaller after an OutOfMemoryError must not loop on
+// it: it throws c10::Error (a RuntimeError in Python) with the status name
+// and carve's explanation. The
 // memory-fraction hook throws c10::Error when carve refuses the limit, so
 // torch.cuda.set_per_process_memory_fraction raises instead of doing
 // nothing. libcarve is not linked: carve_torch_shim_init finds its functions
@@ -30,7 +35,7 @@ namespace {
 struct CUstream_st;
 using stream_t = CUstream_st *;
 
-void *(*c_alloc)(ssize_t, int, stream_t);
+int (*c_route_alloc)(void *, size_t, int, stream_t, void **);
 void (*c_free)(void *, ssize_t, int, stream_t);
 const char *(*c_last_error)(const void *);
 int (*c_set_fraction)(int, double);
@@ -47,6 +52,14 @@ std::string oom_message(ssize_t size, int device) {
              (long long)size, device);
     return std::string(head) + shim_reason();
 }
+
+std::string alloc_error_message(ssize_t size, int device, int st) {
+    char head[160];
+    snprintf(head, sizeof(head), "carve cannot allocate %lld bytes on device %d: ", (long long)size, device);
+    return std::string(head) + shim_reason() + " [" + (c_status_str ? c_status_str(st) : "?") + "]";
+}
+
+constexpr int kOom = 2; // CARVE_ERR_OOM (carve.h)
 
 std::string fraction_message(double fraction, int device, int st) {
     char head[160];
@@ -66,20 +79,33 @@ __attribute__((visibility("default"))) int carve_torch_shim_init(const char *pat
         h = dlopen(path, RTLD_NOW);
     if (!h)
         return -1;
-    c_alloc = reinterpret_cast<decltype(c_alloc)>(dlsym(h, "carve_torch_alloc"));
+    c_route_alloc = reinterpret_cast<decltype(c_route_alloc)>(dlsym(h, "carve_route_alloc"));
     c_free = reinterpret_cast<decltype(c_free)>(dlsym(h, "carve_torch_free"));
     c_last_error = reinterpret_cast<decltype(c_last_error)>(dlsym(h, "carve_last_error"));
     c_set_fraction = reinterpret_cast<decltype(c_set_fraction)>(dlsym(h, "carve_device_set_limit_fraction"));
     c_status_str = reinterpret_cast<decltype(c_status_str)>(dlsym(h, "carve_status_str"));
-    return c_alloc && c_free && c_last_error && c_set_fraction && c_status_str ? 0 : -1;
+    return c_route_alloc && c_free && c_last_error && c_set_fraction && c_status_str ? 0 : -1;
 }
 
-// PyTorch's alloc function: carve's buffer, or torch.cuda.OutOfMemoryError.
+// PyTorch's alloc function: carve's buffer (NULL for size 0), or
+// torch.cuda.OutOfMemoryError when carve ran out of memory, or a
+// RuntimeError naming carve's status for any other failure.
 __attribute__((visibility("default"))) void *carve_torch_shim_alloc(ssize_t size, int device, stream_t stream) {
-    void *p = c_alloc(size, device, stream);
-    if (!p && size > 0) {
+    if (size < 0) {
+        char msg[96];
+        snprintf(msg, sizeof(msg), "carve cannot allocate a negative size (%lld bytes) [CARVE_ERR_INVALID]",
+                 (long long)size);
+        TORCH_CHECK(false, msg);
+    }
+    void *p = nullptr;
+    int st = c_route_alloc(nullptr, (size_t)size, device, stream, &p);
+    if (st == kOom) {
         const std::string msg = oom_message(size, device);
         TORCH_CHECK_WITH(OutOfMemoryError, false, msg.c_str());
+    }
+    if (st != 0) {
+        const std::string msg = alloc_error_message(size, device, st);
+        TORCH_CHECK(false, msg.c_str());
     }
     return p;
 }

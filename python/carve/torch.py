@@ -293,6 +293,11 @@ class arena(scoped_arena):
     device). After the block, .last_stats holds the arena's statistics at
     exit, .closed_at_exit whether it closed right away, .routes_backward
     whether autograd's threads were routed to it.
+
+    The routing is per thread: coroutines sharing a thread (asyncio) must
+    not hold the block across an await while others allocate or enter blocks
+    of their own (their tensors would land here, and blocks left out of
+    order pop each other's arenas); see carve.scoped_arena.
     """
 
     def __init__(self, limit=None, growth=True, initial=None, mode="default", device=None, backend="cuda",

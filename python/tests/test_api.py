@@ -13,6 +13,7 @@ import json
 import os
 import pickle
 import re
+import subprocess
 import sys
 import threading
 
@@ -392,13 +393,32 @@ def test_asking_never_creates_the_default_arena(L, monkeypatch):
     (dict(initial=-1), ["initial=-1"]),
     (dict(mode="fast"), ["mode='fast'"]),
     (dict(device=-2), ["device=-2"]),
-    (dict(growth=False), ["growth=False needs initial="]),
+    (dict(growth=False), ["growth=0", "initial"]),
+    (dict(growth="false"), ["growth='false'", "True or False"]),  # a truthy string is not True
+    (dict(growth=1), ["growth=1", "True or False"]),
+    # the rules of carve_config_check, judged before the device is asked
+    (dict(limit=1), ["limit=1", "below one granule"]),
+    (dict(limit="1MiB"), ["limit=1048576", "below one granule"]),
+    (dict(limit="4MiB", initial="8MiB"), ["initial=", "larger than limit="]),
+    (dict(device=0, limit="4MiB", initial="8MiB"), ["larger than"]),
 ])
-def test_configure_bad_values_named_before_any_device(L, kw, words):
+def test_configure_bad_values_named_before_any_device(L, kw, words, monkeypatch):
+    monkeypatch.delenv("CARVE_CONF", raising=False)
     with pytest.raises(carve.ConfigError) as e:
         carve.configure(**kw)
     for w in words:
-        assert w in str(e.value)
+        assert w in str(e.value), str(e.value)
+    assert e.value.status == "CARVE_ERR_INVALID"
+    assert "CARVE_CONF" not in os.environ  # nothing changed
+
+
+def test_configure_judges_values_with_carve_conf_and_earlier_calls(L, monkeypatch):
+    """The arena configure() would make is checked whole: CARVE_CONF's
+    initial block against the limit given now."""
+    monkeypatch.setenv("CARVE_CONF", "initial=64MiB")
+    with pytest.raises(carve.ConfigError, match="larger than"):
+        carve.configure(device=0, limit="32MiB")
+    assert os.environ["CARVE_CONF"] == "initial=64MiB"
 
 
 def test_configure_without_device(L, monkeypatch):
@@ -409,6 +429,59 @@ def test_configure_without_device(L, monkeypatch):
         carve.configure(device=0, limit="8GiB", growth=True)
     assert e.value.status == "CARVE_ERR_NO_DEVICE" and "device 0 does not exist" in str(e.value)
     assert "CARVE_CONF" not in os.environ  # nothing changed
+
+
+def _stand_in_runtime():
+    """The directory of the stand-in CUDA runtime the C tests use (two
+    devices of host memory: tests/frameworks/fake_cudart.c) in the build
+    this libcarve comes from; None when that build has none (no CUDA)."""
+    build = os.path.dirname(os.path.dirname(os.path.realpath(carve.library_path())))
+    d = os.path.join(build, "tests", "frameworks")
+    return d if os.path.isfile(os.path.join(d, "libcudart.so.13")) else None
+
+
+STAND_IN_CONFIGURE = r"""
+import ctypes, carve
+from carve import _lib
+L = _lib.lib()
+assert carve.device_count() == 2, carve.device_count()
+# Refused by the device (a fraction that leaves less than a granule of its
+# memory) after every value passed the checks: nothing may be set.
+try:
+    carve.configure(device=1, growth=False, initial="64MiB", limit=1e-9)
+    print("configure: no error")
+except carve.CarveError as e:
+    print("refused", type(e).__name__, e.status)
+cfg = _lib.CarveConfig()
+h = carve._api._arena_handle(1, create=True)  # made with the defaults: growth on
+L.carve_arena_get_config_sized(h, ctypes.byref(cfg), ctypes.sizeof(cfg))
+print("growth", cfg.growth, "initial", cfg.initial_bytes)
+# A limit set before first use holds; after it, configure says so.
+carve.configure(device=0, limit="1GiB")
+p = L.carve_torch_alloc(4096, 0, None)
+print("limit", carve.memory_stats(0)["limit_bytes"], "allocated", carve.memory_allocated(0))
+try:
+    carve.configure(device=0, limit="2GiB")
+except carve.ConfigError as e:
+    print("late", "before first use" in str(e))
+L.carve_torch_free(p, 4096, 0, None)
+print("freed", carve.memory_allocated(0))
+"""
+
+
+def test_configure_on_a_device_changes_nothing_when_refused():
+    """With a device, a refused configure() leaves no half of it behind
+    (growth was once set before the limit was refused)."""
+    runtime = _stand_in_runtime()
+    if runtime is None:
+        pytest.skip("this build has no stand-in CUDA runtime (built without CUDA)")
+    env = dict(os.environ, LD_LIBRARY_PATH=runtime, CARVE_CONF="vmm=0",
+               PYTHONPATH=os.path.dirname(os.path.dirname(carve.__file__)))
+    out = subprocess.run([sys.executable, "-c", STAND_IN_CONFIGURE], env=env, capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.splitlines() == ["refused ConfigError CARVE_ERR_INVALID", "growth 1 initial 0",
+                                       f"limit {1 << 30} allocated 4096", "late True", "freed 0"], out.stdout
 
 
 def test_configure_reports_bad_carve_conf(L, monkeypatch):
@@ -638,13 +711,72 @@ def test_snapshot_in_pytorchs_layout(backend, mode, L, tmp_path):
 
 def test_every_error_carries_a_status(host_arena, tmp_path):
     a = host_arena(limit="8MiB")
+    live = a.alloc(4096)
+    t = tmp_path / "t.csv"
+    t.write_text("a,1,1000\nf,1\n")
     cases = [lambda: a.alloc(-1), lambda: a.alloc(64 * MiB), lambda: a.free(12345 * 256),
              lambda: carve.Arena(backend="tpu"), lambda: carve.configure(limit="lots"),
              lambda: carve.plot(str(tmp_path / "x.svg")), lambda: carve.route(7).__enter__(),
-             lambda: carve._api._check_device("cpu"), lambda: a.alloc(1, stream="s")]
-    for case in cases:
-        with pytest.raises((carve.CarveError, OSError)) as e:
+             lambda: carve._api._check_device("cpu"), lambda: a.alloc(1, stream="s"),
+             lambda: carve.Arena(backend="host", name=5), lambda: carve.Arena(backend="host", conf=5),
+             lambda: carve.Arena(backend="host", growth="false", initial="4MiB"),
+             lambda: carve.Arena(backend=["host"]),
+             lambda: a.free(1.5), lambda: a.free("0x10"), lambda: a.record_stream(1.5, 0),
+             lambda: a.buffer_info(None), lambda: a.alloc(64, stream=True),
+             lambda: carve.dump_snapshot(str(tmp_path / "no" / "dir" / "x.pickle"), arenas=[a]),
+             lambda: carve.dump_snapshot(5, arenas=[a]),
+             lambda: carve.record(str(tmp_path / "no" / "dir" / "x.csv")), lambda: carve.record(title=5),
+             lambda: carve.plot(str(tmp_path / "x.svg"), trace=str(tmp_path / "missing.csv")),
+             lambda: carve.plot(str(tmp_path / "no" / "dir" / "x.svg"), trace=str(t)),
+             lambda: carve.configure(growth="false", initial="4MiB")]
+    for i, case in enumerate(cases):
+        with pytest.raises((carve.CarveError, OSError, TypeError, ValueError)) as e:
             case()
         assert getattr(e.value, "status", None) in ("CARVE_ERR_INVALID", "CARVE_ERR_OOM", "CARVE_ERR_BAD_POINTER",
-                                                     "CARVE_ERR_BACKEND", "CARVE_ERR_NO_DEVICE"), e.value
+                                                     "CARVE_ERR_BACKEND", "CARVE_ERR_NO_DEVICE"), (i, e.value)
+    a.free(live)
+
+
+def test_files_carve_cannot_use_are_backend_errors(host_arena, tmp_path):
+    """CARVE_ERR_BACKEND names "a file carve could not use": a trace that
+    cannot be read, a snapshot or picture that cannot be written."""
+    a = host_arena()
+    with pytest.raises(carve.CarveError, match="cannot read the trace") as e:
+        carve.plot(str(tmp_path / "x.svg"), trace=str(tmp_path / "missing.csv"))
+    assert e.value.status == "CARVE_ERR_BACKEND"
+    with pytest.raises(OSError) as e:
+        carve.dump_snapshot(str(tmp_path / "no" / "dir" / "x.pickle"), arenas=[a])
+    assert e.value.status == "CARVE_ERR_BACKEND" and "x.pickle" in str(e.value)
+
+
+def test_memory_module_after_import_carve_alone():
+    """docs/python.md calls carve.memory._dump_snapshot(path) after `import carve`."""
+    code = "import carve\nprint(callable(carve.memory._dump_snapshot), callable(carve.memory._snapshot))\n"
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(carve.__file__)))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.split() == ["True", "True"], out.stdout + out.stderr
+
+
+def test_a_retired_arenas_buffers_can_still_be_freed(L):
+    a = carve.Arena(backend="host", name="retiring")
+    p, q = a.alloc(4096), a.alloc(8192)
+    h = a._h
+    assert a.close() is False and a.state == "retired"
+    with pytest.raises(carve.CarveError, match="arena is retired"):
+        a.alloc(16)
+    b = carve.Arena(backend="host")
+    other = b.alloc(4096)
+    with pytest.raises(carve.CarveError, match="not a live buffer of this arena") as e:
+        a.free(other)  # another arena's buffer
+    assert e.value.status == "CARVE_ERR_BAD_POINTER" and b.buffer_info(other) == (4096, 0)
+    a.free(p)
+    assert L.carve_route_known(h)  # q is still live
+    with pytest.raises(carve.CarveError, match="not a live buffer") as e:
+        a.free(p)  # freed already
+    a.free(q)  # its last buffer: the arena is destroyed
+    assert not L.carve_route_known(h)
+    with pytest.raises(carve.CarveError, match="not a live buffer"):
+        a.free(q)
+    b.free(other)
+    b.close()
     assert carve.LibraryNotFoundError.status == "CARVE_ERR_BACKEND"

@@ -168,9 +168,11 @@ def test_int_argument_grid(host_arena, name):
             call(v)
         assert f"{words}={v}" in str(e.value) or f".{words}" in str(e.value) or str(v) in str(e.value), \
             f"{name}={v}: {e.value}"
+        assert e.value.status == "CARVE_ERR_INVALID", f"{name}={v}: {e.value!r}"  # as every error the package raises
     for v, cls in BAD_INTS[5:]:
-        with pytest.raises(cls):
+        with pytest.raises(cls) as e:
             call(v)
+        assert isinstance(e.value, carve.CarveError) and e.value.status == "CARVE_ERR_INVALID", f"{name}={v!r}"
     # In range, the value reaches carve unchanged: the call works, or carve
     # gives its own answer (no such device here, not a live buffer, ...).
     for v in (0, 1, top):

@@ -95,6 +95,72 @@ def test_build_tree_order_and_sanitized_skipped(tmp_path, L):
     assert path == str(co / "build-release" / "lib" / "libcarve.so")
 
 
+@pytest.mark.parametrize("value,sanitized", [
+    ("none", False), ("", False), ("address", True), ("address,undefined", True),  # meson before 1.8: a string
+    ([], False), (["none"], False), (["address"], True), (["address", "undefined"], True), (["thread"], True),
+])
+def test_sanitized_reads_both_forms_of_b_sanitize(tmp_path, value, sanitized):
+    """meson 1.8 and later store b_sanitize as a list, [] when off."""
+    d = tmp_path / "build-x"
+    (d / "meson-info").mkdir(parents=True)
+    (d / "meson-info" / "intro-buildoptions.json").write_text(json.dumps([{"name": "b_sanitize", "value": value}]))
+    assert _lib._sanitized(str(d)) is sanitized
+
+
+def _installed_tree(tmp_path, relative=True, absolute=None):
+    """A package directory as meson install leaves it: carve/_install.py
+    naming a library under lib/ of the same tree."""
+    real = os.path.realpath(_lib.library_path())
+    pkg, libdir = tmp_path / "py" / "carve", tmp_path / "lib"
+    pkg.mkdir(parents=True)
+    libdir.mkdir()
+    os.symlink(real, libdir / "libcarve.so.1")
+    rel = os.path.relpath(libdir / "libcarve.so.1", pkg) if relative else ""
+    (pkg / "_install.py").write_text(f'"""written by meson"""\nLIBRARY = "{absolute or ""}"\n'
+                                     f'LIBRARY_RELATIVE = "{rel}"\n')
+    return pkg, libdir / "libcarve.so.1"
+
+
+def test_installed_library_after_carve_library(tmp_path, L):
+    pkg, installed = _installed_tree(tmp_path)
+    os.symlink(os.path.realpath(_lib.library_path()), pkg / "libcarve.so")  # a copy beside: comes later
+    path, _ = _lib.load(env={}, package_dir=str(pkg), checkout=str(tmp_path / "none"), system_names=NOWHERE)
+    assert path == str(installed)
+    other = tmp_path / "other.so"
+    os.symlink(os.path.realpath(_lib.library_path()), other)
+    path, _ = _lib.load(env={"CARVE_LIBRARY": str(other)}, package_dir=str(pkg), system_names=NOWHERE)
+    assert path == str(other)
+
+
+def test_installed_library_relative_then_absolute(tmp_path, L):
+    # The tree moved (or installed with DESTDIR): the relative path finds
+    # it, though the absolute one names where it was meant to go.
+    pkg, installed = _installed_tree(tmp_path, absolute="/nonexistent/lib/libcarve.so.1")
+    cands = _lib.find_candidates(env={}, package_dir=str(pkg), checkout=str(tmp_path), system_names=NOWHERE)
+    assert cands[0] == ("installed with the package", str(installed), "file")
+    assert cands[1] == ("installed with the package", "/nonexistent/lib/libcarve.so.1", "missing")
+    # Without a relative path (the package outside the prefix): the absolute one.
+    pkg2, installed2 = _installed_tree(tmp_path / "b", relative=False, absolute=str(tmp_path / "b" / "lib" /
+                                                                                   "libcarve.so.1"))
+    path, _ = _lib.load(env={}, package_dir=str(pkg2), checkout=str(tmp_path / "none"), system_names=NOWHERE)
+    assert path == str(installed2)
+
+
+def test_installed_library_missing_is_listed_and_skipped(tmp_path, L):
+    pkg, installed = _installed_tree(tmp_path)
+    os.unlink(installed)
+    os.symlink(os.path.realpath(_lib.library_path()), pkg / "libcarve.so")
+    path, _ = _lib.load(env={}, package_dir=str(pkg), checkout=str(tmp_path / "none"), system_names=NOWHERE)
+    assert path == str(pkg / "libcarve.so")
+    with pytest.raises(_lib.LibraryNotFoundError) as e:
+        os.unlink(pkg / "libcarve.so")
+        _lib.load(env={}, package_dir=str(pkg), checkout=str(tmp_path / "none"), system_names=NOWHERE)
+    assert f"installed with the package: {installed} (not found)" in str(e.value)
+    # Anything but plain string assignments is ignored, never run.
+    (pkg / "_install.py").write_text("import os\nos.exit(3)\nLIBRARY = 1 + 2\n")
+    assert _lib.installed_library(str(pkg)) == []
+
+
 def test_import_carve_needs_no_library(tmp_path):
     """`import carve` works without libcarve; the first call raises the listing."""
     code = ("import carve\n"

@@ -147,6 +147,26 @@ int main(int argc, char **argv) {
     } catch (const c10::Error &e) {
         printf("fraction: Error: %s\n", e.what());
     }
+    // Failures that are not out of memory: a routed arena forgotten (as one
+    // retired by another thread) and a negative size.
+    carve_config c2;
+    carve_config_init(&c2);
+    c2.backend = CARVE_BACKEND_HOST;
+    carve_arena *b = nullptr;
+    if (carve_arena_create(&c2, &b) != CARVE_OK || carve_route_push(b) != CARVE_OK ||
+        carve_route_forget(b) != CARVE_OK) { printf("setup b\n"); return 1; }
+    for (ssize_t size : {(ssize_t)4096, (ssize_t)-5}) {
+        try {
+            void *p = alloc(size, 0, nullptr);
+            printf("not oom %zd: no exception (%p)\n", size, p);
+        } catch (const c10::OutOfMemoryError &e) {
+            printf("not oom %zd: OutOfMemoryError: %s\n", size, e.what());
+        } catch (const c10::Error &e) {
+            printf("not oom %zd: Error: %s\n", size, e.what());
+        }
+    }
+    carve_route_pop();
+    carve_arena_destroy(b);
     carve_route_pop();
     int destroyed = 0;
     carve_route_retire(a, &destroyed);
@@ -178,6 +198,14 @@ def test_shim_raises_pytorchs_oom_with_carves_explanation(fake_torch, fake_torch
     assert any(l.startswith("fraction: Error: carve cannot apply set_per_process_memory_fraction(0.5, 3)")
                and "[CARVE_ERR_NO_DEVICE]" in l for l in lines), lines
     assert "destroyed 1" in lines
+    forgotten = [l for l in lines if l.startswith("not oom 4096:")]
+    assert len(forgotten) == 1 and forgotten[0].startswith("not oom 4096: Error: carve cannot allocate 4096 bytes "
+                                                          "on device 0: carve_route_alloc: the arena this thread "
+                                                          "routes to"), lines
+    assert forgotten[0].endswith("[CARVE_ERR_INVALID]"), forgotten
+    negative = [l for l in lines if l.startswith("not oom -5:")]
+    assert negative == ["not oom -5: Error: carve cannot allocate a negative size (-5 bytes) [CARVE_ERR_INVALID]"], \
+        lines
 
 
 def test_reset_hook_empties_routed_arenas(fake_torch, host_arena, L):

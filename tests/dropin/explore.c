@@ -25,14 +25,24 @@
  * stream's buffers are freed later with cuMemFree), capture a graph on one
  * of its streams or its per-thread stream (allocation, work and free nodes;
  * the graph is launched later), fork (the child calls the driver under an
- * alarm and exits). Every few hundred steps the threads meet and one of
- * them resets the primary context (cuDevicePrimaryCtxReset, or its last
+ * alarm and exits), live a whole second context (cuCtxCreate: what
+ * cuMemGetInfo reports there must be the total reported at the start,
+ * buffers are allocated, used by work, freed unordered and stream-ordered
+ * on a stream of its own, and some are left to cuCtxDestroy; a run makes
+ * more of them than the interposer once kept track of), or change the
+ * disposition of SIGINT or SIGTERM and raise it (a handler with
+ * SA_SIGINFO, once with SA_RESETHAND, through signal(), or SIG_IGN: it must
+ * behave and read back as set; under --trace the interposer's handler
+ * stands in front of it). Every few hundred steps the threads meet and one
+ * of them resets the primary context (cuDevicePrimaryCtxReset, or its last
  * cuDevicePrimaryCtxRelease and a retain), after which everything of the
  * old context is forgotten.
  *
  * Usage: dropin_explore SEED [STEPS [THREADS]]   (STEPS per thread, default
- * 2000; THREADS default 4). Prints "OK explore seed=S ..." with its figures,
- * or "FAIL seed=S: ..." lines (the seed reproduces the draw, not the
+ * 2000; THREADS default 4). Prints "OK explore seed=S ..." with its figures
+ * (among them how many of the second contexts' small allocations reached
+ * the driver: under carve-run a few segments, without it every one), or
+ * "FAIL seed=S: ..." lines (the seed reproduces the draw, not the
  * interleaving of threads) and exits 1.
  */
 #include <pthread.h>
@@ -89,6 +99,7 @@ typedef struct thread_state {
     int ngraphs;
     unsigned long long seen_resets;
     unsigned long long allocs, frees, ordered_frees, cross_frees, launches, captures, streams_made, forks;
+    unsigned long long contexts, context_allocs, context_driver_allocs, signals;
 } thread_state;
 
 static int nthreads, steps;
@@ -97,6 +108,7 @@ static pthread_barrier_t meet;
  * the program never joins a capture implicitly. */
 static pthread_rwlock_t legacy_lock = PTHREAD_RWLOCK_INITIALIZER;
 static unsigned long long resets, hung, child_failed;
+static size_t first_total; /* what cuMemGetInfo reported as total at the start */
 
 static uint64_t rnd(thread_state *th) {
     th->rng ^= th->rng << 13;
@@ -296,6 +308,107 @@ static void do_fork(thread_state *th) {
     th->forks++;
 }
 
+/* A second context, lived whole: made (current on this thread), its total
+ * memory as reported at the start, buffers allocated, used and freed in it
+ * (some on a stream of its own), some left to its destruction, which makes
+ * the primary context current again. */
+enum { CTX_BUFS = 8 };
+static void do_context(thread_state *th) {
+    CUcontext c = NULL;
+    EXPECT(cuCtxCreate_v2(&c, 0, 0));
+    if (!c)
+        return;
+    size_t f = 0, t = 0;
+    EXPECT(cuMemGetInfo_v2(&f, &t));
+    if (t != first_total)
+        FAILED("cuMemGetInfo's total in a second context differs from the first one's", (int)(t >> 20));
+    CUstream s = NULL;
+    EXPECT(cuStreamCreate(&s, (unsigned)pick(th, 2)));
+    CUdeviceptr p[CTX_BUFS] = {0};
+    int ordered[CTX_BUFS];
+    unsigned long long before = mock_cuda_ctx_allocs(c);
+    for (int i = 0; i < CTX_BUFS; i++) {
+        size_t size = 256 + (size_t)pick(th, 16) * 256;
+        ordered[i] = pick(th, 3) == 0;
+        CUresult r = ordered[i] ? cuMemAllocAsync(&p[i], size, s) : cuMemAlloc_v2(&p[i], size);
+        if (r != 0) {
+            FAILED("allocation in a second context", r);
+            p[i] = 0;
+            continue;
+        }
+        mock_cuda_own(p[i], size, s, ordered[i]);
+        if (pick(th, 2))
+            launch(th, ordered[i] ? s : pick(th, 2) ? s : CU_STREAM_LEGACY, p[i], size);
+    }
+    th->context_allocs += CTX_BUFS;
+    th->context_driver_allocs += mock_cuda_ctx_allocs(c) - before;
+    for (int i = 0; i < CTX_BUFS; i++) {
+        if (!p[i] || pick(th, 4) == 0)
+            continue; /* left to the context's destruction */
+        mock_cuda_disown(p[i]);
+        EXPECT(ordered[i] && pick(th, 2) ? cuMemFreeAsync(p[i], s) : cuMemFree_v2(p[i]));
+        p[i] = 0;
+    }
+    EXPECT(cuStreamDestroy_v2(s));
+    for (int i = 0; i < CTX_BUFS; i++)
+        if (p[i])
+            mock_cuda_disown(p[i]); /* the driver frees it with the context */
+    pthread_rwlock_wrlock(&legacy_lock); /* its queued legacy work completes: no capture may be broken by it */
+    EXPECT(cuCtxDestroy_v2(c));
+    pthread_rwlock_unlock(&legacy_lock);
+    th->contexts++;
+}
+
+/* A disposition of SIGINT or SIGTERM set and the signal raised, one thread
+ * at a time (dispositions are the process's): it behaves and reads back as
+ * set. Never SIG_DFL while the signal may come. */
+static pthread_mutex_t signal_lock = PTHREAD_MUTEX_INITIALIZER;
+static volatile sig_atomic_t caught_signo, caught_info;
+static void on_plain_signal(int sig) { caught_signo = sig; }
+static void on_info_signal(int sig, siginfo_t *info, void *uc) {
+    (void)uc;
+    caught_signo = sig;
+    caught_info = info && info->si_signo == sig;
+}
+
+static void do_signal(thread_state *th) {
+    int sig = pick(th, 2) ? SIGINT : SIGTERM, how = pick(th, 4);
+    pthread_mutex_lock(&signal_lock);
+    struct sigaction sa, now;
+    memset(&sa, 0, sizeof(sa));
+    if (how == 0) {
+        sa.sa_handler = SIG_IGN;
+        EXPECT(sigaction(sig, &sa, NULL));
+    } else if (how == 1) {
+        if (signal(sig, on_plain_signal) == SIG_ERR)
+            FAILED("signal", -1);
+    } else {
+        sa.sa_sigaction = on_info_signal;
+        sa.sa_flags = SA_SIGINFO | (how == 3 ? SA_RESETHAND : 0);
+        EXPECT(sigaction(sig, &sa, NULL));
+    }
+    EXPECT(sigaction(sig, NULL, &now));
+    int reads_back = how == 0 ? now.sa_handler == SIG_IGN
+                     : how == 1 ? now.sa_handler == on_plain_signal
+                                : (now.sa_flags & SA_SIGINFO) && now.sa_sigaction == on_info_signal;
+    if (!reads_back)
+        FAILED("a disposition that does not read back as set", how);
+    caught_signo = caught_info = 0;
+    raise(sig);
+    if (how == 0 ? caught_signo != 0 : caught_signo != sig || (how >= 2 && !caught_info))
+        FAILED("a signal not handled as its disposition says", how);
+    if (how == 3) { /* delivered once: SIG_DFL now, which must not stay */
+        EXPECT(sigaction(sig, NULL, &now));
+        if (now.sa_handler != SIG_DFL)
+            FAILED("SA_RESETHAND left the handler in place", how);
+        memset(&sa, 0, sizeof(sa));
+        sa.sa_handler = SIG_IGN;
+        EXPECT(sigaction(sig, &sa, NULL));
+    }
+    pthread_mutex_unlock(&signal_lock);
+    th->signals++;
+}
+
 /* Everything of the old context is gone (the driver freed it). */
 static void forget_context(thread_state *th) {
     th->nb = th->ns = th->ngraphs = 0;
@@ -351,6 +464,10 @@ static void *run_thread(void *arg) {
             do_capture(th);
         else if (w < 96 && pick(th, 8) == 0)
             do_fork(th);
+        else if (w < 97 && pick(th, 2) == 0)
+            do_context(th);
+        else if (w < 98 && pick(th, 4) == 0)
+            do_signal(th);
         else if (th->ngraphs && pick(th, 4) == 0)
             EXPECT(cuGraphDestroy(th->graphs[--th->ngraphs]));
     }
@@ -378,7 +495,9 @@ int main(int argc, char **argv) {
         fprintf(stderr, "dropin_explore: 1..64 threads, at least one step\n");
         return 2;
     }
-    if (cuInit(0) != 0 || cuDevicePrimaryCtxRetain(&primary, 0) != 0 || cuCtxSetCurrent(primary) != 0) {
+    size_t f = 0;
+    if (cuInit(0) != 0 || cuDevicePrimaryCtxRetain(&primary, 0) != 0 || cuCtxSetCurrent(primary) != 0 ||
+        cuMemGetInfo_v2(&f, &first_total) != 0) {
         printf("FAIL seed=%llu: no context\n", seed);
         return 1;
     }
@@ -393,7 +512,7 @@ int main(int argc, char **argv) {
         pthread_create(&t[i], NULL, run_thread, &th[i]);
     }
     unsigned long long allocs = 0, frees = 0, ordered = 0, cross = 0, launches = 0, captures = 0, streams = 0,
-                       forks = 0;
+                       forks = 0, contexts = 0, context_allocs = 0, context_driver = 0, signals = 0;
     for (int i = 0; i < nthreads; i++) {
         pthread_join(t[i], NULL);
         allocs += th[i].allocs;
@@ -404,6 +523,10 @@ int main(int argc, char **argv) {
         captures += th[i].captures;
         streams += th[i].streams_made;
         forks += th[i].forks;
+        contexts += th[i].contexts;
+        context_allocs += th[i].context_allocs;
+        context_driver += th[i].context_driver_allocs;
+        signals += th[i].signals;
     }
     mock_cuda_complete_all();
     char text[2048];
@@ -418,9 +541,10 @@ int main(int argc, char **argv) {
     int bad = failures || v || broken || hung || child_failed;
     printf("%s explore seed=%llu threads=%d steps=%d: %llu allocations, %llu frees (%llu stream-ordered, %llu on "
            "another stream), %llu launches, %llu captures, %llu streams, %llu context resets, %llu forks, "
+           "%llu second contexts (%llu of their %llu allocations reached the driver), %llu signals, "
            "%d stale stream uses, %llu violations\n",
            bad ? "FAIL" : "OK", seed, nthreads, steps, allocs, frees, ordered, cross, launches, captures, streams,
-           resets, forks, mock_cuda_stale_stream_uses(), v);
+           resets, forks, contexts, context_driver, context_allocs, signals, mock_cuda_stale_stream_uses(), v);
     free(th);
     free(t);
     return bad ? 1 : 0;

@@ -13,8 +13,12 @@
  * other call must succeed. What succeeds is freed at once, so whatever was
  * counted comes back.
  *
- * Prints "OK faults calls=N failed=K,K,... per_entry=NAME:n,... errors_ok=0|1"
- * or FAIL lines. Usage: dropin_fault_app [ROUNDS]
+ * After each round, calls the driver refuses as invalid (a NULL pitch, a
+ * NULL property, a NULL pointer) must answer CUDA_ERROR_INVALID_VALUE and
+ * take no number.
+ *
+ * Prints "OK faults calls=N failed=K,K,... per_entry=NAME:n,... errors_ok=0|1
+ * invalid_ok=0|1" or FAIL lines. Usage: dropin_fault_app [ROUNDS]
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -147,6 +151,21 @@ static int r_pool(void) {
     return r;
 }
 
+/* Calls the driver refuses as invalid: answered as it answers them
+ * (CUDA_ERROR_INVALID_VALUE), never failed on purpose, never numbered. */
+static int invalid_calls(void) {
+    CUdeviceptr p;
+    CUmemGenericAllocationHandle h;
+    int pitch = cuMemAllocPitch_v2(&p, NULL, 100, 10, 4), create = cuMemCreate(&h, (size_t)2 << 20, NULL, 0),
+        alloc = cuMemAlloc_v2(NULL, 4096);
+    if (pitch != 1 || create != 1 || alloc != 1) {
+        printf("FAIL invalid calls answered %d (NULL pitch), %d (NULL property), %d (NULL pointer)\n", pitch, create,
+               alloc);
+        return 0;
+    }
+    return 1;
+}
+
 static const struct {
     const char *name;
     entry_fn fn;
@@ -168,8 +187,8 @@ int main(int argc, char **argv) {
     CU(cuStreamCreate(&stream, 1));
     CU(cuMemPoolCreate(&pool, NULL));
     char failed[4096] = "", *f = failed;
-    int per_entry[NENTRIES] = {0}, errors_ok = 1, calls = 0;
-    for (int round = 0; round < rounds; round++)
+    int per_entry[NENTRIES] = {0}, errors_ok = 1, invalid_ok = 1, calls = 0;
+    for (int round = 0; round < rounds; round++, invalid_ok &= invalid_calls())
         for (int j = 0; j < NENTRIES; j++) {
             int r = entries[j].fn();
             calls++;
@@ -192,6 +211,6 @@ int main(int argc, char **argv) {
     printf("OK faults calls=%d failed=%s per_entry=", calls, failed[0] ? failed : "none");
     for (int j = 0; j < NENTRIES; j++)
         printf("%s%s:%d", j ? "," : "", entries[j].name, per_entry[j]);
-    printf(" errors_ok=%d\n", errors_ok);
+    printf(" errors_ok=%d invalid_ok=%d\n", errors_ok, invalid_ok);
     return failures || !errors_ok ? 1 : 0;
 }

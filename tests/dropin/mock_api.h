@@ -50,6 +50,7 @@ CUresult cuInit(unsigned flags);
 CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, int dev);
 CUresult cuDevicePrimaryCtxReset_v2(int dev);
 CUresult cuCtxSetCurrent(CUcontext ctx);
+CUresult cuCtxGetCurrent(CUcontext *ctx);
 CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t size);
 CUresult cuMemFree_v2(CUdeviceptr dptr);
 CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t size, CUstream s);
@@ -104,6 +105,7 @@ unsigned long long mock_cuda_calls(void);
 void mock_cuda_event_serials(unsigned long long *recorded, unsigned long long *done_max);
 void mock_cuda_memory_calls(unsigned long long *creates, unsigned long long *pool_allocs);
 int mock_cuda_stale_stream_uses(void);
+unsigned long long mock_cuda_ctx_allocs(CUcontext ctx);
 /* The device model: work queued on streams, completed on command, and the
  * oracle that checks every range handed out (mock_cuda.c). */
 CUresult mock_cuda_launch(CUstream s, CUdeviceptr p, size_t n);

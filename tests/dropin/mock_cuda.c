@@ -115,6 +115,7 @@ struct mock_ctx {
     int refs;        /* primary: retains outstanding */
     int active;      /* usable: primary retained (or reset while retained), or a created context */
     unsigned incarnation;
+    unsigned long long nalloc; /* allocations made in it (cuMemAlloc, pitched, managed, pools, stream-ordered) */
     struct mock_stream legacy;
     struct mock_stream *streams; /* live created and per-thread streams */
 };
@@ -157,6 +158,8 @@ typedef struct alloc_rec {
     size_t size;
     struct mock_ctx *ctx;
     unsigned incarnation;
+    int ctxless; /* stream-ordered or from a pool: outlives its context, as the driver's does */
+    int graph;   /* a graph's allocation: its host memory is the graph's until the graph is destroyed */
 } alloc_rec;
 
 /* Ranges the program says it owns (the oracle). */
@@ -544,7 +547,7 @@ static int add_node(struct mock_graph *g, int kind, uintptr_t lo, uintptr_t hi) 
 static void kill_context(struct mock_ctx *c) {
     run_context(c);
     for (size_t i = 0; i < nallocs;)
-        if (allocs[i].ctx == c) {
+        if (allocs[i].ctx == c && !allocs[i].ctxless) {
             if (grow((void **)&dead, &cap_dead, ndead + 1, sizeof(alloc_rec)) == 0)
                 dead[ndead++] = allocs[i];
             used -= allocs[i].size;
@@ -600,6 +603,14 @@ static void event_done(CUevent e) {
     while (e->serial > seen &&
            !__atomic_compare_exchange_n(&event_done_max, &seen, e->serial, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
     }
+}
+
+/* Allocations that reached the driver in context ctx so far. */
+EXPORT unsigned long long mock_cuda_ctx_allocs(CUcontext ctx) {
+    pthread_mutex_lock(&lock);
+    unsigned long long n = ctx ? ctx->nalloc : 0;
+    pthread_mutex_unlock(&lock);
+    return n;
 }
 
 /* Calls of driver functions so far (each costs time in a real driver). */
@@ -672,7 +683,8 @@ EXPORT int mock_cuda_own(CUdeviceptr p, size_t n, CUstream h, int ordered) {
     struct mock_ctx *c = ctx_now();
     int inside = 0;
     for (size_t i = 0; c && i < nallocs && !inside; i++)
-        inside = allocs[i].ctx == c && allocs[i].incarnation == c->incarnation && lo >= allocs[i].base &&
+        inside = (allocs[i].ctxless || (allocs[i].ctx == c && allocs[i].incarnation == c->incarnation)) &&
+                 lo >= allocs[i].base &&
                  hi <= allocs[i].base + allocs[i].size;
     if (!inside) {
         int was_dead = 0;
@@ -804,11 +816,26 @@ EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice d) {
     pthread_mutex_unlock(&lock);
     return OK;
 }
+/* A reset, a release or a destroy sleeps MOCK_CONTEXT_DELAY_US before it
+ * does anything: the moment when the program has called it but the context
+ * is not gone yet grows wide. */
+static void context_call_delay(void) {
+    static int delay_us = -1;
+    if (__atomic_load_n(&delay_us, __ATOMIC_RELAXED) < 0) {
+        const char *v = getenv("MOCK_CONTEXT_DELAY_US");
+        __atomic_store_n(&delay_us, v && *v ? atoi(v) : 0, __ATOMIC_RELAXED);
+    }
+    int us = __atomic_load_n(&delay_us, __ATOMIC_RELAXED);
+    if (us > 0)
+        usleep((useconds_t)us);
+}
+
 /* The last release resets the primary context: its memory is freed. */
 EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d) {
     ENTER();
     if (d != 0)
         return 101;
+    context_call_delay();
     pthread_mutex_lock(&lock);
     CUresult r = OK;
     if (primary.refs <= 0) {
@@ -826,6 +853,7 @@ EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice d) {
     ENTER();
     if (d != 0)
         return 101;
+    context_call_delay();
     pthread_mutex_lock(&lock);
     kill_context(&primary);
     primary.active = primary.refs > 0;
@@ -868,12 +896,13 @@ EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
     ENTER();
     if (!ctx || ctx == &primary)
         return INVALID_CONTEXT;
+    context_call_delay();
     pthread_mutex_lock(&lock);
     kill_context(ctx);
     ctx->active = 0; /* the struct is kept: a stale handle stays harmless */
     pthread_mutex_unlock(&lock);
-    if (current == ctx)
-        current = NULL;
+    if (current == ctx) /* popped from the thread's stack, as the driver does */
+        current = depth ? stack[--depth] : NULL;
     return OK;
 }
 EXPORT CUresult cuCtxGetCurrent(CUcontext *ctx) {
@@ -936,25 +965,32 @@ EXPORT CUresult cuGetErrorName(CUresult r, const char **name) {
 
 /* ---- memory ------------------------------------------------------------ */
 
-static CUresult do_alloc(CUdeviceptr *dptr, size_t size) {
+/* Allocations of 2 MiB and more are 2 MiB-aligned, as a real cuMemAlloc's
+ * are (a buffer carve hands out at the start of its segment then begins
+ * where the driver's allocation does); smaller ones 512-byte-aligned.
+ * ctxless: stream-ordered and pool allocations, which the driver does not
+ * free with their context (cuCtxDestroy's documentation says so). */
+static CUresult do_alloc(CUdeviceptr *dptr, size_t size, int ctxless) {
     if (!dptr || !size)
         return INVALID_VALUE;
     pthread_mutex_lock(&lock);
     CUresult r = OK;
     void *p = NULL;
     struct mock_ctx *c = ctx_now();
+    size_t align = size >= ((size_t)2 << 20) ? (size_t)2 << 20 : 512;
     if (!c) {
         r = INVALID_CONTEXT;
     } else if (used + size > mem_total() || size > mem_total()) {
         r = OUT_OF_MEMORY;
     } else if (grow((void **)&allocs, &cap_allocs, nallocs + 1, sizeof(alloc_rec)) != 0) {
         r = OUT_OF_MEMORY;
-    } else if (posix_memalign(&p, 512, size) != 0) {
+    } else if (posix_memalign(&p, align, size) != 0) {
         r = OUT_OF_MEMORY;
     } else {
-        allocs[nallocs++] = (alloc_rec){(uintptr_t)p, size, c, c->incarnation};
+        allocs[nallocs++] = (alloc_rec){(uintptr_t)p, size, c, c->incarnation, ctxless, 0};
         used += size;
         stat_allocs++;
+        c->nalloc++;
         *dptr = (CUdeviceptr)(uintptr_t)p;
     }
     pthread_mutex_unlock(&lock);
@@ -976,7 +1012,8 @@ static CUresult free_at(uintptr_t d) {
         return INVALID_VALUE;
     }
     used -= allocs[i].size;
-    free((void *)allocs[i].base);
+    if (!allocs[i].graph)
+        free((void *)allocs[i].base);
     allocs[i] = allocs[--nallocs];
     stat_frees++;
     return OK;
@@ -995,23 +1032,39 @@ static CUresult do_free(CUdeviceptr d) {
     return r;
 }
 
-/* On a capturing stream, an allocation node: memory the graph owns. */
+/* On a capturing stream, an allocation node: an address the graph owns,
+ * whose memory is taken when the graph runs (until a free node, or a free
+ * of the program, gives it back). */
 static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUstream h, int ptsz) {
     __atomic_add_fetch(&stat_async_allocs, 1, __ATOMIC_RELAXED);
     pthread_mutex_lock(&lock);
     CUresult r;
     struct mock_stream *s = resolve(h, ptsz, &r);
     struct mock_graph *g = s ? s->capture : NULL;
-    pthread_mutex_unlock(&lock);
-    if (!s)
-        return r;
-    r = do_alloc(dptr, size);
-    if (r == OK && g) {
-        pthread_mutex_lock(&lock);
-        add_node(g, 1, (uintptr_t)*dptr, (uintptr_t)*dptr + size);
-        pthread_mutex_unlock(&lock);
+    if (g) {
+        void *p = NULL;
+        r = !dptr || !size ? INVALID_VALUE : posix_memalign(&p, 512, size) != 0 ? OUT_OF_MEMORY : OK;
+        if (r == OK && add_node(g, 1, (uintptr_t)p, (uintptr_t)p + size) != 0) {
+            free(p);
+            r = OUT_OF_MEMORY;
+        }
+        if (r == OK) {
+            stat_allocs++;
+            *dptr = (CUdeviceptr)(uintptr_t)p;
+        }
     }
-    return r;
+    pthread_mutex_unlock(&lock);
+    if (!s || g)
+        return r;
+    return do_alloc(dptr, size, 1);
+}
+
+/* Whether d is the address of an allocation node of g (lock held). */
+static int graph_allocates(const struct mock_graph *g, uintptr_t d) {
+    for (size_t i = 0; i < g->n; i++)
+        if (g->nodes[i].kind == 1 && g->nodes[i].lo == d)
+            return 1;
+    return 0;
 }
 
 /* Stream-ordered: freed once the stream's earlier work is done; on a
@@ -1023,8 +1076,9 @@ static CUresult free_async(CUdeviceptr d, CUstream h, int ptsz) {
     CUresult r;
     struct mock_stream *s = resolve(h, ptsz, &r);
     if (s && s->capture) {
-        r = alloc_index((uintptr_t)d) < 0 ? INVALID_VALUE : add_node(s->capture, 2, (uintptr_t)d, (uintptr_t)d) == 0 ? OK
-                                                                                                            : OUT_OF_MEMORY;
+        r = alloc_index((uintptr_t)d) < 0 && !graph_allocates(s->capture, (uintptr_t)d) ? INVALID_VALUE
+            : add_node(s->capture, 2, (uintptr_t)d, (uintptr_t)d) == 0                  ? OK
+                                                                                         : OUT_OF_MEMORY;
         if (r != OK)
             stat_bad_frees++;
     } else if (s) {
@@ -1035,7 +1089,7 @@ static CUresult free_async(CUdeviceptr d, CUstream h, int ptsz) {
     return r;
 }
 
-EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t size) { ENTER(); return do_alloc(dptr, size); }
+EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t size) { ENTER(); return do_alloc(dptr, size, 0); }
 EXPORT CUresult cuMemFree_v2(CUdeviceptr d) { ENTER(); return do_free(d); }
 EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t size, CUstream s) { ENTER(); return alloc_async(dptr, size, s, 0); }
 EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t size, CUstream s) { ENTER(); return alloc_async(dptr, size, s, 1); }
@@ -1044,13 +1098,15 @@ EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr d, CUstream s) { ENTER(); return
 EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height, unsigned elem) {
     ENTER();
     (void)elem;
+    if (!pitch)
+        return INVALID_VALUE;
     *pitch = (width + 511) / 512 * 512;
-    return do_alloc(dptr, *pitch * height);
+    return do_alloc(dptr, *pitch * height, 0);
 }
 EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t size, unsigned flags) {
     ENTER();
     (void)flags;
-    return do_alloc(dptr, size);
+    return do_alloc(dptr, size, 0);
 }
 EXPORT CUresult cuMemGetInfo_v2(size_t *f, size_t *t) {
     ENTER();
@@ -1195,9 +1251,23 @@ EXPORT CUresult cuGraphLaunch(CUgraphExec g, CUstream h) {
     pthread_mutex_lock(&lock);
     CUresult r;
     struct mock_stream *s = resolve(h, 0, &r);
-    for (size_t i = 0; s && g && i < g->n; i++)
-        if (g->nodes[i].kind == 0 && !enqueue(s, g->nodes[i].lo, g->nodes[i].hi, 0, 0))
+    for (size_t i = 0; s && g && i < g->n; i++) {
+        node *x = &g->nodes[i];
+        if (x->kind == 0 && !enqueue(s, x->lo, x->hi, 0, 0))
             r = OUT_OF_MEMORY;
+        if (x->kind == 1 && alloc_index(x->lo) < 0) { /* an allocation node takes its memory when it runs */
+            if (grow((void **)&allocs, &cap_allocs, nallocs + 1, sizeof(alloc_rec)) != 0) {
+                r = OUT_OF_MEMORY;
+                break;
+            }
+            allocs[nallocs++] = (alloc_rec){x->lo, x->hi - x->lo, s->ctx, s->ctx->incarnation, 1, 1};
+            used += x->hi - x->lo;
+        }
+        if (x->kind == 2 && alloc_index(x->lo) >= 0) { /* a free node frees when it runs */
+            run_until(s->last);
+            free_at(x->lo);
+        }
+    }
     pthread_mutex_unlock(&lock);
     return g ? r : INVALID_VALUE;
 }
@@ -1206,9 +1276,21 @@ EXPORT CUresult cuGraphExecDestroy(CUgraphExec g) {
     (void)g;
     return OK;
 }
+/* The addresses of its allocation nodes go with the graph, but memory one
+ * of its runs took and nothing freed stays the program's. */
 EXPORT CUresult cuGraphDestroy(CUgraph g) {
     ENTER();
     if (g) {
+        pthread_mutex_lock(&lock);
+        for (size_t i = 0; i < g->n; i++)
+            if (g->nodes[i].kind == 1) {
+                ssize_t k = alloc_index(g->nodes[i].lo);
+                if (k >= 0)
+                    allocs[k].graph = 0;
+                else
+                    free((void *)g->nodes[i].lo);
+            }
+        pthread_mutex_unlock(&lock);
         free(g->nodes);
         free(g);
     }
@@ -1344,7 +1426,7 @@ EXPORT void mock_cuda_memory_calls(unsigned long long *creates, unsigned long lo
 
 EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t align, CUdeviceptr addr,
                                     unsigned long long flags) {
-    COUNTED();
+    ENTER();
     (void)align;
     (void)addr;
     (void)flags;
@@ -1365,7 +1447,7 @@ EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t align,
 }
 
 EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
-    COUNTED();
+    ENTER();
     pthread_mutex_lock(&lock);
     CUresult r = INVALID_VALUE;
     for (size_t i = 0; i < nranges; i++)
@@ -1380,7 +1462,7 @@ EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
 }
 
 EXPORT CUresult cuMemGetAllocationGranularity(size_t *g, const void *prop, int option) {
-    COUNTED();
+    ENTER();
     (void)prop;
     (void)option;
     *g = (size_t)2 << 20;
@@ -1389,10 +1471,9 @@ EXPORT CUresult cuMemGetAllocationGranularity(size_t *g, const void *prop, int o
 
 /* prop: a CUmemAllocationProp, whose location (device 0) is not checked. */
 EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t size, const void *prop, unsigned long long flags) {
-    COUNTED();
-    (void)prop;
+    ENTER();
     (void)flags;
-    if (!h || !size || size % ((size_t)2 << 20))
+    if (!h || !size || !prop || size % ((size_t)2 << 20))
         return INVALID_VALUE;
     pthread_mutex_lock(&lock);
     CUresult r = OK;
@@ -1411,7 +1492,7 @@ EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t size, const 
 }
 
 EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle h) {
-    COUNTED();
+    ENTER();
     mock_phys *p = (mock_phys *)(uintptr_t)h;
     if (!p)
         return INVALID_VALUE;
@@ -1427,7 +1508,7 @@ EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle h) {
 
 EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle h,
                          unsigned long long flags) {
-    COUNTED();
+    ENTER();
     (void)flags;
     mock_phys *p = (mock_phys *)(uintptr_t)h;
     if (!p || offset || size != p->size)
@@ -1445,7 +1526,7 @@ EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGener
 /* Unmaps every mapping in [ptr, ptr + size), as the driver does for a range
  * made of whole mappings. */
 EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
-    COUNTED();
+    ENTER();
     uintptr_t lo = (uintptr_t)ptr, hi = lo + size;
     pthread_mutex_lock(&lock);
     CUresult r = INVALID_VALUE;
@@ -1468,14 +1549,14 @@ EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
 }
 
 EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const void *desc, size_t count) {
-    COUNTED();
+    ENTER();
     (void)desc;
     (void)count;
     return mprotect((void *)(uintptr_t)ptr, size, PROT_READ | PROT_WRITE) == 0 ? OK : INVALID_VALUE;
 }
 
 EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *h, void *addr) {
-    COUNTED();
+    ENTER();
     pthread_mutex_lock(&lock);
     CUresult r = INVALID_VALUE;
     for (size_t i = 0; i < nranges; i++)
@@ -1490,14 +1571,14 @@ EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *h, voi
 }
 
 EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const void *props) {
-    COUNTED();
+    ENTER();
     (void)props;
     *pool = calloc(1, sizeof(**pool));
     return *pool ? OK : OUT_OF_MEMORY;
 }
 
 EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool) {
-    COUNTED();
+    ENTER();
     free(pool);
     return OK;
 }
@@ -1506,19 +1587,19 @@ static CUresult pool_alloc(CUdeviceptr *dptr, size_t size, CUmemoryPool pool) {
     if (!pool)
         return INVALID_VALUE;
     __atomic_add_fetch(&stat_pool_allocs, 1, __ATOMIC_RELAXED);
-    return do_alloc(dptr, size);
+    return do_alloc(dptr, size, 1);
 }
 
 /* (Each calls the shared part directly: an exported function calling
  * another would reach an interposer's hook of it.) */
 EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, CUstream s) {
-    COUNTED();
+    ENTER();
     (void)s;
     return pool_alloc(dptr, size, pool);
 }
 
 EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, CUstream s) {
-    COUNTED();
+    ENTER();
     (void)s;
     return pool_alloc(dptr, size, pool);
 }

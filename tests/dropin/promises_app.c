@@ -39,6 +39,41 @@
  *               answer (no hang)   [FORKS, default 40]
  *   forkfirst   fork before any CUDA call: the child, which may use CUDA,
  *               is served as any process
+ *   forkvmm     fork while three threads take and give back physical memory
+ *               (cuMemCreate, cuMemRelease: the cap's count under its lock):
+ *               each child's cuMemCreate, cuMemAllocPitch and pool
+ *               allocation answer CUDA_ERROR_NOT_INITIALIZED, none hangs
+ *               [FORKS, default 200]
+ *   crossctx    a second free of a buffer of one context made while another
+ *               context is current (the buffer at the start of carve's
+ *               segment, which the driver would free whole) is refused, and
+ *               an interior pointer too; nothing is handed out from memory
+ *               the driver freed
+ *   lifetimes   contexts made and taken away, ROUNDS times (default 70: more
+ *               than the interposer once kept): each holds 40 MiB, a pitched
+ *               4 MiB and 16 small buffers, and goes away by a reset, the last
+ *               release or cuCtxDestroy; then all of its memory is free again
+ *               (run with a cap of 64 MiB, where what is not given back is
+ *               missed at once), every context reports the same total, and a
+ *               pool allocation, which outlives its context, stays counted
+ *   twoctx      two contexts on one device: what cuMemGetInfo says is free in
+ *               the second, with 48 MiB held in the first, can be had there,
+ *               and 2 MiB more cannot
+ *   capfree     memory freed by a free node of a captured graph stays the
+ *               program's until the graph runs: what cuMemGetInfo says is
+ *               free can be had, 2 MiB more cannot; an allocation node of a
+ *               graph destroyed without running takes nothing
+ *   sigreset    run with --trace: the program changes its dispositions of
+ *               SIGINT and SIGTERM after the interposer installed its handler
+ *               (ignored, handled once with SA_SIGINFO | SA_RESETHAND, with
+ *               signal(), and at last SIGTERM back to SIG_DFL): each behaves
+ *               as the program set it, reads back as it set it, and the
+ *               final SIGTERM ends the program with its trace whole; prints
+ *               "OK sigreset N allocations" before it dies
+ *   resetrace   a thread's first allocation while another thread resets the
+ *               primary context (the driver slow to do it: run with
+ *               MOCK_CONTEXT_DELAY_US) is the driver's; after the reset
+ *               nothing is served from memory the reset freed
  */
 #include <pthread.h>
 #include <sched.h>
@@ -286,10 +321,12 @@ static int churn_stop;
 static void *churner(void *arg) {
     (void)arg;
     start();
-    while (!__atomic_load_n(&churn_stop, __ATOMIC_RELAXED)) {
+    for (unsigned i = 1; !__atomic_load_n(&churn_stop, __ATOMIC_RELAXED); i++) {
         CUdeviceptr p = 0;
         if (cuMemAlloc_v2(&p, 4096) == 0)
             CU(cuMemFree_v2(p)); /* an epoch closes, with an event on the legacy stream, every 128 */
+        if (i % 32 == 0) /* frees wait in the quarantine while captures go on: not too many */
+            usleep(50);
     }
     return NULL;
 }
@@ -559,9 +596,361 @@ static void mode_forkfirst(void) {
     printf("OK forkfirst child exit %d (%s)\n", code, code == 0 ? "served" : "its allocations reached the driver");
 }
 
+/* ---- forkvmm: fork while other threads count physical memory ---------------------------- */
+
+static CUmemAllocationProp device_prop(void) {
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof(prop));
+    prop.type = 1;          /* pinned */
+    prop.location.type = 1; /* device */
+    prop.location.id = 0;
+    return prop;
+}
+
+static int vmm_stop;
+static void *vmm_worker(void *arg) {
+    (void)arg;
+    start();
+    CUmemAllocationProp prop = device_prop();
+    while (!__atomic_load_n(&vmm_stop, __ATOMIC_RELAXED)) {
+        CUmemGenericAllocationHandle h;
+        if (cuMemCreate(&h, (size_t)2 << 20, &prop, 0) == 0)
+            CU(cuMemRelease(h));
+    }
+    return NULL;
+}
+
+static void mode_forkvmm(void) {
+    const char *env = getenv("FORKS");
+    int forks = env && *env ? atoi(env) : 200;
+    CUdeviceptr p = take(4096, NULL, 0); /* the parent uses CUDA, and carve */
+    pthread_t t[3];
+    for (int i = 0; i < 3; i++)
+        pthread_create(&t[i], NULL, vmm_worker, NULL);
+    int hung = 0, other = 0, wrong = 0, made = 0;
+    for (int i = 0; i < forks && !hung; i++) {
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid == 0) {
+            alarm(10);
+            CUmemAllocationProp prop = device_prop();
+            CUmemGenericAllocationHandle h = 0;
+            CUdeviceptr q = 0;
+            size_t pitch = 0;
+            CUmemoryPool pool = NULL;
+            int bad = cuMemCreate(&h, (size_t)2 << 20, &prop, 0) != 3;
+            bad |= (cuMemAllocPitch_v2(&q, &pitch, 4096, 16, 4) != 3) << 1;
+            bad |= (cuMemAllocFromPoolAsync(&q, 4096, pool, NULL) != 3) << 2;
+            _exit(bad ? 10 + bad : 0); /* CUDA_ERROR_NOT_INITIALIZED (3) from each, as the driver answers */
+        }
+        int status = 0;
+        waitpid(pid, &status, 0);
+        made++;
+        hung += WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM;
+        wrong += WIFEXITED(status) && WEXITSTATUS(status) != 0;
+        other += !WIFEXITED(status) && !(WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM);
+    }
+    __atomic_store_n(&vmm_stop, 1, __ATOMIC_RELAXED);
+    for (int i = 0; i < 3; i++)
+        pthread_join(t[i], NULL);
+    give(p, NULL, 0);
+    CHECK(hung == 0 && other == 0 && wrong == 0);
+    printf("%s forkvmm %d forks, %d children hung, %d answered otherwise than the driver, %d died otherwise\n",
+           hung || other || wrong ? "FAIL" : "OK", made, hung, wrong, other);
+}
+
+/* ---- crossctx: a second free while another context is current ---------------------- */
+
+#define MIB ((size_t)1 << 20)
+
+static void mode_crossctx(void) {
+    CUcontext a = NULL, b = NULL;
+    CU(cuCtxGetCurrent(&a));
+    CUstream s;
+    CU(cuStreamCreate(&s, 1));
+    /* The first buffer of a fresh arena is at the start of its segment: the
+     * driver frees the whole segment if the free reaches it. */
+    CUdeviceptr x = take(MIB, s, 1);
+    CUdeviceptr y = take(MIB, s, 1); /* live: an interior pointer of it is freed below */
+    give(x, s, 1);
+    CU(cuCtxCreate_v2(&b, 0, 0)); /* another context current */
+    CUresult second = cuMemFree_v2(x);
+    CUresult second_async = cuMemFreeAsync(x, NULL);
+    CUresult interior = cuMemFree_v2(y + 4096);
+    CU(cuCtxDestroy_v2(b));
+    CU(cuCtxSetCurrent(a));
+    CHECK(second == 1 && second_async == 1 && interior == 1); /* CUDA_ERROR_INVALID_VALUE */
+    /* Nothing was freed under carve: what it hands out next is live memory. */
+    CUdeviceptr again[4];
+    for (int i = 0; i < 4; i++)
+        again[i] = take(MIB, s, 1);
+    for (int i = 0; i < 4; i++)
+        give(again[i], s, 1);
+    give(y, s, 1);
+    CU(cuStreamDestroy_v2(s));
+    unsigned long long v = violations();
+    CHECK(v == 0);
+    printf("%s crossctx second free %d, stream-ordered %d, interior %d, %llu violations\n",
+           failures ? "FAIL" : "OK", second, second_async, interior, v);
+}
+
+/* ---- lifetimes: contexts made and taken away, more than 64 ---------------------------- */
+
+static size_t mem_free(size_t *total) {
+    size_t f = 0, t = 0;
+    CU(cuMemGetInfo_v2(&f, &t));
+    if (total)
+        *total = t;
+    return f;
+}
+
+static void mode_lifetimes(int rounds) {
+    /* The rounds' contexts come and go from a context of the program's own,
+     * which holds the pool; the primary context is released, so that a
+     * round's release is its last. */
+    CUcontext home = NULL;
+    CU(cuDevicePrimaryCtxRelease_v2(0));
+    CU(cuCtxCreate_v2(&home, 0, 0));
+    size_t total0 = 0, free0 = mem_free(&total0);
+    /* A pool allocation outlives the contexts that go away: counted all along. */
+    CUmemoryPool pool = NULL;
+    CU(cuMemPoolCreate(&pool, NULL));
+    CUdeviceptr pooled = 0;
+    CU(cuMemAllocFromPoolAsync(&pooled, 8 * MIB, pool, NULL));
+    size_t free_pooled = mem_free(NULL);
+    CHECK(free_pooled + 8 * MIB == free0);
+    int kept = 0, totals = 0, worst_small = 0;
+    const char *hows[3] = {"reset", "release", "destroy"};
+    int how_failed[3] = {0, 0, 0};
+    for (int r = 0; r < rounds; r++) {
+        int how = r % 3;
+        CUcontext c = NULL;
+        if (how == 2) {
+            CU(cuCtxCreate_v2(&c, 0, 0));
+        } else {
+            CU(cuDevicePrimaryCtxRetain(&c, 0));
+            CU(cuCtxSetCurrent(c));
+        }
+        size_t t = 0;
+        mem_free(&t);
+        totals += t != total0;
+        CUdeviceptr big = 0, pitched = 0, small[16];
+        size_t pitch = 0;
+        CU(cuMemAlloc_v2(&big, 40 * MIB));
+        CU(cuMemAllocPitch_v2(&pitched, &pitch, 4096, 1024, 4));
+        unsigned long long before = driver_allocs();
+        for (int i = 0; i < 16; i++)
+            CU(cuMemAlloc_v2(&small[i], 4096));
+        int reached = (int)(driver_allocs() - before);
+        if (reached > worst_small)
+            worst_small = reached;
+        CU(cuMemFree_v2(small[3])); /* one waits for the device when its context goes */
+        if (how == 0) {
+            CU(cuDevicePrimaryCtxReset_v2(0));
+            CU(cuDevicePrimaryCtxRelease_v2(0));
+        } else if (how == 1) {
+            CU(cuDevicePrimaryCtxRelease_v2(0)); /* the last one: the context is reset */
+        } else {
+            CU(cuCtxDestroy_v2(c));
+        }
+        CU(cuCtxSetCurrent(home));
+        size_t f = mem_free(NULL);
+        if (f != free_pooled) { /* all of the context's memory is free again; the pool's is not */
+            kept++;
+            how_failed[how]++;
+            if (kept <= 3)
+                printf("round %d (%s): %zu MiB free after the context went, %zu MiB before it\n", r, hows[how],
+                       f / MIB, free_pooled / MIB);
+        }
+    }
+    CU(cuMemFree_v2(pooled));
+    CU(cuMemPoolDestroy(pool));
+    CHECK(mem_free(NULL) == free0);
+    CU(cuCtxDestroy_v2(home));
+    CHECK(kept == 0 && totals == 0);
+    unsigned long long v = violations();
+    CHECK(v == 0);
+    printf("%s lifetimes %d contexts: %d kept memory (reset %d, release %d, destroy %d), %d reported another total, "
+           "at most %d of 16 small allocations reached the driver, %llu violations\n",
+           failures ? "FAIL" : "OK", rounds, kept, how_failed[0], how_failed[1], how_failed[2], totals, worst_small, v);
+}
+
+/* ---- twoctx: memory information in a second context --------------------------------- */
+
+static void mode_twoctx(void) {
+    CUcontext a = NULL, b = NULL;
+    CU(cuCtxGetCurrent(&a));
+    CUdeviceptr p = 0;
+    CU(cuMemAlloc_v2(&p, 48 * MIB));
+    CU(cuCtxCreate_v2(&b, 0, 0));
+    size_t t = 0, f = mem_free(&t);
+    CUdeviceptr more = 0, q = 0;
+    CUresult over = cuMemAlloc_v2(&more, f + 2 * MIB);
+    if (over == 0)
+        CU(cuMemFree_v2(more));
+    CUresult fits = cuMemAlloc_v2(&q, f - 2 * MIB);
+    CHECK(over == 2 && fits == 0);
+    if (fits == 0)
+        CU(cuMemFree_v2(q));
+    CU(cuCtxDestroy_v2(b));
+    CU(cuCtxSetCurrent(a));
+    CU(cuMemFree_v2(p));
+    printf("%s twoctx free %zu MiB of %zu in the second context: 2 MiB more answered %d, 2 MiB less %d\n",
+           failures ? "FAIL" : "OK", f / MIB, t / MIB, over, fits);
+}
+
+/* ---- capfree: frees and allocations that are nodes of a graph --------------------------- */
+
+static void mode_capfree(void) {
+    CUstream s;
+    CU(cuStreamCreate(&s, 1));
+    size_t t = 0, free0 = mem_free(&t);
+    /* Memory freed by a free node stays held until the graph runs: what is
+     * said to be free can be had, and then the program holds no more than
+     * the total said. */
+    CUdeviceptr p = 0;
+    size_t pitch = 0;
+    CU(cuMemAllocPitch_v2(&p, &pitch, 4096, 10240, 4)); /* 40 MiB */
+    CU(cuStreamBeginCapture_v2(s, 2));
+    CU(cuMemFreeAsync(p, s));
+    void *graph = NULL;
+    CU(cuStreamEndCapture(s, &graph));
+    size_t f = mem_free(NULL);
+    CUdeviceptr more = 0, q = 0;
+    CUresult over = cuMemAlloc_v2(&more, f + 2 * MIB);
+    if (over == 0)
+        CU(cuMemFree_v2(more));
+    CUresult fits = cuMemAlloc_v2(&q, f - 2 * MIB);
+    unsigned long long na, nf, bad;
+    size_t live = 0;
+    mock_cuda_stats(&na, &nf, &bad, &live);
+    CHECK(over == 2 && fits == 0 && live <= t);
+    if (fits == 0)
+        CU(cuMemFree_v2(q));
+    void *exec = NULL;
+    CU(cuGraphInstantiateWithFlags(&exec, graph, 0));
+    CU(cuGraphLaunch(exec, s));
+    CU(cuStreamSynchronize(s));
+    CU(cuGraphDestroy(graph));
+    /* An allocation node of a graph destroyed without running takes nothing. */
+    size_t before_node = mem_free(NULL);
+    CU(cuStreamBeginCapture_v2(s, 2));
+    CUdeviceptr g = 0;
+    CU(cuMemAllocAsync(&g, 16 * MIB, s));
+    CU(cuStreamEndCapture(s, &graph));
+    CU(cuGraphDestroy(graph));
+    size_t after_node = mem_free(NULL);
+    CHECK(after_node == before_node);
+    CU(cuStreamDestroy_v2(s));
+    printf("%s capfree with 40 MiB freed by a node, free %zu MiB of %zu: 2 MiB more answered %d, 2 MiB less %d, "
+           "the program then held %zu MiB; an unlaunched allocation node took %zu MiB (%zu MiB free at first)\n",
+           failures ? "FAIL" : "OK", f / MIB, t / MIB, over, fits, live / MIB,
+           (before_node - after_node) / MIB, free0 / MIB);
+}
+
+/* ---- sigreset: dispositions the program changes after the interposer's handler --------- */
+
+static volatile sig_atomic_t plain_signo;
+static void on_plain(int sig) { plain_signo = sig; }
+
+static int pairs(int n) {
+    for (int i = 0; i < n; i++) {
+        CUdeviceptr p = take(4096 + (size_t)(i % 3) * 512, NULL, 0);
+        give(p, NULL, 0);
+    }
+    return n;
+}
+
+/* Whether sig's disposition reads back as handler h (SIG_IGN, SIG_DFL or a
+ * function), or on_info with SA_SIGINFO. (After an SA_RESETHAND delivery
+ * the kernel keeps the flags: only the handler is SIG_DFL.) */
+static int reads_back(int sig, void (*h)(int), int siginfo) {
+    struct sigaction now;
+    if (sigaction(sig, NULL, &now) != 0)
+        return 0;
+    return siginfo ? (now.sa_flags & SA_SIGINFO) && now.sa_sigaction == on_info : now.sa_handler == h;
+}
+
+static void mode_sigreset(void) {
+    int n = pairs(100); /* the trace opens at the first event, and the handler with it */
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = SIG_IGN;
+    CU(sigaction(SIGINT, &sa, &old));
+    CHECK(!(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_DFL); /* what the program had: the default */
+    raise(SIGINT);                                                   /* ignored */
+    CHECK(reads_back(SIGINT, SIG_IGN, 0));
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_sigaction = on_info;
+    sa.sa_flags = SA_SIGINFO | SA_RESETHAND;
+    CU(sigaction(SIGTERM, &sa, &old));
+    CHECK(!(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_DFL);
+    CHECK(reads_back(SIGTERM, NULL, 1));
+    raise(SIGTERM); /* handled once, with its siginfo */
+    CHECK(handled_signo == SIGTERM && handled_with_info);
+    CHECK(reads_back(SIGTERM, SIG_DFL, 0)); /* SA_RESETHAND: the default again */
+    CHECK(signal(SIGINT, on_plain) == SIG_IGN);
+    raise(SIGINT);
+    CHECK(plain_signo == SIGINT);
+    n += pairs(100);
+    CHECK(signal(SIGTERM, SIG_DFL) == SIG_DFL);
+    n += pairs(100);
+    printf("%s sigreset %d allocations\n", failures ? "FAIL" : "OK", n);
+    fflush(stdout);
+    raise(SIGTERM); /* the end, with the trace whole */
+    printf("FAIL sigreset survived SIGTERM\n");
+    failures++;
+}
+
+/* ---- resetrace: a first allocation while another thread resets ------------------------- */
+
+static int race_phase;
+static CUcontext race_ctx;
+
+static void *first_alloc(void *arg) {
+    (void)arg;
+    CU(cuCtxSetCurrent(race_ctx));
+    spin_until(&race_phase, 1);
+    usleep(20000); /* inside the reset, which the driver takes its time to do */
+    CUdeviceptr p = 0;
+    CU(cuMemAlloc_v2(&p, 4096)); /* the reset frees it, as the driver's */
+    spin_until(&race_phase, 2);
+    mock_cuda_disown_all();
+    for (int i = 0; i < 64; i++) { /* nothing from memory the reset freed */
+        CUdeviceptr q = take(4096 + (size_t)(i % 4) * 4096, NULL, 0);
+        if (q)
+            give(q, NULL, 0);
+    }
+    return NULL;
+}
+
+static void mode_resetrace(void) {
+    CU(cuCtxGetCurrent(&race_ctx));
+    for (int how = 0; how < 2; how++) { /* a reset, then the last release */
+        race_phase = 0;
+        CUdeviceptr p = take(4096, NULL, 0);
+        give(p, NULL, 0);
+        pthread_t t;
+        pthread_create(&t, NULL, first_alloc, NULL);
+        __atomic_store_n(&race_phase, 1, __ATOMIC_RELEASE);
+        if (how == 0) {
+            CU(cuDevicePrimaryCtxReset_v2(0));
+        } else {
+            CU(cuDevicePrimaryCtxRelease_v2(0));
+            CU(cuDevicePrimaryCtxRetain(&race_ctx, 0));
+        }
+        __atomic_store_n(&race_phase, 2, __ATOMIC_RELEASE);
+        pthread_join(t, NULL);
+    }
+    unsigned long long v = violations();
+    CHECK(v == 0);
+    printf("%s resetrace %llu violations\n", failures ? "FAIL" : "OK", v);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: dropin_promises destroyed|release|capture|capturerace|racefree|signals [swap]|forkthreads|forkfirst\n");
+        fprintf(stderr, "usage: dropin_promises destroyed|release|capture|capturerace|racefree|signals [swap]|forkthreads|"
+                        "forkfirst|forkvmm|crossctx|lifetimes [ROUNDS]|twoctx|capfree|resetrace|sigreset\n");
         return 2;
     }
     const char *m = argv[1];
@@ -583,6 +972,20 @@ int main(int argc, char **argv) {
         mode_forkthreads();
     else if (!strcmp(m, "forkfirst"))
         mode_forkfirst();
+    else if (!strcmp(m, "forkvmm"))
+        mode_forkvmm();
+    else if (!strcmp(m, "crossctx"))
+        mode_crossctx();
+    else if (!strcmp(m, "lifetimes"))
+        mode_lifetimes(argc > 2 ? atoi(argv[2]) : 70);
+    else if (!strcmp(m, "twoctx"))
+        mode_twoctx();
+    else if (!strcmp(m, "capfree"))
+        mode_capfree();
+    else if (!strcmp(m, "resetrace"))
+        mode_resetrace();
+    else if (!strcmp(m, "sigreset"))
+        mode_sigreset();
     else {
         fprintf(stderr, "dropin_promises: unknown mode %s\n", m);
         return 2;

@@ -14,10 +14,12 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "carve_frameworks.h"
 #include "carve_trace.h"
+#include "engine/types.h"
 #include "test_util.h"
 
 #define MiB ((size_t)1 << 20)
@@ -146,6 +148,71 @@ static void test_torch_callbacks(void) {
     carve_arena_destroy(a);
     carve_arena_destroy(b);
     carve_arena_destroy(c);
+}
+
+/* Replacing a device's route with an arena not yet registered registers it,
+ * which may move the registry: the route in place must not be read from
+ * where the registry was. Run first, the route is the registry's first
+ * entry when it grows (8, 16, 32, 64 entries), the entry whose memory the
+ * allocator reuses at once; under AddressSanitizer any entry is caught. */
+static void test_route_device_registry_grows(void) {
+    enum { N = 70 };
+    carve_arena *r = host_arena(0), *n[N];
+    CHECK_OK(NULL, carve_route_device(0, NULL, r));
+    for (int i = 0; i < N; i++) {
+        n[i] = host_arena(0);
+        CHECK(!carve_route_known(n[i]));
+        CHECK_OK(NULL, carve_route_device(0, r, n[i])); /* registers n[i] */
+        CHECK(carve_route_device_current(0) == n[i] && carve_route_known(n[i]));
+        CHECK_OK(NULL, carve_route_device(0, n[i], r));
+    }
+    CHECK_OK(NULL, carve_route_device(0, r, NULL));
+    for (int i = 0; i < N; i++) {
+        CHECK_OK(NULL, carve_route_forget(n[i]));
+        carve_arena_destroy(n[i]);
+    }
+    CHECK_OK(NULL, carve_route_forget(r));
+    carve_arena_destroy(r);
+}
+
+/* A routed free finds its owner with one lock-free lookup per registered
+ * arena: it never takes another arena's heap lock, which that arena holds
+ * while it grows, is checked or is snapshotted. Arena a, registered first,
+ * is looked at first; its heap lock is held here until the free of b's
+ * buffer comes back (or 5 s pass: then the free waited for it). */
+typedef struct free_job {
+    void *ptr;
+    int done; /* atomic */
+    carve_status st;
+} free_job;
+
+static void *run_free_job(void *v) {
+    free_job *j = v;
+    j->st = carve_route_free(j->ptr, 0);
+    __atomic_store_n(&j->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+static void test_free_takes_no_other_heap_lock(void) {
+    carve_arena *a = host_arena(0), *b = host_arena(0);
+    void *pa = NULL, *pb = NULL;
+    CHECK_OK(NULL, carve_route_alloc(a, 4096, 0, NULL, &pa));
+    CHECK_OK(NULL, carve_route_alloc(b, 4096, 0, NULL, &pb));
+    free_job j = {pb, 0, CARVE_ERR_INVALID};
+    carve_mutex_lock(&a->heap.lock);
+    pthread_t t;
+    pthread_create(&t, NULL, run_free_job, &j);
+    for (int ms = 0; ms < 5000 && !__atomic_load_n(&j.done, __ATOMIC_ACQUIRE); ms++)
+        usleep(1000);
+    int came_back = __atomic_load_n(&j.done, __ATOMIC_ACQUIRE);
+    carve_mutex_unlock(&a->heap.lock);
+    pthread_join(t, NULL);
+    CHECK(came_back);
+    CHECK_OK(NULL, j.st);
+    CHECK(carve_memory_allocated(b) == 0);
+    CHECK_OK(NULL, carve_route_free(pa, 0));
+    CHECK_OK(NULL, carve_route_retire(a, NULL));
+    CHECK_OK(NULL, carve_route_retire(b, NULL));
 }
 
 static void test_no_route(void) {
@@ -307,6 +374,8 @@ static void test_recorder(void) {
     CHECK_ST(NULL, carve_route_set_recorder(on_alloc, NULL, &log), CARVE_ERR_INVALID);
     CHECK_OK(NULL, carve_route_push(a));
     void *p0 = carve_torch_alloc(10, 0, NULL); /* not recorded: no recorder yet */
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     CHECK_OK(NULL, carve_route_set_recorder(on_alloc, on_free, &log));
     void *p1 = carve_torch_alloc(1000, 0, s2);
     void *p2 = carve_torch_alloc(2000, 0, NULL);
@@ -317,6 +386,7 @@ static void test_recorder(void) {
     CHECK_OK(NULL, carve_route_pop());
     carve_torch_free(p1, 1000, 0, s2);
     CHECK_OK(NULL, carve_route_set_recorder(NULL, NULL, NULL));
+    clock_gettime(CLOCK_MONOTONIC, &t1);
     carve_torch_free(p3, 3000, 0, s1); /* not recorded: stopped */
     carve_torch_free(p4, 4000, 0, s2);
     carve_torch_free(p0, 10, 0, NULL);
@@ -330,6 +400,11 @@ static void test_recorder(void) {
     CHECK(log.id[4] == (uintptr_t)p2 && log.id[5] == (uintptr_t)p1);
     for (int i = 1; i < log.n; i++)
         CHECK(log.t[i] >= log.t[i - 1]);
+    /* Times count from the start of the recording (a trace's @<ns>), not
+     * from the clock's origin: every event falls within the recording. */
+    uint64_t span = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000u + (uint64_t)t1.tv_nsec - (uint64_t)t0.tv_nsec;
+    for (int i = 0; i < log.n; i++)
+        CHECK(log.t[i] <= span);
 
     /* Through a real trace writer into a file, read back, replayed and drawn. */
     char dir[] = "/tmp/carve-fw-XXXXXX";
@@ -704,7 +779,9 @@ static void test_device_route(void) {
 }
 
 int main(void) {
+    test_route_device_registry_grows();
     test_stack();
+    test_free_takes_no_other_heap_lock();
     test_torch_callbacks();
     test_no_route();
     test_cross_thread_and_retire();

@@ -230,9 +230,9 @@ static void check_arena(const carve_config *parsed, const char *text) {
     c.name = "fuzz \"config\"";
     size_t limit = c.limit_bytes ? c.limit_bytes : SIZE_MAX; /* unlimited on virtual */
     size_t rlimit = limit == SIZE_MAX ? SIZE_MAX : align_down(limit);
-    /* peers=all and lists need the cuda backend. */
+    /* peers=all and lists, and ipc=1 (required), need the cuda backend. */
     int invalid = (!c.growth && c.initial_bytes == 0) || rlimit < GRANULE || c.initial_bytes > limit ||
-                  c.peers == CARVE_PEERS_ALL || c.peers == CARVE_PEERS_LIST;
+                  c.peers == CARVE_PEERS_ALL || c.peers == CARVE_PEERS_LIST || c.ipc == 1;
     int faults = strstr(text, "fail_backend") != NULL; /* injected failures may be configured */
 
     plant_sentinel();

@@ -14,7 +14,8 @@
  *
  * Order matters: peer access, once enabled, stays for the process. First
  * the virtual-memory cases with no peer access enabled by anyone (carve's
- * descriptors alone must do), then segments mode with a list (carve enables
+ * descriptors alone must do), then a segments-mode creation that is refused
+ * (it must enable nothing), then segments mode with a list (carve enables
  * peer access from device 1 to 0), then the program enables peer access both
  * ways and the default arenas of both devices are used across -- the
  * engine's case. Last, the cost of a descriptor per peer (printed, not
@@ -146,6 +147,36 @@ static void case_vmm_descriptors(void) {
     CHECK(bad == NULL && strstr(carve_last_error(NULL), "peer device 9 does not exist") != NULL);
 }
 
+/* Peer access from device 1 to device 0 is enabled now (1), or not (0), as
+ * cudaDeviceDisablePeerAccess tells (which disables it: enable it again). */
+static int peer_enabled_1_to_0(void) {
+    gpu_set_device(1);
+    cudaError_t e = cudaDeviceDisablePeerAccess(0);
+    (void)cudaGetLastError();
+    int on = e == cudaSuccess;
+    CHECK(on || e == cudaErrorPeerAccessNotEnabled);
+    if (on)
+        CHECK(cudaDeviceEnablePeerAccess(0, 0) == cudaSuccess);
+    gpu_set_device(0);
+    return on;
+}
+
+/* A creation that is refused leaves the process as it was: segments mode
+ * with peers=1 and sizes refused only once the device's memory is known
+ * (initial 0.6 of it, limit 0.5) used to enable peer access from device 1
+ * before the sizes were judged, and keep it. Runs before anything else
+ * enables peer access. */
+static void case_refused_grants_nothing(void) {
+    CHECK(!peer_enabled_1_to_0());
+    carve_config c;
+    carve_config_init(&c);
+    CHECK_OK(NULL, carve_config_parse(&c, "vmm=0,peers=1,initial=0.6,limit=0.5"));
+    carve_arena *a = (carve_arena *)1;
+    CHECK_ST(NULL, carve_arena_create(&c, &a), CARVE_ERR_INVALID);
+    CHECK(a == NULL && strstr(carve_last_error(NULL), "larger than the limit") != NULL);
+    CHECK(!peer_enabled_1_to_0());
+}
+
 /* Segments mode with a list: carve enables peer access from device 1. */
 static void case_segments_list(void) {
     carve_arena *a = arena_on(0, "vmm=0,peers=1", "peer-seg-list");
@@ -267,6 +298,7 @@ int main(void) {
     gpu_set_device(0);
     GPU_CASE(case_vmm_descriptors);
     if (p2p) {
+        GPU_CASE(case_refused_grants_nothing);
         GPU_CASE(case_segments_list);
         for (int d = 0; d < 2; d++) { /* the program's own peer access, both ways */
             gpu_set_device(d);

@@ -182,11 +182,12 @@ inline void mma_tf32(float d[4], const uint32_t a[4], const uint32_t b[2]) {
 
 namespace emu {
 
-/* Run kernel(p) on a grid of blocks x threads with smem_bytes of shared
- * memory. The threads are started once and run the blocks one after
- * another, meeting at a barrier between blocks. */
+/* Run kernel(p) on the blocks ids[0..count) of a grid (blockIdx.x =
+ * ids[i]), threads each, with smem_bytes of shared memory. The threads are
+ * started once and run the blocks one after another, meeting at a barrier
+ * between blocks. */
 template <class Kernel, class P>
-void launch(Kernel kernel, unsigned blocks, int threads, int smem_bytes, const P &p) {
+void launch_blocks(Kernel kernel, const unsigned *ids, size_t count, int threads, int smem_bytes, const P &p) {
     size_t floats = (size_t)smem_bytes / 4;
     std::unique_ptr<float[]> mem(new float[floats + 4]);
     float *base = mem.get();
@@ -204,11 +205,11 @@ void launch(Kernel kernel, unsigned blocks, int threads, int smem_bytes, const P
     for (int t = 0; t < threads; t++)
         pool.emplace_back([&, t] {
             tid = emu_dim3{(unsigned)t, 0, 0};
-            for (unsigned b = 0; b < blocks; b++) {
-                bid = emu_dim3{b, 0, 0};
+            for (size_t i = 0; i < count; i++) {
+                bid = emu_dim3{ids ? ids[i] : (unsigned)i, 0, 0};
                 if (t == 0)
-                    for (size_t i = 0; i < floats; i++)
-                        base[i] = NAN; /* what a block never wrote reads as NaN */
+                    for (size_t f = 0; f < floats; f++)
+                        base[f] = NAN; /* what a block never wrote reads as NaN */
                 groups.clear();
                 open_group.clear();
                 bar.arrive_and_wait();
@@ -224,6 +225,12 @@ void launch(Kernel kernel, unsigned blocks, int threads, int smem_bytes, const P
     for (std::thread &th : pool)
         th.join();
     block = nullptr;
+}
+
+/* Run kernel(p) on a whole grid of blocks. */
+template <class Kernel, class P>
+void launch(Kernel kernel, unsigned blocks, int threads, int smem_bytes, const P &p) {
+    launch_blocks(kernel, nullptr, blocks, threads, smem_bytes, p);
 }
 
 }  // namespace emu

@@ -13,10 +13,13 @@
  * (beta != 0): afterwards every output must be written and the padding
  * columns n..ldc must keep their bits. Large shapes are checked on a random sample of whole
  * rows (plus the first and last), and all fp32 variants must agree on every
- * element. Bad arguments must return CARVE_ERR_INVALID and launch nothing.
+ * element. Bad arguments (misaligned pointers and grids past the limit
+ * included) must return CARVE_ERR_INVALID and launch nothing; a C that
+ * lives in A's padding columns is legal and must come out right.
  *
  * CARVE_TEST_QUICK=1 keeps to small shapes (for compute-sanitizer).
  */
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -313,6 +316,18 @@ static void bad_arguments(carve_arena *arena) {
                                            n),
              CARVE_ERR_INVALID);
     CHECK_ST(NULL, carve__gemm_f32_variant(-7, NULL, m, n, k, 1.f, A, k, B, n, 0.f, C, n), CARVE_ERR_INVALID);
+    /* Pointers not on a 4-byte boundary: an fp32 C at 2 mod 4 used to be
+     * accepted and fault on the device. */
+    CHECK_ST(NULL, carve_gemm_f32(NULL, 8, 8, 8, 1.f, A, 8, B, 8, 0.f, (float *)((char *)C + 2), 8),
+             CARVE_ERR_INVALID);
+    CHECK(strstr(carve_last_error(NULL), "aligned") != NULL);
+    CHECK_ST(NULL, carve_matmul_f32(NULL, 8, 8, 8, (const float *)((const char *)A + 1), B, C), CARVE_ERR_INVALID);
+    CHECK_ST(NULL, carve__gemm_f32_variant(9, NULL, 8, 8, 8, 1.f, A, 8, (const float *)((const char *)B + 3), 8, 0.f,
+                                           C, 8),
+             CARVE_ERR_INVALID);
+    /* More thread blocks than a grid holds (the count used to wrap). */
+    CHECK_ST(NULL, carve_gemm_f32(NULL, INT_MAX - 5, 32768, 1, 1.f, A, 1, B, 32768, 0.f, C, 32768), CARVE_ERR_INVALID);
+    CHECK(strstr(carve_last_error(NULL), "thread blocks") != NULL);
 
     /* Nothing was launched: no error is pending, and A and C are as set. */
     CUDA_OK(cudaGetLastError());
@@ -342,6 +357,84 @@ static void bad_arguments(carve_arena *arena) {
     CHECK_OK(arena, carve_free(arena, pc));
 }
 
+/* ---- C in A's padding columns -------------------------------------------- */
+
+/* A m x k with lda = 2k, C = A + k with ldc = 2k: C's rows are A's padding,
+ * no byte in common, so the call is legal (the overlap check used to refuse
+ * it, comparing spans). Every variant: C right, A's own columns and the
+ * padding past C untouched. Aligned, so the float4 variants run. */
+static void padding_columns(carve_arena *arena) {
+    const int m = 96, n = 32, k = 40, lda = 2 * k, ldb = n;
+    const size_t asz = (size_t)m * lda, bsz = (size_t)k * ldb;
+    float *hA = malloc(asz * 4), *hB = malloc(bsz * 4), *out = malloc(asz * 4), *ref = malloc((size_t)m * n * 4);
+    if (!hA || !hB || !out || !ref) {
+        fprintf(stderr, "host out of memory\n");
+        exit(1);
+    }
+    for (size_t i = 0; i < asz; i++) {
+        uint32_t nan = 0xFFFFFFFFu;
+        if ((int)(i % lda) < k)
+            hA[i] = rand_val();
+        else
+            memcpy(&hA[i], &nan, 4);
+    }
+    for (size_t i = 0; i < bsz; i++)
+        hB[i] = rand_val();
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            float acc = 0.f;
+            for (int kk = 0; kk < k; kk++)
+                acc = fmaf(hA[(size_t)i * lda + kk], hB[(size_t)kk * ldb + j], acc);
+            ref[(size_t)i * n + j] = acc;
+        }
+    void *pa, *pb;
+    CHECK_OK(arena, carve_alloc(arena, asz * 4, NULL, &pa));
+    CHECK_OK(arena, carve_alloc(arena, bsz * 4, NULL, &pb));
+    float *dA = pa, *dB = pb, *dC = dA + k;
+    CUDA_OK(cudaMemcpy(dB, hB, bsz * 4, cudaMemcpyHostToDevice));
+    for (int v = -1; v < carve__gemm_f32_variant_count(); v++) {
+        CUDA_OK(cudaMemcpy(dA, hA, asz * 4, cudaMemcpyHostToDevice));
+        carve_status st = v < 0 ? carve_gemm_f32(NULL, m, n, k, 1.f, dA, lda, dB, ldb, 0.f, dC, lda)
+                                : carve__gemm_f32_variant(v, NULL, m, n, k, 1.f, dA, lda, dB, ldb, 0.f, dC, lda);
+        CHECK_OK(NULL, st);
+        CUDA_OK(cudaDeviceSynchronize());
+        CUDA_OK(cudaMemcpy(out, dA, asz * 4, cudaMemcpyDeviceToHost));
+        const int tf32 = v >= 0 && carve__gemm_f32_variant_is_tf32(v);
+        size_t a_changed = 0, c_wrong = 0, pad_changed = 0;
+        double err2 = 0, ref2 = 0;
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < lda; j++) {
+                const size_t at = (size_t)i * lda + j;
+                if (j < k) {
+                    a_changed += memcmp(&out[at], &hA[at], 4) != 0;
+                } else if (j < k + n) {
+                    const float r = ref[(size_t)i * n + (j - k)];
+                    c_wrong += isnan(out[at]) || (!tf32 && !(out[at] == r)); /* fp32: the FMA chain, bit for bit */
+                    err2 += ((double)out[at] - r) * ((double)out[at] - r);
+                    ref2 += (double)r * r;
+                } else {
+                    pad_changed += !nan_bits(out[at]);
+                }
+            }
+        if (!(sqrt(err2 / ref2) < 5e-3)) /* TF32's bound, as in run_variant */
+            c_wrong++;
+        test_checks++;
+        if (a_changed || c_wrong || pad_changed) {
+            char d[200];
+            snprintf(d, sizeof d, "%s: %zu of A changed, %zu of C wrong, %zu of the padding after C written",
+                     v < 0 ? "carve_gemm_f32" : carve__gemm_f32_variant_name(v), a_changed, c_wrong, pad_changed);
+            test_fail(__FILE__, __LINE__, "C in A's padding columns", d);
+        }
+    }
+    printf("C in A's padding columns: %d variants and the default\n", carve__gemm_f32_variant_count());
+    CHECK_OK(arena, carve_free(arena, pa));
+    CHECK_OK(arena, carve_free(arena, pb));
+    free(hA);
+    free(hB);
+    free(out);
+    free(ref);
+}
+
 int main(void) {
     ktest_require_device();
     const int quick = ktest_quick();
@@ -352,6 +445,7 @@ int main(void) {
     carve_arena *arena = ktest_arena();
 
     bad_arguments(arena);
+    padding_columns(arena);
 
     /* m, n, k, lda, ldb, ldc, offset, alpha, beta. Shapes: 1 / 17 / 1000 /
      * 4097 combinations, tile multiples and near-misses, padded leading

@@ -10,6 +10,15 @@
  * builds, that nothing outside A, B, C is read. cp.async variants run in
  * both copy modes of the emulator.
  *
+ * Far edges: with m or n at or near INT_MAX (2^31 - 1) the grid has 2^24
+ * and more blocks, too many to run on the host, so each variant runs its
+ * first and last blocks only, on matrices of tens of GiB of address space
+ * (mmap, never touched but where those blocks read) that end right before
+ * an inaccessible page: a read or write past the last row or column
+ * faults. The launch plan must count the tiles without overflow (it used
+ * to compute a negative tile count), the last block's rows or columns must
+ * be right, and the rows before it untouched.
+ *
  * CARVE_TEST_SEED changes the random inputs; CARVE_EMU_VARIANT=i runs only
  * variant i (useful under ThreadSanitizer, which is slow with this many
  * threads).
@@ -18,7 +27,11 @@
 
 #include "kernels/gemm_table.cuh"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cinttypes>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -85,7 +98,7 @@ void run_case(int v, const Case &c, emu::copy_mode mode) {
     carve_sgemm::Plan pl =
         carve_sgemm::make_plan(v, c.m, c.n, c.k, c.alpha, A.p, lda, B.p, ldb, c.beta, C.p, ldc);
     emu::mode = mode;
-    emu::launch(pl.f, pl.blocks, pl.threads, pl.smem, pl.p);
+    emu::launch(pl.f, (unsigned)pl.blocks, pl.threads, pl.smem, pl.p);
 
     const bool tf32 = kVariants[pl.variant].tf32 != 0;
     size_t mismatches = 0, unwritten = 0, pad_written = 0;
@@ -141,6 +154,110 @@ void run_case(int v, const Case &c, emu::copy_mode mode) {
     }
 }
 
+/* count floats of address space ending right before an inaccessible page;
+ * pages never written read as zero and cost no memory. */
+struct FarBuf {
+    void *map = MAP_FAILED;
+    size_t len = 0;
+    float *p = nullptr;
+    explicit FarBuf(size_t count) {
+        const size_t page = (size_t)sysconf(_SC_PAGESIZE), bytes = count * 4;
+        len = (bytes + page - 1) / page * page + page;
+        map = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (map == MAP_FAILED || mprotect(static_cast<char *>(map) + len - page, page, PROT_NONE) != 0) {
+            perror("gemm_emu: mmap");
+            exit(1);
+        }
+        p = reinterpret_cast<float *>(static_cast<char *>(map) + len - page - bytes);
+    }
+    ~FarBuf() {
+        if (map != MAP_FAILED)
+            munmap(map, len);
+    }
+    FarBuf(const FarBuf &) = delete;
+    FarBuf &operator=(const FarBuf &) = delete;
+};
+
+/* Variant v on an m x n x k product (dense leading dimensions) of which
+ * only the first and the last thread blocks run. */
+void run_far_edge(int v, int m, int n, int k) {
+    FarBuf A((size_t)m * k), B((size_t)k * n), C((size_t)m * n);
+    const int lda = k, ldb = n, ldc = n;
+    carve_sgemm::Plan pl = carve_sgemm::make_plan(v, m, n, k, 1.f, A.p, lda, B.p, ldb, 0.f, C.p, ldc);
+    const carve_sgemm::Variant &var = kVariants[pl.variant];
+    const int64_t tiles_m = ((int64_t)m + var.bm - 1) / var.bm, tiles_n = ((int64_t)n + var.bn - 1) / var.bn;
+    checks++;
+    if (pl.p.tiles_m != tiles_m || pl.p.tiles_n != tiles_n || pl.blocks != (uint64_t)(tiles_m * tiles_n)) {
+        failures++;
+        fprintf(stderr, "FAIL variant %d m=%d n=%d: plan of %d x %d tiles, %llu blocks (want %lld x %lld)\n", v, m,
+                n, pl.p.tiles_m, pl.p.tiles_n, (unsigned long long)pl.blocks, (long long)tiles_m,
+                (long long)tiles_n);
+        return;
+    }
+    /* The first and last tile rows (m big) or columns (n big) get inputs
+     * and NaN in C, as do one tile of rows or columns before the last. */
+    const bool m_big = m > n;
+    const int64_t last0 = m_big ? (tiles_m - 1) * var.bm : (tiles_n - 1) * var.bn;
+    const int64_t span = m_big ? var.bm : var.bn;
+    std::vector<int64_t> lines; /* rows (m big) or columns (n big) that get data */
+    for (int64_t i = 0; i < span; i++)
+        lines.push_back(i);
+    for (int64_t i = last0 - span; i < (m_big ? m : n); i++)
+        lines.push_back(i);
+    for (int64_t i : lines) {
+        if (m_big) {
+            for (int kk = 0; kk < k; kk++)
+                A.p[i * lda + kk] = next_val();
+            for (int j = 0; j < n; j++)
+                C.p[i * ldc + j] = NAN;
+        } else {
+            for (int kk = 0; kk < k; kk++)
+                B.p[(int64_t)kk * ldb + i] = next_val();
+            for (int r = 0; r < m; r++)
+                C.p[(int64_t)r * ldc + i] = NAN;
+        }
+    }
+    if (m_big) {
+        for (int64_t i = 0; i < (int64_t)k * n; i++)
+            B.p[i] = next_val();
+    } else {
+        for (int64_t i = 0; i < (int64_t)m * k; i++)
+            A.p[i] = next_val();
+    }
+    const unsigned ids[2] = {0, (unsigned)(pl.blocks - 1)};
+    emu::mode = emu::COPY_AT_WAIT;
+    emu::launch_blocks(pl.f, ids, 2, pl.threads, pl.smem, pl.p);
+
+    /* Lines of the first and last tiles: the sequential FMA chain (TF32:
+     * within its bound); the tile before the last: untouched (NaN). */
+    const bool tf32 = var.tf32 != 0;
+    size_t wrong = 0, touched = 0;
+    for (int64_t i : lines) {
+        const bool ran = i < span || i >= last0;
+        for (int o = 0; o < (m_big ? n : m); o++) {
+            const int64_t r = m_big ? i : o, c = m_big ? o : i;
+            const float out = C.p[r * ldc + c];
+            if (!ran) {
+                touched += !std::isnan(out);
+                continue;
+            }
+            float acc = 0.f;
+            double acc64 = 0.0;
+            for (int kk = 0; kk < k; kk++) {
+                acc = fmaf(A.p[r * lda + kk], B.p[(int64_t)kk * ldb + c], acc);
+                acc64 += (double)A.p[r * lda + kk] * B.p[(int64_t)kk * ldb + c];
+            }
+            wrong += tf32 ? !(std::fabs(out - acc64) <= 3e-3 * (std::fabs(acc64) + 1.0)) : !(out == acc);
+        }
+    }
+    if (wrong || touched) {
+        failures++;
+        fprintf(stderr, "FAIL variant %d %s (ran %s) m=%d n=%d k=%d: %zu outputs wrong in the first and last "
+                "tiles, %zu written in the tile before the last\n", v, kVariants[v].name, var.name, m, n, k, wrong,
+                touched);
+    }
+}
+
 }  // namespace
 
 int main() {
@@ -174,6 +291,12 @@ int main() {
             if (async) /* the mode matters only where cp.async is used */
                 run_case(v, c, emu::COPY_AT_ISSUE);
         }
+        /* Far edges: m or n of 2^31 - 1 (the scalar path) and 2^31 - 4 (the
+         * float4 paths, which need n and k multiples of 4). */
+        run_far_edge(v, INT_MAX, 1, 3);
+        run_far_edge(v, 2, INT_MAX, 1);
+        run_far_edge(v, INT_MAX - 3, 4, 8);
+        run_far_edge(v, 4, INT_MAX - 3, 4);
         printf("variant %d %-24s done\n", v, kVariants[v].name);
         fflush(stdout);
     }

@@ -19,12 +19,16 @@
  * and 4097 in every role, both storage orders, all four transpose pairs,
  * both input types, both output types, beta 0 (C poisoned with NaN, must not
  * be read) and beta != 0, exact and padded leading dimensions (padding must
- * keep its bytes). Buffers are carved from a CUDA arena. Bad arguments must
- * return CARVE_ERR_INVALID. Exits 77 without a device.
+ * keep its bytes). Buffers are carved from a CUDA arena. Bad arguments
+ * (misaligned pointers, grids past the limit, a host arena) must return
+ * CARVE_ERR_INVALID; legal layouts at the edges of the rules (operands on 2
+ * bytes, C on its element size only, C in A's padding columns) must come
+ * out exact, on the path expected. Exits 77 without a device.
  *
  * CARVE_TEST_QUICK=1 keeps to small shapes (for compute-sanitizer).
  */
 #include <cublas_v2.h>
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -294,7 +298,28 @@ static void check_bad_arguments(carve_arena *arena) {
     CHECK(GEMM(8, 8, 8, dA, 8, dB, 8, dC, 8, bf, CARVE_DTYPE_F16) == CARVE_ERR_INVALID);
     CHECK(GEMM(8, 8, 8, dA, 8, dB, 8, dC, 8, (carve_dtype)7, f32) == CARVE_ERR_INVALID);
     CHECK(GEMM(8, 8, 8, dA, 8, dB, 8, dA, 8, bf, f32) == CARVE_ERR_INVALID); /* C overlaps A */
+    /* Misaligned for the element type: a bf16 operand at an odd address, an
+     * fp32 C at 2 mod 4, a bf16 C at an odd address (they used to be
+     * accepted and fault on the device). */
+    CHECK(GEMM(8, 8, 8, (char *)dA + 1, 8, dB, 8, dC, 8, bf, f32) == CARVE_ERR_INVALID);
+    CHECK(strstr(carve_last_error(NULL), "aligned") != NULL);
+    CHECK(GEMM(8, 8, 8, dA, 8, (char *)dB + 3, 8, dC, 8, CARVE_DTYPE_F16, f32) == CARVE_ERR_INVALID);
+    CHECK(GEMM(8, 8, 8, dA, 8, dB, 8, (char *)dC + 2, 8, bf, f32) == CARVE_ERR_INVALID);
+    CHECK(GEMM(8, 8, 8, dA, 8, dB, 8, (char *)dC + 1, 8, bf, bf) == CARVE_ERR_INVALID);
+    /* More thread blocks than a grid holds (the count used to wrap). */
+    CHECK(GEMM(INT_MAX - 5, 32768, 1, dA, 1, dB, 32768, dC, 32768, bf, bf) == CARVE_ERR_INVALID);
+    CHECK(strstr(carve_last_error(NULL), "thread blocks") != NULL);
     CHECK(carve__gemm_tc_last_path() == -1);
+    /* A host arena is refused; a cuda_driver one (what carve-run uses) is
+     * device memory and accepted. */
+    carve_arena *host_arena = test_arena(CARVE_BACKEND_HOST, 1, 0, 0);
+    CHECK(carve_gemm(host_arena, NULL, R, N, N, 8, 8, 8, 1.f, dA, 8, dB, 8, 0.f, dC, 8, bf, f32) ==
+          CARVE_ERR_INVALID);
+    carve_arena_destroy(host_arena);
+    carve_arena *drv_arena = test_arena(CARVE_BACKEND_CUDA_DRIVER, 1, 0, 0);
+    CHECK_OK(NULL, carve_gemm(drv_arena, NULL, R, N, N, 8, 8, 8, 1.f, dA, 8, dB, 8, 0.f, dC, 8, bf, f32));
+    CUDA_OK(cudaDeviceSynchronize());
+    carve_arena_destroy(drv_arena);
     CHECK(carve_gemm(arena, NULL, (carve_order)2, N, N, 8, 8, 8, 1.f, dA, 8, dB, 8, 0.f, dC, 8, bf, f32) ==
           CARVE_ERR_INVALID);
     CHECK(carve_gemm(arena, NULL, R, (carve_transpose)5, N, 8, 8, 8, 1.f, dA, 8, dB, 8, 0.f, dC, 8, bf, f32) ==
@@ -310,6 +335,127 @@ static void check_bad_arguments(carve_arena *arena) {
     carve_free(arena, dA);
     carve_free(arena, dB);
     carve_free(arena, dC);
+}
+
+/* ---- layouts at the edges of the rules ------------------------------------ */
+
+/* Row-major bf16 C = A * B (alpha 1, beta 0) with A, B, C placed a_off,
+ * b_off, c_off bytes into their buffers, or C in A's padding columns
+ * (lda = ldc = 2k, C = A + k elements, bf16 C). Inputs j/64: every sum is
+ * exact in fp32, so C must equal the exact product (rounded to nearest even
+ * for a bf16 C) on every path. want_path: 1 wgmma, 0 mma.sync. */
+static void edge_layout(carve_arena *arena, const char *name, size_t a_off, size_t b_off, size_t c_off,
+                        carve_dtype ct, int c_in_a_pad, const char *path, int want_path) {
+    const int m = 70, n = 40, k = 48;
+    const int lda = c_in_a_pad ? 2 * k : k, ldb = n, ldc = c_in_a_pad ? lda : n;
+    const size_t cel = ct == CARVE_DTYPE_F32 ? 4 : 2;
+    const size_t asz = (size_t)m * lda, bsz = (size_t)k * ldb, csz = (size_t)m * ldc;
+    uint16_t *hA = malloc(asz * 2), *hB = malloc(bsz * 2), *outA = malloc(asz * 2);
+    unsigned char *outC = malloc(csz * cel);
+    double *ref = malloc((size_t)m * n * sizeof(double));
+    if (!hA || !hB || !outA || !outC || !ref) {
+        fprintf(stderr, "FAIL: host allocation\n");
+        exit(1);
+    }
+    for (size_t i = 0; i < asz; i++)
+        hA[i] = (int)(i % lda) < k ? f2bf(rand_in()) : 0xFFFF; /* padding: NaN */
+    for (size_t i = 0; i < bsz; i++)
+        hB[i] = f2bf(rand_in());
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            double acc = 0;
+            for (int kk = 0; kk < k; kk++)
+                acc += (double)bf2f(hA[(size_t)i * lda + kk]) * (double)bf2f(hB[(size_t)kk * ldb + j]);
+            ref[(size_t)i * n + j] = acc;
+        }
+    void *pa, *pb, *pc = NULL;
+    CHECK_OK(arena, carve_alloc(arena, asz * 2 + a_off, NULL, &pa));
+    CHECK_OK(arena, carve_alloc(arena, bsz * 2 + b_off, NULL, &pb));
+    char *dA = (char *)pa + a_off, *dB = (char *)pb + b_off, *dC;
+    if (c_in_a_pad) {
+        dC = dA + 2 * k;
+    } else {
+        CHECK_OK(arena, carve_alloc(arena, csz * cel + c_off, NULL, &pc));
+        dC = (char *)pc + c_off;
+        CUDA_OK(cudaMemset(dC, 0xFF, csz * cel));
+    }
+    CUDA_OK(cudaMemcpy(dA, hA, asz * 2, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(dB, hB, bsz * 2, cudaMemcpyHostToDevice));
+    setenv("CARVE_GEMM_PATH", path, 1);
+    carve_status st = carve_gemm(arena, NULL, CARVE_ROW_MAJOR, CARVE_NO_TRANS, CARVE_NO_TRANS, m, n, k, 1.f, dA, lda,
+                                 dB, ldb, 0.f, dC, ldc, CARVE_DTYPE_BF16, ct);
+    const int ran = carve__gemm_tc_last_path();
+    CHECK_OK(NULL, st);
+    CUDA_OK(cudaDeviceSynchronize());
+    CUDA_OK(cudaMemcpy(outA, dA, asz * 2, cudaMemcpyDeviceToHost));
+    if (c_in_a_pad)
+        memcpy(outC, outA, csz * cel); /* C's elements are A's padding columns */
+    else
+        CUDA_OK(cudaMemcpy(outC, dC, csz * cel, cudaMemcpyDeviceToHost));
+    size_t wrong = 0, a_changed = 0, pad_changed = 0;
+    for (int i = 0; i < m; i++) {
+        for (int j = 0; j < ldc; j++) {
+            const size_t at = (size_t)i * ldc + j, col = c_in_a_pad ? (size_t)j - (size_t)k : (size_t)j;
+            if (c_in_a_pad && j < k) { /* A's own columns */
+                a_changed += outA[at] != hA[at];
+                continue;
+            }
+            if (col >= (size_t)n) {
+                uint16_t h;
+                memcpy(&h, outC + at * cel, 2);
+                pad_changed += h != 0xFFFF;
+                continue;
+            }
+            const double r = ref[(size_t)i * n + col];
+            if (cel == 4) {
+                float x;
+                memcpy(&x, outC + 4 * at, 4);
+                wrong += !(x == (float)r);
+            } else {
+                uint16_t x;
+                memcpy(&x, outC + 2 * at, 2);
+                wrong += x != f2bf((float)r);
+            }
+        }
+    }
+    for (size_t i = 0; !c_in_a_pad && i < asz; i++)
+        a_changed += outA[i] != hA[i];
+    test_checks += 2;
+    if (wrong || a_changed || pad_changed) {
+        char d[256];
+        snprintf(d, sizeof d, "%s: %zu of C wrong, %zu of A changed, %zu padding elements written", name, wrong,
+                 a_changed, pad_changed);
+        test_fail(__FILE__, __LINE__, "edge layout", d);
+    }
+    if (ran != want_path) {
+        char d[128];
+        snprintf(d, sizeof d, "%s: ran path %d, want %d", name, ran, want_path);
+        test_fail(__FILE__, __LINE__, "edge layout path", d);
+    }
+    printf("%s %s (path %s)\n", wrong || a_changed || pad_changed || ran != want_path ? "FAIL" : "ok  ", name,
+           ran == 1 ? "wgmma" : "mma");
+    CHECK_OK(arena, carve_free(arena, pa));
+    CHECK_OK(arena, carve_free(arena, pb));
+    CHECK_OK(arena, carve_free(arena, pc));
+    free(hA);
+    free(hB);
+    free(outA);
+    free(outC);
+    free(ref);
+}
+
+static void edge_layouts(carve_arena *arena) {
+    const int wg = g_cc == 90 ? 1 : 0; /* where the wgmma path exists and its rules hold */
+    /* Operands on 2 bytes but not 16: legal, and mma.sync takes them. */
+    edge_layout(arena, "A, B 2 and 6 bytes in, fp32 C 4 bytes in", 2, 6, 4, CARVE_DTYPE_F32, 0, "wgmma", 0);
+    /* C only on its own element size: both paths' epilogues. */
+    edge_layout(arena, "bf16 C 2 bytes in", 0, 0, 2, CARVE_DTYPE_BF16, 0, "wgmma", wg);
+    edge_layout(arena, "fp32 C 4 bytes in", 0, 0, 4, CARVE_DTYPE_F32, 0, "wgmma", wg);
+    edge_layout(arena, "fp32 C 4 bytes in, mma.sync", 0, 0, 4, CARVE_DTYPE_F32, 0, "mma", 0);
+    /* C in A's padding columns: no byte in common, legal (it used to be
+     * refused by comparing spans). */
+    edge_layout(arena, "C in A's padding", 0, 0, 0, CARVE_DTYPE_BF16, 1, "wgmma", wg);
+    edge_layout(arena, "C in A's padding, mma.sync", 0, 0, 0, CARVE_DTYPE_BF16, 1, "mma", 0);
 }
 
 int main(void) {
@@ -335,6 +481,7 @@ int main(void) {
     }
 
     check_bad_arguments(arena);
+    edge_layouts(arena);
 
     static const int full_shapes[][3] = {
         {1, 1, 1},       {7, 7, 7},         {1, 7, 127},      {7, 127, 1},      {127, 127, 127},

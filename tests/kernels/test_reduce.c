@@ -24,8 +24,10 @@
  * Arena use: after a warm-up call, each call carves its temporary storage
  * (num_allocs grows by one per call), reserves nothing new (the storage is
  * reused from the pool's cache), and gives it back (allocated bytes return
- * to the previous value). Bad arguments return CARVE_ERR_INVALID and launch
- * nothing.
+ * to the previous value). Bad arguments (misaligned pointers included)
+ * return CARVE_ERR_INVALID and launch nothing. cudaStreamPerThread works
+ * from four threads at once on one arena, and an arena of the cuda_driver
+ * backend (carve-run's) serves as well as a cuda one.
  *
  * CARVE_TEST_QUICK=1 stops at n = 2^20 + 7 (for compute-sanitizer).
  */
@@ -227,6 +229,11 @@ static void check_bad_arguments(carve_arena *arena) {
     CHECK_ST(NULL, carve_reduce_sum_f32(arena, NULL, dx, n, NULL), CARVE_ERR_INVALID);
     CHECK_ST(NULL, carve_reduce_sum_f32(arena, NULL, host, n, dout), CARVE_ERR_INVALID);
     CHECK_ST(NULL, carve_reduce_sum_f32(arena, NULL, dx, n, (float *)host), CARVE_ERR_INVALID);
+    /* fp32 on a 4-byte boundary only. */
+    CHECK_ST(NULL, carve_reduce_sum_f32(arena, NULL, (const float *)((const char *)dx + 2), n - 1, dout),
+             CARVE_ERR_INVALID);
+    CHECK(strstr(carve_last_error(NULL), "aligned") != NULL);
+    CHECK_ST(NULL, carve_reduce_sum_f32(arena, NULL, dx, n, (float *)((char *)dout + 1)), CARVE_ERR_INVALID);
 
     /* Nothing launched, nothing carved: out still NaN, stats unchanged. */
     CUDA_OK(cudaGetLastError());
@@ -243,6 +250,104 @@ static void check_bad_arguments(carve_arena *arena) {
     CHECK_OK(arena, carve_free(arena, dout));
 }
 
+/* ---- cudaStreamPerThread and the cuda_driver backend ------------------------- */
+
+typedef struct {
+    carve_arena *arena;
+    int id, calls;
+    unsigned long bad;
+} pt_job;
+
+/* x[i] = -1 for i % 3 == 0, else 1: the sum, n - 2 * ceil(n / 3), is exact
+ * in fp32 in any order. */
+static void *per_thread_worker(void *arg) {
+    pt_job *job = arg;
+    const size_t n = ((size_t)1 << 20) + 1000 * (size_t)job->id;
+    float *host = malloc(n * sizeof(float)), *dx = NULL, *dout = NULL;
+    if (!host || cudaSetDevice(0) != cudaSuccess || cudaMalloc((void **)&dx, n * sizeof(float)) != cudaSuccess ||
+        cudaMalloc((void **)&dout, sizeof(float)) != cudaSuccess) {
+        job->bad = 1000000;
+        free(host);
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++)
+        host[i] = i % 3 == 0 ? -1.f : 1.f;
+    const float want = (float)((double)n - 2.0 * (double)((n + 2) / 3));
+    cudaMemcpy(dx, host, n * sizeof(float), cudaMemcpyHostToDevice);
+    for (int c = 0; c < job->calls; c++) {
+        float got = NAN;
+        cudaMemsetAsync(dout, 0xFF, sizeof(float), cudaStreamPerThread);
+        if (carve_reduce_sum_f32(job->arena, (carve_stream)cudaStreamPerThread, dx, n, dout) != CARVE_OK)
+            job->bad++;
+        cudaMemcpyAsync(&got, dout, sizeof(float), cudaMemcpyDeviceToHost, cudaStreamPerThread);
+        if (cudaStreamSynchronize(cudaStreamPerThread) != cudaSuccess || got != want)
+            job->bad++;
+    }
+    cudaFree(dx);
+    cudaFree(dout);
+    free(host);
+    return NULL;
+}
+
+/* cudaStreamPerThread is accepted (carve_alloc refuses it: the storage is
+ * carved for the legacy stream and held until an event on the per-thread
+ * stream completes). Four threads on their own per-thread streams share
+ * the arena's storage: every sum must be right, and the storage must go
+ * back. */
+static void check_per_thread_stream(carve_arena *arena) {
+    carve_stats before, after;
+    CUDA_OK(cudaDeviceSynchronize());
+    CHECK_OK(arena, carve_get_stats(arena, &before));
+    enum { THREADS = 4 };
+    pthread_t th[THREADS];
+    pt_job jobs[THREADS];
+    for (int t = 0; t < THREADS; t++) {
+        jobs[t] = (pt_job){arena, t, 50, 0};
+        if (pthread_create(&th[t], NULL, per_thread_worker, &jobs[t]) != 0) {
+            fprintf(stderr, "FAIL: pthread_create\n");
+            exit(1);
+        }
+    }
+    unsigned long bad = 0;
+    for (int t = 0; t < THREADS; t++) {
+        pthread_join(th[t], NULL);
+        bad += jobs[t].bad;
+    }
+    CHECK(bad == 0);
+    CUDA_OK(cudaDeviceSynchronize());
+    CHECK_OK(arena, carve_get_stats(arena, &after));
+    CHECK(after.num_allocs == before.num_allocs + THREADS * 50);
+    CHECK(after.allocated_bytes == before.allocated_bytes);
+    CHECK(after.num_live == before.num_live);
+    CHECK_ARENA(arena);
+    printf("cudaStreamPerThread: %d threads x 50 sums, %lu wrong\n", THREADS, bad);
+}
+
+/* An arena of the cuda_driver backend (carve-run's) is device memory: it
+ * holds x and the temporary storage. */
+static void check_driver_arena(void) {
+    carve_arena *drv = test_arena(CARVE_BACKEND_CUDA_DRIVER, 1, 0, 0);
+    const size_t n = 100003;
+    void *dx = NULL, *dout = NULL;
+    CHECK_OK(drv, carve_alloc(drv, n * sizeof(float), NULL, &dx));
+    CHECK_OK(drv, carve_alloc(drv, sizeof(float), NULL, &dout));
+    CUDA_OK(cudaMemset(dx, 0, n * sizeof(float)));
+    const float one = 1.f;
+    CUDA_OK(cudaMemcpy((float *)dx + n - 1, &one, 4, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemset(dout, 0xFF, sizeof(float)));
+    CHECK_OK(drv, carve_reduce_sum_f32(drv, NULL, dx, n, dout));
+    CUDA_OK(cudaDeviceSynchronize());
+    float got = 0.f;
+    CUDA_OK(cudaMemcpy(&got, dout, 4, cudaMemcpyDeviceToHost));
+    CHECK(got == 1.f);
+    CHECK(carve_memory_allocated(drv) > 0);
+    CHECK_OK(drv, carve_free(drv, dx));
+    CHECK_OK(drv, carve_free(drv, dout));
+    CHECK(carve_memory_allocated(drv) == 0);
+    CHECK_ARENA(drv);
+    carve_arena_destroy(drv);
+}
+
 int main(void) {
     ktest_require_device();
     const int quick = ktest_quick();
@@ -254,6 +359,8 @@ int main(void) {
 
     check_bad_arguments(arena);
     check_arena_use(arena);
+    check_per_thread_stream(arena);
+    check_driver_arena();
     double t0 = ktest_now();
     check_sizes(arena, quick);
     printf("reduce sizes: %.1f s\n", ktest_now() - t0);

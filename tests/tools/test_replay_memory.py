@@ -2,7 +2,7 @@
 """test_replay_memory.py — carve-replay's memory: proportional to the trace's
 events, whatever the sizes in it.
 
-usage: test_replay_memory.py CARVE_REPLAY GEN_EVENTS PEAK_RSS events|huge|huge-known-limit
+usage: test_replay_memory.py CARVE_REPLAY GEN_EVENTS PEAK_RSS events|huge
 
 events: a synthetic trace (gen_events, piped in: never on disk) replays in
   the default mode and in segments mode (vmm=0); the peak resident memory of
@@ -10,15 +10,15 @@ events: a synthetic trace (gen_events, piped in: never on disk) replays in
   event (plus 8 MiB) of a replay of a 1000-event trace. The events default
   to 2 million (seconds, for CI); CARVE_TEST_REPLAY_EVENTS=100000000 is the
   full check (about a minute).
-huge: a trace allocating 2^52 bytes, freeing and allocating them again
-  (CARVE_TEST_HUGE_BYTES to change the size) replays in both modes without
-  running out of memory, in under 1 GiB (checked under an address-space
-  limit of 1.25 GiB, so that a replay that would take more fails at once
-  instead of filling the machine).
-huge-known-limit: the same, where the engine is known not to fit yet: a
-  mode that runs out of memory cleanly passes as that limit; a crash, an
-  error or a missing report fails, and so does every mode fitting (then the
-  test is to be registered with 'huge').
+huge: what the engine keeps follows what is live, not the bytes of address
+  space or of mapped memory. A trace allocating 2^48, 2^50 and 2^52 bytes
+  (CARVE_TEST_HUGE_BYTES: one size instead), freeing and allocating them
+  again, and a trace of 2^52 bytes in all with several allocations and
+  frees of sizes from 300 bytes to 2^51 on three streams, replay in both
+  modes with no error and no out-of-memory answer, reserving at least what
+  they request, in under 1 GiB (checked under an address-space limit of
+  1.25 GiB, so that a replay that would take more fails at once instead of
+  filling the machine).
 """
 import json
 import os
@@ -82,46 +82,71 @@ def events_test(tool, gen):
               f"{name}: {per_event:.2f} bytes per event beyond a tiny trace (at most 8, plus 8 MiB)")
 
 
-def huge_test(tool, known_limit):
-    """known_limit: the engine is known not to hold the allocation yet (its
-    per-granule metadata): a replay that runs out of memory under the cap,
-    cleanly, passes as that known limit, anything else odd fails, and a
-    replay that now fits fails too, so that the known limit is dropped."""
-    size = int(os.environ.get("CARVE_TEST_HUGE_BYTES", str(1 << 52)))
-    fits = known = 0
+# Several allocations and frees on three streams, 2^52 bytes live at the
+# peak: huge buffers next to small ones, given back and taken again.
+MANY = """a,1,1125899906842624,0
+a,2,300,1
+a,3,2251799813685248,1
+a,4,5242880,2
+a,5,562949953421312,2
+f,1
+a,6,1125899906842879,0
+f,3
+a,7,2251799813685248,2
+a,8,4096,0
+f,5
+f,7
+a,9,3377699720527872,1
+f,2
+f,4
+f,6
+f,8
+f,9
+a,10,4503599627370496,2
+f,10
+a,11,1125899906842624,1
+"""
+
+
+def huge_test(tool):
+    sizes = [int(os.environ["CARVE_TEST_HUGE_BYTES"])] if os.environ.get("CARVE_TEST_HUGE_BYTES") else \
+        [1 << 48, 1 << 50, 1 << 52]
     with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "huge.csv")
+        traces = []
+        for size in sizes:
+            path = os.path.join(tmp, f"huge-{size}.csv")
+            with open(path, "w") as f:
+                f.write(f"a,1,{size}\nf,1\na,2,{size}\n")
+            traces.append((f"one allocation of {size} bytes", path, size))
+        path = os.path.join(tmp, "many.csv")
         with open(path, "w") as f:
-            f.write(f"a,1,{size}\nf,1\na,2,{size}\n")
-        for name, conf in MODES:
-            rc, rep, err, rss = measure(tool, conf + [path], limit_as=GiB + GiB // 4)
-            print(f"{name} mode: one allocation of {size} bytes: exit {rc}, peak RSS {rss / MiB:.1f} MiB, "
-                  f"{'no report' if rep is None else str(rep['num_ooms']) + ' OOMs'}")
-            if not check(rc == 0 and rep is not None and rep["num_errors"] == 0,
-                         f"{name}: replays, out of memory or not ({rc}: {err.strip()})"):
-                continue
-            if rep["num_ooms"] == 0 and rep["reserved_peak_bytes"] >= size and rss < GiB:
-                fits += 1
-            elif known_limit and rep["num_ooms"] > 0:
-                known += 1
-                print(f"  known limit: the engine's per-granule metadata does not fit under the cap ({name} mode)")
-            else:
-                check(False, f"{name}: the allocation fits, twice, in under 1 GiB ({rep['num_ooms']} OOMs, "
-                             f"peak RSS {rss / MiB:.1f} MiB)")
-    if known_limit:
-        check(fits < len(MODES), "every mode now fits: register the test with 'huge' (the known limit is gone)")
+            f.write(MANY)
+        traces.append(("2^52 bytes in allocations and frees on three streams", path, 1 << 52))
+        for what, path, peak in traces:
+            for name, conf in MODES:
+                rc, rep, err, rss = measure(tool, conf + [path], limit_as=GiB + GiB // 4)
+                print(f"{name} mode: {what}: exit {rc}, peak RSS {rss / MiB:.1f} MiB, "
+                      f"{'no report' if rep is None else str(rep['num_ooms']) + ' OOMs'}")
+                if not check(rc == 0 and rep is not None and rep["num_errors"] == 0,
+                             f"{name}: {what} replays ({rc}: {err.strip()})"):
+                    continue
+                check(rep["num_ooms"] == 0 and rep["skipped_lines"] == 0,
+                      f"{name}: {what}: no out-of-memory answer ({rep['num_ooms']})")
+                check(rep["peak_requested_bytes"] >= peak and rep["reserved_peak_bytes"] >= rep["peak_requested_bytes"],
+                      f"{name}: {what}: reserved {rep['reserved_peak_bytes']} for a peak of {rep['peak_requested_bytes']}")
+                check(rss < GiB, f"{name}: {what}: peak RSS {rss / MiB:.1f} MiB is under 1 GiB")
 
 
 def main():
     global PEAK_RSS
-    if len(sys.argv) != 5 or sys.argv[4] not in ("events", "huge", "huge-known-limit"):
+    if len(sys.argv) != 5 or sys.argv[4] not in ("events", "huge"):
         print(__doc__, file=sys.stderr)
         return 2
     tool, gen, PEAK_RSS, what = sys.argv[1:]
     if what == "events":
         events_test(tool, gen)
     else:
-        huge_test(tool, what == "huge-known-limit")
+        huge_test(tool)
     print("failed" if failures else "passed")
     return 1 if failures else 0
 

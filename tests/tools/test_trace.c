@@ -2,7 +2,8 @@
  * test_trace.c — the trace loader on good and malformed input: counts,
  * slots, peaks, and what diag says about each kind of problem; the compact
  * store the events are kept in (every range decodes to what was read);
- * input that is no trace at all; and the writer, whose traces load clean.
+ * input that is no trace at all; the writer, whose traces load clean; and
+ * the replay functions given a carve_config of another carve.h's size.
  *
  * Inputs are strings opened with fmemopen, so each case reads as the text
  * it feeds. Ends with "N checks, M failed"; exit status 1 on any failure.
@@ -637,6 +638,64 @@ static void test_writer(void) {
     unlink(path);
 }
 
+/* The replay functions take the caller's carve_config by its size, as
+ * carve_arena_create does: one from an older carve.h (CARVE_CONFIG_SIZE_MIN
+ * bytes, allocated to the byte so that a read past it is caught under
+ * AddressSanitizer) and one from a newer carve.h (64 bytes more, all zero)
+ * give the result of this library's own; a newer one with a field set is
+ * refused. carve_replay_min_capacity used to copy sizeof(carve_config)
+ * bytes and keep the caller's size in the copy: a smaller structure was
+ * read past its end, a larger one refused (its tail was the stack beyond
+ * the copy). */
+static void test_sized_config(void) {
+    carve_trace t;
+    CHECK(load("a,1,4096\na,2,3000000\nf,1\nf,2\n", &t) == 0);
+    void *slots[8];
+    const size_t sizes[] = {CARVE_CONFIG_SIZE_MIN, sizeof(carve_config), sizeof(carve_config) + 64};
+    size_t want = 0;
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        carve_config *cfg = calloc(1, sizes[i]);
+        CHECK(cfg != NULL);
+        if (!cfg)
+            break;
+        carve_config_init_sized(cfg, sizes[i]);
+        cfg->backend = CARVE_BACKEND_VIRTUAL;
+        carve_capacity_result cap;
+        carve_status st = carve_replay_min_capacity(&t, cfg, slots, NULL, NULL, &cap);
+        if (st != CARVE_OK)
+            fprintf(stderr, "size %zu: %s: %s\n", sizes[i], carve_status_str(st), carve_last_error(NULL));
+        CHECK(st == CARVE_OK && cap.bytes >= cap.lower_bound && cap.bytes > 0);
+        if (i == 0)
+            want = cap.bytes;
+        CHECK(cap.bytes == want);
+        carve_replay_streams rs;
+        CHECK(carve_replay_streams_open(&rs, t.nstreams, CARVE_BACKEND_VIRTUAL, 0) == CARVE_OK);
+        carve_replay_result res;
+        CHECK(carve_replay_run(&t, cfg, &rs, slots, 0, NULL, NULL, &res) == CARVE_OK);
+        CHECK(res.done == t.n && res.nooms == 0 && res.nerrors == 0);
+        carve_replay_rec rec;
+        CHECK(carve_replay_record(&t, cfg, &rs, 4, &rec, &res) == CARVE_OK);
+        carve_replay_rec_free(&rec);
+        if (sizes[i] > sizeof(carve_config)) { /* a field this library does not know, set */
+            ((unsigned char *)cfg)[sizes[i] - 1] = 1;
+            CHECK(carve_replay_min_capacity(&t, cfg, slots, NULL, NULL, &cap) == CARVE_ERR_INVALID);
+            CHECK(strstr(carve_last_error(NULL), "newer carve.h") != NULL && cap.probes == 0);
+            CHECK(carve_replay_run(&t, cfg, &rs, slots, 0, NULL, NULL, &res) == CARVE_ERR_INVALID);
+        }
+        carve_replay_streams_close(&rs);
+        free(cfg);
+    }
+    /* No size at all (a structure filled by hand): refused, not read. */
+    carve_config bare;
+    memset(&bare, 0, sizeof(bare));
+    bare.backend = CARVE_BACKEND_VIRTUAL;
+    bare.growth = 1;
+    carve_capacity_result cap;
+    CHECK(carve_replay_min_capacity(&t, &bare, slots, NULL, NULL, &cap) == CARVE_ERR_INVALID);
+    CHECK(strstr(carve_last_error(NULL), "carve_config_init") != NULL);
+    carve_trace_free(&t);
+}
+
 int main(void) {
     test_good();
     test_crlf_and_blanks();
@@ -651,6 +710,7 @@ int main(void) {
     test_store();
     test_not_a_trace();
     test_writer();
+    test_sized_config();
     test_progress();
     test_io_error();
     test_out_of_memory();

@@ -177,7 +177,7 @@ def safety_checks(r):
     if not want("torch_safety"):
         return
     runs = {}
-    for case in ("oom", "outlive", "fraction", "memviz"):
+    for case in ("oom", "outlive", "fraction", "memviz", "notoom"):
         runs[case] = r.script("torch_safety", "carve", tag=f"-{case}", case=case)
     log = lambda case: open(os.path.join(r.outdir, f"torch_safety-carve-{case}.log"), errors="replace").read()
     o = runs["oom"]
@@ -210,6 +210,12 @@ def safety_checks(r):
                   and f["over_limit"] == "torch.cuda.OutOfMemoryError" and f["late_fraction"].startswith("RuntimeError")
                   and "carve cannot apply" in f["late_fraction"],
                   f"limit {f['limit_fraction']}; over it: {f['over_limit']}; late: {f['late_fraction'][:160]}")
+    n = runs["notoom"]
+    if n:
+        r.verdict("a failure that is not out of memory raises RuntimeError naming the status, not OutOfMemoryError",
+                  n["closed_by_other_thread"] == "closed" and n["retired_route"].startswith("RuntimeError")
+                  and "[CARVE_ERR_INVALID]" in n["retired_route"] and n["after"] == 8.0,
+                  f"arena {n['closed_by_other_thread']}; next tensor: {n['retired_route'][:200]}; after: {n['after']}")
     m = runs["memviz"]
     if m:
         r.verdict("carve's snapshot opens in PyTorch's memory_viz (segsum, trace, plots)",

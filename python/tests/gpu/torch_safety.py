@@ -5,7 +5,9 @@ backward, which runs on autograd's threads); a tensor that outlives its
 `with carve.Arena(...)` block keeps its values and the process exits
 cleanly; a statistics query leaves torch.cuda.set_per_process_memory_fraction
 working, and a fraction that comes too late raises; a snapshot opens in
-PyTorch's memory_viz reader.
+PyTorch's memory_viz reader; a failure that is not out of memory (the
+arena a block routes to closed by another thread) raises RuntimeError
+naming carve's status, never torch.cuda.OutOfMemoryError.
 
 The one idea: each case writes what it saw (exception types, sums, messages)
 to JSON, and run_all.py judges it, together with the process's exit status
@@ -21,7 +23,7 @@ import threading
 import common
 
 a = common.args("carve.torch's out-of-memory errors, arena lifetime, settings and snapshots", modes=("carve",),
-                case=(str, "oom", "oom | outlive | fraction | memviz"))
+                case=(str, "oom", "oom | outlive | fraction | memviz | notoom"))
 torch = common.torch_for("carve")
 import carve  # noqa: E402
 import carve.torch  # noqa: E402
@@ -177,7 +179,31 @@ def memviz_case():
     carve.memory._record_memory_history(enabled=None)
 
 
-{"oom": oom_case, "outlive": outlive_case, "fraction": fraction_case, "memviz": memviz_case}[a.case]()
+def notoom_case():
+    """Code that catches torch.cuda.OutOfMemoryError to retry smaller must not
+    loop on a failure that is not out of memory: the arena this thread routes
+    to is closed by another thread inside the block, and the next tensor
+    raises RuntimeError with carve's status; after the block work goes on."""
+    x = torch.ones(4, device="cuda")  # CUDA up, the default arena made
+    ar = carve.Arena(limit="1GiB")
+    with carve.route(ar):
+        closer = threading.Thread(target=ar.close)
+        closer.start()
+        closer.join()
+        out["closed_by_other_thread"] = ar.state
+        try:
+            torch.empty(1 << 20, device="cuda")
+            out["retired_route"] = "no exception"
+        except torch.cuda.OutOfMemoryError as e:
+            out["retired_route"] = f"torch.cuda.OutOfMemoryError: {str(e)[:400]}"
+        except RuntimeError as e:
+            out["retired_route"] = f"RuntimeError: {str(e)[:400]}"
+    y = torch.ones(4, device="cuda")
+    out["after"] = float((x + y).sum().item())
+
+
+{"oom": oom_case, "outlive": outlive_case, "fraction": fraction_case, "memviz": memviz_case,
+ "notoom": notoom_case}[a.case]()
 common.write(a.out, out)
 print("wrote", a.out, flush=True)
 sys.stdout.flush()
