@@ -15,6 +15,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "carve.h"
 
@@ -35,6 +36,13 @@ static struct {
     route_fn push, forget;
     pop_fn pop;
 } f;
+
+/* A function of the library: POSIX makes dlsym's answer a function pointer
+ * of the same size, ISO C has no cast for it, so its bytes are copied. */
+static void sym(void *h, const char *name, void *out, size_t size) {
+    void *p = dlsym(h, name);
+    memcpy(out, &p, size);
+}
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
@@ -82,14 +90,14 @@ int main(int argc, char **argv) {
         printf("FAIL: dlopen: %s\n", dlerror());
         return 1;
     }
-    f.free_ = (free_fn)dlsym(h, "carve_free");
-    f.init = (init_fn)dlsym(h, "carve_config_init_sized");
-    f.parse = (parse_fn)dlsym(h, "carve_config_parse");
-    f.create = (create_fn)dlsym(h, "carve_arena_create");
-    f.destroy = (destroy_fn)dlsym(h, "carve_arena_destroy");
-    f.push = (route_fn)dlsym(h, "carve_route_push");
-    f.forget = (route_fn)dlsym(h, "carve_route_forget");
-    f.pop = (pop_fn)dlsym(h, "carve_route_pop");
+    sym(h, "carve_free", &f.free_, sizeof(f.free_));
+    sym(h, "carve_config_init_sized", &f.init, sizeof(f.init));
+    sym(h, "carve_config_parse", &f.parse, sizeof(f.parse));
+    sym(h, "carve_arena_create", &f.create, sizeof(f.create));
+    sym(h, "carve_arena_destroy", &f.destroy, sizeof(f.destroy));
+    sym(h, "carve_route_push", &f.push, sizeof(f.push));
+    sym(h, "carve_route_forget", &f.forget, sizeof(f.forget));
+    sym(h, "carve_route_pop", &f.pop, sizeof(f.pop));
     if (!f.free_ || !f.init || !f.parse || !f.create || !f.destroy || !f.push || !f.forget || !f.pop) {
         printf("FAIL: a function is missing from %s\n", argv[1]);
         return 1;
