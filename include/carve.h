@@ -29,8 +29,17 @@
  * that work has completed (tracked with events recorded on the stream while
  * it is in use, or a device synchronization). A buffer also used on a second
  * stream must be declared with carve_record_stream before it is freed. A
- * stream may be destroyed once its buffers are freed; carve never records
- * work on it afterwards.
+ * stream may be destroyed once its buffers are freed, and the buffers it
+ * was named for with carve_record_stream (their free records an event on
+ * it); carve never records work on it afterwards.
+ *
+ * carve knows a stream by its handle. A handle the driver gives out again
+ * after cudaStreamDestroy is, to carve, the old stream: the new stream
+ * takes the memory the old one freed at once, with no wait, although its
+ * work is not ordered after the old one's. So the work of a destroyed
+ * stream must be done before a stream with the same handle allocates:
+ * synchronize the stream before destroying it, or the device (e.g.
+ * carve_empty_cache) before a handle can come back.
  *
  * The header needs no CUDA headers: carve_stream is the same type as
  * cudaStream_t and CUstream. It needs C99 or later, or C++ (it has static
@@ -110,7 +119,8 @@ CARVE_API char *carve_format_bytes(char *buf, size_t len, size_t bytes);
  * with memory mapped into it granule by granule). With growth on, segments
  * are reserved on demand, never past limit_bytes. With growth off, the arena
  * holds one segment of initial_bytes (reserved at create, and again on demand
- * if carve_empty_cache gave it back). Segment sizes are multiples of
+ * if carve_empty_cache gave it back; in virtual-memory mode, it maps at most
+ * initial_bytes, on use). Segment sizes are multiples of
  * CARVE_SEGMENT_GRANULE.
  */
 #define CARVE_SEGMENT_GRANULE ((size_t)2 << 20) /* 2 MiB */
@@ -129,13 +139,23 @@ typedef struct carve_config {
     carve_backend backend;   /* default CARVE_BACKEND_CUDA */
     int device;              /* CUDA device ordinal; ignored by HOST and VIRTUAL (any value
                                 goes there); default 0 */
-    size_t initial_bytes;    /* reserved at create, rounded up to the granule but never
-                                past the rounded limit; default 0 */
+    size_t initial_bytes;    /* segments mode: one segment reserved at create, rounded up
+                                to the granule but never past the rounded limit.
+                                Virtual-memory mode (vmm=1): nothing is mapped at create;
+                                a stream keeps up to this much mapped before its free
+                                memory is unmapped to make room (carve_empty_cache still
+                                unmaps every free granule), and with growth off it is the
+                                most the arena maps. Default 0 */
     size_t limit_bytes;      /* hard cap on reserved bytes, rounded down to the granule;
                                 0 = the device's total memory for CUDA, unlimited otherwise.
                                 Initial and limit are compared as given, before rounding:
                                 equal sizes (or equal fractions) give one block of the
-                                rounded limit. */
+                                rounded limit. The cap counts blocks as the backend gave
+                                them: where the driver returns a block not aligned to the
+                                granule (cuMemAlloc promises 256 bytes), carve asks for one
+                                granule more if that fits under the limit, else uses the
+                                block's aligned part, a granule less (so a request of the
+                                whole limit then fails). */
     int growth;              /* nonzero: reserve more segments on demand; default 1 */
     double initial_fraction; /* if > 0 (at most 1), initial_bytes = this fraction of the
                                 device's total memory (CUDA only); default 0 */
@@ -312,7 +332,9 @@ CARVE_API carve_status carve_config_check(const carve_config *config);
 typedef struct carve_arena carve_arena;
 
 /*
- * Create an arena and reserve its initial segment (if initial_bytes > 0).
+ * Create an arena and reserve its initial segment (segments mode, if
+ * initial_bytes > 0) or its address space (virtual-memory mode, which maps
+ * nothing until buffers need it).
  * Returns CARVE_OK; CARVE_ERR_INVALID for NULL arguments, a config->size
  * below CARVE_CONFIG_SIZE_MIN (not filled by carve_config_init), above
  * CARVE_CONFIG_SIZE_MAX, or above this library's carve_config with a field
@@ -343,7 +365,11 @@ CARVE_API carve_status carve_arena_create(const carve_config *config, carve_aren
  * calls on the same arena. Never for a device's default arena
  * (carve_device_arena; carve_device_arenas_release destroys those), nor for
  * an arena registered with the routing layer of carve_frameworks.h until
- * carve_route_forget dropped it. Synchronizes (cudaFree does).
+ * carve_route_forget dropped it. Synchronizes: when the arena holds any
+ * memory, it first waits for all work queued on the device (every stream),
+ * so that work queued before a free never runs on memory already given
+ * back; a failed synchronization cannot be reported, and the memory goes
+ * back regardless.
  */
 CARVE_API void carve_arena_destroy(carve_arena *arena);
 
@@ -408,9 +434,13 @@ CARVE_API carve_status carve_free(carve_arena *arena, void *ptr);
 /*
  * Declare that the live buffer ptr is also used by work on stream. When the
  * buffer is freed, its memory is not reused until the work queued on stream
- * before the free has completed. Returns CARVE_OK, CARVE_ERR_INVALID for a
- * NULL arena, CARVE_ERR_BAD_POINTER as carve_free, CARVE_ERR_OOM when host
- * memory for the record runs out. Thread-safe. Does not synchronize.
+ * before the free has completed: carve_free records an event on stream, so
+ * stream must still exist when the buffer is freed. Returns CARVE_OK,
+ * CARVE_ERR_INVALID for a NULL arena or for cudaStreamPerThread (whose
+ * meaning depends on the calling thread, and the event is recorded by the
+ * thread that frees: pass the thread's concrete stream), CARVE_ERR_BAD_POINTER
+ * as carve_free, CARVE_ERR_OOM when host memory for the record runs out.
+ * Thread-safe. Does not synchronize.
  */
 CARVE_API carve_status carve_record_stream(carve_arena *arena, void *ptr, carve_stream stream);
 
@@ -441,7 +471,9 @@ CARVE_API int carve_arena_contains(const carve_arena *arena, const void *addr);
  * the memory of every stream, destroyed streams included, can go back.
  * Returns CARVE_OK, CARVE_ERR_INVALID for NULL,
  * CARVE_ERR_BACKEND if the driver failed (memory it did not take back stays
- * reserved and usable). Thread-safe. Synchronizes.
+ * reserved and usable), CARVE_ERR_OOM if host memory for carve's records ran
+ * out in virtual-memory mode (free memory that needed them to be unmapped
+ * stays mapped and usable). Thread-safe. Synchronizes.
  */
 CARVE_API carve_status carve_empty_cache(carve_arena *arena);
 
@@ -472,7 +504,7 @@ typedef struct carve_stats {
     uint64_t num_backend_allocs;  /* segments reserved from the backend, ever (virtual-memory
                                      mode: address space reservations and granule maps) */
     uint64_t num_backend_frees;   /* segments given back, ever (virtual-memory mode:
-                                     granule unmaps) */
+                                     granule unmaps and address space releases) */
     uint64_t num_ooms;            /* carve_alloc calls that returned CARVE_ERR_OOM */
     uint64_t num_syncs;           /* times carve made the host wait for the device (an event
                                      or device synchronization: before reusing another stream's
@@ -500,8 +532,8 @@ typedef struct carve_stats {
  */
 CARVE_API carve_status carve_get_stats(const carve_arena *arena, carve_stats *out);
 
-/* Reset the peaks to the current values, all at one instant. NULL is a
- * no-op. Thread-safe (takes every lock at once, briefly, so that no peak
+/* Reset the peaks to the current values, exactly (every stream's batched
+ * counters merged first), all at one instant. NULL is a no-op. Thread-safe (takes every lock at once, briefly, so that no peak
  * falls below its value while other threads allocate or map memory). */
 CARVE_API void carve_reset_peak_stats(carve_arena *arena);
 
@@ -696,9 +728,10 @@ CARVE_API carve_status carve_device_mem_info(int device, size_t *free_bytes, siz
 CARVE_API int carve_device_count(void);
 
 /* Destroy every default arena (for leak checks at exit). Must not race with
- * their use. A later carve_device_arena makes a new one; routing stacks
- * (carve_frameworks.h) that still name a destroyed one get
- * CARVE_ERR_INVALID for their allocations. */
+ * their use. Synchronizes, as carve_arena_destroy. A later
+ * carve_device_arena makes a new one; routing stacks (carve_frameworks.h)
+ * that still name a destroyed one get CARVE_ERR_INVALID for their
+ * allocations. */
 CARVE_API void carve_device_arenas_release(void);
 
 /* For interposers of the CUDA driver (carve-run's): lookup(name, arg) finds

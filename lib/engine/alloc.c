@@ -499,6 +499,11 @@ carve_status carve_buffer_info(const carve_arena *ca, const void *ptr, size_t *s
 carve_status carve_record_stream(carve_arena *a, void *ptr, carve_stream s) {
     if (!a)
         return carve_fail(NULL, CARVE_ERR_INVALID, "carve_record_stream: arena is NULL");
+    /* Its event would be recorded at the free, on whatever thread frees:
+     * on that thread's stream, not the one whose work used the buffer. */
+    if (s == CARVE_STREAM_PER_THREAD)
+        return carve_fail(a, CARVE_ERR_INVALID, "carve_record_stream: cudaStreamPerThread names a different "
+                          "stream on every thread; pass the thread's concrete stream handle");
     uintptr_t addr = (uintptr_t)ptr;
     carve_pool *p = ptr ? owner_locked(a, addr) : NULL;
     if (!p)

@@ -264,6 +264,15 @@ void carve_arena_destroy(carve_arena *a) {
         return;
     carve_live_remove(a);
     carve_backend_faults_off(&a->be); /* everything goes back, whatever was injected */
+    /* Work queued before the last frees may still use the memory, and
+     * unmapping or releasing it is not stream-ordered (cuMemUnmap and the
+     * host and virtual backends do not wait; cudaFree happens to): wait for
+     * the whole device first, as the waiting reclaim does. Nothing to wait
+     * for when nothing is held (address space alone holds no memory). A
+     * failed synchronization (a device lost, a runtime shutting down) cannot
+     * be reported; the memory goes back regardless. */
+    if (CARVE_LOAD(&a->heap.reserved) > 0)
+        (void)carve_wait_device(a);
     carve_pools_destroy(a);
     carve_heap_destroy(a);
     carve_pagemap_destroy(&a->pmap);

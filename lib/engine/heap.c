@@ -376,7 +376,7 @@ static carve_status heap_add_segment(carve_arena *a, uintptr_t base, size_t size
 
 carve_status carve_heap_grow(carve_arena *a, size_t want, size_t need) {
     carve_heap *h = &a->heap;
-    char b1[32], b2[32], b3[32];
+    char b1[32], b2[32], b3[32], b4[32];
     size_t size;
     if (a->vmm) {
         /* Address space: twice the limit at first (64 GiB when unlimited),
@@ -389,8 +389,14 @@ carve_status carve_heap_grow(carve_arena *a, size_t want, size_t need) {
             size = carve_align_up(need, CARVE_SEGMENT_GRANULE);
     } else if (!a->growth) {
         if (h->nsegs > 0 || CARVE_LOAD(&h->inflight) > 0) {
-            carve_note("growth is off and the arena's one block of %s has no free range that fits",
-                       carve_format_bytes(b1, sizeof(b1), a->initial));
+            const carve_segment *s = h->segs;
+            if (s && s->size < s->raw_size) /* the backend did not align it (below) */
+                carve_note("growth is off and the arena's one block of %s (%s of it usable: the backend did not "
+                           "align it to the granule) has no free range that fits",
+                           carve_format_bytes(b1, sizeof(b1), s->raw_size), carve_format_bytes(b2, sizeof(b2), s->size));
+            else
+                carve_note("growth is off and the arena's one block of %s has no free range that fits",
+                           carve_format_bytes(b1, sizeof(b1), a->initial));
             return CARVE_ERR_OOM;
         }
         size = a->initial; /* the block was given back by empty_cache: take it again */
@@ -399,6 +405,10 @@ carve_status carve_heap_grow(carve_arena *a, size_t want, size_t need) {
                        carve_format_bytes(b1, sizeof(b1), a->initial));
             return CARVE_ERR_OOM;
         }
+        /* The arena's one block, however much of it a backend that does not
+         * align it leaves usable (below): a request it cannot hold then
+         * finds no room in it. */
+        need = CARVE_SEGMENT_GRANULE;
     } else {
         /* Rather than raise the reserved peak, give fully free segments back
          * first: the new segment then replaces them instead of adding to them. */
@@ -419,17 +429,25 @@ carve_status carve_heap_grow(carve_arena *a, size_t want, size_t need) {
     uintptr_t base = 0;
     carve_status st = a->be.ops->reserve(&a->be, size, &base);
     if (st == CARVE_OK && base % CARVE_SEGMENT_GRANULE && !a->vmm) {
-        /* The driver promises 256-byte alignment only: ask for one granule
-         * more and use the aligned part. */
-        a->be.ops->release(&a->be, base, size);
-        size_t more = size + CARVE_SEGMENT_GRANULE;
-        if (a->growth && (CARVE_LOAD(&h->reserved) + CARVE_LOAD(&h->inflight) - size + more > a->limit)) {
-            st = CARVE_ERR_OOM;
-            carve_backend_fail("the backend returned an unaligned block and one granule more passes the limit");
-        } else {
-            __atomic_add_fetch(&h->inflight, more - size, __ATOMIC_RELAXED);
-            held = size = more;
+        /* The driver promises 256-byte alignment only, and the aligned part
+         * of such a block is a granule short. The limit caps what the
+         * backend holds (the block as it came): one granule more is asked
+         * for only where it fits under the limit; else the block stays if
+         * its aligned part still holds need, and heap_add_segment uses that
+         * part. */
+        const size_t G = CARVE_SEGMENT_GRANULE;
+        if (CARVE_LOAD(&h->reserved) + CARVE_LOAD(&h->inflight) + G <= a->limit) {
+            a->be.ops->release(&a->be, base, size);
+            __atomic_add_fetch(&h->inflight, G, __ATOMIC_RELAXED);
+            held = size = size + G;
             st = a->be.ops->reserve(&a->be, size, &base);
+        } else if (size - G < need) {
+            a->be.ops->release(&a->be, base, size);
+            st = CARVE_ERR_OOM;
+            carve_backend_fail("it returned a block not aligned to %s, whose aligned part (%s) is less than the %s "
+                               "needed, and one granule more would pass the limit of %s",
+                               carve_format_bytes(b1, sizeof(b1), G), carve_format_bytes(b2, sizeof(b2), size - G),
+                               carve_format_bytes(b3, sizeof(b3), need), carve_format_bytes(b4, sizeof(b4), a->limit));
         }
     }
     carve_mutex_lock(&h->lock);

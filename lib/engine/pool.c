@@ -202,30 +202,52 @@ static void pending_unlink(carve_pool *p, carve_block *b) {
     p->npending--;
 }
 
+static int stream_in(const carve_stream *set, unsigned n, carve_stream s) {
+    for (unsigned i = 0; i < n; i++)
+        if (set[i] == s)
+            return 1;
+    return 0;
+}
+
 void carve_pool_poll_pending(carve_pool *p, int wait, int record) {
     carve_be *be = &p->arena->be;
+    /* Without waiting: the list is in free order, and the events of one
+     * stream complete in the order they were recorded, so once an event of
+     * stream s is found not done, later blocks waiting on s are not asked
+     * about. Blocks waiting on other streams are (a busy stream must not
+     * hold back the memory of one that is done), up to a few busy streams
+     * and a bounded walk, as every allocation polls while the list is not
+     * empty. */
+    carve_stream busy[CARVE_PENDING_BUSY];
+    unsigned nbusy = 0, walked = 0;
     carve_block *b = p->pending_head;
-    while (b) {
+    while (b && (wait || walked++ < CARVE_PENDING_WALK)) {
         carve_block *next = b->fnext;
         carve_uses *u = b->u.b.uses; /* pending blocks always have uses */
         int done = 1;
         for (unsigned i = 0; i < u->n && done; i++) {
             if (!u->events[i])
                 continue;
-            if (wait)
+            if (wait) {
                 carve_wait_event(p->arena, u->events[i]);
-            else if (carve_event_query(p->arena, u->events[i]) == 0)
+            } else if (stream_in(busy, nbusy, u->streams[i])) {
                 done = 0;
+            } else if (carve_event_query(p->arena, u->events[i]) == 0) {
+                done = 0;
+                if (nbusy == CARVE_PENDING_BUSY)
+                    return;
+                busy[nbusy++] = u->streams[i];
+            }
             if (done) {
                 be->ops->event_release(be, u->events[i]);
                 u->events[i] = NULL;
             }
         }
-        if (!done)
-            return; /* frees complete in order: later ones are not done either */
-        pending_unlink(p, b);
-        uses_free(p->arena, u);
-        carve_pool_release_block(p, b, record);
+        if (done) {
+            pending_unlink(p, b);
+            uses_free(p->arena, u);
+            carve_pool_release_block(p, b, record);
+        }
         b = next;
     }
 }

@@ -30,8 +30,9 @@ static inline carve_pool *carve_pool_get(carve_arena *a, carve_stream stream) {
 }
 void carve_pools_destroy(carve_arena *a) CARVE_INTERNAL;
 /* Pool lock held. Move freed blocks whose events completed (all of them,
- * waiting, if wait) from the pending list to the index; record: see
- * carve_pool_span_emptied. */
+ * waiting, if wait) from the pending list to the index; without waiting,
+ * the first CARVE_PENDING_WALK blocks at most, passing over those that wait
+ * for a stream found busy. record: see carve_pool_span_emptied. */
 void carve_pool_poll_pending(carve_pool *p, int wait, int record) CARVE_INTERNAL;
 /* Pool lock and heap lock held. Give empty spans back to the heap. An empty
  * span carries the event recorded on its stream when it emptied; without

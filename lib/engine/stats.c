@@ -10,7 +10,9 @@
  * CARVE_STATS_BATCH per stream), which keeps the hot path free of shared
  * writes; no peak reads below its current value.
  *
- * Resetting the peaks takes every lock at once, the way carve_check does:
+ * Resetting the peaks takes every lock at once, the way carve_check does,
+ * and merges every stream's batch, so that the peaks restart exactly from
+ * the current values:
  * the reserved bytes rise, in virtual-memory mode, under a pool's lock and
  * not the heap's (vmm.c), so a reset under the heap lock alone could store a
  * value read before a map that raised the peak meanwhile, and leave the peak
@@ -134,6 +136,11 @@ void carve_reset_peak_stats(carve_arena *a) {
         carve_spin_lock(&p->lock);
     carve_mutex_lock(&a->heap.lock);
     for (carve_pool *p = first; p; p = p->next_all) {
+        /* Each stream's batch merged first: the arena-wide counters are then
+         * exact, and so is the peak they restart from (left as they were, a
+         * stream's unflushed frees would keep it up to a batch above). */
+        if (CARVE_LOAD(&a->multi))
+            carve_pool_flush(a, p);
         CARVE_STORE(&p->allocated_peak, p->allocated);
         CARVE_STORE(&p->requested_peak, p->requested);
     }

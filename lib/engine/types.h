@@ -73,6 +73,11 @@
 #define CARVE_VMM_PIECE CARVE_SEGMENT_GRANULE
 #define CARVE_VMM_FENCE_FREES 64
 #define CARVE_STREAM_PER_THREAD ((carve_stream)(uintptr_t)0x2) /* cudaStreamPerThread */
+/* An allocation polls its pool's pending blocks (freed, waiting for events
+ * on the other streams that used them) in free order: past blocks whose
+ * streams are busy, up to this many busy streams and this many blocks. */
+#define CARVE_PENDING_BUSY 4
+#define CARVE_PENDING_WALK 32
 #ifndef CARVE_STATS_BATCH /* (a build may set it, to measure its effect) */
 #define CARVE_STATS_BATCH ((ptrdiff_t)16 << 20)    /* per-pool counter batching */
 #endif
@@ -109,6 +114,8 @@ typedef struct carve_heap {
                                  at map time (atomic; reset with the peaks) */
     uint64_t nunmap_failed;   /* virtual-memory mode: unmaps the backend refused (atomic, as are
                                  reserved, inflight and the two counts in vmm.c) */
+    uint64_t nunmap_nohost;   /* virtual-memory mode: unmaps given up because host memory for
+                                 block records ran out (atomic) */
     uint64_t nwaits;          /* host waits for the device: event and device synchronizations (atomic) */
     uint64_t nrecords;        /* events recorded (atomic) */
     uint64_t nqueries;        /* events asked whether they completed (atomic) */

@@ -331,6 +331,16 @@ static void count_unmapped(carve_arena *a, size_t n, size_t failed) {
         __atomic_add_fetch(&h->nunmap_failed, (uint64_t)failed, __ATOMIC_RELAXED);
 }
 
+/* Free granules stay mapped: host memory ran out for the records that
+ * describe what is unmapped (or for the trim's list of runs). Counted, so
+ * that carve_empty_cache can say so (a span that could not be unmapped as
+ * it went back stays in its pool, where the trim that follows counts what
+ * it cannot unmap). */
+static void nohost(carve_arena *a) {
+    carve_note("host memory exhausted for carve's metadata");
+    __atomic_add_fetch(&a->heap.nunmap_nohost, 1, __ATOMIC_RELAXED);
+}
+
 /* Free mapped granules that may be unmapped: a piece of a run (past the
  * stamps the device may still be using, and outside the kept ranges), with
  * the FREE block that holds it. */
@@ -431,6 +441,8 @@ size_t carve_vmm_trim_pool(carve_arena *a, carve_pool *p, size_t want, const car
     }
     for (size_t i = 0; i < l.n; i++)
         total += l.v[i].n;
+    if (l.failed)
+        nohost(a);
     if (l.failed || total == 0) {
         free(l.v);
         return 0;
@@ -490,6 +502,8 @@ size_t carve_vmm_trim_pool(carve_arena *a, carve_pool *p, size_t want, const car
             }
             i = j;
         }
+    } else { /* no records for the cuts: unmap nothing */
+        nohost(a);
     }
     free(l.v);
     count_unmapped(a, nun, failed);
