@@ -348,9 +348,9 @@ typedef struct carve_arena carve_arena;
  * fail_backend_status other than CARVE_ERR_OOM, CARVE_ERR_BACKEND and 0, or
  * a negative device on the CUDA backends; CARVE_ERR_OOM if the initial
  * segment cannot be reserved, or, in virtual-memory mode, the address space
- * (see vmm: twice the limit) or the host memory for its bookkeeping (13
- * bytes or more per 2 MiB granule of it), which a limit of petabytes can
- * exhaust; CARVE_ERR_NO_DEVICE if a CUDA backend finds no driver or no such
+ * (see vmm: twice the limit, which the backend may refuse for a limit of
+ * petabytes) or the host memory for its first records (a few KiB, whatever
+ * the size); CARVE_ERR_NO_DEVICE if a CUDA backend finds no driver or no such
  * device; CARVE_ERR_BACKEND for other driver failures (enabling peer access
  * included). Every refusal comes before anything changes outside the arena:
  * peer access (peers=all or a list in segments mode) is enabled last, and
