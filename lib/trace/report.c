@@ -97,6 +97,7 @@ static void write_json(FILE *out, const carve_replay_report *p) {
             p->ns_per_op, cold_driver, p->ns_per_op + cold_driver, (unsigned long long)s->driver_model_ns);
     json_calls(out, "driver_calls", s->driver_calls, 1);
     json_calls(out, "driver_mappings", s->driver_mappings, 1);
+    json_calls(out, "driver_bytes", s->driver_bytes, 1);
     const carve_replay_warm *w = p->warm;
     if (w && w->passes) {
         double warm_host = t->n ? w->seconds * 1e9 / (double)t->n : 0.0;
