@@ -531,9 +531,9 @@ typedef struct carve_stats {
      * ever, by kind (carve_driver_op), with the mappings and bytes the calls
      * covered, and the driver time the cost table gives them
      * (carve_driver_model_ns): on the virtual backend, what the same work
-     * would have cost the CUDA backend on the table's GPU. Counted by the
-     * virtual backend and the simulated events of the host backend; zeros
-     * elsewhere. */
+     * would have cost the CUDA backend on the table's GPU. Every backend
+     * counts (the host backend its simulated events only; cuda_driver's
+     * cuMemAlloc and cuMemFree count as cudaMalloc and cudaFree). */
     uint64_t driver_calls[CARVE_DRIVER_SLOTS];
     uint64_t driver_mappings[CARVE_DRIVER_SLOTS];
     uint64_t driver_bytes[CARVE_DRIVER_SLOTS];
