@@ -484,6 +484,51 @@ CARVE_API size_t carve_memory_allocated(const carve_arena *arena);
 /* Bytes reserved from the backend; 0 for NULL. Thread-safe, lock-free. */
 CARVE_API size_t carve_memory_reserved(const carve_arena *arena);
 
+/*
+ * Kinds of driver work, as the driver ledger of carve_stats counts them
+ * (docs/design.md, "The driver's cost"). Each is one driver function; the
+ * backend counts a call where it makes it (the virtual backend counts the
+ * calls the CUDA backend would make for the same work), with the mappings
+ * and bytes the call covers. The numbers are stable: new kinds are added
+ * before CARVE_DRV_KINDS, never in between, and CARVE_DRIVER_SLOTS, the size
+ * of the ledger's arrays, leaves room for them.
+ */
+typedef enum carve_driver_op {
+    CARVE_DRV_CREATE = 0,     /* cuMemCreate: a physical handle (bytes: its size) */
+    CARVE_DRV_RELEASE = 1,    /* cuMemRelease: a handle let go (a mapping may still hold its memory) */
+    CARVE_DRV_MAP = 2,        /* cuMemMap: one mapping */
+    CARVE_DRV_ACCESS = 3,     /* cuMemSetAccess over a run (mappings: those it covers) */
+    CARVE_DRV_UNMAP = 4,      /* cuMemUnmap of whole mappings (mappings: those it covers) */
+    CARVE_DRV_RETAIN = 5,     /* cuMemRetainAllocationHandle: a mapped handle taken back */
+    CARVE_DRV_RESERVE = 6,    /* cuMemAddressReserve: address space */
+    CARVE_DRV_UNRESERVE = 7,  /* cuMemAddressFree */
+    CARVE_DRV_MALLOC = 8,     /* cudaMalloc: a segment (segments mode) */
+    CARVE_DRV_FREE = 9,       /* cudaFree of a segment */
+    CARVE_DRV_EVENT_RECORD = 10, /* cudaEventRecord */
+    CARVE_DRV_EVENT_QUERY = 11,  /* cudaEventQuery */
+    CARVE_DRV_EVENT_SYNC = 12,   /* cudaEventSynchronize: a host wait */
+    CARVE_DRV_DEVICE_SYNC = 13,  /* cudaDeviceSynchronize: a host wait */
+    CARVE_DRV_KINDS = 14
+} carve_driver_op;
+#define CARVE_DRIVER_SLOTS 16
+
+/* The driver function a kind stands for ("cuMemCreate", ...); "unknown"
+ * outside 0 .. CARVE_DRV_KINDS - 1. Thread-safe; the string is static. */
+CARVE_API const char *carve_driver_op_name(int op);
+
+/*
+ * The driver time the cost table (lib/backend/driver_costs.h: per call, per
+ * mapping and per MiB of each kind, measured on a GPU by bench/vmm_costs.cu)
+ * gives to a ledger of calls, mappings and bytes by kind (arrays of
+ * CARVE_DRIVER_SLOTS, as in carve_stats; NULL arrays count as zeros), in
+ * nanoseconds. The model is linear, so the time of the work between two
+ * statistics is the difference of their driver_model_ns. Thread-safe.
+ */
+CARVE_API uint64_t carve_driver_model_ns(const uint64_t *calls, const uint64_t *mappings, const uint64_t *bytes);
+
+/* Where the cost table came from: "DEVICE, SOURCE, DATE" (static). Thread-safe. */
+CARVE_API const char *carve_driver_costs_source(void);
+
 typedef struct carve_stats {
     size_t requested_bytes;       /* bytes asked for by live buffers (unrounded) */
     size_t requested_bytes_peak;
@@ -514,6 +559,17 @@ typedef struct carve_stats {
                                      virtual-memory mode the fences that say which freed
                                      granules the device is done with) */
     uint64_t num_event_queries;   /* times carve asked whether an event had completed, ever */
+    /* The driver ledger: every driver call the backend made for the arena,
+     * ever, by kind (carve_driver_op), with the mappings and bytes the calls
+     * covered, and the driver time the cost table gives them
+     * (carve_driver_model_ns): on the virtual backend, what the same work
+     * would have cost the CUDA backend on the table's GPU. Every backend
+     * counts (the host backend its simulated events only; cuda_driver's
+     * cuMemAlloc and cuMemFree count as cudaMalloc and cudaFree). */
+    uint64_t driver_calls[CARVE_DRIVER_SLOTS];
+    uint64_t driver_mappings[CARVE_DRIVER_SLOTS];
+    uint64_t driver_bytes[CARVE_DRIVER_SLOTS];
+    uint64_t driver_model_ns;
 } carve_stats;
 
 /*

@@ -208,6 +208,12 @@ typedef struct carve_replay_warm {
     uint64_t syncs;               /* host waits for the device over all warm passes */
     uint64_t reserved_peak_bytes; /* the arena's reserved peak after the last pass (cold pass included) */
     uint64_t nooms;               /* allocations that ran out of memory in the warm passes */
+    /* The driver ledger over all warm passes (carve_stats' driver_* fields,
+     * the differences across the passes). */
+    uint64_t driver_calls[CARVE_DRIVER_SLOTS];
+    uint64_t driver_mappings[CARVE_DRIVER_SLOTS];
+    uint64_t driver_bytes[CARVE_DRIVER_SLOTS];
+    uint64_t driver_model_ns;
 } carve_replay_warm;
 
 /* carve_replay_run, then warm_passes more passes on the same arena: after

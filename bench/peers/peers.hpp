@@ -228,7 +228,9 @@ class Allocator {
     virtual std::string last_error() const { return ""; }
     /* Running totals of the driver work the allocator did (named counts:
      * maps, unmaps, event records, ...); false when it keeps none. The
-     * output gives them per timed operation of the warm repetitions. */
+     * output gives them per operation of the cold pass (cold_per_op, setup
+     * included: the cold pass runs it) and per timed operation of the warm
+     * repetitions (per_op). */
     virtual bool counters(std::vector<std::pair<std::string, uint64_t>> *out)
     {
         (void)out;
@@ -480,6 +482,7 @@ struct Result {
     std::vector<double> cold_reps; /* per timed cold pass: ns per operation */
     uint64_t cold_ops = 0;      /* operations in one cold pass (setup included) */
     std::vector<std::pair<std::string, double>> per_op; /* Allocator::counters per warm timed op */
+    std::vector<std::pair<std::string, double>> cold_per_op; /* ... per op of the cold pass */
     std::string error;
 };
 
@@ -531,6 +534,12 @@ inline void emit(const Context &cx, Allocator &A, const Result &r)
         s += ",\"per_op\":{";
         for (size_t i = 0; i < r.per_op.size(); i++)
             s += (i ? "," : "") + json_str(r.per_op[i].first) + ":" + json_num(r.per_op[i].second);
+        s += "}";
+    }
+    if (!r.cold_per_op.empty()) {
+        s += ",\"cold_per_op\":{";
+        for (size_t i = 0; i < r.cold_per_op.size(); i++)
+            s += (i ? "," : "") + json_str(r.cold_per_op[i].first) + ":" + json_num(r.cold_per_op[i].second);
         s += "}";
     }
     s += ",\"device\":" + json_str(cx.device_name);
@@ -790,9 +799,15 @@ inline Result run_lists(const Context &cx, Allocator &A, const std::string &work
     tr.every = std::max(1, o.sample_every);
     uint64_t base = driver_used_bytes();
     A.begin_footprint();
+    std::vector<std::pair<std::string, uint64_t>> k0, k1;
+    bool cold_counted = A.counters(&k0);
     double c0 = now_s();
     run_pass<true>(cx, A, lists, streams, &tr, &err);
     r.cold_s = now_s() - c0;
+    if (cold_counted && A.counters(&k1) && k1.size() == k0.size())
+        for (size_t i = 0; i < k0.size(); i++)
+            r.cold_per_op.emplace_back(k0[i].first, (double)(k1[i].second - k0[i].second) /
+                                                        (double)std::max<uint64_t>(1, r.ops_total));
     tr.sample();
     A.end_footprint();
     r.have_footprint = true;

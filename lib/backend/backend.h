@@ -10,7 +10,8 @@
  * them, and the engine then maps and unmaps granules inside a segment
  * instead of releasing whole segments; backends without them leave them NULL.
  *
- * This room's files, bottom up: this interface (and backend.c, the message
+ * This room's files, bottom up: ledger.c (the driver ledger and its cost
+ * table, driver_costs.h); this interface (and backend.c, the message
  * buffer); sim.c (simulated events, shared by host and virtual) and
  * cuda_common.c (device guard, error mapping, events, shared by the two CUDA
  * backends); the leaves host.c, virtual.c, cuda.c, cuda_vmm.c (or nocuda.c),
@@ -23,6 +24,7 @@
 
 #include <stdio.h>
 
+#include "backend/ledger.h"
 #include "base/util.h"
 #include "carve.h"
 
@@ -114,6 +116,10 @@ typedef struct carve_be {
     carve_faults faults;     /* injected failures (faults.c); off unless configured */
     int ipc;                 /* 1 when export_buffer can describe this backend's memory
                                 (atomic: the CUDA virtual-memory backend may drop it to 0) */
+    int maps;                /* set by the engine before the first reserve: 1 when it maps
+                                memory into what it reserves (virtual-memory mode), so a
+                                reservation is address space only */
+    carve_ledger ledger;     /* the driver calls made for this arena (ledger.h) */
 } carve_be;
 
 /* Backends write the detail of a failure into a per-thread buffer, so that

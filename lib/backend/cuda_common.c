@@ -7,7 +7,8 @@
  * current device is 0. Errors are mapped to statuses with the CUDA error's
  * name in the message, and the runtime's last error is cleared so the caller
  * never inherits a non-sticky error from carve. Events are recycled through
- * a small free list: cudaEventCreate costs more than a record.
+ * a small free list: cudaEventCreate costs more than a record. Records,
+ * queries and waits go into the arena's driver ledger (ledger.h).
  */
 #include "backend/cuda_common.h"
 
@@ -61,6 +62,7 @@ carve_status carve_cuda_event_record(carve_be *be, carve_stream s, void **out) {
         e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
     const char *what = "cudaEventCreateWithFlags";
     if (e == cudaSuccess) {
+        carve_ledger_add(&be->ledger, CARVE_DRV_EVENT_RECORD, 1, 0, 0);
         e = cudaEventRecord(ev, (cudaStream_t)s);
         what = "cudaEventRecord";
     }
@@ -76,7 +78,7 @@ carve_status carve_cuda_event_record(carve_be *be, carve_stream s, void **out) {
 }
 
 int carve_cuda_event_query(carve_be *be, void *ev) {
-    (void)be;
+    carve_ledger_add(&be->ledger, CARVE_DRV_EVENT_QUERY, 1, 0, 0);
     cudaError_t e = cudaEventQuery((cudaEvent_t)ev);
     if (e == cudaSuccess)
         return 1;
@@ -85,7 +87,7 @@ int carve_cuda_event_query(carve_be *be, void *ev) {
 }
 
 carve_status carve_cuda_event_sync(carve_be *be, void *ev) {
-    (void)be;
+    carve_ledger_add(&be->ledger, CARVE_DRV_EVENT_SYNC, 1, 0, 0);
     cudaError_t e = cudaEventSynchronize((cudaEvent_t)ev);
     return e == cudaSuccess ? CARVE_OK : carve_cuda_error(e, "cudaEventSynchronize");
 }
@@ -96,6 +98,7 @@ carve_status carve_cuda_device_sync(carve_be *be) {
     carve_status st = carve_cuda_enter(c->device, &prev);
     if (st != CARVE_OK)
         return st;
+    carve_ledger_add(&be->ledger, CARVE_DRV_DEVICE_SYNC, 1, 0, 0);
     cudaError_t e = cudaDeviceSynchronize();
     if (e != cudaSuccess)
         st = carve_cuda_error(e, "cudaDeviceSynchronize");

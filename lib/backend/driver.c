@@ -9,7 +9,9 @@
  * program's own cuCtxCreate context), or else retains the device's primary
  * context (the one the runtime uses), and makes that context current around
  * every call that needs one, restoring the caller's afterwards. Events are
- * recycled through a small free list, as in the cudart backend.
+ * recycled through a small free list, as in the cudart backend. Every
+ * allocation, free, event and wait goes into the arena's driver ledger
+ * (ledger.h: cuMemAlloc and cuMemFree count as cudaMalloc and cudaFree).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +72,7 @@ static carve_status drv_reserve(carve_be *be, size_t size, uintptr_t *base) {
     if (st != CARVE_OK)
         return st;
     CUdeviceptr p = 0;
+    carve_ledger_add(&be->ledger, CARVE_DRV_MALLOC, 1, 0, size);
     CUresult r = c->api->MemAlloc(&p, size);
     if (r == CUDA_SUCCESS)
         *base = (uintptr_t)p;
@@ -80,12 +83,12 @@ static carve_status drv_reserve(carve_be *be, size_t size, uintptr_t *base) {
 }
 
 static carve_status drv_release(carve_be *be, uintptr_t base, size_t size) {
-    (void)size;
     drv_ctx *c = be->ctx;
     int pushed;
     carve_status st = enter(c, &pushed);
     if (st != CARVE_OK)
         return st;
+    carve_ledger_add(&be->ledger, CARVE_DRV_FREE, 1, 0, size);
     CUresult r = c->api->MemFree((CUdeviceptr)base);
     if (r != CUDA_SUCCESS)
         st = drv_error(c->api, r, "cuMemFree");
@@ -114,6 +117,7 @@ static carve_status drv_event_record(carve_be *be, carve_stream s, void **out) {
     if (!ev)
         r = c->api->EventCreate(&ev, CU_EVENT_DISABLE_TIMING);
     if (r == CUDA_SUCCESS) {
+        carve_ledger_add(&be->ledger, CARVE_DRV_EVENT_RECORD, 1, 0, 0);
         r = c->api->EventRecord(ev, (CUstream)s);
         what = "cuEventRecord";
     }
@@ -130,6 +134,7 @@ static carve_status drv_event_record(carve_be *be, carve_stream s, void **out) {
 
 static int drv_event_query(carve_be *be, void *ev) {
     drv_ctx *c = be->ctx;
+    carve_ledger_add(&be->ledger, CARVE_DRV_EVENT_QUERY, 1, 0, 0);
     CUresult r = c->api->EventQuery((CUevent)ev);
     if (r == CUDA_SUCCESS)
         return 1;
@@ -138,6 +143,7 @@ static int drv_event_query(carve_be *be, void *ev) {
 
 static carve_status drv_event_sync(carve_be *be, void *ev) {
     drv_ctx *c = be->ctx;
+    carve_ledger_add(&be->ledger, CARVE_DRV_EVENT_SYNC, 1, 0, 0);
     CUresult r = c->api->EventSynchronize((CUevent)ev);
     return r == CUDA_SUCCESS ? CARVE_OK : drv_error(c->api, r, "cuEventSynchronize");
 }
@@ -148,6 +154,7 @@ static carve_status drv_device_sync(carve_be *be) {
     carve_status st = enter(c, &pushed);
     if (st != CARVE_OK)
         return st;
+    carve_ledger_add(&be->ledger, CARVE_DRV_DEVICE_SYNC, 1, 0, 0);
     CUresult r = c->api->CtxSynchronize();
     if (r != CUDA_SUCCESS)
         st = drv_error(c->api, r, "cuCtxSynchronize");

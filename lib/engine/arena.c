@@ -209,6 +209,7 @@ carve_status carve_arena_create(const carve_config *user, carve_arena **out) {
         st = carve_fail(NULL, CARVE_ERR_OOM, "carve_arena_create: cannot create locks");
     if (st == CARVE_OK)
         st = resolve_sizes(a, c);
+    a->be.maps = a->vmm; /* what a reservation is, for the backend's driver ledger */
     if (st == CARVE_OK && a->vmm && !a->be.ops->commit)
         st = carve_fail(NULL, CARVE_ERR_INVALID, "carve_arena_create: the %s backend cannot map memory",
                         carve_backend_str(c->backend));

@@ -10,6 +10,9 @@
  * CARVE_STATS_BATCH per stream), which keeps the hot path free of shared
  * writes; no peak reads below its current value.
  *
+ * The driver ledger is the backend's (backend/ledger.h): its counts are
+ * copied out, and its modeled time computed from them, on each query.
+ *
  * Resetting the peaks takes every lock at once, the way carve_check does,
  * and merges every stream's batch, so that the peaks restart exactly from
  * the current values:
@@ -114,7 +117,17 @@ void carve_stats_collect(const carve_arena *a, carve_stats *s, int locked) {
     s->limit_bytes = a->limit;
     s->cached_bytes = s->reserved_bytes > s->allocated_bytes ? s->reserved_bytes - s->allocated_bytes : 0;
     s->num_ooms = CARVE_LOAD(&a->nooms);
+    carve_ledger_read(&a->be.ledger, s->driver_calls, s->driver_mappings, s->driver_bytes);
+    s->driver_model_ns = carve_ledger_model_ns(s->driver_calls, s->driver_mappings, s->driver_bytes);
 }
+
+const char *carve_driver_op_name(int op) { return carve_ledger_name(op); }
+
+uint64_t carve_driver_model_ns(const uint64_t *calls, const uint64_t *mappings, const uint64_t *bytes) {
+    return carve_ledger_model_ns(calls, mappings, bytes);
+}
+
+const char *carve_driver_costs_source(void) { return carve_ledger_source(); }
 
 carve_status carve_get_stats(const carve_arena *a, carve_stats *out) {
     if (out)

@@ -166,6 +166,12 @@ carve_status carve_replay_run_warm(const carve_trace *t, const carve_config *cfg
         warm->syncs = s1.num_syncs - s0.num_syncs;
         warm->reserved_peak_bytes = s1.reserved_bytes_peak;
         warm->nooms = w.nooms;
+        for (int k = 0; k < CARVE_DRIVER_SLOTS; k++) {
+            warm->driver_calls[k] = s1.driver_calls[k] - s0.driver_calls[k];
+            warm->driver_mappings[k] = s1.driver_mappings[k] - s0.driver_mappings[k];
+            warm->driver_bytes[k] = s1.driver_bytes[k] - s0.driver_bytes[k];
+        }
+        warm->driver_model_ns = carve_driver_model_ns(warm->driver_calls, warm->driver_mappings, warm->driver_bytes);
         res->nerrors += w.nerrors;
         if (w.nerrors && !res->error[0])
             snprintf(res->error, sizeof(res->error), "%s", w.error);

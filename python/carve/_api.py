@@ -551,6 +551,8 @@ MISSING_TORCH_STATS = (
 def _empty_stats():
     d = {name: 0 for name, _ in _lib.STATS_FIELDS}
     d["limit_bytes"] = None
+    d["driver_model_ns"] = 0
+    d["driver_calls"] = {}
     return d
 
 
@@ -560,7 +562,9 @@ def memory_stats(device=None):
     "limit_bytes" None when unlimited), and PyTorch's keys wherever carve
     counts the same thing ("allocated_bytes.all.current",
     "reserved_bytes.all.peak", "allocation.all.allocated", "segment.all.current",
-    "num_ooms", "num_device_alloc", ...; MISSING_TORCH_STATS lists the rest).
+    "num_ooms", "num_device_alloc", ...; MISSING_TORCH_STATS lists the rest),
+    and the driver ledger: "driver_calls" ({"cuMemMap": n, ...}, kinds never
+    called left out) and "driver_model_ns" (their time by the cost table).
     "arena_exists" is False for a device whose default arena is not made yet
     (every count 0; asking does not make it)."""
     h = _arena_handle(device)
@@ -568,6 +572,8 @@ def memory_stats(device=None):
         s = _lib.CarveStats()
         _check(lib().carve_get_stats(h, ctypes.byref(s)), h)
         d = {name: getattr(s, name) for name, _ in _lib.STATS_FIELDS}
+        d["driver_model_ns"] = s.driver_model_ns
+        d["driver_calls"] = {op: s.driver_calls[k] for k, op in enumerate(_lib.DRIVER_OPS) if s.driver_calls[k]}
         if d["limit_bytes"] == ctypes.c_size_t(-1).value:
             d["limit_bytes"] = None
     else:

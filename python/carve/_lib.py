@@ -78,9 +78,20 @@ STATS_FIELDS = [
     ("num_event_records", ctypes.c_uint64), ("num_event_queries", ctypes.c_uint64),
 ]
 
+# The driver ledger at the end of carve_stats (carve.h: carve_driver_op,
+# CARVE_DRIVER_SLOTS): calls, mappings and bytes by kind, and their modeled time.
+DRIVER_SLOTS = 16
+DRIVER_OPS = ("cuMemCreate", "cuMemRelease", "cuMemMap", "cuMemSetAccess", "cuMemUnmap",
+              "cuMemRetainAllocationHandle", "cuMemAddressReserve", "cuMemAddressFree", "cudaMalloc", "cudaFree",
+              "cudaEventRecord", "cudaEventQuery", "cudaEventSynchronize", "cudaDeviceSynchronize")
+DRIVER_FIELDS = [
+    ("driver_calls", ctypes.c_uint64 * DRIVER_SLOTS), ("driver_mappings", ctypes.c_uint64 * DRIVER_SLOTS),
+    ("driver_bytes", ctypes.c_uint64 * DRIVER_SLOTS), ("driver_model_ns", ctypes.c_uint64),
+]
+
 
 class CarveStats(ctypes.Structure):
-    _fields_ = STATS_FIELDS
+    _fields_ = STATS_FIELDS + DRIVER_FIELDS
 
 
 class CarveTrace(ctypes.Structure):
