@@ -69,6 +69,15 @@ CARVE_API const char *carve_version(void);
 /* A stream handle: the same type as cudaStream_t. NULL is the default stream. */
 typedef struct CUstream_st *carve_stream;
 
+/* cudaStreamPerThread / CU_STREAM_PER_THREAD: the calling thread's per-thread
+ * default stream. carve resolves it on the calling thread: buffers allocated
+ * on it by one thread belong to that thread's stream, apart from every other
+ * thread's (carve_alloc). */
+#define CARVE_STREAM_PER_THREAD ((carve_stream)(uintptr_t)0x2)
+
+/* An event handle: the same type as cudaEvent_t and CUevent. */
+typedef struct CUevent_st *carve_event;
+
 typedef enum carve_status {
     CARVE_OK = 0,
     CARVE_ERR_INVALID,      /* bad argument or configuration */
@@ -375,9 +384,17 @@ static inline carve_status carve_arena_get_config(const carve_arena *arena, carv
  * when no free range of whole granules, nor a free block of the stream's
  * own, holds it and no segment can be added under the limit (or when the
  * driver refuses memory; other threads allocating meanwhile may take room);
- * CARVE_ERR_BACKEND for driver failures; CARVE_ERR_INVALID also for
- * cudaStreamPerThread, whose meaning depends on the calling thread (pass the
- * thread's concrete stream). *out is NULL on every failure.
+ * CARVE_ERR_BACKEND for driver failures. *out is NULL on every failure.
+ * CARVE_STREAM_PER_THREAD (cudaStreamPerThread) means the calling thread's
+ * per-thread default stream, as it does to CUDA: each thread's buffers
+ * belong to its own stream and are reused stream-ordered on it
+ * (carve_buffer_info reports CARVE_STREAM_PER_THREAD). Free them from any
+ * thread; only a thread's own calls record events on its per-thread
+ * stream, so memory freed from another thread moves to other streams only
+ * after a device synchronization. NULL is the legacy default stream, also
+ * in a program built with per-thread default streams (nvcc
+ * --default-stream per-thread changes what 0 means in the program's own
+ * calls, not in carve's): such a program passes CARVE_STREAM_PER_THREAD.
  * Thread-safe; threads on different streams do not contend. Does not
  * synchronize on the fast path; when the request would otherwise fail (the
  * limit or the device is full), it synchronizes the device, so that memory
@@ -406,9 +423,43 @@ CARVE_API carve_status carve_alloc(carve_arena *arena, size_t size, carve_stream
 CARVE_API carve_status carve_free(carve_arena *arena, void *ptr);
 
 /*
+ * Free a buffer ordered on stream, as cudaFreeAsync(ptr, stream): the work
+ * queued on stream before this call is the buffer's last use. On the
+ * buffer's own stream this is carve_free. On another stream (which must
+ * itself be ordered after the work on the buffer's own stream, as CUDA asks
+ * of cudaFreeAsync) the memory is reused, by any stream, its own included,
+ * only once that work has completed: an event is recorded on stream, as
+ * carve_record_stream then carve_free would do. CARVE_STREAM_PER_THREAD is
+ * the calling thread's per-thread stream. NULL ptr is CARVE_OK. Returns the
+ * statuses of carve_free, and CARVE_ERR_OOM when host memory for the
+ * record runs out (the buffer stays live). Thread-safe. Does not
+ * synchronize.
+ */
+CARVE_API carve_status carve_free_on_stream(carve_arena *arena, void *ptr, carve_stream stream);
+
+/*
+ * Free a buffer whose last use is work before event (a cudaEvent_t /
+ * CUevent the program recorded; on the host and virtual backends any
+ * non-NULL handle, which completes as carve's own simulated events do). The
+ * memory is reused, by any stream, once that work has completed. carve
+ * takes the event's current record at the call (a stream of its own waits
+ * for it, cudaStreamWaitEvent, and records carve's event after the wait),
+ * so the program may record the event again or destroy it right after
+ * this call. NULL ptr is CARVE_OK. Returns the statuses of carve_free;
+ * CARVE_ERR_INVALID also for a NULL event or a backend that cannot wait
+ * for one (cuda_driver); CARVE_ERR_BACKEND when the driver refuses the
+ * wait or the record; CARVE_ERR_OOM when host memory runs out. On failure
+ * the buffer stays live. Thread-safe. Does not synchronize.
+ */
+CARVE_API carve_status carve_free_after_event(carve_arena *arena, void *ptr, carve_event event);
+
+/*
  * Declare that the live buffer ptr is also used by work on stream. When the
  * buffer is freed, its memory is not reused until the work queued on stream
- * before the free has completed. Returns CARVE_OK, CARVE_ERR_INVALID for a
+ * before the free has completed (CARVE_STREAM_PER_THREAD: the calling
+ * thread's per-thread stream; free such a buffer from that thread, since an
+ * event on that stream can be recorded only there: from another thread
+ * carve_free returns CARVE_ERR_BACKEND and the buffer stays live). Returns CARVE_OK, CARVE_ERR_INVALID for a
  * NULL arena, CARVE_ERR_BAD_POINTER as carve_free, CARVE_ERR_OOM when host
  * memory for the record runs out. Thread-safe. Does not synchronize.
  */

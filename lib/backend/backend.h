@@ -60,6 +60,11 @@ typedef struct carve_backend_ops {
      * negative on error (treated as completed after the error is noted). */
     int (*event_query)(struct carve_be *be, void *ev);
     carve_status (*event_sync)(struct carve_be *be, void *ev);
+    /* Optional: *ev gets an event of this backend that completes once the
+     * work before the program's event `user` (as last recorded when this is
+     * called) has completed, so that the program may record `user` again or
+     * destroy it at once (carve_free_after_event). NULL: not supported. */
+    carve_status (*event_follow)(struct carve_be *be, void *user, void **ev);
     /* Wait for all work queued on the device (every stream) to complete. */
     carve_status (*device_sync)(struct carve_be *be);
     void (*event_release)(struct carve_be *be, void *ev);

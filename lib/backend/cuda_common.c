@@ -75,6 +75,32 @@ carve_status carve_cuda_event_record(carve_be *be, carve_stream s, void **out) {
     return st;
 }
 
+/* A stream of the backend's own waits for the program's event, and an event
+ * recorded after the wait completes with it: the program's event can be
+ * recorded again or destroyed at once, since a wait takes the record it
+ * sees when it is queued. */
+carve_status carve_cuda_event_follow(carve_be *be, void *user, void **out) {
+    cuda_ctx *c = be->ctx;
+    *out = NULL;
+    int prev;
+    carve_status st = carve_cuda_enter(c->device, &prev);
+    if (st != CARVE_OK)
+        return st;
+    cudaError_t e = cudaSuccess;
+    carve_mutex_lock(&c->lock);
+    if (!c->follow)
+        e = cudaStreamCreateWithFlags(&c->follow, cudaStreamNonBlocking);
+    cudaStream_t fs = c->follow;
+    carve_mutex_unlock(&c->lock);
+    if (e != cudaSuccess) {
+        st = carve_cuda_error(e, "cudaStreamCreateWithFlags");
+    } else if ((e = cudaStreamWaitEvent(fs, (cudaEvent_t)user, 0)) != cudaSuccess) {
+        st = carve_cuda_error(e, "cudaStreamWaitEvent");
+    }
+    carve_cuda_leave(c->device, prev);
+    return st == CARVE_OK ? carve_cuda_event_record(be, (carve_stream)fs, out) : st;
+}
+
 int carve_cuda_event_query(carve_be *be, void *ev) {
     (void)be;
     cudaError_t e = cudaEventQuery((cudaEvent_t)ev);
@@ -128,6 +154,8 @@ void carve_cuda_ctx_destroy(carve_cuda_ctx *c) {
     int entered = carve_cuda_enter(c->device, &prev) == CARVE_OK;
     for (size_t i = 0; i < c->nspare; i++)
         (void)cudaEventDestroy(c->spare[i]);
+    if (c->follow)
+        (void)cudaStreamDestroy(c->follow);
     if (entered)
         carve_cuda_leave(c->device, prev);
     free(c->spare);

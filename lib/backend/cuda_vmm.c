@@ -378,6 +378,7 @@ static const carve_backend_ops vmm_ops = {
     .event_record = carve_cuda_event_record,
     .event_query = carve_cuda_event_query,
     .event_sync = carve_cuda_event_sync,
+    .event_follow = carve_cuda_event_follow,
     .device_sync = carve_cuda_device_sync,
     .event_release = carve_cuda_event_release,
     .destroy = vmm_destroy,

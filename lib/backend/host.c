@@ -35,6 +35,7 @@ static const carve_backend_ops host_ops = {
     .event_record = carve_sim_event_record,
     .event_query = carve_sim_event_query,
     .event_sync = carve_sim_event_sync,
+    .event_follow = carve_sim_event_follow,
     .device_sync = carve_sim_device_sync,
     .event_release = carve_sim_event_release,
     .destroy = host_destroy,

@@ -28,6 +28,13 @@ carve_status carve_sim_event_record(carve_be *be, carve_stream s, void **ev) {
     return CARVE_OK;
 }
 
+/* The program's event stands for work that is simulated too: the follower
+ * is a simulated event like any other. */
+carve_status carve_sim_event_follow(carve_be *be, void *user, void **ev) {
+    (void)user;
+    return carve_sim_event_record(be, NULL, ev);
+}
+
 int carve_sim_event_query(carve_be *be, void *ev) {
     (void)be;
     sim_event *e = ev;

@@ -330,9 +330,8 @@ carve_status carve_alloc(carve_arena *a, size_t size, carve_stream s, void **out
         return carve_fail(NULL, CARVE_ERR_INVALID, "carve_alloc: arena is NULL");
     if (CARVE_UNLIKELY(size == 0))
         return CARVE_OK;
-    if (CARVE_UNLIKELY(s == CARVE_STREAM_PER_THREAD))
-        return carve_fail(a, CARVE_ERR_INVALID, "carve_alloc: cudaStreamPerThread names a different stream on every "
-                          "thread; pass the thread's concrete stream handle");
+    if (CARVE_UNLIKELY(s == CARVE_STREAM_PER_THREAD)) /* the calling thread's stream */
+        s = carve_thread_stream();
     if (CARVE_UNLIKELY(size > CARVE_MAX_ALLOC || size > a->limit))
         return alloc_oom(a, size, s, "the request is larger than the arena's limit");
     size_t rs = carve_align_up(size, CARVE_ALIGNMENT);
@@ -411,18 +410,55 @@ static carve_status bad_pointer(carve_arena *a, const char *fn, void *ptr) {
                       fn, ptr, a->name);
 }
 
-/* Record one event per extra stream; all or nothing. */
+/* Record one event per extra stream; all or nothing. Entries of
+ * carve_free_after_event hold their event already. */
 static carve_status uses_record(carve_arena *a, carve_uses *u) {
     for (unsigned i = 0; i < u->n; i++) {
+        if (u->streams[i] == CARVE_KEY_NONE)
+            continue;
         carve_status st = carve_event_record(a, u->streams[i], &u->events[i]);
         if (st != CARVE_OK) {
             while (i-- > 0) {
+                if (u->streams[i] == CARVE_KEY_NONE)
+                    continue;
                 a->be.ops->event_release(&a->be, u->events[i]);
                 u->events[i] = NULL;
             }
             return st;
         }
     }
+    return CARVE_OK;
+}
+
+/* Pool lock held, b live. Add a use of b: stream s (nothing when b's own
+ * or already known), or with s CARVE_KEY_NONE an event ev of the backend's
+ * that the buffer waits for. CARVE_OK, or CARVE_ERR_OOM (nothing added). */
+static carve_status uses_add(carve_pool *p, carve_block *b, carve_stream s, void *ev) {
+    carve_uses *u = b->flags & CARVE_BF_USES ? b->u.b.uses : NULL;
+    int known = s == p->stream;
+    for (unsigned i = 0; u && !known && s != CARVE_KEY_NONE && i < u->n; i++)
+        known = u->streams[i] == s;
+    if (known)
+        return CARVE_OK;
+    if (!u && !(u = calloc(1, sizeof(*u))))
+        return CARVE_ERR_OOM;
+    b->u.b.uses = u;
+    b->flags |= CARVE_BF_USES;
+    if (u->n == u->cap) {
+        unsigned cap = u->cap ? u->cap * 2 : 2;
+        carve_stream *ns = realloc(u->streams, cap * sizeof(*ns));
+        if (ns)
+            u->streams = ns;
+        void **ne = ns ? realloc(u->events, cap * sizeof(*ne)) : NULL;
+        if (ne)
+            u->events = ne;
+        if (!ns || !ne)
+            return CARVE_ERR_OOM;
+        u->cap = cap;
+    }
+    u->streams[u->n] = s;
+    u->events[u->n] = ev;
+    u->n++;
     return CARVE_OK;
 }
 
@@ -490,7 +526,7 @@ carve_status carve_buffer_info(const carve_arena *ca, const void *ptr, size_t *s
         if (size)
             *size = carve_block_requested(b);
         if (stream)
-            *stream = p->stream;
+            *stream = carve_stream_public(p->stream);
     }
     carve_spin_unlock(&p->lock);
     return b ? CARVE_OK : bad_pointer(a, "carve_buffer_info", (void *)ptr);
@@ -499,6 +535,8 @@ carve_status carve_buffer_info(const carve_arena *ca, const void *ptr, size_t *s
 carve_status carve_record_stream(carve_arena *a, void *ptr, carve_stream s) {
     if (!a)
         return carve_fail(NULL, CARVE_ERR_INVALID, "carve_record_stream: arena is NULL");
+    if (s == CARVE_STREAM_PER_THREAD)
+        s = carve_thread_stream();
     uintptr_t addr = (uintptr_t)ptr;
     carve_pool *p = ptr ? owner_locked(a, addr) : NULL;
     if (!p)
@@ -508,41 +546,70 @@ carve_status carve_record_stream(carve_arena *a, void *ptr, carve_stream s) {
         carve_spin_unlock(&p->lock);
         return bad_pointer(a, "carve_record_stream", ptr);
     }
-    carve_status st = CARVE_OK;
-    carve_uses *u = b->flags & CARVE_BF_USES ? b->u.b.uses : NULL;
-    int known = s == p->stream;
-    for (unsigned i = 0; u && !known && i < u->n; i++)
-        known = u->streams[i] == s;
-    if (!known) {
-        if (!u && !(u = calloc(1, sizeof(*u)))) {
-            st = CARVE_ERR_OOM;
-        } else {
-            b->u.b.uses = u;
-            b->flags |= CARVE_BF_USES;
-            if (u->n == u->cap) {
-                unsigned cap = u->cap ? u->cap * 2 : 2;
-                carve_stream *ns = realloc(u->streams, cap * sizeof(*ns));
-                if (ns)
-                    u->streams = ns;
-                void **ne = ns ? realloc(u->events, cap * sizeof(*ne)) : NULL;
-                if (ne)
-                    u->events = ne;
-                if (ns && ne)
-                    u->cap = cap;
-                else
-                    st = CARVE_ERR_OOM;
-            }
-            if (st == CARVE_OK) {
-                u->streams[u->n] = s;
-                u->events[u->n] = NULL;
-                u->n++;
-            }
-        }
-    }
+    carve_status st = uses_add(p, b, s, NULL);
     carve_spin_unlock(&p->lock);
     if (st != CARVE_OK)
         return carve_fail(a, st, "carve_record_stream: host memory exhausted");
     return CARVE_OK;
+}
+
+carve_status carve_free_on_stream(carve_arena *a, void *ptr, carve_stream s) {
+    if (!a)
+        return carve_fail(NULL, CARVE_ERR_INVALID, "carve_free_on_stream: arena is NULL");
+    if (!ptr)
+        return CARVE_OK;
+    if (s == CARVE_STREAM_PER_THREAD)
+        s = carve_thread_stream();
+    uintptr_t addr = (uintptr_t)ptr;
+    carve_pool *p = owner_locked(a, addr);
+    if (!p)
+        return bad_pointer(a, "carve_free_on_stream", ptr);
+    carve_block *b = carve_blockmap_get(&p->map, addr);
+    if (!b) {
+        carve_spin_unlock(&p->lock);
+        return bad_pointer(a, "carve_free_on_stream", ptr);
+    }
+    /* Another stream: its work queued so far must complete before any
+     * stream reuses the memory, the buffer's own included. */
+    carve_status st = uses_add(p, b, s, NULL);
+    carve_spin_unlock(&p->lock);
+    if (st != CARVE_OK)
+        return carve_fail(a, st, "carve_free_on_stream: host memory exhausted (the buffer stays live)");
+    return carve_free(a, ptr);
+}
+
+carve_status carve_free_after_event(carve_arena *a, void *ptr, carve_event event) {
+    if (!a)
+        return carve_fail(NULL, CARVE_ERR_INVALID, "carve_free_after_event: arena is NULL");
+    if (!ptr)
+        return CARVE_OK;
+    if (!event)
+        return carve_fail(a, CARVE_ERR_INVALID, "carve_free_after_event: event is NULL");
+    uintptr_t addr = (uintptr_t)ptr;
+    carve_pool *p = owner_locked(a, addr);
+    if (!p)
+        return bad_pointer(a, "carve_free_after_event", ptr);
+    carve_block *b = carve_blockmap_get(&p->map, addr);
+    if (!b) {
+        carve_spin_unlock(&p->lock);
+        return bad_pointer(a, "carve_free_after_event", ptr);
+    }
+    void *ev = NULL;
+    carve_status st = CARVE_ERR_INVALID;
+    if (a->be.ops->event_follow) {
+        __atomic_add_fetch(&a->heap.nrecords, 1, __ATOMIC_RELAXED);
+        st = a->be.ops->event_follow(&a->be, event, &ev);
+    } else {
+        carve_backend_fail("the %s backend cannot wait for a program's event", carve_backend_str(a->be.kind));
+    }
+    if (st == CARVE_OK && (st = uses_add(p, b, CARVE_KEY_NONE, ev)) != CARVE_OK) {
+        a->be.ops->event_release(&a->be, ev);
+        carve_backend_fail("host memory exhausted");
+    }
+    carve_spin_unlock(&p->lock);
+    if (st != CARVE_OK)
+        return carve_fail(a, st, "carve_free_after_event(%p): %s (the buffer stays live)", ptr, carve_backend_msg());
+    return carve_free(a, ptr);
 }
 
 int carve_buffer_live(const carve_arena *ca, const void *ptr) {

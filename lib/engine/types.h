@@ -38,6 +38,7 @@
 #include "engine/index.h"
 #include "engine/pagemap.h"
 #include "engine/slab.h"
+#include "engine/streams.h"
 
 #define CARVE_SMALL_MAX ((size_t)1 << 20)          /* requests up to 1 MiB are small */
 #define CARVE_SMALL_SPAN CARVE_SEGMENT_GRANULE      /* small spans: 2 MiB */
@@ -72,7 +73,6 @@
  * granule, so that any granule can be unmapped alone. */
 #define CARVE_VMM_PIECE CARVE_SEGMENT_GRANULE
 #define CARVE_VMM_FENCE_FREES 64
-#define CARVE_STREAM_PER_THREAD ((carve_stream)(uintptr_t)0x2) /* cudaStreamPerThread */
 #ifndef CARVE_STATS_BATCH /* (a build may set it, to measure its effect) */
 #define CARVE_STATS_BATCH ((ptrdiff_t)16 << 20)    /* per-pool counter batching */
 #endif
@@ -202,6 +202,15 @@ struct carve_arena {
  * every one goes through one of these, so that carve_stats counts them
  * (num_event_records, num_event_queries, num_syncs). */
 static inline carve_status carve_event_record(carve_arena *a, carve_stream s, void **ev) {
+    if (CARVE_UNLIKELY(carve_stream_made_up(s))) { /* a thread's per-thread stream (streams.h) */
+        if (s != carve_thread_stream()) {
+            *ev = NULL;
+            carve_backend_fail("an event on another thread's per-thread default stream cannot be recorded "
+                               "from this thread");
+            return CARVE_ERR_BACKEND;
+        }
+        s = CARVE_STREAM_PER_THREAD;
+    }
     __atomic_add_fetch(&a->heap.nrecords, 1, __ATOMIC_RELAXED);
     return a->be.ops->event_record(&a->be, s, ev);
 }
