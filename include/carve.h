@@ -409,6 +409,23 @@ CARVE_API carve_status carve_alloc(carve_arena *arena, size_t size, carve_stream
                                    void **out);
 
 /*
+ * carve_alloc with the buffer aligned to align bytes: a power of two up to
+ * CARVE_SEGMENT_GRANULE (2 MiB); 0, 1 and anything up to CARVE_ALIGNMENT
+ * give carve_alloc's alignment. The buffer is a buffer like any other:
+ * carve_free, carve_free_on_stream, carve_record_stream, carve_buffer_info
+ * (which reports size) and carve_ipc_export take the returned pointer. To
+ * find an aligned place, a free block of size + align - CARVE_ALIGNMENT
+ * bytes is looked for (what is around the buffer stays free), so the limit
+ * and out-of-memory rules of carve_alloc apply to that many bytes. Returns
+ * carve_alloc's statuses, and CARVE_ERR_INVALID for an alignment that is
+ * not a power of two or above 2 MiB. *out is NULL on failure. Thread-safe.
+ * Synchronizes only as carve_alloc does; slower than carve_alloc (no
+ * reuse of the buffer freed last without a search).
+ */
+CARVE_API carve_status carve_alloc_aligned(carve_arena *arena, size_t size, size_t align, carve_stream stream,
+                                           void **out);
+
+/*
  * Free a buffer from carve_alloc. The memory is reusable at once by later
  * allocations on the buffer's stream, by other streams once work queued
  * before the free has completed. free(NULL) is CARVE_OK. Returns

@@ -388,6 +388,76 @@ found:
     return CARVE_OK;
 }
 
+carve_status carve_alloc_aligned(carve_arena *a, size_t size, size_t align, carve_stream s, void **out) {
+    if (!out)
+        return carve_fail(a, CARVE_ERR_INVALID, "carve_alloc_aligned: out is NULL");
+    *out = NULL;
+    if (!a)
+        return carve_fail(NULL, CARVE_ERR_INVALID, "carve_alloc_aligned: arena is NULL");
+    if (align & (align - 1) || align > CARVE_SEGMENT_GRANULE)
+        return carve_fail(a, CARVE_ERR_INVALID,
+                          "carve_alloc_aligned: alignment %zu is not a power of two up to the 2 MiB granule", align);
+    if (align <= CARVE_ALIGNMENT) /* every buffer has that much */
+        return carve_alloc(a, size, s, out);
+    if (size == 0)
+        return CARVE_OK;
+    if (s == CARVE_STREAM_PER_THREAD)
+        s = carve_thread_stream();
+    size_t limit = CARVE_LOAD(&a->limit);
+    if (size > CARVE_MAX_ALLOC || size > limit)
+        return alloc_oom(a, size, s, "the request is larger than the arena's limit");
+    /* Any free block of rs + align - CARVE_ALIGNMENT bytes holds rs bytes at
+     * an aligned address; the bytes before it stay a free block of their own,
+     * those after it too. */
+    size_t rs = carve_align_up(size, CARVE_ALIGNMENT), want = rs + align - CARVE_ALIGNMENT;
+    unsigned cls = want <= a->small_max ? CARVE_CLASS_SMALL : CARVE_CLASS_LARGE;
+    carve_pool *p = carve_pool_get(a, s);
+    if (!p)
+        return alloc_oom(a, size, s, "host memory exhausted for carve's metadata");
+    carve_spin_lock(&p->lock);
+    if (p->pending_head)
+        carve_pool_poll_pending(p, 0, 1);
+    carve_pool_flush_hot(p, 1);
+    carve_status st = CARVE_OK;
+    carve_block *b = carve_index_find(&p->index[cls], want);
+    if (!b)
+        b = pool_take(a, p, cls, want, &st);
+    if (b && (carve_slab_reserve(&p->slab, 2) != 0 || carve_blockmap_reserve(&p->map) != 0)) {
+        carve_note("host memory exhausted for carve's metadata");
+        b = NULL;
+        st = CARVE_ERR_OOM;
+    }
+    if (!b) {
+        carve_spin_unlock(&p->lock);
+        if (st == CARVE_ERR_OOM)
+            return alloc_oom(a, size, s, carve_note_get());
+        return carve_fail(a, st, "carve_alloc_aligned of %zu bytes: %s", size, carve_note_get());
+    }
+    size_t pad = carve_align_up(b->addr, align) - b->addr;
+    if (pad) { /* the bytes before the aligned address stay free, indexed */
+        carve_block *front = block_split(p, b, pad);
+        carve_index_insert(&p->index[front->cls], front);
+        if (a->vmm)
+            carve_vmm_split(front); /* the runs from the cut's granule on go with the buffer */
+        b = front->next;
+    }
+    b = block_split(p, b, rs);
+    b->state = CARVE_B_USED;
+    b->slack = (uint8_t)(rs - size);
+    b->flags = 0;
+    if (b->span->u.r.nlive++ == 0)
+        carve_pool_span_refilled(p, b->span);
+    if (a->vmm)
+        carve_vmm_take(p, b);
+    carve_blockmap_put(&p->map, b);
+    CARVE_STORE(&p->nallocs, p->nallocs + 1);
+    carve_pool_account(p, (ptrdiff_t)rs, (ptrdiff_t)size);
+    carve_spin_unlock(&p->lock);
+    CHECK_EXPENSIVE(a);
+    *out = (void *)b->addr;
+    return CARVE_OK;
+}
+
 /* The pool that owns the span holding addr, locked; NULL when addr is in no
  * span. The caller still has to find addr among the pool's live blocks. */
 static carve_pool *owner_locked(carve_arena *a, uintptr_t addr) {
