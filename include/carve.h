@@ -513,12 +513,89 @@ CARVE_API int carve_arena_contains(const carve_arena *arena, const void *addr);
  */
 CARVE_API carve_status carve_empty_cache(carve_arena *arena);
 
+/*
+ * Out-of-memory callback. When an allocation (carve_alloc,
+ * carve_alloc_aligned) would return CARVE_ERR_OOM -- after carve's own
+ * reclaiming and retries, or at once for a request above the limit -- the
+ * arena's callback is called, on the allocating thread, with the request
+ * and the arena's numbers. It may free memory (carve_free and the other
+ * frees, carve_empty_cache, carve_set_limit: carve holds none of its locks
+ * while the callback runs, so these cannot deadlock) and answer
+ * CARVE_OOM_RETRY: the allocation is then tried once more (counted in
+ * carve_stats.num_alloc_retries) and its answer returned, without calling
+ * the callback again. CARVE_OOM_FAIL (0), or any other answer, returns
+ * CARVE_ERR_OOM. Allocations the callback itself makes that run out of
+ * memory do not call it again (they return CARVE_ERR_OOM). Other threads may
+ * allocate meanwhile and take what it freed. Failures other than
+ * CARVE_ERR_OOM do not call it.
+ */
+#define CARVE_OOM_FAIL 0
+#define CARVE_OOM_RETRY 1
+
+typedef struct carve_oom_info {
+    size_t size;               /* sizeof(carve_oom_info) in the library that calls: fields
+                                  are only ever added at the end */
+    size_t request_bytes;      /* the size asked for */
+    size_t align;              /* the alignment asked for (CARVE_ALIGNMENT for carve_alloc) */
+    carve_stream stream;       /* the stream asked for (CARVE_STREAM_PER_THREAD as given) */
+    size_t allocated_bytes;    /* the arena's numbers when the allocation failed: as carve_stats */
+    size_t reserved_bytes;
+    size_t cached_bytes;
+    size_t largest_free_block;
+    size_t limit_bytes;
+    uint64_t num_live;
+} carve_oom_info;
+
+typedef int (*carve_oom_fn)(carve_arena *arena, const carve_oom_info *info, void *user);
+
+/* Set (fn non-NULL) or remove (fn NULL) the arena's out-of-memory
+ * callback; user is passed to it. Returns CARVE_OK, CARVE_ERR_INVALID for a
+ * NULL arena. Thread-safe: an allocation failing meanwhile calls the old or
+ * the new callback; after this returns, no new call of the old one starts
+ * (one already running may still be running). Does not synchronize. */
+CARVE_API carve_status carve_set_oom_callback(carve_arena *arena, carve_oom_fn fn, void *user);
+
 /* Bytes held by live buffers, as rounded by the arena; 0 for NULL.
  * Thread-safe, lock-free, O(streams). */
 CARVE_API size_t carve_memory_allocated(const carve_arena *arena);
 
 /* Bytes reserved from the backend; 0 for NULL. Thread-safe, lock-free. */
 CARVE_API size_t carve_memory_reserved(const carve_arena *arena);
+
+/* carve_stats as ABI 1.0 laid it out: the first fields of carve_stats,
+ * what carve_get_stats wrote before carve 1.1 (programs built against a 1.0
+ * carve.h still get exactly this), and what carve_replay_result holds. */
+typedef struct carve_stats_1_0 {
+    size_t requested_bytes;       /* bytes asked for by live buffers (unrounded) */
+    size_t requested_bytes_peak;
+    size_t allocated_bytes;       /* bytes held by live buffers (rounded) */
+    size_t allocated_bytes_peak;
+    size_t reserved_bytes;        /* bytes reserved from the backend (virtual-memory mode:
+                                     bytes mapped) */
+    size_t reserved_bytes_peak;
+    size_t limit_bytes;           /* the hard cap (SIZE_MAX when unlimited) */
+    size_t cached_bytes;          /* reserved but not held by live buffers */
+    size_t largest_free_block;    /* largest contiguous free range with memory behind it, in bytes */
+    size_t num_segments;          /* segments reserved now (virtual-memory mode: address
+                                     space reservations) */
+    size_t num_streams;           /* streams the arena has seen */
+    uint64_t num_live;            /* live buffers */
+    uint64_t num_allocs;          /* successful carve_alloc calls with size > 0 */
+    uint64_t num_frees;           /* successful carve_free calls with ptr != NULL */
+    uint64_t num_backend_allocs;  /* segments reserved from the backend, ever (virtual-memory
+                                     mode: address space reservations and granule maps) */
+    uint64_t num_backend_frees;   /* segments given back, ever (virtual-memory mode:
+                                     granule unmaps) */
+    uint64_t num_ooms;            /* carve_alloc calls that returned CARVE_ERR_OOM */
+    uint64_t num_syncs;           /* times carve made the host wait for the device (an event
+                                     or device synchronization: before reusing another stream's
+                                     memory at the limit, releasing, unmapping), ever */
+    uint64_t num_event_records;   /* events carve recorded on streams, ever (each a driver call
+                                     on a GPU: cross-stream frees, emptied spans, and in
+                                     virtual-memory mode the fences that say which freed
+                                     granules the device is done with) */
+    uint64_t num_event_queries;   /* times carve asked whether an event had completed, ever */
+} carve_stats_1_0;
 
 typedef struct carve_stats {
     size_t requested_bytes;       /* bytes asked for by live buffers (unrounded) */
@@ -550,23 +627,44 @@ typedef struct carve_stats {
                                      virtual-memory mode the fences that say which freed
                                      granules the device is done with) */
     uint64_t num_event_queries;   /* times carve asked whether an event had completed, ever */
+    /* Added in 1.1 (carve_get_stats_sized zeroes what a caller's older
+     * structure lacks; see carve_get_stats): */
+    uint64_t num_alloc_retries;   /* allocations retried after the out-of-memory callback
+                                     answered CARVE_OOM_RETRY (carve_set_oom_callback) */
 } carve_stats;
 
 /*
- * Fill *out with the arena's statistics. Peaks are exact when the arena is
+ * Fill the first size bytes of *out (a carve_stats as the caller's carve.h
+ * has it: size between CARVE_STATS_SIZE_MIN and CARVE_STATS_SIZE_MAX; bytes
+ * past the library's own carve_stats are zeroed) with the arena's
+ * statistics. carve_stats grows only at its end, so a program built against
+ * an older carve.h reads the fields it knows. Peaks are exact when the arena is
  * used from one stream; with several streams, requested/allocated peaks are
  * off by at most 16 MiB per stream, either way (per-stream counters are
  * merged in batches so that streams do not contend: one stream's flushed
  * allocations may meet another's unflushed frees); no peak is ever below
  * its current value. largest_free_block counts the buffer freed last, which
  * is kept aside for reuse, as the free memory it is. Returns
- * CARVE_ERR_INVALID for NULL arguments (*out zeroed when out is not NULL).
+ * CARVE_ERR_INVALID for NULL arguments or a size outside those bounds (the
+ * first size bytes of *out zeroed when out is not NULL and size is within
+ * them).
  * Thread-safe: each stream's counters are read together under its lock
  * (briefly, one stream at a time), so even while other threads allocate
  * num_frees <= num_allocs and num_live = num_allocs - num_frees; streams are
  * read one after another, not at one instant (carve_snapshot_json is one).
  */
-CARVE_API carve_status carve_get_stats(const carve_arena *arena, carve_stats *out);
+CARVE_API carve_status carve_get_stats_sized(const carve_arena *arena, carve_stats *out, size_t size);
+/* carve_get_stats_sized with the program's sizeof(carve_stats). (The
+ * library also exports carve_get_stats itself, for programs built against
+ * carve 1.0's header, where it was a function: it writes carve_stats_1_0.) */
+static inline carve_status carve_get_stats(const carve_arena *arena, carve_stats *out) {
+    return carve_get_stats_sized(arena, out, sizeof(carve_stats));
+}
+
+/* The smallest and largest size carve_get_stats_sized takes: ABI 1.0's
+ * carve_stats, and a bound far past any to come. */
+#define CARVE_STATS_SIZE_MIN sizeof(carve_stats_1_0)
+#define CARVE_STATS_SIZE_MAX ((size_t)4096)
 
 /* Reset the peaks to the current values, all at one instant. NULL is a
  * no-op. Thread-safe (takes every lock at once, briefly, so that no peak

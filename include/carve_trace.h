@@ -170,7 +170,8 @@ CARVE_API carve_status carve_replay_streams_open(carve_replay_streams *rs, uint3
 CARVE_API void carve_replay_streams_close(carve_replay_streams *rs);
 
 typedef struct carve_replay_result {
-    carve_stats stats;   /* the arena's statistics after the last event */
+    carve_stats_1_0 stats; /* the arena's statistics after the last event (the fields of ABI 1.0's
+                              carve_stats: the structure keeps its layout) */
     uint64_t nooms;      /* allocations that returned CARVE_ERR_OOM (skipped with their frees) */
     uint64_t nerrors;    /* allocations or frees that failed otherwise */
     size_t done;         /* events replayed (fewer than t->n only when stopped at an OOM) */

@@ -61,6 +61,45 @@ static carve_status alloc_oom(carve_arena *a, size_t size, carve_stream s, const
         carve_format_bytes(li, sizeof(li), a->limit));
 }
 
+/* Nonzero while the calling thread runs an out-of-memory callback or its
+ * retry: an allocation that fails then does not call the callback again. */
+static __thread int tls_in_oom_callback;
+
+/* No lock held; the allocation of size bytes (aligned to align; 0: plain
+ * carve_alloc) on s ran out of memory, for the reason why. Call the arena's
+ * out-of-memory callback, if any, and retry once at its word; otherwise
+ * (and when the retry fails) the out-of-memory answer. */
+__attribute__((noinline, cold)) static carve_status oom_answer(carve_arena *a, size_t size, size_t align,
+                                                             carve_stream s, void **out, const char *why) {
+    carve_mutex_lock(&a->oom_lock);
+    carve_oom_fn fn = a->oom_fn;
+    void *user = a->oom_user;
+    carve_mutex_unlock(&a->oom_lock);
+    if (!fn || tls_in_oom_callback)
+        return alloc_oom(a, size, s, why);
+    carve_stats st;
+    carve_stats_collect(a, &st, 0);
+    carve_oom_info info = {.size = sizeof(info), .request_bytes = size,
+                           .align = align > CARVE_ALIGNMENT ? align : CARVE_ALIGNMENT,
+                           .stream = carve_stream_public(s), .allocated_bytes = st.allocated_bytes,
+                           .reserved_bytes = st.reserved_bytes, .cached_bytes = st.cached_bytes,
+                           .largest_free_block = st.largest_free_block, .limit_bytes = st.limit_bytes,
+                           .num_live = st.num_live};
+    char reason[256];
+    snprintf(reason, sizeof(reason), "%s", why ? why : "");
+    tls_in_oom_callback = 1;
+    int answer = fn(a, &info, user);
+    carve_status r;
+    if (answer == CARVE_OOM_RETRY) {
+        CARVE_ADD(&a->nretries, 1);
+        r = align ? carve_alloc_aligned(a, size, align, s, out) : carve_alloc(a, size, s, out);
+    } else {
+        r = alloc_oom(a, size, s, reason);
+    }
+    tls_in_oom_callback = 0;
+    return r;
+}
+
 /* Pool lock held: drop it, reclaim (carve_reclaim flags), retake it.
  * The reason of the failure that led here survives for the OOM message. */
 static void reclaim_unlocked(carve_arena *a, carve_pool *p, unsigned flags) {
@@ -333,7 +372,7 @@ carve_status carve_alloc(carve_arena *a, size_t size, carve_stream s, void **out
     if (CARVE_UNLIKELY(s == CARVE_STREAM_PER_THREAD)) /* the calling thread's stream */
         s = carve_thread_stream();
     if (CARVE_UNLIKELY(size > CARVE_MAX_ALLOC || size > a->limit))
-        return alloc_oom(a, size, s, "the request is larger than the arena's limit");
+        return oom_answer(a, size, 0, s, out, "the request is larger than the arena's limit");
     size_t rs = carve_align_up(size, CARVE_ALIGNMENT);
     unsigned cls = rs <= a->small_max ? CARVE_CLASS_SMALL : CARVE_CLASS_LARGE;
     carve_pool *p = carve_pool_get(a, s);
@@ -367,7 +406,7 @@ carve_status carve_alloc(carve_arena *a, size_t size, carve_stream s, void **out
     if (CARVE_UNLIKELY(!b)) {
         carve_spin_unlock(&p->lock);
         if (st == CARVE_ERR_OOM)
-            return alloc_oom(a, size, s, carve_note_get());
+            return oom_answer(a, size, 0, s, out, carve_note_get());
         return carve_fail(a, st, "carve_alloc of %zu bytes: %s", size, carve_note_get());
     }
     b = block_split(p, b, rs);
@@ -405,7 +444,7 @@ carve_status carve_alloc_aligned(carve_arena *a, size_t size, size_t align, carv
         s = carve_thread_stream();
     size_t limit = CARVE_LOAD(&a->limit);
     if (size > CARVE_MAX_ALLOC || size > limit)
-        return alloc_oom(a, size, s, "the request is larger than the arena's limit");
+        return oom_answer(a, size, align, s, out, "the request is larger than the arena's limit");
     /* Any free block of rs + align - CARVE_ALIGNMENT bytes holds rs bytes at
      * an aligned address; the bytes before it stay a free block of their own,
      * those after it too. */
@@ -430,7 +469,7 @@ carve_status carve_alloc_aligned(carve_arena *a, size_t size, size_t align, carv
     if (!b) {
         carve_spin_unlock(&p->lock);
         if (st == CARVE_ERR_OOM)
-            return alloc_oom(a, size, s, carve_note_get());
+            return oom_answer(a, size, align, s, out, carve_note_get());
         return carve_fail(a, st, "carve_alloc_aligned of %zu bytes: %s", size, carve_note_get());
     }
     size_t pad = carve_align_up(b->addr, align) - b->addr;

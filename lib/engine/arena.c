@@ -205,7 +205,8 @@ carve_status carve_arena_create(const carve_config *user, carve_arena **out) {
         return carve_fail(NULL, st, "carve_arena_create: %s backend: %s", carve_backend_str(c->backend),
                           carve_backend_msg());
     }
-    if (st == CARVE_OK && (carve_heap_init(a) != CARVE_OK || carve_mutex_init(&a->pools_lock) != 0))
+    if (st == CARVE_OK && (carve_heap_init(a) != CARVE_OK || carve_mutex_init(&a->pools_lock) != 0 ||
+                           carve_mutex_init(&a->oom_lock) != 0))
         st = carve_fail(NULL, CARVE_ERR_OOM, "carve_arena_create: cannot create locks");
     if (st == CARVE_OK)
         st = resolve_sizes(a, c);
@@ -268,6 +269,7 @@ void carve_arena_destroy(carve_arena *a) {
     carve_heap_destroy(a);
     carve_pagemap_destroy(&a->pmap);
     carve_mutex_destroy(&a->pools_lock);
+    carve_mutex_destroy(&a->oom_lock);
     a->be.ops->destroy(&a->be);
     free(a); /* thread-local pool caches name it by id, which is never reused */
 }
@@ -294,6 +296,16 @@ carve_status carve_arena_get_config_sized(const carve_arena *a, carve_config *ou
         c.fail_backend_status = CARVE_ERR_OOM;
     c.ipc = __atomic_load_n(&a->be.ipc, __ATOMIC_RELAXED); /* the backend may drop it (cuda_vmm.c) */
     carve_config_write(&c, out, size);
+    return CARVE_OK;
+}
+
+carve_status carve_set_oom_callback(carve_arena *a, carve_oom_fn fn, void *user) {
+    if (!a)
+        return carve_fail(NULL, CARVE_ERR_INVALID, "carve_set_oom_callback: arena is NULL");
+    carve_mutex_lock(&a->oom_lock);
+    a->oom_fn = fn;
+    a->oom_user = fn ? user : NULL;
+    carve_mutex_unlock(&a->oom_lock);
     return CARVE_OK;
 }
 

@@ -112,15 +112,29 @@ void carve_stats_collect(const carve_arena *a, carve_stats *s, int locked) {
     s->limit_bytes = a->limit;
     s->cached_bytes = s->reserved_bytes > s->allocated_bytes ? s->reserved_bytes - s->allocated_bytes : 0;
     s->num_ooms = CARVE_LOAD(&a->nooms);
+    s->num_alloc_retries = CARVE_LOAD(&a->nretries);
 }
 
-carve_status carve_get_stats(const carve_arena *a, carve_stats *out) {
-    if (out)
-        memset(out, 0, sizeof(*out));
-    if (!a || !out)
-        return carve_fail(a, CARVE_ERR_INVALID, "carve_get_stats: NULL argument");
-    carve_stats_collect(a, out, 0);
+carve_status carve_get_stats_sized(const carve_arena *a, carve_stats *out, size_t size) {
+    int size_ok = size >= CARVE_STATS_SIZE_MIN && size <= CARVE_STATS_SIZE_MAX;
+    if (out && size_ok)
+        memset(out, 0, size);
+    if (!a || !out || !size_ok)
+        return carve_fail(a, CARVE_ERR_INVALID, "carve_get_stats: NULL argument or a size of %zu (between %zu and %zu)",
+                          size, (size_t)CARVE_STATS_SIZE_MIN, (size_t)CARVE_STATS_SIZE_MAX);
+    carve_stats s;
+    carve_stats_collect(a, &s, 0);
+    memcpy(out, &s, size < sizeof(s) ? size : sizeof(s)); /* the caller's fields; the rest stays zero */
     return CARVE_OK;
+}
+
+/* carve_get_stats as carve 1.0 exported it (carve.h now has it inline over
+ * the sized call): programs built against that header pass a
+ * carve_stats_1_0. The C name differs from carve.h's inline one; the
+ * exported name is the old one. */
+CARVE_API carve_status carve_get_stats_1_0(const carve_arena *a, carve_stats_1_0 *out) __asm__("carve_get_stats");
+carve_status carve_get_stats_1_0(const carve_arena *a, carve_stats_1_0 *out) {
+    return carve_get_stats_sized(a, (carve_stats *)(void *)out, sizeof(*out));
 }
 
 void carve_reset_peak_stats(carve_arena *a) {

@@ -195,6 +195,12 @@ struct carve_arena {
     size_t g_alloc __attribute__((aligned(64)));
     size_t g_req, g_alloc_peak, g_req_peak;
     uint64_t nooms;
+    uint64_t nretries;           /* allocations retried at the out-of-memory callback's answer */
+    /* The out-of-memory callback and its argument (carve_set_oom_callback),
+     * written and read together under oom_lock. */
+    carve_mutex oom_lock;
+    carve_oom_fn oom_fn;
+    void *oom_user;
     carve_pagemap pmap __attribute__((aligned(64)));
 };
 

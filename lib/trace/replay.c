@@ -136,7 +136,7 @@ carve_status carve_replay_run_warm(const carve_trace *t, const carve_config *cfg
         slots[k] = NULL;
     int stop = flags & CARVE_REPLAY_STOP_AT_OOM;
     replay_pass(a, t, rs->s, slots, stop, buf, progress, arg, res);
-    carve_get_stats(a, &res->stats);
+    carve_get_stats_sized(a, (carve_stats *)&res->stats, sizeof(res->stats)); /* the 1.0 fields */
     carve_config eff;
     if (carve_arena_get_config(a, &eff) == CARVE_OK) {
         res->initial_bytes = eff.initial_bytes;
@@ -278,7 +278,7 @@ carve_status carve_replay_record(const carve_trace *t, const carve_config *cfg, 
         }
     free(touched);
     free(buf);
-    carve_get_stats(a, &res->stats);
+    carve_get_stats_sized(a, (carve_stats *)&res->stats, sizeof(res->stats)); /* the 1.0 fields */
     carve_arena_destroy(a);
     free(slots);
     free(slot_size);

@@ -43,7 +43,7 @@ static void json_string(FILE *out, const char *s) {
 static void write_json(FILE *out, const carve_replay_report *p) {
     const carve_trace *t = p->trace;
     const carve_replay_result *r = p->result;
-    const carve_stats *s = &r->stats;
+    const carve_stats_1_0 *s = &r->stats;
     const carve_config *c = p->cfg;
     fputs("{\"trace\": ", out);
     json_string(out, p->trace_name);
@@ -115,7 +115,7 @@ static const char *bytes(char *buf, size_t len, uint64_t v) {
 static void write_text(FILE *out, const carve_replay_report *p) {
     const carve_trace *t = p->trace;
     const carve_replay_result *r = p->result;
-    const carve_stats *s = &r->stats;
+    const carve_stats_1_0 *s = &r->stats;
     const carve_config *c = p->cfg;
     char b1[32], b2[32];
     double fp = carve_replay_footprint(p);
