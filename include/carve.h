@@ -555,6 +555,25 @@ typedef int (*carve_oom_fn)(carve_arena *arena, const carve_oom_info *info, void
  * (one already running may still be running). Does not synchronize. */
 CARVE_API carve_status carve_set_oom_callback(carve_arena *arena, carve_oom_fn fn, void *user);
 
+/*
+ * Change the arena's limit (limit_bytes as in carve_config: rounded down to
+ * the granule; 0 = the device's memory for the CUDA backends, unlimited
+ * otherwise); carve_arena_get_config and carve_stats report the new one.
+ * Raising it lets the arena grow further at once. Lowering it below what
+ * the arena reserves first gives cached memory back, as carve_empty_cache
+ * does (so it synchronizes the device then); if live buffers still hold
+ * more than the new limit, the limit applies to future growth: nothing live
+ * is touched, no memory is reserved or mapped until frees bring the arena
+ * under it, and allocations that need more fail with CARVE_ERR_OOM (or call
+ * the out-of-memory callback) meanwhile. Memory freed later stays cached,
+ * as always, until carve reclaims it. Returns CARVE_OK; CARVE_ERR_INVALID
+ * for a NULL arena, a limit below one granule, or an arena with growth off
+ * (it holds its one block); CARVE_ERR_BACKEND when giving memory back
+ * failed (the limit is then unchanged). Thread-safe. Synchronizes only when
+ * lowering below what is reserved.
+ */
+CARVE_API carve_status carve_set_limit(carve_arena *arena, size_t limit_bytes);
+
 /* Bytes held by live buffers, as rounded by the arena; 0 for NULL.
  * Thread-safe, lock-free, O(streams). */
 CARVE_API size_t carve_memory_allocated(const carve_arena *arena);

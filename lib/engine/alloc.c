@@ -58,7 +58,7 @@ static carve_status alloc_oom(carve_arena *a, size_t size, carve_stream s, const
         carve_format_bytes(rs, sizeof(rs), st.reserved_bytes),
         carve_format_bytes(ca, sizeof(ca), st.cached_bytes),
         carve_format_bytes(lf, sizeof(lf), st.largest_free_block),
-        carve_format_bytes(li, sizeof(li), a->limit));
+        carve_format_bytes(li, sizeof(li), CARVE_LOAD(&a->limit)));
 }
 
 /* Nonzero while the calling thread runs an out-of-memory callback or its
@@ -371,7 +371,7 @@ carve_status carve_alloc(carve_arena *a, size_t size, carve_stream s, void **out
         return CARVE_OK;
     if (CARVE_UNLIKELY(s == CARVE_STREAM_PER_THREAD)) /* the calling thread's stream */
         s = carve_thread_stream();
-    if (CARVE_UNLIKELY(size > CARVE_MAX_ALLOC || size > a->limit))
+    if (CARVE_UNLIKELY(size > CARVE_MAX_ALLOC || size > CARVE_LOAD(&a->limit)))
         return oom_answer(a, size, 0, s, out, "the request is larger than the arena's limit");
     size_t rs = carve_align_up(size, CARVE_ALIGNMENT);
     unsigned cls = rs <= a->small_max ? CARVE_CLASS_SMALL : CARVE_CLASS_LARGE;

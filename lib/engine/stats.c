@@ -109,7 +109,7 @@ void carve_stats_collect(const carve_arena *a, carve_stats *s, int locked) {
     if (s->reserved_bytes_peak < s->reserved_bytes) /* a map between the two reads (vmm.c needs no heap lock) */
         s->reserved_bytes_peak = s->reserved_bytes;
     s->largest_free_block = largest;
-    s->limit_bytes = a->limit;
+    s->limit_bytes = CARVE_LOAD(&a->limit);
     s->cached_bytes = s->reserved_bytes > s->allocated_bytes ? s->reserved_bytes - s->allocated_bytes : 0;
     s->num_ooms = CARVE_LOAD(&a->nooms);
     s->num_alloc_retries = CARVE_LOAD(&a->nretries);

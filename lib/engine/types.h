@@ -166,7 +166,11 @@ struct carve_arena {
     uint64_t id;                 /* unique per arena ever created (never 0) */
     carve_config cfg;            /* as given, name pointing at name[] */
     char name[64];
-    size_t limit;                /* resolved; SIZE_MAX when unlimited */
+    size_t limit;                /* resolved; SIZE_MAX when unlimited (written under the heap lock by
+                                    carve_set_limit; read atomically where that lock is not held) */
+    size_t limit_over;           /* what was reserved when carve_set_limit lowered the limit below it
+                                    (live buffers held it): reserved stays at or below the larger of
+                                    the two (carve_check); 0 otherwise */
     size_t initial;              /* resolved, granule-aligned */
     size_t min_grow;
     int growth;

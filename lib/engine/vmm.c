@@ -737,8 +737,9 @@ carve_status carve_vmm_map(carve_arena *a, carve_pool *p, carve_block *span, uin
      * streams do not queue on the heap lock; two at the limit may both be
      * refused where one would have fitted). */
     size_t used = __atomic_add_fetch(&h->inflight, need, __ATOMIC_RELAXED) + CARVE_LOAD(&h->reserved);
-    if (used > a->limit && CARVE_LOAD(&a->multi)) { /* at the limit: other streams' free granules too */
-        trim_others(a, p, used - a->limit);
+    size_t limit = CARVE_LOAD(&a->limit);
+    if (used > limit && CARVE_LOAD(&a->multi)) { /* at the limit: other streams' free granules too */
+        trim_others(a, p, used - limit);
         used = CARVE_LOAD(&h->inflight) + CARVE_LOAD(&h->reserved);
     }
     if (used > a->limit) {
