@@ -81,9 +81,11 @@ typedef struct CUevent_st *carve_event;
 typedef enum carve_status {
     CARVE_OK = 0,
     CARVE_ERR_INVALID,      /* bad argument or configuration */
-    CARVE_ERR_OOM,          /* the request does not fit under the limit or in the device */
+    CARVE_ERR_OOM,          /* the request does not fit under the limit or in the device, or host
+                               memory ran out (carve_last_error_info's host_memory says which) */
     CARVE_ERR_BAD_POINTER,  /* pointer not from this arena, interior, or already freed */
-    CARVE_ERR_BACKEND,      /* the backend (driver) failed; carve_last_error names the error */
+    CARVE_ERR_BACKEND,      /* the backend (driver) failed; carve_last_error names the error,
+                               carve_last_error_info gives its code */
     CARVE_ERR_NO_DEVICE     /* no CUDA driver, no device, or no such device index */
 } carve_status;
 
@@ -707,6 +709,41 @@ CARVE_API carve_status carve_check(const carve_arena *arena);
  * next failing carve call. Thread-safe (per-thread storage).
  */
 CARVE_API const char *carve_last_error(const carve_arena *arena);
+
+/* carve_error_info.driver_api: which CUDA API driver_error comes from. */
+#define CARVE_DRIVER_ERROR_RUNTIME 1 /* a cudaError_t */
+#define CARVE_DRIVER_ERROR_DRIVER 2  /* a CUresult */
+
+/* What carve_last_error explains, as numbers. */
+typedef struct carve_error_info {
+    size_t size;           /* sizeof(carve_error_info) as the caller has it (set by the call) */
+    carve_status status;   /* the status of that failure; CARVE_OK when there is none */
+    int driver_api;        /* CARVE_DRIVER_ERROR_RUNTIME or _DRIVER when the failure is the CUDA
+                              driver's (status CARVE_ERR_BACKEND, CARVE_ERR_NO_DEVICE, or
+                              CARVE_ERR_OOM for the device's memory: cudaErrorMemoryAllocation,
+                              CUDA_ERROR_OUT_OF_MEMORY); 0 otherwise */
+    int driver_error;      /* that cudaError_t or CUresult as an int; 0 when driver_api is 0 */
+    int host_memory;       /* 1 when the status is CARVE_ERR_OOM because host memory ran out
+                              (carve's own records, not the device's memory, nor the limit) */
+} carve_error_info;
+
+#define CARVE_ERROR_INFO_SIZE_MAX ((size_t)4096)
+
+/*
+ * The calling thread's most recent failed call on arena (NULL: the calls
+ * carve_last_error(NULL) explains), as numbers, written into the first size
+ * bytes of *out (out->size = size): CARVE_ERR_OOM with host_memory 0 is the
+ * device or the limit, with host_memory 1 host memory; driver_error is the
+ * CUDA error code beside the text. status CARVE_OK and zeros when there is
+ * none. Returns CARVE_OK, or CARVE_ERR_INVALID (nothing written, and the
+ * last error unchanged) for a NULL out or a size below sizeof(size_t) or
+ * above CARVE_ERROR_INFO_SIZE_MAX. Thread-safe (per-thread storage).
+ */
+CARVE_API carve_status carve_last_error_info_sized(const carve_arena *arena, carve_error_info *out, size_t size);
+/* carve_last_error_info_sized with the program's sizeof(carve_error_info). */
+static inline carve_status carve_last_error_info(const carve_arena *arena, carve_error_info *out) {
+    return carve_last_error_info_sized(arena, out, sizeof(carve_error_info));
+}
 
 /*
  * A JSON snapshot of the arena: its configuration, statistics, and every

@@ -127,4 +127,13 @@ typedef struct carve_be {
 char *carve_backend_msg(void) CARVE_INTERNAL;
 #define carve_backend_fail(...) snprintf(carve_backend_msg(), CARVE_BACKEND_MSG_LEN, __VA_ARGS__)
 
+/* Beside the message, the CUDA error code of the calling thread's latest
+ * driver failure: api is CARVE_DRIVER_ERROR_RUNTIME (a cudaError_t) or
+ * CARVE_DRIVER_ERROR_DRIVER (a CUresult), 0 for a failure that is not the
+ * driver's (an injected one, say). The engine takes it, once, when it
+ * reports a failure (carve_last_error_info). */
+void carve_backend_code(int api, int code) CARVE_INTERNAL;
+/* The noted code into *code and its api (0: none, *code 0); clears it. */
+int carve_backend_code_take(int *code) CARVE_INTERNAL;
+
 #endif

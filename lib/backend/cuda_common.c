@@ -21,6 +21,7 @@ typedef carve_cuda_ctx cuda_ctx;
 carve_status carve_cuda_error(cudaError_t e, const char *what) {
     (void)cudaGetLastError(); /* leave no error behind for the caller */
     carve_backend_fail("%s: %s (%s)", what, cudaGetErrorName(e), cudaGetErrorString(e));
+    carve_backend_code(CARVE_DRIVER_ERROR_RUNTIME, (int)e);
     switch (e) {
     case cudaErrorMemoryAllocation: return CARVE_ERR_OOM;
     case cudaErrorNoDevice:

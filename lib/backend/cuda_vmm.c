@@ -112,6 +112,7 @@ static carve_status drv_error(CUresult r, const char *what) {
     if (drv.error_name)
         drv.error_name(r, &name);
     carve_backend_fail("%s: %s", what, name);
+    carve_backend_code(CARVE_DRIVER_ERROR_DRIVER, (int)r);
     return r == CUDA_ERROR_OUT_OF_MEMORY ? CARVE_ERR_OOM : CARVE_ERR_BACKEND;
 }
 

@@ -27,6 +27,7 @@ static int fails(carve_be *be, unsigned kind, const char *what) {
         return 0;
     __atomic_add_fetch(&f->failed, 1, __ATOMIC_RELAXED);
     carve_backend_fail("injected failure of backend call %lu (%s: %s)", n, kind_name[kind], what);
+    carve_backend_code(0, 0); /* not the driver's */
     return 1;
 }
 
