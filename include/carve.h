@@ -497,6 +497,22 @@ CARVE_API carve_status carve_record_stream(carve_arena *arena, void *ptr, carve_
 CARVE_API carve_status carve_buffer_info(const carve_arena *arena, const void *ptr, size_t *size,
                                          carve_stream *stream);
 
+/*
+ * Tag the live buffer ptr with a 64-bit value of the program's (a request
+ * id, a layer, an address of its own: carve never reads it); 0 removes the
+ * tag. The tag lives as long as the buffer: freeing it drops the tag.
+ * carve_snapshot_json writes it with the buffer ("tag"), so a program can
+ * tell whose memory is where. Returns CARVE_OK, CARVE_ERR_INVALID for a NULL
+ * arena, CARVE_ERR_BAD_POINTER as carve_free (nothing changes). Thread-safe
+ * (the owning stream's lock, briefly); O(1). Does not synchronize.
+ */
+CARVE_API carve_status carve_set_tag(carve_arena *arena, void *ptr, uint64_t tag);
+
+/* The tag of the live buffer ptr (0 when it has none) in *tag. Returns
+ * CARVE_OK, CARVE_ERR_INVALID for NULL arena or tag, CARVE_ERR_BAD_POINTER
+ * as carve_buffer_info; *tag is 0 on failure. Thread-safe; O(1). */
+CARVE_API carve_status carve_get_tag(const carve_arena *arena, const void *ptr, uint64_t *tag);
+
 /* Nonzero when addr lies in memory the arena holds from its backend (in a
  * live buffer or not), 0 otherwise (and for NULL). An interposer uses it to
  * refuse a stray free of carve memory rather than pass it to the driver,
@@ -686,6 +702,39 @@ static inline carve_status carve_get_stats(const carve_arena *arena, carve_stats
  * carve_stats, and a bound far past any to come. */
 #define CARVE_STATS_SIZE_MIN sizeof(carve_stats_1_0)
 #define CARVE_STATS_SIZE_MAX ((size_t)4096)
+
+/* One stream's counters, as its pool keeps them (each stream's are kept
+ * apart already, on the paths carve_alloc and carve_free take: reading them
+ * costs those paths nothing). */
+typedef struct carve_stream_stats {
+    size_t size;                  /* sizeof(carve_stream_stats) as the caller has it (set by the call) */
+    carve_stream stream;          /* the stream asked about (as given) */
+    uint64_t num_allocs;          /* successful allocations on it (size > 0), ever */
+    uint64_t num_frees;           /* frees of its buffers, ever */
+    uint64_t num_live;            /* its live buffers: num_allocs - num_frees */
+    size_t allocated_bytes;       /* bytes its live buffers hold (rounded) */
+    size_t allocated_bytes_peak;  /* the most they held at once (since creation or the last peak reset) */
+    size_t requested_bytes;       /* bytes asked for by its live buffers */
+    size_t requested_bytes_peak;
+} carve_stream_stats;
+
+#define CARVE_STREAM_STATS_SIZE_MAX ((size_t)4096)
+
+/* The counters of stream (CARVE_STREAM_PER_THREAD: the calling thread's)
+ * in arena, written into the first size bytes of *out (out->size = size,
+ * out->stream = stream); all zero for a stream the arena has not seen.
+ * Returns CARVE_OK, or CARVE_ERR_INVALID for NULL arguments or a size below
+ * sizeof(size_t) or above CARVE_STREAM_STATS_SIZE_MAX (the first size bytes
+ * of *out zeroed when out is not NULL and size is within them).
+ * Thread-safe: the stream's counters are read together under its lock
+ * (num_frees <= num_allocs). O(1). Does not synchronize. */
+CARVE_API carve_status carve_get_stream_stats_sized(const carve_arena *arena, carve_stream stream,
+                                                    carve_stream_stats *out, size_t size);
+/* carve_get_stream_stats_sized with the program's sizeof(carve_stream_stats). */
+static inline carve_status carve_get_stream_stats(const carve_arena *arena, carve_stream stream,
+                                                  carve_stream_stats *out) {
+    return carve_get_stream_stats_sized(arena, stream, out, sizeof(carve_stream_stats));
+}
 
 /* Reset the peaks to the current values, all at one instant. NULL is a
  * no-op. Thread-safe (takes every lock at once, briefly, so that no peak

@@ -585,15 +585,17 @@ carve_status carve_free(carve_arena *a, void *ptr) {
         carve_spin_unlock(&p->lock);
         return bad_pointer(a, "carve_free", ptr);
     }
-    carve_uses *u = CARVE_UNLIKELY(b->flags & CARVE_BF_USES) ? b->u.b.uses : NULL;
-    if (CARVE_UNLIKELY(u != NULL)) {
-        carve_status st = uses_record(a, u);
+    carve_uses *u = NULL;
+    if (CARVE_UNLIKELY(b->flags != 0)) { /* other streams' uses, a tag */
+        u = b->flags & CARVE_BF_USES ? b->u.b.uses : NULL;
+        carve_status st = u ? uses_record(a, u) : CARVE_OK;
         if (st != CARVE_OK) {
             carve_blockmap_put(&p->map, b); /* a slot was just freed: no growth needed */
             carve_spin_unlock(&p->lock);
             return carve_fail(a, st, "carve_free(%p): recording an event on a stream the buffer "
                               "was used on failed: %s", ptr, carve_backend_msg());
         }
+        b->flags &= (uint8_t)~CARVE_BF_TAG; /* the buffer's tag goes with it */
     }
     CARVE_STORE(&p->nfrees, p->nfrees + 1);
     carve_pool_account(p, -(ptrdiff_t)b->size, -(ptrdiff_t)carve_block_requested(b));
@@ -719,6 +721,37 @@ carve_status carve_free_after_event(carve_arena *a, void *ptr, carve_event event
     if (st != CARVE_OK)
         return carve_fail(a, st, "carve_free_after_event(%p): %s (the buffer stays live)", ptr, carve_backend_msg());
     return carve_free(a, ptr);
+}
+
+carve_status carve_set_tag(carve_arena *a, void *ptr, uint64_t tag) {
+    if (!a)
+        return carve_fail(NULL, CARVE_ERR_INVALID, "carve_set_tag: arena is NULL");
+    carve_pool *p = ptr ? owner_locked(a, (uintptr_t)ptr) : NULL;
+    if (!p)
+        return bad_pointer(a, "carve_set_tag", ptr);
+    carve_block *b = carve_blockmap_get(&p->map, (uintptr_t)ptr);
+    if (b) {
+        b->u.b.tag = tag;
+        b->flags = tag ? (uint8_t)(b->flags | CARVE_BF_TAG) : (uint8_t)(b->flags & ~CARVE_BF_TAG);
+    }
+    carve_spin_unlock(&p->lock);
+    return b ? CARVE_OK : bad_pointer(a, "carve_set_tag", ptr);
+}
+
+carve_status carve_get_tag(const carve_arena *ca, const void *ptr, uint64_t *tag) {
+    if (tag)
+        *tag = 0;
+    if (!ca || !tag)
+        return carve_fail(ca, CARVE_ERR_INVALID, "carve_get_tag: NULL argument");
+    carve_arena *a = (carve_arena *)ca; /* the lock is taken; nothing observable changes */
+    carve_pool *p = ptr ? owner_locked(a, (uintptr_t)ptr) : NULL;
+    if (!p)
+        return bad_pointer(a, "carve_get_tag", (void *)ptr);
+    carve_block *b = carve_blockmap_get(&p->map, (uintptr_t)ptr);
+    if (b && (b->flags & CARVE_BF_TAG))
+        *tag = b->u.b.tag;
+    carve_spin_unlock(&p->lock);
+    return b ? CARVE_OK : bad_pointer(a, "carve_get_tag", (void *)ptr);
 }
 
 int carve_buffer_live(const carve_arena *ca, const void *ptr) {

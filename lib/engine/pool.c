@@ -138,6 +138,8 @@ static carve_pool *pool_create(carve_arena *a, carve_stream s) {
     return p;
 }
 
+carve_pool *carve_pool_find(const carve_arena *a, carve_stream s) { return lookup((carve_arena *)a, s); }
+
 carve_pool *carve_pool_lookup_slow(carve_arena *a, carve_stream s) {
     carve_pool *p = lookup(a, s);
     if (!p)

@@ -29,6 +29,8 @@ static inline carve_pool *carve_pool_get(carve_arena *a, carve_stream stream) {
     return carve_pool_lookup_slow(a, stream);
 }
 void carve_pools_destroy(carve_arena *a) CARVE_INTERNAL;
+/* The pool of stream if the arena has one (none is made); lock-free. */
+carve_pool *carve_pool_find(const carve_arena *a, carve_stream stream) CARVE_INTERNAL;
 /* Pool lock held. Move freed blocks whose events completed (all of them,
  * waiting, if wait) from the pending list to the index; record: see
  * carve_pool_span_emptied. */

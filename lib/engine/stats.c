@@ -137,6 +137,33 @@ carve_status carve_get_stats_1_0(const carve_arena *a, carve_stats_1_0 *out) {
     return carve_get_stats_sized(a, (carve_stats *)(void *)out, sizeof(*out));
 }
 
+carve_status carve_get_stream_stats_sized(const carve_arena *a, carve_stream stream, carve_stream_stats *out,
+                                         size_t size) {
+    int size_ok = size >= sizeof(size_t) && size <= CARVE_STREAM_STATS_SIZE_MAX;
+    if (out && size_ok)
+        memset(out, 0, size);
+    if (!a || !out || !size_ok)
+        return carve_fail(a, CARVE_ERR_INVALID,
+                          "carve_get_stream_stats: NULL argument or a size of %zu (between %zu and %zu)", size,
+                          sizeof(size_t), (size_t)CARVE_STREAM_STATS_SIZE_MAX);
+    carve_stream_stats s = {.size = size, .stream = stream};
+    carve_pool *p = carve_pool_find(a, stream == CARVE_STREAM_PER_THREAD ? carve_thread_stream() : stream);
+    if (p) { /* read together, under the pool's lock, as carve_get_stats reads them */
+        carve_spin_lock(&p->lock);
+        s.num_allocs = p->nallocs;
+        s.num_frees = p->nfrees;
+        s.num_live = p->nallocs - p->nfrees;
+        s.allocated_bytes = p->allocated;
+        s.allocated_bytes_peak = p->allocated_peak;
+        s.requested_bytes = p->requested;
+        s.requested_bytes_peak = p->requested_peak;
+        carve_spin_unlock(&p->lock);
+    }
+    memcpy(out, &s, size < sizeof(s) ? size : sizeof(s));
+    out->size = size;
+    return CARVE_OK;
+}
+
 void carve_reset_peak_stats(carve_arena *a) {
     if (!a)
         return;
