@@ -806,6 +806,76 @@ static inline carve_status carve_last_error_info(const carve_arena *arena, carve
 CARVE_API carve_status carve_snapshot_json(const carve_arena *arena, char **out);
 CARVE_API void carve_snapshot_free(char *json);
 
+/* ---- CUDA graphs -----------------------------------------------------------
+ *
+ * While a stream is being captured into a CUDA graph (cudaStreamIsCapturing
+ * says so; the host and virtual backends: carve_sim_set_capturing), carve's
+ * calls on it neither synchronize, nor record or ask about events on it,
+ * nor map, reserve or unmap memory: carve_alloc takes only memory its pool
+ * holds free and otherwise fails with CARVE_ERR_OOM (nothing changed);
+ * carve_free parks the memory in the pool. The memory a graph uses must
+ * stay its own for every replay: a graph pool holds it.
+ *
+ *   carve_graph_pool_create(arena, &g);
+ *   carve_graph_pool_begin(arena, g, s);   allocations on s now come from g
+ *   step(s);                               once, uncaptured: g maps what it needs
+ *   cudaStreamBeginCapture(s, ...); step(s); cudaStreamEndCapture(s, &graph);
+ *   carve_graph_pool_end(arena, g, s);     s has its own pool again
+ *   ... cudaGraphLaunch(graph) any number of times ...
+ *   cudaGraphDestroy(graph); carve_graph_pool_release(arena, g);
+ *
+ * The captured step repeats the first run's allocations and frees, so it
+ * finds its memory free in g, in the same order. Memory freed inside the
+ * capture is taken again only by later allocations of the same capture
+ * (the graph's own order makes that safe), and none of g's memory goes to
+ * other streams, to carve_empty_cache or back to the driver until the
+ * release; buffers still live in g then are freed as any others. Several
+ * graphs may share a pool when they are replayed one after another, never
+ * at once (PyTorch's rule for shared pools). A capture that forks work onto
+ * other streams routes each to a graph pool of its own. The arena's other
+ * streams allocate as always meanwhile.
+ */
+typedef struct carve_graph_pool carve_graph_pool;
+
+/* A new graph pool of arena in *g (NULL on failure). It holds nothing until
+ * a stream routed to it allocates. Returns CARVE_OK; CARVE_ERR_INVALID for
+ * NULL arguments; CARVE_ERR_OOM when host memory runs out. Thread-safe.
+ * Does not synchronize. */
+CARVE_API carve_status carve_graph_pool_create(carve_arena *arena, carve_graph_pool **g);
+
+/* From now on, allocations on stream (CARVE_STREAM_PER_THREAD: the calling
+ * thread's) come from g, from every thread, until carve_graph_pool_end;
+ * buffers of g are freed into g whatever the stream. Call it before the
+ * stream's allocations it should cover (not while other threads allocate on
+ * stream). Returns CARVE_OK; CARVE_ERR_INVALID for NULL arguments, a g that
+ * is not a live graph pool of arena, a g with a stream routed to it already,
+ * a stream routed already, or 16 streams routed in the arena. Thread-safe.
+ * Does not synchronize. */
+CARVE_API carve_status carve_graph_pool_begin(carve_arena *arena, carve_graph_pool *g, carve_stream stream);
+
+/* Allocations on stream come from its own pool again. Returns CARVE_OK;
+ * CARVE_ERR_INVALID for NULL arguments or a stream not routed to g.
+ * Thread-safe. Does not synchronize. */
+CARVE_API carve_status carve_graph_pool_end(carve_arena *arena, carve_graph_pool *g, carve_stream stream);
+
+/* Give g's memory back: the program says that no graph that used it will
+ * be launched again. carve synchronizes the device (launches still queued
+ * finish first), then g's free memory goes back to the arena for every
+ * stream; g's buffers still live stay valid and are freed as any others. g
+ * is no graph pool afterwards. Returns CARVE_OK; CARVE_ERR_INVALID for NULL
+ * arguments, a g that is not a graph pool of arena or was released, or one
+ * with a stream routed to it; CARVE_ERR_BACKEND when the synchronization
+ * failed (g is released; its memory returns at the next reclaim).
+ * Thread-safe. Synchronizes. */
+CARVE_API carve_status carve_graph_pool_release(carve_arena *arena, carve_graph_pool *g);
+
+/* Host and virtual backends (tests): mark stream as being captured (on
+ * nonzero) or not, as cudaStreamIsCapturing would say on a GPU. Returns
+ * CARVE_OK; CARVE_ERR_INVALID for a NULL arena, a CUDA backend (the driver
+ * says), or a 17th marked stream. Must not race with calls on the arena's
+ * marked streams. */
+CARVE_API carve_status carve_sim_set_capturing(carve_arena *arena, carve_stream stream, int on);
+
 /* ---- Sharing buffers with other processes ---------------------------------
  *
  * carve_ipc_export describes a live buffer so that another process on the

@@ -65,6 +65,12 @@ typedef struct carve_backend_ops {
      * called) has completed, so that the program may record `user` again or
      * destroy it at once (carve_free_after_event). NULL: not supported. */
     carve_status (*event_follow)(struct carve_be *be, void *user, void **ev);
+    /* Optional: 1 when stream is being captured into a CUDA graph, 0 when
+     * not. No event is then recorded on it or asked about, nothing waits
+     * for the device, and nothing is mapped or reserved for it (graph.c).
+     * (The driver backend has none: it learns of captures from carve-run's
+     * carve_capture_active, and only refuses events meanwhile.) */
+    int (*capturing)(struct carve_be *be, carve_stream stream);
     /* Wait for all work queued on the device (every stream) to complete. */
     carve_status (*device_sync)(struct carve_be *be);
     void (*event_release)(struct carve_be *be, void *ev);
@@ -116,6 +122,9 @@ typedef struct carve_be {
     carve_stream sim_dead[8];
     unsigned sim_ndead;
     unsigned long sim_dead_records;
+    /* Tests: streams marked as being captured (carve_sim_set_capturing). */
+    carve_stream sim_capturing[16];
+    unsigned sim_ncapturing;
     carve_faults faults;     /* injected failures (faults.c); off unless configured */
     int ipc;                 /* 1 when export_buffer can describe this backend's memory
                                 (atomic: the CUDA virtual-memory backend may drop it to 0) */

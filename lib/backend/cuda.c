@@ -144,6 +144,7 @@ static const carve_backend_ops cuda_ops = {
     .event_query = carve_cuda_event_query,
     .event_sync = carve_cuda_event_sync,
     .event_follow = carve_cuda_event_follow,
+    .capturing = carve_cuda_capturing,
     .device_sync = carve_cuda_device_sync,
     .event_release = carve_cuda_event_release,
     .destroy = cuda_destroy,

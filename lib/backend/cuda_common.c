@@ -102,6 +102,17 @@ carve_status carve_cuda_event_follow(carve_be *be, void *user, void **out) {
     return st == CARVE_OK ? carve_cuda_event_record(be, (carve_stream)fs, out) : st;
 }
 
+int carve_cuda_capturing(carve_be *be, carve_stream s) {
+    (void)be;
+    enum cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    cudaError_t e = cudaStreamIsCapturing((cudaStream_t)s, &status);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return status != cudaStreamCaptureStatusNone;
+}
+
 int carve_cuda_event_query(carve_be *be, void *ev) {
     (void)be;
     cudaError_t e = cudaEventQuery((cudaEvent_t)ev);

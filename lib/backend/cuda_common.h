@@ -28,6 +28,7 @@ void carve_cuda_leave(int dev, int prev) CARVE_INTERNAL;
 /* Events: be->ctx must start with a carve_cuda_ctx. */
 carve_status carve_cuda_event_record(carve_be *be, carve_stream s, void **ev) CARVE_INTERNAL;
 carve_status carve_cuda_event_follow(carve_be *be, void *user, void **ev) CARVE_INTERNAL;
+int carve_cuda_capturing(carve_be *be, carve_stream s) CARVE_INTERNAL;
 int carve_cuda_event_query(carve_be *be, void *ev) CARVE_INTERNAL;
 carve_status carve_cuda_event_sync(carve_be *be, void *ev) CARVE_INTERNAL;
 void carve_cuda_event_release(carve_be *be, void *ev) CARVE_INTERNAL;

@@ -36,6 +36,7 @@ static const carve_backend_ops host_ops = {
     .event_query = carve_sim_event_query,
     .event_sync = carve_sim_event_sync,
     .event_follow = carve_sim_event_follow,
+    .capturing = carve_sim_capturing,
     .device_sync = carve_sim_device_sync,
     .event_release = carve_sim_event_release,
     .destroy = host_destroy,

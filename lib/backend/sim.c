@@ -59,3 +59,11 @@ void carve_sim_event_release(carve_be *be, void *ev) {
     (void)be;
     free(ev);
 }
+
+int carve_sim_capturing(carve_be *be, carve_stream stream) {
+    unsigned n = __atomic_load_n(&be->sim_ncapturing, __ATOMIC_ACQUIRE);
+    for (unsigned i = 0; i < n; i++)
+        if (__atomic_load_n(&be->sim_capturing[i], __ATOMIC_RELAXED) == stream)
+            return 1;
+    return 0;
+}

@@ -16,5 +16,7 @@ carve_status carve_sim_event_follow(carve_be *be, void *user, void **ev) CARVE_I
 carve_status carve_sim_event_sync(carve_be *be, void *ev) CARVE_INTERNAL;
 void carve_sim_event_release(carve_be *be, void *ev) CARVE_INTERNAL;
 carve_status carve_sim_device_sync(carve_be *be) CARVE_INTERNAL;
+/* 1 when a test marked stream as being captured. */
+int carve_sim_capturing(carve_be *be, carve_stream stream) CARVE_INTERNAL;
 
 #endif

@@ -300,10 +300,21 @@ __attribute__((noinline, cold)) static carve_block *vmm_place(carve_arena *a, ca
  * cached memory from every stream and retry once. */
 static carve_block *pool_take(carve_arena *a, carve_pool *p, unsigned cls, size_t rs, carve_status *st) {
     carve_pool_flush_hot(p, 1); /* merged, it may fit */
+    int capturing = carve_pool_capturing(p);
     for (int attempt = 0;; attempt++) {
         carve_block *b = carve_index_find_fit(&p->index[cls], rs);
         if (b)
             return b;
+        if (capturing) { /* what the pool holds mapped, or nothing: no driver call may join the graph */
+            if ((b = carve_index_find_fit(&p->index[!cls], rs)))
+                return b;
+            carve_note("the stream is being captured into a CUDA graph, and inside a capture carve maps, "
+                       "reserves and waits for nothing: only memory the stream's pool holds free can be "
+                       "used (route the stream to a graph pool and run the step once before capturing: "
+                       "carve_graph_pool_begin)");
+            *st = CARVE_ERR_OOM;
+            return NULL;
+        }
         if (!a->vmm)
             return pool_refill(a, p, cls, rs, st);
         if (!(b = vmm_place(a, p, cls, rs, st)) && *st == CARVE_OK) {
@@ -636,8 +647,9 @@ carve_status carve_buffer_info(const carve_arena *ca, const void *ptr, size_t *s
     if (b) {
         if (size)
             *size = carve_block_requested(b);
-        if (stream)
-            *stream = carve_stream_public(p->stream);
+        if (stream) /* a graph pool's buffers: the stream routed to it */
+            *stream = ((uintptr_t)p->stream & CARVE_KEY_MASK) == CARVE_KEY_GRAPH ? carve_stream_public(p->route)
+                                                                             : carve_stream_public(p->stream);
     }
     carve_spin_unlock(&p->lock);
     return b ? CARVE_OK : bad_pointer(a, "carve_buffer_info", (void *)ptr);

@@ -219,6 +219,7 @@ carve_status carve_arena_create(const carve_config *user, carve_arena **out) {
         return st;
     }
     a->id = next_arena_id();
+    a->cache_id = a->id;
     if (a->vmm) { /* reserve the address space now; memory is mapped on use */
         carve_mutex_lock(&a->heap.lock);
         st = carve_heap_grow(a, a->va_size, a->va_size);

@@ -407,6 +407,8 @@ static int older_first(const void *x, const void *y) {
 }
 
 size_t carve_vmm_trim_pool(carve_arena *a, carve_pool *p, size_t want, const carve_keep *keep, uint64_t done) {
+    if (CARVE_LOAD(&p->graph)) /* a graph's replays use what it freed: nothing is unmapped */
+        return 0;
     if (want == 0)
         return 0;
     /* Every run of every FREE block, grouped by block, in address order. */
