@@ -647,9 +647,10 @@ carve_status carve_buffer_info(const carve_arena *ca, const void *ptr, size_t *s
     if (b) {
         if (size)
             *size = carve_block_requested(b);
-        if (stream) /* a graph pool's buffers: the stream routed to it */
-            *stream = ((uintptr_t)p->stream & CARVE_KEY_MASK) == CARVE_KEY_GRAPH ? carve_stream_public(p->route)
-                                                                             : carve_stream_public(p->stream);
+        if (stream) { /* a graph pool's buffers: the stream routed to it */
+            int graph = ((uintptr_t)p->stream & CARVE_KEY_MASK) == CARVE_KEY_GRAPH;
+            *stream = carve_stream_public(graph ? CARVE_LOAD(&p->route) : p->stream);
+        }
     }
     carve_spin_unlock(&p->lock);
     return b ? CARVE_OK : bad_pointer(a, "carve_buffer_info", (void *)ptr);

@@ -64,7 +64,7 @@ carve_status carve_graph_pool_begin(carve_arena *a, carve_graph_pool *g, carve_s
     if (!why) {
         a->routes[a->nroutes].stream = key;
         a->routes[a->nroutes].pool = p;
-        p->route = key;
+        CARVE_STORE(&p->route, key);
         CARVE_STORE(&p->routed, 1);
         CARVE_STORE_REL(&a->nroutes, a->nroutes + 1);
         CARVE_STORE_REL(&a->cache_id, carve_cache_id()); /* no thread keeps the stream's own pool */

@@ -423,7 +423,7 @@ carve_status carve_heap_grow(carve_arena *a, size_t want, size_t need) {
          * more and use the aligned part. */
         a->be.ops->release(&a->be, base, size);
         size_t more = size + CARVE_SEGMENT_GRANULE;
-        if (a->growth && (CARVE_LOAD(&h->reserved) + CARVE_LOAD(&h->inflight) - size + more > a->limit)) {
+        if (a->growth && (CARVE_LOAD(&h->reserved) + CARVE_LOAD(&h->inflight) - size + more > CARVE_LOAD(&a->limit))) {
             st = CARVE_ERR_OOM;
             carve_backend_fail("the backend returned an unaligned block and one granule more passes the limit");
         } else {

@@ -77,7 +77,7 @@ static inline int carve_pool_capturing(const carve_pool *p) {
     if (CARVE_LOAD(&p->graph)) {
         if (!CARVE_LOAD(&p->routed))
             return 0;
-        s = p->route;
+        s = CARVE_LOAD(&p->route);
     }
     return a->be.ops->capturing(&a->be, carve_stream_public(s)) > 0;
 }

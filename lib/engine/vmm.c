@@ -744,10 +744,10 @@ carve_status carve_vmm_map(carve_arena *a, carve_pool *p, carve_block *span, uin
         trim_others(a, p, used - limit);
         used = CARVE_LOAD(&h->inflight) + CARVE_LOAD(&h->reserved);
     }
-    if (used > a->limit) {
+    if (used > limit) {
         __atomic_sub_fetch(&h->inflight, need, __ATOMIC_RELAXED);
         carve_note("mapping %s more would pass the limit of %s (%s mapped)", carve_format_bytes(b1, sizeof(b1), need),
-                   carve_format_bytes(b2, sizeof(b2), a->limit),
+                   carve_format_bytes(b2, sizeof(b2), limit),
                    carve_format_bytes(b3, sizeof(b3), CARVE_LOAD(&h->reserved)));
         if (recycle)
             a->be.ops->recycle(&a->be, 0);
