@@ -62,6 +62,17 @@ typedef struct carve_backend_ops {
      * negative on error (treated as completed after the error is noted). */
     int (*event_query)(struct carve_be *be, void *ev);
     carve_status (*event_sync)(struct carve_be *be, void *ev);
+    /* Optional: *ev gets an event of this backend that completes once the
+     * work before the program's event `user` (as last recorded when this is
+     * called) has completed, so that the program may record `user` again or
+     * destroy it at once (carve_free_after_event). NULL: not supported. */
+    carve_status (*event_follow)(struct carve_be *be, void *user, void **ev);
+    /* Optional: 1 when stream is being captured into a CUDA graph, 0 when
+     * not. No event is then recorded on it or asked about, nothing waits
+     * for the device, and nothing is mapped or reserved for it (graph.c).
+     * (The driver backend has none: it learns of captures from carve-run's
+     * carve_capture_active, and only refuses events meanwhile.) */
+    int (*capturing)(struct carve_be *be, carve_stream stream);
     /* Wait for all work queued on the device (every stream) to complete. */
     carve_status (*device_sync)(struct carve_be *be);
     void (*event_release)(struct carve_be *be, void *ev);
@@ -113,6 +124,9 @@ typedef struct carve_be {
     carve_stream sim_dead[8];
     unsigned sim_ndead;
     unsigned long sim_dead_records;
+    /* Tests: streams marked as being captured (carve_sim_set_capturing). */
+    carve_stream sim_capturing[16];
+    unsigned sim_ncapturing;
     carve_faults faults;     /* injected failures (faults.c); off unless configured */
     int ipc;                 /* 1 when export_buffer can describe this backend's memory
                                 (atomic: the CUDA virtual-memory backend may drop it to 0) */
@@ -127,5 +141,14 @@ typedef struct carve_be {
 #define CARVE_BACKEND_MSG_LEN 256
 char *carve_backend_msg(void) CARVE_INTERNAL;
 #define carve_backend_fail(...) snprintf(carve_backend_msg(), CARVE_BACKEND_MSG_LEN, __VA_ARGS__)
+
+/* Beside the message, the CUDA error code of the calling thread's latest
+ * driver failure: api is CARVE_DRIVER_ERROR_RUNTIME (a cudaError_t) or
+ * CARVE_DRIVER_ERROR_DRIVER (a CUresult), 0 for a failure that is not the
+ * driver's (an injected one, say). The engine takes it, once, when it
+ * reports a failure (carve_last_error_info). */
+void carve_backend_code(int api, int code) CARVE_INTERNAL;
+/* The noted code into *code and its api (0: none, *code 0); clears it. */
+int carve_backend_code_take(int *code) CARVE_INTERNAL;
 
 #endif

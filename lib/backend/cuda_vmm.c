@@ -114,6 +114,7 @@ static carve_status drv_error(CUresult r, const char *what) {
     if (drv.error_name)
         drv.error_name(r, &name);
     carve_backend_fail("%s: %s", what, name);
+    carve_backend_code(CARVE_DRIVER_ERROR_DRIVER, (int)r);
     return r == CUDA_ERROR_OUT_OF_MEMORY ? CARVE_ERR_OOM : CARVE_ERR_BACKEND;
 }
 
@@ -405,6 +406,8 @@ static const carve_backend_ops vmm_ops = {
     .event_record = carve_cuda_event_record,
     .event_query = carve_cuda_event_query,
     .event_sync = carve_cuda_event_sync,
+    .event_follow = carve_cuda_event_follow,
+    .capturing = carve_cuda_capturing,
     .device_sync = carve_cuda_device_sync,
     .event_release = carve_cuda_event_release,
     .destroy = vmm_destroy,

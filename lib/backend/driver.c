@@ -35,6 +35,7 @@ static carve_status drv_error(const carve_driver_api *api, CUresult r, const cha
     if (!api || api->GetErrorName(r, &name) != CUDA_SUCCESS || !name)
         name = "unknown CUDA error";
     carve_backend_fail("%s: %s (%d)", what, name, (int)r);
+    carve_backend_code(CARVE_DRIVER_ERROR_DRIVER, (int)r);
     switch (r) {
     case CUDA_ERROR_OUT_OF_MEMORY: return CARVE_ERR_OOM;
     case CUDA_ERROR_NO_DEVICE:

@@ -32,6 +32,13 @@ carve_status carve_sim_event_record(carve_be *be, carve_stream s, void **ev) {
     return CARVE_OK;
 }
 
+/* The program's event stands for work that is simulated too: the follower
+ * is a simulated event like any other. */
+carve_status carve_sim_event_follow(carve_be *be, void *user, void **ev) {
+    (void)user;
+    return carve_sim_event_record(be, NULL, ev);
+}
+
 int carve_sim_event_query(carve_be *be, void *ev) {
     carve_ledger_add(&be->ledger, CARVE_DRV_EVENT_QUERY, 1, 0, 0);
     sim_event *e = ev;
@@ -56,4 +63,12 @@ carve_status carve_sim_device_sync(carve_be *be) {
 void carve_sim_event_release(carve_be *be, void *ev) {
     (void)be;
     free(ev);
+}
+
+int carve_sim_capturing(carve_be *be, carve_stream stream) {
+    unsigned n = __atomic_load_n(&be->sim_ncapturing, __ATOMIC_ACQUIRE);
+    for (unsigned i = 0; i < n; i++)
+        if (__atomic_load_n(&be->sim_capturing[i], __ATOMIC_RELAXED) == stream)
+            return 1;
+    return 0;
 }

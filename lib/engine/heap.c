@@ -319,7 +319,7 @@ static size_t grow_step(const carve_arena *a) {
 static size_t grow_size(carve_arena *a, size_t want, size_t need) {
     carve_heap *h = &a->heap;
     size_t used = CARVE_LOAD(&h->reserved) + CARVE_LOAD(&h->inflight);
-    size_t room = a->limit > used ? a->limit - used : 0;
+    size_t limit = CARVE_LOAD(&a->limit), room = limit > used ? limit - used : 0;
     size_t step = grow_step(a);
     size_t pref = want > step ? want : step;
     size_t least = need > a->min_grow ? need : a->min_grow;
@@ -436,7 +436,7 @@ carve_status carve_heap_grow(carve_arena *a, size_t want, size_t need) {
          * its aligned part still holds need, and heap_add_segment uses that
          * part. */
         const size_t G = CARVE_SEGMENT_GRANULE;
-        if (CARVE_LOAD(&h->reserved) + CARVE_LOAD(&h->inflight) + G <= a->limit) {
+        if (CARVE_LOAD(&h->reserved) + CARVE_LOAD(&h->inflight) + G <= CARVE_LOAD(&a->limit)) {
             a->be.ops->release(&a->be, base, size);
             __atomic_add_fetch(&h->inflight, G, __ATOMIC_RELAXED);
             held = size = size + G;

@@ -138,12 +138,31 @@ static carve_pool *pool_create(carve_arena *a, carve_stream s) {
     return p;
 }
 
+carve_pool *carve_pool_find(const carve_arena *a, carve_stream s) { return lookup((carve_arena *)a, s); }
+
+/* The graph pool s is routed to, or NULL. */
+static carve_pool *routed(carve_arena *a, carve_stream s) {
+    carve_pool *p = NULL;
+    carve_mutex_lock(&a->pools_lock);
+    for (unsigned i = 0; i < a->nroutes && !p; i++)
+        if (a->routes[i].stream == s)
+            p = a->routes[i].pool;
+    carve_mutex_unlock(&a->pools_lock);
+    return p;
+}
+
 carve_pool *carve_pool_lookup_slow(carve_arena *a, carve_stream s) {
-    carve_pool *p = lookup(a, s);
+    /* The cache's name for the arena is read first: a routing that
+     * changes after this read changes it too, so what is cached below is
+     * never taken for the new routing's. */
+    uint64_t cache_id = CARVE_LOAD_ACQ(&a->cache_id);
+    carve_pool *p = CARVE_LOAD_ACQ(&a->nroutes) ? routed(a, s) : NULL;
+    if (!p)
+        p = lookup(a, s);
     if (!p)
         p = pool_create(a, s);
     if (p) {
-        carve_tls_pool.arena_id = a->id;
+        carve_tls_pool.arena_id = cache_id;
         carve_tls_pool.stream = s;
         carve_tls_pool.pool = p;
     }
@@ -210,6 +229,8 @@ static int stream_in(const carve_stream *set, unsigned n, carve_stream s) {
 }
 
 void carve_pool_poll_pending(carve_pool *p, int wait, int record) {
+    if (!wait && carve_pool_capturing(p)) /* asking about an event would break the capture */
+        return;
     carve_be *be = &p->arena->be;
     /* Without waiting: the list is in free order, and the events of one
      * stream complete in the order they were recorded, so once an event of
@@ -305,6 +326,8 @@ void carve_pool_span_refilled(carve_pool *p, carve_block *span) {
 }
 
 size_t carve_pool_return_empty(carve_pool *p, int mode) {
+    if (CARVE_LOAD(&p->graph)) /* a graph pool keeps its memory until released */
+        return 0;
     carve_arena *a = p->arena;
     size_t n = 0;
     /* The hot block may be all that keeps a span; only OWN may record now. */
@@ -439,6 +462,8 @@ static void cut_block(carve_pool *p, carve_block *span, carve_block *b, uintptr_
 }
 
 size_t carve_pool_give_room(carve_pool *p, int free_too, int own) {
+    if (CARVE_LOAD(&p->graph)) /* a graph pool keeps its memory until released */
+        return 0;
     carve_arena *a = p->arena;
     const size_t G = CARVE_SEGMENT_GRANULE;
     size_t given = 0;

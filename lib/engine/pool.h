@@ -20,15 +20,18 @@ typedef struct carve_pool_cache {
 extern __thread carve_pool_cache carve_tls_pool __attribute__((tls_model("initial-exec"))) CARVE_INTERNAL;
 carve_pool *carve_pool_lookup_slow(carve_arena *a, carve_stream stream) CARVE_INTERNAL;
 
-/* The pool of stream, created on first use; NULL when host memory ran out.
+/* The pool of stream (the graph pool it is routed to, while it is:
+ * graph.c), created on first use; NULL when host memory ran out.
  * Lock-free when the pool exists; a thread-local compare when the thread
  * used the same arena and stream last time. */
 static inline carve_pool *carve_pool_get(carve_arena *a, carve_stream stream) {
-    if (CARVE_LIKELY(carve_tls_pool.arena_id == a->id && carve_tls_pool.stream == stream))
+    if (CARVE_LIKELY(carve_tls_pool.arena_id == CARVE_LOAD(&a->cache_id) && carve_tls_pool.stream == stream))
         return carve_tls_pool.pool;
     return carve_pool_lookup_slow(a, stream);
 }
 void carve_pools_destroy(carve_arena *a) CARVE_INTERNAL;
+/* The pool of stream if the arena has one (none is made); lock-free. */
+carve_pool *carve_pool_find(const carve_arena *a, carve_stream stream) CARVE_INTERNAL;
 /* Pool lock held. Move freed blocks whose events completed (all of them,
  * waiting, if wait) from the pending list to the index; without waiting,
  * the first CARVE_PENDING_WALK blocks at most, passing over those that wait
@@ -63,6 +66,22 @@ void carve_pool_flush_hot(carve_pool *p, int record) CARVE_INTERNAL;
  * (segments) or UNMAPPED (virtual-memory mode: the heap's ranges hold no
  * memory). */
 void carve_pool_install_span(carve_pool *p, carve_block *span, carve_block *blk) CARVE_INTERNAL;
+
+/* 1 when the stream p serves is being captured into a CUDA graph now (a
+ * backend call: slow paths only). A graph pool serves the stream routed to
+ * it; a per-thread pool the calling thread's per-thread stream. */
+static inline int carve_pool_capturing(const carve_pool *p) {
+    carve_arena *a = p->arena;
+    if (!a->be.ops->capturing)
+        return 0;
+    carve_stream s = p->stream;
+    if (CARVE_LOAD(&p->graph)) {
+        if (!CARVE_LOAD(&p->routed))
+            return 0;
+        s = CARVE_LOAD(&p->route);
+    }
+    return a->be.ops->capturing(&a->be, carve_stream_public(s)) > 0;
+}
 
 static inline carve_pool *carve_pools_first(const carve_arena *a) { return CARVE_LOAD_ACQ(&a->pools); }
 

@@ -417,6 +417,8 @@ static int older_first(const void *x, const void *y) {
 }
 
 size_t carve_vmm_trim_pool(carve_arena *a, carve_pool *p, size_t want, const carve_keep *keep, uint64_t done) {
+    if (CARVE_LOAD(&p->graph)) /* a graph's replays use what it freed: nothing is unmapped */
+        return 0;
     if (want == 0)
         return 0;
     /* Every run of every FREE block, grouped by block, in address order. */
@@ -751,14 +753,15 @@ carve_status carve_vmm_map(carve_arena *a, carve_pool *p, carve_block *span, uin
      * streams do not queue on the heap lock; two at the limit may both be
      * refused where one would have fitted). */
     size_t used = __atomic_add_fetch(&h->inflight, need, __ATOMIC_RELAXED) + CARVE_LOAD(&h->reserved);
-    if (used > a->limit && CARVE_LOAD(&a->multi)) { /* at the limit: other streams' free granules too */
-        trim_others(a, p, used - a->limit);
+    size_t limit = CARVE_LOAD(&a->limit);
+    if (used > limit && CARVE_LOAD(&a->multi)) { /* at the limit: other streams' free granules too */
+        trim_others(a, p, used - limit);
         used = CARVE_LOAD(&h->inflight) + CARVE_LOAD(&h->reserved);
     }
-    if (used > a->limit) {
+    if (used > limit) {
         __atomic_sub_fetch(&h->inflight, need, __ATOMIC_RELAXED);
         carve_note("mapping %s more would pass the limit of %s (%s mapped)", carve_format_bytes(b1, sizeof(b1), need),
-                   carve_format_bytes(b2, sizeof(b2), a->limit),
+                   carve_format_bytes(b2, sizeof(b2), limit),
                    carve_format_bytes(b3, sizeof(b3), CARVE_LOAD(&h->reserved)));
         if (recycle)
             a->be.ops->recycle(&a->be, 0);
