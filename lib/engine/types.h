@@ -108,6 +108,8 @@ typedef struct carve_heap {
                                  (the initial amount, or what was mapped after a release) */
     size_t inflight;          /* bytes being reserved, mapped or released with the lock dropped */
     uint64_t nreserve, nrelease;
+    uint64_t nmoved;          /* virtual-memory mode: mapped granules moved from one stream to
+                                 another without the driver (atomic) */
     uint64_t span_events;     /* empty-span events recorded so far (atomic): each one's number, in
                                  the order they were recorded, is its span's u.r.seq (block.h) */
     size_t vpeak;             /* virtual-memory mode: the most bytes all pools touched at once, as seen

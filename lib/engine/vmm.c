@@ -305,6 +305,49 @@ carve_block *carve_vmm_claim(carve_pool *p, carve_block *u, uintptr_t lo, uintpt
     return m;
 }
 
+/* ---- moving free mapped memory to another stream ------------------------ */
+
+int carve_vmm_runs_done(const carve_block *f, uintptr_t lo, uintptr_t hi, uint64_t done) {
+    const carve_block *x = f;
+    do {
+        uintptr_t a = x->u.v.at, e = a + x->u.v.n * G;
+        if (x->u.v.n && a < hi && e > lo) {
+            uintptr_t last = (e < hi ? e : hi) - G; /* the last granule of the overlap: stamped latest */
+            if (x->u.v.stamp + (last - a) / G > done)
+                return 0;
+        }
+        x = x->u.v.rnext;
+    } while (x != f);
+    return 1;
+}
+
+void carve_vmm_cut_runs(carve_pool *p, carve_block *f, uintptr_t lo, uintptr_t hi) {
+    carve_index *ix = &p->index[f->cls];
+    uintptr_t fe = f->addr + f->size;
+    CARVE_ASSERT_INTERNAL(f->state == CARVE_B_FREE && lo % G == 0 && hi % G == 0 && lo >= f->addr && hi <= fe &&
+                          lo < hi);
+    if (hi < fe) { /* the part after hi stays a FREE block of its own, with its runs */
+        carve_index_remove(ix, f);
+        carve_block *g = block_new(p, f->span, f, hi, fe - hi);
+        g->state = CARVE_B_FREE;
+        f->size = hi - f->addr;
+        ring_move_back(f, hi, g);
+        carve_index_insert(ix, g);
+        carve_index_insert(ix, f);
+    }
+    size_t gone = ring_cut(p, f, lo, hi, NULL);
+    CARVE_ASSERT_INTERNAL(gone == (hi - lo) / G);
+    (void)gone;
+}
+
+void carve_vmm_adopted(carve_pool *p, carve_block *f) {
+    size_t n = f->size / G;
+    CARVE_ASSERT_INTERNAL(f->state == CARVE_B_FREE && f->addr % G == 0 && f->size % G == 0);
+    carve_vmm_run_set(f, f->addr, n, p->vclock + 1);
+    carve_vmm_ring_init(f);
+    p->vclock += n;
+}
+
 /* ---- unmapping ----------------------------------------------------------- */
 
 /* Unmap the whole granules [addr, addr+size) (mapped, no live block on
@@ -583,7 +626,7 @@ static void fences_done_to(carve_arena *a, carve_pool *p, unsigned k) {
 }
 
 /* Pool lock held: learn, without waiting, which fences have completed. */
-static void fences_poll(carve_arena *a, carve_pool *p) {
+void carve_vmm_fences_poll(carve_arena *a, carve_pool *p) {
     unsigned k = 0;
     while (k < p->vfence_n &&
            carve_event_query(a, p->vfence[(p->vfence_head + k) % CARVE_VMM_FENCES].ev) != 0)
@@ -604,7 +647,7 @@ void carve_vmm_fence(carve_arena *a, carve_pool *p) {
     if (carve_event_record(a, p->stream, &ev) != CARVE_OK)
         return; /* no fence: those granules stay until one can be recorded */
     if (p->vfence_n == CARVE_VMM_FENCES) {
-        fences_poll(a, p);
+        carve_vmm_fences_poll(a, p);
         if (p->vfence_n == CARVE_VMM_FENCES)
             a->be.ops->event_release(&a->be, p->vfence[(p->vfence_head + --p->vfence_n) % CARVE_VMM_FENCES].ev);
     }
@@ -628,13 +671,13 @@ void carve_vmm_fences_synced(carve_arena *a, carve_pool *p) {
  * device is often idle or nearly), and only then the wait, fence by fence,
  * oldest first, for no more than is needed. Returns the bytes unmapped. */
 static size_t make_room(carve_arena *a, carve_pool *p, size_t must, size_t want, const carve_keep *keep) {
-    fences_poll(a, p);
+    carve_vmm_fences_poll(a, p);
     size_t got = carve_vmm_trim_pool(a, p, want, keep, p->vdone);
     if (got >= must)
         return got;
     uint64_t before = p->vdone;
     carve_vmm_fence(a, p);
-    fences_poll(a, p);
+    carve_vmm_fences_poll(a, p);
     if (p->vdone != before && (got += carve_vmm_trim_pool(a, p, want - got, keep, p->vdone)) >= must)
         return got;
     while (got < must && p->vfence_n) {
@@ -710,6 +753,15 @@ static void pace(carve_pool *p, size_t remapped) {
         p->vwindow_at = p->nallocs;
     }
     __atomic_store_n(&p->vslack, s, __ATOMIC_RELAXED);
+}
+
+int carve_vmm_would_unmap(carve_arena *a, const carve_pool *p, size_t need) {
+    size_t allow = carve_vmm_allowance(a, p);
+    if (pool_mapped(p) + need > allow)
+        return 1;
+    size_t peak = CARVE_LOAD(&a->heap.vpeak), cap = peak + peak / CARVE_VMM_IDLE_DIV;
+    size_t total = CARVE_LOAD(&a->heap.reserved) + CARVE_LOAD(&a->heap.inflight) + need;
+    return (total > cap && total > allow) || total > a->limit;
 }
 
 carve_status carve_vmm_map(carve_arena *a, carve_pool *p, carve_block *span, uintptr_t addr, size_t size,
