@@ -97,6 +97,8 @@ static void go_multi(carve_arena *a) {
     CARVE_STORE(&a->g_req, first->requested);
     CARVE_STORE(&a->g_alloc_peak, first->allocated_peak);
     CARVE_STORE(&a->g_req_peak, first->requested_peak);
+    if (a->vmm) /* the arena's touched peak (vmm.c) starts from the first pool's */
+        carve_atomic_max(&a->heap.vpeak, first->touched_peak * CARVE_SEGMENT_GRANULE);
     first->unflushed_alloc = first->unflushed_req = 0;
     CARVE_STORE_REL(&a->multi, 1);
     carve_spin_unlock(&first->lock);

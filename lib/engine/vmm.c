@@ -20,14 +20,14 @@
  * Mapping costs tens of microseconds a granule (cuMemSetAccess and cuMemUnmap
  * dominate: bench/vmm_costs.cu), so unmapping is lazy: mapped bytes may rise
  * freely up to an allowance, the peak of touched granules plus a slack
- * (carve_vmm_allowance, per stream, so that streams whose peaks come at
- * different times do not take each other's granules on every step), and
- * only a request that would pass it first unmaps free granules of its own
- * pool, those let go longest ago first, and a little more than it needs so
- * that the next requests map without unmapping. Other streams' free
- * granules go (after a device synchronization) only when the arena maps a
- * quarter more than the most its streams ever touched at once, or at the
- * limit. Unmapped granules are cut out of their
+ * (carve_vmm_allowance: one stream's own; with several streams, one budget
+ * for the arena, the most they all touched at once plus at least a
+ * quarter), and only a request that would pass it first unmaps free
+ * granules of its own pool, those let go longest ago first, and a little
+ * more than it needs so that the next requests map without unmapping.
+ * With several streams, only those its fences already show done; what is
+ * still missing comes from other streams' free granules (after a device
+ * synchronization), and at the limit too. Unmapped granules are cut out of their
  * FREE block as an UNMAPPED one. carve_empty_cache unmaps every free
  * granule, and spans given back to the heap are unmapped as they go, so the
  * heap's free ranges never hold memory.
@@ -78,12 +78,18 @@
 #define G CARVE_SEGMENT_GRANULE
 
 size_t carve_vmm_allowance(const carve_arena *a, const carve_pool *p) {
-    /* Each stream keeps what it touched at its own peak, plus its slack:
-     * streams whose peaks come at different times then never take each
-     * other's granules (each time with a device synchronization), and the
-     * fast paths need no counter every stream would write. */
-    size_t t = __atomic_load_n(&p->touched_peak, __ATOMIC_RELAXED) * G;
+    /* One stream keeps what it touched at its peak, plus its slack. Several
+     * streams share one budget: the most they all touched at once (heap.
+     * vpeak), plus the asking stream's slack and at least a quarter (the
+     * streams' peaks come at different times). Memory a stream let go is
+     * then another's to take (alloc.c's vmm_adopt) or to trim, and no
+     * stream's share is ever cut back to what it uses at one moment (which
+     * made it remap its own granules on its next large request). */
+    size_t t = CARVE_LOAD(&a->multi) ? CARVE_LOAD(&a->heap.vpeak)
+                                     : __atomic_load_n(&p->touched_peak, __ATOMIC_RELAXED) * G;
     size_t slack = t / 1024 * __atomic_load_n(&p->vslack, __ATOMIC_RELAXED);
+    if (CARVE_LOAD(&a->multi) && slack < t / CARVE_VMM_IDLE_DIV)
+        slack = t / CARVE_VMM_IDLE_DIV;
     size_t allow = t + (slack > G ? slack : G);
     size_t target = CARVE_LOAD(&a->heap.target);
     return allow > target ? allow : target;
@@ -715,9 +721,6 @@ static void trim_others(carve_arena *a, carve_pool *p, size_t want) {
             carve_pool *q = held[i];
             carve_vmm_fences_synced(a, q);
             done += carve_vmm_trim_pool(a, q, want - done, NULL, q->vdone);
-            /* q's stream is past its peak (idle, or gone): what it may keep
-             * starts again from what it touches now. */
-            __atomic_store_n(&q->touched_peak, q->touched, __ATOMIC_RELAXED);
         }
     }
     for (size_t i = 0; i < k; i++)
@@ -756,12 +759,17 @@ static void pace(carve_pool *p, size_t remapped) {
 }
 
 int carve_vmm_would_unmap(carve_arena *a, const carve_pool *p, size_t need) {
-    size_t allow = carve_vmm_allowance(a, p);
-    if (pool_mapped(p) + need > allow)
-        return 1;
-    size_t peak = CARVE_LOAD(&a->heap.vpeak), cap = peak + peak / CARVE_VMM_IDLE_DIV;
     size_t total = CARVE_LOAD(&a->heap.reserved) + CARVE_LOAD(&a->heap.inflight) + need;
-    return (total > cap && total > allow) || total > a->limit;
+    return total > carve_vmm_allowance(a, p) || total > a->limit;
+}
+
+/* Several streams: the most bytes they all touched at once, as seen now
+ * that need more are about to be touched (no counter on the fast paths). */
+static void arena_peak(carve_arena *a, size_t need) {
+    size_t now = 0;
+    for (const carve_pool *q = CARVE_LOAD_ACQ(&a->pools); q; q = q->next_all)
+        now += __atomic_load_n(&q->touched, __ATOMIC_RELAXED);
+    carve_atomic_max(&a->heap.vpeak, now * G + need);
 }
 
 carve_status carve_vmm_map(carve_arena *a, carve_pool *p, carve_block *span, uintptr_t addr, size_t size,
@@ -770,7 +778,13 @@ carve_status carve_vmm_map(carve_arena *a, carve_pool *p, carve_block *span, uin
     char b1[32], b2[32], b3[32];
     size_t need = size;
     CARVE_ASSERT_INTERNAL(addr % G == 0 && size % G == 0 && addr >= span->addr && addr - span->addr <= span->size - size);
-    size_t allow = carve_vmm_allowance(a, p), mapped = pool_mapped(p);
+    int multi = CARVE_LOAD(&a->multi);
+    if (multi)
+        arena_peak(a, 0);
+    /* One stream: its own mapped bytes against its allowance. Several: all
+     * that is mapped against the arena's one budget. */
+    size_t allow = carve_vmm_allowance(a, p);
+    size_t mapped = multi ? CARVE_LOAD(&h->reserved) + CARVE_LOAD(&h->inflight) : pool_mapped(p);
     int recycle = 0;
     if (mapped + need > allow) {
         /* What is unmapped now is mostly mapped again below: let the
@@ -779,25 +793,15 @@ carve_status carve_vmm_map(carve_arena *a, carve_pool *p, carve_block *span, uin
             a->be.ops->recycle(&a->be, 1);
         /* Stay within the allowance: unmap free granules of this stream
          * first (the pool lock keeps the blocks as they are), and a little
-         * more, so that the next requests need not. */
+         * more, so that the next requests need not; with several streams,
+         * only those its fences show done (no wait), then other streams'
+         * (one device synchronization). */
         size_t must = mapped + need - allow;
-        size_t got = make_room(a, p, must, must + allow / CARVE_VMM_HYSTERESIS_DIV, keep);
+        size_t got = make_room(a, p, multi ? 0 : must, must + allow / CARVE_VMM_HYSTERESIS_DIV, keep);
         if (got)
             pace(p, got / G);
-    }
-    if (CARVE_LOAD(&a->multi)) {
-        /* Streams keep their own peaks, but not idle ones' forever: when
-         * the arena maps a quarter more than the most its streams ever
-         * touched at once (as seen here; no counter on the fast paths),
-         * other streams' free granules go first. */
-        size_t now = 0;
-        for (const carve_pool *q = CARVE_LOAD_ACQ(&a->pools); q; q = q->next_all)
-            now += __atomic_load_n(&q->touched, __ATOMIC_RELAXED);
-        carve_atomic_max(&h->vpeak, now * G);
-        size_t peak = CARVE_LOAD(&h->vpeak), cap = peak + peak / CARVE_VMM_IDLE_DIV;
-        size_t total = CARVE_LOAD(&h->reserved) + CARVE_LOAD(&h->inflight) + need;
-        if (total > cap && total > allow)
-            trim_others(a, p, total - cap);
+        if (multi && got < must)
+            trim_others(a, p, must - got);
     }
     /* Counted against the limit while the driver maps (atomically: mapping
      * streams do not queue on the heap lock; two at the limit may both be

@@ -9,9 +9,10 @@
 
 #include "engine/types.h"
 
-/* Mapped bytes pool p may hold before its free granules are unmapped first:
- * its peak of touched granules plus its slack, never below the heap's
- * target. */
+/* Mapped bytes before free granules are unmapped first: pool p alone, its
+ * own (its peak of touched granules plus its slack); several pools, all
+ * that is mapped (the most they all touched at once plus p's slack, at
+ * least a quarter). Never below the heap's target. */
 size_t carve_vmm_allowance(const carve_arena *a, const carve_pool *p) CARVE_INTERNAL;
 
 /* Two address ranges [lo[i], hi[i]) whose granules a trim leaves mapped. */
@@ -28,8 +29,8 @@ typedef struct carve_keep {
 carve_status carve_vmm_map(carve_arena *a, carve_pool *p, carve_block *span, uintptr_t addr, size_t size,
                            const carve_keep *keep) CARVE_INTERNAL;
 /* Pool lock held, several streams: whether mapping need bytes more for p
- * would first unmap free granules (p's own past its allowance, or other
- * streams' past the arena's cap or the limit), as carve_vmm_map decides. */
+ * would first unmap free granules (all that is mapped past the arena's
+ * budget, carve_vmm_allowance, or the limit), as carve_vmm_map decides. */
 int carve_vmm_would_unmap(carve_arena *a, const carve_pool *p, size_t need) CARVE_INTERNAL;
 /* Pool lock held: [lo, hi), just mapped, is the front or the back (or all)
  * of UNMAPPED block u: make it FREE, merged with a FREE neighbour, and
