@@ -428,10 +428,12 @@ static inline carve_status carve_arena_get_config(const carve_arena *arena, carv
  * limit or the device is full), it synchronizes the device, so that memory
  * every stream has cached can be reused, and retries: twice at most, the
  * second time with the free room inside every stream's spans given back. In
- * virtual-memory mode, a request that maps granules past its stream's
- * allowance first unmaps free ones that events show the device is done
- * with, and waits for such an event on its own stream only when none
- * shows enough (carve_stats.num_syncs counts every wait).
+ * virtual-memory mode, a request that maps granules past its allowance
+ * (its stream's peak; with several streams, one budget for the arena) first
+ * unmaps free ones that events show the device is done with; with one
+ * stream it waits for such an event on its own stream only when none shows
+ * enough, with several it synchronizes the device and unmaps other
+ * streams' free granules instead (carve_stats.num_syncs counts every wait).
  */
 CARVE_API carve_status carve_alloc(carve_arena *arena, size_t size, carve_stream stream,
                                    void **out);

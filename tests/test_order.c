@@ -25,6 +25,10 @@
  *     their pool in free order; polling stopped at the first one not done,
  *     so a block whose other stream was done waited behind one whose
  *     stream was busy.
+ *  7. Default mode: free mapped granules move from one stream's pool to
+ *     another's without the driver (alloc.c's vmm_adopt) only once a
+ *     completed fence of the giving stream covers them: before, the taking
+ *     stream maps fresh memory; after, it takes them.
  */
 #include <pthread.h>
 #include <time.h>
@@ -409,6 +413,46 @@ static void oracle_oom(void) {
     em_destroy(m);
 }
 
+/* Case 7: S2 holds a small buffer; S1 frees X (40 MiB of a span it keeps
+ * with K) after 64 other frees, and one more: X's release records the
+ * fence covering its granules. S2 asks for 8 MiB: mapping them would pass
+ * its allowance, so it looks for another stream's free mapped memory.
+ * With the fence not complete (the kernel on X queued before the free has
+ * not run) it must not get X's memory, and maps its own; once the fence
+ * completed, S2's next 8 MiB (past its allowance again) may take X's
+ * granules, and does: four granules move, with no driver call. */
+static void case7(void) {
+    carve_arena *a = arena("limit=256MiB");
+    em_model *m = em_attach(a);
+    void *s2 = alloc_on(m, a, 4096, S2); /* two streams from the start: S1's maps set the arena's peak */
+    void *x = alloc_on(m, a, 40 * MiB, S1), *k = alloc_on(m, a, 2 * MiB, S1), *w = alloc_on(m, a, 4096, S1);
+    for (int i = 0; i < 64; i++)
+        free_it(m, a, alloc_on(m, a, 4096, S1));
+    unsigned long rec = em_records_on(m, S1);
+    free_it(m, a, x);
+    free_it(m, a, w); /* X leaves the parked place (the last free's) for the pool's index */
+    CHECK(em_records_on(m, S1) == rec + 1); /* the fence covering X's granules */
+    uint64_t moved = a->heap.nmoved, maps = a->heap.nreserve;
+    void *b = alloc_on(m, a, 8 * MiB, S2);
+    CHECK(em_done(m, S1) < em_queued(m, S1)); /* X's kernel has not run; nothing waited for it */
+    CHECK(!overlap(b, 8 * MiB, x, 40 * MiB));
+    CHECK(a->heap.nmoved == moved && a->heap.nreserve == maps + 4);
+    CHECK_ARENA(a);
+    em_check_stats(m);
+    em_advance(m, S1, em_queued(m, S1)); /* the fence completes */
+    void *c = alloc_on(m, a, 8 * MiB, S2);
+    CHECK(overlap(c, 8 * MiB, x, 40 * MiB)); /* X's granules came over */
+    CHECK(a->heap.nmoved == moved + 4 && a->heap.nreserve == maps + 4);
+    CHECK_ARENA(a);
+    em_check_stats(m);
+    free_it(m, a, c);
+    free_it(m, a, b);
+    free_it(m, a, k);
+    free_it(m, a, s2);
+    CHECK(em_violations(m) == 0);
+    em_destroy(m);
+}
+
 /* A request that fits must succeed; where it fails, the oracle must name
  * why. The two sequences that once gave false out-of-memory answers (the
  * default mode's address space, the pool's search giving up) succeed. */
@@ -486,6 +530,8 @@ int main(void) {
     printf("case 6 (blocks pending on different streams)\n");
     case6("limit=64MiB");
     case6("vmm=0,limit=64MiB");
+    printf("case 7 (free mapped memory moving between streams)\n");
+    case7();
     printf("the oracle's out-of-memory judgement\n");
     oracle_oom();
     oracle_false_oom();

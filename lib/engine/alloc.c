@@ -224,6 +224,51 @@ static carve_block *pool_refill(carve_arena *a, carve_pool *p, unsigned cls, siz
 
 static inline __attribute__((always_inline)) carve_block *block_split(carve_pool *p, carve_block *b, size_t rs);
 
+/* Pool lock held, virtual-memory mode, several streams, and p would map
+ * granules for rs bytes. Memory moves between streams here without the
+ * driver: another stream's free mapped granules that the device is done
+ * with (a completed fence of that stream covers every one) become a span of
+ * p as they are (carve_pool_give_mapped), instead of that stream unmapping
+ * them one day and p mapping others now. A pool whose lock is busy is
+ * passed over (p's lock is held: waiting could deadlock), and so is a graph
+ * pool, whose memory its graphs' replays use until it is released. Returns a FREE
+ * indexed block of p that starts a granule and holds rs bytes, or NULL. */
+__attribute__((noinline, cold)) static carve_block *vmm_adopt(carve_arena *a, carve_pool *p, unsigned cls,
+                                                            size_t rs) {
+    const size_t G = CARVE_SEGMENT_GRANULE;
+    size_t n = carve_align_up(rs, G);
+    if (carve_slab_reserve(&p->slab, 1) != 0 || carve_blockmap_reserve(&p->map) != 0)
+        return NULL;
+    for (carve_pool *q = CARVE_LOAD_ACQ(&a->pools); q; q = q->next_all) {
+        if (q == p || CARVE_LOAD(&q->graph) || !carve_spin_trylock(&q->lock))
+            continue; /* (a graph pool's memory stays its graphs' until released) */
+        carve_block *moved = NULL, *f = carve_index_find_fit(&q->index[cls], n + 2 * G - 2);
+        uintptr_t lo = f ? carve_align_up(f->addr, G) : 0, hi = lo + n;
+        if (f && hi <= carve_align_down(f->addr + f->size, G) &&
+            !(lo == f->span->addr && hi == f->span->addr + f->span->size)) {
+            int done = carve_vmm_runs_done(f, lo, hi, q->vdone);
+            if (!done) {
+                carve_vmm_fences_poll(a, q);
+                done = carve_vmm_runs_done(f, lo, hi, q->vdone);
+            }
+            if (done) {
+                carve_mutex_lock(&a->heap.lock);
+                moved = carve_pool_give_mapped(q, f, lo, hi, p);
+                carve_mutex_unlock(&a->heap.lock);
+            }
+        }
+        carve_spin_unlock(&q->lock);
+        if (moved) {
+            carve_block *blk = carve_slab_get(&p->slab);
+            carve_pool_install_span(p, moved, blk);
+            carve_vmm_adopted(p, blk);
+            __atomic_add_fetch(&a->heap.nmoved, (uint64_t)(n / G), __ATOMIC_RELAXED);
+            return blk;
+        }
+    }
+    return NULL;
+}
+
 /* Pool lock held, virtual-memory mode, and no FREE block holds rs bytes.
  * Look at every UNMAPPED block of the class with its FREE neighbours: the
  * request can sit at the front of that window (using the FREE block before
@@ -243,6 +288,7 @@ __attribute__((noinline, cold)) static carve_block *vmm_place(carve_arena *a, ca
     size_t best_need = SIZE_MAX;
     uintptr_t best_x = 0;
     int best_back = 0;
+    carve_block *m0;
     *st = CARVE_OK;
     for (carve_block *u = p->unmapped[cls]; u; u = u->fnext) {
         carve_block *l = u->prev && u->prev->state == CARVE_B_FREE ? u->prev : NULL;
@@ -264,6 +310,12 @@ __attribute__((noinline, cold)) static carve_block *vmm_place(carve_arena *a, ca
             best_back = use_back;
         }
     }
+    /* Mapping would first unmap free granules somewhere: another stream's
+     * free mapped memory, where it holds the request, comes over instead. */
+    if ((!best || best_need) && CARVE_LOAD(&a->multi) &&
+        carve_vmm_would_unmap(a, p, best ? best_need * G : carve_align_up(rs, G)) &&
+        (m0 = vmm_adopt(a, p, cls, rs)))
+        return m0;
     if (!best)
         return NULL;
     carve_block *u = best, *m;

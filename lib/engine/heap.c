@@ -238,7 +238,10 @@ void carve_heap_give(carve_arena *a, carve_block *span, void *ev) {
     range_coalesce(a, span);
 }
 
-int carve_heap_cut(carve_arena *a, carve_block *span, uintptr_t lo, uintptr_t hi, carve_block **right) {
+/* carve_heap_cut and carve_heap_move: [lo, hi) leaves span as a free range
+ * (to NULL) or as a new span of pool to (its memory mapped, as it was). */
+static int cut_out(carve_arena *a, carve_block *span, uintptr_t lo, uintptr_t hi, carve_block **right,
+                   carve_pool *to, carve_block **moved) {
     carve_heap *h = &a->heap;
     carve_segment *seg = span->u.r.seg;
     uintptr_t end = span->addr + span->size;
@@ -293,12 +296,36 @@ int carve_heap_cut(carve_arena *a, carve_block *span, uintptr_t lo, uintptr_t hi
         span->next = f;
         span->size = lo - span->addr;
     }
+    if (to) { /* mapped memory that moves to another stream's pool as it is */
+        f->state = CARVE_B_SPAN;
+        f->cls = span->cls;
+        f->stream = to->stream;
+        f->u.r.first = f->u.r.last = NULL;
+        f->u.r.nlive = 0;
+        f->u.r.unmapped = 0;
+        CARVE_STORE_REL(&f->u.r.pool, to);
+        carve_pagemap_set(&a->pmap, lo, hi - lo, f, 0);
+        *moved = f;
+        return 0;
+    }
     carve_pagemap_set(&a->pmap, lo, hi - lo, NULL, 0);
     if (a->vmm) /* [lo, hi) is unmapped room; what right takes of the rest, the pool counts (pool.c) */
         span->u.r.unmapped -= (hi - lo) / CARVE_SEGMENT_GRANULE;
     carve_index_insert(&h->index, f);
     range_coalesce(a, f);
     return 0;
+}
+
+int carve_heap_cut(carve_arena *a, carve_block *span, uintptr_t lo, uintptr_t hi, carve_block **right) {
+    return cut_out(a, span, lo, hi, right, NULL, NULL);
+}
+
+carve_block *carve_heap_move(carve_arena *a, carve_block *span, uintptr_t lo, uintptr_t hi, carve_pool *to,
+                             carve_block **right) {
+    carve_block *moved = NULL;
+    if (cut_out(a, span, lo, hi, right, to, &moved) != 0)
+        return NULL;
+    return moved;
 }
 
 /* The preferred growth step: a fixed min_grow when configured, else an

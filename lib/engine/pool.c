@@ -97,6 +97,8 @@ static void go_multi(carve_arena *a) {
     CARVE_STORE(&a->g_req, first->requested);
     CARVE_STORE(&a->g_alloc_peak, first->allocated_peak);
     CARVE_STORE(&a->g_req_peak, first->requested_peak);
+    if (a->vmm) /* the arena's touched peak (vmm.c) starts from the first pool's */
+        carve_atomic_max(&a->heap.vpeak, first->touched_peak * CARVE_SEGMENT_GRANULE);
     first->unflushed_alloc = first->unflushed_req = 0;
     CARVE_STORE_REL(&a->multi, 1);
     carve_spin_unlock(&first->lock);
@@ -461,6 +463,23 @@ static void cut_block(carve_pool *p, carve_block *span, carve_block *b, uintptr_
     }
 }
 
+/* Pool lock held: span was cut, right (if any) holds the blocks after the
+ * cut: list it, and mark either side left with no live block emptied. */
+static void span_cut(carve_pool *p, carve_block *span, carve_block *right, int own) {
+    if (!right)
+        return;
+    right->fprev = span;
+    right->fnext = span->fnext;
+    if (span->fnext)
+        span->fnext->fprev = right;
+    span->fnext = right;
+    p->nspans++;
+    if (span->u.r.nlive == 0)
+        carve_pool_span_emptied(p, span, own);
+    if (right->u.r.nlive == 0)
+        carve_pool_span_emptied(p, right, own);
+}
+
 size_t carve_pool_give_room(carve_pool *p, int free_too, int own) {
     if (CARVE_LOAD(&p->graph)) /* a graph pool keeps its memory until released */
         return 0;
@@ -483,21 +502,25 @@ size_t carve_pool_give_room(carve_pool *p, int free_too, int own) {
             cut_block(p, span, b, lo, hi, right);
             given += hi - lo;
             if (right) { /* the rest of the blocks are right's: it is visited next */
-                right->fprev = span;
-                right->fnext = span->fnext;
-                if (span->fnext)
-                    span->fnext->fprev = right;
-                span->fnext = right;
-                p->nspans++;
-                if (span->u.r.nlive == 0)
-                    carve_pool_span_emptied(p, span, own);
-                if (right->u.r.nlive == 0)
-                    carve_pool_span_emptied(p, right, own);
+                span_cut(p, span, right, own);
                 break;
             }
         }
     }
     return given;
+}
+
+carve_block *carve_pool_give_mapped(carve_pool *q, carve_block *f, uintptr_t lo, uintptr_t hi, carve_pool *to) {
+    carve_block *span = f->span, *right;
+    if (carve_slab_reserve(&q->slab, 2) != 0)
+        return NULL;
+    carve_block *moved = carve_heap_move(q->arena, span, lo, hi, to, &right);
+    if (!moved)
+        return NULL;
+    carve_vmm_cut_runs(q, f, lo, hi);
+    cut_block(q, span, f, lo, hi, right);
+    span_cut(q, span, right, 0);
+    return moved;
 }
 
 void carve_pool_install_span(carve_pool *p, carve_block *span, carve_block *blk) {

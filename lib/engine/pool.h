@@ -55,6 +55,14 @@ size_t carve_pool_return_empty(carve_pool *p, int mode) CARVE_INTERNAL;
  * acts on the pool's stream (a span left with no live block gets its event
  * recorded: carve_pool_span_emptied). Returns the bytes given. */
 size_t carve_pool_give_room(carve_pool *p, int free_too, int own) CARVE_INTERNAL;
+/* Pool q's lock, pool to's lock and the heap lock held, virtual-memory
+ * mode: the whole granules [lo, hi) of q's FREE block f (mapped, and done
+ * with by the device: a completed fence of q covers them) leave q as a new
+ * span of pool to, still mapped (carve_heap_move), whose blocks to must
+ * install. f's span must keep some of its range. NULL when host memory ran
+ * out (nothing changed). */
+carve_block *carve_pool_give_mapped(carve_pool *q, carve_block *f, uintptr_t lo, uintptr_t hi,
+                                    carve_pool *to) CARVE_INTERNAL;
 /* Pool lock held. The span grew by added bytes at its end: merge them into
  * its last block if free (UNMAPPED in virtual-memory mode, where what the
  * heap adds holds no memory yet), else append blk (a spare record, consumed

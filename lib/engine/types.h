@@ -55,7 +55,7 @@
 #define CARVE_VMM_SLACK_MAX 256
 #define CARVE_VMM_SLACK_STEP 10
 #define CARVE_VMM_HYSTERESIS_DIV 50
-#define CARVE_VMM_IDLE_DIV 4 /* other streams' free granules go when the arena maps 1/4 above the touched peak */
+#define CARVE_VMM_IDLE_DIV 4 /* several streams: the arena's budget is at least 1/4 above their touched peak */
 /* The budget: one granule unmapped and mapped again per this many
  * allocations of a stream (about 62 us each on an H100: bench/vmm_costs.cu,
  * so at most some 120 ns per operation), counted over windows of CARVE_VMM_WINDOW
@@ -108,10 +108,13 @@ typedef struct carve_heap {
                                  (the initial amount, or what was mapped after a release) */
     size_t inflight;          /* bytes being reserved, mapped or released with the lock dropped */
     uint64_t nreserve, nrelease;
+    uint64_t nmoved;          /* virtual-memory mode: mapped granules moved from one stream to
+                                 another without the driver (atomic) */
     uint64_t span_events;     /* empty-span events recorded so far (atomic): each one's number, in
                                  the order they were recorded, is its span's u.r.seq (block.h) */
     size_t vpeak;             /* virtual-memory mode: the most bytes all pools touched at once, as seen
-                                 at map time (atomic; reset with the peaks) */
+                                 at map time (from the first pool's peak on), the several streams'
+                                 budget (vmm.c; atomic; reset by a release) */
     uint64_t nunmap_failed;   /* virtual-memory mode: unmaps the backend refused (atomic, as are
                                  reserved, inflight and the two counts in vmm.c) */
     uint64_t nunmap_nohost;   /* virtual-memory mode: unmaps given up because host memory for
@@ -163,8 +166,8 @@ typedef struct carve_pool {
     uint64_t vwindow_at;          /* ... its allocation count when the window began */
     size_t touched;               /* virtual-memory mode: granules of this pool's spans that live or
                                      pending blocks touch (pool lock; read atomically) */
-    size_t touched_peak;          /* its peak since creation, the last release or the last time other
-                                     streams took its free granules (pool lock; read atomically) */
+    size_t touched_peak;          /* its peak since creation or the last release: its allowance while
+                                     it is the only pool (pool lock; read atomically) */
     /* A graph pool (graph.c): private to the graphs captured into it until
      * released. Its memory never leaves it meanwhile: no span goes back to
      * the heap, nothing is unmapped, and no event is recorded for it. */
