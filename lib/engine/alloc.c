@@ -708,25 +708,32 @@ carve_status carve_buffer_info(const carve_arena *ca, const void *ptr, size_t *s
     return b ? CARVE_OK : bad_pointer(a, "carve_buffer_info", (void *)ptr);
 }
 
-carve_status carve_record_stream(carve_arena *a, void *ptr, carve_stream s) {
-    if (!a)
-        return carve_fail(NULL, CARVE_ERR_INVALID, "carve_record_stream: arena is NULL");
+/* Declare a use of ptr on stream s (cudaStreamPerThread: the calling
+ * thread's): its free waits for s's work queued by then. what names the
+ * caller in messages; stays is added to the host-memory message. */
+static carve_status declare_use(carve_arena *a, void *ptr, carve_stream s, const char *what, const char *stays) {
     if (s == CARVE_STREAM_PER_THREAD)
         s = carve_thread_stream();
     uintptr_t addr = (uintptr_t)ptr;
     carve_pool *p = ptr ? owner_locked(a, addr) : NULL;
     if (!p)
-        return bad_pointer(a, "carve_record_stream", ptr);
+        return bad_pointer(a, what, ptr);
     carve_block *b = carve_blockmap_get(&p->map, addr);
     if (!b) {
         carve_spin_unlock(&p->lock);
-        return bad_pointer(a, "carve_record_stream", ptr);
+        return bad_pointer(a, what, ptr);
     }
     carve_status st = uses_add(p, b, s, NULL);
     carve_spin_unlock(&p->lock);
     if (st != CARVE_OK)
-        return carve_fail(a, st, "carve_record_stream: host memory exhausted");
+        return carve_fail(a, st, "%s: host memory exhausted%s", what, stays);
     return CARVE_OK;
+}
+
+carve_status carve_record_stream(carve_arena *a, void *ptr, carve_stream s) {
+    if (!a)
+        return carve_fail(NULL, CARVE_ERR_INVALID, "carve_record_stream: arena is NULL");
+    return declare_use(a, ptr, s, "carve_record_stream", "");
 }
 
 carve_status carve_free_on_stream(carve_arena *a, void *ptr, carve_stream s) {
@@ -734,24 +741,10 @@ carve_status carve_free_on_stream(carve_arena *a, void *ptr, carve_stream s) {
         return carve_fail(NULL, CARVE_ERR_INVALID, "carve_free_on_stream: arena is NULL");
     if (!ptr)
         return CARVE_OK;
-    if (s == CARVE_STREAM_PER_THREAD)
-        s = carve_thread_stream();
-    uintptr_t addr = (uintptr_t)ptr;
-    carve_pool *p = owner_locked(a, addr);
-    if (!p)
-        return bad_pointer(a, "carve_free_on_stream", ptr);
-    carve_block *b = carve_blockmap_get(&p->map, addr);
-    if (!b) {
-        carve_spin_unlock(&p->lock);
-        return bad_pointer(a, "carve_free_on_stream", ptr);
-    }
     /* Another stream: its work queued so far must complete before any
      * stream reuses the memory, the buffer's own included. */
-    carve_status st = uses_add(p, b, s, NULL);
-    carve_spin_unlock(&p->lock);
-    if (st != CARVE_OK)
-        return carve_fail(a, st, "carve_free_on_stream: host memory exhausted (the buffer stays live)");
-    return carve_free(a, ptr);
+    carve_status st = declare_use(a, ptr, s, "carve_free_on_stream", " (the buffer stays live)");
+    return st == CARVE_OK ? carve_free(a, ptr) : st;
 }
 
 carve_status carve_free_after_event(carve_arena *a, void *ptr, carve_event event) {
