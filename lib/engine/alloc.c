@@ -424,6 +424,31 @@ static inline __attribute__((always_inline)) carve_block *block_split(carve_pool
     return b;
 }
 
+/* Pool lock held: b, cut to rs bytes, becomes a live buffer of size bytes. */
+static inline __attribute__((always_inline)) void claim(carve_arena *a, carve_pool *p, carve_block *b, size_t rs,
+                                                        size_t size) {
+    b->state = CARVE_B_USED;
+    b->slack = (uint8_t)(rs - size);
+    b->flags = 0;
+    if (CARVE_UNLIKELY(b->span->u.r.nlive++ == 0))
+        carve_pool_span_refilled(p, b->span);
+    if (CARVE_UNLIKELY(a->vmm))
+        carve_vmm_take(p, b);
+}
+
+/* Pool lock held, released here: the live block b is found by its address,
+ * counted, and handed out. */
+static inline __attribute__((always_inline)) carve_status hand_out(carve_arena *a, carve_pool *p, carve_block *b,
+                                                                   size_t rs, size_t size, void **out) {
+    carve_blockmap_put(&p->map, b);
+    CARVE_STORE(&p->nallocs, p->nallocs + 1);
+    carve_pool_account(p, (ptrdiff_t)rs, (ptrdiff_t)size);
+    carve_spin_unlock(&p->lock);
+    CHECK_EXPENSIVE(a);
+    *out = (void *)b->addr;
+    return CARVE_OK;
+}
+
 carve_status carve_alloc(carve_arena *a, size_t size, carve_stream s, void **out) {
     if (CARVE_UNLIKELY(!out))
         return carve_fail(a, CARVE_ERR_INVALID, "carve_alloc: out is NULL");
@@ -473,21 +498,9 @@ carve_status carve_alloc(carve_arena *a, size_t size, carve_stream s, void **out
         return carve_fail(a, st, "carve_alloc of %zu bytes: %s", size, carve_note_get());
     }
     b = block_split(p, b, rs);
-    b->state = CARVE_B_USED;
-    b->slack = (uint8_t)(rs - size);
-    b->flags = 0;
-    if (CARVE_UNLIKELY(b->span->u.r.nlive++ == 0))
-        carve_pool_span_refilled(p, b->span);
-    if (CARVE_UNLIKELY(a->vmm))
-        carve_vmm_take(p, b);
+    claim(a, p, b, rs, size);
 found:
-    carve_blockmap_put(&p->map, b);
-    CARVE_STORE(&p->nallocs, p->nallocs + 1);
-    carve_pool_account(p, (ptrdiff_t)rs, (ptrdiff_t)size);
-    carve_spin_unlock(&p->lock);
-    CHECK_EXPENSIVE(a);
-    *out = (void *)b->addr;
-    return CARVE_OK;
+    return hand_out(a, p, b, rs, size, out);
 }
 
 carve_status carve_alloc_aligned(carve_arena *a, size_t size, size_t align, carve_stream s, void **out) {
@@ -544,20 +557,8 @@ carve_status carve_alloc_aligned(carve_arena *a, size_t size, size_t align, carv
         b = front->next;
     }
     b = block_split(p, b, rs);
-    b->state = CARVE_B_USED;
-    b->slack = (uint8_t)(rs - size);
-    b->flags = 0;
-    if (b->span->u.r.nlive++ == 0)
-        carve_pool_span_refilled(p, b->span);
-    if (a->vmm)
-        carve_vmm_take(p, b);
-    carve_blockmap_put(&p->map, b);
-    CARVE_STORE(&p->nallocs, p->nallocs + 1);
-    carve_pool_account(p, (ptrdiff_t)rs, (ptrdiff_t)size);
-    carve_spin_unlock(&p->lock);
-    CHECK_EXPENSIVE(a);
-    *out = (void *)b->addr;
-    return CARVE_OK;
+    claim(a, p, b, rs, size);
+    return hand_out(a, p, b, rs, size, out);
 }
 
 /* The pool that owns the span holding addr, locked; NULL when addr is in no
