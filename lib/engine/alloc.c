@@ -608,7 +608,7 @@ static carve_status uses_record(carve_arena *a, carve_uses *u) {
  * that the buffer waits for. CARVE_OK, or CARVE_ERR_OOM (nothing added). */
 static carve_status uses_add(carve_pool *p, carve_block *b, carve_stream s, void *ev) {
     carve_uses *u = b->flags & CARVE_BF_USES ? b->u.b.uses : NULL;
-    int known = s == p->stream;
+    int known = s == p->stream || (CARVE_LOAD(&p->graph) && s == CARVE_LOAD(&p->route)); /* a graph pool: its stream */
     for (unsigned i = 0; u && !known && s != CARVE_KEY_NONE && i < u->n; i++)
         known = u->streams[i] == s;
     if (known)
