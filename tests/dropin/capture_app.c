@@ -88,6 +88,7 @@ static int other_thread(int begin_mode, int thread_mode, CUresult *got) {
     pthread_join(t, NULL);
     void *g = NULL;
     CUresult end = cuStreamEndCapture(s, &g);
+    CU(cuGraphDestroy(g));
     CU(cuStreamDestroy_v2(s));
     *got = c.got;
     return end == 0;
@@ -101,6 +102,7 @@ static int own_thread(int begin_mode, CUresult *got) {
     *got = cuMemAlloc_v2(&p, MiB);
     void *g = NULL;
     CUresult end = cuStreamEndCapture(s, &g);
+    CU(cuGraphDestroy(g));
     if (*got == 0)
         CU(cuMemFree_v2(p));
     CU(cuStreamDestroy_v2(s));
@@ -206,6 +208,7 @@ static void test_threads(void) {
     CHECK(sh.broke_before_destroy == broken);
     CHECK(end == 0 && g != NULL);
     CHECK(mock_cuda_broken_captures() == broken);
+    CU(cuGraphDestroy(g));
     CU(cuStreamDestroy_v2(cs));
     CU(cuStreamDestroy_v2(sh.s));
     carve_arena_destroy(sh.a);
@@ -250,6 +253,7 @@ static void test_pool(void) {
     CHECK(strstr(carve_last_error(a), "captured") != NULL);
     void *graph = NULL;
     CHECK(cuStreamEndCapture(s, &graph) == 0 && graph != NULL);
+    CU(cuGraphDestroy(graph));
     CHECK(carve_get_stats(a, &s1) == CARVE_OK);
     CHECK(s1.num_backend_allocs == s0.num_backend_allocs && s1.num_event_records == s0.num_event_records &&
           s1.num_syncs == s0.num_syncs);

@@ -1307,7 +1307,9 @@ static CUresult begin_capture(CUstream h, int mode, int ptsz) {
         usleep((useconds_t)delay_us); /* the capture has begun; the caller hears of it later */
     return r;
 }
+EXPORT CUresult cuGraphDestroy(CUgraph g);
 static CUresult end_capture_call(CUstream h, CUgraph *graph, int ptsz) {
+    struct mock_graph *invalid = NULL;
     pthread_mutex_lock(&lock);
     CUresult r;
     struct mock_stream *s = resolve(h, ptsz, &r);
@@ -1319,8 +1321,12 @@ static CUresult end_capture_call(CUstream h, CUgraph *graph, int ptsz) {
         r = g->invalid ? CAPTURE_INVALIDATED : OK;
         if (graph)
             *graph = g->invalid ? NULL : g;
+        if (g->invalid) /* the program never sees it: the driver destroys it */
+            invalid = g;
     }
     pthread_mutex_unlock(&lock);
+    if (invalid)
+        cuGraphDestroy(invalid);
     return r;
 }
 static CUresult is_capturing(CUstream h, int *status, int ptsz) {
