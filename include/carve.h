@@ -380,7 +380,9 @@ CARVE_API carve_status carve_arena_create(const carve_config *config, carve_aren
  * memory, it first waits for all work queued on the device (every stream),
  * so that work queued before a free never runs on memory already given
  * back; a failed synchronization cannot be reported, and the memory goes
- * back regardless.
+ * back regardless. While a stream capture is underway ("Captures on other
+ * threads", under CUDA graphs), it first waits for the capture to end:
+ * never call it on the capturing thread during its capture.
  */
 CARVE_API void carve_arena_destroy(carve_arena *arena);
 
@@ -557,7 +559,10 @@ CARVE_API int carve_arena_contains(const carve_arena *arena, const void *addr);
  * CARVE_ERR_BACKEND if the driver failed (memory it did not take back stays
  * reserved and usable), CARVE_ERR_OOM if host memory for carve's records ran
  * out in virtual-memory mode (free memory that needed them to be unmapped
- * stays mapped and usable). Thread-safe. Synchronizes.
+ * stays mapped and usable). Thread-safe. Synchronizes, except while a
+ * stream capture is underway ("Captures on other threads", under CUDA
+ * graphs): it then neither waits for the device nor gives anything back,
+ * and returns CARVE_OK.
  */
 CARVE_API carve_status carve_empty_cache(carve_arena *arena);
 
@@ -919,6 +924,35 @@ CARVE_API void carve_snapshot_free(char *json);
  * at once (PyTorch's rule for shared pools). A capture that forks work onto
  * other streams routes each to a graph pool of its own. The arena's other
  * streams allocate as always meanwhile.
+ *
+ * Captures on other threads. A capture in global mode (the default of
+ * cudaStreamBeginCapture and of torch.cuda.graph) forbids "potentially
+ * unsafe" driver calls to every thread in global mode, and breaks when one
+ * is made; in thread-local mode only the capturing thread is restricted;
+ * in relaxed mode no thread is. carve makes each of its unsafe calls
+ * (cudaMalloc/cuMemAlloc, cudaFree/cuMemFree, cuMemCreate, cuMemMap,
+ * cuMemSetAccess, cuMemUnmap, cuMemRelease, cuMemAddressReserve/Free,
+ * event queries and waits) with the calling thread's capture mode
+ * exchanged for relaxed and restored after (cuThreadExchangeStreamCaptureMode;
+ * slow paths only), so carve_alloc and carve_free on one thread neither fail
+ * nor break another thread's capture in any mode. What no mode allows --
+ * waiting for the whole device, recording on the legacy stream while a
+ * blocking stream is captured -- carve does not do while it sees a capture
+ * underway: one on a stream the arena serves (a pool's stream, a stream
+ * routed to a graph pool), or one the backend sees in its context (a
+ * blocking stream captured, which the driver tells when asked about the
+ * legacy stream; under carve-run, any capture). Meanwhile the
+ * out-of-memory path reclaims only what is known free without that wait
+ * (an allocation only a device synchronization could serve fails with
+ * CARVE_ERR_OOM), carve_empty_cache gives nothing back to the driver (it
+ * returns CARVE_OK; memory stays cached until a call after the capture),
+ * carve_graph_pool_release is refused with CARVE_ERR_BACKEND (call it again
+ * after the capture) and carve_arena_destroy waits for the capture to end
+ * (so never call it on the capturing thread during its capture). A
+ * capture on a non-blocking stream that the arena does not serve, on
+ * another thread, is not seen (outside carve-run): carve_empty_cache,
+ * carve_graph_pool_release, carve_arena_destroy and an allocation that
+ * must reclaim may then synchronize the device and break it.
  */
 typedef struct carve_graph_pool carve_graph_pool;
 
@@ -950,7 +984,8 @@ CARVE_API carve_status carve_graph_pool_end(carve_arena *arena, carve_graph_pool
  * is no graph pool afterwards. Returns CARVE_OK; CARVE_ERR_INVALID for NULL
  * arguments, a g that is not a graph pool of arena or was released, or one
  * with a stream routed to it; CARVE_ERR_BACKEND when the synchronization
- * failed (g stays a graph pool, its memory private: call again). g is a
+ * failed or was not made because a stream capture is underway (g stays a
+ * graph pool, its memory private: call again). g is a
  * graph pool until the synchronization returned, so no stream takes its
  * memory while a launch may still use it. Thread-safe. Synchronizes. */
 CARVE_API carve_status carve_graph_pool_release(carve_arena *arena, carve_graph_pool *g);
@@ -1138,7 +1173,11 @@ CARVE_API void carve_device_arenas_release(void);
  * int (void) that is nonzero while a stream capture is in progress; carve
  * then records no event meanwhile (recording on the legacy stream would
  * break the capture), and treats the memory as it treats an event it could
- * not record.
+ * not record. carve also asks lookup for "cuStreamIsCapturing" and
+ * "cuThreadExchangeStreamCaptureMode" (optional: without the first the
+ * backend cannot tell captures, without the second its calls keep the
+ * thread's capture mode); with them the backend keeps the rules of "CUDA
+ * graphs" above.
  * Returns CARVE_OK; CARVE_ERR_INVALID for a NULL lookup or when such an
  * arena was already made; CARVE_ERR_NO_DEVICE when lookup misses a function
  * carve needs (carve_last_error(NULL) names it) or carve was built without

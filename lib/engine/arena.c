@@ -9,6 +9,7 @@
 #include "engine/arena.h"
 
 #include <string.h>
+#include <time.h>
 
 #include "backend/faults.h"
 #include "backend/open.h"
@@ -274,8 +275,13 @@ void carve_arena_destroy(carve_arena *a) {
      * for when nothing is held (address space alone holds no memory). A
      * failed synchronization (a device lost, a runtime shutting down) cannot
      * be reported; the memory goes back regardless. */
-    if (CARVE_LOAD(&a->heap.reserved) > 0)
+    if (CARVE_LOAD(&a->heap.reserved) > 0) {
+        /* Neither the wait nor giving memory back may happen while a stream
+         * capture is underway (it would break): the capture ends first. */
+        while (carve_capture_underway(a))
+            (void)nanosleep(&(struct timespec){.tv_nsec = 200000}, NULL);
         (void)carve_wait_device(a);
+    }
     carve_pools_destroy(a);
     carve_heap_destroy(a);
     carve_pagemap_destroy(&a->pmap);
