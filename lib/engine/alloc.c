@@ -535,8 +535,8 @@ carve_status carve_alloc_aligned(carve_arena *a, size_t size, size_t align, carv
     carve_pool_flush_hot(p, 1);
     carve_status st = CARVE_OK;
     carve_block *b = carve_index_find(&p->index[cls], want);
-    if (!b)
-        b = pool_take(a, p, cls, want, &st);
+    if (!b && (b = pool_take(a, p, cls, want, &st)) && a->vmm)
+        carve_vmm_unclaimed(p, b); /* granules mapped for want that the buffer may leave */
     if (b && (carve_slab_reserve(&p->slab, 2) != 0 || carve_blockmap_reserve(&p->map) != 0)) {
         carve_note("host memory exhausted for carve's metadata");
         b = NULL;

@@ -346,6 +346,18 @@ void carve_vmm_cut_runs(carve_pool *p, carve_block *f, uintptr_t lo, uintptr_t h
     (void)gone;
 }
 
+void carve_vmm_unclaimed(carve_pool *p, carve_block *f) {
+    carve_block *x = f;
+    CARVE_ASSERT_INTERNAL(f->state == CARVE_B_FREE);
+    do {
+        if (x->u.v.n && x->u.v.stamp == 0) {
+            x->u.v.stamp = p->vclock + 1;
+            p->vclock += x->u.v.n;
+        }
+        x = x->u.v.rnext;
+    } while (x != f);
+}
+
 void carve_vmm_adopted(carve_pool *p, carve_block *f) {
     size_t n = f->size / G;
     CARVE_ASSERT_INTERNAL(f->state == CARVE_B_FREE && f->addr % G == 0 && f->size % G == 0);
