@@ -481,8 +481,11 @@ CARVE_API carve_status carve_free(carve_arena *arena, void *ptr);
  * carve_record_stream then carve_free would do. CARVE_STREAM_PER_THREAD is
  * the calling thread's per-thread stream. NULL ptr is CARVE_OK. Returns the
  * statuses of carve_free, and CARVE_ERR_OOM when host memory for the
- * record runs out (the buffer stays live). Thread-safe. Does not
- * synchronize.
+ * record runs out. All or nothing: on failure (an event that cannot be
+ * recorded, on stream or on a stream carve_record_stream declared, such as
+ * one being captured) the buffer stays live exactly as it was, stream not
+ * added to its uses, and the message names carve_free_on_stream.
+ * Thread-safe. Does not synchronize.
  */
 CARVE_API carve_status carve_free_on_stream(carve_arena *arena, void *ptr, carve_stream stream);
 
@@ -497,8 +500,10 @@ CARVE_API carve_status carve_free_on_stream(carve_arena *arena, void *ptr, carve
  * this call. NULL ptr is CARVE_OK. Returns the statuses of carve_free;
  * CARVE_ERR_INVALID also for a NULL event or a backend that cannot wait
  * for one (cuda_driver); CARVE_ERR_BACKEND when the driver refuses the
- * wait or the record; CARVE_ERR_OOM when host memory runs out. On failure
- * the buffer stays live. Thread-safe. Does not synchronize.
+ * wait or the record; CARVE_ERR_OOM when host memory runs out. All or
+ * nothing: on failure the buffer stays live exactly as it was (carve's
+ * event for this call released, not added to its uses). Thread-safe. Does
+ * not synchronize.
  */
 CARVE_API carve_status carve_free_after_event(carve_arena *arena, void *ptr, carve_event event);
 
@@ -577,10 +582,15 @@ CARVE_API carve_status carve_empty_cache(carve_arena *arena);
  * CARVE_OOM_RETRY: the allocation is then tried once more (counted in
  * carve_stats.num_alloc_retries) and its answer returned, without calling
  * the callback again. CARVE_OOM_FAIL (0), or any other answer, returns
- * CARVE_ERR_OOM. Allocations the callback itself makes that run out of
- * memory do not call it again (they return CARVE_ERR_OOM). Other threads may
- * allocate meanwhile and take what it freed. Failures other than
- * CARVE_ERR_OOM do not call it.
+ * CARVE_ERR_OOM. Allocations on the same arena that the callback (or the
+ * retry) makes and that run out of memory do not call it again (they
+ * return CARVE_ERR_OOM); those on another arena call that arena's callback
+ * as always. Other threads may allocate meanwhile and take what it freed.
+ * Failures other than CARVE_ERR_OOM do not call it. A callback that calls
+ * carve_empty_cache (or lowers the limit) while the failing allocation's
+ * stream, or any stream, is being captured into a CUDA graph synchronizes
+ * the device, which ends the capture with an error: inside a capture answer
+ * CARVE_OOM_FAIL and let the program reclaim after it.
  */
 #define CARVE_OOM_FAIL 0
 #define CARVE_OOM_RETRY 1
@@ -604,8 +614,14 @@ typedef int (*carve_oom_fn)(carve_arena *arena, const carve_oom_info *info, void
 /* Set (fn non-NULL) or remove (fn NULL) the arena's out-of-memory
  * callback; user is passed to it. Returns CARVE_OK, CARVE_ERR_INVALID for a
  * NULL arena. Thread-safe: an allocation failing meanwhile calls the old or
- * the new callback; after this returns, no new call of the old one starts
- * (one already running may still be running). Does not synchronize. */
+ * the new callback. It waits until the calls of the old callback running on
+ * other threads have returned, so that after it returns the old callback
+ * and its user data are the caller's again: no call of it starts or runs,
+ * except on the calling thread (a callback that replaces itself is not
+ * waited for) and on a thread that is itself inside this function from
+ * within the old callback (two callbacks replacing each other's at once do
+ * not wait for each other). So do not call it holding a lock the callback
+ * takes. Does not synchronize. */
 CARVE_API carve_status carve_set_oom_callback(carve_arena *arena, carve_oom_fn fn, void *user);
 
 /*
@@ -618,12 +634,17 @@ CARVE_API carve_status carve_set_oom_callback(carve_arena *arena, carve_oom_fn f
  * more than the new limit, the limit applies to future growth: nothing live
  * is touched, no memory is reserved or mapped until frees bring the arena
  * under it, and allocations that need more fail with CARVE_ERR_OOM (or call
- * the out-of-memory callback) meanwhile. Memory freed later stays cached,
+ * the out-of-memory callback) meanwhile. In segments mode (vmm off) memory
+ * goes back whole segments at a time: with live buffers spread over every
+ * segment, reserved stays above the new limit, by whole segments, until
+ * frees empty some. Memory freed later stays cached,
  * as always, until carve reclaims it. Returns CARVE_OK; CARVE_ERR_INVALID
  * for a NULL arena, a limit below one granule, or an arena with growth off
  * (it holds its one block); CARVE_ERR_BACKEND when giving memory back
- * failed (the limit is then unchanged). Thread-safe. Synchronizes only when
- * lowering below what is reserved.
+ * failed, CARVE_ERR_OOM when host memory for carve's records ran out while
+ * giving it back in virtual-memory mode (as carve_empty_cache; host_memory
+ * says so): the limit is then unchanged. Thread-safe. Synchronizes only
+ * when lowering below what is reserved.
  */
 CARVE_API carve_status carve_set_limit(carve_arena *arena, size_t limit_bytes);
 

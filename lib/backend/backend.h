@@ -155,7 +155,14 @@ typedef struct carve_be {
  * concurrent failures on different threads keep their own messages. */
 #define CARVE_BACKEND_MSG_LEN 256
 char *carve_backend_msg(void) CARVE_INTERNAL;
-#define carve_backend_fail(...) snprintf(carve_backend_msg(), CARVE_BACKEND_MSG_LEN, __VA_ARGS__)
+#define carve_backend_fail(...) (carve_backend_host_set(0), snprintf(carve_backend_msg(), CARVE_BACKEND_MSG_LEN, __VA_ARGS__))
+/* The same for a failure for want of host memory (the backend's own
+ * records), which carve_last_error_info reports as host_memory. */
+#define carve_backend_fail_host(...) \
+    (carve_backend_host_set(1), snprintf(carve_backend_msg(), CARVE_BACKEND_MSG_LEN, __VA_ARGS__))
+/* Whether the calling thread's latest backend message is about host memory. */
+void carve_backend_host_set(int host) CARVE_INTERNAL;
+int carve_backend_host(void) CARVE_INTERNAL;
 
 /* Beside the message, the CUDA error code of the calling thread's latest
  * driver failure: api is CARVE_DRIVER_ERROR_RUNTIME (a cudaError_t) or

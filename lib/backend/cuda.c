@@ -166,7 +166,7 @@ carve_status carve_backend_open_cuda(carve_be *be, const carve_config *cfg) {
         return st;
     cuda_ctx *c = calloc(1, sizeof(*c));
     if (!c) {
-        carve_backend_fail("host memory exhausted");
+        carve_backend_fail_host("host memory exhausted");
         return CARVE_ERR_OOM;
     }
     /* Which devices to enable (checked now: one that does not exist or
@@ -213,7 +213,7 @@ carve_status carve_backend_import_cuda(const carve_ipc_desc *d, int device, uint
         o->users++;
         *base = o->base;
     } else if (!(o = calloc(1, sizeof(*o)))) {
-        carve_backend_fail("host memory exhausted");
+        carve_backend_fail_host("host memory exhausted");
         st = CARVE_ERR_OOM;
     } else {
         int prev;

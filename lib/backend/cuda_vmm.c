@@ -131,7 +131,7 @@ static carve_status vmm_reserve(carve_be *be, size_t size, uintptr_t *base) {
     vmm_ctx *c = be->ctx;
     va_range *r = calloc(1, sizeof(*r));
     if (!r) {
-        carve_backend_fail("host memory exhausted");
+        carve_backend_fail_host("host memory exhausted");
         return CARVE_ERR_OOM;
     }
     int prev;
@@ -369,7 +369,7 @@ static carve_status vmm_export(carve_be *be, uintptr_t addr, size_t size, carve_
     size_t n = (hi - lo) / CARVE_SEGMENT_GRANULE, i = 0;
     int *fds = malloc(n * sizeof(*fds));
     if (!fds) {
-        carve_backend_fail("host memory exhausted");
+        carve_backend_fail_host("host memory exhausted");
         return CARVE_ERR_OOM;
     }
     carve_status st = CARVE_OK;
@@ -475,7 +475,7 @@ carve_status carve_backend_open_cuda_vmm(carve_be *be, const carve_config *cfg) 
     if (!c || !access) {
         free(c);
         free(access);
-        carve_backend_fail("host memory exhausted");
+        carve_backend_fail_host("host memory exhausted");
         return CARVE_ERR_OOM;
     }
     c->cuda.device = device;

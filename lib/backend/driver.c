@@ -303,7 +303,7 @@ carve_status carve_backend_open_driver(carve_be *be, int device) {
     }
     drv_ctx *c = calloc(1, sizeof(*c));
     if (!c) {
-        carve_backend_fail("host memory exhausted");
+        carve_backend_fail_host("host memory exhausted");
         return CARVE_ERR_OOM;
     }
     c->api = api;

@@ -26,7 +26,7 @@ carve_status carve_sim_event_record(carve_be *be, carve_stream s, void **ev) {
     sim_event *e = malloc(sizeof(*e));
     if (!e) {
         *ev = NULL;
-        carve_backend_fail("host memory exhausted creating an event");
+        carve_backend_fail_host("host memory exhausted creating an event");
         return CARVE_ERR_OOM;
     }
     e->polls_left = be->sim_event_polls;

@@ -196,7 +196,7 @@ carve_status carve_backend_open_virtual(carve_be *be) {
     virtual_ctx *c = calloc(1, sizeof(*c));
     if (!c || carve_mutex_init(&c->lock) != 0) {
         free(c);
-        carve_backend_fail("host memory exhausted");
+        carve_backend_fail_host("host memory exhausted");
         return CARVE_ERR_OOM;
     }
     be->ctx = c;

@@ -107,7 +107,7 @@ carve_status carve_reclaim(carve_arena *a, unsigned flags) {
     }
     if (release && st == CARVE_OK && CARVE_LOAD(&a->heap.nunmap_nohost) != unmap_nohost) {
         char b[32];
-        carve_note("host memory for carve's block records ran out, so free memory stayed mapped (%s mapped in all)",
+        carve_note_host(1, "host memory for carve's block records ran out, so free memory stayed mapped (%s mapped in all)",
                    carve_format_bytes(b, sizeof(b), CARVE_LOAD(&a->heap.reserved)));
         st = CARVE_ERR_OOM;
     }

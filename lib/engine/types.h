@@ -230,10 +230,17 @@ struct carve_arena {
     uint64_t nooms;
     uint64_t nretries;           /* allocations retried at the out-of-memory callback's answer */
     /* The out-of-memory callback and its argument (carve_set_oom_callback),
-     * written and read together under oom_lock. */
+     * written and read together under oom_lock, as are: how many times it
+     * was set (each call of it knows which setting it called), the calls in
+     * progress on any thread, and how many threads wait in
+     * carve_set_oom_callback for older calls to return (oom_done). */
     carve_mutex oom_lock;
+    carve_cond oom_done;
     carve_oom_fn oom_fn;
     void *oom_user;
+    uint64_t oom_gen;
+    struct carve_oom_call *oom_calls;
+    unsigned oom_waiters;
     carve_pagemap pmap __attribute__((aligned(64)));
 };
 
