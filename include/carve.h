@@ -587,9 +587,11 @@ CARVE_API carve_status carve_empty_cache(carve_arena *arena);
  * return CARVE_ERR_OOM); those on another arena call that arena's callback
  * as always. Other threads may allocate meanwhile and take what it freed.
  * Failures other than CARVE_ERR_OOM do not call it. A callback that calls
- * carve_empty_cache (or lowers the limit) while the failing allocation's
- * stream, or any stream, is being captured into a CUDA graph synchronizes
- * the device, which ends the capture with an error: inside a capture answer
+ * carve_empty_cache (or lowers the limit) while a stream is being captured
+ * into a CUDA graph gets nothing back from it when carve sees the capture
+ * ("Captures on other threads"), and synchronizes the device, which ends
+ * the capture with an error, when it does not (a non-blocking stream the
+ * arena does not serve, outside carve-run): inside a capture answer
  * CARVE_OOM_FAIL and let the program reclaim after it.
  */
 #define CARVE_OOM_FAIL 0
