@@ -702,10 +702,9 @@ static carve_status uses_add(carve_pool *p, carve_block *b, carve_stream s, void
         known = u->streams[i] == s;
     if (known)
         return CARVE_OK;
-    if (!u && !(u = calloc(1, sizeof(*u))))
+    int fresh = !u;
+    if (fresh && !(u = calloc(1, sizeof(*u))))
         return CARVE_ERR_OOM;
-    b->u.b.uses = u;
-    b->flags |= CARVE_BF_USES;
     if (u->n == u->cap) {
         unsigned cap = u->cap ? u->cap * 2 : 2;
         carve_stream *ns = realloc(u->streams, cap * sizeof(*ns));
@@ -714,10 +713,18 @@ static carve_status uses_add(carve_pool *p, carve_block *b, carve_stream s, void
         void **ne = ns ? realloc(u->events, cap * sizeof(*ne)) : NULL;
         if (ne)
             u->events = ne;
-        if (!ns || !ne)
+        if (!ns || !ne) { /* the buffer stays as it was: a fresh record is not attached */
+            if (fresh) {
+                free(u->streams);
+                free(u->events);
+                free(u);
+            }
             return CARVE_ERR_OOM;
+        }
         u->cap = cap;
     }
+    b->u.b.uses = u;
+    b->flags |= CARVE_BF_USES;
     u->streams[u->n] = s;
     u->events[u->n] = ev;
     u->n++;
