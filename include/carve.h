@@ -502,7 +502,10 @@ CARVE_API carve_status carve_free_on_stream(carve_arena *arena, void *ptr, carve
  * takes the event's current record at the call (a stream of its own waits
  * for it, cudaStreamWaitEvent, and records carve's event after the wait),
  * so the program may record the event again or destroy it right after
- * this call. NULL ptr is CARVE_OK. Returns the statuses of carve_free;
+ * this call. Not for an event recorded inside a stream capture (a node of
+ * the graph being built): the wait would draw carve's stream into that
+ * capture, which then cannot end (not detected); free such a buffer with
+ * carve_free or carve_free_on_stream. NULL ptr is CARVE_OK. Returns the statuses of carve_free;
  * CARVE_ERR_INVALID also for a NULL event or a backend that cannot wait
  * for one (cuda_driver); CARVE_ERR_BACKEND when the driver refuses the
  * wait or the record (not a declared stream's record that a capture
@@ -961,7 +964,8 @@ CARVE_API void carve_snapshot_free(char *json);
  * in relaxed mode no thread is. carve makes each of its unsafe calls
  * (cudaMalloc/cuMemAlloc, cudaFree/cuMemFree, cuMemCreate, cuMemMap,
  * cuMemSetAccess, cuMemUnmap, cuMemRelease, cuMemAddressReserve/Free,
- * event queries and waits) with the calling thread's capture mode
+ * event queries and waits, and cudaMemGetInfo when an arena is created)
+ * with the calling thread's capture mode
  * exchanged for relaxed and restored after (cuThreadExchangeStreamCaptureMode;
  * slow paths only), so carve_alloc and carve_free on one thread neither fail
  * nor break another thread's capture in any mode. What no mode allows --
