@@ -465,7 +465,10 @@ CARVE_API carve_status carve_alloc_aligned(carve_arena *arena, size_t size, size
  * that is not the start of a live buffer of this arena (interior, foreign,
  * already freed, misaligned), in which case nothing changes;
  * CARVE_ERR_BACKEND when recording an event on a stream declared with
- * carve_record_stream fails (the buffer stays live: free it again). The buffer's
+ * carve_record_stream fails (the buffer stays live: free it again). A
+ * record that a stream capture forbids is no failure ("Captures on other
+ * threads", under CUDA graphs): the memory then waits until the capture is
+ * over. The buffer's
  * stream must still exist: free buffers before destroying their stream.
  * Thread-safe. Does not synchronize.
  */
@@ -482,9 +485,11 @@ CARVE_API carve_status carve_free(carve_arena *arena, void *ptr);
  * the calling thread's per-thread stream. NULL ptr is CARVE_OK. Returns the
  * statuses of carve_free, and CARVE_ERR_OOM when host memory for the
  * record runs out. All or nothing: on failure (an event that cannot be
- * recorded, on stream or on a stream carve_record_stream declared, such as
- * one being captured) the buffer stays live exactly as it was, stream not
- * added to its uses, and the message names carve_free_on_stream.
+ * recorded, on stream -- such as one being captured -- or on a stream
+ * carve_record_stream declared) the buffer stays live exactly as it was,
+ * stream not added to its uses, and the message names carve_free_on_stream.
+ * A declared stream's record that a capture forbids is no failure, as for
+ * carve_free.
  * Thread-safe. Does not synchronize.
  */
 CARVE_API carve_status carve_free_on_stream(carve_arena *arena, void *ptr, carve_stream stream);
@@ -497,10 +502,14 @@ CARVE_API carve_status carve_free_on_stream(carve_arena *arena, void *ptr, carve
  * takes the event's current record at the call (a stream of its own waits
  * for it, cudaStreamWaitEvent, and records carve's event after the wait),
  * so the program may record the event again or destroy it right after
- * this call. NULL ptr is CARVE_OK. Returns the statuses of carve_free;
+ * this call. Not for an event recorded inside a stream capture (a node of
+ * the graph being built): the wait would draw carve's stream into that
+ * capture, which then cannot end (not detected); free such a buffer with
+ * carve_free or carve_free_on_stream. NULL ptr is CARVE_OK. Returns the statuses of carve_free;
  * CARVE_ERR_INVALID also for a NULL event or a backend that cannot wait
  * for one (cuda_driver); CARVE_ERR_BACKEND when the driver refuses the
- * wait or the record; CARVE_ERR_OOM when host memory runs out. All or
+ * wait or the record (not a declared stream's record that a capture
+ * forbids, as for carve_free); CARVE_ERR_OOM when host memory runs out. All or
  * nothing: on failure the buffer stays live exactly as it was (carve's
  * event for this call released, not added to its uses). Thread-safe. Does
  * not synchronize.
@@ -955,7 +964,8 @@ CARVE_API void carve_snapshot_free(char *json);
  * in relaxed mode no thread is. carve makes each of its unsafe calls
  * (cudaMalloc/cuMemAlloc, cudaFree/cuMemFree, cuMemCreate, cuMemMap,
  * cuMemSetAccess, cuMemUnmap, cuMemRelease, cuMemAddressReserve/Free,
- * event queries and waits) with the calling thread's capture mode
+ * event queries and waits, and cudaMemGetInfo when an arena is created)
+ * with the calling thread's capture mode
  * exchanged for relaxed and restored after (cuThreadExchangeStreamCaptureMode;
  * slow paths only), so carve_alloc and carve_free on one thread neither fail
  * nor break another thread's capture in any mode. What no mode allows --
@@ -971,7 +981,16 @@ CARVE_API void carve_snapshot_free(char *json);
  * returns CARVE_OK; memory stays cached until a call after the capture),
  * carve_graph_pool_release is refused with CARVE_ERR_BACKEND (call it again
  * after the capture) and carve_arena_destroy waits for the capture to end
- * (so never call it on the capturing thread during its capture). A
+ * (so never call it on the capturing thread during its capture). A free
+ * whose buffer was declared used on the legacy stream, or on a stream
+ * being captured (carve_record_stream), succeeds without the event the
+ * capture forbids: the memory is reused by no stream, its own included,
+ * until the capture is over -- on the legacy stream, until an event carve
+ * records there at its first call after the capture has completed; on a
+ * captured stream (which may be destroyed by then, so nothing is recorded
+ * on it later), until a device synchronization made after the capture
+ * (carve_empty_cache, or an allocation that must reclaim). A
+ * carve_free_on_stream naming a stream being captured is refused. A
  * capture on a non-blocking stream that the arena does not serve, on
  * another thread, is not seen (outside carve-run): carve_empty_cache,
  * carve_graph_pool_release, carve_arena_destroy and an allocation that

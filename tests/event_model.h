@@ -25,7 +25,11 @@
  *  - unmaps or releases memory that a live buffer or unfinished work uses
  *    (unmapping is not stream-ordered);
  *  - reports statistics that disagree with the shadow (em_check_stats);
- *  - answers CARVE_ERR_OOM to a request that fits (em_check_oom).
+ *  - answers CARVE_ERR_OOM to a request that fits (em_check_oom);
+ *  - records an event on a stream marked captured (carve_sim_set_capturing,
+ *    which the model passes through), or on the legacy stream while any
+ *    stream is, or synchronizes the device then (refused, as the driver
+ *    refuses it).
  *
  * Thread-safe: any thread may call carve while others do; the shadow takes
  * a mutex. em_allocated must follow carve_alloc and em_freeing precede

@@ -263,7 +263,13 @@ carve_status carve_cuda_mem_info(int device, size_t *free_bytes, size_t *total_b
     carve_status st = carve_cuda_enter(device, &prev);
     if (st != CARVE_OK)
         return st;
+    /* Made at arena creation, which may come during another thread's
+     * capture: relaxed, as every call carve makes that a driver may count
+     * as potentially unsafe (the documentation does not list this one
+     * either way). */
+    int mode = carve_cuda_relax();
     e = cudaMemGetInfo(free_bytes, total_bytes);
+    carve_cuda_unrelax(mode);
     if (e != cudaSuccess)
         st = carve_cuda_error(e, "cudaMemGetInfo");
     carve_cuda_leave(device, prev);

@@ -552,7 +552,7 @@ carve_status carve_alloc(carve_arena *a, size_t size, carve_stream s, void **out
 
     carve_spin_lock(&p->lock);
     if (CARVE_UNLIKELY(p->pending_head != NULL))
-        carve_pool_poll_pending(p, 0, 1);
+        carve_pool_poll_pending(p, CARVE_PENDING_POLL, 1);
     carve_block *b = p->hot;
     carve_index *ix = &p->index[cls];
     if (b && b->size == rs && CARVE_LIKELY(carve_blockmap_reserve(&p->map) == 0) &&
@@ -619,7 +619,7 @@ carve_status carve_alloc_aligned(carve_arena *a, size_t size, size_t align, carv
         return alloc_oom(a, size, align, s, "host memory exhausted for carve's metadata", 1);
     carve_spin_lock(&p->lock);
     if (p->pending_head)
-        carve_pool_poll_pending(p, 0, 1);
+        carve_pool_poll_pending(p, CARVE_PENDING_POLL, 1);
     carve_pool_flush_hot(p, 1);
     carve_status st = CARVE_OK;
     carve_block *b = carve_index_find(&p->index[cls], want);
@@ -673,17 +673,28 @@ static carve_status bad_pointer(carve_arena *a, const char *fn, void *ptr) {
 }
 
 /* Record one event per extra stream; all or nothing. Entries of
- * carve_free_after_event hold their event already. */
-static carve_status uses_record(carve_arena *a, carve_uses *u) {
+ * carve_free_after_event hold their event already. A record that a stream
+ * capture refuses (the legacy stream while a blocking stream is captured,
+ * a stream being captured) does not fail the free: the entry becomes
+ * CARVE_EVENT_LATER and the block waits until the capture is over
+ * (block.h). Only on strict, the stream a carve_free_on_stream names, is a
+ * capture of that stream itself a failure (carve.h). */
+static carve_status uses_record(carve_arena *a, carve_uses *u, carve_stream strict) {
     for (unsigned i = 0; i < u->n; i++) {
         if (u->streams[i] == CARVE_KEY_NONE)
             continue;
-        carve_status st = carve_event_record(a, u->streams[i], &u->events[i]);
+        int capture;
+        carve_status st = carve_event_record_why(a, u->streams[i], &u->events[i], &capture);
+        if (st != CARVE_OK && capture && !(capture == CARVE_REC_CAPTURED && u->streams[i] == strict)) {
+            u->events[i] = CARVE_EVENT_LATER;
+            continue;
+        }
         if (st != CARVE_OK) {
             while (i-- > 0) {
                 if (u->streams[i] == CARVE_KEY_NONE)
                     continue;
-                a->be.ops->event_release(&a->be, u->events[i]);
+                if (u->events[i] != CARVE_EVENT_LATER)
+                    a->be.ops->event_release(&a->be, u->events[i]);
                 u->events[i] = NULL;
             }
             return st;
@@ -751,7 +762,7 @@ carve_status carve_free(carve_arena *a, void *ptr) {
     carve_uses *u = NULL;
     if (CARVE_UNLIKELY(b->flags != 0)) { /* other streams' uses, a tag */
         u = b->flags & CARVE_BF_USES ? b->u.b.uses : NULL;
-        carve_status st = u ? uses_record(a, u) : CARVE_OK;
+        carve_status st = u ? uses_record(a, u, CARVE_KEY_NONE) : CARVE_OK;
         if (st != CARVE_OK) {
             carve_blockmap_put(&p->map, b); /* a slot was just freed: no growth needed */
             carve_spin_unlock(&p->lock);
@@ -881,7 +892,7 @@ static carve_status free_with_use(carve_arena *a, void *ptr, carve_stream s, car
     if (st == CARVE_OK)
         st = uses_add(p, b, s, ev);
     carve_uses *u = b->flags & CARVE_BF_USES ? b->u.b.uses : NULL;
-    if (st == CARVE_OK && u && (st = uses_record(a, u)) != CARVE_OK) {
+    if (st == CARVE_OK && u && (st = uses_record(a, u, s)) != CARVE_OK) {
         why = carve_backend_msg();
         host = carve_backend_host();
     }

@@ -55,7 +55,7 @@ carve_status carve_reclaim(carve_arena *a, unsigned flags) {
         if (!wait)
             carve_spin_lock(&p->lock);
         if (p->pending_head)
-            carve_pool_poll_pending(p, wait, 0);
+            carve_pool_poll_pending(p, synced ? CARVE_PENDING_SYNCED : wait ? CARVE_PENDING_WAIT : CARVE_PENDING_POLL, 0);
         carve_mutex_lock(&a->heap.lock);
         carve_pool_return_empty(p, synced ? CARVE_RETURN_SYNCED : CARVE_RETURN_OTHER);
         carve_mutex_unlock(&a->heap.lock);

@@ -244,10 +244,20 @@ struct carve_arena {
     carve_pagemap pmap __attribute__((aligned(64)));
 };
 
+/* Why no event may be recorded on s while a stream capture is underway
+ * (carve_event_record_why): the record would join the graph (s itself is
+ * being captured), or the legacy stream while a blocking stream of the
+ * context is captured (the record would join that capture implicitly,
+ * which breaks it). */
+enum { CARVE_REC_CAPTURED = 1, CARVE_REC_LEGACY = 2 };
+
 /* Events recorded and asked about, and the host's waits for the device:
  * every one goes through one of these, so that carve_stats counts them
- * (num_event_records, num_event_queries, num_syncs). */
-static inline carve_status carve_event_record(carve_arena *a, carve_stream s, void **ev) {
+ * (num_event_records, num_event_queries, num_syncs). carve_event_record_why
+ * also says, in *capture (0 otherwise), when the record was refused because
+ * of a capture (CARVE_REC_*), which a free may then defer (alloc.c). */
+static inline carve_status carve_event_record_why(carve_arena *a, carve_stream s, void **ev, int *capture) {
+    *capture = 0;
     if (CARVE_UNLIKELY(carve_stream_made_up(s))) { /* a thread's per-thread stream, a graph pool (streams.h) */
         if (s != carve_thread_stream()) {
             *ev = NULL;
@@ -259,22 +269,25 @@ static inline carve_status carve_event_record(carve_arena *a, carve_stream s, vo
         }
         s = CARVE_STREAM_PER_THREAD;
     }
-    /* A stream being captured: the record would join the graph, and
-     * asking about it would break the capture. The legacy stream while a
-     * blocking stream of the context is captured: the record would join
-     * that capture implicitly, which breaks it. */
     if (a->be.ops->capturing && a->be.ops->capturing(&a->be, s) > 0) {
         *ev = NULL;
+        *capture = CARVE_REC_CAPTURED;
         carve_backend_fail("no event is recorded on a stream being captured");
         return CARVE_ERR_BACKEND;
     }
-    if (!s && a->be.ops->context_capturing && a->be.ops->context_capturing(&a->be)) {
+    if (carve_stream_legacy(s) && a->be.ops->context_capturing && a->be.ops->context_capturing(&a->be)) {
         *ev = NULL;
+        *capture = CARVE_REC_LEGACY;
         carve_backend_fail("no event is recorded on the legacy stream while a stream capture is underway");
         return CARVE_ERR_BACKEND;
     }
     __atomic_add_fetch(&a->heap.nrecords, 1, __ATOMIC_RELAXED);
     return a->be.ops->event_record(&a->be, s, ev);
+}
+
+static inline carve_status carve_event_record(carve_arena *a, carve_stream s, void **ev) {
+    int capture;
+    return carve_event_record_why(a, s, ev, &capture);
 }
 
 /* 1 when the work before ev has completed, 0 when not yet. */

@@ -32,7 +32,7 @@
  * refused, as by the driver; per-thread streams, named by their handle or
  * by NULL in the _ptsz functions, are captured), with work, allocations and
  * frees on a capturing stream becoming graph nodes and graphs launched
- * later; with MOCK_CAPTURE_MODES=1, the capture modes, as
+ * later; the capture modes, as
  * cuThreadExchangeStreamCaptureMode's documentation states them: a thread in global mode (every thread's mode
  * until it exchanges it) may not make a potentially unsafe call while it
  * captures itself (a capture not begun in relaxed mode) or while another
@@ -47,9 +47,9 @@
  * cuCtxSynchronize while a stream of the context is captured conflicts in
  * every mode (it would wait for work that is not queued), and
  * cuStreamIsCapturing on the legacy stream while a blocking stream of the
- * context is captured answers CUDA_ERROR_STREAM_CAPTURE_IMPLICIT (off by
- * default: the interposer's programs make such calls, served by carve-run,
- * while they capture); primary contexts retained, released (the last release resets the
+ * context is captured answers CUDA_ERROR_STREAM_CAPTURE_IMPLICIT (on
+ * unless MOCK_CAPTURE_MODES=0, so every test program keeps the rules a
+ * driver keeps); primary contexts retained, released (the last release resets the
  * context: its memory is freed) and reset, and contexts created and
  * destroyed; and fork: in the child of a process that called cuInit every
  * driver call answers CUDA_ERROR_NOT_INITIALIZED, as the real driver does.
@@ -69,7 +69,7 @@
  * MOCK_EVENT_POLLS (queries before an event completes, default 0),
  * MOCK_CAPTURE_DELAY_US (a capture that begins returns that much later,
  * which widens the moment when it has begun but its caller does not know),
- * MOCK_CAPTURE_MODES=1 (the capture modes, above),
+ * MOCK_CAPTURE_MODES=0 (the capture modes, above, not modelled),
  * MOCK_REENTER=1 (cuDeviceTotalMem calls the cuMemGetInfo_v2 first in the
  * process's lookup order, as a CUDA runtime that resolved its driver
  * functions through an interposer does from inside carve's own backend).
@@ -495,13 +495,13 @@ static void end_capture(struct mock_stream *s) {
     }
 }
 
-/* MOCK_CAPTURE_MODES=1: the capture modes are modelled. */
+/* The capture modes are modelled unless MOCK_CAPTURE_MODES=0. */
 static int modes_on(void) {
     static int on = -1;
     int v = __atomic_load_n(&on, __ATOMIC_RELAXED);
     if (v < 0) {
         const char *e = getenv("MOCK_CAPTURE_MODES");
-        v = e && strcmp(e, "1") == 0;
+        v = !e || strcmp(e, "0") != 0;
         __atomic_store_n(&on, v, __ATOMIC_RELAXED);
     }
     return v;
