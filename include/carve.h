@@ -1199,8 +1199,11 @@ CARVE_API void carve_device_arenas_release(void);
  * not record. carve also asks lookup for "cuStreamIsCapturing" and
  * "cuThreadExchangeStreamCaptureMode" (optional: without the first the
  * backend cannot tell captures, without the second its calls keep the
- * thread's capture mode); with them the backend keeps the rules of "CUDA
- * graphs" above.
+ * thread's capture mode, so while the backend sees a capture in its
+ * context it neither asks about nor waits for an event, and memory freed
+ * with work still queued stays cached until the capture ends); with them
+ * the backend keeps the rules of "CUDA graphs" above. An event query or
+ * wait a capture refuses never counts as done.
  * Returns CARVE_OK; CARVE_ERR_INVALID for a NULL lookup or when such an
  * arena was already made; CARVE_ERR_NO_DEVICE when lookup misses a function
  * carve needs (carve_last_error(NULL) names it) or carve was built without

@@ -252,7 +252,8 @@ void carve_pool_poll_pending(carve_pool *p, int wait, int record) {
             if (!u->events[i])
                 continue;
             if (wait) {
-                carve_wait_event(p->arena, u->events[i]);
+                if (carve_wait_event(p->arena, u->events[i]) != CARVE_OK)
+                    done = 0; /* not waited for (a capture refused it): the block stays pending */
             } else if (stream_in(busy, nbusy, u->streams[i])) {
                 done = 0;
             } else if (carve_event_query(p->arena, u->events[i]) == 0) {
