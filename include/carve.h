@@ -961,10 +961,12 @@ CARVE_API void carve_snapshot_free(char *json);
  * nor break another thread's capture in any mode. What no mode allows --
  * waiting for the whole device, recording on the legacy stream while a
  * blocking stream is captured -- carve does not do while it sees a capture
- * underway: one on a stream the arena serves (a pool's stream, a stream
- * routed to a graph pool), or one the backend sees in its context (a
- * blocking stream captured, which the driver tells when asked about the
- * legacy stream; under carve-run, any capture). Meanwhile the
+ * underway: one on a stream routed to a graph pool, on the calling
+ * thread's per-thread stream, on the stream of the call being served (an
+ * allocation's), or one the backend sees in its context (a blocking stream
+ * captured, which the driver tells when asked about the legacy stream;
+ * under carve-run, any capture). carve asks about no other stream of its
+ * pools: the program may have destroyed it once its buffers were freed. Meanwhile the
  * out-of-memory path reclaims only what is known free without that wait
  * (an allocation only a device synchronization could serve fails with
  * CARVE_ERR_OOM), carve_empty_cache gives nothing back to the driver (it
@@ -972,10 +974,14 @@ CARVE_API void carve_snapshot_free(char *json);
  * carve_graph_pool_release is refused with CARVE_ERR_BACKEND (call it again
  * after the capture) and carve_arena_destroy waits for the capture to end
  * (so never call it on the capturing thread during its capture). A
- * capture on a non-blocking stream that the arena does not serve, on
- * another thread, is not seen (outside carve-run): carve_empty_cache,
- * carve_graph_pool_release, carve_arena_destroy and an allocation that
- * must reclaim may then synchronize the device and break it.
+ * capture on any other non-blocking stream (one not routed to a graph
+ * pool, not the calling thread's per-thread stream, not the stream of the
+ * call), on another thread, is not seen outside carve-run, even when the
+ * arena has a pool for that stream: carve_empty_cache, carve_set_limit,
+ * carve_graph_pool_release, carve_arena_destroy and an allocation on
+ * another stream that must reclaim may then synchronize the device and
+ * break it. Route such a stream to a graph pool, or capture in relaxed
+ * mode on a stream the program keeps out of those calls' way.
  */
 typedef struct carve_graph_pool carve_graph_pool;
 

@@ -237,8 +237,9 @@ static int drv_capturing(carve_be *be, carve_stream s) {
 /* Under carve-run, whether any capture is in progress in the process (the
  * interposer counts them); otherwise whether a blocking stream of the
  * context is captured, which the driver tells when asked about the legacy
- * stream. A capture on a non-blocking stream that no pool of the arena
- * serves is not seen (the engine asks about its own streams itself). */
+ * stream. A capture on a non-blocking stream is not seen here (the engine
+ * asks about the streams it knows to be alive: types.h,
+ * carve_capture_underway). */
 static int drv_context_capturing(carve_be *be) {
     drv_ctx *c = be->ctx;
     if (c->api->CaptureActive)

@@ -189,7 +189,7 @@ static void reclaim_unlocked(carve_arena *a, carve_pool *p, unsigned flags) {
     char why[256];
     snprintf(why, sizeof(why), "%s", carve_note_get());
     carve_spin_unlock(&p->lock);
-    carve_reclaim(a, flags);
+    carve_reclaim(a, flags, p->stream);
     carve_spin_lock(&p->lock);
     carve_note("%s", why);
 }

@@ -282,9 +282,9 @@ void carve_arena_destroy(carve_arena *a) {
     if (CARVE_LOAD(&a->heap.reserved) > 0) {
         /* Neither the wait nor giving memory back may happen while a stream
          * capture is underway (it would break): the capture ends first. */
-        while (carve_capture_underway(a))
+        while (carve_capture_underway(a, NULL))
             (void)nanosleep(&(struct timespec){.tv_nsec = 200000}, NULL);
-        (void)carve_wait_device(a);
+        (void)carve_wait_device(a, NULL);
     }
     carve_pools_destroy(a);
     carve_heap_destroy(a);
@@ -342,7 +342,7 @@ carve_status carve_set_limit(carve_arena *a, size_t limit_bytes) {
     /* Lower than what is reserved: cached memory goes back first, as
      * carve_empty_cache gives it (the device is synchronized). */
     if (CARVE_LOAD(&a->heap.reserved) > rlimit && (st = carve_reclaim(a, CARVE_RECLAIM_WAIT | CARVE_RECLAIM_RELEASE |
-                                                                             CARVE_RECLAIM_ROOM)) != CARVE_OK)
+                                                                             CARVE_RECLAIM_ROOM, NULL)) != CARVE_OK)
         return carve_fail_host(a, st, carve_note_is_host(), "carve_set_limit: giving cached memory back failed: %s",
                                carve_note_get());
     carve_mutex_lock(&a->heap.lock);
@@ -364,7 +364,7 @@ carve_status carve_set_limit(carve_arena *a, size_t limit_bytes) {
 carve_status carve_empty_cache(carve_arena *a) {
     if (!a)
         return carve_fail(NULL, CARVE_ERR_INVALID, "carve_empty_cache: arena is NULL");
-    carve_status st = carve_reclaim(a, CARVE_RECLAIM_WAIT | CARVE_RECLAIM_RELEASE);
+    carve_status st = carve_reclaim(a, CARVE_RECLAIM_WAIT | CARVE_RECLAIM_RELEASE, NULL);
     if (st != CARVE_OK)
         return carve_fail_host(a, st, carve_note_is_host(), "carve_empty_cache: %s", carve_note_get());
     return CARVE_OK;

@@ -231,7 +231,10 @@ static int stream_in(const carve_stream *set, unsigned n, carve_stream s) {
 }
 
 void carve_pool_poll_pending(carve_pool *p, int wait, int record) {
-    if (!wait && carve_pool_capturing(p)) /* asking about an event would break the capture */
+    /* Asking about an event would break a capture of p's stream. Its stream
+     * is asked about only when p serves the call (record): another pool's
+     * stream may have been destroyed since its buffers were freed. */
+    if (!wait && record && carve_pool_capturing(p))
         return;
     carve_be *be = &p->arena->be;
     /* Without waiting: the list is in free order, and the events of one

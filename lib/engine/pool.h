@@ -35,7 +35,8 @@ carve_pool *carve_pool_find(const carve_arena *a, carve_stream stream) CARVE_INT
 /* Pool lock held. Move freed blocks whose events completed (all of them,
  * waiting, if wait) from the pending list to the index; without waiting,
  * the first CARVE_PENDING_WALK blocks at most, passing over those that wait
- * for a stream found busy. record: see carve_pool_span_emptied. */
+ * for a stream found busy. record: see carve_pool_span_emptied; also, p
+ * serves the call (only then is its stream asked whether it is captured). */
 void carve_pool_poll_pending(carve_pool *p, int wait, int record) CARVE_INTERNAL;
 /* Pool lock and heap lock held. Give empty spans back to the heap. An empty
  * span carries the event recorded on its stream when it emptied; without

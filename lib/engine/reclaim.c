@@ -27,7 +27,7 @@
 #include "engine/pool.h"
 #include "engine/vmm.h"
 
-carve_status carve_reclaim(carve_arena *a, unsigned flags) {
+carve_status carve_reclaim(carve_arena *a, unsigned flags, carve_stream served) {
     int release = (flags & CARVE_RECLAIM_RELEASE) != 0, wait = (flags & CARVE_RECLAIM_WAIT) != 0;
     /* Waiting: take every pool's lock first, so that nothing is freed from
      * here on, then synchronize the device once. Everything cached was freed
@@ -37,7 +37,7 @@ carve_status carve_reclaim(carve_arena *a, unsigned flags) {
      * recorded an event when they emptied. */
     carve_pool *first = NULL;
     int synced = 0;
-    int captured = (wait || release) && carve_capture_underway(a);
+    int captured = (wait || release) && carve_capture_underway(a, served);
     carve_mutex_lock(&a->heap.lock);
     uint64_t unmap_failed = CARVE_LOAD(&a->heap.nunmap_failed);
     uint64_t unmap_nohost = CARVE_LOAD(&a->heap.nunmap_nohost);
@@ -47,7 +47,7 @@ carve_status carve_reclaim(carve_arena *a, unsigned flags) {
         first = carve_pools_first(a);
         for (carve_pool *p = first; p; p = p->next_all)
             carve_spin_lock(&p->lock);
-        synced = !captured && carve_wait_device(a) == CARVE_OK;
+        synced = !captured && carve_wait_device(a, served) == CARVE_OK;
     } else {
         first = carve_pools_first(a);
     }
