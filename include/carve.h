@@ -643,10 +643,13 @@ CARVE_API carve_status carve_set_oom_callback(carve_arena *arena, carve_oom_fn f
  * as always, until carve reclaims it. Returns CARVE_OK; CARVE_ERR_INVALID
  * for a NULL arena, a limit below one granule, or an arena with growth off
  * (it holds its one block); CARVE_ERR_BACKEND when giving memory back
- * failed, CARVE_ERR_OOM when host memory for carve's records ran out while
+ * failed, or when lowering it below what is reserved while carve sees a
+ * stream capture underway ("Captures on other threads": nothing may go
+ * back then; call again after the capture), CARVE_ERR_OOM when host memory for carve's records ran out while
  * giving it back in virtual-memory mode (as carve_empty_cache; host_memory
  * says so): the limit is then unchanged. Thread-safe. Synchronizes only
- * when lowering below what is reserved.
+ * when lowering below what is reserved, and never during a capture carve
+ * sees.
  */
 CARVE_API carve_status carve_set_limit(carve_arena *arena, size_t limit_bytes);
 
@@ -971,8 +974,9 @@ CARVE_API void carve_snapshot_free(char *json);
  * (an allocation only a device synchronization could serve fails with
  * CARVE_ERR_OOM), carve_empty_cache gives nothing back to the driver (it
  * returns CARVE_OK; memory stays cached until a call after the capture),
- * carve_graph_pool_release is refused with CARVE_ERR_BACKEND (call it again
- * after the capture) and carve_arena_destroy waits for the capture to end
+ * carve_graph_pool_release, and carve_set_limit lowering the limit below
+ * what is reserved, are refused with CARVE_ERR_BACKEND (call again after
+ * the capture; the limit stays) and carve_arena_destroy waits for the capture to end
  * (so never call it on the capturing thread during its capture). A
  * capture on any other non-blocking stream (one not routed to a graph
  * pool, not the calling thread's per-thread stream, not the stream of the
