@@ -972,7 +972,8 @@ CARVE_API void carve_snapshot_free(char *json);
  * pools: the program may have destroyed it once its buffers were freed. Meanwhile the
  * out-of-memory path reclaims only what is known free without that wait
  * (an allocation only a device synchronization could serve fails with
- * CARVE_ERR_OOM), carve_empty_cache gives nothing back to the driver (it
+ * CARVE_ERR_OOM, and carve_last_error says a capture prevented the
+ * synchronization), carve_empty_cache gives nothing back to the driver (it
  * returns CARVE_OK; memory stays cached until a call after the capture),
  * carve_graph_pool_release, and carve_set_limit lowering the limit below
  * what is reserved, are refused with CARVE_ERR_BACKEND (call again after

@@ -27,6 +27,12 @@
 #include "engine/pool.h"
 #include "engine/vmm.h"
 
+/* Whether the calling thread's last waiting reclaim found a capture
+ * underway, and so waited for nothing. */
+static __thread int tls_captured;
+
+int carve_reclaim_captured(void) { return tls_captured; }
+
 carve_status carve_reclaim(carve_arena *a, unsigned flags, carve_stream served) {
     int release = (flags & CARVE_RECLAIM_RELEASE) != 0, wait = (flags & CARVE_RECLAIM_WAIT) != 0;
     /* Waiting: take every pool's lock first, so that nothing is freed from
@@ -38,6 +44,7 @@ carve_status carve_reclaim(carve_arena *a, unsigned flags, carve_stream served) 
     carve_pool *first = NULL;
     int synced = 0;
     int captured = (wait || release) && carve_capture_underway(a, served);
+    tls_captured = 0;
     carve_mutex_lock(&a->heap.lock);
     uint64_t unmap_failed = CARVE_LOAD(&a->heap.nunmap_failed);
     uint64_t unmap_nohost = CARVE_LOAD(&a->heap.nunmap_nohost);
@@ -48,6 +55,7 @@ carve_status carve_reclaim(carve_arena *a, unsigned flags, carve_stream served) 
         for (carve_pool *p = first; p; p = p->next_all)
             carve_spin_lock(&p->lock);
         synced = !captured && carve_wait_device(a, served) == CARVE_OK;
+        tls_captured = captured;
     } else {
         first = carve_pools_first(a);
     }

@@ -20,5 +20,8 @@
  * served, NULL for none (carve_capture_underway). No lock held on entry. */
 enum { CARVE_RECLAIM_WAIT = 1, CARVE_RECLAIM_RELEASE = 2, CARVE_RECLAIM_ROOM = 4 };
 carve_status carve_reclaim(carve_arena *a, unsigned flags, carve_stream served) CARVE_INTERNAL;
+/* 1 when the calling thread's last carve_reclaim with CARVE_RECLAIM_WAIT
+ * did not synchronize the device because a stream capture was underway. */
+int carve_reclaim_captured(void) CARVE_INTERNAL;
 
 #endif
