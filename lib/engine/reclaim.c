@@ -43,7 +43,11 @@ carve_status carve_reclaim(carve_arena *a, unsigned flags, carve_stream served) 
      * recorded an event when they emptied. */
     carve_pool *first = NULL;
     int synced = 0;
-    int captured = (wait || release) && carve_capture_underway(a, served);
+    /* Whether a capture is underway: decided once, with every pool locked
+     * when waiting (carve_sim_set_capturing marks one under pools_lock), and
+     * a wait the device refused because one began meanwhile counts as one
+     * (nothing was synchronized, and nothing may go back). */
+    int captured = !wait && release && carve_capture_underway(a, served);
     tls_captured = 0;
     carve_mutex_lock(&a->heap.lock);
     uint64_t unmap_failed = CARVE_LOAD(&a->heap.nunmap_failed);
@@ -54,7 +58,10 @@ carve_status carve_reclaim(carve_arena *a, unsigned flags, carve_stream served) 
         first = carve_pools_first(a);
         for (carve_pool *p = first; p; p = p->next_all)
             carve_spin_lock(&p->lock);
+        captured = carve_capture_underway(a, served);
         synced = !captured && carve_wait_device(a, served) == CARVE_OK;
+        if (!synced && !captured)
+            captured = carve_capture_underway(a, served);
         tls_captured = captured;
     } else {
         first = carve_pools_first(a);
