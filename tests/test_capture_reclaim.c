@@ -23,10 +23,18 @@
  *    CARVE_ERR_BACKEND "synchronizing the device failed" now and then: it
  *    decided before taking the locks, and the device wait then refused.
  *    CARVE_TEST_WINDOW_ROUNDS: rounds (default 20000).
+ *  - destroy: carve_arena_destroy, memory held, waits for a capture that
+ *    another thread ends with carve_sim_set_capturing(..., 0) (carve.h
+ *    allows it); the arena is freed only once that call has let go of the
+ *    arena's lock. Before, destroy freed it as soon as it saw the mark
+ *    cleared, while the call still unlocked it (ThreadSanitizer: data race
+ *    on the freed lock; AddressSanitizer builds may report a use after
+ *    free). Twenty rounds.
  */
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "engine/types.h"
 #include "test_util.h"
@@ -136,6 +144,35 @@ static void test_window(carve_backend backend, const char *conf) {
     carve_arena_destroy(a);
 }
 
+typedef struct ender {
+    carve_arena *a;
+    int waiting; /* atomic: destroy is about to wait */
+} ender;
+
+static void *end_capture(void *arg) {
+    ender *e = arg;
+    while (!__atomic_load_n(&e->waiting, __ATOMIC_ACQUIRE))
+        sched_yield();
+    nanosleep(&(struct timespec){.tv_nsec = 5000000}, NULL); /* destroy waits by now */
+    carve_sim_set_capturing(e->a, S3, 0);
+    return NULL;
+}
+
+static void test_destroy(carve_backend backend, const char *conf) {
+    for (int i = 0; i < 20; i++) {
+        carve_arena *a = test_arena_conf(backend, 1, 0, 64 * MiB, conf);
+        void *p;
+        CHECK_OK(a, carve_alloc(a, MiB, NULL, &p)); /* memory held: destroy would synchronize */
+        CHECK_OK(a, carve_sim_set_capturing(a, S3, 1));
+        ender e = {.a = a};
+        pthread_t t;
+        CHECK(pthread_create(&t, NULL, end_capture, &e) == 0);
+        __atomic_store_n(&e.waiting, 1, __ATOMIC_RELEASE);
+        carve_arena_destroy(a);
+        CHECK(pthread_join(t, NULL) == 0);
+    }
+}
+
 int main(void) {
     test_limit(CARVE_BACKEND_HOST, "");
     test_limit(CARVE_BACKEND_VIRTUAL, "");
@@ -146,5 +183,6 @@ int main(void) {
     test_window(CARVE_BACKEND_HOST, "");
     test_window(CARVE_BACKEND_VIRTUAL, "");
     test_window(CARVE_BACKEND_VIRTUAL, "vmm=0");
+    test_destroy(CARVE_BACKEND_HOST, "");
     return test_finish();
 }

@@ -284,6 +284,11 @@ void carve_arena_destroy(carve_arena *a) {
          * capture is underway (it would break): the capture ends first. */
         while (carve_capture_underway(a, NULL))
             (void)nanosleep(&(struct timespec){.tv_nsec = 200000}, NULL);
+        /* carve_sim_set_capturing clears its mark under pools_lock: the
+         * call that ended the capture has let go of the lock before the
+         * arena (and the lock) is freed. */
+        carve_mutex_lock(&a->pools_lock);
+        carve_mutex_unlock(&a->pools_lock);
         (void)carve_wait_device(a, NULL);
     }
     carve_pools_destroy(a);
