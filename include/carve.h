@@ -652,10 +652,13 @@ CARVE_API carve_status carve_set_oom_callback(carve_arena *arena, carve_oom_fn f
  * as always, until carve reclaims it. Returns CARVE_OK; CARVE_ERR_INVALID
  * for a NULL arena, a limit below one granule, or an arena with growth off
  * (it holds its one block); CARVE_ERR_BACKEND when giving memory back
- * failed, CARVE_ERR_OOM when host memory for carve's records ran out while
+ * failed, or when lowering it below what is reserved while carve sees a
+ * stream capture underway ("Captures on other threads": nothing may go
+ * back then; call again after the capture), CARVE_ERR_OOM when host memory for carve's records ran out while
  * giving it back in virtual-memory mode (as carve_empty_cache; host_memory
  * says so): the limit is then unchanged. Thread-safe. Synchronizes only
- * when lowering below what is reserved.
+ * when lowering below what is reserved, and never during a capture carve
+ * sees.
  */
 CARVE_API carve_status carve_set_limit(carve_arena *arena, size_t limit_bytes);
 
@@ -971,30 +974,38 @@ CARVE_API void carve_snapshot_free(char *json);
  * nor break another thread's capture in any mode. What no mode allows --
  * waiting for the whole device, recording on the legacy stream while a
  * blocking stream is captured -- carve does not do while it sees a capture
- * underway: one on a stream the arena serves (a pool's stream, a stream
- * routed to a graph pool), or one the backend sees in its context (a
- * blocking stream captured, which the driver tells when asked about the
- * legacy stream; under carve-run, any capture). Meanwhile the
+ * underway: one on a stream routed to a graph pool, on the calling
+ * thread's per-thread stream, on the stream of the call being served (an
+ * allocation's), or one the backend sees in its context (a blocking stream
+ * captured, which the driver tells when asked about the legacy stream;
+ * under carve-run, any capture). carve asks about no other stream of its
+ * pools: the program may have destroyed it once its buffers were freed. Meanwhile the
  * out-of-memory path reclaims only what is known free without that wait
  * (an allocation only a device synchronization could serve fails with
- * CARVE_ERR_OOM), carve_empty_cache gives nothing back to the driver (it
+ * CARVE_ERR_OOM, and carve_last_error says a capture prevented the
+ * synchronization), carve_empty_cache gives nothing back to the driver (it
  * returns CARVE_OK; memory stays cached until a call after the capture),
- * carve_graph_pool_release is refused with CARVE_ERR_BACKEND (call it again
- * after the capture) and carve_arena_destroy waits for the capture to end
- * (so never call it on the capturing thread during its capture). A free
- * whose buffer was declared used on the legacy stream, or on a stream
- * being captured (carve_record_stream), succeeds without the event the
- * capture forbids: the memory is reused by no stream, its own included,
- * until the capture is over -- on the legacy stream, until an event carve
- * records there at its first call after the capture has completed; on a
- * captured stream (which may be destroyed by then, so nothing is recorded
- * on it later), until a device synchronization made after the capture
- * (carve_empty_cache, or an allocation that must reclaim). A
- * carve_free_on_stream naming a stream being captured is refused. A
- * capture on a non-blocking stream that the arena does not serve, on
- * another thread, is not seen (outside carve-run): carve_empty_cache,
- * carve_graph_pool_release, carve_arena_destroy and an allocation that
- * must reclaim may then synchronize the device and break it.
+ * carve_graph_pool_release, and carve_set_limit lowering the limit below
+ * what is reserved, are refused with CARVE_ERR_BACKEND (call again after
+ * the capture; the limit stays) and carve_arena_destroy waits for the
+ * capture to end (so never call it on the capturing thread during its
+ * capture). A free whose buffer was declared used on the legacy stream, or
+ * on a stream being captured (carve_record_stream), succeeds without the
+ * event the capture forbids: the memory is reused by no stream, its own
+ * included, until the capture is over -- on the legacy stream, until an
+ * event carve records there at its first call after the capture has
+ * completed; on a captured stream (which may be destroyed by then, so
+ * nothing is recorded on it later), until a device synchronization made
+ * after the capture (carve_empty_cache, or an allocation that must
+ * reclaim). A carve_free_on_stream naming a stream being captured is
+ * refused. A capture on any other non-blocking stream (one not routed to a
+ * graph pool, not the calling thread's per-thread stream, not the stream of
+ * the call), on another thread, is not seen outside carve-run, even when
+ * the arena has a pool for that stream: carve_empty_cache, carve_set_limit,
+ * carve_graph_pool_release, carve_arena_destroy and an allocation on
+ * another stream that must reclaim may then synchronize the device and
+ * break it. Route such a stream to a graph pool, or capture in relaxed
+ * mode on a stream the program keeps out of those calls' way.
  */
 typedef struct carve_graph_pool carve_graph_pool;
 
@@ -1218,8 +1229,11 @@ CARVE_API void carve_device_arenas_release(void);
  * not record. carve also asks lookup for "cuStreamIsCapturing" and
  * "cuThreadExchangeStreamCaptureMode" (optional: without the first the
  * backend cannot tell captures, without the second its calls keep the
- * thread's capture mode); with them the backend keeps the rules of "CUDA
- * graphs" above.
+ * thread's capture mode, so while the backend sees a capture in its
+ * context it neither asks about nor waits for an event, and memory freed
+ * with work still queued stays cached until the capture ends); with them
+ * the backend keeps the rules of "CUDA graphs" above. An event query or
+ * wait a capture refuses never counts as done.
  * Returns CARVE_OK; CARVE_ERR_INVALID for a NULL lookup or when such an
  * arena was already made; CARVE_ERR_NO_DEVICE when lookup misses a function
  * carve needs (carve_last_error(NULL) names it) or carve was built without

@@ -106,7 +106,7 @@ static void test_room_reclaim(void) {
     CHECK_OK(a, carve_alloc(a, 60 * MiB, s1, &big));
     CHECK_OK(a, carve_alloc(a, 1 * MiB, s1, &hi));
     CHECK_OK(a, carve_free(a, big));
-    CHECK_OK(a, carve_reclaim(a, CARVE_RECLAIM_WAIT | CARVE_RECLAIM_ROOM));
+    CHECK_OK(a, carve_reclaim(a, CARVE_RECLAIM_WAIT | CARVE_RECLAIM_ROOM, NULL));
     CHECK_ARENA(a);
     CHECK_OK(a, carve_alloc(a, 60 * MiB, s2, &other));
     carve_stats s;

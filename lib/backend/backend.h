@@ -58,9 +58,14 @@ typedef struct carve_backend_ops {
     void (*recycle)(struct carve_be *be, int on);
     /* Record an event on stream: *ev is an opaque handle. */
     carve_status (*event_record)(struct carve_be *be, carve_stream stream, void **ev);
-    /* 1 when the work before the event has completed, 0 when not yet,
-     * negative on error (treated as completed after the error is noted). */
+    /* 1 when the work before the event has completed, 0 when not yet or
+     * when the question cannot be asked now (a stream capture refuses it,
+     * or asking would break one), negative on any other error (treated as
+     * completed after the error is noted). */
     int (*event_query)(struct carve_be *be, void *ev);
+    /* Waits for the work before the event. Fails (CARVE_ERR_BACKEND) when
+     * the wait cannot be made now (a capture refuses it, or waiting would
+     * break one): the engine then keeps whatever waited on the event. */
     carve_status (*event_sync)(struct carve_be *be, void *ev);
     /* Optional: *ev gets an event of this backend that completes once the
      * work before the program's event `user` (as last recorded when this is

@@ -172,7 +172,22 @@ int carve_cuda_capturing(carve_be *be, carve_stream s) {
     return status != cudaStreamCaptureStatusNone;
 }
 
+/* A refusal for a capture's sake (cudaErrorStreamCaptureUnsupported
+ * through cudaErrorStreamCaptureWrongThread): it says nothing about whether
+ * the work is done. */
+static int capture_refusal(cudaError_t e) {
+    return e >= cudaErrorStreamCaptureUnsupported && e <= cudaErrorStreamCaptureWrongThread;
+}
+
+/* Without cuThreadExchangeStreamCaptureMode the calling thread keeps its
+ * own mode, in which asking about or waiting for an event while another
+ * thread captures in global mode is refused and breaks that capture:
+ * neither is done while a capture is seen. */
+static int cannot_relax(carve_be *be) { return !exchange() && carve_cuda_context_capturing(be); }
+
 int carve_cuda_event_query(carve_be *be, void *ev) {
+    if (cannot_relax(be))
+        return 0;
     carve_ledger_add(&be->ledger, CARVE_DRV_EVENT_QUERY, 1, 0, 0);
     int mode = carve_cuda_relax();
     cudaError_t e = cudaEventQuery((cudaEvent_t)ev);
@@ -180,10 +195,15 @@ int carve_cuda_event_query(carve_be *be, void *ev) {
     if (e == cudaSuccess)
         return 1;
     (void)cudaGetLastError();
-    return e == cudaErrorNotReady ? 0 : -1;
+    return e == cudaErrorNotReady || capture_refusal(e) ? 0 : -1;
 }
 
 carve_status carve_cuda_event_sync(carve_be *be, void *ev) {
+    if (cannot_relax(be)) {
+        carve_backend_fail("no event is waited for while a stream capture is underway and the driver cannot make "
+                           "the wait in relaxed capture mode (no cuThreadExchangeStreamCaptureMode)");
+        return CARVE_ERR_BACKEND;
+    }
     carve_ledger_add(&be->ledger, CARVE_DRV_EVENT_SYNC, 1, 0, 0);
     int mode = carve_cuda_relax();
     cudaError_t e = cudaEventSynchronize((cudaEvent_t)ev);

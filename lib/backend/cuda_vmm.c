@@ -373,6 +373,7 @@ static carve_status vmm_export(carve_be *be, uintptr_t addr, size_t size, carve_
         return CARVE_ERR_OOM;
     }
     carve_status st = CARVE_OK;
+    int mode = carve_cuda_relax(); /* cuMemRelease is potentially unsafe during a capture */
     for (; i < n; i++) {
         CUmemGenericAllocationHandle h = 0;
         carve_ledger_add(&be->ledger, CARVE_DRV_RETAIN, 1, 0, 0);
@@ -391,6 +392,7 @@ static carve_status vmm_export(carve_be *be, uintptr_t addr, size_t size, carve_
             break;
         }
     }
+    carve_cuda_unrelax(mode);
     if (st != CARVE_OK) {
         while (i-- > 0)
             close(fds[i]);
@@ -513,7 +515,9 @@ carve_status carve_backend_open_cuda_vmm(carve_be *be, const carve_config *cfg) 
 
 /* Another process's granules, mapped in order into fresh address space with
  * access for device. Each imported handle is released once mapped: the
- * mapping keeps the memory, and unmapping lets it go. */
+ * mapping keeps the memory, and unmapping lets it go. These calls, and the
+ * unmaps of carve_backend_close_fds, are made in relaxed capture mode, as
+ * every potentially unsafe call of the backends is (backend.h). */
 carve_status carve_backend_import_fds(const carve_ipc_desc *d, const int *fds, int device, uintptr_t *base,
                                       size_t *len) {
     *base = 0;
@@ -530,6 +534,7 @@ carve_status carve_backend_import_fds(const carve_ipc_desc *d, const int *fds, i
     size_t n = d->num_fds, size = n * CARVE_SEGMENT_GRANULE, i = 0;
     CUdeviceptr p = 0;
     const char *what = "cuMemAddressReserve";
+    int mode = carve_cuda_relax();
     CUresult e = drv.reserve(&p, size, CARVE_SEGMENT_GRANULE, 0, 0);
     for (; e == CUDA_SUCCESS && i < n; i++) {
         CUmemGenericAllocationHandle h = 0;
@@ -559,6 +564,7 @@ carve_status carve_backend_import_fds(const carve_ipc_desc *d, const int *fds, i
         *base = (uintptr_t)p;
         *len = size;
     }
+    carve_cuda_unrelax(mode);
     carve_cuda_leave(device, prev);
     return st;
 }
@@ -570,12 +576,14 @@ carve_status carve_backend_close_fds(int device, uintptr_t base, size_t len) {
     carve_status st = CARVE_OK;
     const char *what = "cuMemUnmap";
     CUresult e = CUDA_SUCCESS;
+    int mode = carve_cuda_relax();
     for (size_t off = 0; off < len; off += CARVE_SEGMENT_GRANULE) {
         CUresult u = drv.unmap((CUdeviceptr)(base + off), CARVE_SEGMENT_GRANULE);
         if (e == CUDA_SUCCESS)
             e = u;
     }
     CUresult f = drv.free((CUdeviceptr)base, len);
+    carve_cuda_unrelax(mode);
     if (e == CUDA_SUCCESS && f != CUDA_SUCCESS) {
         e = f;
         what = "cuMemAddressFree";

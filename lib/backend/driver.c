@@ -162,19 +162,44 @@ static carve_status drv_event_record(carve_be *be, carve_stream s, void **out) {
     return st;
 }
 
+static int drv_context_capturing(carve_be *be);
+
+/* A refusal for a capture's sake (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+ * through CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD): it says nothing about
+ * whether the work is done. */
+static int capture_refusal(CUresult r) {
+    return r >= CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED && r <= CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
+}
+
+/* Without cuThreadExchangeStreamCaptureMode (a lookup may omit it) the
+ * calling thread keeps its own mode, in which asking about or waiting for
+ * an event while another thread captures in global mode is refused and
+ * breaks that capture: neither is done while a capture is seen. */
+static int cannot_relax(carve_be *be) {
+    const drv_ctx *c = be->ctx;
+    return !c->api->ThreadExchangeStreamCaptureMode && drv_context_capturing(be);
+}
+
 static int drv_event_query(carve_be *be, void *ev) {
     drv_ctx *c = be->ctx;
+    if (cannot_relax(be))
+        return 0;
     carve_ledger_add(&be->ledger, CARVE_DRV_EVENT_QUERY, 1, 0, 0);
     int mode = relax(c);
     CUresult r = c->api->EventQuery((CUevent)ev);
     unrelax(c, mode);
     if (r == CUDA_SUCCESS)
         return 1;
-    return r == CUDA_ERROR_NOT_READY ? 0 : -1;
+    return r == CUDA_ERROR_NOT_READY || capture_refusal(r) ? 0 : -1;
 }
 
 static carve_status drv_event_sync(carve_be *be, void *ev) {
     drv_ctx *c = be->ctx;
+    if (cannot_relax(be)) {
+        carve_backend_fail("no event is waited for while a stream capture is underway and the driver cannot make "
+                           "the wait in relaxed capture mode (no cuThreadExchangeStreamCaptureMode)");
+        return CARVE_ERR_BACKEND;
+    }
     carve_ledger_add(&be->ledger, CARVE_DRV_EVENT_SYNC, 1, 0, 0);
     int mode = relax(c);
     CUresult r = c->api->EventSynchronize((CUevent)ev);
@@ -212,8 +237,9 @@ static int drv_capturing(carve_be *be, carve_stream s) {
 /* Under carve-run, whether any capture is in progress in the process (the
  * interposer counts them); otherwise whether a blocking stream of the
  * context is captured, which the driver tells when asked about the legacy
- * stream. A capture on a non-blocking stream that no pool of the arena
- * serves is not seen (the engine asks about its own streams itself). */
+ * stream. A capture on a non-blocking stream is not seen here (the engine
+ * asks about the streams it knows to be alive: types.h,
+ * carve_capture_underway). */
 static int drv_context_capturing(carve_be *be) {
     drv_ctx *c = be->ctx;
     if (c->api->CaptureActive)

@@ -184,14 +184,31 @@ __attribute__((noinline, cold)) static carve_status oom_answer(carve_arena *a, s
 }
 
 /* Pool lock held: drop it, reclaim (carve_reclaim flags), retake it.
- * The reason of the failure that led here survives for the OOM message. */
-static void reclaim_unlocked(carve_arena *a, carve_pool *p, unsigned flags) {
+ * The reason of the failure that led here survives for the OOM message.
+ * Returns 1 when a stream capture kept the reclaim from waiting. */
+static int reclaim_unlocked(carve_arena *a, carve_pool *p, unsigned flags) {
     char why[256];
     snprintf(why, sizeof(why), "%s", carve_note_get());
     carve_spin_unlock(&p->lock);
-    carve_reclaim(a, flags);
+    carve_reclaim(a, flags, p->stream);
     carve_spin_lock(&p->lock);
     carve_note("%s", why);
+    return (flags & CARVE_RECLAIM_WAIT) && carve_reclaim_captured();
+}
+
+/* The reason of an out-of-memory failure, when a capture kept the reclaim
+ * before it from waiting: the memory other streams cached may well be free,
+ * but only a device synchronization, which would break the capture, could
+ * tell. */
+static void note_captured(void) {
+    if (strstr(carve_note_get(), "a stream capture was underway")) /* said already (a nested retry) */
+        return;
+    char why[256];
+    snprintf(why, sizeof(why), "%s", carve_note_get());
+    carve_note("%s; a stream capture was underway, so the device was not synchronized and memory other streams "
+               "freed could not be proved free for this one (the synchronization would break the capture; "
+               "retry after it)",
+               why);
 }
 
 /* Pool and heap locks held. Grow one of the pool's spans of class cls into
@@ -239,7 +256,7 @@ static carve_block *pool_extend(carve_arena *a, carve_pool *p, unsigned cls, siz
 static carve_block *pool_refill(carve_arena *a, carve_pool *p, unsigned cls, size_t rs,
                                 carve_status *st) {
     size_t want = span_want(cls, rs), need = span_need(cls, rs);
-    int asked_others = 0;
+    int asked_others = 0, captured = 0;
     carve_note("%s", "");
     for (int attempt = 0;; attempt++) {
         if (carve_slab_reserve(&p->slab, 1) != 0) {
@@ -292,14 +309,17 @@ static carve_block *pool_refill(carve_arena *a, carve_pool *p, unsigned cls, siz
         carve_block *b;
         if (*st == CARVE_ERR_OOM && (b = carve_index_find_fit(&p->index[!cls], rs)))
             return b;
-        if (*st != CARVE_ERR_OOM || attempt == 2)
+        if (*st != CARVE_ERR_OOM || attempt == 2) {
+            if (captured && *st == CARVE_ERR_OOM)
+                note_captured();
             return NULL;
+        }
         /* Release cached memory everywhere and retry; the second time, the
          * free room inside other streams' spans too (it moves only now:
          * cutting spans around their live buffers scatters what the next
          * requests of those streams touch). */
-        reclaim_unlocked(a, p, CARVE_RECLAIM_WAIT | (a->growth ? CARVE_RECLAIM_RELEASE : 0) |
-                                   (attempt == 1 ? CARVE_RECLAIM_ROOM : 0));
+        captured |= reclaim_unlocked(a, p, CARVE_RECLAIM_WAIT | (a->growth ? CARVE_RECLAIM_RELEASE : 0) |
+                                               (attempt == 1 ? CARVE_RECLAIM_ROOM : 0));
         if ((b = carve_index_find_fit(&p->index[cls], rs)))
             return b;
     }
@@ -435,7 +455,7 @@ __attribute__((noinline, cold)) static carve_block *vmm_place(carve_arena *a, ca
  * cached memory from every stream and retry once. */
 static carve_block *pool_take(carve_arena *a, carve_pool *p, unsigned cls, size_t rs, carve_status *st) {
     carve_pool_flush_hot(p, 1); /* merged, it may fit */
-    int capturing = carve_pool_capturing(p);
+    int capturing = carve_pool_capturing(p), captured = 0;
     for (int attempt = 0;; attempt++) {
         carve_block *b = carve_index_find_fit(&p->index[cls], rs);
         if (b)
@@ -460,9 +480,12 @@ static carve_block *pool_take(carve_arena *a, carve_pool *p, unsigned cls, size_
         }
         if (b)
             return b;
-        if (*st != CARVE_ERR_OOM || attempt == 1)
+        if (*st != CARVE_ERR_OOM || attempt == 1) {
+            if (captured && *st == CARVE_ERR_OOM)
+                note_captured();
             return NULL;
-        reclaim_unlocked(a, p, CARVE_RECLAIM_WAIT);
+        }
+        captured = reclaim_unlocked(a, p, CARVE_RECLAIM_WAIT);
     }
 }
 

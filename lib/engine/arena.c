@@ -282,9 +282,14 @@ void carve_arena_destroy(carve_arena *a) {
     if (CARVE_LOAD(&a->heap.reserved) > 0) {
         /* Neither the wait nor giving memory back may happen while a stream
          * capture is underway (it would break): the capture ends first. */
-        while (carve_capture_underway(a))
+        while (carve_capture_underway(a, NULL))
             (void)nanosleep(&(struct timespec){.tv_nsec = 200000}, NULL);
-        (void)carve_wait_device(a);
+        /* carve_sim_set_capturing clears its mark under pools_lock: the
+         * call that ended the capture has let go of the lock before the
+         * arena (and the lock) is freed. */
+        carve_mutex_lock(&a->pools_lock);
+        carve_mutex_unlock(&a->pools_lock);
+        (void)carve_wait_device(a, NULL);
     }
     carve_pools_destroy(a);
     carve_heap_destroy(a);
@@ -340,11 +345,23 @@ carve_status carve_set_limit(carve_arena *a, size_t limit_bytes) {
     }
     size_t rlimit = limit == SIZE_MAX ? SIZE_MAX : carve_align_down(limit, CARVE_SEGMENT_GRANULE);
     /* Lower than what is reserved: cached memory goes back first, as
-     * carve_empty_cache gives it (the device is synchronized). */
-    if (CARVE_LOAD(&a->heap.reserved) > rlimit && (st = carve_reclaim(a, CARVE_RECLAIM_WAIT | CARVE_RECLAIM_RELEASE |
-                                                                             CARVE_RECLAIM_ROOM)) != CARVE_OK)
-        return carve_fail_host(a, st, carve_note_is_host(), "carve_set_limit: giving cached memory back failed: %s",
-                               carve_note_get());
+     * carve_empty_cache gives it (the device is synchronized). Not during a
+     * stream capture carve sees: nothing may go back then, and a limit
+     * below what stays reserved would never hold (what is held counts as
+     * allowed), so the call is refused and the limit stays; asked again
+     * once the capture began during the reclaim, too. */
+    if (CARVE_LOAD(&a->heap.reserved) > rlimit) {
+        if (!carve_capture_underway(a, NULL) &&
+            (st = carve_reclaim(a, CARVE_RECLAIM_WAIT | CARVE_RECLAIM_RELEASE | CARVE_RECLAIM_ROOM, NULL)) != CARVE_OK)
+            return carve_fail_host(a, st, carve_note_is_host(), "carve_set_limit: giving cached memory back failed: %s",
+                                   carve_note_get());
+        if (CARVE_LOAD(&a->heap.reserved) > rlimit && carve_capture_underway(a, NULL))
+            return carve_fail(a, CARVE_ERR_BACKEND,
+                              "carve_set_limit: the limit was not lowered to %zu bytes: a stream capture is underway, "
+                              "during which cached memory cannot be given back (the synchronization would break it); "
+                              "call again after the capture",
+                              rlimit);
+    }
     carve_mutex_lock(&a->heap.lock);
     /* The limit first, then what is held: inflight before reserved, all
      * sequentially consistent. A stream mapping granules meanwhile
@@ -364,7 +381,7 @@ carve_status carve_set_limit(carve_arena *a, size_t limit_bytes) {
 carve_status carve_empty_cache(carve_arena *a) {
     if (!a)
         return carve_fail(NULL, CARVE_ERR_INVALID, "carve_empty_cache: arena is NULL");
-    carve_status st = carve_reclaim(a, CARVE_RECLAIM_WAIT | CARVE_RECLAIM_RELEASE);
+    carve_status st = carve_reclaim(a, CARVE_RECLAIM_WAIT | CARVE_RECLAIM_RELEASE, NULL);
     if (st != CARVE_OK)
         return carve_fail_host(a, st, carve_note_is_host(), "carve_empty_cache: %s", carve_note_get());
     return CARVE_OK;

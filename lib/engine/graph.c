@@ -119,7 +119,7 @@ carve_status carve_graph_pool_release(carve_arena *a, carve_graph_pool *g) {
     /* The replays queued before the release finish first, while the pool
      * is still a graph pool that no other stream takes memory from; only
      * then does it become an ordinary pool. */
-    carve_status st = carve_wait_device(a);
+    carve_status st = carve_wait_device(a, NULL);
     if (st != CARVE_OK)
         return carve_fail_host(a, st, carve_backend_host(), "carve_graph_pool_release: waiting for the device failed: %s",
                                carve_backend_msg());
@@ -134,7 +134,7 @@ carve_status carve_graph_pool_release(carve_arena *a, carve_graph_pool *g) {
     if (why)
         return carve_fail(a, CARVE_ERR_INVALID, "carve_graph_pool_release: %s", why);
     /* Its free memory goes back to the heap, for every stream. */
-    st = carve_reclaim(a, CARVE_RECLAIM_WAIT);
+    st = carve_reclaim(a, CARVE_RECLAIM_WAIT, NULL);
     if (st != CARVE_OK)
         return carve_fail_host(a, st, carve_note_is_host(), "carve_graph_pool_release: %s", carve_note_get());
     return CARVE_OK;

@@ -499,10 +499,8 @@ void carve_heap_sync(carve_arena *a) {
     carve_heap *h = &a->heap;
     for (carve_segment *s = h->segs; s; s = s->next)
         for (carve_block *r = s->first; r; r = r->next)
-            if (r->state == CARVE_B_FREE && r->u.r.event) {
-                carve_wait_event(a, r->u.r.event);
-                range_drop_event(a, r);
-            }
+            if (r->state == CARVE_B_FREE && r->u.r.event && carve_wait_event(a, r->u.r.event) == CARVE_OK)
+                range_drop_event(a, r); /* (a wait refused keeps the range's event) */
     for (carve_segment *s = h->segs; s; s = s->next)
         for (carve_block *r = s->first; r; r = r->next)
             if (r->state == CARVE_B_FREE)

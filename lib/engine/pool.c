@@ -248,7 +248,10 @@ static int record_later(carve_pool *p, carve_uses *u, unsigned i) {
 
 void carve_pool_poll_pending(carve_pool *p, int how, int record) {
     int wait = how != CARVE_PENDING_POLL;
-    if (!wait && carve_pool_capturing(p)) /* asking about an event would break the capture */
+    /* Asking about an event would break a capture of p's stream. Its stream
+     * is asked about only when p serves the call (record): another pool's
+     * stream may have been destroyed since its buffers were freed. */
+    if (!wait && record && carve_pool_capturing(p))
         return;
     carve_be *be = &p->arena->be;
     /* Without waiting: the list is in free order, and the events of one
@@ -283,7 +286,8 @@ void carve_pool_poll_pending(carve_pool *p, int how, int record) {
             if (!u->events[i])
                 continue;
             if (wait) {
-                carve_wait_event(p->arena, u->events[i]);
+                if (carve_wait_event(p->arena, u->events[i]) != CARVE_OK)
+                    done = 0; /* not waited for (a capture refused it): the block stays pending */
             } else if (stream_in(busy, nbusy, u->streams[i])) {
                 done = 0;
             } else if (carve_event_query(p->arena, u->events[i]) == 0) {

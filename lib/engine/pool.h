@@ -38,7 +38,8 @@ carve_pool *carve_pool_find(const carve_arena *a, carve_stream stream) CARVE_INT
  * them, waiting for their events; SYNCED, all of them, the device having
  * been synchronized after they were freed (so even those whose event a
  * capture kept from being recorded: block.h, CARVE_EVENT_LATER). record:
- * see carve_pool_span_emptied. */
+ * see carve_pool_span_emptied; also, p serves the call (only then is its
+ * stream asked whether it is captured). */
 enum { CARVE_PENDING_POLL = 0, CARVE_PENDING_WAIT, CARVE_PENDING_SYNCED };
 void carve_pool_poll_pending(carve_pool *p, int how, int record) CARVE_INTERNAL;
 /* Pool lock and heap lock held. Give empty spans back to the heap. An empty

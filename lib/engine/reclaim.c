@@ -27,7 +27,13 @@
 #include "engine/pool.h"
 #include "engine/vmm.h"
 
-carve_status carve_reclaim(carve_arena *a, unsigned flags) {
+/* Whether the calling thread's last waiting reclaim found a capture
+ * underway, and so waited for nothing. */
+static __thread int tls_captured;
+
+int carve_reclaim_captured(void) { return tls_captured; }
+
+carve_status carve_reclaim(carve_arena *a, unsigned flags, carve_stream served) {
     int release = (flags & CARVE_RECLAIM_RELEASE) != 0, wait = (flags & CARVE_RECLAIM_WAIT) != 0;
     /* Waiting: take every pool's lock first, so that nothing is freed from
      * here on, then synchronize the device once. Everything cached was freed
@@ -37,7 +43,12 @@ carve_status carve_reclaim(carve_arena *a, unsigned flags) {
      * recorded an event when they emptied. */
     carve_pool *first = NULL;
     int synced = 0;
-    int captured = (wait || release) && carve_capture_underway(a);
+    /* Whether a capture is underway: decided once, with every pool locked
+     * when waiting (carve_sim_set_capturing marks one under pools_lock), and
+     * a wait the device refused because one began meanwhile counts as one
+     * (nothing was synchronized, and nothing may go back). */
+    int captured = !wait && release && carve_capture_underway(a, served);
+    tls_captured = 0;
     carve_mutex_lock(&a->heap.lock);
     uint64_t unmap_failed = CARVE_LOAD(&a->heap.nunmap_failed);
     uint64_t unmap_nohost = CARVE_LOAD(&a->heap.nunmap_nohost);
@@ -47,7 +58,11 @@ carve_status carve_reclaim(carve_arena *a, unsigned flags) {
         first = carve_pools_first(a);
         for (carve_pool *p = first; p; p = p->next_all)
             carve_spin_lock(&p->lock);
-        synced = !captured && carve_wait_device(a) == CARVE_OK;
+        captured = carve_capture_underway(a, served);
+        synced = !captured && carve_wait_device(a, served) == CARVE_OK;
+        if (!synced && !captured)
+            captured = carve_capture_underway(a, served);
+        tls_captured = captured;
     } else {
         first = carve_pools_first(a);
     }

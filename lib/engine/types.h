@@ -303,23 +303,31 @@ static inline carve_status carve_wait_event(carve_arena *a, void *ev) {
 
 /* 1 when a stream capture is underway, on any thread, that a wait for the
  * whole device (or memory given back to the driver, which may wait for it)
- * would break: one the backend sees in its context (backend.h,
- * context_capturing), or one on a stream this arena serves (a pool's
- * stream, the calling thread's per-thread stream, a stream routed to a
- * graph pool). A backend call per pool: slow paths only. */
-static inline int carve_capture_underway(carve_arena *a) {
+ * would break, as far as carve can ask without naming a stream that may no
+ * longer exist: one the backend sees in its context (backend.h,
+ * context_capturing), one on a stream routed to a graph pool (alive while
+ * routed), on the calling thread's per-thread stream, or on `served`, the
+ * stream (pool key) of the call being served (NULL: none; the legacy
+ * stream is the context's question). Other pools' streams are not asked
+ * about: the program may have destroyed them after freeing their buffers.
+ * A backend call per routed pool: slow paths only. */
+static inline int carve_capture_underway(carve_arena *a, carve_stream served) {
     const carve_backend_ops *ops = a->be.ops;
     if (ops->context_capturing && ops->context_capturing(&a->be))
         return 1;
     if (!ops->capturing)
         return 0;
     carve_stream mine = carve_thread_stream();
+    if (served && served != mine && !carve_stream_made_up(served) && ops->capturing(&a->be, served) > 0)
+        return 1;
     for (carve_pool *p = CARVE_LOAD_ACQ(&a->pools); p; p = p->next_all) {
         carve_stream s = p->stream;
         if (CARVE_LOAD(&p->graph)) {
             if (!CARVE_LOAD(&p->routed))
                 continue;
             s = CARVE_LOAD(&p->route);
+        } else if (s != mine) {
+            continue;
         }
         if (carve_stream_made_up(s) && s != mine) /* another thread's per-thread stream: not ours to ask */
             continue;
@@ -330,10 +338,10 @@ static inline int carve_capture_underway(carve_arena *a) {
 }
 
 /* Waits for the whole device, except while a stream capture is underway
- * (carve_capture_underway): the wait would break it, so none is made and
- * the answer is CARVE_ERR_BACKEND, with a message. */
-static inline carve_status carve_wait_device(carve_arena *a) {
-    if (carve_capture_underway(a)) {
+ * (carve_capture_underway, served as there): the wait would break it, so
+ * none is made and the answer is CARVE_ERR_BACKEND, with a message. */
+static inline carve_status carve_wait_device(carve_arena *a, carve_stream served) {
+    if (carve_capture_underway(a, served)) {
         carve_backend_fail("the device was not synchronized: a stream capture is underway, which the "
                            "synchronization would break");
         return CARVE_ERR_BACKEND;

@@ -730,7 +730,7 @@ static void trim_others(carve_arena *a, carve_pool *p, size_t want) {
     for (carve_pool *q = CARVE_LOAD_ACQ(&a->pools); q && k < n; q = q->next_all)
         if (q != p && carve_spin_trylock(&q->lock))
             held[k++] = q;
-    if (k > 0 && carve_wait_device(a) == CARVE_OK) {
+    if (k > 0 && carve_wait_device(a, p->stream) == CARVE_OK) {
         size_t done = 0;
         for (size_t i = 0; i < k && done < want; i++) {
             carve_pool *q = held[i];
