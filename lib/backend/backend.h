@@ -41,11 +41,12 @@ typedef struct carve_backend_ops {
      * (the driver unmaps whole mappings only, and a mapping costs the same
      * whatever its size): commit maps [addr, addr+size), none of it mapped,
      * as size / piece mappings of piece bytes each (piece a multiple of
-     * CARVE_SEGMENT_GRANULE that divides size), all of them or, failing,
-     * none; decommit unmaps [addr, addr+size), whole mappings of piece bytes
-     * as commit made them, in address order, and at a refusal stops: *done
-     * gets the bytes unmapped before it (all of size on success), and the
-     * rest stays mapped. The backend keeps no record per mapping it does not
+     * CARVE_SEGMENT_GRANULE, as is size), and one more of the rest where
+     * piece does not divide size, all of them or, failing, none; decommit
+     * unmaps [addr, addr+size), whole mappings of piece bytes (piece divides
+     * size) as commit made them, in address order, and at a refusal stops:
+     * *done gets the bytes unmapped before it (all of size on success), and
+     * the rest stays mapped. The backend keeps no record per mapping it does not
      * need: what is mapped where is the engine's to know. */
     carve_status (*commit)(struct carve_be *be, uintptr_t addr, size_t size, size_t piece);
     carve_status (*decommit)(struct carve_be *be, uintptr_t addr, size_t size, size_t piece, size_t *done);

@@ -175,11 +175,13 @@ static carve_status vmm_release(carve_be *be, uintptr_t base, size_t size) {
     return e == CUDA_SUCCESS ? CARVE_OK : drv_error(e, "cuMemAddressFree");
 }
 
-/* Whether [addr, addr+size) is whole pieces of piece bytes (whole granules)
- * inside one reservation; a message when not. */
-static int pieces_ok(vmm_ctx *c, uintptr_t addr, size_t size, size_t piece, const char *what) {
+/* Whether [addr, addr+size) is whole pieces of piece bytes (whole granules;
+ * with rest_ok, the last piece may be shorter) inside one reservation; a
+ * message when not. */
+static int pieces_ok(vmm_ctx *c, uintptr_t addr, size_t size, size_t piece, const char *what, int rest_ok) {
     va_range *r = range_of(c, addr);
-    if (!r || size == 0 || piece == 0 || piece % CARVE_SEGMENT_GRANULE || size % piece ||
+    if (!r || size == 0 || piece == 0 || piece % CARVE_SEGMENT_GRANULE || size % CARVE_SEGMENT_GRANULE ||
+        (!rest_ok && size % piece) ||
         (addr - r->base) % CARVE_SEGMENT_GRANULE || size > r->size - (addr - r->base)) {
         carve_backend_fail("%s of %zu bytes in pieces of %zu at %#lx outside a reserved range", what, size, piece,
                            (unsigned long)addr);
@@ -248,18 +250,19 @@ static int recycling(vmm_ctx *c) {
 
 static carve_status vmm_commit(carve_be *be, uintptr_t addr, size_t size, size_t piece) {
     vmm_ctx *c = be->ctx;
-    if (!pieces_ok(c, addr, size, piece, "commit"))
+    if (!pieces_ok(c, addr, size, piece, "commit", 1))
         return CARVE_ERR_BACKEND;
-    size_t n = size / piece, i = 0;
+    size_t n = size / piece + (size % piece != 0), i = 0; /* the last mapping: what is left */
     CUresult e = CUDA_SUCCESS;
     const char *what = "cuMemCreate";
     for (; i < n; i++) {
+        size_t len = size - i * piece < piece ? size - i * piece : piece;
         CUmemGenericAllocationHandle h = 0;
-        if ((e = take_handle(be, c, piece, &h)) != CUDA_SUCCESS)
+        if ((e = take_handle(be, c, len, &h)) != CUDA_SUCCESS)
             break;
-        e = drv.map((CUdeviceptr)(addr + i * piece), piece, 0, h, 0);
-        carve_ledger_add(&be->ledger, CARVE_DRV_MAP, 1, 1, piece);
-        carve_ledger_add(&be->ledger, CARVE_DRV_RELEASE, 1, 0, piece);
+        e = drv.map((CUdeviceptr)(addr + i * piece), len, 0, h, 0);
+        carve_ledger_add(&be->ledger, CARVE_DRV_MAP, 1, 1, len);
+        carve_ledger_add(&be->ledger, CARVE_DRV_RELEASE, 1, 0, len);
         drv.release(h); /* mapped: the mapping holds the memory now, and unmapping frees it */
         if (e != CUDA_SUCCESS) {
             what = "cuMemMap";
@@ -274,8 +277,9 @@ static carve_status vmm_commit(carve_be *be, uintptr_t addr, size_t size, size_t
     if (e == CUDA_SUCCESS)
         return CARVE_OK;
     while (i-- > 0) { /* all or nothing: undo the pieces mapped (their memory goes with them) */
-        carve_ledger_add(&be->ledger, CARVE_DRV_UNMAP, 1, 1, piece);
-        drv.unmap((CUdeviceptr)(addr + i * piece), piece);
+        size_t len = size - i * piece < piece ? size - i * piece : piece;
+        carve_ledger_add(&be->ledger, CARVE_DRV_UNMAP, 1, 1, len);
+        drv.unmap((CUdeviceptr)(addr + i * piece), len);
     }
     return drv_error(e, what);
 }
@@ -283,7 +287,7 @@ static carve_status vmm_commit(carve_be *be, uintptr_t addr, size_t size, size_t
 static carve_status vmm_decommit(carve_be *be, uintptr_t addr, size_t size, size_t piece, size_t *done) {
     vmm_ctx *c = be->ctx;
     *done = 0;
-    if (!pieces_ok(c, addr, size, piece, "decommit"))
+    if (!pieces_ok(c, addr, size, piece, "decommit", 0))
         return CARVE_ERR_BACKEND;
     for (size_t off = 0; off < size; off += piece) {
         CUdeviceptr at = (CUdeviceptr)(addr + off);

@@ -36,6 +36,7 @@
 #include "base/lock.h"
 #include "engine/blockmap.h"
 #include "engine/index.h"
+#include "engine/maps.h"
 #include "engine/pagemap.h"
 #include "engine/slab.h"
 #include "engine/streams.h"
@@ -69,8 +70,10 @@
  * frees made since the last one: later trims then find granules known done
  * without waiting (an event costs a microsecond or two). */
 #define CARVE_VMM_FENCE_GRANULES 16
-/* What one mapping covers (the backend's commit and decommit pieces): one
- * granule, so that any granule can be unmapped alone. */
+/* What one mapping covers where memory comes back into address space used
+ * before (holes a trim left): one granule, so that any granule can be
+ * unmapped alone. Untouched room at a span's end is mapped as one mapping
+ * per run instead (vmm.c, maps.h). */
 #define CARVE_VMM_PIECE CARVE_SEGMENT_GRANULE
 #define CARVE_VMM_FENCE_FREES 64
 /* An allocation polls its pool's pending blocks (freed, waiting for events
@@ -235,6 +238,7 @@ struct carve_arena {
     carve_oom_fn oom_fn;
     void *oom_user;
     carve_pagemap pmap __attribute__((aligned(64)));
+    carve_maps maps;             /* virtual-memory mode: mappings larger than a granule (maps.h) */
 };
 
 /* Events recorded and asked about, and the host's waits for the device:
