@@ -30,6 +30,12 @@
 
 struct carve_be;
 
+/* One mapping: [addr, addr+size), one physical allocation behind it. */
+typedef struct carve_be_piece {
+    uintptr_t addr;
+    size_t size;
+} carve_be_piece;
+
 typedef struct carve_backend_ops {
     /* Reserve size bytes (a multiple of CARVE_SEGMENT_GRANULE); *base gets an
      * address aligned to the granule where the backend can (the engine
@@ -84,6 +90,12 @@ typedef struct carve_backend_ops {
      * (malloc'd: desc->num_fds new descriptors). NULL when the backend's
      * memory cannot be shared; be->ipc then says 0. */
     carve_status (*export_buffer)(struct carve_be *be, uintptr_t addr, size_t size, carve_ipc_desc *desc, int **fds);
+    /* Optional, for memory the engine maps (commit): *fds gets (malloc'd) one
+     * new descriptor for each of the n mappings, the physical allocation
+     * behind it whole (the engine knows where its mappings begin and end;
+     * the description around them is the caller's). NULL when the backend's
+     * memory cannot be shared; be->ipc then says 0. */
+    carve_status (*export_pieces)(struct carve_be *be, const carve_be_piece *pieces, size_t n, int **fds);
     /* Optional: what the arena changes outside itself, in the whole process
      * (enabling peer access, for the cudaMalloc backend). Opening the
      * backend only checks that it can be done; carve_arena_create calls

@@ -7,7 +7,8 @@
  *
  * The driver functions are fetched through the runtime's entry-point query,
  * so carve links against cudart only. The engine says where each mapping
- * starts and ends (a piece: one 2 MiB granule today; the driver unmaps whole
+ * starts and ends (a piece: one 2 MiB granule, or one mapping of the
+ * granules a request covers in untouched room; the driver unmaps whole
  * mappings only), and each mapping is its own physical allocation. The one
  * idea that keeps this file's memory independent of what is mapped: a
  * handle is released as soon as it is mapped (the mapping holds the memory,
@@ -26,9 +27,10 @@
  * Access: cudaDeviceEnablePeerAccess does not reach memory mapped with
  * cuMemMap, so every cuMemSetAccess names each device the configuration
  * grants the memory to (peers.c), the owner first. Sharing: where the
- * configuration asks for it, granules are created with POSIX file-descriptor
- * handles, so a buffer can be exported as one descriptor per granule and
- * mapped by another process (carve_backend_import_fds, below).
+ * configuration asks for it, memory is created with POSIX file-descriptor
+ * handles, so a buffer can be exported as one descriptor per mapping it
+ * lies in (the engine says where they begin and end) and mapped whole by
+ * another process (carve_backend_import_fds, below).
  */
 #include <cuda.h>
 #include <string.h>
@@ -329,33 +331,30 @@ static void vmm_recycle(carve_be *be, int on) {
     carve_mutex_unlock(&c->lock);
 }
 
-/* One descriptor per granule of the buffer, in address order. */
-static carve_status vmm_export(carve_be *be, uintptr_t addr, size_t size, carve_ipc_desc *d, int **fds_out) {
+/* One descriptor per mapping, in address order: the handle behind each
+ * (cuMemRetainAllocationHandle at its address), exported whole. */
+static carve_status vmm_export(carve_be *be, const carve_be_piece *pieces, size_t n, int **fds_out) {
     vmm_ctx *c = be->ctx;
     if (!__atomic_load_n(&c->fd_handles, __ATOMIC_RELAXED)) {
         carve_backend_fail("this arena's memory has no file-descriptor handles (ipc=0, or the device or driver "
                            "does not offer them): it cannot be exported");
         return CARVE_ERR_INVALID;
     }
-    va_range *r = range_of(c, addr);
-    if (!r || size == 0 || size > r->size - (addr - r->base)) {
-        carve_backend_fail("export of %zu bytes at %#lx outside a reserved range", size, (unsigned long)addr);
-        return CARVE_ERR_BACKEND;
-    }
-    size_t lo = carve_align_down(addr - r->base, CARVE_SEGMENT_GRANULE);
-    size_t hi = carve_align_up(addr + size - r->base, CARVE_SEGMENT_GRANULE);
-    size_t n = (hi - lo) / CARVE_SEGMENT_GRANULE, i = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!pieces_ok(c, pieces[i].addr, pieces[i].size, pieces[i].size, "export", 0))
+            return CARVE_ERR_BACKEND;
     int *fds = malloc(n * sizeof(*fds));
     if (!fds) {
         carve_backend_fail("host memory exhausted");
         return CARVE_ERR_OOM;
     }
     carve_status st = CARVE_OK;
+    size_t i = 0;
     for (; i < n; i++) {
         CUmemGenericAllocationHandle h = 0;
         carve_ledger_add(&be->ledger, CARVE_DRV_RETAIN, 1, 0, 0);
-        if (drv.retain(&h, (void *)(r->base + lo + i * CARVE_SEGMENT_GRANULE)) != CUDA_SUCCESS) {
-            carve_backend_fail("granule %zu of the buffer is not mapped", i);
+        if (drv.retain(&h, (void *)pieces[i].addr) != CUDA_SUCCESS) {
+            carve_backend_fail("mapping %zu of the buffer is not mapped", i);
             st = CARVE_ERR_BACKEND;
             break;
         }
@@ -375,12 +374,6 @@ static carve_status vmm_export(carve_be *be, uintptr_t addr, size_t size, carve_
         free(fds);
         return st;
     }
-    d->kind = CARVE_IPC_FDS;
-    d->size = size;
-    d->offset = addr - r->base - lo;
-    d->piece_bytes = CARVE_SEGMENT_GRANULE;
-    d->num_fds = (uint32_t)n;
-    d->device = c->cuda.device;
     *fds_out = fds;
     return CARVE_OK;
 }
@@ -415,7 +408,7 @@ static const carve_backend_ops vmm_ops = {
     .device_sync = carve_cuda_device_sync,
     .event_release = carve_cuda_event_release,
     .destroy = vmm_destroy,
-    .export_buffer = vmm_export,
+    .export_pieces = vmm_export,
 };
 
 carve_status carve_backend_open_cuda_vmm(carve_be *be, const carve_config *cfg) {
@@ -488,11 +481,12 @@ carve_status carve_backend_open_cuda_vmm(carve_be *be, const carve_config *cfg) 
     return CARVE_OK;
 }
 
-/* Another process's granules, mapped in order into fresh address space with
- * access for device. Each imported handle is released once mapped: the
- * mapping keeps the memory, and unmapping lets it go. */
-carve_status carve_backend_import_fds(const carve_ipc_desc *d, const int *fds, int device, uintptr_t *base,
-                                      size_t *len) {
+/* Another process's mappings, each handle mapped whole (sizes[i] bytes), in
+ * order into fresh address space with access for device. Each imported
+ * handle is released once mapped: the mapping keeps the memory, and
+ * unmapping lets it go. */
+carve_status carve_backend_import_fds(const carve_ipc_desc *d, const int *fds, const size_t *sizes, int device,
+                                      uintptr_t *base, size_t *len) {
     *base = 0;
     *len = 0;
     size_t free_b, total_b;
@@ -504,7 +498,9 @@ carve_status carve_backend_import_fds(const carve_ipc_desc *d, const int *fds, i
     int prev;
     if ((st = carve_cuda_enter(device, &prev)) != CARVE_OK)
         return st;
-    size_t n = d->num_fds, size = n * CARVE_SEGMENT_GRANULE, i = 0;
+    size_t n = d->num_fds, size = 0, i = 0, at = 0;
+    for (size_t k = 0; k < n; k++)
+        size += sizes[k];
     CUdeviceptr p = 0;
     const char *what = "cuMemAddressReserve";
     CUresult e = drv.reserve(&p, size, CARVE_SEGMENT_GRANULE, 0, 0);
@@ -515,10 +511,11 @@ carve_status carve_backend_import_fds(const carve_ipc_desc *d, const int *fds, i
             CUDA_SUCCESS)
             break;
         what = "cuMemMap";
-        e = drv.map(p + i * CARVE_SEGMENT_GRANULE, CARVE_SEGMENT_GRANULE, 0, h, 0);
+        e = drv.map(p + at, sizes[i], 0, h, 0);
         drv.release(h);
         if (e != CUDA_SUCCESS)
             break;
+        at += sizes[i];
     }
     if (e == CUDA_SUCCESS) {
         CUmemAccessDesc a = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = device},
@@ -528,8 +525,10 @@ carve_status carve_backend_import_fds(const carve_ipc_desc *d, const int *fds, i
     }
     if (e != CUDA_SUCCESS) {
         st = drv_error(e, what);
-        while (i-- > 0)
-            drv.unmap(p + i * CARVE_SEGMENT_GRANULE, CARVE_SEGMENT_GRANULE);
+        while (i-- > 0) {
+            at -= sizes[i];
+            drv.unmap(p + at, sizes[i]);
+        }
         if (p)
             drv.free(p, size);
     } else {
@@ -540,17 +539,19 @@ carve_status carve_backend_import_fds(const carve_ipc_desc *d, const int *fds, i
     return st;
 }
 
-carve_status carve_backend_close_fds(int device, uintptr_t base, size_t len) {
+carve_status carve_backend_close_fds(int device, uintptr_t base, const size_t *sizes, size_t n) {
     int prev;
     if (carve_cuda_enter(device, &prev) != CARVE_OK) /* nothing done: the mapping stays */
         return CARVE_ERR_NO_DEVICE;
     carve_status st = CARVE_OK;
     const char *what = "cuMemUnmap";
     CUresult e = CUDA_SUCCESS;
-    for (size_t off = 0; off < len; off += CARVE_SEGMENT_GRANULE) {
-        CUresult u = drv.unmap((CUdeviceptr)(base + off), CARVE_SEGMENT_GRANULE);
+    size_t len = 0;
+    for (size_t i = 0; i < n; i++) { /* whole mappings, as imported */
+        CUresult u = drv.unmap((CUdeviceptr)(base + len), sizes[i]);
         if (e == CUDA_SUCCESS)
             e = u;
+        len += sizes[i];
     }
     CUresult f = drv.free((CUdeviceptr)base, len);
     if (e == CUDA_SUCCESS && f != CUDA_SUCCESS) {

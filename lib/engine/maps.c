@@ -106,3 +106,23 @@ size_t carve_maps_within(const carve_maps *m, uintptr_t lo, uintptr_t hi, size_t
         k++;
     return k - i;
 }
+
+size_t carve_maps_cover(carve_maps *m, uintptr_t lo, uintptr_t hi, carve_be_piece *out, size_t max) {
+    size_t n = 0;
+    carve_mutex_lock(&m->lock);
+    size_t i = upper(m, lo);
+    if (i > 0 && lo < m->v[i - 1].addr + m->v[i - 1].size)
+        i--;
+    for (uintptr_t g = carve_align_down(lo, G); g < hi; n++) {
+        carve_be_piece x = {g, G};
+        if (i < m->n && m->v[i].addr <= g) {
+            x = (carve_be_piece){m->v[i].addr, m->v[i].size};
+            i++;
+        }
+        if (n < max)
+            out[n] = x;
+        g = x.addr + x.size;
+    }
+    carve_mutex_unlock(&m->lock);
+    return n;
+}

@@ -16,6 +16,7 @@
 #ifndef CARVE_ENGINE_MAPS_H
 #define CARVE_ENGINE_MAPS_H
 
+#include "backend/backend.h"
 #include "base/lock.h"
 #include "base/util.h"
 #include "carve.h"
@@ -50,6 +51,11 @@ void carve_maps_remove(carve_maps *m, uintptr_t addr) CARVE_INTERNAL;
  * NULL) gets where the first record after g's mapping starts (UINTPTR_MAX:
  * none). */
 int carve_maps_find(carve_maps *m, uintptr_t g, uintptr_t *lo, uintptr_t *hi, uintptr_t *next) CARVE_INTERNAL;
+/* The mappings that hold [lo, hi) (mapped whole granules around a live
+ * buffer), in address order: each recorded one, and each granule no record
+ * holds, into out (room for max). Returns their number (those past max
+ * are counted, not written). */
+size_t carve_maps_cover(carve_maps *m, uintptr_t lo, uintptr_t hi, carve_be_piece *out, size_t max) CARVE_INTERNAL;
 /* The records inside [lo, hi): how many, and the first one's index in m->v
  * (lock held by the caller: carve_check). */
 size_t carve_maps_within(const carve_maps *m, uintptr_t lo, uintptr_t hi, size_t *first) CARVE_INTERNAL;
