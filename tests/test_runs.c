@@ -145,7 +145,8 @@ static void trim_case(carve_arena *a, carve_pool *p, test_rng *r) {
      * (engine/maps.h) may go only with all of it. */
     carve_mutex_lock(&a->maps.lock);
     size_t nmaps = a->maps.n;
-    memcpy(maps, a->maps.v, nmaps * sizeof(*maps));
+    if (nmaps)
+        memcpy(maps, a->maps.v, nmaps * sizeof(*maps));
     carve_mutex_unlock(&a->maps.lock);
     for (size_t i = 0; i < nmaps; i++) {
         size_t g0 = (maps[i].addr - base) / G, g1 = g0 + maps[i].size / G, all = 1;
