@@ -843,7 +843,7 @@ static void pace(carve_pool *p, size_t remapped) {
 
 int carve_vmm_would_unmap(carve_arena *a, const carve_pool *p, size_t need) {
     size_t total = CARVE_LOAD(&a->heap.reserved) + CARVE_LOAD(&a->heap.inflight) + need;
-    return total > carve_vmm_allowance(a, p) || total > a->limit;
+    return total > carve_vmm_allowance(a, p) || total > CARVE_LOAD(&a->limit);
 }
 
 /* Several streams: the most bytes they all touched at once, as seen now
