@@ -76,10 +76,22 @@ typedef struct carve_backend_ops {
     carve_status (*event_follow)(struct carve_be *be, void *user, void **ev);
     /* Optional: 1 when stream is being captured into a CUDA graph, 0 when
      * not. No event is then recorded on it or asked about, nothing waits
-     * for the device, and nothing is mapped or reserved for it (graph.c).
-     * (The driver backend has none: it learns of captures from carve-run's
-     * carve_capture_active, and only refuses events meanwhile.) */
+     * for the device, and nothing is mapped or reserved for it (graph.c). */
     int (*capturing)(struct carve_be *be, carve_stream stream);
+    /* Optional: 1 when the backend sees a stream capture underway in its
+     * context, on any thread, that a wait for the whole device or work on
+     * the legacy stream would break (a blocking stream captured, as
+     * cuStreamIsCapturing on the legacy stream tells; under carve-run, any
+     * capture), 0 when not. The engine then neither synchronizes the device
+     * nor gives memory back to the driver, and records nothing on the
+     * legacy stream (types.h, reclaim.c).
+     * Every backend makes its driver calls that the driver calls
+     * "potentially unsafe" during a capture (allocating, freeing, mapping
+     * and unmapping memory, asking about and waiting for events) with the
+     * calling thread's capture mode exchanged for relaxed and restored
+     * after, so that a capture in global mode on another thread neither
+     * refuses them nor is broken by them. */
+    int (*context_capturing)(struct carve_be *be);
     /* Wait for all work queued on the device (every stream) to complete. */
     carve_status (*device_sync)(struct carve_be *be);
     void (*event_release)(struct carve_be *be, void *ev);
@@ -140,6 +152,9 @@ typedef struct carve_be {
     /* Tests: streams marked as being captured (carve_sim_set_capturing). */
     carve_stream sim_capturing[16];
     unsigned sim_ncapturing;
+    /* Tests: device synchronizations and releases made while a stream was
+     * marked as captured (each would break a real capture), counted. */
+    unsigned long sim_broken_captures;
     carve_faults faults;     /* injected failures (faults.c); off unless configured */
     int ipc;                 /* 1 when export_buffer can describe this backend's memory
                                 (atomic: the CUDA virtual-memory backend may drop it to 0) */
@@ -153,7 +168,14 @@ typedef struct carve_be {
  * concurrent failures on different threads keep their own messages. */
 #define CARVE_BACKEND_MSG_LEN 256
 char *carve_backend_msg(void) CARVE_INTERNAL;
-#define carve_backend_fail(...) snprintf(carve_backend_msg(), CARVE_BACKEND_MSG_LEN, __VA_ARGS__)
+#define carve_backend_fail(...) (carve_backend_host_set(0), snprintf(carve_backend_msg(), CARVE_BACKEND_MSG_LEN, __VA_ARGS__))
+/* The same for a failure for want of host memory (the backend's own
+ * records), which carve_last_error_info reports as host_memory. */
+#define carve_backend_fail_host(...) \
+    (carve_backend_host_set(1), snprintf(carve_backend_msg(), CARVE_BACKEND_MSG_LEN, __VA_ARGS__))
+/* Whether the calling thread's latest backend message is about host memory. */
+void carve_backend_host_set(int host) CARVE_INTERNAL;
+int carve_backend_host(void) CARVE_INTERNAL;
 
 /* Beside the message, the CUDA error code of the calling thread's latest
  * driver failure: api is CARVE_DRIVER_ERROR_RUNTIME (a cudaError_t) or

@@ -133,7 +133,7 @@ static carve_status vmm_reserve(carve_be *be, size_t size, uintptr_t *base) {
     vmm_ctx *c = be->ctx;
     va_range *r = calloc(1, sizeof(*r));
     if (!r) {
-        carve_backend_fail("host memory exhausted");
+        carve_backend_fail_host("host memory exhausted");
         return CARVE_ERR_OOM;
     }
     int prev;
@@ -141,7 +141,9 @@ static carve_status vmm_reserve(carve_be *be, size_t size, uintptr_t *base) {
     CUdeviceptr p = 0;
     CUresult e = CUDA_SUCCESS;
     if (st == CARVE_OK) {
+        int mode = carve_cuda_relax();
         e = drv.reserve(&p, size, CARVE_SEGMENT_GRANULE, 0, 0);
+        carve_cuda_unrelax(mode);
         carve_ledger_add(&be->ledger, CARVE_DRV_RESERVE, 1, 0, size);
         carve_cuda_leave(c->cuda.device, prev);
     }
@@ -171,7 +173,9 @@ static carve_status vmm_release(carve_be *be, uintptr_t base, size_t size) {
     if (r)
         *pp = r->next;
     carve_mutex_unlock(&c->lock);
+    int mode = carve_cuda_relax();
     CUresult e = drv.free((CUdeviceptr)base, size);
+    carve_cuda_unrelax(mode);
     carve_ledger_add(&be->ledger, CARVE_DRV_UNRESERVE, 1, 0, size);
     free(r);
     return e == CUDA_SUCCESS ? CARVE_OK : drv_error(e, "cuMemAddressFree");
@@ -250,7 +254,27 @@ static int recycling(vmm_ctx *c) {
     return on;
 }
 
+static carve_status vmm_commit_relaxed(carve_be *be, uintptr_t addr, size_t size, size_t piece);
+
+/* The creates, maps and access of a commit, and the unmaps and releases of a
+ * decommit, are made in relaxed capture mode (cuda_common.c). */
 static carve_status vmm_commit(carve_be *be, uintptr_t addr, size_t size, size_t piece) {
+    int mode = carve_cuda_relax();
+    carve_status st = vmm_commit_relaxed(be, addr, size, piece);
+    carve_cuda_unrelax(mode);
+    return st;
+}
+
+static carve_status vmm_decommit_relaxed(carve_be *be, uintptr_t addr, size_t size, size_t piece, size_t *done);
+
+static carve_status vmm_decommit(carve_be *be, uintptr_t addr, size_t size, size_t piece, size_t *done) {
+    int mode = carve_cuda_relax();
+    carve_status st = vmm_decommit_relaxed(be, addr, size, piece, done);
+    carve_cuda_unrelax(mode);
+    return st;
+}
+
+static carve_status vmm_commit_relaxed(carve_be *be, uintptr_t addr, size_t size, size_t piece) {
     vmm_ctx *c = be->ctx;
     if (!pieces_ok(c, addr, size, piece, "commit", 1))
         return CARVE_ERR_BACKEND;
@@ -286,7 +310,7 @@ static carve_status vmm_commit(carve_be *be, uintptr_t addr, size_t size, size_t
     return drv_error(e, what);
 }
 
-static carve_status vmm_decommit(carve_be *be, uintptr_t addr, size_t size, size_t piece, size_t *done) {
+static carve_status vmm_decommit_relaxed(carve_be *be, uintptr_t addr, size_t size, size_t piece, size_t *done) {
     vmm_ctx *c = be->ctx;
     *done = 0;
     if (!pieces_ok(c, addr, size, piece, "decommit", 0))
@@ -324,8 +348,10 @@ static void vmm_recycle(carve_be *be, int on) {
     if (c->recycling == 0) { /* the last window closed: give back what was not reused */
         if (c->nspare)
             carve_ledger_add(&be->ledger, CARVE_DRV_RELEASE, c->nspare, 0, c->nspare * CARVE_SEGMENT_GRANULE);
+        int mode = c->nspare ? carve_cuda_relax() : -1;
         for (size_t i = 0; i < c->nspare; i++)
             drv.release(c->spare[i]);
+        carve_cuda_unrelax(mode);
         c->nspare = 0;
     }
     carve_mutex_unlock(&c->lock);
@@ -345,7 +371,7 @@ static carve_status vmm_export(carve_be *be, const carve_be_piece *pieces, size_
             return CARVE_ERR_BACKEND;
     int *fds = malloc(n * sizeof(*fds));
     if (!fds) {
-        carve_backend_fail("host memory exhausted");
+        carve_backend_fail_host("host memory exhausted");
         return CARVE_ERR_OOM;
     }
     carve_status st = CARVE_OK;
@@ -405,6 +431,7 @@ static const carve_backend_ops vmm_ops = {
     .event_sync = carve_cuda_event_sync,
     .event_follow = carve_cuda_event_follow,
     .capturing = carve_cuda_capturing,
+    .context_capturing = carve_cuda_context_capturing,
     .device_sync = carve_cuda_device_sync,
     .event_release = carve_cuda_event_release,
     .destroy = vmm_destroy,
@@ -445,7 +472,7 @@ carve_status carve_backend_open_cuda_vmm(carve_be *be, const carve_config *cfg) 
     if (!c || !access) {
         free(c);
         free(access);
-        carve_backend_fail("host memory exhausted");
+        carve_backend_fail_host("host memory exhausted");
         return CARVE_ERR_OOM;
     }
     c->cuda.device = device;

@@ -87,6 +87,7 @@ static carve_status virtual_reserve(carve_be *be, size_t size, uintptr_t *base) 
 
 static carve_status virtual_release(carve_be *be, uintptr_t base, size_t size) {
     carve_ledger_add(&be->ledger, be->maps ? CARVE_DRV_UNRESERVE : CARVE_DRV_FREE, 1, 0, size);
+    (void)carve_sim_release_captured(be); /* counted: giving memory back would break the capture */
     hole *n = malloc(sizeof(*n));
     if (!n) /* the range is simply not reused */
         return CARVE_OK;
@@ -187,6 +188,7 @@ static const carve_backend_ops virtual_ops = {
     .event_sync = carve_sim_event_sync,
     .event_follow = carve_sim_event_follow,
     .capturing = carve_sim_capturing,
+    .context_capturing = carve_sim_context_capturing,
     .device_sync = carve_sim_device_sync,
     .event_release = carve_sim_event_release,
     .destroy = virtual_destroy,
@@ -196,7 +198,7 @@ carve_status carve_backend_open_virtual(carve_be *be) {
     virtual_ctx *c = calloc(1, sizeof(*c));
     if (!c || carve_mutex_init(&c->lock) != 0) {
         free(c);
-        carve_backend_fail("host memory exhausted");
+        carve_backend_fail_host("host memory exhausted");
         return CARVE_ERR_OOM;
     }
     be->ctx = c;

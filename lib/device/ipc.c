@@ -142,7 +142,7 @@ carve_status carve_ipc_export(carve_arena *arena, const void *ptr, carve_ipc_des
     if (st != CARVE_OK) {
         memset(desc, 0, sizeof(*desc));
         *fds = NULL;
-        return carve_fail(arena, st, "carve_ipc_export: %s", carve_backend_msg());
+        return carve_fail_host(arena, st, carve_backend_host(), "carve_ipc_export: %s", carve_backend_msg());
     }
     desc->magic = CARVE_IPC_MAGIC;
     return CARVE_OK;
@@ -230,7 +230,7 @@ carve_status carve_ipc_import(const carve_ipc_desc *desc, const int *fds, int de
         return carve_fail(NULL, CARVE_ERR_NO_DEVICE, "carve_ipc_import: device %d does not exist", device);
     carve_ipc_mapping *m = calloc(1, sizeof(*m));
     if (!m)
-        return carve_fail(NULL, CARVE_ERR_OOM, "carve_ipc_import: host memory exhausted");
+        return carve_fail_host(NULL, CARVE_ERR_OOM, 1, "carve_ipc_import: host memory exhausted");
     m->kind = desc->kind;
     m->device = device;
     if (desc->kind == CARVE_IPC_FDS) {
@@ -247,7 +247,7 @@ carve_status carve_ipc_import(const carve_ipc_desc *desc, const int *fds, int de
     if (st != CARVE_OK) {
         free(m->sizes);
         free(m);
-        return carve_fail(NULL, st, "carve_ipc_import: %s", carve_backend_msg());
+        return carve_fail_host(NULL, st, carve_backend_host(), "carve_ipc_import: %s", carve_backend_msg());
     }
     *map = m;
     *ptr = (void *)(m->base + desc->offset);
@@ -267,6 +267,6 @@ carve_status carve_ipc_close(carve_ipc_mapping *m) {
     free(m->sizes);
     free(m);
     if (st != CARVE_OK)
-        return carve_fail(NULL, st, "carve_ipc_close: %s", carve_backend_msg());
+        return carve_fail_host(NULL, st, carve_backend_host(), "carve_ipc_close: %s", carve_backend_msg());
     return CARVE_OK;
 }

@@ -157,7 +157,7 @@ carve_status carve_check(const carve_arena *ca) {
     tally *t = calloc(npools ? npools : 1, sizeof(*t));
     if (!t) {
         carve_mutex_unlock(&a->pools_lock);
-        return carve_fail(a, CARVE_ERR_OOM, "carve_check: host memory exhausted");
+        return carve_fail_host(a, CARVE_ERR_OOM, 1, "carve_check: host memory exhausted");
     }
     size_t np = 0;
     for (carve_pool *p = first; p && np < npools; p = p->next_all) {

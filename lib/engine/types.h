@@ -233,10 +233,17 @@ struct carve_arena {
     uint64_t nooms;
     uint64_t nretries;           /* allocations retried at the out-of-memory callback's answer */
     /* The out-of-memory callback and its argument (carve_set_oom_callback),
-     * written and read together under oom_lock. */
+     * written and read together under oom_lock, as are: how many times it
+     * was set (each call of it knows which setting it called), the calls in
+     * progress on any thread, and how many threads wait in
+     * carve_set_oom_callback for older calls to return (oom_done). */
     carve_mutex oom_lock;
+    carve_cond oom_done;
     carve_oom_fn oom_fn;
     void *oom_user;
+    uint64_t oom_gen;
+    struct carve_oom_call *oom_calls;
+    unsigned oom_waiters;
     carve_pagemap pmap __attribute__((aligned(64)));
     carve_maps maps;             /* virtual-memory mode: mappings larger than a granule (maps.h) */
 };
@@ -257,10 +264,17 @@ static inline carve_status carve_event_record(carve_arena *a, carve_stream s, vo
         s = CARVE_STREAM_PER_THREAD;
     }
     /* A stream being captured: the record would join the graph, and
-     * asking about it would break the capture. */
+     * asking about it would break the capture. The legacy stream while a
+     * blocking stream of the context is captured: the record would join
+     * that capture implicitly, which breaks it. */
     if (a->be.ops->capturing && a->be.ops->capturing(&a->be, s) > 0) {
         *ev = NULL;
         carve_backend_fail("no event is recorded on a stream being captured");
+        return CARVE_ERR_BACKEND;
+    }
+    if (!s && a->be.ops->context_capturing && a->be.ops->context_capturing(&a->be)) {
+        *ev = NULL;
+        carve_backend_fail("no event is recorded on the legacy stream while a stream capture is underway");
         return CARVE_ERR_BACKEND;
     }
     __atomic_add_fetch(&a->heap.nrecords, 1, __ATOMIC_RELAXED);
@@ -278,7 +292,43 @@ static inline carve_status carve_wait_event(carve_arena *a, void *ev) {
     return a->be.ops->event_sync(&a->be, ev);
 }
 
+/* 1 when a stream capture is underway, on any thread, that a wait for the
+ * whole device (or memory given back to the driver, which may wait for it)
+ * would break: one the backend sees in its context (backend.h,
+ * context_capturing), or one on a stream this arena serves (a pool's
+ * stream, the calling thread's per-thread stream, a stream routed to a
+ * graph pool). A backend call per pool: slow paths only. */
+static inline int carve_capture_underway(carve_arena *a) {
+    const carve_backend_ops *ops = a->be.ops;
+    if (ops->context_capturing && ops->context_capturing(&a->be))
+        return 1;
+    if (!ops->capturing)
+        return 0;
+    carve_stream mine = carve_thread_stream();
+    for (carve_pool *p = CARVE_LOAD_ACQ(&a->pools); p; p = p->next_all) {
+        carve_stream s = p->stream;
+        if (CARVE_LOAD(&p->graph)) {
+            if (!CARVE_LOAD(&p->routed))
+                continue;
+            s = CARVE_LOAD(&p->route);
+        }
+        if (carve_stream_made_up(s) && s != mine) /* another thread's per-thread stream: not ours to ask */
+            continue;
+        if (ops->capturing(&a->be, s == mine ? CARVE_STREAM_PER_THREAD : s) > 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* Waits for the whole device, except while a stream capture is underway
+ * (carve_capture_underway): the wait would break it, so none is made and
+ * the answer is CARVE_ERR_BACKEND, with a message. */
 static inline carve_status carve_wait_device(carve_arena *a) {
+    if (carve_capture_underway(a)) {
+        carve_backend_fail("the device was not synchronized: a stream capture is underway, which the "
+                           "synchronization would break");
+        return CARVE_ERR_BACKEND;
+    }
     __atomic_add_fetch(&a->heap.nwaits, 1, __ATOMIC_RELAXED);
     return a->be.ops->device_sync(&a->be);
 }

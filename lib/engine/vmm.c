@@ -346,6 +346,18 @@ void carve_vmm_cut_runs(carve_pool *p, carve_block *f, uintptr_t lo, uintptr_t h
     (void)gone;
 }
 
+void carve_vmm_unclaimed(carve_pool *p, carve_block *f) {
+    carve_block *x = f;
+    CARVE_ASSERT_INTERNAL(f->state == CARVE_B_FREE);
+    do {
+        if (x->u.v.n && x->u.v.stamp == 0) {
+            x->u.v.stamp = p->vclock + 1;
+            p->vclock += x->u.v.n;
+        }
+        x = x->u.v.rnext;
+    } while (x != f);
+}
+
 void carve_vmm_adopted(carve_pool *p, carve_block *f) {
     size_t n = f->size / G;
     CARVE_ASSERT_INTERNAL(f->state == CARVE_B_FREE && f->addr % G == 0 && f->size % G == 0);
@@ -378,8 +390,8 @@ static size_t unmap_run(carve_arena *a, uintptr_t addr, size_t size, size_t *ref
         }
         if (a->be.ops->decommit(&a->be, addr, len, piece, &d) != CARVE_OK) {
             *refused = piece;
-            carve_note("the %s backend refused to unmap memory: %s", carve_backend_str(a->be.kind),
-                       carve_backend_msg());
+            carve_note_host(carve_backend_host(), "the %s backend refused to unmap memory: %s",
+                            carve_backend_str(a->be.kind), carve_backend_msg());
             return done + d;
         }
         if (rec)
@@ -408,7 +420,7 @@ static void count_unmapped(carve_arena *a, size_t n, size_t failed) {
  * it went back stays in its pool, where the trim that follows counts what
  * it cannot unmap). */
 static void nohost(carve_arena *a) {
-    carve_note("host memory exhausted for carve's metadata");
+    carve_note_host(1, "host memory exhausted for carve's metadata");
     __atomic_add_fetch(&a->heap.nunmap_nohost, 1, __ATOMIC_RELAXED);
 }
 
@@ -653,7 +665,7 @@ int carve_vmm_unmap_span(carve_arena *a, carve_pool *p, carve_block *span) {
         carve_block *f = b, *tail = b; /* the FREE piece left of b; the block that ends at end */
         while (x < end) {
             if (carve_slab_reserve(&p->slab, 2) != 0) {
-                carve_note("host memory exhausted for carve's metadata");
+                carve_note_host(1, "host memory exhausted for carve's metadata");
                 short_of_records = 1;
                 break;
             }
@@ -917,9 +929,15 @@ carve_status carve_vmm_map(carve_arena *a, carve_pool *p, carve_block *span, uin
     }
     /* Counted against the limit while the driver maps (atomically: mapping
      * streams do not queue on the heap lock; two at the limit may both be
-     * refused where one would have fitted). */
-    size_t used = __atomic_add_fetch(&h->inflight, need, __ATOMIC_RELAXED) + CARVE_LOAD(&h->reserved);
-    size_t limit = CARVE_LOAD(&a->limit);
+     * refused where one would have fitted). Against carve_set_limit, which
+     * stores the limit and then reads inflight and reserved (sequentially
+     * consistent, as are the adds here and the load of the limit): either
+     * this load sees its new limit, or its read of inflight comes after
+     * the add below, or of reserved after the add further on (made before
+     * inflight drops), so the bytes are in what it lets stay over the limit
+     * (limit_over) either way. */
+    size_t used = __atomic_add_fetch(&h->inflight, need, __ATOMIC_SEQ_CST) + CARVE_LOAD(&h->reserved);
+    size_t limit = __atomic_load_n(&a->limit, __ATOMIC_SEQ_CST);
     if (used > limit && CARVE_LOAD(&a->multi)) { /* at the limit: other streams' free granules too */
         trim_others(a, p, used - limit);
         used = CARVE_LOAD(&h->inflight) + CARVE_LOAD(&h->reserved);
@@ -940,16 +958,16 @@ carve_status carve_vmm_map(carve_arena *a, carve_pool *p, carve_block *span, uin
      * first, so that nothing can fail once the memory is mapped. */
     carve_status st = map_pieces(a, span, addr, size, rlo, rhi);
     if (st != CARVE_OK)
-        carve_note("the %s backend could not map %s: %s", carve_backend_str(a->be.kind),
-                   carve_format_bytes(b1, sizeof(b1), size), carve_backend_msg());
+        carve_note_host(carve_backend_host(), "the %s backend could not map %s: %s", carve_backend_str(a->be.kind),
+                        carve_format_bytes(b1, sizeof(b1), size), carve_backend_msg());
     if (recycle)
         a->be.ops->recycle(&a->be, 0);
     if (st == CARVE_OK) {
         /* Granules let go until now get a fence for the next trim to find done. */
         carve_vmm_fence(a, p);
         __atomic_add_fetch(&h->nreserve, (uint64_t)(size / G), __ATOMIC_RELAXED);
-        carve_atomic_max(&h->reserved_peak, __atomic_add_fetch(&h->reserved, size, __ATOMIC_RELAXED));
+        carve_atomic_max(&h->reserved_peak, __atomic_add_fetch(&h->reserved, size, __ATOMIC_SEQ_CST));
     }
-    __atomic_sub_fetch(&h->inflight, need, __ATOMIC_RELAXED);
+    __atomic_sub_fetch(&h->inflight, need, __ATOMIC_SEQ_CST);
     return st;
 }

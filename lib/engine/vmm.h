@@ -70,6 +70,13 @@ int carve_vmm_runs_done(const carve_block *f, uintptr_t lo, uintptr_t hi, uint64
  * block of its own with its runs, and the runs in [lo, hi) go, so that f
  * ends at hi and holds the runs below lo only. Needs one spare slab record. */
 void carve_vmm_cut_runs(carve_pool *p, carve_block *f, uintptr_t lo, uintptr_t hi) CARVE_INTERNAL;
+/* Pool lock held: FREE block f holds granules just mapped for a request
+ * that may not take them all (carve_alloc_aligned maps for its size plus
+ * the alignment's pad and takes the aligned part): its runs stamped 0 are
+ * stamped as let go now, as carve_vmm_adopted does, so that what the
+ * request leaves of them is free memory like any other (a trim unmaps it
+ * once a fence covers it); what it takes it counts as touched as before. */
+void carve_vmm_unclaimed(carve_pool *p, carve_block *f) CARVE_INTERNAL;
 /* Pool lock held: FREE block f, whole granules, all mapped, just came from
  * another stream: its granules are one run, stamped as let go now by p. */
 void carve_vmm_adopted(carve_pool *p, carve_block *f) CARVE_INTERNAL;
