@@ -161,25 +161,27 @@ static void test_unmap_span_without_records(void) {
     unmap_span_case(SIZE_MAX, CARVE_ERR_BACKEND); /* records: the span cut around the refused granule */
 }
 
-/* One stream: 1 GiB comes in as one mapping, and a refused unmap keeps all
- * of it, whole and usable. Refused twice (the trim's, then the span's as it
+/* One stream: 4 MiB, two granules, comes in as one mapping (the smallest
+ * larger one; a larger request comes in as pieces of its touched peak /
+ * CARVE_VMM_MAP_DIV: test_ledger), and a refused unmap keeps all of it,
+ * whole and usable. Refused twice (the trim's, then the span's as it
  * goes back): the span stays and carve_empty_cache says why; refused once:
  * the span's unmapping that follows takes it whole. */
 static void unmap_one_mapping_case(unsigned long refusals) {
     carve_arena *a = test_arena_conf(CARVE_BACKEND_VIRTUAL, 1, 0, 0, "vmm=1");
     void *p = NULL;
-    CHECK_OK(a, carve_alloc(a, 1024 * MiB, NULL, &p));
-    CHECK(a->maps.n == 1 && a->maps.v[0].size == 1024 * MiB);
+    CHECK_OK(a, carve_alloc(a, 4 * MiB, NULL, &p));
+    CHECK(a->maps.n == 1 && a->maps.v[0].size == 4 * MiB);
     CHECK_OK(a, carve_free(a, p));
     carve_backend_faults_on(&a->be, a->be.faults.calls + 1, refusals, 0, CARVE_FAULT_RELEASE, CARVE_ERR_BACKEND);
     CHECK_ST(a, carve_empty_cache(a), CARVE_ERR_BACKEND);
     CHECK(strstr(carve_last_error(a), "injected") != NULL);
-    size_t left = refusals >= 2 ? 1024 * MiB : 0; /* all of it or nothing: never a part */
+    size_t left = refusals >= 2 ? 4 * MiB : 0; /* all of it or nothing: never a part */
     CHECK(carve_memory_reserved(a) == left && a->maps.n == (left != 0));
     CHECK_ARENA(a);
     carve_backend_faults_off(&a->be);
-    CHECK_OK(a, carve_alloc(a, 1024 * MiB, NULL, &p)); /* it serves again (mapped again where it went) */
-    CHECK(carve_memory_reserved(a) == 1024 * MiB);
+    CHECK_OK(a, carve_alloc(a, 4 * MiB, NULL, &p)); /* it serves again (mapped again where it went) */
+    CHECK(carve_memory_reserved(a) == 4 * MiB);
     CHECK_OK(a, carve_free(a, p));
     CHECK_OK(a, carve_empty_cache(a));
     CHECK(carve_memory_reserved(a) == 0 && a->maps.n == 0);

@@ -112,49 +112,83 @@ static uint64_t events_of(const carve_stats *s) {
 }
 
 /* One stream, room at the end of its region: what a request covers whole
- * comes in as one mapping, and a granule it covers in part (which the next
- * buffer shares) as one of its own. */
+ * comes in as mappings of at most the stream's touched peak (with the
+ * request) / CARVE_VMM_MAP_DIV, two granules at least, and the rest of it
+ * as one more; a granule it covers in part (which the next buffer shares)
+ * as one of its own. */
 static void test_map_sequence(void) {
     carve_arena *a = test_arena_conf(CARVE_BACKEND_VIRTUAL, 1, 0, 0, "vmm=1");
     carve_stats s0 = stats(a);
     CHECK(s0.driver_calls[CARVE_DRV_RESERVE] == 1); /* the arena's address space */
     CHECK(s0.driver_calls[CARVE_DRV_CREATE] == 0 && s0.driver_model_ns == carve_driver_costs[CARVE_DRV_RESERVE].per_call_ns);
     void *p, *q;
-    CHECK_OK(a, carve_alloc(a, 6 * MiB, NULL, &p)); /* 3 granules, all whole: one mapping */
+    /* 3 granules, all whole, in pieces of two: one mapping of 2, then the
+     * granule left (two commits, so two cuMemSetAccess) */
+    CHECK_OK(a, carve_alloc(a, 6 * MiB, NULL, &p));
     carve_stats s = stats(a);
-    CHECK(s.driver_calls[CARVE_DRV_CREATE] == 1 && s.driver_bytes[CARVE_DRV_CREATE] == 3 * G);
-    CHECK(s.driver_calls[CARVE_DRV_MAP] == 1 && s.driver_mappings[CARVE_DRV_MAP] == 1);
-    CHECK(s.driver_calls[CARVE_DRV_RELEASE] == 1); /* the handle let go once mapped */
-    CHECK(s.driver_calls[CARVE_DRV_ACCESS] == 1 && s.driver_mappings[CARVE_DRV_ACCESS] == 1);
+    CHECK(s.driver_calls[CARVE_DRV_CREATE] == 2 && s.driver_bytes[CARVE_DRV_CREATE] == 3 * G);
+    CHECK(s.driver_calls[CARVE_DRV_MAP] == 2 && s.driver_mappings[CARVE_DRV_MAP] == 2);
+    CHECK(s.driver_calls[CARVE_DRV_RELEASE] == 2); /* each handle let go once mapped */
+    CHECK(s.driver_calls[CARVE_DRV_ACCESS] == 2 && s.driver_mappings[CARVE_DRV_ACCESS] == 2);
     CHECK(s.driver_bytes[CARVE_DRV_ACCESS] == 3 * G);
     CHECK(s.driver_calls[CARVE_DRV_UNMAP] == 0 && s.driver_calls[CARVE_DRV_RETAIN] == 0);
+    CHECK(a->maps.n == 1 && a->maps.v[0].size == 2 * G);
     check_agrees(&s, 1);
-    CHECK(s.driver_model_ns == carve_driver_costs[CARVE_DRV_RESERVE].per_call_ns + cost_of(1, 3) + events_of(&s));
+    CHECK(s.driver_model_ns ==
+          carve_driver_costs[CARVE_DRV_RESERVE].per_call_ns + cost_of(1, 2) + cost_of(1, 1) + events_of(&s));
     /* 5 MiB after it: granules 3 and 4 whole (one mapping), 5 in part (one
      * of its own), in one commit: one cuMemSetAccess over both. */
     CHECK_OK(a, carve_alloc(a, 5 * MiB, NULL, &q));
     CHECK((char *)q == (char *)p + 6 * MiB);
     s = stats(a);
-    CHECK(s.driver_calls[CARVE_DRV_CREATE] == 3 && s.driver_bytes[CARVE_DRV_CREATE] == 6 * G);
-    CHECK(s.driver_calls[CARVE_DRV_MAP] == 3 && s.driver_calls[CARVE_DRV_ACCESS] == 2);
-    CHECK(s.driver_mappings[CARVE_DRV_ACCESS] == 3 && s.driver_calls[CARVE_DRV_RELEASE] == 3);
+    CHECK(s.driver_calls[CARVE_DRV_CREATE] == 4 && s.driver_bytes[CARVE_DRV_CREATE] == 6 * G);
+    CHECK(s.driver_calls[CARVE_DRV_MAP] == 4 && s.driver_calls[CARVE_DRV_ACCESS] == 3);
+    CHECK(s.driver_mappings[CARVE_DRV_ACCESS] == 4 && s.driver_calls[CARVE_DRV_RELEASE] == 4);
     CHECK(a->maps.n == 2 && a->maps.v[1].size == 2 * G);
     check_agrees(&s, 1);
-    CHECK(s.driver_model_ns ==
-          carve_driver_costs[CARVE_DRV_RESERVE].per_call_ns + cost_of(1, 3) + cost_of(2, 3) + events_of(&s));
+    CHECK(s.driver_model_ns == carve_driver_costs[CARVE_DRV_RESERVE].per_call_ns + cost_of(1, 2) + cost_of(1, 1) +
+                                   cost_of(2, 3) + events_of(&s));
     /* The same granule by granule, as the mode mapped before: 6 mappings,
      * over 1.5 times the driver time (the cost is per mapping). */
     CHECK(3 * (cost_of(1, 3) + cost_of(2, 3)) < 2 * (cost_of(3, 3) + cost_of(3, 3)));
     /* Freed and unmapped by carve_empty_cache: whole mappings, one
-     * cuMemUnmap each (3), no handle kept. */
+     * cuMemUnmap each (4), no handle kept. */
     CHECK_OK(a, carve_free(a, p));
     CHECK_OK(a, carve_free(a, q));
     CHECK_OK(a, carve_empty_cache(a));
     s = stats(a);
-    CHECK(s.driver_calls[CARVE_DRV_UNMAP] == 3 && s.driver_mappings[CARVE_DRV_UNMAP] == 3);
+    CHECK(s.driver_calls[CARVE_DRV_UNMAP] == 4 && s.driver_mappings[CARVE_DRV_UNMAP] == 4);
     CHECK(s.driver_bytes[CARVE_DRV_UNMAP] == 6 * G);
-    CHECK(s.driver_calls[CARVE_DRV_RETAIN] == 0 && s.driver_calls[CARVE_DRV_RELEASE] == 3);
+    CHECK(s.driver_calls[CARVE_DRV_RETAIN] == 0 && s.driver_calls[CARVE_DRV_RELEASE] == 4);
     CHECK(s.driver_calls[CARVE_DRV_DEVICE_SYNC] == 1); /* empty_cache synchronizes */
+    CHECK(s.reserved_bytes == 0 && a->maps.n == 0);
+    check_agrees(&s, 1);
+    carve_arena_destroy(a);
+}
+
+/* The size of a mapping follows the touched peak: 1030 MiB first (515
+ * granules, all whole, the peak with it) comes in as pieces of 515 / 128 = 4
+ * granules, 128 of them in one commit, and the 3 granules left as one
+ * mapping in a second; freed, each goes whole. */
+static void test_map_cap(void) {
+    carve_arena *a = test_arena_conf(CARVE_BACKEND_VIRTUAL, 1, 0, 0, "vmm=1");
+    carve_stats s0 = stats(a);
+    void *p;
+    CHECK_OK(a, carve_alloc(a, 1030 * MiB, NULL, &p));
+    carve_stats s = stats(a);
+    CHECK(s.driver_calls[CARVE_DRV_CREATE] - s0.driver_calls[CARVE_DRV_CREATE] == 129);
+    CHECK(s.driver_bytes[CARVE_DRV_CREATE] - s0.driver_bytes[CARVE_DRV_CREATE] == 515 * G);
+    CHECK(s.driver_calls[CARVE_DRV_MAP] - s0.driver_calls[CARVE_DRV_MAP] == 129);
+    CHECK(s.driver_calls[CARVE_DRV_ACCESS] - s0.driver_calls[CARVE_DRV_ACCESS] == 2);
+    CHECK(s.driver_mappings[CARVE_DRV_ACCESS] - s0.driver_mappings[CARVE_DRV_ACCESS] == 129);
+    CHECK(a->maps.n == 129 && a->maps.v[0].size == 4 * G && a->maps.v[127].size == 4 * G &&
+          a->maps.v[128].size == 3 * G);
+    CHECK(s.driver_model_ns - s0.driver_model_ns == cost_of(128, 512) + cost_of(1, 3) + events_of(&s) - events_of(&s0));
+    check_agrees(&s, 1);
+    CHECK_OK(a, carve_free(a, p));
+    CHECK_OK(a, carve_empty_cache(a));
+    s = stats(a);
+    CHECK(s.driver_calls[CARVE_DRV_UNMAP] == 129 && s.driver_bytes[CARVE_DRV_UNMAP] == 515 * G);
     CHECK(s.reserved_bytes == 0 && a->maps.n == 0);
     check_agrees(&s, 1);
     carve_arena_destroy(a);
@@ -298,6 +332,7 @@ static void test_churn(void) {
 int main(void) {
     test_names_and_table();
     test_map_sequence();
+    test_map_cap();
     test_map_granules();
     test_recycle();
     test_segments();

@@ -38,11 +38,13 @@ static size_t upper(const carve_maps *m, uintptr_t addr) {
     return lo;
 }
 
-int carve_maps_reserve(carve_maps *m) {
+int carve_maps_reserve(carve_maps *m, size_t k) {
     int ok = 1;
     carve_mutex_lock(&m->lock);
-    if (m->n == m->cap) {
+    if (m->cap - m->n < k) {
         size_t cap = m->cap ? 2 * m->cap : 16;
+        while (cap - m->n < k)
+            cap *= 2;
         carve_map *v = realloc(m->v, cap * sizeof(*v));
         if (v) {
             m->v = v;

@@ -3,7 +3,8 @@
  *
  * The driver unmaps whole mappings only, and a mapping costs the same
  * whatever its size, so memory brought into untouched address space comes
- * in as one mapping of many granules (vmm.c). Only those are recorded here:
+ * in as mappings of many granules (pieces of at most the stream's touched
+ * peak / 128, vmm.c). Only those are recorded here:
  * a granule outside every record is a mapping of its own. So the table
  * holds as many entries as there are mappings larger than a granule, never
  * one per granule, and an arena that maps granule by granule holds none.
@@ -37,9 +38,9 @@ int carve_maps_init(carve_maps *m) CARVE_INTERNAL;
  * for skipping lookups where none can answer). */
 static inline int carve_maps_any(const carve_maps *m) { return __atomic_load_n(&m->n, __ATOMIC_RELAXED) != 0; }
 void carve_maps_destroy(carve_maps *m) CARVE_INTERNAL;
-/* Room for one more record, so that carve_maps_add cannot fail: 0, or -1
- * when host memory ran out. */
-int carve_maps_reserve(carve_maps *m) CARVE_INTERNAL;
+/* Room for k more records, so that k calls of carve_maps_add cannot fail:
+ * 0, or -1 when host memory ran out. */
+int carve_maps_reserve(carve_maps *m, size_t k) CARVE_INTERNAL;
 /* [addr, addr+size), just mapped as one mapping of more than a granule and
  * overlapping no record, is recorded (room reserved first). */
 void carve_maps_add(carve_maps *m, uintptr_t addr, size_t size) CARVE_INTERNAL;

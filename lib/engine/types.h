@@ -72,9 +72,15 @@
 #define CARVE_VMM_FENCE_GRANULES 16
 /* What one mapping covers where memory comes back into address space used
  * before (holes a trim left): one granule, so that any granule can be
- * unmapped alone. Untouched room at a span's end is mapped as one mapping
- * per run instead (vmm.c, maps.h). */
+ * unmapped alone. Untouched room at a span's end is mapped in larger
+ * pieces instead (vmm.c, maps.h). */
 #define CARVE_VMM_PIECE CARVE_SEGMENT_GRANULE
+/* Those pieces are at most the stream's touched peak / CARVE_VMM_MAP_DIV
+ * (whole granules, at least two): a buffer that later lives in part of a
+ * freed mapping keeps at most about 1/128 of the peak mapped that could
+ * otherwise go back (the footprint), while a growing training step still
+ * maps its large buffers in few calls (vmm.c, map_pieces). */
+#define CARVE_VMM_MAP_DIV 128
 #define CARVE_VMM_FENCE_FREES 64
 /* An allocation polls its pool's pending blocks (freed, waiting for events
  * on the other streams that used them) in free order: past blocks whose

@@ -869,30 +869,63 @@ static void arena_peak(carve_arena *a, size_t need) {
 
 /* Commit [addr, addr+size), whole granules of span, for the request that
  * will lie at [rlo, rhi). Room at the span's end, past everything mapped
- * in it, comes in as one mapping for the granules the request covers whole
- * (the driver's cost is per mapping, whatever its size: bench/vmm_costs.cu)
- * and one for the last granule where it covers that in part, since the next
- * buffer will share it: so freeing the request frees its large mapping
- * whole, whatever lives after it. (There the request starts at or before
- * addr: the room before it is mapped, or it starts the room.) A hole
+ * in it, comes in as mappings larger than a granule for the granules the
+ * request covers whole (the driver's cost is per mapping, whatever its
+ * size: bench/vmm_costs.cu) and one for the last granule where it covers
+ * that in part, since the next buffer will share it: so freeing the
+ * request frees its mappings whole, whatever lives after it. (There the
+ * request starts at or before addr: the room before it is mapped, or it
+ * starts the room.) Those mappings are pieces of at most the stream's
+ * touched peak (the request counted in) / CARVE_VMM_MAP_DIV, two granules
+ * at least, and what is left of the run as one more: a later, smaller
+ * buffer that lives in part of a freed request keeps only its pieces
+ * mapped, so the footprint stays near granule by granule's (one mapping
+ * per request kept up to all of it: docs/design.md, "Mappings"). A hole
  * between mapped memory, which trims made, comes in granule by granule, so
  * that any granule of it can go alone again. So does everything once
  * several streams exist: memory moves between them in whole granules at the
  * edges of free blocks (alloc.c's vmm_adopt, the budget's trims of other
  * streams), and a large mapping that a stream's live buffers still touch in
- * part could go to no one. One backend call, all or nothing; the record of
- * a large mapping is made room for first, so that nothing can fail once it
- * is mapped. */
-static carve_status map_pieces(carve_arena *a, carve_block *span, uintptr_t addr, size_t size, uintptr_t rlo,
-                               uintptr_t rhi) {
+ * part could go to no one. All or nothing: one backend call, or two where
+ * a piece is left over (the pieces, then it and the last granule; the
+ * pieces are unmapped again when the second fails); the records of the
+ * larger mappings are made room for first, so that nothing can fail once
+ * the memory is mapped. */
+static carve_status map_pieces(carve_arena *a, const carve_pool *p, carve_block *span, uintptr_t addr, size_t size,
+                               uintptr_t rlo, uintptr_t rhi) {
     const carve_block *last = span->u.r.last;
     size_t whole = rhi < addr + size ? size - G : size;
+    size_t peak = CARVE_LOAD(&p->touched) + whole / G; /* the touched peak, with the request */
+    if (peak < CARVE_LOAD(&p->touched_peak))
+        peak = CARVE_LOAD(&p->touched_peak);
+    size_t cap = peak / CARVE_VMM_MAP_DIV * G;
+    size_t piece = whole < cap ? whole : cap > 2 * G ? cap : 2 * G;
+    size_t body = whole / piece * piece, r = whole - body; /* pieces, then r (less than a piece) */
     if (whole <= G || rlo > addr || last->state != CARVE_B_UNMAPPED || addr < last->addr ||
-        CARVE_LOAD(&a->multi) || carve_maps_reserve(&a->maps) != 0)
+        CARVE_LOAD(&a->multi) || carve_maps_reserve(&a->maps, body / piece + (r > G)) != 0)
         return a->be.ops->commit(&a->be, addr, size, CARVE_VMM_PIECE);
-    carve_status st = a->be.ops->commit(&a->be, addr, size, whole); /* whole, then the rest as one */
-    if (st == CARVE_OK)
-        carve_maps_add(&a->maps, addr, whole);
+    carve_status st;
+    if (r == 0) { /* the pieces, then the last granule if it is apart */
+        st = a->be.ops->commit(&a->be, addr, size, piece);
+    } else if ((st = a->be.ops->commit(&a->be, addr, body, piece)) == CARVE_OK &&
+               (st = a->be.ops->commit(&a->be, addr + body, size - body, r)) != CARVE_OK) {
+        /* r and the last granule could not come: the pieces go too (all or
+         * nothing); an unmap refused is tried again from where it stopped. */
+        size_t off = 0;
+        for (int idle = 0; off < body && idle < 4;) {
+            size_t d = 0;
+            a->be.ops->decommit(&a->be, addr + off, body - off, piece, &d);
+            off += d;
+            idle = d ? 0 : idle + 1;
+        }
+        CARVE_ASSERT_INTERNAL(off == body);
+    }
+    if (st == CARVE_OK) {
+        for (uintptr_t x = addr; x < addr + body; x += piece)
+            carve_maps_add(&a->maps, x, piece);
+        if (r > G)
+            carve_maps_add(&a->maps, addr + body, r);
+    }
     return st;
 }
 
@@ -956,7 +989,7 @@ carve_status carve_vmm_map(carve_arena *a, carve_pool *p, carve_block *span, uin
      * between mapped memory, which trims made, granule by granule, so that
      * any granule of it can go alone again. The record is made room for
      * first, so that nothing can fail once the memory is mapped. */
-    carve_status st = map_pieces(a, span, addr, size, rlo, rhi);
+    carve_status st = map_pieces(a, p, span, addr, size, rlo, rhi);
     if (st != CARVE_OK)
         carve_note_host(carve_backend_host(), "the %s backend could not map %s: %s", carve_backend_str(a->be.kind),
                         carve_format_bytes(b1, sizeof(b1), size), carve_backend_msg());

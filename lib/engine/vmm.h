@@ -22,8 +22,9 @@ typedef struct carve_keep {
 
 /* Pool lock held, heap lock not. Map every granule of [addr, addr+size)
  * (whole granules of one UNMAPPED block of span) for the request that will
- * lie at [rlo, rhi) (what it covers whole one mapping where that is room at
- * the span's end and one stream exists, else a mapping a granule: vmm.c's
+ * lie at [rlo, rhi) (what it covers whole as mappings of at most the
+ * stream's touched peak / CARVE_VMM_MAP_DIV where that is room at the
+ * span's end and one stream exists, else a mapping a granule: vmm.c's
  * map_pieces), first unmapping free
  * granules of this pool (longest unused first; none in keep, which may be
  * NULL) where its mapped bytes would pass its allowance, and other streams'

@@ -214,26 +214,26 @@ static void case_vmm(void) {
     carve_arena_destroy(a);
 }
 
-/* One stream: untouched room comes in as one mapping for what a request
- * covers whole (engine/maps.h). A buffer inside a larger mapping goes as
+/* One stream: untouched room comes in as mappings larger than a granule
+ * for what a request covers whole (engine/maps.h). A buffer inside a larger mapping goes as
  * one descriptor of that mapping's size, at its offset in it; one across a
  * larger mapping and a granule as two descriptors of different sizes; the
  * importer maps each allocation whole. */
 static void case_vmm_larger_mappings(void) {
     carve_arena *a = gpu_arena_conf("vmm=1,ipc=1", "ipc-vmm-larger");
     void *p = NULL, *x = NULL, *y = NULL;
-    const size_t bytes = 7 * MiB;
-    CHECK_OK(a, carve_alloc(a, bytes, stream, &p)); /* 6 MiB whole: one mapping; a granule in part */
+    const size_t bytes = 5 * MiB;
+    CHECK_OK(a, carve_alloc(a, bytes, stream, &p)); /* 4 MiB whole: one mapping; a granule in part */
     share(a, p, bytes, 4000, 0, CARVE_IPC_FDS);
     unshare(0);
     CHECK_OK(a, carve_free(a, p));
     CHECK_OK(a, carve_alloc(a, 1 * MiB, stream, &x));
-    CHECK_OK(a, carve_alloc(a, 3 * MiB, stream, &y)); /* inside the 6 MiB mapping, 1 MiB into it */
+    CHECK_OK(a, carve_alloc(a, 3 * MiB, stream, &y)); /* inside the 4 MiB mapping, 1 MiB into it */
     CHECK(x == p && (char *)y == (char *)p + MiB);
     carve_ipc_desc d;
     int *fds = NULL;
     CHECK_OK(a, carve_ipc_export(a, y, &d, &fds));
-    CHECK(d.num_fds == 1 && d.piece_bytes == 6 * MiB && d.offset == MiB);
+    CHECK(d.num_fds == 1 && d.piece_bytes == 4 * MiB && d.offset == MiB);
     carve_ipc_fds_close(fds, d.num_fds);
     share(a, y, 3 * MiB, 4100, 1, CARVE_IPC_FDS);
     unshare(1);
