@@ -895,13 +895,15 @@ static carve_status map_pieces(carve_arena *a, const carve_pool *p, carve_block 
                                uintptr_t rlo, uintptr_t rhi) {
     const carve_block *last = span->u.r.last;
     size_t whole = rhi < addr + size ? size - G : size;
+    if (whole <= G)
+        return a->be.ops->commit(&a->be, addr, size, CARVE_VMM_PIECE);
     size_t peak = CARVE_LOAD(&p->touched) + whole / G; /* the touched peak, with the request */
     if (peak < CARVE_LOAD(&p->touched_peak))
         peak = CARVE_LOAD(&p->touched_peak);
     size_t cap = peak / CARVE_VMM_MAP_DIV * G;
     size_t piece = whole < cap ? whole : cap > 2 * G ? cap : 2 * G;
     size_t body = whole / piece * piece, r = whole - body; /* pieces, then r (less than a piece) */
-    if (whole <= G || rlo > addr || last->state != CARVE_B_UNMAPPED || addr < last->addr ||
+    if (rlo > addr || last->state != CARVE_B_UNMAPPED || addr < last->addr ||
         CARVE_LOAD(&a->multi) || carve_maps_reserve(&a->maps, body / piece + (r > G)) != 0)
         return a->be.ops->commit(&a->be, addr, size, CARVE_VMM_PIECE);
     carve_status st;
