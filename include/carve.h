@@ -1058,12 +1058,14 @@ CARVE_API carve_status carve_sim_set_capturing(carve_arena *arena, carve_stream 
  * virtual-memory mode, file descriptors (send them with SCM_RIGHTS over a
  * Unix socket; docs/cuda.md shows how):
  *  - virtual-memory mode (CARVE_IPC_FDS): one POSIX file descriptor per
- *    2 MiB granule the buffer touches (cuMemExportToShareableHandle), so a
- *    buffer of N MiB needs about N/2 of them, within the process's limit on
- *    open files; the importer maps those granules whole, so bytes of other
- *    buffers sharing the first or last one are within its reach. Needs an
- *    arena whose granules have such handles (ipc auto on a device that
- *    supports them, or ipc=1).
+ *    mapping the buffer lies in (cuMemExportToShareableHandle): a 2 MiB
+ *    granule, or a larger mapping (what one request covered whole of
+ *    untouched room, while the arena had one stream), so a buffer of N MiB
+ *    needs at most about N/2 of them, within the process's limit on open
+ *    files; the importer maps each of those allocations whole, so bytes of
+ *    other buffers in them are within its reach. Needs an arena whose
+ *    memory has such handles (ipc auto on a device that supports them, or
+ *    ipc=1).
  *  - segments mode (CARVE_IPC_CUDA): a cudaIpcMemHandle_t of the cudaMalloc
  *    segment that holds the buffer, and the buffer's offset in it; the
  *    importer maps the whole segment, other buffers of it included.
@@ -1075,7 +1077,7 @@ CARVE_API carve_status carve_sim_set_capturing(carve_arena *arena, carve_stream 
  * process to read.
  */
 typedef enum carve_ipc_kind {
-    CARVE_IPC_FDS = 1, /* virtual-memory mode: file descriptors, one per granule */
+    CARVE_IPC_FDS = 1, /* virtual-memory mode: file descriptors, one per mapping */
     CARVE_IPC_CUDA = 2 /* segments mode: a cudaIpcMemHandle_t in cuda_handle */
 } carve_ipc_kind;
 
@@ -1086,13 +1088,18 @@ typedef struct carve_ipc_desc {
     uint32_t kind;           /* carve_ipc_kind */
     uint64_t size;           /* bytes of the buffer, as requested from carve_alloc */
     uint64_t offset;         /* of the buffer from the start of the first piece */
-    uint64_t piece_bytes;    /* CARVE_IPC_FDS: bytes behind each descriptor (2 MiB);
+    uint64_t piece_bytes;    /* CARVE_IPC_FDS: bytes behind each descriptor where all are the
+                                same (2 MiB, or a larger mapping's size); 0 where they differ:
+                                then cuda_handle holds their sizes as up to 8 runs, each two
+                                uint32_t in the machine's byte order (descriptors in the run, then
+                                2 MiB granules behind each), a count of 0 ending them early;
                                 CARVE_IPC_CUDA: bytes of the segment */
     uint32_t num_fds;        /* CARVE_IPC_FDS: descriptors that go with the description,
                                 in address order; CARVE_IPC_CUDA: 0 */
     int32_t device;          /* the exporting process's ordinal of the device (information:
                                 the importer names its own device) */
-    unsigned char cuda_handle[64]; /* CARVE_IPC_CUDA: the cudaIpcMemHandle_t; zero otherwise */
+    unsigned char cuda_handle[64]; /* CARVE_IPC_CUDA: the cudaIpcMemHandle_t; CARVE_IPC_FDS with
+                                      piece_bytes 0: the runs of sizes; zero otherwise */
 } carve_ipc_desc;
 
 /*
@@ -1103,7 +1110,8 @@ typedef struct carve_ipc_desc {
  * CARVE_IPC_CUDA. Returns CARVE_OK; CARVE_ERR_INVALID for NULL arguments or
  * an arena that cannot export (host and virtual backends, the cuda_driver
  * backend, virtual-memory mode without file-descriptor handles: ipc=0, or a
- * device that lacks them); CARVE_ERR_BAD_POINTER when ptr is not the start
+ * device that lacks them; a buffer across mappings of more than 8 runs of
+ * sizes, which a description cannot say); CARVE_ERR_BAD_POINTER when ptr is not the start
  * of a live buffer of arena; CARVE_ERR_BACKEND when the driver refuses (the
  * process's limit on open files included); CARVE_ERR_NO_DEVICE when the
  * arena's device cannot be made current (the driver is gone); CARVE_ERR_OOM

@@ -631,7 +631,13 @@ unsigned em_check_oom(em_model *m, size_t size, carve_stream s, const char *why)
         size_t touched = 0;
         uintptr_t last = UINTPTR_MAX; /* the last granule counted */
         for (size_t i = 0; i < m->nlive; i++) {
-            uintptr_t g = m->live[i].addr / G, e = (m->live[i].addr + m->live[i].size - 1) / G;
+            uintptr_t g = m->live[i].addr / G, e = (m->live[i].addr + m->live[i].size - 1) / G, lo, hi;
+            /* with the whole of every mapping larger than a granule it touches
+             * (engine/maps.h: the driver unmaps whole mappings only) */
+            if (carve_maps_find(&a->maps, g * G, &lo, &hi, NULL))
+                g = lo / G;
+            if (carve_maps_find(&a->maps, e * G, &lo, &hi, NULL))
+                e = hi / G - 1;
             if (last != UINTPTR_MAX && g <= last)
                 g = last + 1;
             if (g <= e) {

@@ -30,6 +30,12 @@
 
 struct carve_be;
 
+/* One mapping: [addr, addr+size), one physical allocation behind it. */
+typedef struct carve_be_piece {
+    uintptr_t addr;
+    size_t size;
+} carve_be_piece;
+
 typedef struct carve_backend_ops {
     /* Reserve size bytes (a multiple of CARVE_SEGMENT_GRANULE); *base gets an
      * address aligned to the granule where the backend can (the engine
@@ -41,11 +47,12 @@ typedef struct carve_backend_ops {
      * (the driver unmaps whole mappings only, and a mapping costs the same
      * whatever its size): commit maps [addr, addr+size), none of it mapped,
      * as size / piece mappings of piece bytes each (piece a multiple of
-     * CARVE_SEGMENT_GRANULE that divides size), all of them or, failing,
-     * none; decommit unmaps [addr, addr+size), whole mappings of piece bytes
-     * as commit made them, in address order, and at a refusal stops: *done
-     * gets the bytes unmapped before it (all of size on success), and the
-     * rest stays mapped. The backend keeps no record per mapping it does not
+     * CARVE_SEGMENT_GRANULE, as is size), and one more of the rest where
+     * piece does not divide size, all of them or, failing, none; decommit
+     * unmaps [addr, addr+size), whole mappings of piece bytes (piece divides
+     * size) as commit made them, in address order, and at a refusal stops:
+     * *done gets the bytes unmapped before it (all of size on success), and
+     * the rest stays mapped. The backend keeps no record per mapping it does not
      * need: what is mapped where is the engine's to know. */
     carve_status (*commit)(struct carve_be *be, uintptr_t addr, size_t size, size_t piece);
     carve_status (*decommit)(struct carve_be *be, uintptr_t addr, size_t size, size_t piece, size_t *done);
@@ -100,6 +107,12 @@ typedef struct carve_backend_ops {
      * (malloc'd: desc->num_fds new descriptors). NULL when the backend's
      * memory cannot be shared; be->ipc then says 0. */
     carve_status (*export_buffer)(struct carve_be *be, uintptr_t addr, size_t size, carve_ipc_desc *desc, int **fds);
+    /* Optional, for memory the engine maps (commit): *fds gets (malloc'd) one
+     * new descriptor for each of the n mappings, the physical allocation
+     * behind it whole (the engine knows where its mappings begin and end;
+     * the description around them is the caller's). NULL when the backend's
+     * memory cannot be shared; be->ipc then says 0. */
+    carve_status (*export_pieces)(struct carve_be *be, const carve_be_piece *pieces, size_t n, int **fds);
     /* Optional: what the arena changes outside itself, in the whole process
      * (enabling peer access, for the cudaMalloc backend). Opening the
      * backend only checks that it can be done; carve_arena_create calls

@@ -109,6 +109,13 @@ static carve_status f_export(carve_be *be, uintptr_t addr, size_t size, carve_ip
     }
     return be->faults.leaf->export_buffer(be, addr, size, desc, fds);
 }
+static carve_status f_export_pieces(carve_be *be, const carve_be_piece *pieces, size_t n, int **fds) {
+    if (!be->faults.leaf->export_pieces) {
+        carve_backend_fail("the %s backend cannot share memory with other processes", carve_backend_str(be->kind));
+        return CARVE_ERR_INVALID;
+    }
+    return be->faults.leaf->export_pieces(be, pieces, n, fds);
+}
 /* Not a counted call: injected failures stand for memory and events. */
 static carve_status f_grant(carve_be *be) { return be->faults.leaf->grant ? be->faults.leaf->grant(be) : CARVE_OK; }
 static void f_destroy(carve_be *be) {
@@ -131,7 +138,8 @@ static const carve_backend_ops fault_ops_mapping = {
     .recycle = f_recycle, .event_record = f_event_record, .event_follow = f_event_follow,
     .event_query = f_event_query, .event_sync = f_event_sync,
     .device_sync = f_device_sync, .capturing = f_capturing, .context_capturing = f_context_capturing,
-    .event_release = f_event_release, .destroy = f_destroy, .export_buffer = f_export, .grant = f_grant,
+    .event_release = f_event_release, .destroy = f_destroy, .export_buffer = f_export,
+    .export_pieces = f_export_pieces, .grant = f_grant,
 };
 
 void carve_backend_faults_on(carve_be *be, unsigned long at, unsigned long times, unsigned long every,

@@ -346,7 +346,13 @@ __attribute__((noinline, cold)) static carve_block *vmm_adopt(carve_arena *a, ca
         if (q == p || CARVE_LOAD(&q->graph) || !carve_spin_trylock(&q->lock))
             continue; /* (a graph pool's memory stays its graphs' until released) */
         carve_block *moved = NULL, *f = carve_index_find_fit(&q->index[cls], n + 2 * G - 2);
-        uintptr_t lo = f ? carve_align_up(f->addr, G) : 0, hi = lo + n;
+        uintptr_t lo = f ? carve_align_up(f->addr, G) : 0, hi = lo + n, mlo, mhi;
+        /* Whole mappings move (the driver unmaps whole mappings only, and a
+         * mapping stays inside one span: maps.h). */
+        if (f && carve_maps_find(&a->maps, lo, &mlo, &mhi, NULL) && mlo < lo)
+            hi = (lo = mhi) + n;
+        if (f && carve_maps_find(&a->maps, hi - G, &mlo, &mhi, NULL))
+            hi = mhi;
         if (f && hi <= carve_align_down(f->addr + f->size, G) &&
             !(lo == f->span->addr && hi == f->span->addr + f->span->size)) {
             int done = carve_vmm_runs_done(f, lo, hi, q->vdone);
@@ -365,7 +371,7 @@ __attribute__((noinline, cold)) static carve_block *vmm_adopt(carve_arena *a, ca
             carve_block *blk = carve_slab_get(&p->slab);
             carve_pool_install_span(p, moved, blk);
             carve_vmm_adopted(p, blk);
-            __atomic_add_fetch(&a->heap.nmoved, (uint64_t)(n / G), __ATOMIC_RELAXED);
+            __atomic_add_fetch(&a->heap.nmoved, (uint64_t)(moved->size / G), __ATOMIC_RELAXED);
             return blk;
         }
     }
@@ -434,7 +440,7 @@ __attribute__((noinline, cold)) static carve_block *vmm_place(carve_arena *a, ca
         /* Making room must leave mapped the place itself, and the granules
          * next to u (unmapping one would merge u away). */
         carve_keep keep = {{best_x, u->addr - G}, {best_x + rs, u->addr + u->size + G}};
-        *st = carve_vmm_map(a, p, u->span, ga, best_need * G, &keep);
+        *st = carve_vmm_map(a, p, u->span, ga, best_need * G, best_x, best_x + rs, &keep);
         if (*st != CARVE_OK)
             return NULL;
         /* The records reserved above are still there: a trim on the way

@@ -208,7 +208,8 @@ carve_status carve_arena_create(const carve_config *user, carve_arena **out) {
                           carve_backend_msg());
     }
     if (st == CARVE_OK && (carve_heap_init(a) != CARVE_OK || carve_mutex_init(&a->pools_lock) != 0 ||
-                           carve_mutex_init(&a->oom_lock) != 0 || carve_cond_init(&a->oom_done) != 0))
+                           carve_mutex_init(&a->oom_lock) != 0 || carve_cond_init(&a->oom_done) != 0 ||
+                           carve_maps_init(&a->maps) != 0))
         st = carve_fail(NULL, CARVE_ERR_OOM, "carve_arena_create: cannot create locks");
     if (st == CARVE_OK)
         st = resolve_sizes(a, c);
@@ -294,6 +295,7 @@ void carve_arena_destroy(carve_arena *a) {
     carve_pools_destroy(a);
     carve_heap_destroy(a);
     carve_pagemap_destroy(&a->pmap);
+    carve_maps_destroy(&a->maps);
     carve_mutex_destroy(&a->pools_lock);
     carve_mutex_destroy(&a->oom_lock);
     carve_cond_destroy(&a->oom_done);

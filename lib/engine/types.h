@@ -36,6 +36,7 @@
 #include "base/lock.h"
 #include "engine/blockmap.h"
 #include "engine/index.h"
+#include "engine/maps.h"
 #include "engine/pagemap.h"
 #include "engine/slab.h"
 #include "engine/streams.h"
@@ -69,9 +70,17 @@
  * frees made since the last one: later trims then find granules known done
  * without waiting (an event costs a microsecond or two). */
 #define CARVE_VMM_FENCE_GRANULES 16
-/* What one mapping covers (the backend's commit and decommit pieces): one
- * granule, so that any granule can be unmapped alone. */
+/* What one mapping covers where memory comes back into address space used
+ * before (holes a trim left): one granule, so that any granule can be
+ * unmapped alone. Untouched room at a span's end is mapped in larger
+ * pieces instead (vmm.c, maps.h). */
 #define CARVE_VMM_PIECE CARVE_SEGMENT_GRANULE
+/* Those pieces are at most the stream's touched peak / CARVE_VMM_MAP_DIV
+ * (whole granules, at least two): a buffer that later lives in part of a
+ * freed mapping keeps at most about 1/128 of the peak mapped that could
+ * otherwise go back (the footprint), while a growing training step still
+ * maps its large buffers in few calls (vmm.c, map_pieces). */
+#define CARVE_VMM_MAP_DIV 128
 #define CARVE_VMM_FENCE_FREES 64
 /* An allocation polls its pool's pending blocks (freed, waiting for events
  * on the other streams that used them) in free order: past blocks whose
@@ -242,6 +251,7 @@ struct carve_arena {
     struct carve_oom_call *oom_calls;
     unsigned oom_waiters;
     carve_pagemap pmap __attribute__((aligned(64)));
+    carve_maps maps;             /* virtual-memory mode: mappings larger than a granule (maps.h) */
 };
 
 /* Why no event may be recorded on s while a stream capture is underway
