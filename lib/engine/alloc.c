@@ -440,7 +440,11 @@ __attribute__((noinline, cold)) static carve_block *vmm_place(carve_arena *a, ca
         /* Making room must leave mapped the place itself, and the granules
          * next to u (unmapping one would merge u away). */
         carve_keep keep = {{best_x, u->addr - G}, {best_x + rs, u->addr + u->size + G}};
-        *st = carve_vmm_map(a, p, u->span, ga, best_need * G, best_x, best_x + rs, &keep);
+        uintptr_t kept_at = 0;
+        size_t kept = 0;
+        *st = carve_vmm_map(a, p, u->span, ga, best_need * G, best_x, best_x + rs, &keep, &kept_at, &kept);
+        if (kept) /* mapped, and refused to go again: free memory, let go now */
+            carve_vmm_unclaimed(p, carve_vmm_claim(p, u, kept_at, kept_at + kept));
         if (*st != CARVE_OK)
             return NULL;
         /* The records reserved above are still there: a trim on the way
