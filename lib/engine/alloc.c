@@ -672,11 +672,21 @@ carve_status carve_alloc_aligned(carve_arena *a, size_t size, size_t align, carv
     }
     size_t pad = carve_align_up(b->addr, align) - b->addr;
     if (pad) { /* the bytes before the aligned address stay free, indexed */
-        carve_block *front = block_split(p, b, pad);
-        carve_index_insert(&p->index[front->cls], front);
+        carve_block *v = b->prev, *front = block_split(p, b, pad);
+        b = front->next;
         if (a->vmm)
             carve_vmm_split(front); /* the runs from the cut's granule on go with the buffer */
-        b = front->next;
+        if (a->vmm && v && v->state == CARVE_B_FREE) {
+            /* vmm_place started the block at the place it mapped for, after
+             * the FREE rest of the granules it mapped (or of a FREE block
+             * it extended): the pad joins that block, with its runs. */
+            v->next = b;
+            b->prev = v;
+            carve_vmm_ring_absorb(p, v, front);
+            carve_index_resize(&p->index[v->cls], v, v->size + pad);
+        } else {
+            carve_index_insert(&p->index[front->cls], front);
+        }
     }
     b = block_split(p, b, rs);
     claim(a, p, b, rs, size);
