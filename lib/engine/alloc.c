@@ -440,7 +440,11 @@ __attribute__((noinline, cold)) static carve_block *vmm_place(carve_arena *a, ca
         /* Making room must leave mapped the place itself, and the granules
          * next to u (unmapping one would merge u away). */
         carve_keep keep = {{best_x, u->addr - G}, {best_x + rs, u->addr + u->size + G}};
-        *st = carve_vmm_map(a, p, u->span, ga, best_need * G, best_x, best_x + rs, &keep);
+        uintptr_t kept_at = 0;
+        size_t kept = 0;
+        *st = carve_vmm_map(a, p, u->span, ga, best_need * G, best_x, best_x + rs, &keep, &kept_at, &kept);
+        if (kept) /* mapped, and refused to go again: free memory, let go now */
+            carve_vmm_unclaimed(p, carve_vmm_claim(p, u, kept_at, kept_at + kept));
         if (*st != CARVE_OK)
             return NULL;
         /* The records reserved above are still there: a trim on the way
@@ -668,11 +672,21 @@ carve_status carve_alloc_aligned(carve_arena *a, size_t size, size_t align, carv
     }
     size_t pad = carve_align_up(b->addr, align) - b->addr;
     if (pad) { /* the bytes before the aligned address stay free, indexed */
-        carve_block *front = block_split(p, b, pad);
-        carve_index_insert(&p->index[front->cls], front);
+        carve_block *v = b->prev, *front = block_split(p, b, pad);
+        b = front->next;
         if (a->vmm)
             carve_vmm_split(front); /* the runs from the cut's granule on go with the buffer */
-        b = front->next;
+        if (a->vmm && v && v->state == CARVE_B_FREE) {
+            /* vmm_place started the block at the place it mapped for, after
+             * the FREE rest of the granules it mapped (or of a FREE block
+             * it extended): the pad joins that block, with its runs. */
+            v->next = b;
+            b->prev = v;
+            carve_vmm_ring_absorb(p, v, front);
+            carve_index_resize(&p->index[v->cls], v, v->size + pad);
+        } else {
+            carve_index_insert(&p->index[front->cls], front);
+        }
     }
     b = block_split(p, b, rs);
     claim(a, p, b, rs, size);
