@@ -356,12 +356,15 @@ cudaError_t launch_reduce(const Problem &pr, const float *partial, int splits, i
  * GEMM, the reduction, then carve_free, in stream order after them. No
  * workspace (no arena, another device's, or the arena cannot give it): no
  * split, and cudaErrorNotSupported when an operand needed a copy, so that
- * mma.sync takes the call. *freed is the status of the free. */
+ * mma.sync takes the call; so too when one needs a copy and k is shorter
+ * than a k tile (carve_tc_copy_pays). *freed is the status of the free. */
 cudaError_t run_wgmma(carve_arena *arena, const Problem &pr, int flip, carve_status *freed) {
     *freed = CARVE_OK;
     const int sms = device_sms();
     const Stored sa = stored_a(pr), sb = stored_b(pr);
     const bool copy_a = !tma_ok_one(pr.A, pr.lda), copy_b = !tma_ok_one(pr.B, pr.ldb);
+    if ((copy_a || copy_b) && !carve_tc_copy_pays(pr.K))
+        return cudaErrorNotSupported; /* short k: mma.sync is as quick as the copies' launches */
     const int bn = carve_tc_choose_bn(pr.M, pr.N, sms);
     const int forced = splitk_env();
     int splits = forced ? carve_tc_clamp_splits(forced, pr.M, pr.N, pr.K, bn)

@@ -98,6 +98,14 @@ static inline int carve_tc_split_begin(int ktiles, int split, int splits) {
     return (int)(((int64_t)ktiles * split) / splits);
 }
 
+/* Whether copying operands whose rows TMA cannot read pays: only with at
+ * least one whole k tile. Below that, mma.sync's element-wise loads cost a
+ * few microseconds at most, and the copies' two extra launches cost as
+ * much; such calls stay on mma.sync. */
+static inline int carve_tc_copy_pays(int K) {
+    return K >= CARVE_TC_BK;
+}
+
 /* The leading dimension of an aligned copy of a matrix with `cols`
  * elements of 2 bytes per row: the next multiple of 8 (16-byte rows). */
 static inline int64_t carve_tc_copy_ld(int cols) {

@@ -14,7 +14,8 @@
  *    by one at most, also at ktiles = ceil(INT_MAX / 64);
  *  - clamp_splits keeps S in [1, 16], at most the k tiles, and the grid
  *    (tiles * S) within 2^31 - 1;
- *  - copy_ld is the next multiple of 8, without overflow at INT_MAX;
+ *  - copies pay from one whole k tile (64) on; copy_ld is the next
+ *    multiple of 8, without overflow at INT_MAX;
  *    partial_bytes refuses (UINT64_MAX) what would pass 2^62 bytes.
  */
 #include <limits.h>
@@ -139,6 +140,8 @@ static void check_sizes(void) {
         const int64_t ld = carve_tc_copy_ld(cols[i]);
         CHECK(ld % 8 == 0 && ld >= cols[i] && ld < (int64_t)cols[i] + 8);
     }
+    CHECK(!carve_tc_copy_pays(1) && !carve_tc_copy_pays(17) && !carve_tc_copy_pays(63));
+    CHECK(carve_tc_copy_pays(64) && carve_tc_copy_pays(1001) && carve_tc_copy_pays(INT_MAX));
     CHECK(carve_tc_copy_bytes(999, 1001) == carve_tc_ws_round(999u * 1008u * 2u));
     CHECK(carve_tc_copy_bytes(1, 1) == 256);
     CHECK(carve_tc_copy_bytes(INT_MAX, INT_MAX) % 256 == 0);

@@ -152,7 +152,8 @@ static void predict(const tcase *c, int lda, int ldb, int *path, int *splits, in
     const int bn = carve_tc_choose_bn(M, N, g_sms);
     const int s = c->splits ? carve_tc_clamp_splits(c->splits, M, N, c->k, bn)
                             : carve_tc_choose_splits(M, N, c->k, bn, g_sms);
-    if (c->ws == 1) { /* no workspace: no split, no copy */
+    if (c->ws == 1 || ((bad_a || bad_b) && !carve_tc_copy_pays(c->k))) {
+        /* no workspace, or k too short for copies to pay: no split, no copy */
         *path = bad_a || bad_b ? 0 : 1;
         return;
     }
@@ -425,7 +426,7 @@ static void check_bad_arguments(carve_arena *arena) {
  * for a bf16 C) on every path. want_path: 1 wgmma, 0 mma.sync. */
 static void edge_layout(carve_arena *arena, carve_arena *ws, const char *name, size_t a_off, size_t b_off,
                         size_t c_off, carve_dtype ct, int c_in_a_pad, const char *path, int want_path) {
-    const int m = 70, n = 40, k = 48;
+    const int m = 70, n = 40, k = 72; /* a whole k tile and a part: copies pay */
     const int lda = c_in_a_pad ? 2 * k : k, ldb = n, ldc = c_in_a_pad ? lda : n;
     const size_t cel = ct == CARVE_DTYPE_F32 ? 4 : 2;
     const size_t asz = (size_t)m * lda, bsz = (size_t)k * ldb, csz = (size_t)m * ldc;
