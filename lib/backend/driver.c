@@ -12,6 +12,11 @@
  * recycled through a small free list, as in the cudart backend. Every
  * allocation, free, event and wait goes into the arena's driver ledger
  * (ledger.h: cuMemAlloc and cuMemFree count as cudaMalloc and cudaFree).
+ * Captures: cuStreamIsCapturing says whether a stream is being captured
+ * (and, asked about the legacy stream, whether a blocking stream of the
+ * context is: CUDA_ERROR_STREAM_CAPTURE_IMPLICIT); the potentially unsafe
+ * calls are made in relaxed capture mode (relax, below), so that another
+ * thread's capture in global mode neither refuses them nor breaks.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -66,6 +71,26 @@ static void leave(drv_ctx *c, int pushed) {
         (void)c->api->CtxPopCurrent(&popped);
 }
 
+/* The calling thread's capture mode becomes relaxed for one potentially
+ * unsafe call (allocating, freeing, asking about or waiting for an event):
+ * a capture in global mode on another thread forbids such calls to threads
+ * in global mode, and breaks when one is made. Returns the mode to restore
+ * with unrelax, or -1 when the driver has no exchange (the call is made as
+ * it is). */
+static int relax(const drv_ctx *c) {
+    CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
+    if (!c->api->ThreadExchangeStreamCaptureMode || c->api->ThreadExchangeStreamCaptureMode(&m) != CUDA_SUCCESS)
+        return -1;
+    return (int)m;
+}
+
+static void unrelax(const drv_ctx *c, int old) {
+    if (old >= 0) {
+        CUstreamCaptureMode m = (CUstreamCaptureMode)old;
+        (void)c->api->ThreadExchangeStreamCaptureMode(&m);
+    }
+}
+
 static carve_status drv_reserve(carve_be *be, size_t size, uintptr_t *base) {
     drv_ctx *c = be->ctx;
     int pushed;
@@ -74,7 +99,9 @@ static carve_status drv_reserve(carve_be *be, size_t size, uintptr_t *base) {
         return st;
     CUdeviceptr p = 0;
     carve_ledger_add(&be->ledger, CARVE_DRV_MALLOC, 1, 0, size);
+    int mode = relax(c);
     CUresult r = c->api->MemAlloc(&p, size);
+    unrelax(c, mode);
     if (r == CUDA_SUCCESS)
         *base = (uintptr_t)p;
     else
@@ -90,7 +117,9 @@ static carve_status drv_release(carve_be *be, uintptr_t base, size_t size) {
     if (st != CARVE_OK)
         return st;
     carve_ledger_add(&be->ledger, CARVE_DRV_FREE, 1, 0, size);
+    int mode = relax(c);
     CUresult r = c->api->MemFree((CUdeviceptr)base);
+    unrelax(c, mode);
     if (r != CUDA_SUCCESS)
         st = drv_error(c->api, r, "cuMemFree");
     leave(c, pushed);
@@ -133,19 +162,48 @@ static carve_status drv_event_record(carve_be *be, carve_stream s, void **out) {
     return st;
 }
 
+static int drv_context_capturing(carve_be *be);
+
+/* A refusal for a capture's sake (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+ * through CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD): it says nothing about
+ * whether the work is done. */
+static int capture_refusal(CUresult r) {
+    return r >= CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED && r <= CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
+}
+
+/* Without cuThreadExchangeStreamCaptureMode (a lookup may omit it) the
+ * calling thread keeps its own mode, in which asking about or waiting for
+ * an event while another thread captures in global mode is refused and
+ * breaks that capture: neither is done while a capture is seen. */
+static int cannot_relax(carve_be *be) {
+    const drv_ctx *c = be->ctx;
+    return !c->api->ThreadExchangeStreamCaptureMode && drv_context_capturing(be);
+}
+
 static int drv_event_query(carve_be *be, void *ev) {
     drv_ctx *c = be->ctx;
+    if (cannot_relax(be))
+        return 0;
     carve_ledger_add(&be->ledger, CARVE_DRV_EVENT_QUERY, 1, 0, 0);
+    int mode = relax(c);
     CUresult r = c->api->EventQuery((CUevent)ev);
+    unrelax(c, mode);
     if (r == CUDA_SUCCESS)
         return 1;
-    return r == CUDA_ERROR_NOT_READY ? 0 : -1;
+    return r == CUDA_ERROR_NOT_READY || capture_refusal(r) ? 0 : -1;
 }
 
 static carve_status drv_event_sync(carve_be *be, void *ev) {
     drv_ctx *c = be->ctx;
+    if (cannot_relax(be)) {
+        carve_backend_fail("no event is waited for while a stream capture is underway and the driver cannot make "
+                           "the wait in relaxed capture mode (no cuThreadExchangeStreamCaptureMode)");
+        return CARVE_ERR_BACKEND;
+    }
     carve_ledger_add(&be->ledger, CARVE_DRV_EVENT_SYNC, 1, 0, 0);
+    int mode = relax(c);
     CUresult r = c->api->EventSynchronize((CUevent)ev);
+    unrelax(c, mode);
     return r == CUDA_SUCCESS ? CARVE_OK : drv_error(c->api, r, "cuEventSynchronize");
 }
 
@@ -161,6 +219,38 @@ static carve_status drv_device_sync(carve_be *be) {
         st = drv_error(c->api, r, "cuCtxSynchronize");
     leave(c, pushed);
     return st;
+}
+
+/* Whether s is being captured, asked in the backend's context (a stream
+ * handle, and the per-thread stream, mean something in one context only). */
+static int drv_capturing(carve_be *be, carve_stream s) {
+    drv_ctx *c = be->ctx;
+    int pushed;
+    if (enter(c, &pushed) != CARVE_OK)
+        return 0;
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    CUresult r = c->api->StreamIsCapturing((CUstream)s, &status);
+    leave(c, pushed);
+    return r == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+/* Under carve-run, whether any capture is in progress in the process (the
+ * interposer counts them); otherwise whether a blocking stream of the
+ * context is captured, which the driver tells when asked about the legacy
+ * stream. A capture on a non-blocking stream is not seen here (the engine
+ * asks about the streams it knows to be alive: types.h,
+ * carve_capture_underway). */
+static int drv_context_capturing(carve_be *be) {
+    drv_ctx *c = be->ctx;
+    if (c->api->CaptureActive)
+        return c->api->CaptureActive() != 0;
+    int pushed;
+    if (enter(c, &pushed) != CARVE_OK)
+        return 0;
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    CUresult r = c->api->StreamIsCapturing(CU_STREAM_LEGACY, &status);
+    leave(c, pushed);
+    return r == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
 }
 
 static void drv_event_release(carve_be *be, void *ev) {
@@ -208,6 +298,20 @@ static const carve_backend_ops driver_ops = {
     .event_release = drv_event_release,
     .destroy = drv_destroy,
 };
+/* The same, for a driver that answers cuStreamIsCapturing: the engine asks
+ * about captures through it. */
+static const carve_backend_ops driver_ops_capture = {
+    .reserve = drv_reserve,
+    .release = drv_release,
+    .event_record = drv_event_record,
+    .event_query = drv_event_query,
+    .event_sync = drv_event_sync,
+    .capturing = drv_capturing,
+    .context_capturing = drv_context_capturing,
+    .device_sync = drv_device_sync,
+    .event_release = drv_event_release,
+    .destroy = drv_destroy,
+};
 
 carve_status carve_backend_open_driver(carve_be *be, int device) {
     const carve_driver_api *api = carve_driver_api_get();
@@ -225,7 +329,7 @@ carve_status carve_backend_open_driver(carve_be *be, int device) {
     }
     drv_ctx *c = calloc(1, sizeof(*c));
     if (!c) {
-        carve_backend_fail("host memory exhausted");
+        carve_backend_fail_host("host memory exhausted");
         return CARVE_ERR_OOM;
     }
     c->api = api;
@@ -258,7 +362,7 @@ carve_status carve_backend_open_driver(carve_be *be, int device) {
     }
     carve_mutex_init(&c->lock);
     be->ctx = c;
-    be->ops = &driver_ops;
+    be->ops = api->StreamIsCapturing ? &driver_ops_capture : &driver_ops;
     be->total_bytes = total;
     return CARVE_OK;
 }

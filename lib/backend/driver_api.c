@@ -42,6 +42,15 @@ static const struct {
     {"cuGetErrorName", offsetof(carve_driver_api, GetErrorName)},
 };
 #define NENTRIES (sizeof(entries) / sizeof(entries[0]))
+/* Looked up too, but a driver without them is still used. */
+static const struct {
+    const char *name;
+    size_t offset;
+} optional[] = {
+    {"cuStreamIsCapturing", offsetof(carve_driver_api, StreamIsCapturing)},
+    {"cuThreadExchangeStreamCaptureMode", offsetof(carve_driver_api, ThreadExchangeStreamCaptureMode)},
+};
+#define NOPTIONAL (sizeof(optional) / sizeof(optional[0]))
 
 static void **slot(carve_driver_api *t, size_t i) { return (void **)((char *)t + entries[i].offset); }
 
@@ -53,6 +62,8 @@ int carve_driver_api_lookup(void *(*lookup)(const char *name, void *arg), void *
             carve_backend_fail("the CUDA driver has no %s", entries[i].name);
             return -1;
         }
+    for (size_t i = 0; i < NOPTIONAL; i++)
+        *(void **)((char *)&t + optional[i].offset) = lookup(optional[i].name, arg);
     void *capture = lookup("carve_capture_active", arg); /* optional */
     memcpy(&t.CaptureActive, &capture, sizeof(capture));
     pthread_mutex_lock(&lock);
@@ -87,6 +98,8 @@ const carve_driver_api *carve_driver_api_get(void) {
                     snprintf(why, sizeof(why), "the CUDA driver has no %s", entries[i].name);
                     s = -1;
                 }
+            for (size_t i = 0; s == 1 && i < NOPTIONAL; i++)
+                *(void **)((char *)&t + optional[i].offset) = dlsym(h, optional[i].name);
             if (s == 1)
                 table = t; /* the handle stays open: the table points into it */
             else if (h)

@@ -36,6 +36,14 @@ typedef struct carve_driver_api {
     CUresult (*EventSynchronize)(CUevent ev);
     CUresult (*EventDestroy)(CUevent ev);                             /* _v2 */
     CUresult (*GetErrorName)(CUresult error, const char **name);
+    /* Optional (NULL when the driver or the lookup has none): whether a
+     * stream is being captured, and the calling thread's capture mode
+     * exchanged. With the exchange, the calls that a capture in global mode
+     * on another thread forbids (allocations, frees, event queries and
+     * waits: "potentially unsafe" in the driver's words) are made in
+     * relaxed mode (driver.c). */
+    CUresult (*StreamIsCapturing)(CUstream stream, CUstreamCaptureStatus *status);
+    CUresult (*ThreadExchangeStreamCaptureMode)(CUstreamCaptureMode *mode);
     /* Optional, from an interposer that watches graph captures: nonzero
      * while a stream capture is in progress anywhere in the process. The
      * backend then records no event, since recording on the legacy stream
