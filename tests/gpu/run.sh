@@ -12,6 +12,8 @@
 #   SANITIZER_ARGS      extra arguments for every sanitizer run
 #   SANITIZER_TIMEOUT   seconds per test under the sanitizer (default 1800)
 #   SKIP_SANITIZER=1    run the meson suite only
+#   GPU_TESTS           names of the tests to run (default: every test of
+#                       the gpu suite), e.g. "gpu_graph gpu_peer"
 #
 # Under the sanitizer:
 #   - CARVE_TEST_QUICK=1 shrinks step counts and sleeps (memcheck slows
@@ -44,8 +46,9 @@ LOGS="$BUILD/meson-logs/gpu-sanitizer"
 mkdir -p "$LOGS" || exit 2
 failed=0
 
-echo "== meson test --suite gpu"
-if ! meson test -C "$BUILD" --suite gpu --print-errorlogs; then
+echo "== meson test --suite gpu ${GPU_TESTS:-}"
+# shellcheck disable=SC2086 # the names are split on purpose
+if ! meson test -C "$BUILD" --suite gpu --print-errorlogs ${GPU_TESTS:-}; then
     failed=1
 fi
 
@@ -74,6 +77,7 @@ for t in json.load(sys.stdin):
 for tool in ${SANITIZER_TOOLS:-memcheck racecheck synccheck}; do
 echo "== compute-sanitizer --tool $tool (CARVE_TEST_QUICK=1), logs in $LOGS"
 while read -r name rest; do
+    case " ${GPU_TESTS:-$name} " in *" $name "*) ;; *) continue ;; esac
     api=""
     case "$name" in
     gpu_oom | gpu_two_devices | gpu_peer) api="--report-api-errors no" ;;
