@@ -313,6 +313,49 @@ static void test_capture_elsewhere(carve_backend backend, const char *conf) {
     CHECK(e.broken_then == 0);
 }
 
+/* A graph pool growing during its capture beside memory another stream
+ * left fully free (segments mode): the growth reserves anew, and gives
+ * nothing back to the backend (which may wait for the device and breaks
+ * the capture), although a segment is fully free and the new one raises
+ * the reserved peak. At the limit, the growth fails waiting for nothing. */
+static void test_growth_in_capture(carve_backend be, const char *conf) {
+    carve_arena *a = test_arena_conf(be, 1, 0, 512 * MiB, conf);
+    void *x[3] = {0}, *y = NULL, *z = (void *)1;
+    for (int i = 0; i < 3; i++)
+        CHECK_OK(a, carve_alloc(a, 32 * MiB, S2, &x[i]));
+    for (int i = 0; i < 3; i++)
+        CHECK_OK(a, carve_free(a, x[i]));
+    carve_graph_pool *g = NULL;
+    CHECK_OK(a, carve_graph_pool_create(a, &g));
+    CHECK_OK(a, carve_graph_pool_begin(a, g, S1));
+    CHECK_OK(a, carve_sim_set_capturing(a, S1, 1));
+    unsigned broken = a->be.sim_broken_captures;
+    carve_stats s0, s1;
+    CHECK_OK(a, carve_get_stats(a, &s0));
+    CHECK_OK(a, carve_alloc(a, 80 * MiB, S1, &y));
+    CHECK_OK(a, carve_get_stats(a, &s1));
+    CHECK(s1.num_backend_frees == s0.num_backend_frees && s1.num_syncs == s0.num_syncs);
+    CHECK(s1.num_backend_allocs > s0.num_backend_allocs && s1.num_event_records == s0.num_event_records);
+    CHECK(a->be.sim_broken_captures == broken);
+    /* Past the limit with y live: out of memory, the message naming the
+     * capture; nothing given back, nothing recorded, no device wait (an
+     * event of S2's may be waited for, in relaxed mode: it breaks nothing). */
+    CHECK_ST(a, carve_alloc(a, 500 * MiB, S1, &z), CARVE_ERR_OOM);
+    CHECK(z == NULL && strstr(carve_last_error(a), "capture") != NULL);
+    CHECK_OK(a, carve_get_stats(a, &s1));
+    CHECK(s1.num_backend_frees == s0.num_backend_frees && s1.num_event_records == s0.num_event_records);
+    CHECK(a->be.sim_broken_captures == broken);
+    CHECK(s1.reserved_bytes <= 512 * MiB);
+    CHECK_OK(a, carve_free(a, y));
+    CHECK_OK(a, carve_sim_set_capturing(a, S1, 0));
+    CHECK_OK(a, carve_graph_pool_end(a, g, S1));
+    CHECK_OK(a, carve_graph_pool_release(a, g));
+    CHECK_ARENA(a);
+    CHECK_OK(a, carve_empty_cache(a));
+    CHECK(carve_memory_reserved(a) == 0);
+    carve_arena_destroy(a);
+}
+
 int main(void) {
     test_graph_pool(CARVE_BACKEND_HOST, "");
     test_graph_pool(CARVE_BACKEND_VIRTUAL, "");
@@ -324,6 +367,9 @@ int main(void) {
     test_own_stream_in_capture(CARVE_BACKEND_VIRTUAL, "");
     test_own_stream_in_capture(CARVE_BACKEND_VIRTUAL, "vmm=0");
     test_refusals();
+    test_growth_in_capture(CARVE_BACKEND_HOST, "");
+    test_growth_in_capture(CARVE_BACKEND_VIRTUAL, "");
+    test_growth_in_capture(CARVE_BACKEND_VIRTUAL, "vmm=0");
     test_capture_elsewhere(CARVE_BACKEND_HOST, "");
     test_capture_elsewhere(CARVE_BACKEND_VIRTUAL, "");
     test_capture_elsewhere(CARVE_BACKEND_VIRTUAL, "vmm=0");

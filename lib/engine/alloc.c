@@ -282,7 +282,7 @@ static carve_block *pool_refill(carve_arena *a, carve_pool *p, unsigned cls, siz
         int ask_others = !span && *st == CARVE_OK && !asked_others && !a->vmm && CARVE_LOAD(&a->multi) &&
                          CARVE_LOAD(&a->heap.reserved) + want > CARVE_LOAD(&a->heap.reserved_peak);
         if (!span && *st == CARVE_OK && !ask_others) {
-            *st = carve_heap_grow(a, want, need);
+            *st = carve_heap_grow(a, want, need, p->stream);
             if (*st == CARVE_OK)
                 span = carve_heap_take(a, p, cls, want, need, st);
         }

@@ -31,8 +31,12 @@
 // an allocation on the device while a filter is active asks it about the
 // allocation's stream and, when it says yes, routes that stream to a graph
 // pool of the id (carve_graph_pool_begin, once per stream) and allocates
-// from the default arena, whatever arena block the thread is in. end routes
-// every stream back (carve_graph_pool_end); release, when the id's last
+// from the default arena, whatever arena block the thread is in; an
+// allocation the filter does not take routes its stream back first (carve
+// routes streams, not allocations), so that it never finds the graph's
+// memory. end routes every stream back (carve_graph_pool_end), and gives
+// the pools back when the id's last release came during the capture;
+// release, when the id's last
 // user is gone, gives the pools' memory back (carve_graph_pool_release,
 // which synchronizes the device; outside the lock, retried at the next
 // release or end when a capture elsewhere refused it). A release hook must
@@ -165,16 +169,61 @@ void route_stream(pool_entry &e, stream_t stream) {
     free_one->routed = true;
 }
 
+// g_graph_mu held. stream goes back to its own pool where e routed it (for
+// an earlier allocation its filter took): carve routes a stream, not an
+// allocation, so one the filter does not take (another thread's, under a
+// filter that looks at the thread) must not find the graph's pool. A later
+// allocation the filter takes routes it again, to the same pool.
+void unroute_stream(pool_entry &e, stream_t stream) {
+    for (auto &p : e.pools)
+        if (p.routed && p.stream == stream) {
+            (void)c_graph_end(e.arena, p.g, stream); // routed by route_stream: cannot be refused
+            p.routed = false;
+        }
+}
+
 // The arena an allocation on (device, stream) must come from because a
-// graph captures it (its stream routed to the graph's pool now), or nullptr.
+// graph captures it (its stream routed to the graph's pool now), or nullptr
+// (the stream then routed to no graph pool of an active filter).
 void *capture_arena(int device, stream_t stream) {
     std::lock_guard<std::mutex> lock(g_graph_mu);
-    for (auto &e : g_entries)
-        if (e.device == device && e.filter && e.filter(stream)) {
+    void *arena = nullptr;
+    for (auto &e : g_entries) {
+        if (e.device != device || !e.filter)
+            continue;
+        if (!arena && e.filter(stream)) {
             route_stream(e, stream);
-            return e.arena;
+            arena = e.arena;
+        } else {
+            unroute_stream(e, stream);
         }
-    return nullptr;
+    }
+    return arena;
+}
+
+// g_graph_mu held: take e (its last user gone, no capture into it) out of
+// the table; its graph pools and arena go to the caller, to be released
+// outside the lock.
+void take_entry(pool_entry *e, std::vector<graph_pool> &pools, void *&arena) {
+    pools.swap(e->pools);
+    arena = e->arena;
+    if (e != &g_entries.back())
+        *e = std::move(g_entries.back());
+    g_entries.pop_back();
+}
+
+// Release pools of arena (carve_graph_pool_release synchronizes the device;
+// one refused because a capture is underway waits for the next release or
+// end). Never throws.
+void release_pools(void *arena, std::vector<graph_pool> &pools) noexcept {
+    std::vector<std::pair<void *, void *>> refused;
+    for (auto &p : pools)
+        if (c_graph_release(arena, p.g) != 0)
+            refused.emplace_back(arena, p.g);
+    if (!refused.empty()) {
+        std::lock_guard<std::mutex> lock(g_graph_mu);
+        g_deferred.insert(g_deferred.end(), refused.begin(), refused.end());
+    }
 }
 
 // Release what a capture elsewhere kept from being released; what is
@@ -291,11 +340,13 @@ __attribute__((visibility("default"))) void carve_torch_shim_begin_pool(int devi
     g_filters.fetch_add(1, std::memory_order_release);
 }
 
-// PyTorch's endAllocateToPool (the capture is about to end): every stream
+// PyTorch's endAllocateToPool (CUDAGraph::capture_end, once the capture has ended): every stream
 // routed for id goes back to its own pool; the filter is dropped (it names
 // the graph, which may go away). Then releases refused earlier are retried.
 // Never throws.
 __attribute__((visibility("default"))) void carve_torch_shim_end_pool(int device, pool_id id) {
+    std::vector<graph_pool> pools;
+    void *arena = nullptr;
     {
         std::lock_guard<std::mutex> lock(g_graph_mu);
         pool_entry *e = find_entry(device, id);
@@ -307,9 +358,12 @@ __attribute__((visibility("default"))) void carve_torch_shim_end_pool(int device
                 }
             e->filter = nullptr;
             g_filters.fetch_sub(1, std::memory_order_release);
+            if (e->uses <= 0) // its last release came during the capture: given back now
+                take_entry(e, pools, arena);
         }
     }
     retry_deferred();
+    release_pools(arena, pools);
 }
 
 // PyTorch's releasePool (a graph of id reset or destroyed): when id's last
@@ -324,22 +378,11 @@ __attribute__((visibility("default"))) void carve_torch_shim_release_pool(int de
         std::lock_guard<std::mutex> lock(g_graph_mu);
         pool_entry *e = find_entry(device, id);
         if (!e || --e->uses > 0 || e->filter)
-            return; // still used by another graph (or a capture into it is underway)
-        pools.swap(e->pools);
-        arena = e->arena;
-        if (e != &g_entries.back())
-            *e = std::move(g_entries.back());
-        g_entries.pop_back();
+            return; // still used by another graph, or a capture into it is underway (end gives it back)
+        take_entry(e, pools, arena);
     }
     retry_deferred();
-    std::vector<std::pair<void *, void *>> refused;
-    for (auto &p : pools)
-        if (c_graph_release(arena, p.g) != 0)
-            refused.emplace_back(arena, p.g);
-    if (!refused.empty()) {
-        std::lock_guard<std::mutex> lock(g_graph_mu);
-        g_deferred.insert(g_deferred.end(), refused.begin(), refused.end());
-    }
+    release_pools(arena, pools);
 }
 
 } // extern "C"

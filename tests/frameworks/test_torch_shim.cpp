@@ -136,6 +136,42 @@ int main(int argc, char **argv) {
     release(0, id2);
     CHECK(allocated(d0) == 0);
 
+    // A filter that takes only some allocations on a stream (PyTorch's
+    // thread-keyed warm-up filter, here a flag): once the stream was routed
+    // for one it took, an allocation it does not take gets the stream's own
+    // memory, not what the capture freed into the graph's pool.
+    const pool_id id3{9, 0};
+    bool mine = true;
+    begin(0, id3, [&](stream_t s) { return mine && s == s1; });
+    void *graph_buf = alloc(MiB, 0, s1);
+    release_buf(graph_buf, MiB, 0, s1); // freed inside the capture: the capture's
+    mine = false;
+    void *foreign = alloc(MiB, 0, s1);
+    CHECK(foreign && foreign != graph_buf);
+    release_buf(foreign, MiB, 0, s1);
+    mine = true;
+    void *back = alloc(MiB, 0, s1); // taken again: the same pool, its memory
+    CHECK(back == graph_buf);
+    release_buf(back, MiB, 0, s1);
+    end(0, id3);
+    release(0, id3);
+    CHECK(allocated(d0) == 0);
+
+    // The last releasePool of an id while a capture into it is underway:
+    // endAllocateToPool gives the pool back (s1's own allocations may then
+    // take its memory, as after any release).
+    const pool_id id4{10, 0};
+    begin(0, id4, [&](stream_t s) { return s == s1; });
+    void *b4 = alloc(8 * MiB, 0, s1);
+    release_buf(b4, 8 * MiB, 0, s1);
+    release(0, id4); // the last user, during the capture
+    end(0, id4);     // the pool is released here
+    void *after4 = alloc(8 * MiB, 0, s1);
+    CHECK(after4 == b4);
+    release_buf(after4, 8 * MiB, 0, s1);
+    release(0, id4); // an id no longer known: nothing happens
+    CHECK(allocated(d0) == 0);
+
     std::printf("%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
     return failures ? 1 : 0;
 }
