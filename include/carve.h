@@ -87,11 +87,14 @@ typedef enum carve_backend {
     CARVE_BACKEND_HOST,     /* real host memory: buffers can be written by the CPU (tests) */
     CARVE_BACKEND_VIRTUAL,  /* unique aligned addresses with no memory behind them:
                                simulate any size on any machine; never dereference */
-    CARVE_BACKEND_CUDA_DRIVER /* device memory from cuMemAlloc through the CUDA driver API
-                               (libcuda.so.1, loaded at run time; no cudart needed), in
-                               the CUDA context current on the creating thread if it is
-                               on config.device, else in the device's primary context.
-                               What carve-run's interposer uses. */
+    CARVE_BACKEND_CUDA_DRIVER /* device memory through the CUDA driver API (libcuda.so.1,
+                               loaded at run time; no cudart needed), in the CUDA context
+                               current on the creating thread if it is on config.device,
+                               else in the device's primary context: segments from
+                               cuMemAlloc, or in virtual-memory mode (vmm below; granted
+                               to the owning device only, no export) granules from
+                               cuMemCreate mapped with cuMemMap. What carve-run's
+                               interposer uses. */
 } carve_backend;
 
 /* Name of a backend: "cuda", "host", "virtual", "cuda_driver". */
@@ -166,8 +169,8 @@ typedef struct carve_config {
                                 not the granules of address space or of mapped
                                 memory (a buffer of 2^52 bytes costs a few records
                                 and at most four 32 KiB nodes of the address map). CUDA
-                                (cuMemCreate/cuMemMap; devices that support virtual
-                                memory management) and VIRTUAL backends.
+                                and CUDA_DRIVER (cuMemCreate/cuMemMap; devices that
+                                support virtual memory management) and VIRTUAL backends.
                                 0: segments mode: segments from cudaMalloc (or the
                                 backend's reserve), cached whole and given back whole.
                                 CARVE_VMM_AUTO: virtual-memory mode when growth is on,
@@ -318,8 +321,7 @@ typedef struct carve_arena carve_arena;
  * CARVE_CONFIG_SIZE_MAX, or above this library's carve_config with a field
  * it does not know set, an unknown backend, growth off with initial 0, a
  * limit below one granule or below initial, fractions outside (0, 1] or on
- * a backend other than the CUDA ones, vmm=1 on the host or cuda_driver
- * backend, bad vmm, peers, peer_devices or ipc values, peers=all or a list
+ * a backend other than the CUDA ones, vmm=1 on the host backend, bad vmm, peers, peer_devices or ipc values, peers=all or a list
  * on a backend other than CUDA, a device in peer_devices that does not
  * exist or cannot access config.device, ipc=1 on a backend other than
  * CUDA or with vmm=1 on a device without POSIX file-descriptor handles, a
@@ -716,6 +718,20 @@ CARVE_API void carve_device_arenas_release(void);
  * carve needs (carve_last_error(NULL) names it) or carve was built without
  * CUDA. Thread-safe. */
 CARVE_API carve_status carve_cuda_driver_lookup(void *(*lookup)(const char *name, void *arg), void *arg);
+
+/* For interposers of the CUDA driver: the CUDA context an arena on the
+ * CUDA_DRIVER backend took its memory in has been destroyed or reset. The
+ * driver freed what belonged to the context (cuMemAlloc segments), not the
+ * virtual-memory mode's granules and address ranges, which belong to no
+ * context: this unmaps and frees those, without touching the arena's events
+ * (they died with the context). Nothing more is served from the arena's
+ * memory (an allocation that would need more answers CARVE_ERR_NO_DEVICE or
+ * out of memory); its records and statistics stay, and carve_arena_destroy
+ * is still the way to free them. Does nothing for other backends and
+ * segments mode, or when arena is NULL. Thread-safe, but a buffer the
+ * program still uses is unmapped under it (as the driver frees a context's
+ * memory). Does not synchronize. */
+CARVE_API void carve_arena_abandon(carve_arena *arena);
 
 #ifdef __cplusplus
 }

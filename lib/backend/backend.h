@@ -77,6 +77,13 @@ typedef struct carve_backend_ops {
      * that a creation that fails leaves the process as it was. A grant that
      * fails takes back what it did. */
     carve_status (*grant)(struct carve_be *be);
+    /* Optional: the CUDA context the backend's memory was taken in is gone,
+     * and the driver freed only what belongs to it: give back what does not
+     * (virtual-memory mappings and address ranges, which belong to no
+     * context), without touching an event of that context. Every later call
+     * that takes memory fails. Only the driver backend's virtual-memory
+     * mode has it (carve-run's interposer calls it); thread-safe. */
+    void (*abandon)(struct carve_be *be);
 } carve_backend_ops;
 
 /* Fault injection (faults.c): when on, the backend's counted calls --

@@ -1,8 +1,9 @@
 /*
  * driver.c — the CUDA backend through the driver API: segments from
- * cuMemAlloc, events from cuEvent*, all through the entry-point table of
- * driver_api.c, so this backend links neither cudart nor libcuda and can
- * sit under an interposer of both.
+ * cuMemAlloc, or in virtual-memory mode granules mapped into reserved
+ * address space (driver_vmm.c), events from cuEvent*, all through the
+ * entry-point table of driver_api.c, so this backend links neither cudart
+ * nor libcuda and can sit under an interposer of both.
  *
  * The one idea: a driver backend belongs to a CUDA context, not only to a
  * device. It binds to the context current on the thread that opens it (a
@@ -15,6 +16,7 @@
 #include <string.h>
 
 #include "backend/driver_api.h"
+#include "backend/driver_vmm.h"
 #include "backend/leaves.h"
 #include "base/lock.h"
 
@@ -23,6 +25,7 @@ typedef struct drv_ctx {
     CUcontext ctx;
     CUdevice dev;
     int retained;       /* ctx is the primary context, retained by us */
+    carve_drv_vmm *vmm; /* virtual-memory mode; NULL: segments from cuMemAlloc */
     carve_mutex lock;   /* guards the event free list */
     CUevent *spare;
     size_t nspare, cap;
@@ -185,9 +188,64 @@ static void drv_destroy(carve_be *be) {
         leave(c, pushed);
     if (c->retained)
         (void)c->api->DevicePrimaryCtxRelease(c->dev);
+    if (c->vmm)
+        carve_drv_vmm_free(c->vmm);
     free(c->spare);
     carve_mutex_destroy(&c->lock);
     free(c);
+}
+
+/* Virtual-memory mode: driver_vmm.c's calls, the backend's context current. */
+static carve_status vmm_reserve(carve_be *be, size_t size, uintptr_t *base) {
+    drv_ctx *c = be->ctx;
+    int pushed;
+    carve_status st = enter(c, &pushed);
+    if (st != CARVE_OK)
+        return st;
+    st = carve_drv_vmm_reserve(c->vmm, size, base);
+    leave(c, pushed);
+    return st;
+}
+
+static carve_status vmm_release(carve_be *be, uintptr_t base, size_t size) {
+    drv_ctx *c = be->ctx;
+    int pushed;
+    carve_status st = enter(c, &pushed);
+    if (st != CARVE_OK)
+        return st;
+    st = carve_drv_vmm_release(c->vmm, base, size);
+    leave(c, pushed);
+    return st;
+}
+
+static carve_status vmm_commit(carve_be *be, uintptr_t addr, size_t size, size_t piece) {
+    drv_ctx *c = be->ctx;
+    int pushed;
+    carve_status st = enter(c, &pushed);
+    if (st != CARVE_OK)
+        return st;
+    st = carve_drv_vmm_commit(c->vmm, addr, size, piece);
+    leave(c, pushed);
+    return st;
+}
+
+static carve_status vmm_decommit(carve_be *be, uintptr_t addr, size_t size, size_t piece, size_t *done) {
+    drv_ctx *c = be->ctx;
+    int pushed;
+    *done = 0;
+    carve_status st = enter(c, &pushed);
+    if (st != CARVE_OK)
+        return st;
+    st = carve_drv_vmm_decommit(c->vmm, addr, size, piece, done);
+    leave(c, pushed);
+    return st;
+}
+
+/* The context is gone: no context to enter (the driver's virtual-memory
+ * functions act on the process's address space). */
+static void vmm_abandon(carve_be *be) {
+    drv_ctx *c = be->ctx;
+    carve_drv_vmm_abandon(c->vmm);
 }
 
 static const carve_backend_ops driver_ops = {
@@ -201,7 +259,22 @@ static const carve_backend_ops driver_ops = {
     .destroy = drv_destroy,
 };
 
-carve_status carve_backend_open_driver(carve_be *be, int device) {
+static const carve_backend_ops driver_vmm_ops = {
+    .reserve = vmm_reserve,
+    .release = vmm_release,
+    .commit = vmm_commit,
+    .decommit = vmm_decommit,
+    .event_record = drv_event_record,
+    .event_query = drv_event_query,
+    .event_sync = drv_event_sync,
+    .device_sync = drv_device_sync,
+    .event_release = drv_event_release,
+    .destroy = drv_destroy,
+    .abandon = vmm_abandon,
+};
+
+carve_status carve_backend_open_driver(carve_be *be, const carve_config *cfg) {
+    int device = cfg->device;
     const carve_driver_api *api = carve_driver_api_get();
     if (!api)
         return CARVE_ERR_NO_DEVICE;
@@ -248,9 +321,24 @@ carve_status carve_backend_open_driver(carve_be *be, int device) {
         free(c);
         return st;
     }
+    /* Virtual-memory mode when asked for, or automatic and the arena grows
+     * on demand from nothing, as the cudart backends decide (open.c). */
+    int want = cfg->vmm == 1 || (cfg->vmm == CARVE_VMM_AUTO && cfg->growth && !cfg->initial_bytes &&
+                                 cfg->initial_fraction <= 0);
+    if (want) {
+        carve_status st = carve_drv_vmm_check(api, c->dev);
+        if (st == CARVE_OK && !(c->vmm = carve_drv_vmm_new(api, device)))
+            st = CARVE_ERR_OOM;
+        if (st != CARVE_OK && (cfg->vmm == 1 || st == CARVE_ERR_OOM)) {
+            if (c->retained)
+                (void)api->DevicePrimaryCtxRelease(c->dev);
+            free(c);
+            return st;
+        }
+    }
     carve_mutex_init(&c->lock);
     be->ctx = c;
-    be->ops = &driver_ops;
+    be->ops = c->vmm ? &driver_vmm_ops : &driver_ops;
     be->total_bytes = total;
     return CARVE_OK;
 }

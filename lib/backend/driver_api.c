@@ -42,8 +42,26 @@ static const struct {
     {"cuGetErrorName", offsetof(carve_driver_api, GetErrorName)},
 };
 #define NENTRIES (sizeof(entries) / sizeof(entries[0]))
+/* Looked up too, and left NULL where missing: virtual-memory mode needs them. */
+static const struct {
+    const char *name;
+    size_t offset;
+} optional[] = {
+    {"cuMemAddressReserve", offsetof(carve_driver_api, MemAddressReserve)},
+    {"cuMemAddressFree", offsetof(carve_driver_api, MemAddressFree)},
+    {"cuMemCreate", offsetof(carve_driver_api, MemCreate)},
+    {"cuMemRelease", offsetof(carve_driver_api, MemRelease)},
+    {"cuMemMap", offsetof(carve_driver_api, MemMap)},
+    {"cuMemUnmap", offsetof(carve_driver_api, MemUnmap)},
+    {"cuMemSetAccess", offsetof(carve_driver_api, MemSetAccess)},
+    {"cuMemGetAllocationGranularity", offsetof(carve_driver_api, MemGetAllocationGranularity)},
+    {"cuMemRetainAllocationHandle", offsetof(carve_driver_api, MemRetainAllocationHandle)},
+    {"cuDeviceGetAttribute", offsetof(carve_driver_api, DeviceGetAttribute)},
+};
+#define NOPTIONAL (sizeof(optional) / sizeof(optional[0]))
 
 static void **slot(carve_driver_api *t, size_t i) { return (void **)((char *)t + entries[i].offset); }
+static void **optional_slot(carve_driver_api *t, size_t i) { return (void **)((char *)t + optional[i].offset); }
 
 int carve_driver_api_lookup(void *(*lookup)(const char *name, void *arg), void *arg) {
     carve_driver_api t;
@@ -53,6 +71,8 @@ int carve_driver_api_lookup(void *(*lookup)(const char *name, void *arg), void *
             carve_backend_fail("the CUDA driver has no %s", entries[i].name);
             return -1;
         }
+    for (size_t i = 0; i < NOPTIONAL; i++)
+        *optional_slot(&t, i) = lookup(optional[i].name, arg);
     void *capture = lookup("carve_capture_active", arg); /* optional */
     memcpy(&t.CaptureActive, &capture, sizeof(capture));
     pthread_mutex_lock(&lock);
@@ -87,6 +107,8 @@ const carve_driver_api *carve_driver_api_get(void) {
                     snprintf(why, sizeof(why), "the CUDA driver has no %s", entries[i].name);
                     s = -1;
                 }
+            for (size_t i = 0; s == 1 && i < NOPTIONAL; i++)
+                *optional_slot(&t, i) = dlsym(h, optional[i].name);
             if (s == 1)
                 table = t; /* the handle stays open: the table points into it */
             else if (h)

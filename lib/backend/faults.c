@@ -92,6 +92,10 @@ static carve_status f_export(carve_be *be, uintptr_t addr, size_t size, carve_ip
 }
 /* Not a counted call: injected failures stand for memory and events. */
 static carve_status f_grant(carve_be *be) { return be->faults.leaf->grant ? be->faults.leaf->grant(be) : CARVE_OK; }
+static void f_abandon(carve_be *be) {
+    if (be->faults.leaf->abandon)
+        be->faults.leaf->abandon(be);
+}
 static void f_destroy(carve_be *be) {
     const carve_backend_ops *leaf = be->faults.leaf;
     be->ops = leaf;
@@ -110,7 +114,7 @@ static const carve_backend_ops fault_ops_mapping = {
     .reserve = f_reserve, .release = f_release, .commit = f_commit, .decommit = f_decommit,
     .recycle = f_recycle, .event_record = f_event_record, .event_query = f_event_query, .event_sync = f_event_sync,
     .device_sync = f_device_sync, .event_release = f_event_release, .destroy = f_destroy,
-    .export_buffer = f_export, .grant = f_grant,
+    .export_buffer = f_export, .grant = f_grant, .abandon = f_abandon,
 };
 
 void carve_backend_faults_on(carve_be *be, unsigned long at, unsigned long times, unsigned long every,

@@ -48,9 +48,10 @@ static carve_status validate(const carve_config *c) {
                           "never hold a byte");
     if (c->vmm != 0 && c->vmm != 1 && c->vmm != CARVE_VMM_AUTO)
         return carve_fail(NULL, CARVE_ERR_INVALID, "carve_arena_create: vmm is %d (0, 1 or CARVE_VMM_AUTO)", c->vmm);
-    if (c->vmm == 1 && c->backend != CARVE_BACKEND_CUDA && c->backend != CARVE_BACKEND_VIRTUAL)
+    if (c->vmm == 1 && c->backend != CARVE_BACKEND_CUDA && c->backend != CARVE_BACKEND_VIRTUAL &&
+        c->backend != CARVE_BACKEND_CUDA_DRIVER)
         return carve_fail(NULL, CARVE_ERR_INVALID,
-                          "carve_arena_create: virtual-memory mode needs the cuda or virtual backend");
+                          "carve_arena_create: virtual-memory mode needs the cuda, cuda_driver or virtual backend");
     /* 0 (CARVE_OK) stands for the default, CARVE_ERR_OOM, so that a
      * structure zeroed before its fields are set works. */
     if (c->fail_backend_status != CARVE_OK && c->fail_backend_status != CARVE_ERR_OOM &&
@@ -257,6 +258,11 @@ carve_status carve_arena_create(const carve_config *user, carve_arena **out) {
     }
     *out = a;
     return CARVE_OK;
+}
+
+void carve_arena_abandon(carve_arena *a) {
+    if (a && a->be.ops->abandon)
+        a->be.ops->abandon(&a->be);
 }
 
 void carve_arena_destroy(carve_arena *a) {

@@ -141,6 +141,7 @@ static carve_ctx *retired;  /* atomic: gone contexts out of their slots */
 /* Contexts the driver is destroying, resetting or releasing right now (a
  * handle once per call, under table_lock): no arena is made for them. */
 static CUcontext dying[MAX_DYING];
+static carve_ctx *dying_c[MAX_DYING]; /* forgotten by the call already: abandoned once it succeeds */
 static unsigned ndying;
 static unsigned nmade; /* contexts made so far (table_lock) */
 static int forked;          /* a child of a process that used CUDA: serve nothing */
@@ -424,9 +425,12 @@ static void make_arena(carve_ctx *c, CUcontext cur) {
     snprintf(name, sizeof(name), "carve-run device %d", c->device);
     cfg.name = name;
     cfg.device = c->device;
-    /* The driver backend allocates in this context with the real cuMemAlloc;
-     * virtual-memory mode maps granules with cuMemMap in the primary context. */
-    cfg.backend = cfg.vmm == 1 ? CARVE_BACKEND_CUDA : CARVE_BACKEND_CUDA_DRIVER;
+    /* The driver backend takes memory in this context through the driver's
+     * real entry points (metered against the cap, meter.c): by default in
+     * virtual-memory mode, granules of cuMemCreate memory mapped as buffers
+     * need them, where the device supports it; segments from cuMemAlloc
+     * with vmm=0 (--mode segments), or where it does not. */
+    cfg.backend = CARVE_BACKEND_CUDA_DRIVER;
     if (carve_arena_create(&cfg, &c->arena) != CARVE_OK) {
         c->arena = NULL;
         snprintf(c->err, sizeof(c->err), "%s", carve_last_error(NULL));
@@ -566,26 +570,28 @@ const char *carve_ctx_last_error(const carve_ctx *c) { return c->err; }
  * out from them again, and the buffers waiting to go back to it lose their
  * pending marks (the driver may hand the same addresses to another
  * context). */
-static void forget(CUcontext ctx) {
+static carve_ctx *forget(CUcontext ctx) {
     carve_ctx *c = find(ctx);
     if (!c)
-        return;
+        return NULL;
     __atomic_store_n(&c->ctx, NULL, __ATOMIC_RELEASE);
     __atomic_add_fetch(&generation, 1, __ATOMIC_RELEASE);
     if (c->q) {
         carve_q_gone(c->q);
         take_batches(c, TAKE_ALL, 0); /* joined to a gone quarantine: marks cleared */
     }
+    return c;
 }
 
 void carve_ctx_going(struct CUctx_st *ctx, int forget_now) {
     if (forked || !ctx)
         return;
     pthread_mutex_lock(&table_lock);
-    if (ndying < MAX_DYING)
-        dying[ndying++] = ctx;
-    if (forget_now)
-        forget(ctx);
+    carve_ctx *c = forget_now ? forget(ctx) : NULL;
+    if (ndying < MAX_DYING) {
+        dying[ndying] = ctx;
+        dying_c[ndying++] = c;
+    }
     pthread_mutex_unlock(&table_lock);
 }
 
@@ -593,15 +599,22 @@ void carve_ctx_settled(struct CUctx_st *ctx, int freed) {
     if (forked || !ctx)
         return;
     pthread_mutex_lock(&table_lock);
-    if (freed) { /* before an arena can be made for the handle again */
-        forget(ctx);
-        carve_meter_ctx_gone(ctx);
-    }
+    carve_ctx *c = freed ? forget(ctx) : NULL; /* before an arena can be made for the handle again */
     for (unsigned i = 0; i < ndying; i++)
         if (dying[i] == ctx) {
+            if (!c)
+                c = dying_c[i];
             dying[i] = dying[--ndying];
+            dying_c[i] = dying_c[ndying];
             break;
         }
+    if (freed) {
+        /* The driver freed the context's memory, but not what belongs to no
+         * context: the granules of virtual-memory mode go back now. */
+        if (c)
+            carve_arena_abandon(c->arena);
+        carve_meter_ctx_gone(ctx);
+    }
     pthread_mutex_unlock(&table_lock);
 }
 

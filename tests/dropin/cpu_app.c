@@ -17,9 +17,15 @@
  * it behind carve's back (the virtual-memory functions, pitched and pool
  * allocations), for the cap that counts every byte.
  *
+ * The mode granules checks what virtual-memory mode (carve-run's default)
+ * must keep on top: a granule two buffers share stays mapped while one of
+ * them lives, a granule freed while queued work uses it is not unmapped
+ * before that work ends, cuMemGetInfo's free memory can be had, and the
+ * device never holds more than the cap.
+ *
  * Usage: dropin_cpu_app MODE   (basic lookup foreign info oom quarantine
  *                               threads loop fork capture doublefree
- *                               batches reset vmm kinds)
+ *                               batches reset vmm kinds granules)
  *        dropin_cpu_app expandable MIB
  */
 #include <dlfcn.h>
@@ -696,10 +702,104 @@ static void mode_kinds(void) {
            npitched, pitch, pitched_oom, npool, pool_oom, pitched_back && pool_back, consistent, f0);
 }
 
+/* Physical memory from cuMemCreate until the device (the cap) is full, each
+ * granule mapped and written as PyTorch's expandable segments do; then all
+ * of it given back. Under a cap this makes carve give back what it holds
+ * cached or waiting. The granules made. */
+static size_t fill_device(void) {
+    enum { MAX = 512 };
+    const size_t page = 2 * MIB;
+    CUmemAllocationProp prop = device_prop();
+    CUmemAccessDesc access = {{1, 0}, 3};
+    CUdeviceptr base = 0;
+    CU(cuMemAddressReserve(&base, MAX * page, 0, 0, 0));
+    size_t n = 0;
+    CUmemGenericAllocationHandle h;
+    while (n < MAX && cuMemCreate(&h, page, &prop, 0) == 0) {
+        CU(cuMemMap(base + n * page, page, 0, h, 0));
+        CU(cuMemRelease(h));
+        CU(cuMemSetAccess(base + n * page, page, &access, 1));
+        fill(base + n * page, page, 1000 + n);
+        n++;
+    }
+    for (size_t i = 0; i < n; i++)
+        CHECK(intact(base + i * page, page, 1000 + i));
+    if (n)
+        CU(cuMemUnmap(base, n * page));
+    CU(cuMemAddressFree(base, MAX * page));
+    return n;
+}
+
+/* Run under --limit 32MiB. */
+static void mode_granules(void) {
+    const size_t cap = 32 * MIB;
+    CUstream s = NULL;
+    CU(cuStreamCreate(&s, 1)); /* non-blocking */
+    /* Two small buffers in one granule; one freed, then the device filled
+     * (carve gives back what it caches): the other stays mapped and whole. */
+    CUdeviceptr a = 0, b = 0;
+    CU(cuMemAlloc_v2(&a, 4096));
+    CU(cuMemAlloc_v2(&b, 4096));
+    int shared = a / (2 * MIB) == b / (2 * MIB);
+    CHECK(!mock_cuda_own(a, 4096, NULL, 0) && !mock_cuda_own(b, 4096, NULL, 0));
+    fill(a, 4096, 1);
+    fill(b, 4096, 2);
+    mock_cuda_disown(a);
+    CU(cuMemFree_v2(a));
+    size_t n1 = fill_device();
+    int shared_ok = intact(b, 4096, 2);
+
+    /* 8 MiB freed with no stream named while a kernel on s still writes it;
+     * the device filled again: carve waits for the kernel before it unmaps
+     * (the mock counts an unmap under queued work as a breach). */
+    CUdeviceptr c = 0;
+    CU(cuMemAlloc_v2(&c, 8 * MIB));
+    CHECK(!mock_cuda_own(c, 8 * MIB, NULL, 0));
+    CU(mock_cuda_launch(s, c, 8 * MIB));
+    mock_cuda_disown(c);
+    CU(cuMemFree_v2(c));
+    size_t n2 = fill_device();
+    int waited = mock_cuda_pending() == 0;
+
+    /* The whole granules of what cuMemGetInfo says is free can be had in
+     * one piece (the rest is the free part of b's granule); 2 MiB more
+     * cannot. */
+    size_t f2 = 0, t = 0;
+    CU(cuMemGetInfo_v2(&f2, &t));
+    size_t f = f2 / (2 * MIB) * (2 * MIB);
+    CUdeviceptr d = 0, e = 0;
+    CUresult r1 = cuMemAlloc_v2(&d, f);
+    if (r1 == 0) {
+        CHECK(!mock_cuda_own(d, f, NULL, 0));
+        fill(d, f, 3);
+    }
+    CUresult r2 = cuMemAlloc_v2(&e, 2 * MIB);
+    if (r1 == 0) {
+        CHECK(intact(d, f, 3));
+        mock_cuda_disown(d);
+        CU(cuMemFree_v2(d));
+    }
+    if (r2 == 0)
+        CU(cuMemFree_v2(e));
+
+    size_t reserved_now, mapped_now, peak;
+    unsigned long long faults;
+    mock_cuda_vmm_stats(&reserved_now, &mapped_now, &peak, &faults);
+    char text[512] = "";
+    unsigned long long bad = mock_cuda_violations(text, sizeof(text));
+    mock_cuda_disown(b);
+    CU(cuMemFree_v2(b));
+    CU(cuStreamDestroy_v2(s));
+    CHECK(shared_ok && waited && r1 == 0 && r2 == 2 && t == cap && peak <= cap && bad == 0);
+    printf("OK granules shared=%d shared_ok=%d filled %zu then %zu granules, waited=%d, free %zu MiB of %zu: "
+           "all of it %d, 2 MiB more %d; peak %zu MiB of %zu; %llu violations %s\n",
+           shared, shared_ok, n1, n2, waited, f / MIB, t / MIB, r1, r2, peak / MIB, cap / MIB, bad, text);
+}
+
 int main(int argc, char **argv) {
     if (argc != 2 && !(argc == 3 && !strcmp(argv[1], "expandable"))) {
         fprintf(stderr, "usage: dropin_cpu_app basic|lookup|foreign|info|oom|quarantine|reuse|threads|loop|fork|"
-                        "capture|doublefree|batches|reset|vmm|kinds\n       dropin_cpu_app expandable MIB\n");
+                        "capture|doublefree|batches|reset|vmm|kinds|granules\n       dropin_cpu_app expandable MIB\n");
         return 2;
     }
     start();
@@ -738,6 +838,8 @@ int main(int argc, char **argv) {
         mode_vmm();
     else if (!strcmp(m, "kinds"))
         mode_kinds();
+    else if (!strcmp(m, "granules"))
+        mode_granules();
     else {
         fprintf(stderr, "dropin_cpu_app: unknown mode %s\n", m);
         return 2;

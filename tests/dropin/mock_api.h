@@ -104,6 +104,7 @@ unsigned long long mock_cuda_event_waits(void);
 unsigned long long mock_cuda_calls(void);
 void mock_cuda_event_serials(unsigned long long *recorded, unsigned long long *done_max);
 void mock_cuda_memory_calls(unsigned long long *creates, unsigned long long *pool_allocs);
+void mock_cuda_vmm_stats(size_t *reserved_now, size_t *mapped_now, size_t *peak_used, unsigned long long *faults);
 int mock_cuda_stale_stream_uses(void);
 unsigned long long mock_cuda_ctx_allocs(CUcontext ctx);
 /* The device model: work queued on streams, completed on command, and the

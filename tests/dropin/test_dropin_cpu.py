@@ -19,7 +19,12 @@ and failures injected with --fail-every / --fail-at reach the program at
 exactly the calls asked for, through every entry point (dropin_fault_app).
 Also carve-run's option checking.
 
-Usage: test_dropin_cpu.py CARVE_RUN APP MOCK_DIR CARVE_REPLAY
+Every carve-run below runs in carve-run's default mode (virtual-memory
+mode: granules of cuMemCreate memory mapped as buffers need them), or with
+MODE "segments" in segments mode (--mode segments is added to each call
+that names no mode itself).
+
+Usage: test_dropin_cpu.py CARVE_RUN APP MOCK_DIR CARVE_REPLAY [MODE]
 """
 import json
 import os
@@ -51,6 +56,7 @@ def check(ok, what):
 # A sanitized build's interposer runs with its sanitizer's runtime beside it.
 RUNTIME = os.environ.get("DROPIN_PRELOAD_RUNTIME", "")
 RUN_TOOL = None
+MODE_ARGS = []
 
 
 def run(args, env_extra=None, timeout=240):
@@ -59,6 +65,8 @@ def run(args, env_extra=None, timeout=240):
     for k in ("CARVE_CONF", "CARVE_RUN_TRACE", "CARVE_RUN_REPORT", "CARVE_RUN_SVG", "LD_PRELOAD"):
         env.pop(k, None)
     env.update(env_extra or {})
+    if args[0] == RUN_TOOL and MODE_ARGS and "--mode" not in args and "--print-env" not in args:
+        args = [args[0]] + MODE_ARGS + args[1:]
     if RUNTIME and (args[0] == RUN_TOOL or "libcarve_preload" in env.get("LD_PRELOAD", "")):
         # beside the interposer (carve-run puts it in front of what is there)
         env["LD_PRELOAD"] = env["LD_PRELOAD"] + ":" + RUNTIME if env.get("LD_PRELOAD") else RUNTIME
@@ -80,12 +88,14 @@ def number_before(line, word):
 
 
 def main():
-    global MOCK, RUN_TOOL
-    if len(sys.argv) != 5:
+    global MOCK, RUN_TOOL, MODE_ARGS
+    if len(sys.argv) not in (5, 6) or (len(sys.argv) == 6 and sys.argv[5] not in ("default", "segments")):
         print(__doc__, file=sys.stderr)
         return 2
-    run_tool, app, MOCK, replay = sys.argv[1:]
+    run_tool, app, MOCK, replay = sys.argv[1:5]
     RUN_TOOL = run_tool
+    if len(sys.argv) == 6 and sys.argv[5] == "segments":
+        MODE_ARGS = ["--mode", "segments"]
     tmp = tempfile.mkdtemp(prefix="dropin-")
 
     # ---- options ---------------------------------------------------------
@@ -304,13 +314,36 @@ def main():
           and number_before(line, "of") <= 2, f"context lifetimes past 64 under a cap: {out}{err}")
 
     # Two contexts on one device: what cuMemGetInfo says is free in the
-    # second can be had there, 2 MiB more cannot; also when no arena can be
-    # made (--mode vmm on the mock, which has no CUDA runtime for carve's
-    # virtual-memory backend): the cap is reported all the same.
-    for mode_args in ([], ["--mode", "vmm"]):
-        rc, out, err = run([run_tool, "--limit", "64MiB"] + mode_args + ["--", promises, "twoctx"], timeout=120)
+    # second can be had there, 2 MiB more cannot, in each mode; also when no
+    # arena can be made (--mode vmm on a device without virtual memory
+    # management: every call goes to the driver): the cap is reported all
+    # the same.
+    for mode_args, env in (([], {}), (["--mode", "vmm"], {}), (["--mode", "segments"], {}),
+                           (["--mode", "vmm"], {"MOCK_NO_VMM": "1"})):
+        rc, out, err = run([run_tool, "--limit", "64MiB"] + mode_args + ["--", promises, "twoctx"], env, timeout=120)
         check(rc == 0 and "free 16 MiB of 64 in the second context: 2 MiB more answered 2, 2 MiB less 0" in out,
-              f"cuMemGetInfo in a second context {mode_args}: {out}{err}")
+              f"cuMemGetInfo in a second context {mode_args} {env}: {out}{err}")
+
+    # What virtual-memory mode keeps on top of segments mode (and segments
+    # mode keeps as well): a granule two buffers share stays mapped while one
+    # lives, cached memory freed while a kernel still writes it is unmapped
+    # only after the kernel (the mock counts an unmap under queued work or an
+    # owned range as a breach), the whole granules of cuMemGetInfo's free
+    # memory can be had in one piece and 2 MiB more cannot, and the device
+    # never holds more than the cap of 32 MiB.
+    rc, out, err = run([run_tool, "--limit", "32MiB", "--", app, "granules"], timeout=120)
+    check(rc == 0 and "shared_ok=1" in out and "waited=1" in out and "all of it 0, 2 MiB more 2" in out
+          and "0 violations" in out, f"granules under the quarantine and the cap: {out}{err}")
+
+    # The driver failing each virtual-memory call in turn (every third call
+    # of one function, in the mock): the program gets every allocation, and
+    # what the cap counts at exit is what carve holds.
+    for fn in ("cuMemAddressReserve", "cuMemAddressFree", "cuMemCreate", "cuMemRelease", "cuMemMap", "cuMemUnmap",
+               "cuMemSetAccess", "cuMemRetainAllocationHandle"):
+        rc, out, err = run([run_tool, "--report", "--", app, "basic"],
+                           {"MOCK_VMM_FAIL": fn, "MOCK_VMM_FAIL_EVERY": "3"}, timeout=120)
+        check(rc == 0 and ok_line(out, "basic") and " 0 out of memory" in err,
+              f"basic with every third {fn} failing: {out}{err}")
 
     # Memory freed by a free node of a captured graph stays counted until the
     # graph runs (carve does not see it run); an allocation node of a graph

@@ -1,0 +1,34 @@
+/*
+ * driver_vmm.h — virtual-memory mode of the driver-API backend (driver_vmm.c):
+ * address space from cuMemAddressReserve, granules of cuMemCreate memory
+ * mapped into it, through the driver table of driver_api.c. driver.c owns
+ * the context and the events, and makes the context current around these
+ * calls.
+ */
+#ifndef CARVE_BACKEND_DRIVER_VMM_H
+#define CARVE_BACKEND_DRIVER_VMM_H
+
+#include "backend/backend.h"
+#include "backend/driver_api.h"
+
+typedef struct carve_drv_vmm carve_drv_vmm;
+
+/* Whether api has every virtual-memory function and dev supports them:
+ * CARVE_OK, else CARVE_ERR_NO_DEVICE with carve_backend_msg() saying why. */
+carve_status carve_drv_vmm_check(const carve_driver_api *api, CUdevice dev) CARVE_INTERNAL;
+/* The mode's state for device ordinal (NULL: host memory is short, said). */
+carve_drv_vmm *carve_drv_vmm_new(const carve_driver_api *api, int ordinal) CARVE_INTERNAL;
+void carve_drv_vmm_free(carve_drv_vmm *v) CARVE_INTERNAL;
+/* The backend ops' reserve, release, commit and decommit (backend.h), the
+ * backend's context current. */
+carve_status carve_drv_vmm_reserve(carve_drv_vmm *v, size_t size, uintptr_t *base) CARVE_INTERNAL;
+carve_status carve_drv_vmm_release(carve_drv_vmm *v, uintptr_t base, size_t size) CARVE_INTERNAL;
+carve_status carve_drv_vmm_commit(carve_drv_vmm *v, uintptr_t addr, size_t size, size_t piece) CARVE_INTERNAL;
+carve_status carve_drv_vmm_decommit(carve_drv_vmm *v, uintptr_t addr, size_t size, size_t piece,
+                                    size_t *done) CARVE_INTERNAL;
+/* The context is gone and the driver does not free this memory with it:
+ * unmap every granule still mapped in the reserved ranges and free the
+ * ranges. Every later call fails (CARVE_ERR_NO_DEVICE). Thread-safe. */
+void carve_drv_vmm_abandon(carve_drv_vmm *v) CARVE_INTERNAL;
+
+#endif
