@@ -11,9 +11,11 @@
 #        fork, cudaMemGetInfo and cudaGetDeviceProperties under --limit, out
 #        of memory past it;
 #   3.   app_driver.c: the driver API in a context of its own;
-#        each of 1-3 under carve-run in every mode: default (segments from
-#        cuMemAlloc), vmm (--mode vmm: granules mapped on use, through the
-#        CUDA runtime) and fixed (--initial 2GiB --no-growth: one segment);
+#        each of 1-3 under carve-run in every mode: default (virtual-memory
+#        mode where the GPU supports it: granules mapped on use through the
+#        driver's real entry points), vmm (--mode vmm: that mode or none),
+#        segments (--mode segments: cuMemAlloc segments) and fixed
+#        (--initial 2GiB --no-growth: one segment);
 #   4.   PyTorch (PYTORCH_NO_CUDA_MEMORY_CACHING=1) training GPT-2 small
 #        from its config: the same losses as PyTorch's own allocator;
 #   5.   CuPy: the same results; 6. JAX: runs, and sizes itself to the cap;
@@ -79,8 +81,8 @@ expect() {
 json() { python3 -c "import json,sys; d=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); print($2)" "$1"; }
 
 # ---- 1-3: C/CUDA programs, in every mode -------------------------------------
-MODES="default vmm fixed"
-mode_args() { case $1 in vmm) echo "--mode vmm";; fixed) echo "--initial 2GiB --no-growth";; esac; }
+MODES="default vmm segments fixed"
+mode_args() { case $1 in vmm) echo "--mode vmm";; segments) echo "--mode segments";; fixed) echo "--initial 2GiB --no-growth";; esac; }
 served() { # NAME JSON: the report counts allocations served by carve
   local n
   n=$(json "$2" 'sum(x["allocs"] for x in d["devices"])' 2>/dev/null || echo 0)
@@ -226,6 +228,18 @@ sys.exit(0 if a["losses"] == b["losses"] and len(a["losses"]) == 30 else 1)
 PY
 then pass "torch gpt2: same losses" "$(json "$OUT/torch-carve.json" 'd["losses"][-1]')"
 else fail "torch gpt2: same losses" "see $OUT/torch-*.json"; fi
+# The footprint of each mode: reserved peak / requested peak, from the report
+# (the default mode's run above, and segments mode's here), against 1.05.
+PYTORCH_NO_CUDA_MEMORY_CACHING=1 "$RUN" --mode segments --report="$OUT/torch-carve-segments-report.json" -- $T \
+  >"$OUT/torch-carve-segments.json" 2>"$OUT/torch-carve-segments.err"
+for m in carve carve-segments; do
+  r=$(json "$OUT/torch-$m-report.json" 'd["devices"][0]["footprint_ratio"]' 2>/dev/null)
+  echo "torch gpt2 $m: footprint ${r:-none}" >>"$OUT/torch-footprints.txt"
+done
+r=$(json "$OUT/torch-carve-report.json" 'd["devices"][0]["footprint_ratio"]' 2>/dev/null)
+python3 -c "import sys; sys.exit(0 if float('${r:-9}') <= 1.05 else 1)" &&
+  pass "torch gpt2: default mode's footprint at most 1.05" "$r" ||
+  fail "torch gpt2: default mode's footprint at most 1.05" "${r:-no report} (segments mode: see $OUT/torch-footprints.txt)"
 PYTORCH_NO_CUDA_MEMORY_CACHING=1 "$RUN" --trace "$OUT/torch_gpt2_nocache.csv.gz" -- \
   python3 "$HERE/torch_train.py" --model gpt2 --steps 8 --batch 8 --seq 512 >"$OUT/torch-trace.json" 2>&1 &&
   pass "torch gpt2: trace recorded" "$(ls -la "$OUT/torch_gpt2_nocache.csv.gz" | awk '{print $5}') bytes" ||
