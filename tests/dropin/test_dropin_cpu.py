@@ -566,6 +566,37 @@ def main():
     check("counted against the cap (64.00 MiB)" in err and "pitched peak" in err and "pools peak" in err,
           f"--report prints the counted memory by kind: {err!r}")
 
+    # ---- footprint: a recorded program's allocations in each mode -----------
+    # GPT-2 training with PyTorch's cache off, recorded under carve-run on an
+    # H100 (bench/traces/carve-run/), replayed through cuMemAlloc/cuMemFree
+    # with the "GPU" 64 events behind: the mock's peak of device memory over
+    # the program's requested peak, in the default mode and in segments mode.
+    # The default mode must not hold more than segments mode.
+    import gzip
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench", "traces", "carve-run",
+                       "torch_gpt2_nocache.csv.gz")
+    plain = os.path.join(tmp, "gpt2.csv")
+    with gzip.open(src, "rt") as f, open(plain, "w") as g:
+        g.write(f.read())
+    ratios = {}
+    for mode in ("default", "segments"):
+        env = dict(os.environ, LD_LIBRARY_PATH=MOCK, MOCK_CUDA_MEM=str(16 << 30))
+        for k in ("CARVE_CONF", "LD_PRELOAD"):
+            env.pop(k, None)
+        if RUNTIME:
+            env["LD_PRELOAD"] = RUNTIME
+        with open(plain) as f:
+            p = subprocess.run([run_tool, "--mode", mode, "--", os.path.join(MOCK, "dropin_replay"), "64"], stdin=f,
+                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+                               timeout=300)
+        line = ok_line(p.stdout, "replay")
+        check(p.returncode == 0 and line, f"replay of GPT-2 training in {mode} mode: {p.stdout}{p.stderr}")
+        if line:
+            ratios[mode] = float(line.split()[-1])
+    print(f"footprint of GPT-2 training (PyTorch's cache off) on the mock: {ratios}")
+    check(len(ratios) == 2 and ratios["default"] <= ratios["segments"],
+          f"the default mode holds no more than segments mode: {ratios}")
+
     # ---- trace, report, picture --------------------------------------------
     trace = os.path.join(tmp, "basic.csv.gz")
     rjson = os.path.join(tmp, "report.json")

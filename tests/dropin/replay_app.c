@@ -1,0 +1,101 @@
+/*
+ * replay_app.c — a recorded program's allocations and frees, driven through
+ * the driver's cuMemAlloc and cuMemFree (under carve-run: the interposer's),
+ * for the footprint of carve-run's modes on the mock driver.
+ *
+ * The one idea: replay what a program asked for, in its order, with the
+ * "GPU" running behind the CPU as it does on a real device: each buffer is
+ * used by work queued on the legacy stream when it is allocated, and that
+ * work completes only every LAG events, so unordered frees wait in the
+ * quarantine as they would. The program counts what it asks for (requested
+ * peak); the mock counts what the device gave (its peak of device memory
+ * taken, carve's segments or granules). Prints both and their ratio.
+ *
+ * Input (stdin): a carve trace, uncompressed: "a,KEY,SIZE[,...]" allocates,
+ * "f,KEY[,...]" frees; KEY a number (decimal or 0x hex); '#' lines skipped.
+ *
+ * Usage: dropin_replay [LAG]   (default 64)
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mock_api.h"
+
+static int failures;
+
+typedef struct slot {
+    unsigned long long key;
+    CUdeviceptr p;
+    size_t size;
+} slot;
+static slot *tab;
+static size_t cap = 1 << 16;
+
+static slot *find(unsigned long long key, int make) {
+    size_t i = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 20) & (cap - 1);
+    while (tab[i].p && tab[i].key != key)
+        i = (i + 1) & (cap - 1);
+    return tab[i].p || make ? &tab[i] : NULL;
+}
+
+int main(int argc, char **argv) {
+    unsigned lag = argc > 1 ? (unsigned)atoi(argv[1]) : 64;
+    CUcontext ctx;
+    CU(cuInit(0));
+    CU(cuDevicePrimaryCtxRetain(&ctx, 0));
+    CU(cuCtxSetCurrent(ctx));
+    tab = calloc(cap, sizeof(*tab));
+    char line[256];
+    size_t live = 0, peak = 0, n = 0, live_n = 0;
+    unsigned long long events = 0;
+    while (fgets(line, sizeof(line), stdin)) {
+        if (line[0] == '#' || (line[0] != 'a' && line[0] != 'f') || line[1] != ',')
+            continue;
+        char *end;
+        unsigned long long key = strtoull(line + 2, &end, 0);
+        if (line[0] == 'a') {
+            size_t size = (size_t)strtoull(end + 1, NULL, 0);
+            if (!size || live_n * 2 >= cap)
+                continue;
+            slot *s = find(key, 1);
+            CUdeviceptr p = 0;
+            CUresult r = cuMemAlloc_v2(&p, size);
+            if (r) {
+                printf("FAIL allocation %zu of %zu bytes: %d\n", n, size, r);
+                return 1;
+            }
+            *s = (slot){key, p, size};
+            live_n++;
+            live += size;
+            if (live > peak)
+                peak = live;
+            mock_cuda_launch(CU_STREAM_LEGACY, p, size < 4096 ? size : 4096);
+            n++;
+        } else {
+            slot *s = find(key, 0);
+            if (!s)
+                continue;
+            CU(cuMemFree_v2(s->p));
+            live -= s->size;
+            live_n--;
+            /* remove, shifting back what probed past it */
+            size_t i = (size_t)(s - tab), mask = cap - 1;
+            tab[i].p = 0;
+            for (size_t j = (i + 1) & mask; tab[j].p; j = (j + 1) & mask) {
+                slot x = tab[j];
+                tab[j].p = 0;
+                *find(x.key, 1) = x;
+            }
+        }
+        if (++events % lag == 0)
+            mock_cuda_complete_all();
+    }
+    mock_cuda_complete_all();
+    size_t reserved_now, mapped_now, device_peak;
+    unsigned long long faults;
+    mock_cuda_vmm_stats(&reserved_now, &mapped_now, &device_peak, &faults);
+    printf("OK replay %zu allocations, requested peak %zu, device peak %zu, ratio %.4f\n", n, peak, device_peak,
+           peak ? (double)device_peak / (double)peak : 0.0);
+    return failures ? 1 : 0;
+}
