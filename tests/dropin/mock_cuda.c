@@ -1510,16 +1510,25 @@ EXPORT CUresult cuDeviceGetAttribute(int *v, int attrib, CUdevice d) {
 EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t align, CUdeviceptr addr,
                                     unsigned long long flags) {
     ENTER();
-    (void)align;
     (void)addr;
     (void)flags;
-    if (!ptr || !size || size % ((size_t)2 << 20))
+    const size_t gran = (size_t)2 << 20;
+    if (!ptr || !size || size % gran || (align & (align - 1)))
         return INVALID_VALUE;
     if (vmm_fault("cuMemAddressReserve"))
         return OUT_OF_MEMORY;
-    void *p = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED)
+    /* Aligned as asked (at least to the granularity, as the driver does):
+     * map more, then give back the unaligned head and the tail. */
+    if (align < gran)
+        align = gran;
+    char *raw = mmap(NULL, size + align, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (raw == MAP_FAILED)
         return OUT_OF_MEMORY;
+    char *p = (char *)(((uintptr_t)raw + align - 1) & ~(uintptr_t)(align - 1));
+    if (p > raw)
+        munmap(raw, (size_t)(p - raw));
+    if (raw + size + align > p + size)
+        munmap(p + size, (size_t)(raw + size + align - (p + size)));
     pthread_mutex_lock(&lock);
     int ok = add_range((uintptr_t)p, size, NULL) == 0;
     if (ok)
