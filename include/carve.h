@@ -393,6 +393,32 @@ static inline carve_status carve_arena_get_config(const carve_arena *arena, carv
 CARVE_API carve_status carve_alloc(carve_arena *arena, size_t size, carve_stream stream,
                                    void **out);
 
+/* Flags of carve_alloc_flags. */
+#define CARVE_ALLOC_HELD 1u    /* from the memory the arena holds only: where the request
+                                  needs a new segment or (virtual-memory mode) granules
+                                  mapped, fail with CARVE_ERR_OOM instead */
+#define CARVE_ALLOC_REPLACE 2u /* virtual-memory mode: where the request would raise
+                                  the arena's peak of mapped memory, its stream keeps no
+                                  more than a granule of free memory mapped beyond what is
+                                  live now (not its usual allowance, which follows its
+                                  peak), so that the granules it maps replace free ones
+                                  (unmapped first, as past the allowance) */
+
+/*
+ * carve_alloc with flags (0: carve_alloc itself). For a caller that holds
+ * freed memory back as live buffers (an interposer's quarantine of frees
+ * that name no stream): CARVE_ALLOC_HELD first, giving memory back and
+ * trying again while it has some, then CARVE_ALLOC_REPLACE, so that
+ * neither what it holds back nor the peak it made the arena see decides
+ * what the arena holds. Returns what carve_alloc returns; CARVE_ERR_INVALID
+ * for an unknown flag; with CARVE_ALLOC_HELD, CARVE_ERR_OOM (carve_last_error
+ * saying so; not counted as an out of memory in the statistics) where the
+ * arena would have to grow. Thread-safe. With CARVE_ALLOC_HELD never
+ * synchronizes and never waits for an event; otherwise as carve_alloc.
+ */
+CARVE_API carve_status carve_alloc_flags(carve_arena *arena, size_t size, carve_stream stream,
+                                         unsigned flags, void **out);
+
 /*
  * Free a buffer from carve_alloc. The memory is reusable at once by later
  * allocations on the buffer's stream, by other streams once work queued

@@ -72,6 +72,12 @@ static void reclaim_unlocked(carve_arena *a, carve_pool *p, unsigned flags) {
     carve_note("%s", why);
 }
 
+/* A request with CARVE_ALLOC_HELD needs more memory than the arena holds. */
+static carve_block *held_short(void) {
+    carve_note("the arena holds no free block for it without reserving or mapping more");
+    return NULL;
+}
+
 /* Pool and heap locks held. Grow one of the pool's spans of class cls into
  * the free range right after it, so the new memory merges with the span's
  * last free block: a stream's spans then behave as one region. Returns the
@@ -114,7 +120,7 @@ static carve_block *pool_extend(carve_arena *a, carve_pool *p, unsigned cls, siz
  * virtual-memory mode, the new UNMAPPED room may be that block or its
  * neighbour), or NULL with *st set. The pool lock is dropped and retaken
  * around reclaims. */
-static carve_block *pool_refill(carve_arena *a, carve_pool *p, unsigned cls, size_t rs,
+static carve_block *pool_refill(carve_arena *a, carve_pool *p, unsigned cls, size_t rs, unsigned flags,
                                 carve_status *st) {
     size_t want = span_want(cls, rs), need = span_need(cls, rs);
     int asked_others = 0;
@@ -142,6 +148,11 @@ static carve_block *pool_refill(carve_arena *a, carve_pool *p, unsigned cls, siz
             span = carve_heap_take(a, p, cls, want, need, st);
         int ask_others = !span && *st == CARVE_OK && !asked_others && !a->vmm && CARVE_LOAD(&a->multi) &&
                          CARVE_LOAD(&a->heap.reserved) + want > CARVE_LOAD(&a->heap.reserved_peak);
+        if (!span && *st == CARVE_OK && !ask_others && (flags & CARVE_ALLOC_HELD)) { /* growing is the caller's to decide */
+            carve_mutex_unlock(&a->heap.lock);
+            *st = CARVE_ERR_OOM;
+            return held_short();
+        }
         if (!span && *st == CARVE_OK && !ask_others) {
             *st = carve_heap_grow(a, want, need);
             if (*st == CARVE_OK)
@@ -170,7 +181,7 @@ static carve_block *pool_refill(carve_arena *a, carve_pool *p, unsigned cls, siz
         carve_block *b;
         if (*st == CARVE_ERR_OOM && (b = carve_index_find_fit(&p->index[!cls], rs)))
             return b;
-        if (*st != CARVE_ERR_OOM || attempt == 2)
+        if (*st != CARVE_ERR_OOM || attempt == 2 || (flags & CARVE_ALLOC_HELD))
             return NULL;
         /* Release cached memory everywhere and retry; the second time, the
          * free room inside other streams' spans too (it moves only now:
@@ -198,7 +209,7 @@ static inline __attribute__((always_inline)) carve_block *block_split(carve_pool
  * memory mapped instead of unmapping it to map other granules, and a scan
  * of host memory replaces driver calls that cost tens of microseconds. */
 __attribute__((noinline, cold)) static carve_block *vmm_place(carve_arena *a, carve_pool *p, unsigned cls,
-                                                            size_t rs, carve_status *st) {
+                                                            size_t rs, unsigned flags, carve_status *st) {
     const size_t G = CARVE_SEGMENT_GRANULE;
     carve_block *best = NULL;
     size_t best_need = SIZE_MAX;
@@ -227,6 +238,10 @@ __attribute__((noinline, cold)) static carve_block *vmm_place(carve_arena *a, ca
     }
     if (!best)
         return NULL;
+    if (best_need && (flags & CARVE_ALLOC_HELD)) { /* mapping more is the caller's to decide */
+        *st = CARVE_ERR_OOM;
+        return held_short();
+    }
     carve_block *u = best, *m;
     if (carve_slab_reserve(&p->slab, 3) != 0 || carve_blockmap_reserve(&p->map) != 0) {
         carve_note("host memory exhausted for carve's metadata");
@@ -240,7 +255,7 @@ __attribute__((noinline, cold)) static carve_block *vmm_place(carve_arena *a, ca
         /* Making room must leave mapped the place itself, and the granules
          * next to u (unmapping one would merge u away). */
         carve_keep keep = {{best_x, u->addr - G}, {best_x + rs, u->addr + u->size + G}};
-        *st = carve_vmm_map(a, p, u->span, ga, best_need * G, &keep);
+        *st = carve_vmm_map(a, p, u->span, ga, best_need * G, &keep, (flags & CARVE_ALLOC_REPLACE) != 0);
         if (*st != CARVE_OK)
             return NULL;
         /* The records reserved above are still there: a trim on the way
@@ -259,23 +274,24 @@ __attribute__((noinline, cold)) static carve_block *vmm_place(carve_arena *a, ca
 /* Pool lock held; the fast path found no block for rs. Find or bring in a
  * block (in virtual-memory mode, map it); on running out of room, reclaim
  * cached memory from every stream and retry once. */
-static carve_block *pool_take(carve_arena *a, carve_pool *p, unsigned cls, size_t rs, carve_status *st) {
+static carve_block *pool_take(carve_arena *a, carve_pool *p, unsigned cls, size_t rs, unsigned flags,
+                              carve_status *st) {
     carve_pool_flush_hot(p, 1); /* merged, it may fit */
     for (int attempt = 0;; attempt++) {
         carve_block *b = carve_index_find_fit(&p->index[cls], rs);
         if (b)
             return b;
         if (!a->vmm)
-            return pool_refill(a, p, cls, rs, st);
-        if (!(b = vmm_place(a, p, cls, rs, st)) && *st == CARVE_OK) {
+            return pool_refill(a, p, cls, rs, flags, st);
+        if (!(b = vmm_place(a, p, cls, rs, flags, st)) && *st == CARVE_OK) {
             /* No room anywhere in the pool: bring address space in. */
-            b = pool_refill(a, p, cls, rs, st);
+            b = pool_refill(a, p, cls, rs, flags, st);
             if (b && !(b->state == CARVE_B_FREE && b->size >= rs))
-                b = vmm_place(a, p, cls, rs, st);
+                b = vmm_place(a, p, cls, rs, flags, st);
         }
         if (b)
             return b;
-        if (*st != CARVE_ERR_OOM || attempt == 1)
+        if (*st != CARVE_ERR_OOM || attempt == 1 || (flags & CARVE_ALLOC_HELD))
             return NULL;
         reclaim_unlocked(a, p, CARVE_RECLAIM_WAIT);
     }
@@ -322,7 +338,9 @@ static inline __attribute__((always_inline)) carve_block *block_split(carve_pool
     return b;
 }
 
-carve_status carve_alloc(carve_arena *a, size_t size, carve_stream s, void **out) {
+/* carve_alloc and carve_alloc_flags (the flags reach the slow path alone). */
+static inline __attribute__((always_inline)) carve_status alloc(carve_arena *a, size_t size, carve_stream s,
+                                                               void **out, unsigned flags) {
     if (CARVE_UNLIKELY(!out))
         return carve_fail(a, CARVE_ERR_INVALID, "carve_alloc: out is NULL");
     *out = NULL;
@@ -358,7 +376,7 @@ carve_status carve_alloc(carve_arena *a, size_t size, carve_stream s, void **out
     b = carve_index_find(ix, rs);
     carve_status st = CARVE_OK;
     if (CARVE_UNLIKELY(!b))
-        b = pool_take(a, p, cls, rs, &st);
+        b = pool_take(a, p, cls, rs, flags, &st);
     if (CARVE_LIKELY(b) && CARVE_UNLIKELY(carve_slab_reserve(&p->slab, 1) != 0 ||
                                            carve_blockmap_reserve(&p->map) != 0)) {
         carve_note("host memory exhausted for carve's metadata");
@@ -367,6 +385,9 @@ carve_status carve_alloc(carve_arena *a, size_t size, carve_stream s, void **out
     }
     if (CARVE_UNLIKELY(!b)) {
         carve_spin_unlock(&p->lock);
+        if (st == CARVE_ERR_OOM && (flags & CARVE_ALLOC_HELD))
+            return carve_fail(a, st, "carve_alloc_flags of %zu bytes from what the arena holds: %s", size,
+                              carve_note_get());
         if (st == CARVE_ERR_OOM)
             return alloc_oom(a, size, s, carve_note_get());
         return carve_fail(a, st, "carve_alloc of %zu bytes: %s", size, carve_note_get());
@@ -387,6 +408,17 @@ found:
     CHECK_EXPENSIVE(a);
     *out = (void *)b->addr;
     return CARVE_OK;
+}
+
+carve_status carve_alloc(carve_arena *a, size_t size, carve_stream s, void **out) { return alloc(a, size, s, out, 0); }
+
+carve_status carve_alloc_flags(carve_arena *a, size_t size, carve_stream s, unsigned flags, void **out) {
+    if (CARVE_UNLIKELY(flags & ~(CARVE_ALLOC_HELD | CARVE_ALLOC_REPLACE))) {
+        if (out)
+            *out = NULL;
+        return carve_fail(a, CARVE_ERR_INVALID, "carve_alloc_flags: unknown flags %#x", flags & ~(CARVE_ALLOC_HELD | CARVE_ALLOC_REPLACE));
+    }
+    return alloc(a, size, s, out, flags);
 }
 
 /* The pool that owns the span holding addr, locked; NULL when addr is in no

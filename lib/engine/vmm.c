@@ -699,12 +699,22 @@ static void pace(carve_pool *p, size_t remapped) {
 }
 
 carve_status carve_vmm_map(carve_arena *a, carve_pool *p, carve_block *span, uintptr_t addr, size_t size,
-                           const carve_keep *keep) {
+                           const carve_keep *keep, int replace) {
     carve_heap *h = &a->heap;
     char b1[32], b2[32], b3[32];
     size_t need = size;
     CARVE_ASSERT_INTERNAL(addr % G == 0 && size % G == 0 && addr >= span->addr && addr - span->addr <= span->size - size);
     size_t allow = carve_vmm_allowance(a, p), mapped = pool_mapped(p);
+    /* Asked to replace, where mapping would raise the arena's peak: the
+     * caller held freed buffers back as live, so the peak of live memory
+     * the allowance follows was too high, and this map is what decides the
+     * footprint: it allows for what is live now and one granule. (Below
+     * the peak the footprint does not grow, and the allowance keeps
+     * granules from being unmapped and mapped again for nothing.) */
+    if (replace && CARVE_LOAD(&h->reserved) + need > CARVE_LOAD(&h->reserved_peak)) {
+        size_t now = p->touched * G + G;
+        allow = now < allow ? now : allow;
+    }
     int recycle = 0;
     if (mapped + need > allow) {
         /* What is unmapped now is mostly mapped again below: let the

@@ -23,10 +23,12 @@ typedef struct carve_keep {
  * (whole granules of one UNMAPPED block of span), first unmapping free
  * granules of this pool (longest unused first; none in keep, which may be
  * NULL) where its mapped bytes would pass its allowance, and other streams'
- * where the arena's would pass the limit. Driver calls run with the heap lock dropped.
- * CARVE_ERR_OOM past the limit; the blocks are unchanged then. */
+ * where the arena's would pass the limit. With replace, where the arena's
+ * mapped bytes would pass their peak, the allowance is what the pool's live
+ * blocks touch now and one granule, if lower. Driver calls run with the
+ * heap lock dropped. CARVE_ERR_OOM past the limit; the blocks are unchanged then. */
 carve_status carve_vmm_map(carve_arena *a, carve_pool *p, carve_block *span, uintptr_t addr, size_t size,
-                           const carve_keep *keep) CARVE_INTERNAL;
+                           const carve_keep *keep, int replace) CARVE_INTERNAL;
 /* Pool lock held: [lo, hi), just mapped, is the front or the back (or all)
  * of UNMAPPED block u: make it FREE, merged with a FREE neighbour, and
  * indexed. Returns the FREE block that holds [lo, hi). Needs one spare

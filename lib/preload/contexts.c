@@ -89,6 +89,7 @@
 #define REUSE_SCAN 8                   /* reusable buffers looked at for one of the size asked for */
 #define POLL_EVERY 64                  /* calls of a thread between looks at the closed epochs */
 #define SAMPLE_EVERY 67                /* calls between two timed ones (with --report) */
+#define ROOM_SLACK_DIV 64              /* an arena grows past waiting frees up to 1/64 of what it holds */
 
 #define TLS __thread __attribute__((tls_model("initial-exec")))
 #define NOINLINE __attribute__((noinline))
@@ -760,6 +761,44 @@ static NOINLINE int alloc_failed(carve_ctx *c, carve_thread *t, carve_status st,
     return CUDA_SUCCESS;
 }
 
+/* An allocation from what the arena holds failed with st: the arena would
+ * have to grow. First what this thread keeps that nobody reused goes back,
+ * then the quarantine's epochs the device is done with,
+ * oldest first, waiting for the oldest while the closed epochs hold more
+ * than a sliver of the arena (1 / ROOM_SLACK_DIV of what it holds): memory
+ * waiting for a GPU that runs behind then never decides the footprint, and
+ * the wait is for work queued long ago, with what was queued after it
+ * keeping the device busy. Then the arena grows, in virtual-memory mode in
+ * place of free granules the device is done with: the buffers the
+ * quarantine held made the arena see a peak of live memory higher than the
+ * program's, which its allowance of mapped memory would follow. */
+static NOINLINE int alloc_grow(carve_ctx *c, carve_thread *t, carve_status st, size_t size, carve_stream stream,
+                               int try_only, uintptr_t *out) {
+    void *p = NULL;
+    if (st == CARVE_ERR_OOM) {
+        if (t && t->bc == c) {
+            carve_spin_lock(&t->lock);
+            if (t->ngroups)
+                promote(t);
+            unsigned had = t->ready - t->head;
+            give_back_ready(t);
+            carve_spin_unlock(&t->lock);
+            if (had)
+                st = carve_alloc_flags(c->arena, size, stream, CARVE_ALLOC_HELD, &p);
+        }
+        size_t slack = carve_memory_reserved(c->arena) / ROOM_SLACK_DIV;
+        while (st == CARVE_ERR_OOM && carve_q_make_room(c->q, slack))
+            st = carve_alloc_flags(c->arena, size, stream, CARVE_ALLOC_HELD, &p);
+        if (st == CARVE_ERR_OOM)
+            st = carve_alloc_flags(c->arena, size, stream, CARVE_ALLOC_REPLACE, &p);
+    }
+    if (st != CARVE_OK)
+        return alloc_failed(c, t, st, size, stream, try_only, out);
+    *out = (uintptr_t)p;
+    count(t, c, stream ? ASYNC_ALLOCS : ALLOCS);
+    return CUDA_SUCCESS;
+}
+
 int carve_ctx_alloc(size_t size, carve_stream stream, int try_only, uintptr_t *out, carve_ctx **cp) {
     carve_ctx *c = *cp = current();
     if (CARVE_UNLIKELY(!c || !c->arena))
@@ -778,9 +817,9 @@ int carve_ctx_alloc(size_t size, carve_stream stream, int try_only, uintptr_t *o
         carve_q_handle_busy(c->q, stream))
         stream = NULL; /* usable on any stream at once, which is more than asked */
     enter_carve(t);
-    carve_status st = carve_alloc(c->arena, size, stream, &p);
+    carve_status st = carve_alloc_flags(c->arena, size, stream, CARVE_ALLOC_HELD, &p);
     if (CARVE_UNLIKELY(st != CARVE_OK)) {
-        int r = alloc_failed(c, t, st, size, stream, try_only, out);
+        int r = alloc_grow(c, t, st, size, stream, try_only, out);
         leave_carve(t);
         return r;
     }
@@ -1104,7 +1143,7 @@ void carve_ctx_each(void (*fn)(carve_arena *arena, int device, const carve_ctx_c
         counts.ooms = __atomic_load_n(&c->n.ooms, __ATOMIC_RELAXED);
         counts.passthrough = __atomic_load_n(&c->n.passthrough, __ATOMIC_RELAXED);
         counts.ns_in_carve = __atomic_load_n(&c->n.ns_in_carve, __ATOMIC_RELAXED);
-        carve_q_counts(c->q, &counts.epochs, &counts.drains);
+        carve_q_counts(c->q, &counts.epochs, &counts.drains, &counts.room_waits, &counts.held_peak);
         fn(c->arena, c->device, &counts, arg);
     }
     free(list);

@@ -187,9 +187,16 @@ int carve_q_busy(const carve_quarantine *q) CARVE_INTERNAL;
 void carve_q_poll(carve_quarantine *q) CARVE_INTERNAL;
 /* Close the open epoch and wait for every epoch (synchronizes). */
 void carve_q_drain(carve_quarantine *q) CARVE_INTERNAL;
-/* Bytes waiting; epochs closed and waits so far. */
+/* The arena would grow for an allocation: give back the closed epochs
+ * that have completed, or, when none has and they hold more than slack
+ * bytes, wait for the oldest and give it back. 1 when an epoch went back
+ * (try the allocation again), 0 when nothing did (grow). */
+int carve_q_make_room(carve_quarantine *q, size_t slack) CARVE_INTERNAL;
+/* Bytes waiting; epochs closed, waits, waits for room (carve_q_make_room)
+ * so far, and the most bytes waiting at once. */
 size_t carve_q_held(carve_quarantine *q) CARVE_INTERNAL;
-void carve_q_counts(carve_quarantine *q, uint64_t *epochs, uint64_t *drains) CARVE_INTERNAL;
+void carve_q_counts(carve_quarantine *q, uint64_t *epochs, uint64_t *drains, uint64_t *room_waits,
+                    size_t *held_peak) CARVE_INTERNAL;
 /* Streams of the context, made and destroyed. Epochs record an event on
  * each non-blocking one; destroying any records its last event (every later
  * epoch waits for it) and gives back the epochs while the stream exists; a
@@ -214,7 +221,8 @@ void carve_q_fence(carve_quarantine *q) CARVE_INTERNAL;
 typedef struct carve_ctx carve_ctx;
 /* Per-context counters for the report. */
 typedef struct carve_ctx_counts {
-    uint64_t allocs, frees, async_allocs, async_frees, ooms, passthrough, epochs, drains, ns_in_carve;
+    uint64_t allocs, frees, async_allocs, async_frees, ooms, passthrough, epochs, drains, room_waits, ns_in_carve;
+    size_t held_peak; /* the most bytes of unordered frees waiting at once */
 } carve_ctx_counts;
 
 /* The state of the calling thread's current CUDA context, with its arena
@@ -237,9 +245,10 @@ int carve_ctx_contains(uintptr_t ptr) CARVE_INTERNAL;
  * stream NULL: usable at once on any stream (cuMemAlloc); otherwise
  * stream-ordered on stream. Returns a CUresult, or CARVE_CTX_NOT_SERVED
  * when no context is current (*c NULL) or its arena could not be made.
- * try_only: on failure return at once, leaving nothing recorded (no wait
- * for the quarantine, no count, no message), for a caller that will ask
- * again another way. */
+ * Before the arena grows, the quarantine's oldest epochs may be waited for
+ * (carve_q_make_room). try_only: on failure return at once, leaving nothing
+ * recorded (no drain of the quarantine, no count, no message), for a
+ * caller that will ask again another way. */
 #define CARVE_CTX_NOT_SERVED (-2)
 int carve_ctx_alloc(size_t size, carve_stream stream, int try_only, uintptr_t *out, carve_ctx **c) CARVE_INTERNAL;
 /* Free ptr if carve handed it out. ordered 0: no stream named (cuMemFree):

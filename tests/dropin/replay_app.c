@@ -9,7 +9,9 @@
  * work completes only every LAG events, so unordered frees wait in the
  * quarantine as they would. The program counts what it asks for (requested
  * peak); the mock counts what the device gave (its peak of device memory
- * taken, carve's segments or granules). Prints both and their ratio.
+ * taken, carve's segments or granules). Prints both and their ratio. Every
+ * buffer is handed to the mock's oracle, which counts a range handed out
+ * while queued work still uses it (the run fails on any).
  *
  * Input (stdin): a carve trace, uncompressed: "a,KEY,SIZE[,...]" allocates,
  * "f,KEY[,...]" frees; KEY a number (decimal or 0x hex); '#' lines skipped.
@@ -70,12 +72,14 @@ int main(int argc, char **argv) {
             live += size;
             if (live > peak)
                 peak = live;
-            mock_cuda_launch(CU_STREAM_LEGACY, p, size < 4096 ? size : 4096);
+            mock_cuda_own(p, size, NULL, 0);
+            CU(mock_cuda_launch(CU_STREAM_LEGACY, p, size));
             n++;
         } else {
             slot *s = find(key, 0);
             if (!s)
                 continue;
+            mock_cuda_disown(s->p);
             CU(cuMemFree_v2(s->p));
             live -= s->size;
             live_n--;
@@ -95,7 +99,12 @@ int main(int argc, char **argv) {
     size_t reserved_now, mapped_now, device_peak;
     unsigned long long faults;
     mock_cuda_vmm_stats(&reserved_now, &mapped_now, &device_peak, &faults);
-    printf("OK replay %zu allocations, requested peak %zu, device peak %zu, ratio %.4f\n", n, peak, device_peak,
-           peak ? (double)device_peak / (double)peak : 0.0);
-    return failures ? 1 : 0;
+    char why[512];
+    unsigned long long bad = mock_cuda_violations(why, sizeof(why));
+    if (bad)
+        printf("FAIL %llu violations: %s\n", bad, why);
+    printf("%s replay %zu allocations, requested peak %zu, device peak %zu, ratio %.4f, %llu violations\n",
+           failures || bad ? "FAIL" : "OK", n, peak, device_peak, peak ? (double)device_peak / (double)peak : 0.0,
+           bad);
+    return failures || bad ? 1 : 0;
 }
