@@ -749,14 +749,16 @@ CARVE_API carve_status carve_cuda_driver_lookup(void *(*lookup)(const char *name
  * CUDA_DRIVER backend took its memory in has been destroyed or reset. The
  * driver freed what belonged to the context (cuMemAlloc segments), not the
  * virtual-memory mode's granules and address ranges, which belong to no
- * context: this unmaps and frees those, without touching the arena's events
- * (they died with the context). Nothing more is served from the arena's
- * memory (an allocation that would need more answers CARVE_ERR_NO_DEVICE or
- * out of memory); its records and statistics stay, and carve_arena_destroy
- * is still the way to free them. Does nothing for other backends and
- * segments mode, or when arena is NULL. Thread-safe, but a buffer the
- * program still uses is unmapped under it (as the driver frees a context's
- * memory). Does not synchronize. */
+ * context: this unmaps the granules the arena's records say are mapped
+ * (costing what is mapped, not the address space reserved) and frees the
+ * ranges, without touching the arena's events (they died with the
+ * context). Nothing more is taken for the arena from then on (an
+ * allocation that would need more answers CARVE_ERR_NO_DEVICE or out of
+ * memory); its records and statistics stay, and carve_arena_destroy is
+ * still the way to free them. A second call does nothing; so does a call
+ * for other backends and segments mode, or when arena is NULL. Thread-safe,
+ * but a buffer the program still uses is unmapped under it (as the driver
+ * frees a context's memory). Does not synchronize. */
 CARVE_API void carve_arena_abandon(carve_arena *arena);
 
 #ifdef __cplusplus

@@ -207,10 +207,18 @@ static carve_status vmm_reserve(carve_be *be, size_t size, uintptr_t *base) {
     return st;
 }
 
+/* Whether the context is to be made current around a call: not once the
+ * arena was abandoned (the context is gone; the driver's virtual-memory
+ * functions act on the process's address space). */
+static carve_status enter_live(drv_ctx *c, int *pushed) {
+    *pushed = 0;
+    return carve_drv_vmm_state(c->vmm) ? CARVE_OK : enter(c, pushed);
+}
+
 static carve_status vmm_release(carve_be *be, uintptr_t base, size_t size) {
     drv_ctx *c = be->ctx;
     int pushed;
-    carve_status st = enter(c, &pushed);
+    carve_status st = enter_live(c, &pushed);
     if (st != CARVE_OK)
         return st;
     st = carve_drv_vmm_release(c->vmm, base, size);
@@ -233,7 +241,7 @@ static carve_status vmm_decommit(carve_be *be, uintptr_t addr, size_t size, size
     drv_ctx *c = be->ctx;
     int pushed;
     *done = 0;
-    carve_status st = enter(c, &pushed);
+    carve_status st = enter_live(c, &pushed);
     if (st != CARVE_OK)
         return st;
     st = carve_drv_vmm_decommit(c->vmm, addr, size, piece, done);
@@ -241,11 +249,15 @@ static carve_status vmm_decommit(carve_be *be, uintptr_t addr, size_t size, size
     return st;
 }
 
-/* The context is gone: no context to enter (the driver's virtual-memory
- * functions act on the process's address space). */
-static void vmm_abandon(carve_be *be) {
+static void vmm_recycle(carve_be *be, int on) {
     drv_ctx *c = be->ctx;
-    carve_drv_vmm_abandon(c->vmm);
+    carve_drv_vmm_recycle(c->vmm, on);
+}
+
+/* The context is gone: no context to enter. */
+static void vmm_abandon(carve_be *be, int stage) {
+    drv_ctx *c = be->ctx;
+    carve_drv_vmm_abandon(c->vmm, stage);
 }
 
 static const carve_backend_ops driver_ops = {
@@ -264,6 +276,7 @@ static const carve_backend_ops driver_vmm_ops = {
     .release = vmm_release,
     .commit = vmm_commit,
     .decommit = vmm_decommit,
+    .recycle = vmm_recycle,
     .event_record = drv_event_record,
     .event_query = drv_event_query,
     .event_sync = drv_event_sync,

@@ -6,14 +6,27 @@
  *
  * The one idea, as in cuda_vmm.c: a handle is released as soon as it is
  * mapped, so the mapping alone holds the memory and unmapping frees it;
- * nothing is kept per mapping. Every call goes through the driver table
- * (driver_api.c), which under carve-run is the driver's real entry points
- * (metered against the cap by the interposer), never its hooks. The
- * reserved ranges are the one thing remembered: when the context the arena
- * serves is taken away, the driver frees nothing of this memory (it belongs
- * to no context), so carve_drv_vmm_abandon walks the ranges granule by
- * granule, unmaps what is still mapped (cuMemRetainAllocationHandle tells
- * which) and frees the ranges.
+ * nothing is kept per mapping. Inside a recycle window (the engine opens
+ * one while it unmaps granules to map others) an unmapped granule's handle
+ * is taken back from its address first (cuMemRetainAllocationHandle) and
+ * kept to be mapped again in place of a new one, which saves a cuMemCreate
+ * and a release per granule; closing the window releases what was not
+ * reused. Every call goes through the driver table (driver_api.c), which
+ * under carve-run is the driver's real entry points (metered against the
+ * cap by the interposer), never its hooks.
+ *
+ * A handle whose cuMemRelease fails still holds its memory: it is tried
+ * again at once, and if that fails too it is kept and released again at
+ * the next unmap, the end of a recycle window, abandonment or destruction
+ * (the cap counts it until then, as the driver does).
+ *
+ * The reserved ranges are the one thing remembered: when the context the
+ * arena serves is taken away, the driver frees nothing of this memory (it
+ * belongs to no context). Abandoning is then done in two stages (backend.h):
+ * first no call takes memory any more, and the engine unmaps what its
+ * records say is mapped (decommit still acts, without the gone context),
+ * which costs what is mapped, not the address space; then every range is
+ * freed, and from then on nothing acts: the addresses may be another's.
  */
 #include "backend/driver_vmm.h"
 
@@ -28,13 +41,23 @@ typedef struct drv_range {
     struct drv_range *next;
 } drv_range;
 
+enum { LIVE, REFUSING, FREED }; /* the states of abandonment */
+
+typedef struct handles {
+    CUmemGenericAllocationHandle *h;
+    size_t n, cap;
+} handles;
+
 struct carve_drv_vmm {
     const carve_driver_api *api;
     CUmemAllocationProp prop;
     CUmemAccessDesc access;
-    carve_mutex lock; /* guards ranges and gone */
+    carve_mutex lock; /* guards everything below */
     drv_range *ranges;
-    int gone;         /* abandoned: every call fails */
+    int state;        /* LIVE, REFUSING or FREED */
+    int recycling;    /* recycle windows open */
+    handles spare;    /* unmapped granules' handles kept in a window */
+    handles stuck;    /* handles whose release failed, to be released again */
 };
 
 static carve_status vmm_error(const carve_driver_api *api, CUresult r, const char *what) {
@@ -45,13 +68,60 @@ static carve_status vmm_error(const carve_driver_api *api, CUresult r, const cha
     return r == CUDA_ERROR_OUT_OF_MEMORY ? CARVE_ERR_OOM : CARVE_ERR_BACKEND;
 }
 
-static int is_gone(carve_drv_vmm *v) {
+int carve_drv_vmm_state(carve_drv_vmm *v) {
     carve_mutex_lock(&v->lock);
-    int gone = v->gone;
+    int s = v->state;
     carve_mutex_unlock(&v->lock);
-    if (gone)
-        carve_backend_fail("the arena's CUDA context is gone");
-    return gone;
+    return s;
+}
+
+static int refuses(carve_drv_vmm *v) {
+    if (carve_drv_vmm_state(v) == LIVE)
+        return 0;
+    carve_backend_fail("the arena's CUDA context is gone");
+    return 1;
+}
+
+/* Lock held: push h on l; 0, or -1 when host memory ran out. */
+static int push(handles *l, CUmemGenericAllocationHandle h) {
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 16;
+        CUmemGenericAllocationHandle *n = realloc(l->h, cap * sizeof(*n));
+        if (!n)
+            return -1;
+        l->h = n;
+        l->cap = cap;
+    }
+    l->h[l->n++] = h;
+    return 0;
+}
+
+/* Release h, once more at once if the driver refuses; a handle refused
+ * twice is kept (lock not held) to be released later. */
+static void release(carve_drv_vmm *v, CUmemGenericAllocationHandle h) {
+    if (v->api->MemRelease(h) == CUDA_SUCCESS || v->api->MemRelease(h) == CUDA_SUCCESS)
+        return;
+    carve_mutex_lock(&v->lock);
+    (void)push(&v->stuck, h); /* no room to remember it: its memory is lost, as the driver's refusal said */
+    carve_mutex_unlock(&v->lock);
+}
+
+/* Lock held: release the handles whose release failed before; those
+ * refused again stay. */
+static void release_stuck(carve_drv_vmm *v) {
+    size_t k = 0;
+    for (size_t i = 0; i < v->stuck.n; i++)
+        if (v->api->MemRelease(v->stuck.h[i]) != CUDA_SUCCESS)
+            v->stuck.h[k++] = v->stuck.h[i];
+    v->stuck.n = k;
+}
+
+/* Lock held: release the kept handles of the recycle window. */
+static void release_spare(carve_drv_vmm *v) {
+    for (size_t i = 0; i < v->spare.n; i++)
+        if (v->api->MemRelease(v->spare.h[i]) != CUDA_SUCCESS)
+            (void)push(&v->stuck, v->spare.h[i]);
+    v->spare.n = 0;
 }
 
 carve_status carve_drv_vmm_check(const carve_driver_api *api, CUdevice dev) {
@@ -100,17 +170,25 @@ carve_drv_vmm *carve_drv_vmm_new(const carve_driver_api *api, int ordinal) {
 }
 
 void carve_drv_vmm_free(carve_drv_vmm *v) {
+    carve_mutex_lock(&v->lock);
+    if (v->state != FREED) { /* abandoned: released then */
+        release_spare(v);
+        release_stuck(v);
+    }
+    carve_mutex_unlock(&v->lock);
     while (v->ranges) { /* the engine released them; this frees leftovers' records */
         drv_range *r = v->ranges;
         v->ranges = r->next;
         free(r);
     }
+    free(v->spare.h);
+    free(v->stuck.h);
     carve_mutex_destroy(&v->lock);
     free(v);
 }
 
 carve_status carve_drv_vmm_reserve(carve_drv_vmm *v, size_t size, uintptr_t *base) {
-    if (is_gone(v))
+    if (refuses(v))
         return CARVE_ERR_NO_DEVICE;
     drv_range *r = calloc(1, sizeof(*r));
     if (!r) {
@@ -126,9 +204,18 @@ carve_status carve_drv_vmm_reserve(carve_drv_vmm *v, size_t size, uintptr_t *bas
     r->base = (uintptr_t)p;
     r->size = size;
     carve_mutex_lock(&v->lock);
-    r->next = v->ranges;
-    v->ranges = r;
+    int live = v->state == LIVE; /* abandoned meanwhile: the range would never be freed */
+    if (live) {
+        r->next = v->ranges;
+        v->ranges = r;
+    }
     carve_mutex_unlock(&v->lock);
+    if (!live) {
+        (void)v->api->MemAddressFree(p, size);
+        free(r);
+        carve_backend_fail("the arena's CUDA context is gone");
+        return CARVE_ERR_NO_DEVICE;
+    }
     *base = r->base;
     return CARVE_OK;
 }
@@ -141,17 +228,29 @@ carve_status carve_drv_vmm_release(carve_drv_vmm *v, uintptr_t base, size_t size
     drv_range *r = *pp;
     if (r)
         *pp = r->next;
-    int gone = v->gone;
+    int freed = v->state == FREED;
     carve_mutex_unlock(&v->lock);
     free(r);
-    if (gone) /* abandoned: the range was freed then */
+    if (freed) /* abandoned: the range was freed then */
         return CARVE_OK;
     CUresult e = v->api->MemAddressFree((CUdeviceptr)base, size);
     return e == CUDA_SUCCESS ? CARVE_OK : vmm_error(v->api, e, "cuMemAddressFree");
 }
 
+/* A handle for one piece: a kept granule's, else a new one. */
+static CUresult take_handle(carve_drv_vmm *v, size_t piece, CUmemGenericAllocationHandle *h) {
+    int got = 0;
+    if (piece == CARVE_SEGMENT_GRANULE) {
+        carve_mutex_lock(&v->lock);
+        if ((got = v->spare.n > 0))
+            *h = v->spare.h[--v->spare.n];
+        carve_mutex_unlock(&v->lock);
+    }
+    return got ? CUDA_SUCCESS : v->api->MemCreate(h, piece, &v->prop, 0);
+}
+
 carve_status carve_drv_vmm_commit(carve_drv_vmm *v, uintptr_t addr, size_t size, size_t piece) {
-    if (is_gone(v))
+    if (refuses(v))
         return CARVE_ERR_NO_DEVICE;
     if (piece == 0 || size % piece) {
         carve_backend_fail("commit of %zu bytes in pieces of %zu", size, piece);
@@ -163,10 +262,10 @@ carve_status carve_drv_vmm_commit(carve_drv_vmm *v, uintptr_t addr, size_t size,
     const char *what = "cuMemCreate";
     for (; i < n; i++) {
         CUmemGenericAllocationHandle h = 0;
-        if ((e = api->MemCreate(&h, piece, &v->prop, 0)) != CUDA_SUCCESS)
+        if ((e = take_handle(v, piece, &h)) != CUDA_SUCCESS)
             break;
         e = api->MemMap((CUdeviceptr)(addr + i * piece), piece, 0, h, 0);
-        api->MemRelease(h); /* the mapping holds the memory now; unmapping frees it */
+        release(v, h); /* mapped: the mapping holds the memory now, unmapping frees it; else it goes */
         if (e != CUDA_SUCCESS) {
             what = "cuMemMap";
             break;
@@ -183,35 +282,60 @@ carve_status carve_drv_vmm_commit(carve_drv_vmm *v, uintptr_t addr, size_t size,
 
 carve_status carve_drv_vmm_decommit(carve_drv_vmm *v, uintptr_t addr, size_t size, size_t piece, size_t *done) {
     *done = 0;
-    if (is_gone(v))
+    carve_mutex_lock(&v->lock);
+    int state = v->state, window = v->recycling > 0 && piece == CARVE_SEGMENT_GRANULE;
+    if (state != FREED && v->stuck.n)
+        release_stuck(v);
+    carve_mutex_unlock(&v->lock);
+    if (state == FREED) { /* the ranges are freed: the addresses may be another's */
+        carve_backend_fail("the arena's CUDA context is gone");
         return CARVE_ERR_NO_DEVICE;
+    }
+    const carve_driver_api *api = v->api;
     for (size_t off = 0; off < size; off += piece) {
-        CUresult e = v->api->MemUnmap((CUdeviceptr)(addr + off), piece);
-        if (e != CUDA_SUCCESS)
-            return vmm_error(v->api, e, "cuMemUnmap");
+        CUdeviceptr at = (CUdeviceptr)(addr + off);
+        /* In a recycle window the granule's memory is kept for the next
+         * map: its handle back from the address, before the unmap frees it. */
+        CUmemGenericAllocationHandle h = 0;
+        int keep = window && state == LIVE && api->MemRetainAllocationHandle(&h, (void *)at) == CUDA_SUCCESS;
+        CUresult e = api->MemUnmap(at, piece);
+        if (e != CUDA_SUCCESS) {
+            if (keep)
+                release(v, h); /* the mapping still holds it */
+            return vmm_error(api, e, "cuMemUnmap");
+        }
         *done += piece;
+        if (keep) {
+            carve_mutex_lock(&v->lock);
+            int kept = v->recycling > 0 && push(&v->spare, h) == 0;
+            carve_mutex_unlock(&v->lock);
+            if (!kept)
+                release(v, h);
+        }
     }
     return CARVE_OK;
 }
 
-void carve_drv_vmm_abandon(carve_drv_vmm *v) {
+void carve_drv_vmm_recycle(carve_drv_vmm *v, int on) {
     carve_mutex_lock(&v->lock);
-    if (v->gone) {
-        carve_mutex_unlock(&v->lock);
-        return;
+    v->recycling += on ? 1 : -1;
+    if (v->recycling == 0 && v->state != FREED) { /* the last window closed: give back what was not reused */
+        release_spare(v);
+        release_stuck(v);
     }
-    v->gone = 1;
-    const carve_driver_api *api = v->api;
-    for (drv_range *r = v->ranges; r; r = r->next) {
-        for (size_t off = 0; off < r->size; off += CARVE_SEGMENT_GRANULE) {
-            CUmemGenericAllocationHandle h = 0;
-            void *at = (void *)(r->base + off);
-            if (api->MemRetainAllocationHandle(&h, at) != CUDA_SUCCESS)
-                continue; /* not mapped */
-            api->MemRelease(h);
-            api->MemUnmap((CUdeviceptr)(uintptr_t)at, CARVE_SEGMENT_GRANULE);
-        }
-        api->MemAddressFree((CUdeviceptr)r->base, r->size);
+    carve_mutex_unlock(&v->lock);
+}
+
+void carve_drv_vmm_abandon(carve_drv_vmm *v, int stage) {
+    carve_mutex_lock(&v->lock);
+    if (stage == 0 && v->state == LIVE) {
+        v->state = REFUSING;
+    } else if (stage == 1 && v->state != FREED) {
+        v->state = FREED;
+        release_spare(v);
+        release_stuck(v);
+        for (drv_range *r = v->ranges; r; r = r->next)
+            (void)v->api->MemAddressFree((CUdeviceptr)r->base, r->size);
     }
     carve_mutex_unlock(&v->lock);
 }

@@ -92,9 +92,9 @@ static carve_status f_export(carve_be *be, uintptr_t addr, size_t size, carve_ip
 }
 /* Not a counted call: injected failures stand for memory and events. */
 static carve_status f_grant(carve_be *be) { return be->faults.leaf->grant ? be->faults.leaf->grant(be) : CARVE_OK; }
-static void f_abandon(carve_be *be) {
+static void f_abandon(carve_be *be, int stage) {
     if (be->faults.leaf->abandon)
-        be->faults.leaf->abandon(be);
+        be->faults.leaf->abandon(be, stage);
 }
 static void f_destroy(carve_be *be) {
     const carve_backend_ops *leaf = be->faults.leaf;

@@ -18,6 +18,7 @@
 #include "engine/error.h"
 #include "engine/heap.h"
 #include "engine/live.h"
+#include "engine/vmm.h"
 #include "engine/pool.h"
 #include "engine/reclaim.h"
 
@@ -261,8 +262,15 @@ carve_status carve_arena_create(const carve_config *user, carve_arena **out) {
 }
 
 void carve_arena_abandon(carve_arena *a) {
-    if (a && a->be.ops->abandon)
-        a->be.ops->abandon(&a->be);
+    if (!a || !a->be.ops->abandon || __atomic_exchange_n(&a->abandoned, 1, __ATOMIC_ACQ_REL))
+        return;
+    /* The backend itself, not the fault-injecting layer in front of it:
+     * nothing injected keeps a granule mapped now. */
+    const carve_backend_ops *ops = a->be.faults.leaf ? a->be.faults.leaf : a->be.ops;
+    ops->abandon(&a->be, 0); /* nothing more is taken from now on */
+    if (a->vmm)
+        carve_vmm_abandon(a, ops); /* what the records say is mapped */
+    ops->abandon(&a->be, 1);       /* the address ranges */
 }
 
 void carve_arena_destroy(carve_arena *a) {

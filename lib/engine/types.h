@@ -171,6 +171,7 @@ struct carve_arena {
     size_t min_grow;
     int growth;
     int vmm;                     /* virtual-memory mode */
+    int abandoned;               /* atomic: carve_arena_abandon was called */
     size_t small_max;            /* requests up to this are small: CARVE_SMALL_MAX, or 0 in
                                     virtual-memory mode, where one address-ordered region per
                                     stream packs buffers of every size (unused granules are

@@ -539,8 +539,10 @@ int carve_vmm_unmap_span(carve_arena *a, carve_pool *p, carve_block *span) {
     return failed || short_of_records ? -1 : 0;
 }
 
-void carve_vmm_span_destroy(carve_arena *a, const carve_block *span) {
-    size_t done;
+/* Unmap every mapped run of span through ops; a granule the backend
+ * refuses is asked once more, then passed over. The blocks are left as
+ * they are. */
+static void span_unmap_all(carve_arena *a, const carve_backend_ops *ops, const carve_block *span) {
     for (const carve_block *b = span->u.r.first; b;) {
         if (b->state == CARVE_B_UNMAPPED) {
             b = b->next;
@@ -550,7 +552,27 @@ void carve_vmm_span_destroy(carve_arena *a, const carve_block *span) {
         while (b && b->state != CARVE_B_UNMAPPED)
             b = b->next;
         uintptr_t y = b ? b->addr : span->addr + span->size;
-        a->be.ops->decommit(&a->be, x, y - x, CARVE_VMM_PIECE, &done);
+        while (x < y) {
+            size_t done = 0;
+            if (ops->decommit(&a->be, x, y - x, CARVE_VMM_PIECE, &done) == CARVE_OK)
+                break;
+            x += done;
+            if (x < y && ops->decommit(&a->be, x, G, CARVE_VMM_PIECE, &done) != CARVE_OK)
+                x += G; /* refused twice: it stays */
+            else
+                x += done;
+        }
+    }
+}
+
+void carve_vmm_span_destroy(carve_arena *a, const carve_block *span) { span_unmap_all(a, a->be.ops, span); }
+
+void carve_vmm_abandon(carve_arena *a, const carve_backend_ops *ops) {
+    for (carve_pool *p = CARVE_LOAD_ACQ(&a->pools); p; p = p->next_all) {
+        carve_spin_lock(&p->lock);
+        for (const carve_block *span = p->spans; span; span = span->fnext)
+            span_unmap_all(a, ops, span);
+        carve_spin_unlock(&p->lock);
     }
 }
 

@@ -58,6 +58,11 @@ int carve_vmm_unmap_span(carve_arena *a, carve_pool *p, carve_block *span) CARVE
 /* The arena is being destroyed: unmap whatever is mapped in span, keeping
  * no books. */
 void carve_vmm_span_destroy(carve_arena *a, const carve_block *span) CARVE_INTERNAL;
+/* The arena's context is gone (carve_arena_abandon): unmap, through ops,
+ * every run of granules the spans of every pool hold mapped (each pool
+ * locked in turn), leaving the records as they are. Costs the blocks, not
+ * the address space. */
+void carve_vmm_abandon(carve_arena *a, const carve_backend_ops *ops) CARVE_INTERNAL;
 
 /* Pool lock held: link / unlink an UNMAPPED block in its pool's list. */
 static inline void carve_vmm_list_add(carve_pool *p, carve_block *b) {

@@ -96,7 +96,10 @@
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
 struct carve_ctx {
-    CUcontext ctx;      /* NULL once the context is gone (atomic) */
+    CUcontext ctx;      /* NULL once the context is gone, or while the driver may be taking it
+                           away (atomic) */
+    int hidden;         /* NULL only while the driver destroys or resets it (table_lock): its
+                           slot stays its own, and it comes back if the driver refuses */
     struct carve_ctx *retired_next; /* gone and out of its slot: kept for the report */
     unsigned seq;       /* contexts made before it */
     int device;
@@ -142,7 +145,7 @@ static carve_ctx *retired;  /* atomic: gone contexts out of their slots */
 /* Contexts the driver is destroying, resetting or releasing right now (a
  * handle once per call, under table_lock): no arena is made for them. */
 static CUcontext dying[MAX_DYING];
-static carve_ctx *dying_c[MAX_DYING]; /* forgotten by the call already: abandoned once it succeeds */
+static carve_ctx *dying_c[MAX_DYING]; /* hidden by the call: forgotten once it succeeds, back if it fails */
 static unsigned ndying;
 static unsigned nmade; /* contexts made so far (table_lock) */
 static int forked;          /* a child of a process that used CUDA: serve nothing */
@@ -449,7 +452,7 @@ static void make_arena(carve_ctx *c, CUcontext cur) {
  * host memory is short. */
 static carve_ctx *make(CUcontext cur) {
     unsigned n = nctx, i = 0;
-    while (i < n && __atomic_load_n(&slot(i)->ctx, __ATOMIC_ACQUIRE))
+    while (i < n && (__atomic_load_n(&slot(i)->ctx, __ATOMIC_ACQUIRE) || slot(i)->hidden))
         i++;
     carve_ctx *c = i < MAX_CTX ? calloc(1, sizeof(*c)) : NULL;
     if (!c)
@@ -566,32 +569,49 @@ int carve_ctx_device(const carve_ctx *c) { return c->device; }
 carve_arena *carve_ctx_arena(const carve_ctx *c) { return c->arena; }
 const char *carve_ctx_last_error(const carve_ctx *c) { return c->err; }
 
-/* Forget ctx (table_lock held). The driver frees the context's memory
- * itself; the arena's records are kept for the report but nothing is handed
- * out from them again, and the buffers waiting to go back to it lose their
- * pending marks (the driver may hand the same addresses to another
- * context). */
-static carve_ctx *forget(CUcontext ctx) {
-    carve_ctx *c = find(ctx);
-    if (!c)
-        return NULL;
+/* Nothing is served from c from now on: every thread looks its context up
+ * again and finds none (table_lock held). */
+static void hide(carve_ctx *c) {
     __atomic_store_n(&c->ctx, NULL, __ATOMIC_RELEASE);
     __atomic_add_fetch(&generation, 1, __ATOMIC_RELEASE);
+}
+
+/* c's context is gone (hidden already or not; table_lock held). The driver
+ * freed the context's memory itself, but not what belongs to no context:
+ * the granules of virtual-memory mode go back now. The arena's records are
+ * kept for the report but nothing is handed out from them again, and the
+ * buffers waiting to go back to it lose their pending marks (the driver may
+ * hand the same addresses to another context). */
+static void forget(carve_ctx *c) {
+    hide(c);
+    c->hidden = 0; /* its slot may be taken */
     if (c->q) {
         carve_q_gone(c->q);
         take_batches(c, TAKE_ALL, 0); /* joined to a gone quarantine: marks cleared */
     }
-    return c;
+    carve_arena_abandon(c->arena);
 }
 
-void carve_ctx_going(struct CUctx_st *ctx, int forget_now) {
+/* The driver destroys or resets ctx (hide_now) or may reset it (a primary
+ * context's release): no arena is made for the handle until the call is
+ * over, and with hide_now nothing is served from its arena meanwhile. What
+ * waits for it stays until the call succeeded: a call that fails leaves the
+ * context as it was, and carve too. */
+void carve_ctx_going(struct CUctx_st *ctx, int hide_now) {
     if (forked || !ctx)
         return;
     pthread_mutex_lock(&table_lock);
-    carve_ctx *c = forget_now ? forget(ctx) : NULL;
+    carve_ctx *c = hide_now ? find(ctx) : NULL;
     if (ndying < MAX_DYING) {
+        if (c) {
+            hide(c);
+            c->hidden = 1;
+        }
         dying[ndying] = ctx;
         dying_c[ndying++] = c;
+    } else if (c) { /* no room to remember the call: forgotten now, as if it succeeds */
+        forget(c);
+        carve_meter_ctx_gone(ctx);
     }
     pthread_mutex_unlock(&table_lock);
 }
@@ -600,21 +620,23 @@ void carve_ctx_settled(struct CUctx_st *ctx, int freed) {
     if (forked || !ctx)
         return;
     pthread_mutex_lock(&table_lock);
-    carve_ctx *c = freed ? forget(ctx) : NULL; /* before an arena can be made for the handle again */
+    carve_ctx *hidden = NULL;
     for (unsigned i = 0; i < ndying; i++)
         if (dying[i] == ctx) {
-            if (!c)
-                c = dying_c[i];
+            hidden = dying_c[i];
             dying[i] = dying[--ndying];
             dying_c[i] = dying_c[ndying];
             break;
         }
-    if (freed) {
-        /* The driver freed the context's memory, but not what belongs to no
-         * context: the granules of virtual-memory mode go back now. */
+    carve_ctx *c = hidden ? hidden : find(ctx);
+    if (freed) { /* before an arena can be made for the handle again */
         if (c)
-            carve_arena_abandon(c->arena);
+            forget(c);
         carve_meter_ctx_gone(ctx);
+    } else if (hidden) { /* the driver refused: served as before */
+        hidden->hidden = 0;
+        __atomic_store_n(&hidden->ctx, ctx, __ATOMIC_RELEASE);
+        __atomic_add_fetch(&generation, 1, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&table_lock);
 }

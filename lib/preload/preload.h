@@ -285,15 +285,17 @@ void carve_ctx_each(void (*fn)(carve_arena *arena, int device, const carve_ctx_c
 void carve_ctx_capture_fence(void) CARVE_INTERNAL;
 /* The driver is about to destroy, reset or release ctx (thread-safe):
  * until carve_ctx_settled(ctx), no arena is made for it (its allocations
- * go to the driver, which frees them with the context). With forget_now,
- * ctx is forgotten now: nothing more is served from its arena (the driver
- * frees its memory), its waiting frees are dropped, and the next arena for
- * the same handle is a new one. */
-void carve_ctx_going(struct CUctx_st *ctx, int forget_now) CARVE_INTERNAL;
+ * go to the driver, which frees them with the context). With hide_now,
+ * nothing more is served from its arena meanwhile (the driver frees its
+ * memory); its waiting frees stay until the call is over. */
+void carve_ctx_going(struct CUctx_st *ctx, int hide_now) CARVE_INTERNAL;
 /* The driver's call is over. With freed (the driver freed the context's
- * memory), ctx is forgotten (if not already) and the memory counted in it
- * against the cap is given back (carve_meter_ctx_gone); then arenas may be
- * made for it again. */
+ * memory), ctx is forgotten: its waiting frees are dropped, its arena's
+ * virtual-memory granules and ranges go back (carve_arena_abandon), the
+ * memory counted in it against the cap is given back
+ * (carve_meter_ctx_gone), and the next arena for the same handle is a new
+ * one. Without (the call failed, or a release left the context alive), a
+ * hidden context is served again as before. */
 void carve_ctx_settled(struct CUctx_st *ctx, int freed) CARVE_INTERNAL;
 /* The context's device, its arena (NULL when it could not be made), and the
  * explanation of its last failure. */

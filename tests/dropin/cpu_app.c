@@ -21,11 +21,14 @@
  * must keep on top: a granule two buffers share stays mapped while one of
  * them lives, a granule freed while queued work uses it is not unmapped
  * before that work ends, cuMemGetInfo's free memory can be had, and the
- * device never holds more than the cap.
+ * device never holds more than the cap. The mode ownctx: a context whose
+ * destruction the driver refuses once stays served as it was, and its
+ * destruction gives back every granule at a cost in proportion to what was
+ * mapped.
  *
  * Usage: dropin_cpu_app MODE   (basic lookup foreign info oom quarantine
  *                               threads loop fork capture doublefree
- *                               batches reset vmm kinds granules)
+ *                               batches reset vmm kinds granules ownctx)
  *        dropin_cpu_app expandable MIB
  */
 #include <dlfcn.h>
@@ -796,10 +799,77 @@ static void mode_granules(void) {
            shared, shared_ok, n1, n2, waited, f / MIB, t / MIB, r1, r2, peak / MIB, cap / MIB, bad, text);
 }
 
+/* A context of its own, holding buffers live and freed while a kernel still
+ * uses them, whose cuCtxDestroy the driver refuses once: everything stays as
+ * it was (carve serves the context from the same arena, frees of its
+ * buffers are accepted, never passed to the driver, nothing handed out
+ * early). Then destroyed for good: every granule and range goes back, at a
+ * cost (driver calls) in proportion to what was mapped, not to the address
+ * space reserved. */
+static void mode_ownctx(void) {
+    CUcontext prim = NULL, mine = NULL;
+    CU(cuCtxGetCurrent(&prim));
+    CU(cuCtxCreate_v2(&mine, 0, 0));
+    enum { N = 16 };
+    CUdeviceptr p[N], q[N];
+    for (int i = 0; i < N; i++) {
+        CU(cuMemAlloc_v2(&p[i], 3 * MIB + 4096));
+        CHECK(!mock_cuda_own(p[i], 3 * MIB + 4096, NULL, 0));
+        fill(p[i], 4096, (uint64_t)i);
+    }
+    for (int i = 0; i < N; i += 2) { /* waiting in the quarantine */
+        CU(mock_cuda_launch(NULL, p[i], 3 * MIB + 4096));
+        mock_cuda_disown(p[i]);
+        CU(cuMemFree_v2(p[i]));
+    }
+    unsigned long long drv0 = mock_cuda_ctx_allocs(mine), nalloc, nfree, bad0, bad1;
+    size_t live;
+    mock_cuda_stats(&nalloc, &nfree, &bad0, &live);
+    mock_cuda_fail_destroys(1);
+    CUresult refused = cuCtxDestroy_v2(mine);
+    CUcontext cur = NULL;
+    CU(cuCtxGetCurrent(&cur));
+    int still = cur == mine;
+    for (int i = 0; i < N; i++) { /* served as before */
+        CU(cuMemAlloc_v2(&q[i], 3 * MIB + 4096));
+        CHECK(!mock_cuda_own(q[i], 3 * MIB + 4096, NULL, 0));
+    }
+    int freed = 0;
+    for (int i = 1; i < N; i += 2) {
+        CHECK(intact(p[i], 4096, (uint64_t)i));
+        mock_cuda_disown(p[i]);
+        freed += cuMemFree_v2(p[i]) == 0;
+    }
+    for (int i = 0; i < N; i++)
+        mock_cuda_disown(q[i]);
+    mock_cuda_stats(&nalloc, &nfree, &bad1, &live);
+    unsigned long long served = (unsigned long long)N - (mock_cuda_ctx_allocs(mine) - drv0); /* not grown for */
+    size_t reserved, mapped, peak;
+    unsigned long long faults;
+    mock_cuda_vmm_stats(&reserved, &mapped, &peak, &faults);
+    unsigned long long c0 = mock_cuda_calls();
+    CU(cuCtxDestroy_v2(mine));
+    unsigned long long calls = mock_cuda_calls() - c0;
+    size_t reserved2, mapped2, live2;
+    unsigned long long bad2;
+    mock_cuda_vmm_stats(&reserved2, &mapped2, &peak, &faults);
+    mock_cuda_stats(&nalloc, &nfree, &bad2, &live2); /* device memory still taken */
+    CU(cuCtxSetCurrent(prim));
+    char text[512] = "";
+    unsigned long long bad = mock_cuda_violations(text, sizeof(text));
+    CHECK(refused != 0 && still && freed == N / 2 && bad1 == bad0 && bad == 0);
+    CHECK(reserved2 == 0 && mapped2 == 0 && live2 == 0 && calls <= 2 * (mapped / (2 * MIB)) + 32);
+    printf("OK ownctx destroy refused=%d, still current %d, %llu of %d served after, %d of %d frees accepted, "
+           "%llu stray frees; destroyed: %zu MiB reserved and %zu MiB mapped before, %zu and %zu after, %zu MiB of "
+           "device memory kept, %llu driver calls; %llu violations %s\n",
+           refused != 0, still, served, N, freed, N / 2, bad1 - bad0, reserved / MIB, mapped / MIB, reserved2 / MIB,
+           mapped2 / MIB, live2 / MIB, calls, bad, text);
+}
+
 int main(int argc, char **argv) {
     if (argc != 2 && !(argc == 3 && !strcmp(argv[1], "expandable"))) {
         fprintf(stderr, "usage: dropin_cpu_app basic|lookup|foreign|info|oom|quarantine|reuse|threads|loop|fork|"
-                        "capture|doublefree|batches|reset|vmm|kinds|granules\n       dropin_cpu_app expandable MIB\n");
+                        "capture|doublefree|batches|reset|vmm|kinds|granules|ownctx\n       dropin_cpu_app expandable MIB\n");
         return 2;
     }
     start();
@@ -840,6 +910,8 @@ int main(int argc, char **argv) {
         mode_kinds();
     else if (!strcmp(m, "granules"))
         mode_granules();
+    else if (!strcmp(m, "ownctx"))
+        mode_ownctx();
     else {
         fprintf(stderr, "dropin_cpu_app: unknown mode %s\n", m);
         return 2;

@@ -107,6 +107,7 @@ void mock_cuda_memory_calls(unsigned long long *creates, unsigned long long *poo
 void mock_cuda_vmm_stats(size_t *reserved_now, size_t *mapped_now, size_t *peak_used, unsigned long long *faults);
 int mock_cuda_stale_stream_uses(void);
 unsigned long long mock_cuda_ctx_allocs(CUcontext ctx);
+void mock_cuda_fail_destroys(int n);
 /* The device model: work queued on streams, completed on command, and the
  * oracle that checks every range handed out (mock_cuda.c). */
 CUresult mock_cuda_launch(CUstream s, CUdeviceptr p, size_t n);

@@ -903,10 +903,19 @@ EXPORT CUresult cuCtxCreate_v2(CUcontext *ctx, unsigned flags, CUdevice d) {
     *ctx = c;
     return OK;
 }
+static int fail_destroys; /* cuCtxDestroy calls to refuse (mock_cuda_fail_destroys) */
+
+/* The next n cuCtxDestroy calls fail (CUDA_ERROR_INVALID_CONTEXT), changing
+ * nothing, as a driver that refuses to destroy a context. */
+EXPORT void mock_cuda_fail_destroys(int n) { __atomic_store_n(&fail_destroys, n, __ATOMIC_RELEASE); }
+
 EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
     ENTER();
     if (!ctx || ctx == &primary)
         return INVALID_CONTEXT;
+    for (int n = __atomic_load_n(&fail_destroys, __ATOMIC_ACQUIRE); n > 0;)
+        if (__atomic_compare_exchange_n(&fail_destroys, &n, n - 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+            return INVALID_CONTEXT;
     context_call_delay();
     pthread_mutex_lock(&lock);
     kill_context(ctx);

@@ -103,8 +103,11 @@ int main(int argc, char **argv) {
     unsigned long long bad = mock_cuda_violations(why, sizeof(why));
     if (bad)
         printf("FAIL %llu violations: %s\n", bad, why);
-    printf("%s replay %zu allocations, requested peak %zu, device peak %zu, ratio %.4f, %llu violations\n",
-           failures || bad ? "FAIL" : "OK", n, peak, device_peak, peak ? (double)device_peak / (double)peak : 0.0,
-           bad);
+    unsigned long long creates, pool_allocs;
+    mock_cuda_memory_calls(&creates, &pool_allocs);
+    printf("%s replay %zu allocations, requested peak %zu, device peak %zu, ratio %.4f, %llu violations, "
+           "%llu cuMemCreate\n",
+           failures || bad ? "FAIL" : "OK", n, peak, device_peak, peak ? (double)device_peak / (double)peak : 0.0, bad,
+           creates);
     return failures || bad ? 1 : 0;
 }

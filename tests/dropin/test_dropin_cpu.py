@@ -337,6 +337,23 @@ def main():
     check(rc == 0 and "shared_ok=1" in out and "waited=1" in out and "all of it 0, 2 MiB more 2" in out
           and "0 violations" in out, f"granules under the quarantine and the cap: {out}{err}")
 
+    # A context of the program's own whose cuCtxDestroy the driver refuses
+    # once: served as before (its frees accepted, nothing passed to the
+    # driver, nothing handed out early); then destroyed: every granule and
+    # range back, no device memory kept, in driver calls that follow what
+    # was mapped (2 GiB of address space, 98 MiB mapped); also with every
+    # third cuMemRelease (a granule's handle would hold its memory after the
+    # unmap) or cuMemUnmap failing.
+    for env in ({}, {"MOCK_VMM_FAIL": "cuMemRelease", "MOCK_VMM_FAIL_EVERY": "3"},
+                {"MOCK_VMM_FAIL": "cuMemUnmap", "MOCK_VMM_FAIL_EVERY": "3"}):
+        rc, out, err = run([run_tool, "--", app, "ownctx"], env, timeout=120)
+        line = ok_line(out, "ownctx") or ""
+        m = re.search(r"(\d+) MiB reserved and (\d+) MiB mapped before, 0 and 0 after, 0 MiB of device memory kept, "
+                      r"(\d+) driver calls", line)
+        check(rc == 0 and "refused=1, still current 1" in line and "8 of 8 frees accepted, 0 stray frees" in line
+              and m and "0 violations" in line and (MODE_ARGS or int(m.group(2)) > 0),
+              f"a context whose destruction is refused once, then destroyed {env}: {out}{err}")
+
     # The driver failing each virtual-memory call in turn (every third call
     # of one function, in the mock): the program gets every allocation, and
     # what the cap counts at exit is what carve holds.
@@ -599,17 +616,23 @@ def main():
                                     os.path.join(MOCK, "dropin_replay"), str(lag)], stdin=f, env=env,
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=300)
             line = ok_line(p.stdout, "replay")
-            m = re.search(r"ratio ([0-9.]+), 0 violations", line or "")
+            m = re.search(r"ratio ([0-9.]+), 0 violations, (\d+) cuMemCreate", line or "")
             check(p.returncode == 0 and m, f"replay of GPT-2 training in {mode} mode, lag {lag}: {p.stdout}{p.stderr}")
             if m:
                 ratios[(mode, lag)] = float(m.group(1))
-            if mode == "default" and lag == 16:
+            if m and mode == "default" and lag == 16:
+                # Granules unmapped to map others keep their memory for
+                # them (a cuMemCreate and a release saved each).
                 try:
                     with open(rjson) as f:
                         d = json.load(f)["devices"][0]
                     check(d["unordered_free_peak_bytes"] > 0 and d["waits_before_growing"] > 0,
                           f"the report says what the quarantine held at most and how often the arena waited "
                           f"for it rather than grow: {d}")
+                    creates = int(m.group(2))
+                    check(d["driver_releases"] > 0 and creates + d["driver_releases"] // 2 <= d["driver_reserves"],
+                          f"unmapped granules' memory is mapped again rather than created anew: {creates} created, "
+                          f"{d['driver_reserves']} maps and reserves, {d['driver_releases']} unmaps")
                 except (OSError, ValueError, KeyError, IndexError) as e:
                     check(False, f"replay report ({e})")
     print("footprint of GPT-2 training (PyTorch's cache off) on the mock, device peak / requested peak: " +
