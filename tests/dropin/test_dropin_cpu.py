@@ -629,9 +629,10 @@ def main():
         # that unordered frees wait in the quarantine: the mock's peak of device
         # memory over the program's requested peak, in the default mode and in
         # segments mode, and the oracle's count of ranges handed out while work
-        # still used them (must be 0). The default mode must hold at most 1.05
-        # times what the program asks for (the bar) whatever the lag,
-        # and no more than segments mode.
+        # still used them (must be 0). The default mode must hold at most 1.02
+        # times what the program asks for whatever the lag (the bar on
+        # a GPU is 1.05; the waiting frees must not decide the footprint), and
+        # no more than segments mode.
         import gzip
         src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench", "traces", "carve-run",
                            "torch_gpt2_nocache.csv.gz")
@@ -675,8 +676,8 @@ def main():
               ", ".join(f"{m} lag {lag}: {r:.4f}" for (m, lag), r in sorted(ratios.items())))
         for lag in (1, 16, 64):
             d, g = ratios.get(("default", lag)), ratios.get(("segments", lag))
-            check(d is not None and g is not None and d <= 1.05 and d <= g,
-                  f"lag {lag}: the default mode holds at most 1.05 times the requested peak, and no more than "
+            check(d is not None and g is not None and d <= 1.02 and d <= g,
+                  f"lag {lag}: the default mode holds at most 1.02 times the requested peak, and no more than "
                   f"segments mode: {d} vs {g}")
 
     part("trace")
