@@ -18,6 +18,7 @@
 #include "backend/driver_api.h"
 #include "backend/driver_vmm.h"
 #include "backend/leaves.h"
+#include "backend/peers.h"
 #include "base/lock.h"
 
 typedef struct drv_ctx {
@@ -286,6 +287,27 @@ static const carve_backend_ops driver_vmm_ops = {
     .abandon = vmm_abandon,
 };
 
+/* can_access for peers.h through the driver: whether device ordinal peer
+ * can read and write owner's memory; a failed question counts as no. */
+static int drv_can_access(int peer, int owner, void *arg) {
+    const carve_driver_api *api = arg;
+    CUdevice p = 0, o = 0;
+    int can = 0;
+    if (!api->DeviceCanAccessPeer || api->DeviceGet(&p, peer) != CUDA_SUCCESS ||
+        api->DeviceGet(&o, owner) != CUDA_SUCCESS || api->DeviceCanAccessPeer(&can, p, o) != CUDA_SUCCESS)
+        return 0;
+    return can;
+}
+
+/* Virtual-memory mode's access list (peers.h): with peers=auto every
+ * device of the ndev visible that can access device's memory, as cudaMalloc
+ * memory is reachable once the program enables peer access; peers=none the
+ * owner alone. */
+static carve_status drv_peer_list(const carve_driver_api *api, const carve_config *cfg, int device, int ndev,
+                                  int *out, int *n) {
+    return carve_peer_list(cfg->peers, cfg->peer_devices, device, ndev, drv_can_access, (void *)api, out, n);
+}
+
 carve_status carve_backend_open_driver(carve_be *be, const carve_config *cfg) {
     int device = cfg->device;
     const carve_driver_api *api = carve_driver_api_get();
@@ -340,7 +362,10 @@ carve_status carve_backend_open_driver(carve_be *be, const carve_config *cfg) {
                                  cfg->initial_fraction <= 0);
     if (want) {
         carve_status st = carve_drv_vmm_check(api, c->dev);
-        if (st == CARVE_OK && !(c->vmm = carve_drv_vmm_new(api, device)))
+        int peers[CARVE_PEERS_MAX + 1], npeers = 0;
+        if (st == CARVE_OK)
+            st = drv_peer_list(api, cfg, device, n, peers, &npeers);
+        if (st == CARVE_OK && !(c->vmm = carve_drv_vmm_new(api, device, peers, npeers)))
             st = CARVE_ERR_OOM;
         if (st != CARVE_OK && (cfg->vmm == 1 || st == CARVE_ERR_OOM)) {
             if (c->retained)

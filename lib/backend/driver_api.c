@@ -57,6 +57,7 @@ static const struct {
     {"cuMemGetAllocationGranularity", offsetof(carve_driver_api, MemGetAllocationGranularity)},
     {"cuMemRetainAllocationHandle", offsetof(carve_driver_api, MemRetainAllocationHandle)},
     {"cuDeviceGetAttribute", offsetof(carve_driver_api, DeviceGetAttribute)},
+    {"cuDeviceCanAccessPeer", offsetof(carve_driver_api, DeviceCanAccessPeer)},
 };
 #define NOPTIONAL (sizeof(optional) / sizeof(optional[0]))
 

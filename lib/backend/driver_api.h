@@ -58,6 +58,9 @@ typedef struct carve_driver_api {
                                             CUmemAllocationGranularity_flags option);
     CUresult (*MemRetainAllocationHandle)(CUmemGenericAllocationHandle *h, void *addr);
     CUresult (*DeviceGetAttribute)(int *value, CUdevice_attribute attrib, CUdevice dev);
+    /* Optional: which devices may be granted the arena's mapped memory
+     * (virtual-memory mode with peers=auto; missing: the owner alone). */
+    CUresult (*DeviceCanAccessPeer)(int *can, CUdevice dev, CUdevice peer);
 } carve_driver_api;
 
 /* Fill the table with lookup(name, arg) for each exported driver name (the

@@ -2,7 +2,8 @@
  * driver_vmm.c — the driver-API backend's virtual-memory mode: address
  * space reserved with cuMemAddressReserve, physical memory created with
  * cuMemCreate one granule at a time and mapped with cuMemMap, access
- * granted with one cuMemSetAccess per run; cuMemUnmap gives a granule back.
+ * granted with one cuMemSetAccess per run (one descriptor per device the
+ * configuration grants: peers.h); cuMemUnmap gives a granule back.
  *
  * The one idea, as in cuda_vmm.c: a handle is released as soon as it is
  * mapped, so the mapping alone holds the memory and unmapping frees it;
@@ -51,7 +52,8 @@ typedef struct handles {
 struct carve_drv_vmm {
     const carve_driver_api *api;
     CUmemAllocationProp prop;
-    CUmemAccessDesc access;
+    CUmemAccessDesc *access; /* owner first, then the peers (peers.h) */
+    size_t naccess;
     carve_mutex lock; /* guards everything below */
     drv_range *ranges;
     int state;        /* LIVE, REFUSING or FREED */
@@ -153,9 +155,12 @@ carve_status carve_drv_vmm_check(const carve_driver_api *api, CUdevice dev) {
     return CARVE_OK;
 }
 
-carve_drv_vmm *carve_drv_vmm_new(const carve_driver_api *api, int ordinal) {
+carve_drv_vmm *carve_drv_vmm_new(const carve_driver_api *api, int ordinal, const int *peers, int npeers) {
     carve_drv_vmm *v = calloc(1, sizeof(*v));
-    if (!v) {
+    CUmemAccessDesc *access = npeers > 0 ? calloc((size_t)npeers, sizeof(*access)) : NULL;
+    if (!v || !access) {
+        free(v);
+        free(access);
         carve_backend_fail("host memory exhausted");
         return NULL;
     }
@@ -163,8 +168,13 @@ carve_drv_vmm *carve_drv_vmm_new(const carve_driver_api *api, int ordinal) {
     v->prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     v->prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     v->prop.location.id = ordinal;
-    v->access.location = v->prop.location;
-    v->access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    for (int i = 0; i < npeers; i++) {
+        access[i].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        access[i].location.id = peers[i];
+        access[i].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    }
+    v->access = access;
+    v->naccess = (size_t)npeers;
     carve_mutex_init(&v->lock);
     return v;
 }
@@ -183,6 +193,7 @@ void carve_drv_vmm_free(carve_drv_vmm *v) {
     }
     free(v->spare.h);
     free(v->stuck.h);
+    free(v->access);
     carve_mutex_destroy(&v->lock);
     free(v);
 }
@@ -271,7 +282,7 @@ carve_status carve_drv_vmm_commit(carve_drv_vmm *v, uintptr_t addr, size_t size,
             break;
         }
     }
-    if (i == n && (e = api->MemSetAccess((CUdeviceptr)addr, size, &v->access, 1)) != CUDA_SUCCESS)
+    if (i == n && (e = api->MemSetAccess((CUdeviceptr)addr, size, v->access, v->naccess)) != CUDA_SUCCESS)
         what = "cuMemSetAccess";
     if (e == CUDA_SUCCESS)
         return CARVE_OK;

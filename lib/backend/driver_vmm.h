@@ -16,8 +16,11 @@ typedef struct carve_drv_vmm carve_drv_vmm;
 /* Whether api has every virtual-memory function and dev supports them:
  * CARVE_OK, else CARVE_ERR_NO_DEVICE with carve_backend_msg() saying why. */
 carve_status carve_drv_vmm_check(const carve_driver_api *api, CUdevice dev) CARVE_INTERNAL;
-/* The mode's state for device ordinal (NULL: host memory is short, said). */
-carve_drv_vmm *carve_drv_vmm_new(const carve_driver_api *api, int ordinal) CARVE_INTERNAL;
+/* The mode's state for device ordinal, its memory granted on every mapping
+ * to the npeers devices in peers (owner first; peers.h); NULL: host memory
+ * is short, said. */
+carve_drv_vmm *carve_drv_vmm_new(const carve_driver_api *api, int ordinal, const int *peers,
+                                 int npeers) CARVE_INTERNAL;
 /* Free v, releasing the handles it keeps. */
 void carve_drv_vmm_free(carve_drv_vmm *v) CARVE_INTERNAL;
 /* 0 while the arena's context lives (its calls need it current); else

@@ -54,7 +54,12 @@
  * which widens the moment when it has begun but its caller does not know),
  * MOCK_REENTER=1 (cuDeviceTotalMem calls the cuMemGetInfo_v2 first in the
  * process's lookup order, as a CUDA runtime that resolved its driver
- * functions through an interposer does from inside carve's own backend).
+ * functions through an interposer does from inside carve's own backend),
+ * MOCK_DEVICES (devices cuDeviceGetCount reports, default 1; every one can
+ * access every other's memory unless MOCK_NO_PEERS=1; all but device 0 exist
+ * only to be counted and named), MOCK_ACCESS_LOG (a file to which every
+ * cuMemSetAccess appends one line: "access SIZE dev dev ...", the devices
+ * its descriptors grant).
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -785,16 +790,29 @@ EXPORT CUresult cuDriverGetVersion(int *v) {
     *v = 12080;
     return OK;
 }
+static int devices(void) {
+    const char *v = getenv("MOCK_DEVICES");
+    int n = v && *v ? atoi(v) : 1;
+    return n < 1 ? 1 : n;
+}
 EXPORT CUresult cuDeviceGetCount(int *n) {
     ENTER();
-    *n = 1;
+    *n = devices();
     return OK;
 }
 EXPORT CUresult cuDeviceGet(CUdevice *d, int ordinal) {
     ENTER();
-    if (ordinal != 0)
+    if (ordinal < 0 || ordinal >= devices())
         return 101; /* CUDA_ERROR_INVALID_DEVICE */
-    *d = 0;
+    *d = ordinal;
+    return OK;
+}
+EXPORT CUresult cuDeviceCanAccessPeer(int *can, CUdevice dev, CUdevice peer) {
+    ENTER();
+    if (!can || dev < 0 || dev >= devices() || peer < 0 || peer >= devices())
+        return 101; /* CUDA_ERROR_INVALID_DEVICE */
+    const char *no = getenv("MOCK_NO_PEERS");
+    *can = dev != peer && !(no && *no == '1');
     return OK;
 }
 EXPORT CUresult cuMemGetInfo_v2(size_t *f, size_t *t);
@@ -1709,6 +1727,20 @@ EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const void *desc, s
         return INVALID_VALUE;
     if (vmm_fault("cuMemSetAccess"))
         return OUT_OF_MEMORY;
+    const char *logname = getenv("MOCK_ACCESS_LOG");
+    if (logname && *logname) {
+        FILE *f = fopen(logname, "a");
+        if (f) {
+            const struct {
+                int type, id, flags; /* CUmemAccessDesc: location (type, id), flags */
+            } *d = desc;
+            fprintf(f, "access %zu", size);
+            for (size_t i = 0; i < count; i++)
+                fprintf(f, " %d", d[i].id);
+            fprintf(f, "\n");
+            fclose(f);
+        }
+    }
     uintptr_t lo = (uintptr_t)ptr, hi = lo + size;
     pthread_mutex_lock(&lock);
     CUresult r = OK;
@@ -1829,7 +1861,7 @@ static void *lookup(const char *symbol, int version, cuuint64_t flags) {
         const char *name;
         void (*fn)(void);
     } exports[] = {
-        E(cuInit), E(cuDriverGetVersion), E(cuDeviceGetCount), E(cuDeviceGet), E(cuDeviceTotalMem_v2),
+        E(cuInit), E(cuDriverGetVersion), E(cuDeviceGetCount), E(cuDeviceGet), E(cuDeviceCanAccessPeer), E(cuDeviceTotalMem_v2),
         E(cuDevicePrimaryCtxRetain), E(cuDevicePrimaryCtxRelease_v2), E(cuDevicePrimaryCtxRelease),
         E(cuDevicePrimaryCtxReset_v2), E(cuDevicePrimaryCtxGetState), E(cuCtxCreate_v2), E(cuCtxGetCurrent),
         E(cuCtxSetCurrent), E(cuCtxGetDevice), E(cuCtxPushCurrent_v2), E(cuCtxPopCurrent_v2), E(cuCtxSynchronize),

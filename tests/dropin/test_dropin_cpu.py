@@ -361,6 +361,27 @@ def main():
     check(rc == 0 and "shared_ok=1" in out and "waited=1" in out and "all of it 0, 2 MiB more 2" in out
           and "0 violations" in out, f"granules under the quarantine and the cap: {out}{err}")
 
+    # Peer access in the default mode (the mock reporting two devices, each
+    # able to access the other's memory; MOCK_ACCESS_LOG records every
+    # cuMemSetAccess): peers=auto grants carve's mappings to both devices,
+    # as cudaMalloc memory is reachable once the program enables peer
+    # access; --conf peers=none and a device 1 that cannot access device 0
+    # (MOCK_NO_PEERS) grant them to device 0 alone; segments mode maps
+    # nothing.
+    if not MODE_ARGS:
+        for conf, env, want in ((None, {}, "0 1"), ("peers=none", {}, "0"), (None, {"MOCK_NO_PEERS": "1"}, "0")):
+            log = os.path.join(tmp, "access.log")
+            if os.path.exists(log):
+                os.unlink(log)
+            args = [run_tool] + (["--conf", conf] if conf else []) + ["--", app, "basic"]
+            rc, out, err = run(args, dict({"MOCK_DEVICES": "2", "MOCK_ACCESS_LOG": log}, **env), timeout=120)
+            grants = set()
+            if os.path.exists(log):
+                with open(log) as f:
+                    grants = {" ".join(line.split()[2:]) for line in f if line.startswith("access ")}
+            check(rc == 0 and ok_line(out, "basic") and grants == {want},
+                  f"access granted on two devices ({conf} {env}): {sorted(grants)}, want {want!r}: {out}{err}")
+
     # A context of the program's own whose cuCtxDestroy the driver refuses
     # once: served as before (its frees accepted, nothing passed to the
     # driver, nothing handed out early); then destroyed: every granule and
