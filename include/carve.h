@@ -377,7 +377,8 @@ static inline carve_status carve_arena_get_config(const carve_arena *arena, carv
  * when no free range of whole granules, nor a free block of the stream's
  * own, holds it and no segment can be added under the limit (or when the
  * driver refuses memory; other threads allocating meanwhile may take room);
- * CARVE_ERR_BACKEND for driver failures; CARVE_ERR_INVALID also for
+ * CARVE_ERR_BACKEND for driver failures; CARVE_ERR_NO_DEVICE once the
+ * arena was abandoned (carve_arena_abandon); CARVE_ERR_INVALID also for
  * cudaStreamPerThread, whose meaning depends on the calling thread (pass the
  * thread's concrete stream). *out is NULL on every failure.
  * Thread-safe; threads on different streams do not contend. Does not
@@ -752,9 +753,9 @@ CARVE_API carve_status carve_cuda_driver_lookup(void *(*lookup)(const char *name
  * context: this unmaps the granules the arena's records say are mapped
  * (costing what is mapped, not the address space reserved) and frees the
  * ranges, without touching the arena's events (they died with the
- * context). Nothing more is taken for the arena from then on (an
- * allocation that would need more answers CARVE_ERR_NO_DEVICE or out of
- * memory); its records and statistics stay, and carve_arena_destroy is
+ * context). Nothing more is served from the arena from then on: every
+ * carve_alloc answers CARVE_ERR_NO_DEVICE (what it caches is unmapped),
+ * while frees of earlier buffers are accepted; its records and statistics stay, and carve_arena_destroy is
  * still the way to free them. A second call does nothing; so does a call
  * for other backends and segments mode, or when arena is NULL. Thread-safe,
  * but a buffer the program still uses is unmapped under it (as the driver

@@ -360,6 +360,12 @@ static inline __attribute__((always_inline)) carve_status alloc(carve_arena *a, 
         return alloc_oom(a, size, s, "host memory exhausted for carve's metadata");
 
     carve_spin_lock(&p->lock);
+    /* Abandoned (carve_arena_abandon, whose walk takes this lock after
+     * setting the flag): what the pool holds is no longer mapped. */
+    if (CARVE_UNLIKELY(__atomic_load_n(&a->abandoned, __ATOMIC_RELAXED))) {
+        carve_spin_unlock(&p->lock);
+        return carve_fail(a, CARVE_ERR_NO_DEVICE, "carve_alloc: the arena's CUDA context is gone (carve_arena_abandon)");
+    }
     if (CARVE_UNLIKELY(p->pending_head != NULL))
         carve_pool_poll_pending(p, 0, 1);
     carve_block *b = p->hot;
