@@ -360,12 +360,6 @@ static inline __attribute__((always_inline)) carve_status alloc(carve_arena *a, 
         return alloc_oom(a, size, s, "host memory exhausted for carve's metadata");
 
     carve_spin_lock(&p->lock);
-    /* Abandoned (carve_arena_abandon, whose walk takes this lock after
-     * setting the flag): what the pool holds is no longer mapped. */
-    if (CARVE_UNLIKELY(__atomic_load_n(&a->abandoned, __ATOMIC_RELAXED))) {
-        carve_spin_unlock(&p->lock);
-        return carve_fail(a, CARVE_ERR_NO_DEVICE, "carve_alloc: the arena's CUDA context is gone (carve_arena_abandon)");
-    }
     if (CARVE_UNLIKELY(p->pending_head != NULL))
         carve_pool_poll_pending(p, 0, 1);
     carve_block *b = p->hot;
@@ -376,6 +370,14 @@ static inline __attribute__((always_inline)) carve_status alloc(carve_arena *a, 
         b->state = CARVE_B_USED;
         b->slack = (uint8_t)(rs - size);
         goto found;
+    }
+    /* Abandoned (carve_arena_abandon, whose walk takes this lock after
+     * setting the flag, empties the hot slot and marks live blocks so that
+     * their frees are not parked there): what the pool holds is no longer
+     * mapped. Off the hot path, which an abandoned pool never hits. */
+    if (CARVE_UNLIKELY(__atomic_load_n(&a->abandoned, __ATOMIC_RELAXED))) {
+        carve_spin_unlock(&p->lock);
+        return carve_fail(a, CARVE_ERR_NO_DEVICE, "carve_alloc: the arena's CUDA context is gone (carve_arena_abandon)");
     }
     if (CARVE_UNLIKELY(b != NULL) && ix->ordered) /* merged first: nothing is placed around it */
         carve_pool_flush_hot(p, 1);
@@ -478,7 +480,17 @@ carve_status carve_free(carve_arena *a, void *ptr) {
         carve_spin_unlock(&p->lock);
         return bad_pointer(a, "carve_free", ptr);
     }
-    carve_uses *u = CARVE_UNLIKELY(b->flags & CARVE_BF_USES) ? b->u.b.uses : NULL;
+    carve_uses *u = NULL;
+    if (CARVE_UNLIKELY(b->flags != 0)) {
+        if (b->flags & CARVE_BF_GONE) { /* its arena was abandoned: released, never parked hot */
+            CARVE_STORE(&p->nfrees, p->nfrees + 1);
+            carve_pool_account(p, -(ptrdiff_t)b->size, -(ptrdiff_t)carve_block_requested(b));
+            carve_pool_release_gone(p, b);
+            carve_spin_unlock(&p->lock);
+            return CARVE_OK;
+        }
+        u = b->u.b.uses;
+    }
     if (CARVE_UNLIKELY(u != NULL)) {
         carve_status st = uses_record(a, u);
         if (st != CARVE_OK) {

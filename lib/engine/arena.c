@@ -268,6 +268,11 @@ void carve_arena_abandon(carve_arena *a) {
      * nothing injected keeps a granule mapped now. */
     const carve_backend_ops *ops = a->be.faults.leaf ? a->be.faults.leaf : a->be.ops;
     ops->abandon(&a->be, 0); /* nothing more is taken from now on */
+    for (carve_pool *p = CARVE_LOAD_ACQ(&a->pools); p; p = p->next_all) {
+        carve_spin_lock(&p->lock); /* carve_alloc's hot path no longer hits (it checks no flag) */
+        carve_pool_abandon(p);
+        carve_spin_unlock(&p->lock);
+    }
     if (a->vmm)
         carve_vmm_abandon(a, ops); /* what the records say is mapped */
     ops->abandon(&a->be, 1);       /* the address ranges */

@@ -53,7 +53,10 @@ typedef struct carve_uses {
 } carve_uses;
 
 /* Flags of a pool block. */
-enum { CARVE_BF_USES = 1 /* u.b.uses is set (carve_record_stream) */ };
+enum {
+    CARVE_BF_USES = 1, /* u.b.uses is set (carve_record_stream) */
+    CARVE_BF_GONE = 2  /* live when its arena was abandoned: freed, it is never parked hot */
+};
 
 /* The first 64 bytes hold everything the alloc and free fast paths touch,
  * so a block costs one cache line there; records are 64-byte aligned. */

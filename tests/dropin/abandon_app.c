@@ -4,7 +4,9 @@
  * handed out against what is mapped). The sequence that once served
  * unmapped memory: allocate 1 MiB, abandon, allocate 512 KiB and 3 MiB;
  * both must answer CARVE_ERR_NO_DEVICE, the first buffer's free is still
- * accepted, and nothing is left mapped or reserved. Prints "OK abandon" and
+ * accepted, 1 MiB again (the size just freed, which carve_alloc's hot path
+ * would serve) answers CARVE_ERR_NO_DEVICE too, and nothing is left mapped
+ * or reserved. Prints "OK abandon" and
  * exits 0, else says what failed and exits 1; 77 where carve has no CUDA.
  */
 #include <stdio.h>
@@ -52,6 +54,12 @@ int main(void) {
     carve_status sf = carve_free(a, p1);
     if (sf != CARVE_OK) {
         printf("FAIL: the buffer from before abandon: free answered %s\n", carve_status_str(sf));
+        failed = 1;
+    }
+    void *p4 = NULL; /* the same size again: the freed buffer must not be served from the hot slot */
+    carve_status s4 = carve_alloc(a, 1 << 20, NULL, &p4);
+    if (s4 != CARVE_ERR_NO_DEVICE || p4) {
+        printf("FAIL: 1 MiB again after the free answered %s %p (want CARVE_ERR_NO_DEVICE)\n", carve_status_str(s4), p4);
         failed = 1;
     }
     carve_arena_destroy(a);
