@@ -565,6 +565,18 @@ int carve_ctx_contains(uintptr_t ptr) {
     return 0;
 }
 
+int carve_ctx_vmm_device(uintptr_t ptr) {
+    unsigned n = forked ? 0 : __atomic_load_n(&nctx, __ATOMIC_ACQUIRE);
+    for (unsigned i = 0; i < n; i++) {
+        carve_ctx *c = slot(i);
+        carve_config cfg;
+        if (c->arena && __atomic_load_n(&c->ctx, __ATOMIC_ACQUIRE) && carve_arena_contains(c->arena, (void *)ptr) &&
+            carve_arena_get_config(c->arena, &cfg) == CARVE_OK && cfg.vmm == 1)
+            return c->device;
+    }
+    return -1;
+}
+
 int carve_ctx_device(const carve_ctx *c) { return c->device; }
 carve_arena *carve_ctx_arena(const carve_ctx *c) { return c->arena; }
 const char *carve_ctx_last_error(const carve_ctx *c) { return c->err; }

@@ -241,6 +241,10 @@ carve_ctx *carve_ctx_owner(uintptr_t ptr) CARVE_INTERNAL;
  * buffer or not): a free of it must never reach the driver, which would
  * release a whole segment of carve's. O(contexts x segments). */
 int carve_ctx_contains(uintptr_t ptr) CARVE_INTERNAL;
+/* The device of the live context whose arena holds ptr in virtual-memory
+ * mode (cuMemCreate granules, which legacy CUDA IPC cannot export); -1 when
+ * no such arena holds it. O(contexts x segments). */
+int carve_ctx_vmm_device(uintptr_t ptr) CARVE_INTERNAL;
 /* Allocate size bytes (> 0) in the calling thread's current context, *c.
  * stream NULL: usable at once on any stream (cuMemAlloc); otherwise
  * stream-ordered on stream. Returns a CUresult, or CARVE_CTX_NOT_SERVED
@@ -346,6 +350,9 @@ void carve_session_trace_free(uintptr_t ptr) CARVE_INTERNAL;
 void carve_session_warn(int device, const char *why) CARVE_INTERNAL;
 /* An allocation the program did not get: say why, once per device. */
 void carve_session_oom(int device, size_t size, const char *why) CARVE_INTERNAL;
+/* cuIpcGetMemHandle refused on carve's virtual-memory memory: say so and
+ * name --mode segments, once per device. */
+void carve_session_ipc_refused(int device) CARVE_INTERNAL;
 
 /* ---- counted.c ---- */
 /* Take size bytes of kind on device for an allocation of the program that

@@ -240,6 +240,16 @@ void carve_session_warn(int device, const char *why) {
     say("carve-run: device %d cannot be served from carve (%s); its allocations go to the driver", device, why);
 }
 
+static int ipc_said[64];
+
+void carve_session_ipc_refused(int device) {
+    if (device >= 0 && device < 64 && __atomic_exchange_n(&ipc_said[device], 1, __ATOMIC_RELAXED))
+        return;
+    say("carve-run: cuIpcGetMemHandle (cudaIpcGetMemHandle) refused on device %d with CUDA_ERROR_NOT_SUPPORTED: "
+        "carve serves this device in virtual-memory mode (cuMemCreate granules), which legacy CUDA IPC cannot "
+        "export; run with --mode segments to share carve's memory between processes", device);
+}
+
 /* ---- the report at exit -------------------------------------------------- */
 
 typedef struct report_ctx {

@@ -28,7 +28,7 @@
  *
  * Usage: dropin_cpu_app MODE   (basic lookup foreign info oom quarantine
  *                               threads loop fork capture doublefree
- *                               batches reset vmm kinds granules ownctx)
+ *                               batches reset vmm kinds granules ownctx ipc)
  *        dropin_cpu_app expandable MIB
  */
 #include <dlfcn.h>
@@ -172,6 +172,33 @@ static void mode_info(void) {
     CHECK(t2 == t && f2 <= f && f - f2 >= (32u << 20));
     CU(cuMemFree_v2(p));
     printf("OK info total %zu free %zu\n", t, f);
+}
+
+/* Legacy IPC on an allocation's handle, asked directly and through
+ * cuGetProcAddress (the runtime's way, behind cudaIpcGetMemHandle): prints
+ * what each answered (0 where the memory is cuMemAlloc's, 801
+ * CUDA_ERROR_NOT_SUPPORTED on carve's virtual-memory granules). */
+static void mode_ipc(void) {
+    typedef CUresult (*gpa)(const char *, void **, int, cuuint64_t);
+    typedef CUresult (*ipc_fn)(CUipcMemHandle *, CUdeviceptr);
+    void *h = dlopen("libcuda.so.1", RTLD_NOW);
+    CHECK(h != NULL);
+    gpa get = NULL;
+    void *s = dlsym(h, "cuGetProcAddress");
+    memcpy(&get, &s, sizeof(s));
+    CHECK(get != NULL);
+    void *fp = NULL;
+    CU(get("cuIpcGetMemHandle", &fp, 12000, 0));
+    ipc_fn looked = NULL;
+    memcpy(&looked, &fp, sizeof(fp));
+    CHECK(looked != NULL);
+    CUdeviceptr p;
+    CU(cuMemAlloc_v2(&p, 1 << 20));
+    CUipcMemHandle ih;
+    CUresult direct = cuIpcGetMemHandle(&ih, p);
+    CUresult via = looked ? looked(&ih, p + 0) : -1;
+    CU(cuMemFree_v2(p));
+    printf("OK ipc direct=%d lookup=%d\n", direct, via);
 }
 
 /* Allocate 16 MiB pieces until out of memory. */
@@ -869,7 +896,7 @@ static void mode_ownctx(void) {
 int main(int argc, char **argv) {
     if (argc != 2 && !(argc == 3 && !strcmp(argv[1], "expandable"))) {
         fprintf(stderr, "usage: dropin_cpu_app basic|lookup|foreign|info|oom|quarantine|reuse|threads|loop|fork|"
-                        "capture|doublefree|batches|reset|vmm|kinds|granules|ownctx\n       dropin_cpu_app expandable MIB\n");
+                        "capture|doublefree|batches|reset|vmm|kinds|granules|ownctx|ipc\n       dropin_cpu_app expandable MIB\n");
         return 2;
     }
     start();
@@ -912,6 +939,8 @@ int main(int argc, char **argv) {
         mode_granules();
     else if (!strcmp(m, "ownctx"))
         mode_ownctx();
+    else if (!strcmp(m, "ipc"))
+        mode_ipc();
     else {
         fprintf(stderr, "dropin_cpu_app: unknown mode %s\n", m);
         return 2;

@@ -58,6 +58,10 @@ CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s);
 CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height, unsigned elem);
 CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t size, unsigned flags);
 CUresult cuMemGetInfo_v2(size_t *f, size_t *t);
+typedef struct {
+    char reserved[64];
+} CUipcMemHandle;
+CUresult cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr d);
 CUresult cuDeviceTotalMem_v2(size_t *bytes, int dev);
 CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t align, CUdeviceptr addr, unsigned long long flags);
 CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size);

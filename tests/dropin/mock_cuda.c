@@ -1171,6 +1171,29 @@ EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdevic
     return r;
 }
 
+/* Legacy IPC: a handle for memory from cuMemAlloc (the allocation's base,
+ * as the driver's handle names the allocation), an error for anything else,
+ * cuMemCreate memory mapped with cuMemMap included. */
+typedef struct {
+    char reserved[64];
+} CUipcMemHandle;
+EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr d) {
+    ENTER();
+    if (!h)
+        return INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    CUresult r = INVALID_VALUE;
+    for (size_t i = 0; i < nallocs; i++)
+        if ((uintptr_t)d >= allocs[i].base && (uintptr_t)d < allocs[i].base + allocs[i].size) {
+            memset(h, 0, sizeof(*h));
+            memcpy(h->reserved, &allocs[i].base, sizeof(allocs[i].base));
+            r = OK;
+            break;
+        }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
 /* ---- streams, captures, events, graphs ------------------------------------- */
 
 EXPORT CUresult cuStreamCreate(CUstream *s, unsigned flags) {
@@ -1867,7 +1890,7 @@ static void *lookup(const char *symbol, int version, cuuint64_t flags) {
         E(cuCtxSetCurrent), E(cuCtxGetDevice), E(cuCtxPushCurrent_v2), E(cuCtxPopCurrent_v2), E(cuCtxSynchronize),
         E(cuCtxDestroy_v2), E(cuGetErrorName), E(cuMemAlloc_v2), E(cuMemFree_v2), E(cuMemAllocAsync),
         E(cuMemAllocAsync_ptsz), E(cuMemFreeAsync), E(cuMemFreeAsync_ptsz), E(cuMemAllocPitch_v2),
-        E(cuMemAllocManaged), E(cuMemGetInfo_v2), E(cuMemGetAddressRange_v2), E(cuStreamCreate),
+        E(cuMemAllocManaged), E(cuMemGetInfo_v2), E(cuMemGetAddressRange_v2), E(cuIpcGetMemHandle), E(cuStreamCreate),
         E(cuStreamCreateWithPriority), E(cuStreamDestroy_v2), E(cuStreamSynchronize), E(cuStreamSynchronize_ptsz),
         E(cuStreamQuery), E(cuStreamWaitEvent), E(cuStreamBeginCapture_v2), E(cuStreamBeginCapture_v2_ptsz),
         E(cuStreamEndCapture), E(cuStreamEndCapture_ptsz), E(cuStreamIsCapturing), E(cuStreamIsCapturing_ptsz),

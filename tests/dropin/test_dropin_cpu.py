@@ -361,6 +361,21 @@ def main():
     check(rc == 0 and "shared_ok=1" in out and "waited=1" in out and "all of it 0, 2 MiB more 2" in out
           and "0 violations" in out, f"granules under the quarantine and the cap: {out}{err}")
 
+    # Legacy IPC (cuIpcGetMemHandle, and through the runtime
+    # cudaIpcGetMemHandle) cannot export the cuMemCreate granules of the
+    # default mode: refused with CUDA_ERROR_NOT_SUPPORTED and a line naming
+    # --mode segments, asked directly and through cuGetProcAddress; in
+    # segments mode and without carve-run the driver exports the memory.
+    if FULL:
+        rc, out, err = run([run_tool, "--", app, "ipc"], timeout=60)
+        check(rc == 0 and "OK ipc direct=801 lookup=801" in out and "--mode segments" in err
+              and err.count("cuIpcGetMemHandle") == 1, f"IPC refused in the default mode: {out}{err}")
+        rc, out, err = run([run_tool, "--mode", "segments", "--", app, "ipc"], timeout=60)
+        check(rc == 0 and "OK ipc direct=0 lookup=0" in out and "cuIpcGetMemHandle" not in err,
+              f"IPC in segments mode: {out}{err}")
+        rc, out, err = run([app, "ipc"], timeout=60)
+        check(rc == 0 and "OK ipc direct=0 lookup=0" in out, f"IPC without carve-run: {out}{err}")
+
     # Peer access in the default mode (the mock reporting two devices, each
     # able to access the other's memory; MOCK_ACCESS_LOG records every
     # cuMemSetAccess): peers=auto grants carve's mappings to both devices,
