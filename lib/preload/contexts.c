@@ -100,6 +100,8 @@ struct carve_ctx {
                            away (atomic) */
     int hidden;         /* NULL only while the driver destroys or resets it (table_lock): its
                            slot stays its own, and it comes back if the driver refuses */
+    CUcontext going;    /* while hidden, the handle the driver is taking away (table_lock):
+                           the mark carve_ctx_settled finds it by, however many go at once */
     struct carve_ctx *retired_next; /* gone and out of its slot: kept for the report */
     unsigned seq;       /* contexts made before it */
     int device;
@@ -143,9 +145,12 @@ static carve_ctx *slots[MAX_CTX];
 static unsigned nctx;       /* atomic: slots published so far */
 static carve_ctx *retired;  /* atomic: gone contexts out of their slots */
 /* Contexts the driver is destroying, resetting or releasing right now (a
- * handle once per call, under table_lock): no arena is made for them. */
+ * handle once per call, under table_lock): no arena is made for them. A
+ * context carve serves is marked itself (carve_ctx.going), whatever the
+ * number: this list is for handles carve has no arena for yet, and past
+ * MAX_DYING of those at once, one made meanwhile is forgotten when the
+ * call succeeds. */
 static CUcontext dying[MAX_DYING];
-static carve_ctx *dying_c[MAX_DYING]; /* hidden by the call: forgotten once it succeeds, back if it fails */
 static unsigned ndying;
 static unsigned nmade; /* contexts made so far (table_lock) */
 static int forked;          /* a child of a process that used CUDA: serve nothing */
@@ -411,12 +416,23 @@ static carve_ctx *find(CUcontext cur) {
     return NULL;
 }
 
+/* The context hidden while the driver takes ctx away (table_lock held). */
+static carve_ctx *find_going(CUcontext ctx) {
+    unsigned n = __atomic_load_n(&nctx, __ATOMIC_ACQUIRE);
+    for (unsigned i = 0; i < n; i++) {
+        carve_ctx *c = slot(i);
+        if (c->hidden && c->going == ctx)
+            return c;
+    }
+    return NULL;
+}
+
 /* Whether the driver is taking ctx away right now (table_lock held). */
 static int is_dying(CUcontext ctx) {
     for (unsigned i = 0; i < ndying; i++)
         if (dying[i] == ctx)
             return 1;
-    return 0;
+    return find_going(ctx) != NULL;
 }
 
 static void make_arena(carve_ctx *c, CUcontext cur) {
@@ -597,6 +613,7 @@ static void hide(carve_ctx *c) {
 static void forget(carve_ctx *c) {
     hide(c);
     c->hidden = 0; /* its slot may be taken */
+    c->going = NULL;
     if (c->q) {
         carve_q_gone(c->q);
         take_batches(c, TAKE_ALL, 0); /* joined to a gone quarantine: marks cleared */
@@ -614,17 +631,13 @@ void carve_ctx_going(struct CUctx_st *ctx, int hide_now) {
         return;
     pthread_mutex_lock(&table_lock);
     carve_ctx *c = hide_now ? find(ctx) : NULL;
-    if (ndying < MAX_DYING) {
-        if (c) {
-            hide(c);
-            c->hidden = 1;
-        }
-        dying[ndying] = ctx;
-        dying_c[ndying++] = c;
-    } else if (c) { /* no room to remember the call: forgotten now, as if it succeeds */
-        forget(c);
-        carve_meter_ctx_gone(ctx);
+    if (c) { /* marked on itself: found again however many contexts go at once */
+        hide(c);
+        c->hidden = 1;
+        c->going = ctx;
     }
+    if (ndying < MAX_DYING)
+        dying[ndying++] = ctx;
     pthread_mutex_unlock(&table_lock);
 }
 
@@ -632,21 +645,22 @@ void carve_ctx_settled(struct CUctx_st *ctx, int freed) {
     if (forked || !ctx)
         return;
     pthread_mutex_lock(&table_lock);
-    carve_ctx *hidden = NULL;
     for (unsigned i = 0; i < ndying; i++)
         if (dying[i] == ctx) {
-            hidden = dying_c[i];
             dying[i] = dying[--ndying];
-            dying_c[i] = dying_c[ndying];
             break;
         }
-    carve_ctx *c = hidden ? hidden : find(ctx);
+    carve_ctx *hidden = find_going(ctx);
     if (freed) { /* before an arena can be made for the handle again */
+        if (hidden)
+            forget(hidden);
+        carve_ctx *c = find(ctx); /* not hidden (a release), or made meanwhile past MAX_DYING */
         if (c)
             forget(c);
         carve_meter_ctx_gone(ctx);
     } else if (hidden) { /* the driver refused: served as before */
         hidden->hidden = 0;
+        hidden->going = NULL;
         __atomic_store_n(&hidden->ctx, ctx, __ATOMIC_RELEASE);
         __atomic_add_fetch(&generation, 1, __ATOMIC_RELEASE);
     }

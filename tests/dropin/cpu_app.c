@@ -28,7 +28,8 @@
  *
  * Usage: dropin_cpu_app MODE   (basic lookup foreign info oom quarantine
  *                               threads loop fork capture doublefree
- *                               batches reset vmm kinds granules ownctx ipc)
+ *                               batches reset vmm kinds granules ownctx ipc
+ *                               dying)
  *        dropin_cpu_app expandable MIB
  */
 #include <dlfcn.h>
@@ -893,10 +894,66 @@ static void mode_ownctx(void) {
            mapped2 / MIB, live2 / MIB, calls, bad, text);
 }
 
+/* More contexts going at once than carve once kept a list for (64): DYING
+ * threads each make a context, take and free 1 MiB in it and destroy it, all
+ * together (MOCK_CONTEXT_DELAY_US keeps each destruction in the driver a
+ * while); meanwhile the primary context, holding a 4 MiB buffer, is
+ * destroyed and the driver refuses. It must stay served as before (its free
+ * accepted, a new allocation served), every destroyed context's granules
+ * must go back, and once the primary context is reset too nothing is left
+ * mapped or reserved. */
+#define DYING 72
+static pthread_barrier_t dying_bar;
+static int dying_ok[DYING];
+
+static void *dying_worker(void *arg) {
+    int *ok = arg;
+    CUcontext c;
+    CUdeviceptr p;
+    int made = cuCtxCreate_v2(&c, 0, 0) == 0 && cuMemAlloc_v2(&p, MIB) == 0 && cuMemFree_v2(p) == 0;
+    pthread_barrier_wait(&dying_bar);
+    *ok = made && cuCtxDestroy_v2(c) == 0;
+    return NULL;
+}
+
+static void mode_dying(void) {
+    CUcontext prim;
+    CU(cuDevicePrimaryCtxRetain(&prim, 0));
+    CU(cuCtxSetCurrent(prim));
+    CUdeviceptr p = 0, q = 0;
+    CU(cuMemAlloc_v2(&p, 4 * MIB));
+    pthread_barrier_init(&dying_bar, NULL, DYING + 1);
+    pthread_t t[DYING];
+    for (int i = 0; i < DYING; i++)
+        CHECK(pthread_create(&t[i], NULL, dying_worker, &dying_ok[i]) == 0);
+    pthread_barrier_wait(&dying_bar);
+    usleep(300000); /* the workers are inside cuCtxDestroy (the delay is longer) */
+    CUresult refused = cuCtxDestroy_v2(prim);
+    CUresult fp = cuMemFree_v2(p);
+    CUresult aq = cuMemAlloc_v2(&q, 4 * MIB);
+    CUresult fq = aq == 0 ? cuMemFree_v2(q) : aq;
+    int destroyed = 0;
+    for (int i = 0; i < DYING; i++) {
+        pthread_join(t[i], NULL);
+        destroyed += dying_ok[i];
+    }
+    CU(cuCtxSetCurrent(prim));
+    CU(cuDevicePrimaryCtxReset_v2(0));
+    size_t reserved = 0, mapped = 0, peak = 0;
+    unsigned long long fails = 0;
+    mock_cuda_vmm_stats(&reserved, &mapped, &peak, &fails);
+    char text[512] = "";
+    unsigned long long bad = mock_cuda_violations(text, sizeof(text));
+    CHECK(refused != 0 && fp == 0 && aq == 0 && fq == 0 && destroyed == DYING && reserved == 0 && mapped == 0 && bad == 0);
+    printf("OK dying %d of %d contexts destroyed at once; the refused one: free %d, alloc %d, free %d; after reset "
+           "%zu MiB reserved, %zu MiB mapped; %llu violations %s\n",
+           destroyed, DYING, fp, aq, fq, reserved / MIB, mapped / MIB, bad, text);
+}
+
 int main(int argc, char **argv) {
     if (argc != 2 && !(argc == 3 && !strcmp(argv[1], "expandable"))) {
         fprintf(stderr, "usage: dropin_cpu_app basic|lookup|foreign|info|oom|quarantine|reuse|threads|loop|fork|"
-                        "capture|doublefree|batches|reset|vmm|kinds|granules|ownctx|ipc\n       dropin_cpu_app expandable MIB\n");
+                        "capture|doublefree|batches|reset|vmm|kinds|granules|ownctx|ipc|dying\n       dropin_cpu_app expandable MIB\n");
         return 2;
     }
     start();
@@ -941,6 +998,8 @@ int main(int argc, char **argv) {
         mode_ownctx();
     else if (!strcmp(m, "ipc"))
         mode_ipc();
+    else if (!strcmp(m, "dying"))
+        mode_dying();
     else {
         fprintf(stderr, "dropin_cpu_app: unknown mode %s\n", m);
         return 2;
