@@ -19,7 +19,10 @@
  * A handle whose cuMemRelease fails still holds its memory: it is tried
  * again at once, and if that fails too it is kept and released again at
  * the next unmap, the end of a recycle window, abandonment or destruction
- * (the cap counts it until then, as the driver does).
+ * (the cap counts it until then, as the driver does). Likewise a piece a
+ * failed commit could not unmap again (its rollback's cuMemUnmap refused
+ * twice) is remembered as mapped: unmapped before the next commit (which
+ * fails while one in its range stays mapped) and before its range is freed.
  *
  * The reserved ranges are the one thing remembered: when the context the
  * arena serves is taken away, the driver frees nothing of this memory (it
@@ -49,6 +52,17 @@ typedef struct handles {
     size_t n, cap;
 } handles;
 
+/* Pieces a failed commit left mapped: its rollback's cuMemUnmap was
+ * refused twice, so the engine holds them unmapped while the driver does
+ * not. */
+typedef struct strays {
+    struct {
+        uintptr_t addr;
+        size_t size;
+    } *s;
+    size_t n, cap;
+} strays;
+
 struct carve_drv_vmm {
     const carve_driver_api *api;
     CUmemAllocationProp prop;
@@ -60,6 +74,7 @@ struct carve_drv_vmm {
     int recycling;    /* recycle windows open */
     handles spare;    /* unmapped granules' handles kept in a window */
     handles stuck;    /* handles whose release failed, to be released again */
+    strays stray;     /* unmapped again before the next commit and before their range is freed */
 };
 
 static carve_status vmm_error(const carve_driver_api *api, CUresult r, const char *what) {
@@ -116,6 +131,42 @@ static void release_stuck(carve_drv_vmm *v) {
         if (v->api->MemRelease(v->stuck.h[i]) != CUDA_SUCCESS)
             v->stuck.h[k++] = v->stuck.h[i];
     v->stuck.n = k;
+}
+
+/* Lock held: remember [addr, addr + size) as mapped; -1 when host memory
+ * ran out. */
+static int push_stray(strays *l, uintptr_t addr, size_t size) {
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 8;
+        void *n = realloc(l->s, cap * sizeof(*l->s));
+        if (!n)
+            return -1;
+        l->s = n;
+        l->cap = cap;
+    }
+    l->s[l->n].addr = addr;
+    l->s[l->n++].size = size;
+    return 0;
+}
+
+/* Lock held: unmap the stray pieces that overlap [lo, hi). Those the
+ * driver refuses again stay remembered, unless drop (their range is being
+ * freed: the addresses may be another's next). Returns how many of those
+ * in [lo, hi) are still mapped. */
+static size_t unmap_strays(carve_drv_vmm *v, uintptr_t lo, uintptr_t hi, int drop) {
+    size_t k = 0, left = 0;
+    for (size_t i = 0; i < v->stray.n; i++) {
+        uintptr_t a = v->stray.s[i].addr;
+        size_t n = v->stray.s[i].size;
+        int in = a < hi && lo < a + n;
+        if (in && v->api->MemUnmap((CUdeviceptr)a, n) == CUDA_SUCCESS)
+            continue;
+        left += in;
+        if (!(in && drop))
+            v->stray.s[k++] = v->stray.s[i];
+    }
+    v->stray.n = k;
+    return left;
 }
 
 /* Lock held: release the kept handles of the recycle window. */
@@ -193,6 +244,7 @@ void carve_drv_vmm_free(carve_drv_vmm *v) {
     }
     free(v->spare.h);
     free(v->stuck.h);
+    free(v->stray.s);
     free(v->access);
     carve_mutex_destroy(&v->lock);
     free(v);
@@ -240,6 +292,8 @@ carve_status carve_drv_vmm_release(carve_drv_vmm *v, uintptr_t base, size_t size
     if (r)
         *pp = r->next;
     int freed = v->state == FREED;
+    if (!freed && v->stray.n) /* what a failed commit left mapped, or the range cannot be freed */
+        (void)unmap_strays(v, base, base + size, 1);
     carve_mutex_unlock(&v->lock);
     free(r);
     if (freed) /* abandoned: the range was freed then */
@@ -268,6 +322,14 @@ carve_status carve_drv_vmm_commit(carve_drv_vmm *v, uintptr_t addr, size_t size,
         return CARVE_ERR_BACKEND;
     }
     const carve_driver_api *api = v->api;
+    carve_mutex_lock(&v->lock); /* what an earlier failed commit left mapped goes first */
+    size_t left = v->stray.n ? unmap_strays(v, addr, addr + size, 0) : 0;
+    carve_mutex_unlock(&v->lock);
+    if (left) {
+        carve_backend_fail("commit at %#lx: %zu pieces an earlier failed commit left mapped are still mapped "
+                           "(cuMemUnmap refused again)", (unsigned long)addr, left);
+        return CARVE_ERR_BACKEND;
+    }
     size_t n = size / piece, i = 0;
     CUresult e = CUDA_SUCCESS;
     const char *what = "cuMemCreate";
@@ -286,8 +348,14 @@ carve_status carve_drv_vmm_commit(carve_drv_vmm *v, uintptr_t addr, size_t size,
         what = "cuMemSetAccess";
     if (e == CUDA_SUCCESS)
         return CARVE_OK;
-    while (i-- > 0) /* all or nothing */
-        api->MemUnmap((CUdeviceptr)(addr + i * piece), piece);
+    while (i-- > 0) { /* all or nothing; a piece the driver will not unmap is remembered */
+        CUdeviceptr at = (CUdeviceptr)(addr + i * piece);
+        if (api->MemUnmap(at, piece) == CUDA_SUCCESS || api->MemUnmap(at, piece) == CUDA_SUCCESS)
+            continue;
+        carve_mutex_lock(&v->lock);
+        (void)push_stray(&v->stray, (uintptr_t)at, piece); /* no room: it stays mapped, as the driver's refusal said */
+        carve_mutex_unlock(&v->lock);
+    }
     return vmm_error(api, e, what);
 }
 
@@ -345,6 +413,7 @@ void carve_drv_vmm_abandon(carve_drv_vmm *v, int stage) {
         v->state = FREED;
         release_spare(v);
         release_stuck(v);
+        (void)unmap_strays(v, 0, UINTPTR_MAX, 1);
         for (drv_range *r = v->ranges; r; r = r->next)
             (void)v->api->MemAddressFree((CUdeviceptr)r->base, r->size);
     }

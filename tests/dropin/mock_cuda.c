@@ -1454,7 +1454,8 @@ static size_t reserved_bytes, mapped_bytes;
 static unsigned long long stat_creates, stat_pool_allocs, stat_vmm_calls, stat_vmm_faults;
 
 /* Faults on purpose in the virtual-memory functions: MOCK_VMM_FAIL_EVERY=N
- * (every Nth call fails) and MOCK_VMM_FAIL_AT=N (the Nth call fails), the
+ * (every Nth call fails) and MOCK_VMM_FAIL_AT=N[,N...] (the Nth call fails;
+ * up to 8 numbers), the
  * calls of the functions named in MOCK_VMM_FAIL (comma-separated; default
  * all eight: cuMemAddressReserve, cuMemAddressFree, cuMemCreate,
  * cuMemRelease, cuMemMap, cuMemUnmap, cuMemSetAccess,
@@ -1462,15 +1463,21 @@ static unsigned long long stat_creates, stat_pool_allocs, stat_vmm_calls, stat_v
  * nothing and answers CUDA_ERROR_OUT_OF_MEMORY where the driver can run out
  * (reserve, create, map, access), CUDA_ERROR_UNKNOWN elsewhere. */
 static int vmm_fault(const char *name) {
-    static unsigned long long every = ~0ull, at;
+    static unsigned long long every = ~0ull, at[8];
+    static unsigned nat;
     static const char *only;
     if (__atomic_load_n(&every, __ATOMIC_ACQUIRE) == ~0ull) {
         const char *e = getenv("MOCK_VMM_FAIL_EVERY"), *a = getenv("MOCK_VMM_FAIL_AT");
         only = getenv("MOCK_VMM_FAIL");
-        at = a && *a ? strtoull(a, NULL, 10) : 0;
+        for (char *end; a && *a && nat < 8; a = *end == ',' ? end + 1 : end) {
+            at[nat] = strtoull(a, &end, 10);
+            if (end == a)
+                break;
+            nat++;
+        }
         __atomic_store_n(&every, e && *e ? strtoull(e, NULL, 10) : 0, __ATOMIC_RELEASE);
     }
-    if (!every && !at)
+    if (!every && !nat)
         return 0;
     if (only && *only) {
         const char *m = strstr(only, name);
@@ -1479,7 +1486,10 @@ static int vmm_fault(const char *name) {
             return 0;
     }
     unsigned long long k = __atomic_add_fetch(&stat_vmm_calls, 1, __ATOMIC_RELAXED);
-    if ((every && k % every == 0) || k == at) {
+    int hit = every && k % every == 0;
+    for (unsigned i = 0; i < nat && !hit; i++)
+        hit = k == at[i];
+    if (hit) {
         __atomic_add_fetch(&stat_vmm_faults, 1, __ATOMIC_RELAXED);
         return 1;
     }
