@@ -14,7 +14,10 @@
  * backend) and in segments mode (vmm=0). The granule maps and unmaps per
  * operation of the timed part are counted too (on a GPU each costs tens of
  * microseconds: bench/vmm_costs.cu), and the events recorded and queried
- * (each a driver call on a GPU).
+ * (each a driver call on a GPU), and the driver ledger's modeled time per
+ * operation (what those calls would cost on the GPU of the cost table,
+ * lib/backend/driver_costs.h): the host time measured here plus that is
+ * the modeled time of an operation on a GPU.
  * Method: warm-up, many repetitions, medians; random sizes are drawn before
  * the timed loop.
  * Usage: bench_alloc [--quick] [--json FILE] [--threads N] [--segments|--vmm] [--only WORKLOAD]
@@ -136,6 +139,8 @@ typedef struct churn_result {
     double backend_frees_per_op;  /* ... segments released (granules unmapped) per operation */
     double events_per_op;         /* ... events recorded per operation (each a driver call on a GPU) */
     double queries_per_op;        /* ... events asked about per operation */
+    double driver_ns_per_op;      /* ... modeled driver time per operation (carve_stats.driver_model_ns:
+                                     the calls the CUDA backend would make, by the cost table) */
 } churn_result;
 
 /* The driver work between statistics s0 and s1, over `ops` operations of all
@@ -145,6 +150,7 @@ static void add_driver_work(churn_result *res, const carve_stats *s0, const carv
     res->backend_frees_per_op += (double)(s1->num_backend_frees - s0->num_backend_frees) / ops;
     res->events_per_op += (double)(s1->num_event_records - s0->num_event_records) / ops;
     res->queries_per_op += (double)(s1->num_event_queries - s0->num_event_queries) / ops;
+    res->driver_ns_per_op += (double)(s1->driver_model_ns - s0->driver_model_ns) / ops;
 }
 
 typedef struct churn_plan {
@@ -322,14 +328,16 @@ static void run_scaling(int max, int reps, size_t steps, FILE *json) {
         if (t == 1)
             one = r.ops_per_s;
         double want = 0.8 * t * one;
-        printf("  %-2d thread%s (%s) %*s %9.2f M/s %9.2f M/s %8s   (footprint %.3f, maps %.4f unmaps %.4f per op)\n", t,
+        printf("  %-2d thread%s (%s) %*s %9.2f M/s %9.2f M/s %8s   (footprint %.3f, maps %.4f unmaps %.4f per op, "
+               "driver %.1f ns per op modeled)\n", t,
                t == 1 ? " " : "s", mode_name(g_vmm), 9 - (int)strlen(mode_name(g_vmm)), "", r.ops_per_s / 1e6,
                want / 1e6, t == 1 ? "" : verdict(r.ops_per_s >= want), r.footprint, r.backend_allocs_per_op,
-               r.backend_frees_per_op);
+               r.backend_frees_per_op, r.driver_ns_per_op);
         if (json)
             fprintf(json, "%s{\"mode\":\"%s\",\"threads\":%d,\"ops_per_s\":%.0f,\"footprint\":%.4f,"
-                          "\"maps_per_op\":%.5f,\"unmaps_per_op\":%.5f}", t == 1 ? "" : ",", mode_name(g_vmm), t,
-                    r.ops_per_s, r.footprint, r.backend_allocs_per_op, r.backend_frees_per_op);
+                          "\"maps_per_op\":%.5f,\"unmaps_per_op\":%.5f,\"driver_ns_per_op\":%.2f}",
+                    t == 1 ? "" : ",", mode_name(g_vmm), t, r.ops_per_s, r.footprint, r.backend_allocs_per_op,
+                    r.backend_frees_per_op, r.driver_ns_per_op);
         if (t == max)
             break;
     }
@@ -378,15 +386,17 @@ int main(int argc, char **argv) {
         } else if (!strcmp(only, "churn")) {
             churn_result r = bench_churn(creps, steps);
             printf("churn (%s): %.1f ns/op, footprint %.3f, %.5f maps, %.5f unmaps, %.5f event records and %.5f "
-                   "queries per op\n", mode_name(g_vmm), r.ns_per_op, r.footprint, r.backend_allocs_per_op,
-                   r.backend_frees_per_op, r.events_per_op, r.queries_per_op);
+                   "queries per op, driver %.1f ns per op modeled\n", mode_name(g_vmm), r.ns_per_op, r.footprint,
+                   r.backend_allocs_per_op, r.backend_frees_per_op, r.events_per_op, r.queries_per_op,
+                   r.driver_ns_per_op);
             /* Each repetition: 1000 live allocations, steps alloc+free pairs, 1000 frees. */
             printf("alloc+free pairs: %lld\n", (long long)creps * (1000 + (long long)steps));
         } else if (!strcmp(only, "threads")) {
             churn_result r = bench_threads(nthreads, treps, tsteps);
             printf("threads (%d, %s): %.1f M ops/s, footprint %.3f, %.5f maps, %.5f unmaps, %.5f event records and "
-                   "%.5f queries per op\n", nthreads, mode_name(g_vmm), r.ops_per_s / 1e6, r.footprint,
-                   r.backend_allocs_per_op, r.backend_frees_per_op, r.events_per_op, r.queries_per_op);
+                   "%.5f queries per op, driver %.1f ns per op modeled\n", nthreads, mode_name(g_vmm),
+                   r.ops_per_s / 1e6, r.footprint, r.backend_allocs_per_op, r.backend_frees_per_op, r.events_per_op,
+                   r.queries_per_op, r.driver_ns_per_op);
         } else {
             run_scaling(nthreads, treps, tsteps, NULL);
         }
@@ -419,6 +429,8 @@ int main(int argc, char **argv) {
         }
         churn_result ch = r->churn = bench_churn(creps, steps);
         printf("%-28s %9.1f ns %9s ns %10s\n", "churn ns/op", ch.ns_per_op, "<= 60", verdict(ch.ns_per_op <= 60));
+        printf("%-28s %9.1f ns %12s %10s   (modeled driver time per op: %.1f ns, %s)\n", "churn ns/op modeled",
+               ch.ns_per_op + ch.driver_ns_per_op, "", "", ch.driver_ns_per_op, carve_driver_costs_source());
         printf("%-28s %12.3f %12s %10s   (reserved peak %.1f MiB / requested peak %.1f MiB, worst run)\n",
                "churn footprint", ch.footprint, "<= 1.10", verdict(ch.footprint <= 1.10), ch.reserved_peak / 1048576.0,
                ch.requested_peak / 1048576.0);
@@ -428,7 +440,8 @@ int main(int argc, char **argv) {
         churn_result th = r->threads = bench_threads(nthreads, treps, tsteps);
         printf("%-28s %9.1f M/s %9s M/s %8s\n", "threads aggregate ops/s", th.ops_per_s / 1e6, ">= 20",
                verdict(th.ops_per_s >= 20e6));
-        printf("%-28s %12.3f\n", "threads footprint", th.footprint);
+        printf("%-28s %12.3f   (modeled driver time per op: %.1f ns)\n", "threads footprint", th.footprint,
+               th.driver_ns_per_op);
         printf("%-28s %12.5f %12s %10s   (threads: %.5f; queries per op %.5f and %.5f)\n\n", "churn event records per op",
                ch.events_per_op, "", "", th.events_per_op, ch.queries_per_op, th.queries_per_op);
         if (f) {
@@ -441,12 +454,13 @@ int main(int argc, char **argv) {
             fprintf(f,
                     "},\"churn_ns_per_op\":%.2f,\"churn_footprint\":%.4f,\"churn_reserved_peak\":%zu,"
                     "\"churn_requested_peak\":%zu,\"churn_maps_per_op\":%.5f,\"churn_unmaps_per_op\":%.5f,"
-                    "\"churn_events_per_op\":%.5f,\"churn_queries_per_op\":%.5f,"
+                    "\"churn_events_per_op\":%.5f,\"churn_queries_per_op\":%.5f,\"churn_driver_ns_per_op\":%.2f,"
                     "\"threads_ops_per_s\":%.0f,\"threads_footprint\":%.4f,\"threads_maps_per_op\":%.5f,"
-                    "\"threads_events_per_op\":%.5f,\"threads_queries_per_op\":%.5f}",
+                    "\"threads_events_per_op\":%.5f,\"threads_queries_per_op\":%.5f,"
+                    "\"threads_driver_ns_per_op\":%.2f}",
                     ch.ns_per_op, ch.footprint, ch.reserved_peak, ch.requested_peak, ch.backend_allocs_per_op,
-                    ch.backend_frees_per_op, ch.events_per_op, ch.queries_per_op, th.ops_per_s, th.footprint,
-                    th.backend_allocs_per_op, th.events_per_op, th.queries_per_op);
+                    ch.backend_frees_per_op, ch.events_per_op, ch.queries_per_op, ch.driver_ns_per_op, th.ops_per_s,
+                    th.footprint, th.backend_allocs_per_op, th.events_per_op, th.queries_per_op, th.driver_ns_per_op);
         }
     }
     if (f) {

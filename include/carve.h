@@ -29,8 +29,17 @@
  * that work has completed (tracked with events recorded on the stream while
  * it is in use, or a device synchronization). A buffer also used on a second
  * stream must be declared with carve_record_stream before it is freed. A
- * stream may be destroyed once its buffers are freed; carve never records
- * work on it afterwards.
+ * stream may be destroyed once its buffers are freed, and the buffers it
+ * was named for with carve_record_stream (their free records an event on
+ * it); carve never records work on it afterwards.
+ *
+ * carve knows a stream by its handle. A handle the driver gives out again
+ * after cudaStreamDestroy is, to carve, the old stream: the new stream
+ * takes the memory the old one freed at once, with no wait, although its
+ * work is not ordered after the old one's. So the work of a destroyed
+ * stream must be done before a stream with the same handle allocates:
+ * synchronize the stream before destroying it, or the device (e.g.
+ * carve_empty_cache) before a handle can come back.
  *
  * The header needs no CUDA headers: carve_stream is the same type as
  * cudaStream_t and CUstream. It needs C99 or later, or C++ (it has static
@@ -69,12 +78,23 @@ CARVE_API const char *carve_version(void);
 /* A stream handle: the same type as cudaStream_t. NULL is the default stream. */
 typedef struct CUstream_st *carve_stream;
 
+/* cudaStreamPerThread / CU_STREAM_PER_THREAD: the calling thread's per-thread
+ * default stream. carve resolves it on the calling thread: buffers allocated
+ * on it by one thread belong to that thread's stream, apart from every other
+ * thread's (carve_alloc). */
+#define CARVE_STREAM_PER_THREAD ((carve_stream)(uintptr_t)0x2)
+
+/* An event handle: the same type as cudaEvent_t and CUevent. */
+typedef struct CUevent_st *carve_event;
+
 typedef enum carve_status {
     CARVE_OK = 0,
     CARVE_ERR_INVALID,      /* bad argument or configuration */
-    CARVE_ERR_OOM,          /* the request does not fit under the limit or in the device */
+    CARVE_ERR_OOM,          /* the request does not fit under the limit or in the device, or host
+                               memory ran out (carve_last_error_info's host_memory says which) */
     CARVE_ERR_BAD_POINTER,  /* pointer not from this arena, interior, or already freed */
-    CARVE_ERR_BACKEND,      /* the backend (driver) failed; carve_last_error names the error */
+    CARVE_ERR_BACKEND,      /* the backend (driver) failed; carve_last_error names the error,
+                               carve_last_error_info gives its code */
     CARVE_ERR_NO_DEVICE     /* no CUDA driver, no device, or no such device index */
 } carve_status;
 
@@ -113,7 +133,8 @@ CARVE_API char *carve_format_bytes(char *buf, size_t len, size_t bytes);
  * with memory mapped into it granule by granule). With growth on, segments
  * are reserved on demand, never past limit_bytes. With growth off, the arena
  * holds one segment of initial_bytes (reserved at create, and again on demand
- * if carve_empty_cache gave it back). Segment sizes are multiples of
+ * if carve_empty_cache gave it back; in virtual-memory mode, it maps at most
+ * initial_bytes, on use). Segment sizes are multiples of
  * CARVE_SEGMENT_GRANULE.
  */
 #define CARVE_SEGMENT_GRANULE ((size_t)2 << 20) /* 2 MiB */
@@ -132,13 +153,23 @@ typedef struct carve_config {
     carve_backend backend;   /* default CARVE_BACKEND_CUDA */
     int device;              /* CUDA device ordinal; ignored by HOST and VIRTUAL (any value
                                 goes there); default 0 */
-    size_t initial_bytes;    /* reserved at create, rounded up to the granule but never
-                                past the rounded limit; default 0 */
+    size_t initial_bytes;    /* segments mode: one segment reserved at create, rounded up
+                                to the granule but never past the rounded limit.
+                                Virtual-memory mode (vmm=1): nothing is mapped at create;
+                                a stream keeps up to this much mapped before its free
+                                memory is unmapped to make room (carve_empty_cache still
+                                unmaps every free granule), and with growth off it is the
+                                most the arena maps. Default 0 */
     size_t limit_bytes;      /* hard cap on reserved bytes, rounded down to the granule;
                                 0 = the device's total memory for CUDA, unlimited otherwise.
                                 Initial and limit are compared as given, before rounding:
                                 equal sizes (or equal fractions) give one block of the
-                                rounded limit. */
+                                rounded limit. The cap counts blocks as the backend gave
+                                them: where the driver returns a block not aligned to the
+                                granule (cuMemAlloc promises 256 bytes), carve asks for one
+                                granule more if that fits under the limit, else uses the
+                                block's aligned part, a granule less (so a request of the
+                                whole limit then fails). */
     int growth;              /* nonzero: reserve more segments on demand; default 1 */
     double initial_fraction; /* if > 0 (at most 1), initial_bytes = this fraction of the
                                 device's total memory (CUDA only); default 0 */
@@ -315,7 +346,9 @@ CARVE_API carve_status carve_config_check(const carve_config *config);
 typedef struct carve_arena carve_arena;
 
 /*
- * Create an arena and reserve its initial segment (if initial_bytes > 0).
+ * Create an arena and reserve its initial segment (segments mode, if
+ * initial_bytes > 0) or its address space (virtual-memory mode, which maps
+ * nothing until buffers need it).
  * Returns CARVE_OK; CARVE_ERR_INVALID for NULL arguments, a config->size
  * below CARVE_CONFIG_SIZE_MIN (not filled by carve_config_init), above
  * CARVE_CONFIG_SIZE_MAX, or above this library's carve_config with a field
@@ -328,9 +361,9 @@ typedef struct carve_arena carve_arena;
  * fail_backend_status other than CARVE_ERR_OOM, CARVE_ERR_BACKEND and 0, or
  * a negative device on the CUDA backends; CARVE_ERR_OOM if the initial
  * segment cannot be reserved, or, in virtual-memory mode, the address space
- * (see vmm: twice the limit) or the host memory for its bookkeeping (13
- * bytes or more per 2 MiB granule of it), which a limit of petabytes can
- * exhaust; CARVE_ERR_NO_DEVICE if a CUDA backend finds no driver or no such
+ * (see vmm: twice the limit, which the backend may refuse for a limit of
+ * petabytes) or the host memory for its first records (a few KiB, whatever
+ * the size); CARVE_ERR_NO_DEVICE if a CUDA backend finds no driver or no such
  * device; CARVE_ERR_BACKEND for other driver failures (enabling peer access
  * included). Every refusal comes before anything changes outside the arena:
  * peer access (peers=all or a list in segments mode) is enabled last, and
@@ -345,7 +378,11 @@ CARVE_API carve_status carve_arena_create(const carve_config *config, carve_aren
  * calls on the same arena. Never for a device's default arena
  * (carve_device_arena; carve_device_arenas_release destroys those), nor for
  * an arena registered with the routing layer of carve_frameworks.h until
- * carve_route_forget dropped it. Synchronizes (cudaFree does).
+ * carve_route_forget dropped it. Synchronizes: when the arena holds any
+ * memory, it first waits for all work queued on the device (every stream),
+ * so that work queued before a free never runs on memory already given
+ * back; a failed synchronization cannot be reported, and the memory goes
+ * back regardless.
  */
 CARVE_API void carve_arena_destroy(carve_arena *arena);
 
@@ -378,18 +415,28 @@ static inline carve_status carve_arena_get_config(const carve_arena *arena, carv
  * own, holds it and no segment can be added under the limit (or when the
  * driver refuses memory; other threads allocating meanwhile may take room);
  * CARVE_ERR_BACKEND for driver failures; CARVE_ERR_NO_DEVICE once the
- * arena was abandoned (carve_arena_abandon); CARVE_ERR_INVALID also for
- * cudaStreamPerThread, whose meaning depends on the calling thread (pass the
- * thread's concrete stream). *out is NULL on every failure.
+ * arena was abandoned (carve_arena_abandon). *out is NULL on every failure.
+ * CARVE_STREAM_PER_THREAD (cudaStreamPerThread) means the calling thread's
+ * per-thread default stream, as it does to CUDA: each thread's buffers
+ * belong to its own stream and are reused stream-ordered on it
+ * (carve_buffer_info reports CARVE_STREAM_PER_THREAD). Free them from any
+ * thread; only a thread's own calls record events on its per-thread
+ * stream, so memory freed from another thread moves to other streams only
+ * after a device synchronization. NULL is the legacy default stream, also
+ * in a program built with per-thread default streams (nvcc
+ * --default-stream per-thread changes what 0 means in the program's own
+ * calls, not in carve's): such a program passes CARVE_STREAM_PER_THREAD.
  * Thread-safe; threads on different streams do not contend. Does not
  * synchronize on the fast path; when the request would otherwise fail (the
  * limit or the device is full), it synchronizes the device, so that memory
  * every stream has cached can be reused, and retries: twice at most, the
  * second time with the free room inside every stream's spans given back. In
- * virtual-memory mode, a request that maps granules past its stream's
- * allowance first unmaps free ones that events show the device is done
- * with, and waits for such an event on its own stream only when none
- * shows enough (carve_stats.num_syncs counts every wait).
+ * virtual-memory mode, a request that maps granules past its allowance
+ * (its stream's peak; with several streams, one budget for the arena) first
+ * unmaps free ones that events show the device is done with; with one
+ * stream it waits for such an event on its own stream only when none shows
+ * enough, with several it synchronizes the device and unmaps other
+ * streams' free granules instead (carve_stats.num_syncs counts every wait).
  */
 CARVE_API carve_status carve_alloc(carve_arena *arena, size_t size, carve_stream stream,
                                    void **out);
@@ -421,6 +468,23 @@ CARVE_API carve_status carve_alloc_flags(carve_arena *arena, size_t size, carve_
                                          unsigned flags, void **out);
 
 /*
+ * carve_alloc with the buffer aligned to align bytes: a power of two up to
+ * CARVE_SEGMENT_GRANULE (2 MiB); 0, 1 and anything up to CARVE_ALIGNMENT
+ * give carve_alloc's alignment. The buffer is a buffer like any other:
+ * carve_free, carve_free_on_stream, carve_record_stream, carve_buffer_info
+ * (which reports size) and carve_ipc_export take the returned pointer. To
+ * find an aligned place, a free block of size + align - CARVE_ALIGNMENT
+ * bytes is looked for (what is around the buffer stays free), so the limit
+ * and out-of-memory rules of carve_alloc apply to that many bytes. Returns
+ * carve_alloc's statuses, and CARVE_ERR_INVALID for an alignment that is
+ * not a power of two or above 2 MiB. *out is NULL on failure. Thread-safe.
+ * Synchronizes only as carve_alloc does; slower than carve_alloc (no
+ * reuse of the buffer freed last without a search).
+ */
+CARVE_API carve_status carve_alloc_aligned(carve_arena *arena, size_t size, size_t align, carve_stream stream,
+                                           void **out);
+
+/*
  * Free a buffer from carve_alloc. The memory is reusable at once by later
  * allocations on the buffer's stream, by other streams once work queued
  * before the free has completed. free(NULL) is CARVE_OK. Returns
@@ -435,9 +499,43 @@ CARVE_API carve_status carve_alloc_flags(carve_arena *arena, size_t size, carve_
 CARVE_API carve_status carve_free(carve_arena *arena, void *ptr);
 
 /*
+ * Free a buffer ordered on stream, as cudaFreeAsync(ptr, stream): the work
+ * queued on stream before this call is the buffer's last use. On the
+ * buffer's own stream this is carve_free. On another stream (which must
+ * itself be ordered after the work on the buffer's own stream, as CUDA asks
+ * of cudaFreeAsync) the memory is reused, by any stream, its own included,
+ * only once that work has completed: an event is recorded on stream, as
+ * carve_record_stream then carve_free would do. CARVE_STREAM_PER_THREAD is
+ * the calling thread's per-thread stream. NULL ptr is CARVE_OK. Returns the
+ * statuses of carve_free, and CARVE_ERR_OOM when host memory for the
+ * record runs out (the buffer stays live). Thread-safe. Does not
+ * synchronize.
+ */
+CARVE_API carve_status carve_free_on_stream(carve_arena *arena, void *ptr, carve_stream stream);
+
+/*
+ * Free a buffer whose last use is work before event (a cudaEvent_t /
+ * CUevent the program recorded; on the host and virtual backends any
+ * non-NULL handle, which completes as carve's own simulated events do). The
+ * memory is reused, by any stream, once that work has completed. carve
+ * takes the event's current record at the call (a stream of its own waits
+ * for it, cudaStreamWaitEvent, and records carve's event after the wait),
+ * so the program may record the event again or destroy it right after
+ * this call. NULL ptr is CARVE_OK. Returns the statuses of carve_free;
+ * CARVE_ERR_INVALID also for a NULL event or a backend that cannot wait
+ * for one (cuda_driver); CARVE_ERR_BACKEND when the driver refuses the
+ * wait or the record; CARVE_ERR_OOM when host memory runs out. On failure
+ * the buffer stays live. Thread-safe. Does not synchronize.
+ */
+CARVE_API carve_status carve_free_after_event(carve_arena *arena, void *ptr, carve_event event);
+
+/*
  * Declare that the live buffer ptr is also used by work on stream. When the
  * buffer is freed, its memory is not reused until the work queued on stream
- * before the free has completed. Returns CARVE_OK, CARVE_ERR_INVALID for a
+ * before the free has completed (CARVE_STREAM_PER_THREAD: the calling
+ * thread's per-thread stream; free such a buffer from that thread, since an
+ * event on that stream can be recorded only there: from another thread
+ * carve_free returns CARVE_ERR_BACKEND and the buffer stays live). Returns CARVE_OK, CARVE_ERR_INVALID for a
  * NULL arena, CARVE_ERR_BAD_POINTER as carve_free, CARVE_ERR_OOM when host
  * memory for the record runs out. Thread-safe. Does not synchronize.
  */
@@ -456,6 +554,22 @@ CARVE_API carve_status carve_record_stream(carve_arena *arena, void *ptr, carve_
 CARVE_API carve_status carve_buffer_info(const carve_arena *arena, const void *ptr, size_t *size,
                                          carve_stream *stream);
 
+/*
+ * Tag the live buffer ptr with a 64-bit value of the program's (a request
+ * id, a layer, an address of its own: carve never reads it); 0 removes the
+ * tag. The tag lives as long as the buffer: freeing it drops the tag.
+ * carve_snapshot_json writes it with the buffer ("tag"), so a program can
+ * tell whose memory is where. Returns CARVE_OK, CARVE_ERR_INVALID for a NULL
+ * arena, CARVE_ERR_BAD_POINTER as carve_free (nothing changes). Thread-safe
+ * (the owning stream's lock, briefly); O(1). Does not synchronize.
+ */
+CARVE_API carve_status carve_set_tag(carve_arena *arena, void *ptr, uint64_t tag);
+
+/* The tag of the live buffer ptr (0 when it has none) in *tag. Returns
+ * CARVE_OK, CARVE_ERR_INVALID for NULL arena or tag, CARVE_ERR_BAD_POINTER
+ * as carve_buffer_info; *tag is 0 on failure. Thread-safe; O(1). */
+CARVE_API carve_status carve_get_tag(const carve_arena *arena, const void *ptr, uint64_t *tag);
+
 /* Nonzero when addr lies in memory the arena holds from its backend (in a
  * live buffer or not), 0 otherwise (and for NULL). An interposer uses it to
  * refuse a stray free of carve memory rather than pass it to the driver,
@@ -470,9 +584,72 @@ CARVE_API int carve_arena_contains(const carve_arena *arena, const void *addr);
  * the memory of every stream, destroyed streams included, can go back.
  * Returns CARVE_OK, CARVE_ERR_INVALID for NULL,
  * CARVE_ERR_BACKEND if the driver failed (memory it did not take back stays
- * reserved and usable). Thread-safe. Synchronizes.
+ * reserved and usable), CARVE_ERR_OOM if host memory for carve's records ran
+ * out in virtual-memory mode (free memory that needed them to be unmapped
+ * stays mapped and usable). Thread-safe. Synchronizes.
  */
 CARVE_API carve_status carve_empty_cache(carve_arena *arena);
+
+/*
+ * Out-of-memory callback. When an allocation (carve_alloc,
+ * carve_alloc_aligned) would return CARVE_ERR_OOM -- after carve's own
+ * reclaiming and retries, or at once for a request above the limit -- the
+ * arena's callback is called, on the allocating thread, with the request
+ * and the arena's numbers. It may free memory (carve_free and the other
+ * frees, carve_empty_cache, carve_set_limit: carve holds none of its locks
+ * while the callback runs, so these cannot deadlock) and answer
+ * CARVE_OOM_RETRY: the allocation is then tried once more (counted in
+ * carve_stats.num_alloc_retries) and its answer returned, without calling
+ * the callback again. CARVE_OOM_FAIL (0), or any other answer, returns
+ * CARVE_ERR_OOM. Allocations the callback itself makes that run out of
+ * memory do not call it again (they return CARVE_ERR_OOM). Other threads may
+ * allocate meanwhile and take what it freed. Failures other than
+ * CARVE_ERR_OOM do not call it.
+ */
+#define CARVE_OOM_FAIL 0
+#define CARVE_OOM_RETRY 1
+
+typedef struct carve_oom_info {
+    size_t size;               /* sizeof(carve_oom_info) in the library that calls: fields
+                                  are only ever added at the end */
+    size_t request_bytes;      /* the size asked for */
+    size_t align;              /* the alignment asked for (CARVE_ALIGNMENT for carve_alloc) */
+    carve_stream stream;       /* the stream asked for (CARVE_STREAM_PER_THREAD as given) */
+    size_t allocated_bytes;    /* the arena's numbers when the allocation failed: as carve_stats */
+    size_t reserved_bytes;
+    size_t cached_bytes;
+    size_t largest_free_block;
+    size_t limit_bytes;
+    uint64_t num_live;
+} carve_oom_info;
+
+typedef int (*carve_oom_fn)(carve_arena *arena, const carve_oom_info *info, void *user);
+
+/* Set (fn non-NULL) or remove (fn NULL) the arena's out-of-memory
+ * callback; user is passed to it. Returns CARVE_OK, CARVE_ERR_INVALID for a
+ * NULL arena. Thread-safe: an allocation failing meanwhile calls the old or
+ * the new callback; after this returns, no new call of the old one starts
+ * (one already running may still be running). Does not synchronize. */
+CARVE_API carve_status carve_set_oom_callback(carve_arena *arena, carve_oom_fn fn, void *user);
+
+/*
+ * Change the arena's limit (limit_bytes as in carve_config: rounded down to
+ * the granule; 0 = the device's memory for the CUDA backends, unlimited
+ * otherwise); carve_arena_get_config and carve_stats report the new one.
+ * Raising it lets the arena grow further at once. Lowering it below what
+ * the arena reserves first gives cached memory back, as carve_empty_cache
+ * does (so it synchronizes the device then); if live buffers still hold
+ * more than the new limit, the limit applies to future growth: nothing live
+ * is touched, no memory is reserved or mapped until frees bring the arena
+ * under it, and allocations that need more fail with CARVE_ERR_OOM (or call
+ * the out-of-memory callback) meanwhile. Memory freed later stays cached,
+ * as always, until carve reclaims it. Returns CARVE_OK; CARVE_ERR_INVALID
+ * for a NULL arena, a limit below one granule, or an arena with growth off
+ * (it holds its one block); CARVE_ERR_BACKEND when giving memory back
+ * failed (the limit is then unchanged). Thread-safe. Synchronizes only when
+ * lowering below what is reserved.
+ */
+CARVE_API carve_status carve_set_limit(carve_arena *arena, size_t limit_bytes);
 
 /* Bytes held by live buffers, as rounded by the arena; 0 for NULL.
  * Thread-safe, lock-free, O(streams). */
@@ -481,7 +658,54 @@ CARVE_API size_t carve_memory_allocated(const carve_arena *arena);
 /* Bytes reserved from the backend; 0 for NULL. Thread-safe, lock-free. */
 CARVE_API size_t carve_memory_reserved(const carve_arena *arena);
 
-typedef struct carve_stats {
+/*
+ * Kinds of driver work, as the driver ledger of carve_stats counts them
+ * (docs/design.md, "The driver's cost"). Each is one driver function; the
+ * backend counts a call where it makes it (the virtual backend counts the
+ * calls the CUDA backend would make for the same work), with the mappings
+ * and bytes the call covers. The numbers are stable: new kinds are added
+ * before CARVE_DRV_KINDS, never in between, and CARVE_DRIVER_SLOTS, the size
+ * of the ledger's arrays, leaves room for them.
+ */
+typedef enum carve_driver_op {
+    CARVE_DRV_CREATE = 0,     /* cuMemCreate: a physical handle (bytes: its size) */
+    CARVE_DRV_RELEASE = 1,    /* cuMemRelease: a handle let go (a mapping may still hold its memory) */
+    CARVE_DRV_MAP = 2,        /* cuMemMap: one mapping */
+    CARVE_DRV_ACCESS = 3,     /* cuMemSetAccess over a run (mappings: those it covers) */
+    CARVE_DRV_UNMAP = 4,      /* cuMemUnmap of whole mappings (mappings: those it covers) */
+    CARVE_DRV_RETAIN = 5,     /* cuMemRetainAllocationHandle: a mapped handle taken back */
+    CARVE_DRV_RESERVE = 6,    /* cuMemAddressReserve: address space */
+    CARVE_DRV_UNRESERVE = 7,  /* cuMemAddressFree */
+    CARVE_DRV_MALLOC = 8,     /* cudaMalloc: a segment (segments mode) */
+    CARVE_DRV_FREE = 9,       /* cudaFree of a segment */
+    CARVE_DRV_EVENT_RECORD = 10, /* cudaEventRecord */
+    CARVE_DRV_EVENT_QUERY = 11,  /* cudaEventQuery */
+    CARVE_DRV_EVENT_SYNC = 12,   /* cudaEventSynchronize: a host wait */
+    CARVE_DRV_DEVICE_SYNC = 13,  /* cudaDeviceSynchronize: a host wait */
+    CARVE_DRV_KINDS = 14
+} carve_driver_op;
+#define CARVE_DRIVER_SLOTS 16
+
+/* The driver function a kind stands for ("cuMemCreate", ...); "unknown"
+ * outside 0 .. CARVE_DRV_KINDS - 1. Thread-safe; the string is static. */
+CARVE_API const char *carve_driver_op_name(int op);
+
+/*
+ * The driver time the cost table (lib/backend/driver_costs.h: per call, per
+ * mapping and per MiB of each kind, measured on a GPU by bench/vmm_costs.cu)
+ * gives to a ledger of calls, mappings and bytes by kind (arrays of
+ * CARVE_DRIVER_SLOTS, as in carve_stats; NULL arrays count as zeros), in
+ * nanoseconds. The model is linear, so the time of the work between two
+ * statistics is the difference of their driver_model_ns. Thread-safe.
+ */
+CARVE_API uint64_t carve_driver_model_ns(const uint64_t *calls, const uint64_t *mappings, const uint64_t *bytes);
+
+/* Where the cost table came from: "DEVICE, SOURCE, DATE" (static). Thread-safe. */
+CARVE_API const char *carve_driver_costs_source(void);
+/* carve_stats as ABI 1.0 laid it out: the first fields of carve_stats,
+ * what carve_get_stats wrote before carve 1.1 (programs built against a 1.0
+ * carve.h still get exactly this), and what carve_replay_result holds. */
+typedef struct carve_stats_1_0 {
     size_t requested_bytes;       /* bytes asked for by live buffers (unrounded) */
     size_t requested_bytes_peak;
     size_t allocated_bytes;       /* bytes held by live buffers (rounded) */
@@ -511,26 +735,123 @@ typedef struct carve_stats {
                                      virtual-memory mode the fences that say which freed
                                      granules the device is done with) */
     uint64_t num_event_queries;   /* times carve asked whether an event had completed, ever */
+} carve_stats_1_0;
+
+typedef struct carve_stats {
+    size_t requested_bytes;       /* bytes asked for by live buffers (unrounded) */
+    size_t requested_bytes_peak;
+    size_t allocated_bytes;       /* bytes held by live buffers (rounded) */
+    size_t allocated_bytes_peak;
+    size_t reserved_bytes;        /* bytes reserved from the backend (virtual-memory mode:
+                                     bytes mapped) */
+    size_t reserved_bytes_peak;
+    size_t limit_bytes;           /* the hard cap (SIZE_MAX when unlimited) */
+    size_t cached_bytes;          /* reserved but not held by live buffers */
+    size_t largest_free_block;    /* largest contiguous free range with memory behind it, in bytes */
+    size_t num_segments;          /* segments reserved now (virtual-memory mode: address
+                                     space reservations) */
+    size_t num_streams;           /* streams the arena has seen */
+    uint64_t num_live;            /* live buffers */
+    uint64_t num_allocs;          /* successful carve_alloc calls with size > 0 */
+    uint64_t num_frees;           /* successful carve_free calls with ptr != NULL */
+    uint64_t num_backend_allocs;  /* segments reserved from the backend, ever (virtual-memory
+                                     mode: address space reservations and granule maps) */
+    uint64_t num_backend_frees;   /* segments given back, ever (virtual-memory mode:
+                                     granule unmaps and address space releases) */
+    uint64_t num_ooms;            /* carve_alloc calls that returned CARVE_ERR_OOM */
+    uint64_t num_syncs;           /* times carve made the host wait for the device (an event
+                                     or device synchronization: before reusing another stream's
+                                     memory at the limit, releasing, unmapping), ever */
+    uint64_t num_event_records;   /* events carve recorded on streams, ever (each a driver call
+                                     on a GPU: cross-stream frees, emptied spans, and in
+                                     virtual-memory mode the fences that say which freed
+                                     granules the device is done with) */
+    uint64_t num_event_queries;   /* times carve asked whether an event had completed, ever */
+    /* Added in 1.1 (carve_get_stats_sized zeroes what a caller's older
+     * structure lacks; see carve_get_stats): */
+    uint64_t num_alloc_retries;   /* allocations retried after the out-of-memory callback
+                                     answered CARVE_OOM_RETRY (carve_set_oom_callback) */
+    /* The driver ledger: every driver call the backend made for the arena,
+     * ever, by kind (carve_driver_op), with the mappings and bytes the calls
+     * covered, and the driver time the cost table gives them
+     * (carve_driver_model_ns): on the virtual backend, what the same work
+     * would have cost the CUDA backend on the table's GPU. Every backend
+     * counts (the host backend its simulated events only; cuda_driver's
+     * cuMemAlloc and cuMemFree count as cudaMalloc and cudaFree). */
+    uint64_t driver_calls[CARVE_DRIVER_SLOTS];
+    uint64_t driver_mappings[CARVE_DRIVER_SLOTS];
+    uint64_t driver_bytes[CARVE_DRIVER_SLOTS];
+    uint64_t driver_model_ns;
 } carve_stats;
 
 /*
- * Fill *out with the arena's statistics. Peaks are exact when the arena is
+ * Fill the first size bytes of *out (a carve_stats as the caller's carve.h
+ * has it: size between CARVE_STATS_SIZE_MIN and CARVE_STATS_SIZE_MAX; bytes
+ * past the library's own carve_stats are zeroed) with the arena's
+ * statistics. carve_stats grows only at its end, so a program built against
+ * an older carve.h reads the fields it knows. Peaks are exact when the arena is
  * used from one stream; with several streams, requested/allocated peaks are
  * off by at most 16 MiB per stream, either way (per-stream counters are
  * merged in batches so that streams do not contend: one stream's flushed
  * allocations may meet another's unflushed frees); no peak is ever below
  * its current value. largest_free_block counts the buffer freed last, which
  * is kept aside for reuse, as the free memory it is. Returns
- * CARVE_ERR_INVALID for NULL arguments (*out zeroed when out is not NULL).
+ * CARVE_ERR_INVALID for NULL arguments or a size outside those bounds (the
+ * first size bytes of *out zeroed when out is not NULL and size is within
+ * them).
  * Thread-safe: each stream's counters are read together under its lock
  * (briefly, one stream at a time), so even while other threads allocate
  * num_frees <= num_allocs and num_live = num_allocs - num_frees; streams are
  * read one after another, not at one instant (carve_snapshot_json is one).
  */
-CARVE_API carve_status carve_get_stats(const carve_arena *arena, carve_stats *out);
+CARVE_API carve_status carve_get_stats_sized(const carve_arena *arena, carve_stats *out, size_t size);
+/* carve_get_stats_sized with the program's sizeof(carve_stats). (The
+ * library also exports carve_get_stats itself, for programs built against
+ * carve 1.0's header, where it was a function: it writes carve_stats_1_0.) */
+static inline carve_status carve_get_stats(const carve_arena *arena, carve_stats *out) {
+    return carve_get_stats_sized(arena, out, sizeof(carve_stats));
+}
 
-/* Reset the peaks to the current values, all at one instant. NULL is a
- * no-op. Thread-safe (takes every lock at once, briefly, so that no peak
+/* The smallest and largest size carve_get_stats_sized takes: ABI 1.0's
+ * carve_stats, and a bound far past any to come. */
+#define CARVE_STATS_SIZE_MIN sizeof(carve_stats_1_0)
+#define CARVE_STATS_SIZE_MAX ((size_t)4096)
+
+/* One stream's counters, as its pool keeps them (each stream's are kept
+ * apart already, on the paths carve_alloc and carve_free take: reading them
+ * costs those paths nothing). */
+typedef struct carve_stream_stats {
+    size_t size;                  /* sizeof(carve_stream_stats) as the caller has it (set by the call) */
+    carve_stream stream;          /* the stream asked about (as given) */
+    uint64_t num_allocs;          /* successful allocations on it (size > 0), ever */
+    uint64_t num_frees;           /* frees of its buffers, ever */
+    uint64_t num_live;            /* its live buffers: num_allocs - num_frees */
+    size_t allocated_bytes;       /* bytes its live buffers hold (rounded) */
+    size_t allocated_bytes_peak;  /* the most they held at once (since creation or the last peak reset) */
+    size_t requested_bytes;       /* bytes asked for by its live buffers */
+    size_t requested_bytes_peak;
+} carve_stream_stats;
+
+#define CARVE_STREAM_STATS_SIZE_MAX ((size_t)4096)
+
+/* The counters of stream (CARVE_STREAM_PER_THREAD: the calling thread's)
+ * in arena, written into the first size bytes of *out (out->size = size,
+ * out->stream = stream); all zero for a stream the arena has not seen.
+ * Returns CARVE_OK, or CARVE_ERR_INVALID for NULL arguments or a size below
+ * sizeof(size_t) or above CARVE_STREAM_STATS_SIZE_MAX (the first size bytes
+ * of *out zeroed when out is not NULL and size is within them).
+ * Thread-safe: the stream's counters are read together under its lock
+ * (num_frees <= num_allocs). O(1). Does not synchronize. */
+CARVE_API carve_status carve_get_stream_stats_sized(const carve_arena *arena, carve_stream stream,
+                                                    carve_stream_stats *out, size_t size);
+/* carve_get_stream_stats_sized with the program's sizeof(carve_stream_stats). */
+static inline carve_status carve_get_stream_stats(const carve_arena *arena, carve_stream stream,
+                                                  carve_stream_stats *out) {
+    return carve_get_stream_stats_sized(arena, stream, out, sizeof(carve_stream_stats));
+}
+
+/* Reset the peaks to the current values, exactly (every stream's batched
+ * counters merged first), all at one instant. NULL is a no-op. Thread-safe (takes every lock at once, briefly, so that no peak
  * falls below its value while other threads allocate or map memory). */
 CARVE_API void carve_reset_peak_stats(carve_arena *arena);
 
@@ -552,6 +873,41 @@ CARVE_API carve_status carve_check(const carve_arena *arena);
  */
 CARVE_API const char *carve_last_error(const carve_arena *arena);
 
+/* carve_error_info.driver_api: which CUDA API driver_error comes from. */
+#define CARVE_DRIVER_ERROR_RUNTIME 1 /* a cudaError_t */
+#define CARVE_DRIVER_ERROR_DRIVER 2  /* a CUresult */
+
+/* What carve_last_error explains, as numbers. */
+typedef struct carve_error_info {
+    size_t size;           /* sizeof(carve_error_info) as the caller has it (set by the call) */
+    carve_status status;   /* the status of that failure; CARVE_OK when there is none */
+    int driver_api;        /* CARVE_DRIVER_ERROR_RUNTIME or _DRIVER when the failure is the CUDA
+                              driver's (status CARVE_ERR_BACKEND, CARVE_ERR_NO_DEVICE, or
+                              CARVE_ERR_OOM for the device's memory: cudaErrorMemoryAllocation,
+                              CUDA_ERROR_OUT_OF_MEMORY); 0 otherwise */
+    int driver_error;      /* that cudaError_t or CUresult as an int; 0 when driver_api is 0 */
+    int host_memory;       /* 1 when the status is CARVE_ERR_OOM because host memory ran out
+                              (carve's own records, not the device's memory, nor the limit) */
+} carve_error_info;
+
+#define CARVE_ERROR_INFO_SIZE_MAX ((size_t)4096)
+
+/*
+ * The calling thread's most recent failed call on arena (NULL: the calls
+ * carve_last_error(NULL) explains), as numbers, written into the first size
+ * bytes of *out (out->size = size): CARVE_ERR_OOM with host_memory 0 is the
+ * device or the limit, with host_memory 1 host memory; driver_error is the
+ * CUDA error code beside the text. status CARVE_OK and zeros when there is
+ * none. Returns CARVE_OK, or CARVE_ERR_INVALID (nothing written, and the
+ * last error unchanged) for a NULL out or a size below sizeof(size_t) or
+ * above CARVE_ERROR_INFO_SIZE_MAX. Thread-safe (per-thread storage).
+ */
+CARVE_API carve_status carve_last_error_info_sized(const carve_arena *arena, carve_error_info *out, size_t size);
+/* carve_last_error_info_sized with the program's sizeof(carve_error_info). */
+static inline carve_status carve_last_error_info(const carve_arena *arena, carve_error_info *out) {
+    return carve_last_error_info_sized(arena, out, sizeof(carve_error_info));
+}
+
 /*
  * A JSON snapshot of the arena: its configuration, statistics, and every
  * segment with every block (offset, size, state, stream), all of one
@@ -563,6 +919,76 @@ CARVE_API const char *carve_last_error(const carve_arena *arena);
  */
 CARVE_API carve_status carve_snapshot_json(const carve_arena *arena, char **out);
 CARVE_API void carve_snapshot_free(char *json);
+
+/* ---- CUDA graphs -----------------------------------------------------------
+ *
+ * While a stream is being captured into a CUDA graph (cudaStreamIsCapturing
+ * says so; the host and virtual backends: carve_sim_set_capturing), carve's
+ * calls on it neither synchronize, nor record or ask about events on it,
+ * nor map, reserve or unmap memory: carve_alloc takes only memory its pool
+ * holds free and otherwise fails with CARVE_ERR_OOM (nothing changed);
+ * carve_free parks the memory in the pool. The memory a graph uses must
+ * stay its own for every replay: a graph pool holds it.
+ *
+ *   carve_graph_pool_create(arena, &g);
+ *   carve_graph_pool_begin(arena, g, s);   allocations on s now come from g
+ *   step(s);                               once, uncaptured: g maps what it needs
+ *   cudaStreamBeginCapture(s, ...); step(s); cudaStreamEndCapture(s, &graph);
+ *   carve_graph_pool_end(arena, g, s);     s has its own pool again
+ *   ... cudaGraphLaunch(graph) any number of times ...
+ *   cudaGraphDestroy(graph); carve_graph_pool_release(arena, g);
+ *
+ * The captured step repeats the first run's allocations and frees, so it
+ * finds its memory free in g, in the same order. Memory freed inside the
+ * capture is taken again only by later allocations of the same capture
+ * (the graph's own order makes that safe), and none of g's memory goes to
+ * other streams, to carve_empty_cache or back to the driver until the
+ * release; buffers still live in g then are freed as any others. Several
+ * graphs may share a pool when they are replayed one after another, never
+ * at once (PyTorch's rule for shared pools). A capture that forks work onto
+ * other streams routes each to a graph pool of its own. The arena's other
+ * streams allocate as always meanwhile.
+ */
+typedef struct carve_graph_pool carve_graph_pool;
+
+/* A new graph pool of arena in *g (NULL on failure). It holds nothing until
+ * a stream routed to it allocates. Returns CARVE_OK; CARVE_ERR_INVALID for
+ * NULL arguments; CARVE_ERR_OOM when host memory runs out. Thread-safe.
+ * Does not synchronize. */
+CARVE_API carve_status carve_graph_pool_create(carve_arena *arena, carve_graph_pool **g);
+
+/* From now on, allocations on stream (CARVE_STREAM_PER_THREAD: the calling
+ * thread's) come from g, from every thread, until carve_graph_pool_end;
+ * buffers of g are freed into g whatever the stream. Call it before the
+ * stream's allocations it should cover (not while other threads allocate on
+ * stream). Returns CARVE_OK; CARVE_ERR_INVALID for NULL arguments, a g that
+ * is not a live graph pool of arena, a g with a stream routed to it already,
+ * a stream routed already, or 16 streams routed in the arena. Thread-safe.
+ * Does not synchronize. */
+CARVE_API carve_status carve_graph_pool_begin(carve_arena *arena, carve_graph_pool *g, carve_stream stream);
+
+/* Allocations on stream come from its own pool again. Returns CARVE_OK;
+ * CARVE_ERR_INVALID for NULL arguments or a stream not routed to g.
+ * Thread-safe. Does not synchronize. */
+CARVE_API carve_status carve_graph_pool_end(carve_arena *arena, carve_graph_pool *g, carve_stream stream);
+
+/* Give g's memory back: the program says that no graph that used it will
+ * be launched again. carve synchronizes the device (launches still queued
+ * finish first), then g's free memory goes back to the arena for every
+ * stream; g's buffers still live stay valid and are freed as any others. g
+ * is no graph pool afterwards. Returns CARVE_OK; CARVE_ERR_INVALID for NULL
+ * arguments, a g that is not a graph pool of arena or was released, or one
+ * with a stream routed to it; CARVE_ERR_BACKEND when the synchronization
+ * failed (g is released; its memory returns at the next reclaim).
+ * Thread-safe. Synchronizes. */
+CARVE_API carve_status carve_graph_pool_release(carve_arena *arena, carve_graph_pool *g);
+
+/* Host and virtual backends (tests): mark stream as being captured (on
+ * nonzero) or not, as cudaStreamIsCapturing would say on a GPU. Returns
+ * CARVE_OK; CARVE_ERR_INVALID for a NULL arena, a CUDA backend (the driver
+ * says), or a 17th marked stream. Must not race with calls on the arena's
+ * marked streams. */
+CARVE_API carve_status carve_sim_set_capturing(carve_arena *arena, carve_stream stream, int on);
 
 /* ---- Sharing buffers with other processes ---------------------------------
  *
@@ -725,9 +1151,10 @@ CARVE_API carve_status carve_device_mem_info(int device, size_t *free_bytes, siz
 CARVE_API int carve_device_count(void);
 
 /* Destroy every default arena (for leak checks at exit). Must not race with
- * their use. A later carve_device_arena makes a new one; routing stacks
- * (carve_frameworks.h) that still name a destroyed one get
- * CARVE_ERR_INVALID for their allocations. */
+ * their use. Synchronizes, as carve_arena_destroy. A later
+ * carve_device_arena makes a new one; routing stacks (carve_frameworks.h)
+ * that still name a destroyed one get CARVE_ERR_INVALID for their
+ * allocations. */
 CARVE_API void carve_device_arenas_release(void);
 
 /* For interposers of the CUDA driver (carve-run's): lookup(name, arg) finds

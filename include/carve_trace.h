@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "carve.h"
 
@@ -170,7 +171,8 @@ CARVE_API carve_status carve_replay_streams_open(carve_replay_streams *rs, uint3
 CARVE_API void carve_replay_streams_close(carve_replay_streams *rs);
 
 typedef struct carve_replay_result {
-    carve_stats stats;   /* the arena's statistics after the last event */
+    carve_stats_1_0 stats; /* the arena's statistics after the last event (the fields of ABI 1.0's
+                              carve_stats: the structure keeps its layout) */
     uint64_t nooms;      /* allocations that returned CARVE_ERR_OOM (skipped with their frees) */
     uint64_t nerrors;    /* allocations or frees that failed otherwise */
     size_t done;         /* events replayed (fewer than t->n only when stopped at an OOM) */
@@ -210,6 +212,29 @@ typedef struct carve_replay_warm {
     uint64_t nooms;               /* allocations that ran out of memory in the warm passes */
 } carve_replay_warm;
 
+/* The driver ledger of a replay (carve_stats' driver_* fields): the cold
+ * pass's (from the arena's creation to the end of the first pass) and the
+ * warm passes' (the differences across them). It begins with its size, as
+ * carve_config does, so that it can grow: set size to sizeof(carve_replay_driver)
+ * (carve_replay_driver_init does); the library writes only the first size
+ * bytes. */
+typedef struct carve_replay_driver {
+    size_t size;
+    uint64_t cold_calls[CARVE_DRIVER_SLOTS];
+    uint64_t cold_mappings[CARVE_DRIVER_SLOTS];
+    uint64_t cold_bytes[CARVE_DRIVER_SLOTS];
+    uint64_t cold_model_ns;
+    uint64_t warm_calls[CARVE_DRIVER_SLOTS];     /* over all warm passes */
+    uint64_t warm_mappings[CARVE_DRIVER_SLOTS];
+    uint64_t warm_bytes[CARVE_DRIVER_SLOTS];
+    uint64_t warm_model_ns;
+} carve_replay_driver;
+
+static inline void carve_replay_driver_init(carve_replay_driver *d) {
+    memset(d, 0, sizeof(*d));
+    d->size = sizeof(*d);
+}
+
 /* carve_replay_run, then warm_passes more passes on the same arena: after
  * each pass (the cold one included) the buffers it left live are freed,
  * untimed, and the next pass starts from the cache as it is. *res describes
@@ -220,6 +245,15 @@ CARVE_API carve_status carve_replay_run_warm(const carve_trace *t, const carve_c
                                              const carve_replay_streams *rs, void **slots, unsigned flags,
                                              unsigned warm_passes, carve_progress_fn progress, void *arg,
                                              carve_replay_result *res, carve_replay_warm *warm);
+/* carve_replay_run_warm that also fills *drv (may be NULL) with the driver
+ * ledger of the cold pass and of the warm passes. Returns as
+ * carve_replay_run, and CARVE_ERR_INVALID for a drv whose size is below
+ * sizeof(size_t) + the cold ledger or above 4096. */
+CARVE_API carve_status carve_replay_run_driver(const carve_trace *t, const carve_config *cfg,
+                                               const carve_replay_streams *rs, void **slots, unsigned flags,
+                                               unsigned warm_passes, carve_progress_fn progress, void *arg,
+                                               carve_replay_result *res, carve_replay_warm *warm,
+                                               carve_replay_driver *drv);
 
 /* What a picture needs: the address of every allocation and, per time
  * column (ncols columns spread evenly over the events), the largest
@@ -288,6 +322,12 @@ CARVE_API double carve_replay_footprint(const carve_replay_report *r);
  * one line (json 1; the keys are listed in docs/replay.md). Returns 0, or -1
  * when writing failed or an argument is NULL. */
 CARVE_API int carve_replay_report_write(FILE *out, const carve_replay_report *r, int json);
+/* carve_replay_report_write with the driver ledger (may be NULL: then as
+ * carve_replay_report_write): the modeled driver time and the calls by kind,
+ * cold and warm, and modeled ns per event (host time measured plus driver
+ * time modeled). */
+CARVE_API int carve_replay_report_write_driver(FILE *out, const carve_replay_report *r,
+                                               const carve_replay_driver *drv, int json);
 
 /* ---- Pictures ------------------------------------------------------------- */
 

@@ -163,20 +163,21 @@ static int overlaps(uintptr_t a, size_t an, uintptr_t b, size_t bn) { return a <
 /* Memory leaves the device (unmapped or released): nothing may use it. */
 static void check_unback(em_model *m, uintptr_t addr, size_t size, const char *what) {
     pthread_mutex_lock(&m->mu);
-    if (!m->closing) {
+    /* Destroying the arena gives live buffers back too (the program gave
+     * them up); the work of freed ones must still be done first. */
+    if (!m->closing)
         for (size_t i = 0; i < m->nlive; i++)
             if (overlaps(addr, size, m->live[i].addr, m->live[i].size))
                 violation(m, "%s [%#lx, +%zu) holds live buffer %#lx (%zu bytes, stream %p)", what,
                           (unsigned long)addr, size, (unsigned long)m->live[i].addr, m->live[i].size,
                           (void *)m->live[i].s);
-        for (size_t i = 0; i < m->nuses; i++) {
-            em_use *u = &m->uses[i];
-            if (overlaps(addr, size, u->addr, u->size) && !use_done(m, u->s, u->pos))
-                violation(m, "%s [%#lx, +%zu) while freed buffer %#lx (%zu bytes) is still used by work %llu "
-                          "of stream %p (done up to %llu)", what, (unsigned long)addr, size,
-                          (unsigned long)u->addr, u->size, (unsigned long long)u->pos, (void *)u->s,
-                          (unsigned long long)stream_of(m, u->s)->done);
-        }
+    for (size_t i = 0; i < m->nuses; i++) {
+        em_use *u = &m->uses[i];
+        if (overlaps(addr, size, u->addr, u->size) && !use_done(m, u->s, u->pos))
+            violation(m, "%s [%#lx, +%zu) while freed buffer %#lx (%zu bytes) is still used by work %llu "
+                      "of stream %p (done up to %llu)%s", what, (unsigned long)addr, size,
+                      (unsigned long)u->addr, u->size, (unsigned long long)u->pos, (void *)u->s,
+                      (unsigned long long)stream_of(m, u->s)->done, m->closing ? ", destroying the arena" : "");
     }
     pthread_mutex_unlock(&m->mu);
 }
@@ -324,7 +325,7 @@ em_model *em_attach(carve_arena *a) {
 
 void em_destroy(em_model *m) {
     pthread_mutex_lock(&m->mu);
-    m->closing = 1; /* destruction gives everything back, used or not */
+    m->closing = 1; /* destruction gives live buffers back too; freed ones' work is still checked */
     pthread_mutex_unlock(&m->mu);
     carve_be *be = &m->a->be;
     carve_arena_destroy(m->a);

@@ -44,7 +44,10 @@ typedef struct em_model em_model;
 
 /* Put the model in front of a's backend. Call right after
  * carve_arena_create, before any other call on a. em_destroy destroys the
- * arena (which gives everything back, unchecked) and then the model. */
+ * arena and then the model: the arena gives live buffers back unchecked
+ * (the program gave them up), but memory whose freed buffers' work the
+ * device has not done is still a violation (carve_arena_destroy waits for
+ * the device first). */
 em_model *em_attach(carve_arena *a);
 void em_destroy(em_model *m);
 

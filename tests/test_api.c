@@ -67,8 +67,10 @@ static void test_alloc_free_contract(carve_backend be) {
     CHECK(p == NULL);
     CHECK_OK(a, carve_free(a, NULL));
     CHECK_ST(NULL, carve_free(NULL, (void *)256), CARVE_ERR_INVALID);
-    CHECK_ST(a, carve_alloc(a, 10, (carve_stream)(uintptr_t)0x2, &p), CARVE_ERR_INVALID); /* cudaStreamPerThread */
-    CHECK(p == NULL);
+    /* cudaStreamPerThread: the calling thread's stream (test_free_ordering). */
+    CHECK_OK(a, carve_alloc(a, 10, CARVE_STREAM_PER_THREAD, &p));
+    CHECK(p != NULL);
+    CHECK_OK(a, carve_free(a, p));
 
     p = (void *)1;
     CHECK_ST(a, carve_alloc(a, SIZE_MAX, NULL, &p), CARVE_ERR_OOM);

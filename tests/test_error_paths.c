@@ -13,6 +13,10 @@
  *               (memory that would be handed out). The sequence: 1 GiB
  *               allocated and freed on a stream, its records unable to
  *               grow, the third unmap refused, then carve_empty_cache.
+ *   empty_cache a free 1 GiB block beside a live buffer, its pool starved
+ *               of records: carve_empty_cache unmapped nothing and said
+ *               CARVE_OK; now CARVE_ERR_OOM, and the memory goes once
+ *               records can be had.
  *   release     a segment whose release the backend refused stays the
  *               arena's: linked, counted, found by carve_arena_contains, and
  *               released by the next carve_empty_cache. (A segment whose
@@ -95,8 +99,10 @@ static void starve_off(starve *v) {
 /* ---- unmap_span ---- */
 
 /* records: the pool's spare block records left (SIZE_MAX: as many as it
- * has, and its slab may grow). */
-static void unmap_span_case(size_t records) {
+ * has, and its slab may grow). want: what carve_empty_cache answers (the
+ * refused unmap, or, when nothing was refused, CARVE_ERR_OOM for the
+ * memory left mapped for want of records). */
+static void unmap_span_case(size_t records, carve_status want) {
     carve_arena *a = test_arena_conf(CARVE_BACKEND_VIRTUAL, 1, 0, 0, "vmm=1");
     const carve_stream s = (carve_stream)(uintptr_t)0x1000;
     void *p = NULL;
@@ -112,8 +118,7 @@ static void unmap_span_case(size_t records) {
     if (records != SIZE_MAX)
         starve_slab_but(&v, &pool->slab, records);
     carve_backend_faults_on(&a->be, a->be.faults.calls + 3, 1, 0, CARVE_FAULT_RELEASE, CARVE_ERR_BACKEND);
-    carve_status st = carve_empty_cache(a);
-    CHECK(st == CARVE_OK || st == CARVE_ERR_BACKEND);
+    CHECK_ST(a, carve_empty_cache(a), want);
     CHECK_ARENA(a);
     carve_stats stats;
     CHECK_OK(a, carve_get_stats(a, &stats));
@@ -139,9 +144,48 @@ static void unmap_span_case(size_t records) {
 }
 
 static void test_unmap_span_without_records(void) {
-    unmap_span_case(0);        /* no record at all: nothing unmapped, nothing lost */
-    unmap_span_case(2);        /* one cut: up to the refused granule, then no record for the rest */
-    unmap_span_case(SIZE_MAX); /* records: the span cut around the refused granule */
+    unmap_span_case(0, CARVE_ERR_OOM);            /* no record at all: nothing unmapped, nothing lost */
+    unmap_span_case(2, CARVE_ERR_BACKEND);        /* one cut: up to the refused granule, then no record for the rest */
+    unmap_span_case(SIZE_MAX, CARVE_ERR_BACKEND); /* records: the span cut around the refused granule */
+}
+
+/* ---- empty_cache without records ----
+ *
+ * A free 1 GiB block inside a span that still holds a live buffer, its
+ * pool without a spare record and unable to make one: carve_empty_cache
+ * unmapped nothing and answered CARVE_OK. Now CARVE_ERR_OOM (host memory)
+ * says the memory stayed; once records can be had again, it goes. */
+static void test_empty_cache_without_records(void) {
+    carve_arena *a = test_arena_conf(CARVE_BACKEND_VIRTUAL, 1, 0, 0, "vmm=1");
+    const carve_stream s = (carve_stream)(uintptr_t)0x1000;
+    void *p = NULL, *q = NULL;
+    CHECK_OK(a, carve_alloc(a, 1024 * MiB, s, &p));
+    CHECK_OK(a, carve_alloc(a, 256, s, &q)); /* keeps the span */
+    CHECK_OK(a, carve_free(a, p));
+    CHECK_OK(a, carve_free(a, q));
+    CHECK_OK(a, carve_alloc(a, 256, s, &q)); /* q back; p's 1 GiB free and mapped */
+    carve_pool *pool = pool_of(a, s);
+    CHECK(pool != NULL);
+    if (!pool) {
+        carve_arena_destroy(a);
+        return;
+    }
+    starve v = {.n = 0};
+    starve_slab_but(&v, &pool->slab, 0);
+    size_t before = carve_memory_reserved(a);
+    CHECK(before > 1024 * MiB);
+    CHECK_ST(a, carve_empty_cache(a), CARVE_ERR_OOM);
+    CHECK(strstr(carve_last_error(a), "host memory") != NULL);
+    CHECK(carve_memory_reserved(a) == before); /* nothing went, and the status says so */
+    CHECK_ARENA(a);
+    starve_off(&v);
+    CHECK_OK(a, carve_empty_cache(a));
+    CHECK(carve_memory_reserved(a) == G); /* q's granule */
+    CHECK_OK(a, carve_free(a, q));
+    CHECK_OK(a, carve_empty_cache(a));
+    CHECK(carve_memory_reserved(a) == 0);
+    CHECK_ARENA(a);
+    carve_arena_destroy(a);
 }
 
 /* ---- release ---- */
@@ -271,6 +315,7 @@ static void test_sweep(void) {
 
 int main(void) {
     test_unmap_span_without_records();
+    test_empty_cache_without_records();
     test_refused_release_keeps_segment();
     test_sweep();
     return test_finish();

@@ -1,7 +1,9 @@
 /*
  * test_failures.c — backend failures injected into the host and virtual
  * backends: a failed reserve is CARVE_ERR_OOM or CARVE_ERR_BACKEND with the
- * backend's message, nothing is lost, and the arena keeps working.
+ * backend's message, nothing is lost, and the arena keeps working. And a
+ * backend whose blocks are aligned to 512 bytes only (as cuMemAlloc
+ * promises 256): the limit caps the blocks as the backend gave them.
  */
 #include "backend/faults.h"
 #include "engine/types.h"
@@ -96,7 +98,119 @@ static void test_random_injection(void) {
     carve_arena_destroy(a);
 }
 
+/* A backend in front of the virtual one whose blocks start 512 bytes past
+ * a granule boundary, as the CUDA driver's may (tests/dropin's mock driver
+ * aligns cuMemAlloc to 512 bytes): each block of size bytes is the leaf's
+ * block of size + 2 MiB, shifted. */
+#define MiB ((size_t)1 << 20)
+#define SKEW 512
+static const carve_backend_ops *skew_leaf;
+static carve_backend_ops skew_ops;
+static unsigned long skew_blocks; /* blocks handed out unaligned */
+
+static carve_status skew_reserve(carve_be *be, size_t size, uintptr_t *base) {
+    carve_status st = skew_leaf->reserve(be, size + CARVE_SEGMENT_GRANULE, base);
+    if (st == CARVE_OK) {
+        *base += SKEW;
+        skew_blocks++;
+    }
+    return st;
+}
+
+static carve_status skew_release(carve_be *be, uintptr_t base, size_t size) {
+    return skew_leaf->release(be, base - SKEW, size + CARVE_SEGMENT_GRANULE);
+}
+
+/* An arena of conf whose backend is skewed from now on (the initial block,
+ * if any, given back first so that it comes from the skewed backend). */
+static carve_arena *skewed_arena(const char *conf) {
+    carve_config c;
+    carve_config_init(&c);
+    c.backend = CARVE_BACKEND_VIRTUAL;
+    carve_arena *a = NULL;
+    if (carve_config_parse(&c, conf) != CARVE_OK || carve_arena_create(&c, &a) != CARVE_OK) {
+        fprintf(stderr, "%s: %s\n", conf, carve_last_error(NULL));
+        exit(1);
+    }
+    CHECK_OK(a, carve_empty_cache(a));
+    CHECK(carve_memory_reserved(a) == 0);
+    skew_leaf = a->be.ops;
+    skew_ops = *skew_leaf;
+    skew_ops.reserve = skew_reserve;
+    skew_ops.release = skew_release;
+    a->be.ops = &skew_ops;
+    return a;
+}
+
+static void unskew(carve_arena *a) {
+    a->be.ops = skew_leaf;
+}
+
+/* Allocate size; expect st; the arena within its limit and whole. */
+static void *skew_alloc(carve_arena *a, size_t size, carve_status want) {
+    void *p = NULL;
+    carve_status st = carve_alloc(a, size, NULL, &p);
+    CHECK(st == want);
+    if (st != want)
+        printf("  alloc %zu MiB: %s: %s\n", size >> 20, carve_status_str(st), carve_last_error(a));
+    carve_stats s;
+    CHECK_OK(a, carve_get_stats(a, &s));
+    CHECK(s.reserved_bytes <= s.limit_bytes);
+    CHECK_ARENA(a);
+    return p;
+}
+
+static void test_unaligned_backend(void) {
+    /* One block of the limit (growth off, and growth on with an initial
+     * block): reserving a granule more passed the limit (66 MiB of 64). Now
+     * the block as it came is kept, its aligned 62 MiB used. */
+    const char *one_block[] = {"vmm=0,growth=0,initial=64MiB,limit=64MiB", "vmm=0,initial=64MiB,limit=64MiB"};
+    for (int i = 0; i < 2; i++) {
+        carve_arena *a = skewed_arena(one_block[i]);
+        CHECK(skew_alloc(a, 64 * MiB, CARVE_ERR_OOM) == NULL); /* 62 MiB usable */
+        CHECK(strstr(carve_last_error(a), "align") != NULL); /* the message says why */
+        void *p = skew_alloc(a, 62 * MiB, CARVE_OK);
+        CHECK(p != NULL && carve_memory_reserved(a) == 64 * MiB);
+        CHECK_OK(a, carve_free(a, p));
+        CHECK_OK(a, carve_empty_cache(a));
+        CHECK(carve_memory_reserved(a) == 0);
+        unskew(a);
+        carve_arena_destroy(a);
+    }
+    /* Growth under a limit: the request of the limit fails on an empty
+     * arena only where no aligned part holds it; a granule less fits. */
+    carve_arena *a = skewed_arena("vmm=0,limit=64MiB");
+    CHECK(skew_alloc(a, 64 * MiB, CARVE_ERR_OOM) == NULL);
+    CHECK(strstr(carve_last_error(a), "aligned part (62.00 MiB)") != NULL);
+    void *p = skew_alloc(a, 62 * MiB, CARVE_OK);
+    CHECK(p != NULL);
+    CHECK_OK(a, carve_free(a, p));
+    /* 42 MiB (44 reserved) leaves 20 MiB: a 5 MiB request wants a 20 MiB
+     * segment, one granule more does not fit, and the 18 MiB aligned part
+     * of the 20 holds it. That was an out-of-memory answer. */
+    CHECK_OK(a, carve_empty_cache(a));
+    void *x = skew_alloc(a, 42 * MiB, CARVE_OK);
+    CHECK(carve_memory_reserved(a) == 44 * MiB);
+    void *y = skew_alloc(a, 5 * MiB, CARVE_OK);
+    CHECK(y != NULL && carve_memory_reserved(a) == 64 * MiB);
+    CHECK_OK(a, carve_free(a, x));
+    CHECK_OK(a, carve_free(a, y));
+    CHECK_OK(a, carve_empty_cache(a));
+    CHECK(carve_memory_reserved(a) == 0);
+    unskew(a);
+    carve_arena_destroy(a);
+    /* With room for a granule more, the aligned part holds the request whole. */
+    a = skewed_arena("vmm=0,limit=128MiB");
+    p = skew_alloc(a, 64 * MiB, CARVE_OK);
+    CHECK(carve_memory_reserved(a) == 66 * MiB);
+    CHECK_OK(a, carve_free(a, p));
+    unskew(a);
+    carve_arena_destroy(a);
+    CHECK(skew_blocks > 0);
+}
+
 int main(void) {
+    test_unaligned_backend();
     test_reserve_failures(CARVE_BACKEND_HOST);
     test_reserve_failures(CARVE_BACKEND_VIRTUAL);
     test_random_injection();

@@ -15,6 +15,20 @@
  *  3. Default mode: trimming other streams' free granules synchronized the
  *     device before locking their pools, so granules freed during the wait
  *     counted as done.
+ *  4. Both modes: carve_arena_destroy unmapped and released memory whose
+ *     freed buffer a kernel queued before the free still used (no wait).
+ *     (em_destroy checks every arena destroyed after a case the same way.)
+ *  5. carve_record_stream took cudaStreamPerThread, whose event the free
+ *     then recorded on the freeing thread's stream: the buffer was handed
+ *     out again while the recording thread's kernel was still queued.
+ *  6. (Reuse, not safety.) Blocks freed after use on other streams wait in
+ *     their pool in free order; polling stopped at the first one not done,
+ *     so a block whose other stream was done waited behind one whose
+ *     stream was busy.
+ *  7. Default mode: free mapped granules move from one stream's pool to
+ *     another's without the driver (alloc.c's vmm_adopt) only once a
+ *     completed fence of the giving stream covers them: before, the taking
+ *     stream maps fresh memory; after, it takes them.
  */
 #include <pthread.h>
 #include <time.h>
@@ -242,6 +256,116 @@ static void case3(void) {
     em_destroy(m);
 }
 
+/* Case 4: 8 MiB on S1, a kernel on it queued, the buffer freed, the arena
+ * destroyed at once (a live buffer of S2 too, which destruction may take:
+ * the program gave it up). Nothing may be unmapped or released before the
+ * kernel has run: em_destroy's oracle checks every unmap and release. */
+static void case4(const char *conf) {
+    carve_arena *a = arena(conf);
+    em_model *m = em_attach(a);
+    void *p = alloc_on(m, a, 8 * MiB, S1);
+    alloc_on(m, a, 4 * MiB, S2);
+    free_it(m, a, p);
+    CHECK(em_done(m, S1) < em_queued(m, S1)); /* the kernel has not run */
+    em_destroy(m);
+}
+
+/* Case 5. A backend in front of the model resolves cudaStreamPerThread as
+ * CUDA does: to the calling thread's own stream. Thread 1 allocates p on
+ * S1 and declares its use on its per-thread stream (carve_record_stream
+ * with cudaStreamPerThread: the calling thread's stream); thread 2 tries to
+ * free p, which would record the event on thread 2's per-thread stream:
+ * refused (CARVE_ERR_BACKEND), p stays live. Thread 1 frees it; the device
+ * runs S1 and thread 2's per-thread stream, not thread 1's: p's memory is
+ * not handed out again. */
+#define PER_THREAD ((carve_stream)(uintptr_t)0x2)
+static const carve_stream PT1 = (carve_stream)(uintptr_t)0x20001, PT2 = (carve_stream)(uintptr_t)0x20002;
+static __thread carve_stream my_pt;
+static const carve_backend_ops *pt_leaf;
+static carve_backend_ops pt_ops;
+
+static carve_status pt_record(carve_be *be, carve_stream s, void **ev) {
+    return pt_leaf->event_record(be, s == PER_THREAD ? my_pt : s, ev);
+}
+
+typedef struct pt_free {
+    carve_arena *a;
+    void *p;
+    carve_status st;
+} pt_free;
+
+static void *pt_freer(void *arg) {
+    pt_free *f = arg;
+    my_pt = PT2;
+    f->st = carve_free(f->a, f->p);
+    return NULL;
+}
+
+static void case5(void) {
+    carve_arena *a = arena("vmm=0,limit=64MiB");
+    em_model *m = em_attach(a);
+    pt_leaf = a->be.ops;
+    pt_ops = *pt_leaf;
+    pt_ops.event_record = pt_record;
+    a->be.ops = &pt_ops;
+    my_pt = PT1;
+    void *p = alloc_on(m, a, 4 * MiB, S1);
+    CHECK_OK(a, carve_record_stream(a, p, PER_THREAD));
+    em_record_stream(m, p, PT1);
+    pt_free f = {a, p, CARVE_OK};
+    pthread_t t;
+    if (pthread_create(&t, NULL, pt_freer, &f) != 0)
+        abort();
+    pthread_join(t, NULL);
+    CHECK_ST(a, f.st, CARVE_ERR_BACKEND);
+    size_t size = 0;
+    CHECK_OK(a, carve_buffer_info(a, p, &size, NULL)); /* refused: p is live as it was */
+    CHECK(size == 4 * MiB);
+    free_it(m, a, p); /* thread 1: its event on PT1 */
+    em_advance(m, S1, em_queued(m, S1));
+    em_advance(m, PT2, em_queued(m, PT2));
+    CHECK(em_done(m, PT1) < em_queued(m, PT1)); /* thread 1's kernel on p has not run */
+    void *r = alloc_on(m, a, 4 * MiB, S1);
+    CHECK(!overlap(r, 4 * MiB, p, 4 * MiB));
+    free_it(m, a, r);
+    CHECK(em_violations(m) == 0);
+    em_finish(m);
+    em_destroy(m);
+}
+
+/* Case 6: p (used on S2) and q (used on S3) of S1, freed in that order; S3
+ * done, S2 not: q's memory is S1's again, p's is not. Then S2 done too. */
+static void case6(const char *conf) {
+    carve_arena *a = arena(conf);
+    em_model *m = em_attach(a);
+    void *p = alloc_on(m, a, 4 * MiB, S1), *q = alloc_on(m, a, 4 * MiB, S1);
+    CHECK_OK(a, carve_record_stream(a, p, S2));
+    em_record_stream(m, p, S2);
+    CHECK_OK(a, carve_record_stream(a, q, S3));
+    em_record_stream(m, q, S3);
+    free_it(m, a, p);
+    free_it(m, a, q);
+    em_advance(m, S1, em_queued(m, S1));
+    em_advance(m, S3, em_queued(m, S3));
+    carve_pool *pool = NULL;
+    for (carve_pool *x = a->pools; x; x = x->next_all)
+        if (x->stream == S1)
+            pool = x;
+    CHECK(pool && pool->npending == 2);
+    void *r = alloc_on(m, a, 4 * MiB, S1);
+    CHECK(pool && pool->npending == 1); /* q went back; p waits for S2 */
+    CHECK(!overlap(r, 4 * MiB, p, 4 * MiB));
+    em_advance(m, S2, em_queued(m, S2));
+    void *t = alloc_on(m, a, 4 * MiB, S1);
+    CHECK(pool && pool->npending == 0);
+    free_it(m, a, r);
+    free_it(m, a, t);
+    CHECK_ARENA(a);
+    em_check_stats(m);
+    CHECK(em_violations(m) == 0);
+    em_destroy(m);
+}
+
 /* The oracle's out-of-memory judgement can fail: an injected backend
  * failure answers CARVE_ERR_OOM to requests that fit (growth in segments
  * mode, a mapping in the default mode), which it must name; requests that
@@ -285,6 +409,46 @@ static void oracle_oom(void) {
     CHECK(oom_class(m, a, 30 * MiB, S2) == EM_OOM_OK); /* 20 + 15 granules > 32 */
     free_it(m, a, x);
     em_check_stats(m);
+    CHECK(em_violations(m) == 0);
+    em_destroy(m);
+}
+
+/* Case 7: S2 holds a small buffer; S1 frees X (40 MiB of a span it keeps
+ * with K) after 64 other frees, and one more: X's release records the
+ * fence covering its granules. S2 asks for 8 MiB: mapping them would pass
+ * its allowance, so it looks for another stream's free mapped memory.
+ * With the fence not complete (the kernel on X queued before the free has
+ * not run) it must not get X's memory, and maps its own; once the fence
+ * completed, S2's next 8 MiB (past its allowance again) may take X's
+ * granules, and does: four granules move, with no driver call. */
+static void case7(void) {
+    carve_arena *a = arena("limit=256MiB");
+    em_model *m = em_attach(a);
+    void *s2 = alloc_on(m, a, 4096, S2); /* two streams from the start: S1's maps set the arena's peak */
+    void *x = alloc_on(m, a, 40 * MiB, S1), *k = alloc_on(m, a, 2 * MiB, S1), *w = alloc_on(m, a, 4096, S1);
+    for (int i = 0; i < 64; i++)
+        free_it(m, a, alloc_on(m, a, 4096, S1));
+    unsigned long rec = em_records_on(m, S1);
+    free_it(m, a, x);
+    free_it(m, a, w); /* X leaves the parked place (the last free's) for the pool's index */
+    CHECK(em_records_on(m, S1) == rec + 1); /* the fence covering X's granules */
+    uint64_t moved = a->heap.nmoved, maps = a->heap.nreserve;
+    void *b = alloc_on(m, a, 8 * MiB, S2);
+    CHECK(em_done(m, S1) < em_queued(m, S1)); /* X's kernel has not run; nothing waited for it */
+    CHECK(!overlap(b, 8 * MiB, x, 40 * MiB));
+    CHECK(a->heap.nmoved == moved && a->heap.nreserve == maps + 4);
+    CHECK_ARENA(a);
+    em_check_stats(m);
+    em_advance(m, S1, em_queued(m, S1)); /* the fence completes */
+    void *c = alloc_on(m, a, 8 * MiB, S2);
+    CHECK(overlap(c, 8 * MiB, x, 40 * MiB)); /* X's granules came over */
+    CHECK(a->heap.nmoved == moved + 4 && a->heap.nreserve == maps + 4);
+    CHECK_ARENA(a);
+    em_check_stats(m);
+    free_it(m, a, c);
+    free_it(m, a, b);
+    free_it(m, a, k);
+    free_it(m, a, s2);
     CHECK(em_violations(m) == 0);
     em_destroy(m);
 }
@@ -357,6 +521,17 @@ int main(void) {
     case2();
     printf("case 3\n");
     case3();
+    printf("case 4 (carve_arena_destroy)\n");
+    case4("limit=64MiB");
+    case4("vmm=0,limit=64MiB");
+    case4("vmm=0,growth=0,initial=16MiB");
+    printf("case 5 (carve_record_stream and cudaStreamPerThread)\n");
+    case5();
+    printf("case 6 (blocks pending on different streams)\n");
+    case6("limit=64MiB");
+    case6("vmm=0,limit=64MiB");
+    printf("case 7 (free mapped memory moving between streams)\n");
+    case7();
     printf("the oracle's out-of-memory judgement\n");
     oracle_oom();
     oracle_false_oom();

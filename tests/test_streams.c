@@ -129,7 +129,9 @@ static void test_record_stream(void) {
 
 /* Streams die. Once a program has destroyed a stream, carve must never
  * record an event on it: memory that stream cached moves to others only
- * through events recorded while it lived, or after a device sync. */
+ * through events recorded while it lived, or after a device sync. (A
+ * stream named with carve_record_stream must live until the buffer is
+ * freed: the free records its event.) */
 static void test_dead_stream(void) {
     carve_arena *a = arena_polls(1000000, 96 << 20, 1, 0);
     void *p[4], *q;
@@ -149,6 +151,9 @@ static void test_dead_stream(void) {
     CHECK_OK(a, carve_record_stream(a, x, S4));
     CHECK_OK(a, carve_free(a, x));
     a->be.sim_dead[a->be.sim_ndead++] = S3;
+    /* S4 was named for x: it may go once x is freed (the free recorded its
+     * event), and nothing is recorded on it after. */
+    a->be.sim_dead[a->be.sim_ndead++] = S4;
     /* S1 now needs memory: soft reclaim (before raising the peak), then the
      * out-of-memory path, then empty_cache, all without touching S2. */
     void *r[8];

@@ -193,8 +193,10 @@ static void test_limit(void) {
     CHECK_ARENA(a);
     carve_arena_destroy(a);
 
-    /* growth off: the initial amount is the cap on mapped bytes */
+    /* growth off: the initial amount is the cap on mapped bytes, and nothing
+     * is mapped at creation (carve.h, initial_bytes) */
     a = vmm_arena(0, 0, 32 * MiB);
+    CHECK(carve_memory_reserved(a) == 0);
     void *x, *y;
     CHECK_OK(a, carve_alloc(a, 20 * MiB, NULL, &x));
     CHECK_ST(a, carve_alloc(a, 20 * MiB, NULL, &y), CARVE_ERR_OOM);

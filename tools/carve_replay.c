@@ -350,6 +350,8 @@ int main(int argc, char **argv) {
     p.repeat = o.repeat;
     p.load_seconds = load_seconds;
     p.warm = o.warm ? &warm : NULL;
+    carve_replay_driver drv;
+    carve_replay_driver_init(&drv);
     int rc = 0;
     char what[64] = "";
     for (unsigned k = 0; k < o.repeat; k++) {
@@ -359,8 +361,8 @@ int main(int argc, char **argv) {
             cli_progress_say(&prog, "replay %u of %u", k + 1, o.repeat);
         }
         /* The warm passes follow the first replay only; later replays time the cold pass. */
-        carve_status st = carve_replay_run_warm(&t, &o.cfg, &rs, slots, 0, k == 0 ? o.warm : 0, progress, what,
-                                                &r, k == 0 ? &warm : NULL);
+        carve_status st = carve_replay_run_driver(&t, &o.cfg, &rs, slots, 0, k == 0 ? o.warm : 0, progress, what,
+                                                  &r, k == 0 ? &warm : NULL, k == 0 ? &drv : NULL);
         if (st != CARVE_OK) {
             rc = arena_failure(st);
             goto out;
@@ -423,7 +425,7 @@ int main(int argc, char **argv) {
     }
 
     cli_progress_done(&prog);
-    if (carve_replay_report_write(stdout, &p, o.json) != 0 || fflush(stdout) != 0)
+    if (carve_replay_report_write_driver(stdout, &p, &drv, o.json) != 0 || fflush(stdout) != 0)
         rc = 1;
 out:
     free(secs);

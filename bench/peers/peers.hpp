@@ -8,13 +8,17 @@
  * generated from a seed, traces are loaded), so the timed loop does nothing
  * but call the allocator, and every allocator sees exactly the same requests.
  *
- * Each workload runs first cold, right after the allocator has given its
- * cache back, with footprint accounting (live requested bytes, the
- * allocator's reserved peak, the driver's view sampled with cudaMemGetInfo);
- * then warm, several times, with no accounting at all, and the median warm
- * time per operation is reported. Only the steady part of a workload is timed
- * (for churn, not the filling of the live set); freeing what is left at the
- * end of a repetition is not timed either. The loops launch no kernels and
+ * Each workload runs first cold, several times: right after the allocator
+ * has given its whole cache back (trim), every operation of the workload
+ * timed, the filling of a churn's live set included, so the driver work of
+ * growing from nothing is in the figure (the median is reported as
+ * cold_ns_per_op). Then once more cold with footprint accounting (live
+ * requested bytes, the allocator's reserved peak, the driver's view sampled
+ * with cudaMemGetInfo), whose time is not a speed figure. Then warm, several
+ * times, with no accounting at all, and the median warm time per operation
+ * is reported; warm passes time only the steady part of a workload (for
+ * churn, not the filling of the live set). Freeing what is left at the end
+ * of a pass is never timed. The loops launch no kernels and
  * never synchronize the device; whatever waiting happens is the allocator's.
  *
  * Results are JSON objects, one per line, appended to --out (see
@@ -224,7 +228,9 @@ class Allocator {
     virtual std::string last_error() const { return ""; }
     /* Running totals of the driver work the allocator did (named counts:
      * maps, unmaps, event records, ...); false when it keeps none. The
-     * output gives them per timed operation of the warm repetitions. */
+     * output gives them per operation of the cold pass (cold_per_op, setup
+     * included: the cold pass runs it) and per timed operation of the warm
+     * repetitions (per_op). */
     virtual bool counters(std::vector<std::pair<std::string, uint64_t>> *out)
     {
         (void)out;
@@ -321,7 +327,8 @@ struct Options {
     double cap_s = 6.0;           /* ...or after this much wall time (and one repetition) */
     int pair_reps = 7;
     double pair_min_s = 0.01;     /* each pair repetition runs at least this long */
-    int sample_every = 64;        /* cold pass: cudaMemGetInfo every this many operations */
+    int sample_every = 64;        /* accounted cold pass: cudaMemGetInfo every this many operations */
+    int cold_reps = 3;            /* timed cold passes (each after a trim); the median is reported */
     int device = 0;
     bool quick = false;
 };
@@ -336,6 +343,7 @@ inline void usage_options(FILE *f)
         "  --out PATH          append JSON lines here (default stdout)\n"
         "  --seed N --live N --steps N --thread-steps N --threads N\n"
         "  --min-reps N --max-reps N --target-s X --cap-s X\n"
+        "  --cold-reps N       timed cold passes, each after the cache is given back (default 3)\n"
         "  --quick             fewer steps and repetitions (a smoke run)\n");
 }
 
@@ -413,6 +421,9 @@ inline bool parse_options(int argc, char **argv, int first, Options *o, std::str
         } else if (a == "--cap-s") {
             if (!num(&d)) return false;
             o->cap_s = d;
+        } else if (a == "--cold-reps") {
+            if (!num(&d)) return false;
+            o->cold_reps = (int)std::max(1.0, d);
         } else if (a == "--quick") {
             o->quick = true;
         } else if (rest) {
@@ -466,8 +477,12 @@ struct Result {
     bool have_footprint = false;
     std::string reserved_method;
     uint64_t driver_used_peak = 0; /* cudaMemGetInfo used bytes above the baseline */
-    double cold_s = NAN;        /* wall time of the cold pass (accounting included) */
+    double cold_s = NAN;        /* wall time of the accounted cold pass (accounting included) */
+    double cold_ns_per_op = NAN; /* median over the timed cold passes: ns per operation, all of them */
+    std::vector<double> cold_reps; /* per timed cold pass: ns per operation */
+    uint64_t cold_ops = 0;      /* operations in one cold pass (setup included) */
     std::vector<std::pair<std::string, double>> per_op; /* Allocator::counters per warm timed op */
+    std::vector<std::pair<std::string, double>> cold_per_op; /* ... per op of the cold pass */
     std::string error;
 };
 
@@ -507,10 +522,24 @@ inline void emit(const Context &cx, Allocator &A, const Result &r)
                                        : NAN);
         s += ",\"cold_s\":" + json_num(r.cold_s);
     }
+    if (!r.cold_reps.empty()) {
+        s += ",\"cold_ns_per_op\":" + json_num(r.cold_ns_per_op);
+        s += ",\"cold_ops\":" + json_u64(r.cold_ops);
+        s += ",\"cold_reps\":[";
+        for (size_t i = 0; i < r.cold_reps.size(); i++)
+            s += (i ? "," : "") + json_num(r.cold_reps[i]);
+        s += "]";
+    }
     if (!r.per_op.empty()) {
         s += ",\"per_op\":{";
         for (size_t i = 0; i < r.per_op.size(); i++)
             s += (i ? "," : "") + json_str(r.per_op[i].first) + ":" + json_num(r.per_op[i].second);
+        s += "}";
+    }
+    if (!r.cold_per_op.empty()) {
+        s += ",\"cold_per_op\":{";
+        for (size_t i = 0; i < r.cold_per_op.size(); i++)
+            s += (i ? "," : "") + json_str(r.cold_per_op[i].first) + ":" + json_num(r.cold_per_op[i].second);
         s += "}";
     }
     s += ",\"device\":" + json_str(cx.device_name);
@@ -538,8 +567,8 @@ inline void emit(const Context &cx, Allocator &A, const Result &r)
                      r.workload.c_str(), r.mops,
                      r.peak_requested ? (double)r.peak_reserved / (double)r.peak_requested : NAN);
     else if (r.have_footprint)
-        std::fprintf(stderr, "  %-16s %-24s %9.1f ns/op   footprint %.3f\n", A.name().c_str(),
-                     r.workload.c_str(), r.ns_per_op,
+        std::fprintf(stderr, "  %-16s %-24s %9.1f ns/op cold %9.1f warm   footprint %.3f\n",
+                     A.name().c_str(), r.workload.c_str(), r.cold_ns_per_op, r.ns_per_op,
                      r.peak_requested ? (double)r.peak_reserved / (double)r.peak_requested : NAN);
     else
         std::fprintf(stderr, "  %-16s %-24s %9.1f ns/pair\n", A.name().c_str(), r.workload.c_str(),
@@ -664,11 +693,12 @@ class Barrier {
 
 /* One pass over one or several operation lists (one thread each): setup,
  * barrier, timed part, barrier, release. Returns the wall time of the timed
- * part (first start to last end); *err set on failure. */
+ * part (first start to last end); *err set on failure. With whole, the
+ * setup is timed too (barrier, setup and the rest, barrier): a cold pass. */
 template <bool Track>
 double run_pass(const Context &cx, Allocator &A, const std::vector<OpList> &lists,
                 const std::vector<std::vector<cudaStream_t>> &streams, Tracker *tr,
-                std::string *err)
+                std::string *err, bool whole = false)
 {
     size_t nt = lists.size();
     std::vector<double> t0(nt, 0), t1(nt, 0);
@@ -677,12 +707,17 @@ double run_pass(const Context &cx, Allocator &A, const std::vector<OpList> &list
         (void)cudaSetDevice(cx.opt.device);
         const OpList &l = lists[t];
         Slots s(l.nslots);
+        if (whole && bar)
+            bar->wait();
+        if (whole)
+            t0[t] = now_s();
         size_t at = replay<Track>(A, l, 0, l.setup, s, streams[t], tr);
         if (at != l.setup)
             errs[t] = fail_text(A, l, at);
-        if (bar)
+        if (bar && !whole)
             bar->wait();
-        t0[t] = now_s();
+        if (!whole)
+            t0[t] = now_s();
         if (errs[t].empty()) {
             at = replay<Track>(A, l, l.setup, l.ops.size(), s, streams[t], tr);
             if (at != l.ops.size())
@@ -741,17 +776,38 @@ inline Result run_lists(const Context &cx, Allocator &A, const std::string &work
         }
     }
 
-    /* cold pass */
+    /* timed cold passes: the whole workload from an empty cache */
+    std::string err;
+    for (const OpList &l : lists)
+        r.cold_ops += l.ops.size();
+    for (int c = 0; c < o.cold_reps; c++) {
+        A.trim();
+        (void)cudaDeviceSynchronize();
+        double dt = run_pass<false>(cx, A, lists, streams, nullptr, &err, true);
+        if (!err.empty()) {
+            r.error = "cold pass " + std::to_string(c) + ": " + err;
+            return r;
+        }
+        r.cold_reps.push_back(dt * 1e9 / (double)std::max<uint64_t>(1, r.cold_ops));
+    }
+    r.cold_ns_per_op = median(r.cold_reps);
+
+    /* accounted cold pass: the footprint */
     A.trim();
     (void)cudaDeviceSynchronize();
     Tracker tr;
     tr.every = std::max(1, o.sample_every);
     uint64_t base = driver_used_bytes();
     A.begin_footprint();
+    std::vector<std::pair<std::string, uint64_t>> k0, k1;
+    bool cold_counted = A.counters(&k0);
     double c0 = now_s();
-    std::string err;
     run_pass<true>(cx, A, lists, streams, &tr, &err);
     r.cold_s = now_s() - c0;
+    if (cold_counted && A.counters(&k1) && k1.size() == k0.size())
+        for (size_t i = 0; i < k0.size(); i++)
+            r.cold_per_op.emplace_back(k0[i].first, (double)(k1[i].second - k0[i].second) /
+                                                        (double)std::max<uint64_t>(1, r.ops_total));
     tr.sample();
     A.end_footprint();
     r.have_footprint = true;

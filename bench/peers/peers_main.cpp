@@ -201,6 +201,12 @@ class CarveAllocator final : public Allocator {
         *out = {{"backend_allocs", st.num_backend_allocs}, {"backend_frees", st.num_backend_frees},
                 {"event_records", st.num_event_records}, {"event_queries", st.num_event_queries},
                 {"syncs", st.num_syncs}};
+        /* The driver ledger: what was called, by function, and what the cost
+         * table says it took (held against the time measured, it checks the
+         * model; per row, it says where the time went). */
+        for (int k = 0; k < CARVE_DRV_KINDS; k++)
+            out->emplace_back(std::string("calls_") + carve_driver_op_name(k), st.driver_calls[k]);
+        out->emplace_back("driver_model_ns", st.driver_model_ns);
         return true;
     }
 };

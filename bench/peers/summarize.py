@@ -3,10 +3,13 @@
 
     summarize.py RAW.jsonl [--csv OUT.csv] [--json OUT.json] [--header FILE]
 
-Rows are workloads, columns allocators. A cell is "ns/op footprint", where
-ns/op is the median over warm repetitions (pair rows: ns per alloc+free pair;
-the threads row: aggregate million operations per second, marked M) and
-footprint = peak reserved bytes / peak requested bytes of the cold pass.
+Rows are workloads, columns allocators. A cell is "cold/warm footprint":
+cold is ns per operation over a whole pass from an empty cache (median of
+the timed cold passes, every operation timed, the allocator's driver work
+included), warm the median ns per operation over warm repetitions (pair
+rows: ns per alloc+free pair, warm only; the threads row: aggregate million
+operations per second, warm, marked M), and footprint = peak reserved bytes
+/ peak requested bytes of the accounted cold pass.
 """
 import argparse
 import csv
@@ -58,9 +61,12 @@ def cell(r):
     if r["kind"] == "threads":
         m = r.get("mops")
         return (f"{m:7.2f}M" if isinstance(m, (int, float)) else "      -") + " " + fps
-    ns = r.get("ns_per_op")
-    nss = f"{ns:8.1f}" if isinstance(ns, (int, float)) else "       -"
-    return nss + " " + (fps if r["kind"] != "pair" else "    -")
+    ns, cold = r.get("ns_per_op"), r.get("cold_ns_per_op")
+    nss = f"{ns:.0f}" if isinstance(ns, (int, float)) else "-"
+    if r["kind"] == "pair":
+        return f"{nss:>13}     -"
+    colds = f"{cold:.0f}" if isinstance(cold, (int, float)) else "-"
+    return f"{colds + '/' + nss:>13} {fps}"
 
 
 def main():
@@ -88,7 +94,7 @@ def main():
             w = csv.writer(f)
             w.writerow(["workload", "allocator", "ns_per_op", "mops", "footprint", "peak_requested",
                         "peak_reserved", "reserved_method", "driver_used_peak", "driver_footprint",
-                        "reps", "ops_timed", "cold_s", "error"])
+                        "reps", "ops_timed", "cold_s", "cold_ns_per_op", "cold_reps", "error"])
             for wl in workloads:
                 for a in allocs:
                     r = by.get((wl, a))
@@ -98,7 +104,8 @@ def main():
                                 r.get("peak_requested"), r.get("peak_reserved"),
                                 r.get("reserved_method"), r.get("driver_used_peak"),
                                 r.get("driver_footprint"), len(r.get("reps") or []),
-                                r.get("ops_timed"), r.get("cold_s"), r.get("error")])
+                                r.get("ops_timed"), r.get("cold_s"), r.get("cold_ns_per_op"),
+                                len(r.get("cold_reps") or []), r.get("error")])
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"allocators": allocs, "workloads": workloads, "results": rows}, f, indent=1)
@@ -112,12 +119,13 @@ def main():
             pass
     device = next((r.get("device") for r in rows if r.get("device")), "unknown device")
     out.append(f"device: {device}")
-    out.append("cell: ns/op (median of warm repetitions; pair rows: ns per alloc+free pair; "
-               "threads: aggregate M ops/s)  footprint = peak reserved / peak requested (cold pass)")
+    out.append("cell: cold/warm ns per op (cold: a whole pass from an empty cache, driver work included, "
+               "median of the cold passes; warm: median of warm repetitions; pair rows: ns per alloc+free "
+               "pair, warm; threads: aggregate M ops/s, warm)  footprint = peak reserved / peak requested")
     wl_w = max(16, max(len(w) for w in workloads))
-    col_w = 15
+    col_w = 19
     head = f"{'workload':<{wl_w}} {'peak req':>10} | " + " | ".join(f"{a:>{col_w}}" for a in allocs)
-    sub = f"{'':<{wl_w}} {'':>10} | " + " | ".join(f"{'ns/op     fp':>{col_w}}" for _ in allocs)
+    sub = f"{'':<{wl_w}} {'':>10} | " + " | ".join(f"{'cold/warm    fp':>{col_w}}" for _ in allocs)
     out.append(head)
     out.append(sub)
     out.append("-" * len(head))

@@ -10,7 +10,8 @@
  * them, and the engine then maps and unmaps granules inside a segment
  * instead of releasing whole segments; backends without them leave them NULL.
  *
- * This room's files, bottom up: this interface (and backend.c, the message
+ * This room's files, bottom up: ledger.c (the driver ledger and its cost
+ * table, driver_costs.h); this interface (and backend.c, the message
  * buffer); sim.c (simulated events, shared by host and virtual) and
  * cuda_common.c (device guard, error mapping, events, shared by the two CUDA
  * backends); the leaves host.c, virtual.c, cuda.c, cuda_vmm.c (or nocuda.c),
@@ -23,6 +24,7 @@
 
 #include <stdio.h>
 
+#include "backend/ledger.h"
 #include "base/util.h"
 #include "carve.h"
 
@@ -60,6 +62,17 @@ typedef struct carve_backend_ops {
      * negative on error (treated as completed after the error is noted). */
     int (*event_query)(struct carve_be *be, void *ev);
     carve_status (*event_sync)(struct carve_be *be, void *ev);
+    /* Optional: *ev gets an event of this backend that completes once the
+     * work before the program's event `user` (as last recorded when this is
+     * called) has completed, so that the program may record `user` again or
+     * destroy it at once (carve_free_after_event). NULL: not supported. */
+    carve_status (*event_follow)(struct carve_be *be, void *user, void **ev);
+    /* Optional: 1 when stream is being captured into a CUDA graph, 0 when
+     * not. No event is then recorded on it or asked about, nothing waits
+     * for the device, and nothing is mapped or reserved for it (graph.c).
+     * (The driver backend has none: it learns of captures from carve-run's
+     * carve_capture_active, and only refuses events meanwhile.) */
+    int (*capturing)(struct carve_be *be, carve_stream stream);
     /* Wait for all work queued on the device (every stream) to complete. */
     carve_status (*device_sync)(struct carve_be *be);
     void (*event_release)(struct carve_be *be, void *ev);
@@ -123,9 +136,16 @@ typedef struct carve_be {
     carve_stream sim_dead[8];
     unsigned sim_ndead;
     unsigned long sim_dead_records;
+    /* Tests: streams marked as being captured (carve_sim_set_capturing). */
+    carve_stream sim_capturing[16];
+    unsigned sim_ncapturing;
     carve_faults faults;     /* injected failures (faults.c); off unless configured */
     int ipc;                 /* 1 when export_buffer can describe this backend's memory
                                 (atomic: the CUDA virtual-memory backend may drop it to 0) */
+    int maps;                /* set by the engine before the first reserve: 1 when it maps
+                                memory into what it reserves (virtual-memory mode), so a
+                                reservation is address space only */
+    carve_ledger ledger;     /* the driver calls made for this arena (ledger.h) */
 } carve_be;
 
 /* Backends write the detail of a failure into a per-thread buffer, so that
@@ -133,5 +153,14 @@ typedef struct carve_be {
 #define CARVE_BACKEND_MSG_LEN 256
 char *carve_backend_msg(void) CARVE_INTERNAL;
 #define carve_backend_fail(...) snprintf(carve_backend_msg(), CARVE_BACKEND_MSG_LEN, __VA_ARGS__)
+
+/* Beside the message, the CUDA error code of the calling thread's latest
+ * driver failure: api is CARVE_DRIVER_ERROR_RUNTIME (a cudaError_t) or
+ * CARVE_DRIVER_ERROR_DRIVER (a CUresult), 0 for a failure that is not the
+ * driver's (an injected one, say). The engine takes it, once, when it
+ * reports a failure (carve_last_error_info). */
+void carve_backend_code(int api, int code) CARVE_INTERNAL;
+/* The noted code into *code and its api (0: none, *code 0); clears it. */
+int carve_backend_code_take(int *code) CARVE_INTERNAL;
 
 #endif

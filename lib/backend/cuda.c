@@ -33,6 +33,7 @@ static carve_status cuda_reserve(carve_be *be, size_t size, uintptr_t *base) {
     if (st != CARVE_OK)
         return st;
     void *p = NULL;
+    carve_ledger_add(&be->ledger, CARVE_DRV_MALLOC, 1, 0, size);
     cudaError_t e = cudaMalloc(&p, size);
     if (e == cudaSuccess)
         *base = (uintptr_t)p;
@@ -43,12 +44,12 @@ static carve_status cuda_reserve(carve_be *be, size_t size, uintptr_t *base) {
 }
 
 static carve_status cuda_release(carve_be *be, uintptr_t base, size_t size) {
-    (void)size;
     carve_cuda_ctx *c = be->ctx;
     int prev;
     carve_status st = carve_cuda_enter(c->device, &prev);
     if (st != CARVE_OK)
         return st;
+    carve_ledger_add(&be->ledger, CARVE_DRV_FREE, 1, 0, size);
     cudaError_t e = cudaFree((void *)base);
     if (e != cudaSuccess)
         st = carve_cuda_error(e, "cudaFree");
@@ -143,6 +144,8 @@ static const carve_backend_ops cuda_ops = {
     .event_record = carve_cuda_event_record,
     .event_query = carve_cuda_event_query,
     .event_sync = carve_cuda_event_sync,
+    .event_follow = carve_cuda_event_follow,
+    .capturing = carve_cuda_capturing,
     .device_sync = carve_cuda_device_sync,
     .event_release = carve_cuda_event_release,
     .destroy = cuda_destroy,

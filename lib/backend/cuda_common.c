@@ -7,7 +7,8 @@
  * current device is 0. Errors are mapped to statuses with the CUDA error's
  * name in the message, and the runtime's last error is cleared so the caller
  * never inherits a non-sticky error from carve. Events are recycled through
- * a small free list: cudaEventCreate costs more than a record.
+ * a small free list: cudaEventCreate costs more than a record. Records,
+ * queries and waits go into the arena's driver ledger (ledger.h).
  */
 #include "backend/cuda_common.h"
 
@@ -21,6 +22,7 @@ typedef carve_cuda_ctx cuda_ctx;
 carve_status carve_cuda_error(cudaError_t e, const char *what) {
     (void)cudaGetLastError(); /* leave no error behind for the caller */
     carve_backend_fail("%s: %s (%s)", what, cudaGetErrorName(e), cudaGetErrorString(e));
+    carve_backend_code(CARVE_DRIVER_ERROR_RUNTIME, (int)e);
     switch (e) {
     case cudaErrorMemoryAllocation: return CARVE_ERR_OOM;
     case cudaErrorNoDevice:
@@ -61,6 +63,7 @@ carve_status carve_cuda_event_record(carve_be *be, carve_stream s, void **out) {
         e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
     const char *what = "cudaEventCreateWithFlags";
     if (e == cudaSuccess) {
+        carve_ledger_add(&be->ledger, CARVE_DRV_EVENT_RECORD, 1, 0, 0);
         e = cudaEventRecord(ev, (cudaStream_t)s);
         what = "cudaEventRecord";
     }
@@ -75,8 +78,45 @@ carve_status carve_cuda_event_record(carve_be *be, carve_stream s, void **out) {
     return st;
 }
 
-int carve_cuda_event_query(carve_be *be, void *ev) {
+/* A stream of the backend's own waits for the program's event, and an event
+ * recorded after the wait completes with it: the program's event can be
+ * recorded again or destroyed at once, since a wait takes the record it
+ * sees when it is queued. */
+carve_status carve_cuda_event_follow(carve_be *be, void *user, void **out) {
+    cuda_ctx *c = be->ctx;
+    *out = NULL;
+    int prev;
+    carve_status st = carve_cuda_enter(c->device, &prev);
+    if (st != CARVE_OK)
+        return st;
+    cudaError_t e = cudaSuccess;
+    carve_mutex_lock(&c->lock);
+    if (!c->follow)
+        e = cudaStreamCreateWithFlags(&c->follow, cudaStreamNonBlocking);
+    cudaStream_t fs = c->follow;
+    carve_mutex_unlock(&c->lock);
+    if (e != cudaSuccess) {
+        st = carve_cuda_error(e, "cudaStreamCreateWithFlags");
+    } else if ((e = cudaStreamWaitEvent(fs, (cudaEvent_t)user, 0)) != cudaSuccess) {
+        st = carve_cuda_error(e, "cudaStreamWaitEvent");
+    }
+    carve_cuda_leave(c->device, prev);
+    return st == CARVE_OK ? carve_cuda_event_record(be, (carve_stream)fs, out) : st;
+}
+
+int carve_cuda_capturing(carve_be *be, carve_stream s) {
     (void)be;
+    enum cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    cudaError_t e = cudaStreamIsCapturing((cudaStream_t)s, &status);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return status != cudaStreamCaptureStatusNone;
+}
+
+int carve_cuda_event_query(carve_be *be, void *ev) {
+    carve_ledger_add(&be->ledger, CARVE_DRV_EVENT_QUERY, 1, 0, 0);
     cudaError_t e = cudaEventQuery((cudaEvent_t)ev);
     if (e == cudaSuccess)
         return 1;
@@ -85,7 +125,7 @@ int carve_cuda_event_query(carve_be *be, void *ev) {
 }
 
 carve_status carve_cuda_event_sync(carve_be *be, void *ev) {
-    (void)be;
+    carve_ledger_add(&be->ledger, CARVE_DRV_EVENT_SYNC, 1, 0, 0);
     cudaError_t e = cudaEventSynchronize((cudaEvent_t)ev);
     return e == cudaSuccess ? CARVE_OK : carve_cuda_error(e, "cudaEventSynchronize");
 }
@@ -96,6 +136,7 @@ carve_status carve_cuda_device_sync(carve_be *be) {
     carve_status st = carve_cuda_enter(c->device, &prev);
     if (st != CARVE_OK)
         return st;
+    carve_ledger_add(&be->ledger, CARVE_DRV_DEVICE_SYNC, 1, 0, 0);
     cudaError_t e = cudaDeviceSynchronize();
     if (e != cudaSuccess)
         st = carve_cuda_error(e, "cudaDeviceSynchronize");
@@ -128,6 +169,8 @@ void carve_cuda_ctx_destroy(carve_cuda_ctx *c) {
     int entered = carve_cuda_enter(c->device, &prev) == CARVE_OK;
     for (size_t i = 0; i < c->nspare; i++)
         (void)cudaEventDestroy(c->spare[i]);
+    if (c->follow)
+        (void)cudaStreamDestroy(c->follow);
     if (entered)
         carve_cuda_leave(c->device, prev);
     free(c->spare);

@@ -16,6 +16,7 @@ typedef struct carve_cuda_ctx {
     carve_mutex lock; /* guards the event free list */
     cudaEvent_t *spare;
     size_t nspare, cap;
+    cudaStream_t follow; /* created on first use: waits for programs' events (event_follow) */
 } carve_cuda_ctx;
 
 /* Map a runtime error to a status, with the CUDA error's name in the
@@ -26,6 +27,8 @@ carve_status carve_cuda_enter(int dev, int *prev) CARVE_INTERNAL;
 void carve_cuda_leave(int dev, int prev) CARVE_INTERNAL;
 /* Events: be->ctx must start with a carve_cuda_ctx. */
 carve_status carve_cuda_event_record(carve_be *be, carve_stream s, void **ev) CARVE_INTERNAL;
+carve_status carve_cuda_event_follow(carve_be *be, void *user, void **ev) CARVE_INTERNAL;
+int carve_cuda_capturing(carve_be *be, carve_stream s) CARVE_INTERNAL;
 int carve_cuda_event_query(carve_be *be, void *ev) CARVE_INTERNAL;
 carve_status carve_cuda_event_sync(carve_be *be, void *ev) CARVE_INTERNAL;
 void carve_cuda_event_release(carve_be *be, void *ev) CARVE_INTERNAL;

@@ -20,6 +20,8 @@
  * ones, which saves a cuMemCreate and the memory's release per granule;
  * closing the window releases what was not reused. Events, the device guard
  * and error messages are shared with the cudaMalloc backend (cuda_common.h).
+ * Every driver call made for the arena goes into its driver ledger
+ * (ledger.h), as the virtual backend counts the same work.
  *
  * Access: cudaDeviceEnablePeerAccess does not reach memory mapped with
  * cuMemMap, so every cuMemSetAccess names each device the configuration
@@ -112,6 +114,7 @@ static carve_status drv_error(CUresult r, const char *what) {
     if (drv.error_name)
         drv.error_name(r, &name);
     carve_backend_fail("%s: %s", what, name);
+    carve_backend_code(CARVE_DRIVER_ERROR_DRIVER, (int)r);
     return r == CUDA_ERROR_OUT_OF_MEMORY ? CARVE_ERR_OOM : CARVE_ERR_BACKEND;
 }
 
@@ -137,6 +140,7 @@ static carve_status vmm_reserve(carve_be *be, size_t size, uintptr_t *base) {
     CUresult e = CUDA_SUCCESS;
     if (st == CARVE_OK) {
         e = drv.reserve(&p, size, CARVE_SEGMENT_GRANULE, 0, 0);
+        carve_ledger_add(&be->ledger, CARVE_DRV_RESERVE, 1, 0, size);
         carve_cuda_leave(c->cuda.device, prev);
     }
     if (st == CARVE_OK && e != CUDA_SUCCESS)
@@ -166,6 +170,7 @@ static carve_status vmm_release(carve_be *be, uintptr_t base, size_t size) {
         *pp = r->next;
     carve_mutex_unlock(&c->lock);
     CUresult e = drv.free((CUdeviceptr)base, size);
+    carve_ledger_add(&be->ledger, CARVE_DRV_UNRESERVE, 1, 0, size);
     free(r);
     return e == CUDA_SUCCESS ? CARVE_OK : drv_error(e, "cuMemAddressFree");
 }
@@ -198,6 +203,7 @@ static CUresult take_handle(carve_be *be, vmm_ctx *c, size_t piece, CUmemGeneric
     }
     if (got)
         return CUDA_SUCCESS;
+    carve_ledger_add(&be->ledger, CARVE_DRV_CREATE, 1, 0, piece);
     if (!__atomic_load_n(&c->fd_handles, __ATOMIC_RELAXED))
         return drv.create(h, piece, &c->prop, 0);
     CUresult e = drv.create(h, piece, &c->prop_fd, 0);
@@ -205,12 +211,13 @@ static CUresult take_handle(carve_be *be, vmm_ctx *c, size_t piece, CUmemGeneric
         return e;
     __atomic_store_n(&c->fd_handles, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&be->ipc, 0, __ATOMIC_RELAXED);
+    carve_ledger_add(&be->ledger, CARVE_DRV_CREATE, 1, 0, piece);
     return drv.create(h, piece, &c->prop, 0);
 }
 
 /* A handle no longer needed: kept inside a recycle window (a granule's,
  * where there is room to remember it), else released. */
-static CUresult drop_handle(vmm_ctx *c, CUmemGenericAllocationHandle h) {
+static CUresult drop_handle(carve_be *be, vmm_ctx *c, CUmemGenericAllocationHandle h, size_t piece) {
     carve_mutex_lock(&c->lock);
     int keep = c->recycling;
     if (keep && c->nspare == c->capspare) {
@@ -226,7 +233,10 @@ static CUresult drop_handle(vmm_ctx *c, CUmemGenericAllocationHandle h) {
     if (keep)
         c->spare[c->nspare++] = h;
     carve_mutex_unlock(&c->lock);
-    return keep ? CUDA_SUCCESS : drv.release(h);
+    if (keep)
+        return CUDA_SUCCESS;
+    carve_ledger_add(&be->ledger, CARVE_DRV_RELEASE, 1, 0, piece);
+    return drv.release(h);
 }
 
 static int recycling(vmm_ctx *c) {
@@ -247,19 +257,26 @@ static carve_status vmm_commit(carve_be *be, uintptr_t addr, size_t size, size_t
         CUmemGenericAllocationHandle h = 0;
         if ((e = take_handle(be, c, piece, &h)) != CUDA_SUCCESS)
             break;
-        if ((e = drv.map((CUdeviceptr)(addr + i * piece), piece, 0, h, 0)) != CUDA_SUCCESS) {
+        e = drv.map((CUdeviceptr)(addr + i * piece), piece, 0, h, 0);
+        carve_ledger_add(&be->ledger, CARVE_DRV_MAP, 1, 1, piece);
+        carve_ledger_add(&be->ledger, CARVE_DRV_RELEASE, 1, 0, piece);
+        drv.release(h); /* mapped: the mapping holds the memory now, and unmapping frees it */
+        if (e != CUDA_SUCCESS) {
             what = "cuMemMap";
-            drv.release(h);
             break;
         }
-        drv.release(h); /* the mapping holds the memory now; unmapping frees it */
     }
-    if (i == n && (e = drv.set_access((CUdeviceptr)addr, size, c->access, c->naccess)) != CUDA_SUCCESS)
-        what = "cuMemSetAccess";
+    if (i == n) {
+        carve_ledger_add(&be->ledger, CARVE_DRV_ACCESS, 1, n, size);
+        if ((e = drv.set_access((CUdeviceptr)addr, size, c->access, c->naccess)) != CUDA_SUCCESS)
+            what = "cuMemSetAccess";
+    }
     if (e == CUDA_SUCCESS)
         return CARVE_OK;
-    while (i-- > 0) /* all or nothing: undo the pieces mapped (their memory goes with them) */
+    while (i-- > 0) { /* all or nothing: undo the pieces mapped (their memory goes with them) */
+        carve_ledger_add(&be->ledger, CARVE_DRV_UNMAP, 1, 1, piece);
         drv.unmap((CUdeviceptr)(addr + i * piece), piece);
+    }
     return drv_error(e, what);
 }
 
@@ -273,15 +290,22 @@ static carve_status vmm_decommit(carve_be *be, uintptr_t addr, size_t size, size
         /* In a recycle window a granule's memory is kept for the next map:
          * its handle back from the address, before the unmap would free it. */
         CUmemGenericAllocationHandle h = 0;
-        int keep = piece == CARVE_SEGMENT_GRANULE && recycling(c) && drv.retain(&h, (void *)at) == CUDA_SUCCESS;
+        int keep = piece == CARVE_SEGMENT_GRANULE && recycling(c);
+        if (keep) {
+            carve_ledger_add(&be->ledger, CARVE_DRV_RETAIN, 1, 0, 0);
+            keep = drv.retain(&h, (void *)at) == CUDA_SUCCESS;
+        }
+        carve_ledger_add(&be->ledger, CARVE_DRV_UNMAP, 1, 1, piece);
         CUresult e = drv.unmap(at, piece);
         if (e != CUDA_SUCCESS) {
-            if (keep)
+            if (keep) {
+                carve_ledger_add(&be->ledger, CARVE_DRV_RELEASE, 1, 0, piece);
                 drv.release(h); /* the mapping still holds it */
+            }
             return drv_error(e, "cuMemUnmap");
         }
         *done += piece;
-        if (keep && (e = drop_handle(c, h)) != CUDA_SUCCESS)
+        if (keep && (e = drop_handle(be, c, h, piece)) != CUDA_SUCCESS)
             return drv_error(e, "cuMemRelease");
     }
     return CARVE_OK;
@@ -292,6 +316,8 @@ static void vmm_recycle(carve_be *be, int on) {
     carve_mutex_lock(&c->lock);
     c->recycling += on ? 1 : -1;
     if (c->recycling == 0) { /* the last window closed: give back what was not reused */
+        if (c->nspare)
+            carve_ledger_add(&be->ledger, CARVE_DRV_RELEASE, c->nspare, 0, c->nspare * CARVE_SEGMENT_GRANULE);
         for (size_t i = 0; i < c->nspare; i++)
             drv.release(c->spare[i]);
         c->nspare = 0;
@@ -323,12 +349,14 @@ static carve_status vmm_export(carve_be *be, uintptr_t addr, size_t size, carve_
     carve_status st = CARVE_OK;
     for (; i < n; i++) {
         CUmemGenericAllocationHandle h = 0;
+        carve_ledger_add(&be->ledger, CARVE_DRV_RETAIN, 1, 0, 0);
         if (drv.retain(&h, (void *)(r->base + lo + i * CARVE_SEGMENT_GRANULE)) != CUDA_SUCCESS) {
             carve_backend_fail("granule %zu of the buffer is not mapped", i);
             st = CARVE_ERR_BACKEND;
             break;
         }
         CUresult e = drv.export_handle(&fds[i], h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+        carve_ledger_add(&be->ledger, CARVE_DRV_RELEASE, 1, 0, 0);
         drv.release(h);
         if (e != CUDA_SUCCESS) {
             st = drv_error(e, "cuMemExportToShareableHandle");
@@ -378,6 +406,8 @@ static const carve_backend_ops vmm_ops = {
     .event_record = carve_cuda_event_record,
     .event_query = carve_cuda_event_query,
     .event_sync = carve_cuda_event_sync,
+    .event_follow = carve_cuda_event_follow,
+    .capturing = carve_cuda_capturing,
     .device_sync = carve_cuda_device_sync,
     .event_release = carve_cuda_event_release,
     .destroy = vmm_destroy,

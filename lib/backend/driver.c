@@ -10,7 +10,10 @@
  * program's own cuCtxCreate context), or else retains the device's primary
  * context (the one the runtime uses), and makes that context current around
  * every call that needs one, restoring the caller's afterwards. Events are
- * recycled through a small free list, as in the cudart backend.
+ * recycled through a small free list, as in the cudart backend. Every
+ * allocation, free, event and wait goes into the arena's driver ledger
+ * (ledger.h: cuMemAlloc and cuMemFree count as cudaMalloc and cudaFree;
+ * in virtual-memory mode driver_vmm.c counts its own calls there).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +40,7 @@ static carve_status drv_error(const carve_driver_api *api, CUresult r, const cha
     if (!api || api->GetErrorName(r, &name) != CUDA_SUCCESS || !name)
         name = "unknown CUDA error";
     carve_backend_fail("%s: %s (%d)", what, name, (int)r);
+    carve_backend_code(CARVE_DRIVER_ERROR_DRIVER, (int)r);
     switch (r) {
     case CUDA_ERROR_OUT_OF_MEMORY: return CARVE_ERR_OOM;
     case CUDA_ERROR_NO_DEVICE:
@@ -74,6 +78,7 @@ static carve_status drv_reserve(carve_be *be, size_t size, uintptr_t *base) {
     if (st != CARVE_OK)
         return st;
     CUdeviceptr p = 0;
+    carve_ledger_add(&be->ledger, CARVE_DRV_MALLOC, 1, 0, size);
     CUresult r = c->api->MemAlloc(&p, size);
     if (r == CUDA_SUCCESS)
         *base = (uintptr_t)p;
@@ -84,12 +89,12 @@ static carve_status drv_reserve(carve_be *be, size_t size, uintptr_t *base) {
 }
 
 static carve_status drv_release(carve_be *be, uintptr_t base, size_t size) {
-    (void)size;
     drv_ctx *c = be->ctx;
     int pushed;
     carve_status st = enter(c, &pushed);
     if (st != CARVE_OK)
         return st;
+    carve_ledger_add(&be->ledger, CARVE_DRV_FREE, 1, 0, size);
     CUresult r = c->api->MemFree((CUdeviceptr)base);
     if (r != CUDA_SUCCESS)
         st = drv_error(c->api, r, "cuMemFree");
@@ -118,6 +123,7 @@ static carve_status drv_event_record(carve_be *be, carve_stream s, void **out) {
     if (!ev)
         r = c->api->EventCreate(&ev, CU_EVENT_DISABLE_TIMING);
     if (r == CUDA_SUCCESS) {
+        carve_ledger_add(&be->ledger, CARVE_DRV_EVENT_RECORD, 1, 0, 0);
         r = c->api->EventRecord(ev, (CUstream)s);
         what = "cuEventRecord";
     }
@@ -134,6 +140,7 @@ static carve_status drv_event_record(carve_be *be, carve_stream s, void **out) {
 
 static int drv_event_query(carve_be *be, void *ev) {
     drv_ctx *c = be->ctx;
+    carve_ledger_add(&be->ledger, CARVE_DRV_EVENT_QUERY, 1, 0, 0);
     CUresult r = c->api->EventQuery((CUevent)ev);
     if (r == CUDA_SUCCESS)
         return 1;
@@ -142,6 +149,7 @@ static int drv_event_query(carve_be *be, void *ev) {
 
 static carve_status drv_event_sync(carve_be *be, void *ev) {
     drv_ctx *c = be->ctx;
+    carve_ledger_add(&be->ledger, CARVE_DRV_EVENT_SYNC, 1, 0, 0);
     CUresult r = c->api->EventSynchronize((CUevent)ev);
     return r == CUDA_SUCCESS ? CARVE_OK : drv_error(c->api, r, "cuEventSynchronize");
 }
@@ -152,6 +160,7 @@ static carve_status drv_device_sync(carve_be *be) {
     carve_status st = enter(c, &pushed);
     if (st != CARVE_OK)
         return st;
+    carve_ledger_add(&be->ledger, CARVE_DRV_DEVICE_SYNC, 1, 0, 0);
     CUresult r = c->api->CtxSynchronize();
     if (r != CUDA_SUCCESS)
         st = drv_error(c->api, r, "cuCtxSynchronize");
@@ -365,7 +374,7 @@ carve_status carve_backend_open_driver(carve_be *be, const carve_config *cfg) {
         int peers[CARVE_PEERS_MAX + 1], npeers = 0;
         if (st == CARVE_OK)
             st = drv_peer_list(api, cfg, device, n, peers, &npeers);
-        if (st == CARVE_OK && !(c->vmm = carve_drv_vmm_new(api, device, peers, npeers)))
+        if (st == CARVE_OK && !(c->vmm = carve_drv_vmm_new(api, &be->ledger, device, peers, npeers)))
             st = CARVE_ERR_OOM;
         if (st != CARVE_OK && (cfg->vmm == 1 || st == CARVE_ERR_OOM)) {
             if (c->retained)

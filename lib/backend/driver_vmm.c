@@ -31,6 +31,11 @@
  * records say is mapped (decommit still acts, without the gone context),
  * which costs what is mapped, not the address space; then every range is
  * freed, and from then on nothing acts: the addresses may be another's.
+ *
+ * Every driver call made for the arena goes into its driver ledger
+ * (ledger.h), counted where it is made, as cuda_vmm.c counts them. A
+ * handle is one piece, and the engine maps in pieces of one granule, so a
+ * handle released later (kept, or refused before) counts a granule.
  */
 #include "backend/driver_vmm.h"
 
@@ -65,6 +70,7 @@ typedef struct strays {
 
 struct carve_drv_vmm {
     const carve_driver_api *api;
+    carve_ledger *ledger; /* the arena's (the backend's carve_be) */
     CUmemAllocationProp prop;
     CUmemAccessDesc *access; /* owner first, then the peers (peers.h) */
     size_t naccess;
@@ -82,6 +88,7 @@ static carve_status vmm_error(const carve_driver_api *api, CUresult r, const cha
     if (api->GetErrorName(r, &name) != CUDA_SUCCESS || !name)
         name = "unknown CUDA error";
     carve_backend_fail("%s: %s (%d)", what, name, (int)r);
+    carve_backend_code(CARVE_DRIVER_ERROR_DRIVER, (int)r);
     return r == CUDA_ERROR_OUT_OF_MEMORY ? CARVE_ERR_OOM : CARVE_ERR_BACKEND;
 }
 
@@ -116,7 +123,11 @@ static int push(handles *l, CUmemGenericAllocationHandle h) {
 /* Release h, once more at once if the driver refuses; a handle refused
  * twice is kept (lock not held) to be released later. */
 static void release(carve_drv_vmm *v, CUmemGenericAllocationHandle h) {
-    if (v->api->MemRelease(h) == CUDA_SUCCESS || v->api->MemRelease(h) == CUDA_SUCCESS)
+    carve_ledger_add(v->ledger, CARVE_DRV_RELEASE, 1, 0, CARVE_SEGMENT_GRANULE);
+    if (v->api->MemRelease(h) == CUDA_SUCCESS)
+        return;
+    carve_ledger_add(v->ledger, CARVE_DRV_RELEASE, 1, 0, CARVE_SEGMENT_GRANULE);
+    if (v->api->MemRelease(h) == CUDA_SUCCESS)
         return;
     carve_mutex_lock(&v->lock);
     (void)push(&v->stuck, h); /* no room to remember it: its memory is lost, as the driver's refusal said */
@@ -127,6 +138,8 @@ static void release(carve_drv_vmm *v, CUmemGenericAllocationHandle h) {
  * refused again stay. */
 static void release_stuck(carve_drv_vmm *v) {
     size_t k = 0;
+    if (v->stuck.n)
+        carve_ledger_add(v->ledger, CARVE_DRV_RELEASE, v->stuck.n, 0, v->stuck.n * CARVE_SEGMENT_GRANULE);
     for (size_t i = 0; i < v->stuck.n; i++)
         if (v->api->MemRelease(v->stuck.h[i]) != CUDA_SUCCESS)
             v->stuck.h[k++] = v->stuck.h[i];
@@ -159,6 +172,8 @@ static size_t unmap_strays(carve_drv_vmm *v, uintptr_t lo, uintptr_t hi, int dro
         uintptr_t a = v->stray.s[i].addr;
         size_t n = v->stray.s[i].size;
         int in = a < hi && lo < a + n;
+        if (in)
+            carve_ledger_add(v->ledger, CARVE_DRV_UNMAP, 1, 1, n);
         if (in && v->api->MemUnmap((CUdeviceptr)a, n) == CUDA_SUCCESS)
             continue;
         left += in;
@@ -171,6 +186,8 @@ static size_t unmap_strays(carve_drv_vmm *v, uintptr_t lo, uintptr_t hi, int dro
 
 /* Lock held: release the kept handles of the recycle window. */
 static void release_spare(carve_drv_vmm *v) {
+    if (v->spare.n)
+        carve_ledger_add(v->ledger, CARVE_DRV_RELEASE, v->spare.n, 0, v->spare.n * CARVE_SEGMENT_GRANULE);
     for (size_t i = 0; i < v->spare.n; i++)
         if (v->api->MemRelease(v->spare.h[i]) != CUDA_SUCCESS)
             (void)push(&v->stuck, v->spare.h[i]);
@@ -206,7 +223,8 @@ carve_status carve_drv_vmm_check(const carve_driver_api *api, CUdevice dev) {
     return CARVE_OK;
 }
 
-carve_drv_vmm *carve_drv_vmm_new(const carve_driver_api *api, int ordinal, const int *peers, int npeers) {
+carve_drv_vmm *carve_drv_vmm_new(const carve_driver_api *api, carve_ledger *ledger, int ordinal, const int *peers,
+                                 int npeers) {
     carve_drv_vmm *v = calloc(1, sizeof(*v));
     CUmemAccessDesc *access = npeers > 0 ? calloc((size_t)npeers, sizeof(*access)) : NULL;
     if (!v || !access) {
@@ -216,6 +234,7 @@ carve_drv_vmm *carve_drv_vmm_new(const carve_driver_api *api, int ordinal, const
         return NULL;
     }
     v->api = api;
+    v->ledger = ledger;
     v->prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     v->prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     v->prop.location.id = ordinal;
@@ -260,6 +279,7 @@ carve_status carve_drv_vmm_reserve(carve_drv_vmm *v, size_t size, uintptr_t *bas
     }
     CUdeviceptr p = 0;
     CUresult e = v->api->MemAddressReserve(&p, size, CARVE_SEGMENT_GRANULE, 0, 0);
+    carve_ledger_add(v->ledger, CARVE_DRV_RESERVE, 1, 0, size);
     if (e != CUDA_SUCCESS) {
         free(r);
         return vmm_error(v->api, e, "cuMemAddressReserve");
@@ -274,6 +294,7 @@ carve_status carve_drv_vmm_reserve(carve_drv_vmm *v, size_t size, uintptr_t *bas
     }
     carve_mutex_unlock(&v->lock);
     if (!live) {
+        carve_ledger_add(v->ledger, CARVE_DRV_UNRESERVE, 1, 0, size);
         (void)v->api->MemAddressFree(p, size);
         free(r);
         carve_backend_fail("the arena's CUDA context is gone");
@@ -298,6 +319,7 @@ carve_status carve_drv_vmm_release(carve_drv_vmm *v, uintptr_t base, size_t size
     free(r);
     if (freed) /* abandoned: the range was freed then */
         return CARVE_OK;
+    carve_ledger_add(v->ledger, CARVE_DRV_UNRESERVE, 1, 0, size);
     CUresult e = v->api->MemAddressFree((CUdeviceptr)base, size);
     return e == CUDA_SUCCESS ? CARVE_OK : vmm_error(v->api, e, "cuMemAddressFree");
 }
@@ -311,7 +333,10 @@ static CUresult take_handle(carve_drv_vmm *v, size_t piece, CUmemGenericAllocati
             *h = v->spare.h[--v->spare.n];
         carve_mutex_unlock(&v->lock);
     }
-    return got ? CUDA_SUCCESS : v->api->MemCreate(h, piece, &v->prop, 0);
+    if (got)
+        return CUDA_SUCCESS;
+    carve_ledger_add(v->ledger, CARVE_DRV_CREATE, 1, 0, piece);
+    return v->api->MemCreate(h, piece, &v->prop, 0);
 }
 
 carve_status carve_drv_vmm_commit(carve_drv_vmm *v, uintptr_t addr, size_t size, size_t piece) {
@@ -338,19 +363,27 @@ carve_status carve_drv_vmm_commit(carve_drv_vmm *v, uintptr_t addr, size_t size,
         if ((e = take_handle(v, piece, &h)) != CUDA_SUCCESS)
             break;
         e = api->MemMap((CUdeviceptr)(addr + i * piece), piece, 0, h, 0);
+        carve_ledger_add(v->ledger, CARVE_DRV_MAP, 1, 1, piece);
         release(v, h); /* mapped: the mapping holds the memory now, unmapping frees it; else it goes */
         if (e != CUDA_SUCCESS) {
             what = "cuMemMap";
             break;
         }
     }
-    if (i == n && (e = api->MemSetAccess((CUdeviceptr)addr, size, v->access, v->naccess)) != CUDA_SUCCESS)
-        what = "cuMemSetAccess";
+    if (i == n) {
+        carve_ledger_add(v->ledger, CARVE_DRV_ACCESS, 1, n, size);
+        if ((e = api->MemSetAccess((CUdeviceptr)addr, size, v->access, v->naccess)) != CUDA_SUCCESS)
+            what = "cuMemSetAccess";
+    }
     if (e == CUDA_SUCCESS)
         return CARVE_OK;
     while (i-- > 0) { /* all or nothing; a piece the driver will not unmap is remembered */
         CUdeviceptr at = (CUdeviceptr)(addr + i * piece);
-        if (api->MemUnmap(at, piece) == CUDA_SUCCESS || api->MemUnmap(at, piece) == CUDA_SUCCESS)
+        carve_ledger_add(v->ledger, CARVE_DRV_UNMAP, 1, 1, piece);
+        if (api->MemUnmap(at, piece) == CUDA_SUCCESS)
+            continue;
+        carve_ledger_add(v->ledger, CARVE_DRV_UNMAP, 1, 1, piece);
+        if (api->MemUnmap(at, piece) == CUDA_SUCCESS)
             continue;
         carve_mutex_lock(&v->lock);
         (void)push_stray(&v->stray, (uintptr_t)at, piece); /* no room: it stays mapped, as the driver's refusal said */
@@ -376,7 +409,12 @@ carve_status carve_drv_vmm_decommit(carve_drv_vmm *v, uintptr_t addr, size_t siz
         /* In a recycle window the granule's memory is kept for the next
          * map: its handle back from the address, before the unmap frees it. */
         CUmemGenericAllocationHandle h = 0;
-        int keep = window && state == LIVE && api->MemRetainAllocationHandle(&h, (void *)at) == CUDA_SUCCESS;
+        int keep = window && state == LIVE;
+        if (keep) {
+            carve_ledger_add(v->ledger, CARVE_DRV_RETAIN, 1, 0, 0);
+            keep = api->MemRetainAllocationHandle(&h, (void *)at) == CUDA_SUCCESS;
+        }
+        carve_ledger_add(v->ledger, CARVE_DRV_UNMAP, 1, 1, piece);
         CUresult e = api->MemUnmap(at, piece);
         if (e != CUDA_SUCCESS) {
             if (keep)
@@ -414,8 +452,10 @@ void carve_drv_vmm_abandon(carve_drv_vmm *v, int stage) {
         release_spare(v);
         release_stuck(v);
         (void)unmap_strays(v, 0, UINTPTR_MAX, 1);
-        for (drv_range *r = v->ranges; r; r = r->next)
+        for (drv_range *r = v->ranges; r; r = r->next) {
+            carve_ledger_add(v->ledger, CARVE_DRV_UNRESERVE, 1, 0, r->size);
             (void)v->api->MemAddressFree((CUdeviceptr)r->base, r->size);
+        }
     }
     carve_mutex_unlock(&v->lock);
 }

@@ -17,9 +17,10 @@ typedef struct carve_drv_vmm carve_drv_vmm;
  * CARVE_OK, else CARVE_ERR_NO_DEVICE with carve_backend_msg() saying why. */
 carve_status carve_drv_vmm_check(const carve_driver_api *api, CUdevice dev) CARVE_INTERNAL;
 /* The mode's state for device ordinal, its memory granted on every mapping
- * to the npeers devices in peers (owner first; peers.h); NULL: host memory
+ * to the npeers devices in peers (owner first; peers.h), its driver calls
+ * counted into ledger (the backend's, which outlives it); NULL: host memory
  * is short, said. */
-carve_drv_vmm *carve_drv_vmm_new(const carve_driver_api *api, int ordinal, const int *peers,
+carve_drv_vmm *carve_drv_vmm_new(const carve_driver_api *api, carve_ledger *ledger, int ordinal, const int *peers,
                                  int npeers) CARVE_INTERNAL;
 /* Free v, releasing the handles it keeps. */
 void carve_drv_vmm_free(carve_drv_vmm *v) CARVE_INTERNAL;

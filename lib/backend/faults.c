@@ -27,6 +27,7 @@ static int fails(carve_be *be, unsigned kind, const char *what) {
         return 0;
     __atomic_add_fetch(&f->failed, 1, __ATOMIC_RELAXED);
     carve_backend_fail("injected failure of backend call %lu (%s: %s)", n, kind_name[kind], what);
+    carve_backend_code(0, 0); /* not the driver's */
     return 1;
 }
 
@@ -79,6 +80,21 @@ static carve_status f_event_record(carve_be *be, carve_stream s, void **ev) {
     return be->faults.leaf->event_record(be, s, ev);
 }
 
+static carve_status f_event_follow(carve_be *be, void *user, void **ev) {
+    *ev = NULL;
+    if (!be->faults.leaf->event_follow) {
+        carve_backend_fail("the %s backend cannot follow a program's event", carve_backend_str(be->kind));
+        return CARVE_ERR_INVALID;
+    }
+    if (fails(be, CARVE_FAULT_EVENT, "record"))
+        return CARVE_ERR_BACKEND;
+    return be->faults.leaf->event_follow(be, user, ev);
+}
+
+static int f_capturing(carve_be *be, carve_stream s) {
+    return be->faults.leaf->capturing ? be->faults.leaf->capturing(be, s) : 0;
+}
+
 static int f_event_query(carve_be *be, void *ev) { return be->faults.leaf->event_query(be, ev); }
 static carve_status f_event_sync(carve_be *be, void *ev) { return be->faults.leaf->event_sync(be, ev); }
 static carve_status f_device_sync(carve_be *be) { return be->faults.leaf->device_sync(be); }
@@ -107,14 +123,16 @@ static void f_destroy(carve_be *be) {
  * engine reads as "cannot map". */
 static const carve_backend_ops fault_ops = {
     .reserve = f_reserve, .release = f_release, .event_record = f_event_record,
-    .event_query = f_event_query, .event_sync = f_event_sync, .device_sync = f_device_sync,
-    .event_release = f_event_release, .destroy = f_destroy, .export_buffer = f_export, .grant = f_grant,
+    .event_follow = f_event_follow, .event_query = f_event_query, .event_sync = f_event_sync,
+    .device_sync = f_device_sync, .capturing = f_capturing, .event_release = f_event_release,
+    .destroy = f_destroy, .export_buffer = f_export, .grant = f_grant,
 };
 static const carve_backend_ops fault_ops_mapping = {
     .reserve = f_reserve, .release = f_release, .commit = f_commit, .decommit = f_decommit,
-    .recycle = f_recycle, .event_record = f_event_record, .event_query = f_event_query, .event_sync = f_event_sync,
-    .device_sync = f_device_sync, .event_release = f_event_release, .destroy = f_destroy,
-    .export_buffer = f_export, .grant = f_grant, .abandon = f_abandon,
+    .recycle = f_recycle, .event_record = f_event_record, .event_follow = f_event_follow,
+    .event_query = f_event_query, .event_sync = f_event_sync,
+    .device_sync = f_device_sync, .capturing = f_capturing, .event_release = f_event_release,
+    .destroy = f_destroy, .export_buffer = f_export, .grant = f_grant, .abandon = f_abandon,
 };
 
 void carve_backend_faults_on(carve_be *be, unsigned long at, unsigned long times, unsigned long every,

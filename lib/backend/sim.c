@@ -4,6 +4,9 @@
  * These backends have no device work, so "work queued before the event" is
  * always done; to let tests exercise stream-ordered reuse, an event instead
  * answers "not yet" to its first sim_event_polls queries. A sync completes it.
+ * Each record, query and wait goes into the driver ledger as the CUDA
+ * backends' call would (cudaEventRecord, cudaEventQuery,
+ * cudaEventSynchronize, cudaDeviceSynchronize).
  */
 #include "backend/sim.h"
 
@@ -13,6 +16,7 @@ typedef struct sim_event {
 } sim_event;
 
 carve_status carve_sim_event_record(carve_be *be, carve_stream s, void **ev) {
+    carve_ledger_add(&be->ledger, CARVE_DRV_EVENT_RECORD, 1, 0, 0);
     for (unsigned i = 0; i < be->sim_ndead; i++)
         if (be->sim_dead[i] == s)
             __atomic_add_fetch(&be->sim_dead_records, 1, __ATOMIC_RELAXED);
@@ -28,8 +32,15 @@ carve_status carve_sim_event_record(carve_be *be, carve_stream s, void **ev) {
     return CARVE_OK;
 }
 
+/* The program's event stands for work that is simulated too: the follower
+ * is a simulated event like any other. */
+carve_status carve_sim_event_follow(carve_be *be, void *user, void **ev) {
+    (void)user;
+    return carve_sim_event_record(be, NULL, ev);
+}
+
 int carve_sim_event_query(carve_be *be, void *ev) {
-    (void)be;
+    carve_ledger_add(&be->ledger, CARVE_DRV_EVENT_QUERY, 1, 0, 0);
     sim_event *e = ev;
     if (e->polls_left == 0 || e->epoch < __atomic_load_n(&be->sim_epoch, __ATOMIC_ACQUIRE))
         return 1;
@@ -38,12 +49,13 @@ int carve_sim_event_query(carve_be *be, void *ev) {
 }
 
 carve_status carve_sim_event_sync(carve_be *be, void *ev) {
-    (void)be;
+    carve_ledger_add(&be->ledger, CARVE_DRV_EVENT_SYNC, 1, 0, 0);
     ((sim_event *)ev)->polls_left = 0;
     return CARVE_OK;
 }
 
 carve_status carve_sim_device_sync(carve_be *be) {
+    carve_ledger_add(&be->ledger, CARVE_DRV_DEVICE_SYNC, 1, 0, 0);
     __atomic_add_fetch(&be->sim_epoch, 1, __ATOMIC_RELEASE);
     return CARVE_OK;
 }
@@ -51,4 +63,12 @@ carve_status carve_sim_device_sync(carve_be *be) {
 void carve_sim_event_release(carve_be *be, void *ev) {
     (void)be;
     free(ev);
+}
+
+int carve_sim_capturing(carve_be *be, carve_stream stream) {
+    unsigned n = __atomic_load_n(&be->sim_ncapturing, __ATOMIC_ACQUIRE);
+    for (unsigned i = 0; i < n; i++)
+        if (__atomic_load_n(&be->sim_capturing[i], __ATOMIC_RELAXED) == stream)
+            return 1;
+    return 0;
 }

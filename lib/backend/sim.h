@@ -12,8 +12,11 @@
  * or once the device is synchronized. */
 carve_status carve_sim_event_record(carve_be *be, carve_stream s, void **ev) CARVE_INTERNAL;
 int carve_sim_event_query(carve_be *be, void *ev) CARVE_INTERNAL;
+carve_status carve_sim_event_follow(carve_be *be, void *user, void **ev) CARVE_INTERNAL;
 carve_status carve_sim_event_sync(carve_be *be, void *ev) CARVE_INTERNAL;
 void carve_sim_event_release(carve_be *be, void *ev) CARVE_INTERNAL;
 carve_status carve_sim_device_sync(carve_be *be) CARVE_INTERNAL;
+/* 1 when a test marked stream as being captured. */
+int carve_sim_capturing(carve_be *be, carve_stream stream) CARVE_INTERNAL;
 
 #endif

@@ -58,7 +58,47 @@ static carve_status alloc_oom(carve_arena *a, size_t size, carve_stream s, const
         carve_format_bytes(rs, sizeof(rs), st.reserved_bytes),
         carve_format_bytes(ca, sizeof(ca), st.cached_bytes),
         carve_format_bytes(lf, sizeof(lf), st.largest_free_block),
-        carve_format_bytes(li, sizeof(li), a->limit));
+        carve_format_bytes(li, sizeof(li), CARVE_LOAD(&a->limit)));
+}
+
+/* Nonzero while the calling thread runs an out-of-memory callback or its
+ * retry: an allocation that fails then does not call the callback again. */
+static __thread int tls_in_oom_callback;
+
+/* No lock held; the allocation of size bytes (aligned to align; 0: plain
+ * carve_alloc, or carve_alloc_flags with flags) on s ran out of memory, for the reason why. Call the arena's
+ * out-of-memory callback, if any, and retry once at its word; otherwise
+ * (and when the retry fails) the out-of-memory answer. */
+__attribute__((noinline, cold)) static carve_status oom_answer(carve_arena *a, size_t size, size_t align,
+                                                             unsigned flags, carve_stream s, void **out,
+                                                             const char *why) {
+    carve_mutex_lock(&a->oom_lock);
+    carve_oom_fn fn = a->oom_fn;
+    void *user = a->oom_user;
+    carve_mutex_unlock(&a->oom_lock);
+    if (!fn || tls_in_oom_callback)
+        return alloc_oom(a, size, s, why);
+    carve_stats st;
+    carve_stats_collect(a, &st, 0);
+    carve_oom_info info = {.size = sizeof(info), .request_bytes = size,
+                           .align = align > CARVE_ALIGNMENT ? align : CARVE_ALIGNMENT,
+                           .stream = carve_stream_public(s), .allocated_bytes = st.allocated_bytes,
+                           .reserved_bytes = st.reserved_bytes, .cached_bytes = st.cached_bytes,
+                           .largest_free_block = st.largest_free_block, .limit_bytes = st.limit_bytes,
+                           .num_live = st.num_live};
+    char reason[256];
+    snprintf(reason, sizeof(reason), "%s", why ? why : "");
+    tls_in_oom_callback = 1;
+    int answer = fn(a, &info, user);
+    carve_status r;
+    if (answer == CARVE_OOM_RETRY) {
+        CARVE_ADD(&a->nretries, 1);
+        r = align ? carve_alloc_aligned(a, size, align, s, out) : carve_alloc_flags(a, size, s, flags, out);
+    } else {
+        r = alloc_oom(a, size, s, reason);
+    }
+    tls_in_oom_callback = 0;
+    return r;
 }
 
 /* Pool lock held: drop it, reclaim (carve_reclaim flags), retake it.
@@ -196,6 +236,51 @@ static carve_block *pool_refill(carve_arena *a, carve_pool *p, unsigned cls, siz
 
 static inline __attribute__((always_inline)) carve_block *block_split(carve_pool *p, carve_block *b, size_t rs);
 
+/* Pool lock held, virtual-memory mode, several streams, and p would map
+ * granules for rs bytes. Memory moves between streams here without the
+ * driver: another stream's free mapped granules that the device is done
+ * with (a completed fence of that stream covers every one) become a span of
+ * p as they are (carve_pool_give_mapped), instead of that stream unmapping
+ * them one day and p mapping others now. A pool whose lock is busy is
+ * passed over (p's lock is held: waiting could deadlock), and so is a graph
+ * pool, whose memory its graphs' replays use until it is released. Returns a FREE
+ * indexed block of p that starts a granule and holds rs bytes, or NULL. */
+__attribute__((noinline, cold)) static carve_block *vmm_adopt(carve_arena *a, carve_pool *p, unsigned cls,
+                                                            size_t rs) {
+    const size_t G = CARVE_SEGMENT_GRANULE;
+    size_t n = carve_align_up(rs, G);
+    if (carve_slab_reserve(&p->slab, 1) != 0 || carve_blockmap_reserve(&p->map) != 0)
+        return NULL;
+    for (carve_pool *q = CARVE_LOAD_ACQ(&a->pools); q; q = q->next_all) {
+        if (q == p || CARVE_LOAD(&q->graph) || !carve_spin_trylock(&q->lock))
+            continue; /* (a graph pool's memory stays its graphs' until released) */
+        carve_block *moved = NULL, *f = carve_index_find_fit(&q->index[cls], n + 2 * G - 2);
+        uintptr_t lo = f ? carve_align_up(f->addr, G) : 0, hi = lo + n;
+        if (f && hi <= carve_align_down(f->addr + f->size, G) &&
+            !(lo == f->span->addr && hi == f->span->addr + f->span->size)) {
+            int done = carve_vmm_runs_done(f, lo, hi, q->vdone);
+            if (!done) {
+                carve_vmm_fences_poll(a, q);
+                done = carve_vmm_runs_done(f, lo, hi, q->vdone);
+            }
+            if (done) {
+                carve_mutex_lock(&a->heap.lock);
+                moved = carve_pool_give_mapped(q, f, lo, hi, p);
+                carve_mutex_unlock(&a->heap.lock);
+            }
+        }
+        carve_spin_unlock(&q->lock);
+        if (moved) {
+            carve_block *blk = carve_slab_get(&p->slab);
+            carve_pool_install_span(p, moved, blk);
+            carve_vmm_adopted(p, blk);
+            __atomic_add_fetch(&a->heap.nmoved, (uint64_t)(n / G), __ATOMIC_RELAXED);
+            return blk;
+        }
+    }
+    return NULL;
+}
+
 /* Pool lock held, virtual-memory mode, and no FREE block holds rs bytes.
  * Look at every UNMAPPED block of the class with its FREE neighbours: the
  * request can sit at the front of that window (using the FREE block before
@@ -215,6 +300,7 @@ __attribute__((noinline, cold)) static carve_block *vmm_place(carve_arena *a, ca
     size_t best_need = SIZE_MAX;
     uintptr_t best_x = 0;
     int best_back = 0;
+    carve_block *m0;
     *st = CARVE_OK;
     for (carve_block *u = p->unmapped[cls]; u; u = u->fnext) {
         carve_block *l = u->prev && u->prev->state == CARVE_B_FREE ? u->prev : NULL;
@@ -236,6 +322,12 @@ __attribute__((noinline, cold)) static carve_block *vmm_place(carve_arena *a, ca
             best_back = use_back;
         }
     }
+    /* Mapping would first unmap free granules somewhere: another stream's
+     * free mapped memory, where it holds the request, comes over instead. */
+    if ((!best || best_need) && CARVE_LOAD(&a->multi) &&
+        carve_vmm_would_unmap(a, p, best ? best_need * G : carve_align_up(rs, G)) &&
+        (m0 = vmm_adopt(a, p, cls, rs)))
+        return m0;
     if (!best)
         return NULL;
     if (best_need && (flags & CARVE_ALLOC_HELD)) { /* mapping more is the caller's to decide */
@@ -277,10 +369,21 @@ __attribute__((noinline, cold)) static carve_block *vmm_place(carve_arena *a, ca
 static carve_block *pool_take(carve_arena *a, carve_pool *p, unsigned cls, size_t rs, unsigned flags,
                               carve_status *st) {
     carve_pool_flush_hot(p, 1); /* merged, it may fit */
+    int capturing = carve_pool_capturing(p);
     for (int attempt = 0;; attempt++) {
         carve_block *b = carve_index_find_fit(&p->index[cls], rs);
         if (b)
             return b;
+        if (capturing) { /* what the pool holds mapped, or nothing: no driver call may join the graph */
+            if ((b = carve_index_find_fit(&p->index[!cls], rs)))
+                return b;
+            carve_note("the stream is being captured into a CUDA graph, and inside a capture carve maps, "
+                       "reserves and waits for nothing: only memory the stream's pool holds free can be "
+                       "used (route the stream to a graph pool and run the step once before capturing: "
+                       "carve_graph_pool_begin)");
+            *st = CARVE_ERR_OOM;
+            return NULL;
+        }
         if (!a->vmm)
             return pool_refill(a, p, cls, rs, flags, st);
         if (!(b = vmm_place(a, p, cls, rs, flags, st)) && *st == CARVE_OK) {
@@ -348,11 +451,10 @@ static inline __attribute__((always_inline)) carve_status alloc(carve_arena *a, 
         return carve_fail(NULL, CARVE_ERR_INVALID, "carve_alloc: arena is NULL");
     if (CARVE_UNLIKELY(size == 0))
         return CARVE_OK;
-    if (CARVE_UNLIKELY(s == CARVE_STREAM_PER_THREAD))
-        return carve_fail(a, CARVE_ERR_INVALID, "carve_alloc: cudaStreamPerThread names a different stream on every "
-                          "thread; pass the thread's concrete stream handle");
-    if (CARVE_UNLIKELY(size > CARVE_MAX_ALLOC || size > a->limit))
-        return alloc_oom(a, size, s, "the request is larger than the arena's limit");
+    if (CARVE_UNLIKELY(s == CARVE_STREAM_PER_THREAD)) /* the calling thread's stream */
+        s = carve_thread_stream();
+    if (CARVE_UNLIKELY(size > CARVE_MAX_ALLOC || size > CARVE_LOAD(&a->limit)))
+        return oom_answer(a, size, 0, flags, s, out, "the request is larger than the arena's limit");
     size_t rs = carve_align_up(size, CARVE_ALIGNMENT);
     unsigned cls = rs <= a->small_max ? CARVE_CLASS_SMALL : CARVE_CLASS_LARGE;
     carve_pool *p = carve_pool_get(a, s);
@@ -397,7 +499,7 @@ static inline __attribute__((always_inline)) carve_status alloc(carve_arena *a, 
             return carve_fail(a, st, "carve_alloc_flags of %zu bytes from what the arena holds: %s", size,
                               carve_note_get());
         if (st == CARVE_ERR_OOM)
-            return alloc_oom(a, size, s, carve_note_get());
+            return oom_answer(a, size, 0, flags, s, out, carve_note_get());
         return carve_fail(a, st, "carve_alloc of %zu bytes: %s", size, carve_note_get());
     }
     b = block_split(p, b, rs);
@@ -429,6 +531,81 @@ carve_status carve_alloc_flags(carve_arena *a, size_t size, carve_stream s, unsi
     return alloc(a, size, s, out, flags);
 }
 
+carve_status carve_alloc_aligned(carve_arena *a, size_t size, size_t align, carve_stream s, void **out) {
+    if (!out)
+        return carve_fail(a, CARVE_ERR_INVALID, "carve_alloc_aligned: out is NULL");
+    *out = NULL;
+    if (!a)
+        return carve_fail(NULL, CARVE_ERR_INVALID, "carve_alloc_aligned: arena is NULL");
+    if (align & (align - 1) || align > CARVE_SEGMENT_GRANULE)
+        return carve_fail(a, CARVE_ERR_INVALID,
+                          "carve_alloc_aligned: alignment %zu is not a power of two up to the 2 MiB granule", align);
+    if (align <= CARVE_ALIGNMENT) /* every buffer has that much */
+        return carve_alloc(a, size, s, out);
+    if (size == 0)
+        return CARVE_OK;
+    if (s == CARVE_STREAM_PER_THREAD)
+        s = carve_thread_stream();
+    size_t limit = CARVE_LOAD(&a->limit);
+    if (size > CARVE_MAX_ALLOC || size > limit)
+        return oom_answer(a, size, align, 0, s, out, "the request is larger than the arena's limit");
+    /* Any free block of rs + align - CARVE_ALIGNMENT bytes holds rs bytes at
+     * an aligned address; the bytes before it stay a free block of their own,
+     * those after it too. */
+    size_t rs = carve_align_up(size, CARVE_ALIGNMENT), want = rs + align - CARVE_ALIGNMENT;
+    unsigned cls = want <= a->small_max ? CARVE_CLASS_SMALL : CARVE_CLASS_LARGE;
+    carve_pool *p = carve_pool_get(a, s);
+    if (!p)
+        return alloc_oom(a, size, s, "host memory exhausted for carve's metadata");
+    carve_spin_lock(&p->lock);
+    if (__atomic_load_n(&a->abandoned, __ATOMIC_RELAXED)) { /* what the pool holds is no longer mapped */
+        carve_spin_unlock(&p->lock);
+        return carve_fail(a, CARVE_ERR_NO_DEVICE,
+                          "carve_alloc_aligned: the arena's CUDA context is gone (carve_arena_abandon)");
+    }
+    if (p->pending_head)
+        carve_pool_poll_pending(p, 0, 1);
+    carve_pool_flush_hot(p, 1);
+    carve_status st = CARVE_OK;
+    carve_block *b = carve_index_find(&p->index[cls], want);
+    if (!b)
+        b = pool_take(a, p, cls, want, 0, &st);
+    if (b && (carve_slab_reserve(&p->slab, 2) != 0 || carve_blockmap_reserve(&p->map) != 0)) {
+        carve_note("host memory exhausted for carve's metadata");
+        b = NULL;
+        st = CARVE_ERR_OOM;
+    }
+    if (!b) {
+        carve_spin_unlock(&p->lock);
+        if (st == CARVE_ERR_OOM)
+            return oom_answer(a, size, align, 0, s, out, carve_note_get());
+        return carve_fail(a, st, "carve_alloc_aligned of %zu bytes: %s", size, carve_note_get());
+    }
+    size_t pad = carve_align_up(b->addr, align) - b->addr;
+    if (pad) { /* the bytes before the aligned address stay free, indexed */
+        carve_block *front = block_split(p, b, pad);
+        carve_index_insert(&p->index[front->cls], front);
+        if (a->vmm)
+            carve_vmm_split(front); /* the runs from the cut's granule on go with the buffer */
+        b = front->next;
+    }
+    b = block_split(p, b, rs);
+    b->state = CARVE_B_USED;
+    b->slack = (uint8_t)(rs - size);
+    b->flags = 0;
+    if (b->span->u.r.nlive++ == 0)
+        carve_pool_span_refilled(p, b->span);
+    if (a->vmm)
+        carve_vmm_take(p, b);
+    carve_blockmap_put(&p->map, b);
+    CARVE_STORE(&p->nallocs, p->nallocs + 1);
+    carve_pool_account(p, (ptrdiff_t)rs, (ptrdiff_t)size);
+    carve_spin_unlock(&p->lock);
+    CHECK_EXPENSIVE(a);
+    *out = (void *)b->addr;
+    return CARVE_OK;
+}
+
 /* The pool that owns the span holding addr, locked; NULL when addr is in no
  * span. The caller still has to find addr among the pool's live blocks. */
 static carve_pool *owner_locked(carve_arena *a, uintptr_t addr) {
@@ -451,18 +628,55 @@ static carve_status bad_pointer(carve_arena *a, const char *fn, void *ptr) {
                       fn, ptr, a->name);
 }
 
-/* Record one event per extra stream; all or nothing. */
+/* Record one event per extra stream; all or nothing. Entries of
+ * carve_free_after_event hold their event already. */
 static carve_status uses_record(carve_arena *a, carve_uses *u) {
     for (unsigned i = 0; i < u->n; i++) {
+        if (u->streams[i] == CARVE_KEY_NONE)
+            continue;
         carve_status st = carve_event_record(a, u->streams[i], &u->events[i]);
         if (st != CARVE_OK) {
             while (i-- > 0) {
+                if (u->streams[i] == CARVE_KEY_NONE)
+                    continue;
                 a->be.ops->event_release(&a->be, u->events[i]);
                 u->events[i] = NULL;
             }
             return st;
         }
     }
+    return CARVE_OK;
+}
+
+/* Pool lock held, b live. Add a use of b: stream s (nothing when b's own
+ * or already known), or with s CARVE_KEY_NONE an event ev of the backend's
+ * that the buffer waits for. CARVE_OK, or CARVE_ERR_OOM (nothing added). */
+static carve_status uses_add(carve_pool *p, carve_block *b, carve_stream s, void *ev) {
+    carve_uses *u = b->flags & CARVE_BF_USES ? b->u.b.uses : NULL;
+    int known = s == p->stream;
+    for (unsigned i = 0; u && !known && s != CARVE_KEY_NONE && i < u->n; i++)
+        known = u->streams[i] == s;
+    if (known)
+        return CARVE_OK;
+    if (!u && !(u = calloc(1, sizeof(*u))))
+        return CARVE_ERR_OOM;
+    b->u.b.uses = u;
+    b->flags |= CARVE_BF_USES;
+    if (u->n == u->cap) {
+        unsigned cap = u->cap ? u->cap * 2 : 2;
+        carve_stream *ns = realloc(u->streams, cap * sizeof(*ns));
+        if (ns)
+            u->streams = ns;
+        void **ne = ns ? realloc(u->events, cap * sizeof(*ne)) : NULL;
+        if (ne)
+            u->events = ne;
+        if (!ns || !ne)
+            return CARVE_ERR_OOM;
+        u->cap = cap;
+    }
+    u->streams[u->n] = s;
+    u->events[u->n] = ev;
+    u->n++;
     return CARVE_OK;
 }
 
@@ -481,7 +695,7 @@ carve_status carve_free(carve_arena *a, void *ptr) {
         return bad_pointer(a, "carve_free", ptr);
     }
     carve_uses *u = NULL;
-    if (CARVE_UNLIKELY(b->flags != 0)) {
+    if (CARVE_UNLIKELY(b->flags != 0)) { /* other streams' uses, a tag, an abandoned arena */
         if (b->flags & CARVE_BF_GONE) { /* its arena was abandoned: released, never parked hot */
             CARVE_STORE(&p->nfrees, p->nfrees + 1);
             carve_pool_account(p, -(ptrdiff_t)b->size, -(ptrdiff_t)carve_block_requested(b));
@@ -489,16 +703,15 @@ carve_status carve_free(carve_arena *a, void *ptr) {
             carve_spin_unlock(&p->lock);
             return CARVE_OK;
         }
-        u = b->u.b.uses;
-    }
-    if (CARVE_UNLIKELY(u != NULL)) {
-        carve_status st = uses_record(a, u);
+        u = b->flags & CARVE_BF_USES ? b->u.b.uses : NULL;
+        carve_status st = u ? uses_record(a, u) : CARVE_OK;
         if (st != CARVE_OK) {
             carve_blockmap_put(&p->map, b); /* a slot was just freed: no growth needed */
             carve_spin_unlock(&p->lock);
             return carve_fail(a, st, "carve_free(%p): recording an event on a stream the buffer "
                               "was used on failed: %s", ptr, carve_backend_msg());
         }
+        b->flags &= (uint8_t)~CARVE_BF_TAG; /* the buffer's tag goes with it */
     }
     CARVE_STORE(&p->nfrees, p->nfrees + 1);
     carve_pool_account(p, -(ptrdiff_t)b->size, -(ptrdiff_t)carve_block_requested(b));
@@ -539,8 +752,10 @@ carve_status carve_buffer_info(const carve_arena *ca, const void *ptr, size_t *s
     if (b) {
         if (size)
             *size = carve_block_requested(b);
-        if (stream)
-            *stream = p->stream;
+        if (stream) { /* a graph pool's buffers: the stream routed to it */
+            int graph = ((uintptr_t)p->stream & CARVE_KEY_MASK) == CARVE_KEY_GRAPH;
+            *stream = carve_stream_public(graph ? CARVE_LOAD(&p->route) : p->stream);
+        }
     }
     carve_spin_unlock(&p->lock);
     return b ? CARVE_OK : bad_pointer(a, "carve_buffer_info", (void *)ptr);
@@ -549,6 +764,8 @@ carve_status carve_buffer_info(const carve_arena *ca, const void *ptr, size_t *s
 carve_status carve_record_stream(carve_arena *a, void *ptr, carve_stream s) {
     if (!a)
         return carve_fail(NULL, CARVE_ERR_INVALID, "carve_record_stream: arena is NULL");
+    if (s == CARVE_STREAM_PER_THREAD)
+        s = carve_thread_stream();
     uintptr_t addr = (uintptr_t)ptr;
     carve_pool *p = ptr ? owner_locked(a, addr) : NULL;
     if (!p)
@@ -558,41 +775,101 @@ carve_status carve_record_stream(carve_arena *a, void *ptr, carve_stream s) {
         carve_spin_unlock(&p->lock);
         return bad_pointer(a, "carve_record_stream", ptr);
     }
-    carve_status st = CARVE_OK;
-    carve_uses *u = b->flags & CARVE_BF_USES ? b->u.b.uses : NULL;
-    int known = s == p->stream;
-    for (unsigned i = 0; u && !known && i < u->n; i++)
-        known = u->streams[i] == s;
-    if (!known) {
-        if (!u && !(u = calloc(1, sizeof(*u)))) {
-            st = CARVE_ERR_OOM;
-        } else {
-            b->u.b.uses = u;
-            b->flags |= CARVE_BF_USES;
-            if (u->n == u->cap) {
-                unsigned cap = u->cap ? u->cap * 2 : 2;
-                carve_stream *ns = realloc(u->streams, cap * sizeof(*ns));
-                if (ns)
-                    u->streams = ns;
-                void **ne = ns ? realloc(u->events, cap * sizeof(*ne)) : NULL;
-                if (ne)
-                    u->events = ne;
-                if (ns && ne)
-                    u->cap = cap;
-                else
-                    st = CARVE_ERR_OOM;
-            }
-            if (st == CARVE_OK) {
-                u->streams[u->n] = s;
-                u->events[u->n] = NULL;
-                u->n++;
-            }
-        }
-    }
+    carve_status st = uses_add(p, b, s, NULL);
     carve_spin_unlock(&p->lock);
     if (st != CARVE_OK)
         return carve_fail(a, st, "carve_record_stream: host memory exhausted");
     return CARVE_OK;
+}
+
+carve_status carve_free_on_stream(carve_arena *a, void *ptr, carve_stream s) {
+    if (!a)
+        return carve_fail(NULL, CARVE_ERR_INVALID, "carve_free_on_stream: arena is NULL");
+    if (!ptr)
+        return CARVE_OK;
+    if (s == CARVE_STREAM_PER_THREAD)
+        s = carve_thread_stream();
+    uintptr_t addr = (uintptr_t)ptr;
+    carve_pool *p = owner_locked(a, addr);
+    if (!p)
+        return bad_pointer(a, "carve_free_on_stream", ptr);
+    carve_block *b = carve_blockmap_get(&p->map, addr);
+    if (!b) {
+        carve_spin_unlock(&p->lock);
+        return bad_pointer(a, "carve_free_on_stream", ptr);
+    }
+    /* Another stream: its work queued so far must complete before any
+     * stream reuses the memory, the buffer's own included. */
+    carve_status st = uses_add(p, b, s, NULL);
+    carve_spin_unlock(&p->lock);
+    if (st != CARVE_OK)
+        return carve_fail(a, st, "carve_free_on_stream: host memory exhausted (the buffer stays live)");
+    return carve_free(a, ptr);
+}
+
+carve_status carve_free_after_event(carve_arena *a, void *ptr, carve_event event) {
+    if (!a)
+        return carve_fail(NULL, CARVE_ERR_INVALID, "carve_free_after_event: arena is NULL");
+    if (!ptr)
+        return CARVE_OK;
+    if (!event)
+        return carve_fail(a, CARVE_ERR_INVALID, "carve_free_after_event: event is NULL");
+    uintptr_t addr = (uintptr_t)ptr;
+    carve_pool *p = owner_locked(a, addr);
+    if (!p)
+        return bad_pointer(a, "carve_free_after_event", ptr);
+    carve_block *b = carve_blockmap_get(&p->map, addr);
+    if (!b) {
+        carve_spin_unlock(&p->lock);
+        return bad_pointer(a, "carve_free_after_event", ptr);
+    }
+    void *ev = NULL;
+    carve_status st = CARVE_ERR_INVALID;
+    if (a->be.ops->event_follow) {
+        __atomic_add_fetch(&a->heap.nrecords, 1, __ATOMIC_RELAXED);
+        st = a->be.ops->event_follow(&a->be, event, &ev);
+    } else {
+        carve_backend_fail("the %s backend cannot wait for a program's event", carve_backend_str(a->be.kind));
+    }
+    if (st == CARVE_OK && (st = uses_add(p, b, CARVE_KEY_NONE, ev)) != CARVE_OK) {
+        a->be.ops->event_release(&a->be, ev);
+        carve_backend_fail("host memory exhausted");
+    }
+    carve_spin_unlock(&p->lock);
+    if (st != CARVE_OK)
+        return carve_fail(a, st, "carve_free_after_event(%p): %s (the buffer stays live)", ptr, carve_backend_msg());
+    return carve_free(a, ptr);
+}
+
+carve_status carve_set_tag(carve_arena *a, void *ptr, uint64_t tag) {
+    if (!a)
+        return carve_fail(NULL, CARVE_ERR_INVALID, "carve_set_tag: arena is NULL");
+    carve_pool *p = ptr ? owner_locked(a, (uintptr_t)ptr) : NULL;
+    if (!p)
+        return bad_pointer(a, "carve_set_tag", ptr);
+    carve_block *b = carve_blockmap_get(&p->map, (uintptr_t)ptr);
+    if (b) {
+        b->u.b.tag = tag;
+        b->flags = tag ? (uint8_t)(b->flags | CARVE_BF_TAG) : (uint8_t)(b->flags & ~CARVE_BF_TAG);
+    }
+    carve_spin_unlock(&p->lock);
+    return b ? CARVE_OK : bad_pointer(a, "carve_set_tag", ptr);
+}
+
+carve_status carve_get_tag(const carve_arena *ca, const void *ptr, uint64_t *tag) {
+    if (tag)
+        *tag = 0;
+    if (!ca || !tag)
+        return carve_fail(ca, CARVE_ERR_INVALID, "carve_get_tag: NULL argument");
+    carve_arena *a = (carve_arena *)ca; /* the lock is taken; nothing observable changes */
+    carve_pool *p = ptr ? owner_locked(a, (uintptr_t)ptr) : NULL;
+    if (!p)
+        return bad_pointer(a, "carve_get_tag", (void *)ptr);
+    carve_block *b = carve_blockmap_get(&p->map, (uintptr_t)ptr);
+    if (b && (b->flags & CARVE_BF_TAG))
+        *tag = b->u.b.tag;
+    carve_spin_unlock(&p->lock);
+    return b ? CARVE_OK : bad_pointer(a, "carve_get_tag", (void *)ptr);
 }
 
 int carve_buffer_live(const carve_arena *ca, const void *ptr) {

@@ -207,10 +207,12 @@ carve_status carve_arena_create(const carve_config *user, carve_arena **out) {
         return carve_fail(NULL, st, "carve_arena_create: %s backend: %s", carve_backend_str(c->backend),
                           carve_backend_msg());
     }
-    if (st == CARVE_OK && (carve_heap_init(a) != CARVE_OK || carve_mutex_init(&a->pools_lock) != 0))
+    if (st == CARVE_OK && (carve_heap_init(a) != CARVE_OK || carve_mutex_init(&a->pools_lock) != 0 ||
+                           carve_mutex_init(&a->oom_lock) != 0))
         st = carve_fail(NULL, CARVE_ERR_OOM, "carve_arena_create: cannot create locks");
     if (st == CARVE_OK)
         st = resolve_sizes(a, c);
+    a->be.maps = a->vmm; /* what a reservation is, for the backend's driver ledger */
     if (st == CARVE_OK && a->vmm && !a->be.ops->commit)
         st = carve_fail(NULL, CARVE_ERR_INVALID, "carve_arena_create: the %s backend cannot map memory",
                         carve_backend_str(c->backend));
@@ -220,6 +222,7 @@ carve_status carve_arena_create(const carve_config *user, carve_arena **out) {
         return st;
     }
     a->id = next_arena_id();
+    a->cache_id = a->id;
     if (a->vmm) { /* reserve the address space now; memory is mapped on use */
         carve_mutex_lock(&a->heap.lock);
         st = carve_heap_grow(a, a->va_size, a->va_size);
@@ -283,10 +286,21 @@ void carve_arena_destroy(carve_arena *a) {
         return;
     carve_live_remove(a);
     carve_backend_faults_off(&a->be); /* everything goes back, whatever was injected */
+    /* Work queued before the last frees may still use the memory, and
+     * unmapping or releasing it is not stream-ordered (cuMemUnmap and the
+     * host and virtual backends do not wait; cudaFree happens to): wait for
+     * the whole device first, as the waiting reclaim does. Nothing to wait
+     * for when nothing is held (address space alone holds no memory). A
+     * failed synchronization (a device lost, a runtime shutting down) cannot
+     * be reported; the memory goes back regardless. An abandoned arena's
+     * context is gone, and its work with it: no context to wait in. */
+    if (CARVE_LOAD(&a->heap.reserved) > 0 && !__atomic_load_n(&a->abandoned, __ATOMIC_ACQUIRE))
+        (void)carve_wait_device(a);
     carve_pools_destroy(a);
     carve_heap_destroy(a);
     carve_pagemap_destroy(&a->pmap);
     carve_mutex_destroy(&a->pools_lock);
+    carve_mutex_destroy(&a->oom_lock);
     a->be.ops->destroy(&a->be);
     free(a); /* thread-local pool caches name it by id, which is never reused */
 }
@@ -303,7 +317,7 @@ carve_status carve_arena_get_config_sized(const carve_arena *a, carve_config *ou
                           (size_t)CARVE_CONFIG_SIZE_MIN, (size_t)CARVE_CONFIG_SIZE_MAX);
     }
     carve_config c = a->cfg;
-    c.limit_bytes = a->limit;
+    c.limit_bytes = CARVE_LOAD(&a->limit);
     c.initial_bytes = a->initial;
     c.min_grow_bytes = a->min_grow;
     c.limit_fraction = 0;
@@ -313,6 +327,49 @@ carve_status carve_arena_get_config_sized(const carve_arena *a, carve_config *ou
         c.fail_backend_status = CARVE_ERR_OOM;
     c.ipc = __atomic_load_n(&a->be.ipc, __ATOMIC_RELAXED); /* the backend may drop it (cuda_vmm.c) */
     carve_config_write(&c, out, size);
+    return CARVE_OK;
+}
+
+carve_status carve_set_limit(carve_arena *a, size_t limit_bytes) {
+    if (!a)
+        return carve_fail(NULL, CARVE_ERR_INVALID, "carve_set_limit: arena is NULL");
+    if (!a->growth)
+        return carve_fail(a, CARVE_ERR_INVALID,
+                          "carve_set_limit: arena '%s' has growth off: it holds its one block, whatever the limit",
+                          a->name);
+    size_t limit = limit_bytes;
+    if (limit == 0) /* as at creation: the device's memory, or unlimited */
+        limit = a->be.kind == CARVE_BACKEND_CUDA || a->be.kind == CARVE_BACKEND_CUDA_DRIVER ? a->be.total_bytes
+                                                                                          : SIZE_MAX;
+    carve_status st = carve_limit_check("carve_set_limit", limit, 0, 0);
+    if (st != CARVE_OK) { /* the message, now about this arena */
+        char why[256];
+        snprintf(why, sizeof(why), "%s", carve_last_error(NULL));
+        return carve_fail(a, st, "%s", why);
+    }
+    size_t rlimit = limit == SIZE_MAX ? SIZE_MAX : carve_align_down(limit, CARVE_SEGMENT_GRANULE);
+    /* Lower than what is reserved: cached memory goes back first, as
+     * carve_empty_cache gives it (the device is synchronized). */
+    if (CARVE_LOAD(&a->heap.reserved) > rlimit && (st = carve_reclaim(a, CARVE_RECLAIM_WAIT | CARVE_RECLAIM_RELEASE |
+                                                                             CARVE_RECLAIM_ROOM)) != CARVE_OK)
+        return carve_fail(a, st, "carve_set_limit: giving cached memory back failed: %s", carve_note_get());
+    carve_mutex_lock(&a->heap.lock);
+    size_t held = CARVE_LOAD(&a->heap.reserved) + CARVE_LOAD(&a->heap.inflight);
+    a->limit_over = held > rlimit ? held : 0; /* live buffers keep what they hold */
+    CARVE_STORE(&a->limit, rlimit);
+    if (a->vmm) /* address space comes in steps of the limit, 64 GiB at most */
+        a->va_step = rlimit < CARVE_VMM_VA_STEP ? rlimit : CARVE_VMM_VA_STEP;
+    carve_mutex_unlock(&a->heap.lock);
+    return CARVE_OK;
+}
+
+carve_status carve_set_oom_callback(carve_arena *a, carve_oom_fn fn, void *user) {
+    if (!a)
+        return carve_fail(NULL, CARVE_ERR_INVALID, "carve_set_oom_callback: arena is NULL");
+    carve_mutex_lock(&a->oom_lock);
+    a->oom_fn = fn;
+    a->oom_user = fn ? user : NULL;
+    carve_mutex_unlock(&a->oom_lock);
     return CARVE_OK;
 }
 

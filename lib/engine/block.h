@@ -55,7 +55,8 @@ typedef struct carve_uses {
 /* Flags of a pool block. */
 enum {
     CARVE_BF_USES = 1, /* u.b.uses is set (carve_record_stream) */
-    CARVE_BF_GONE = 2  /* live when its arena was abandoned: freed, it is never parked hot */
+    CARVE_BF_TAG = 2,  /* u.b.tag is set (carve_set_tag); cleared when the buffer is freed */
+    CARVE_BF_GONE = 4  /* live when its arena was abandoned: freed, it is never parked hot */
 };
 
 /* The first 64 bytes hold everything the alloc and free fast paths touch,
@@ -78,6 +79,7 @@ typedef struct carve_block {
     union {
         struct {                       /* pool block */
             carve_uses *uses;          /* valid when flags & CARVE_BF_USES */
+            uint64_t tag;              /* valid when flags & CARVE_BF_TAG */
         } b;
         struct {                       /* virtual-memory mode: a FREE pool block (its own run, which
                                           may be empty, heads the ring) or a RUN record */

@@ -307,8 +307,9 @@ carve_status carve_check(const carve_arena *ca) {
     if (nsegs != h->nsegs || reserved != h->reserved)
         FAIL("segments recount to %zu (%zu bytes), heap says %zu (%zu bytes)", nsegs, reserved, h->nsegs,
              h->reserved);
-    if (h->reserved > a->limit)
-        FAIL("reserved %zu bytes, over the limit of %zu", h->reserved, a->limit);
+    if (h->reserved > a->limit && h->reserved > a->limit_over)
+        FAIL("reserved %zu bytes, over the limit of %zu (and over the %zu bytes held when it was lowered)",
+             h->reserved, a->limit, a->limit_over);
     for (size_t i = 0; a->vmm && i < np; i++) {
         const carve_pool *q = t[i].pool;
         if (q->touched != t[i].touched)

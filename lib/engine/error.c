@@ -13,6 +13,11 @@
 #include "base/thread_text.h"
 
 static __thread uint64_t tls_err_arena; /* the arena the thread's last error is about */
+/* ... and what carve_last_error_info says of it. */
+static __thread struct {
+    carve_status status;
+    int api, code, host;
+} tls_err;
 
 carve_status carve_fail(const carve_arena *a, carve_status st, const char *fmt, ...) {
     char *msg = carve_thread_text(CARVE_TEXT_ERROR);
@@ -21,11 +26,39 @@ carve_status carve_fail(const carve_arena *a, carve_status st, const char *fmt, 
     vsnprintf(msg, CARVE_TEXT_LEN, fmt, ap);
     va_end(ap);
     tls_err_arena = a ? a->id : 0;
+    /* The driver's code belongs to failures the driver can cause; taken
+     * either way, so that it is never quoted by a later failure. */
+    int code = 0, api = carve_backend_code_take(&code);
+    if (st != CARVE_ERR_BACKEND && st != CARVE_ERR_NO_DEVICE && st != CARVE_ERR_OOM)
+        api = code = 0;
+    tls_err.status = st;
+    tls_err.api = api;
+    tls_err.code = code;
+    /* Every failure for want of host memory says "host memory" (carve's
+     * records, events, the registry; the out-of-memory message quotes why
+     * the heap could not grow), and no device failure does. */
+    tls_err.host = st == CARVE_ERR_OOM && !api && strstr(msg, "host memory") != NULL;
     return st;
 }
 
 const char *carve_last_error(const carve_arena *a) {
     return tls_err_arena == (a ? a->id : 0) ? carve_thread_text(CARVE_TEXT_ERROR) : "";
+}
+
+carve_status carve_last_error_info_sized(const carve_arena *a, carve_error_info *out, size_t size) {
+    if (!out || size < sizeof(size_t) || size > CARVE_ERROR_INFO_SIZE_MAX)
+        return CARVE_ERR_INVALID; /* (not recorded: the last error stays the one asked about) */
+    memset(out, 0, size);
+    carve_error_info e = {.size = size, .status = CARVE_OK};
+    if (tls_err_arena == (a ? a->id : 0) && carve_thread_text(CARVE_TEXT_ERROR)[0]) {
+        e.status = tls_err.status;
+        e.driver_api = tls_err.api;
+        e.driver_error = tls_err.code;
+        e.host_memory = tls_err.host;
+    }
+    memcpy(out, &e, size < sizeof(e) ? size : sizeof(e));
+    out->size = size;
+    return CARVE_OK;
 }
 
 void carve_note(const char *fmt, ...) {

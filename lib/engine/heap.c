@@ -238,7 +238,10 @@ void carve_heap_give(carve_arena *a, carve_block *span, void *ev) {
     range_coalesce(a, span);
 }
 
-int carve_heap_cut(carve_arena *a, carve_block *span, uintptr_t lo, uintptr_t hi, carve_block **right) {
+/* carve_heap_cut and carve_heap_move: [lo, hi) leaves span as a free range
+ * (to NULL) or as a new span of pool to (its memory mapped, as it was). */
+static int cut_out(carve_arena *a, carve_block *span, uintptr_t lo, uintptr_t hi, carve_block **right,
+                   carve_pool *to, carve_block **moved) {
     carve_heap *h = &a->heap;
     carve_segment *seg = span->u.r.seg;
     uintptr_t end = span->addr + span->size;
@@ -293,12 +296,36 @@ int carve_heap_cut(carve_arena *a, carve_block *span, uintptr_t lo, uintptr_t hi
         span->next = f;
         span->size = lo - span->addr;
     }
+    if (to) { /* mapped memory that moves to another stream's pool as it is */
+        f->state = CARVE_B_SPAN;
+        f->cls = span->cls;
+        f->stream = to->stream;
+        f->u.r.first = f->u.r.last = NULL;
+        f->u.r.nlive = 0;
+        f->u.r.unmapped = 0;
+        CARVE_STORE_REL(&f->u.r.pool, to);
+        carve_pagemap_set(&a->pmap, lo, hi - lo, f, 0);
+        *moved = f;
+        return 0;
+    }
     carve_pagemap_set(&a->pmap, lo, hi - lo, NULL, 0);
     if (a->vmm) /* [lo, hi) is unmapped room; what right takes of the rest, the pool counts (pool.c) */
         span->u.r.unmapped -= (hi - lo) / CARVE_SEGMENT_GRANULE;
     carve_index_insert(&h->index, f);
     range_coalesce(a, f);
     return 0;
+}
+
+int carve_heap_cut(carve_arena *a, carve_block *span, uintptr_t lo, uintptr_t hi, carve_block **right) {
+    return cut_out(a, span, lo, hi, right, NULL, NULL);
+}
+
+carve_block *carve_heap_move(carve_arena *a, carve_block *span, uintptr_t lo, uintptr_t hi, carve_pool *to,
+                             carve_block **right) {
+    carve_block *moved = NULL;
+    if (cut_out(a, span, lo, hi, right, to, &moved) != 0)
+        return NULL;
+    return moved;
 }
 
 /* The preferred growth step: a fixed min_grow when configured, else an
@@ -319,7 +346,7 @@ static size_t grow_step(const carve_arena *a) {
 static size_t grow_size(carve_arena *a, size_t want, size_t need) {
     carve_heap *h = &a->heap;
     size_t used = CARVE_LOAD(&h->reserved) + CARVE_LOAD(&h->inflight);
-    size_t room = a->limit > used ? a->limit - used : 0;
+    size_t limit = CARVE_LOAD(&a->limit), room = limit > used ? limit - used : 0;
     size_t step = grow_step(a);
     size_t pref = want > step ? want : step;
     size_t least = need > a->min_grow ? need : a->min_grow;
@@ -376,7 +403,7 @@ static carve_status heap_add_segment(carve_arena *a, uintptr_t base, size_t size
 
 carve_status carve_heap_grow(carve_arena *a, size_t want, size_t need) {
     carve_heap *h = &a->heap;
-    char b1[32], b2[32], b3[32];
+    char b1[32], b2[32], b3[32], b4[32];
     size_t size;
     if (a->vmm) {
         /* Address space: twice the limit at first (64 GiB when unlimited),
@@ -389,8 +416,14 @@ carve_status carve_heap_grow(carve_arena *a, size_t want, size_t need) {
             size = carve_align_up(need, CARVE_SEGMENT_GRANULE);
     } else if (!a->growth) {
         if (h->nsegs > 0 || CARVE_LOAD(&h->inflight) > 0) {
-            carve_note("growth is off and the arena's one block of %s has no free range that fits",
-                       carve_format_bytes(b1, sizeof(b1), a->initial));
+            const carve_segment *s = h->segs;
+            if (s && s->size < s->raw_size) /* the backend did not align it (below) */
+                carve_note("growth is off and the arena's one block of %s (%s of it usable: the backend did not "
+                           "align it to the granule) has no free range that fits",
+                           carve_format_bytes(b1, sizeof(b1), s->raw_size), carve_format_bytes(b2, sizeof(b2), s->size));
+            else
+                carve_note("growth is off and the arena's one block of %s has no free range that fits",
+                           carve_format_bytes(b1, sizeof(b1), a->initial));
             return CARVE_ERR_OOM;
         }
         size = a->initial; /* the block was given back by empty_cache: take it again */
@@ -399,6 +432,10 @@ carve_status carve_heap_grow(carve_arena *a, size_t want, size_t need) {
                        carve_format_bytes(b1, sizeof(b1), a->initial));
             return CARVE_ERR_OOM;
         }
+        /* The arena's one block, however much of it a backend that does not
+         * align it leaves usable (below): a request it cannot hold then
+         * finds no room in it. */
+        need = CARVE_SEGMENT_GRANULE;
     } else {
         /* Rather than raise the reserved peak, give fully free segments back
          * first: the new segment then replaces them instead of adding to them. */
@@ -419,17 +456,25 @@ carve_status carve_heap_grow(carve_arena *a, size_t want, size_t need) {
     uintptr_t base = 0;
     carve_status st = a->be.ops->reserve(&a->be, size, &base);
     if (st == CARVE_OK && base % CARVE_SEGMENT_GRANULE && !a->vmm) {
-        /* The driver promises 256-byte alignment only: ask for one granule
-         * more and use the aligned part. */
-        a->be.ops->release(&a->be, base, size);
-        size_t more = size + CARVE_SEGMENT_GRANULE;
-        if (a->growth && (CARVE_LOAD(&h->reserved) + CARVE_LOAD(&h->inflight) - size + more > a->limit)) {
-            st = CARVE_ERR_OOM;
-            carve_backend_fail("the backend returned an unaligned block and one granule more passes the limit");
-        } else {
-            __atomic_add_fetch(&h->inflight, more - size, __ATOMIC_RELAXED);
-            held = size = more;
+        /* The driver promises 256-byte alignment only, and the aligned part
+         * of such a block is a granule short. The limit caps what the
+         * backend holds (the block as it came): one granule more is asked
+         * for only where it fits under the limit; else the block stays if
+         * its aligned part still holds need, and heap_add_segment uses that
+         * part. */
+        const size_t G = CARVE_SEGMENT_GRANULE;
+        if (CARVE_LOAD(&h->reserved) + CARVE_LOAD(&h->inflight) + G <= CARVE_LOAD(&a->limit)) {
+            a->be.ops->release(&a->be, base, size);
+            __atomic_add_fetch(&h->inflight, G, __ATOMIC_RELAXED);
+            held = size = size + G;
             st = a->be.ops->reserve(&a->be, size, &base);
+        } else if (size - G < need) {
+            a->be.ops->release(&a->be, base, size);
+            st = CARVE_ERR_OOM;
+            carve_backend_fail("it returned a block not aligned to %s, whose aligned part (%s) is less than the %s "
+                               "needed, and one granule more would pass the limit of %s",
+                               carve_format_bytes(b1, sizeof(b1), G), carve_format_bytes(b2, sizeof(b2), size - G),
+                               carve_format_bytes(b3, sizeof(b3), need), carve_format_bytes(b4, sizeof(b4), a->limit));
         }
     }
     carve_mutex_lock(&h->lock);

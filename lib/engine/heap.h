@@ -29,6 +29,16 @@ carve_block *carve_heap_take(carve_arena *a, carve_pool *p, unsigned cls, size_t
  * and nlive are the caller's to set, as are the blocks of both). 0 on
  * success; -1 when host memory ran out for the records (nothing changed). */
 int carve_heap_cut(carve_arena *a, carve_block *span, uintptr_t lo, uintptr_t hi, carve_block **right) CARVE_INTERNAL;
+/* Virtual-memory mode: the whole granules [lo, hi) of span, mapped, free
+ * (in no pool block's use) and done with by the device (every granule a
+ * completed fence of span's stream covers), become a new span of pool to
+ * as they are, still mapped: memory moves to another stream with no driver
+ * call. Cut as carve_heap_cut cuts (never all of span; *right likewise).
+ * The new span's blocks are the caller's to set; its pool's lock and
+ * span's pool's lock are held. NULL when host memory ran out (nothing
+ * changed). */
+carve_block *carve_heap_move(carve_arena *a, carve_block *span, uintptr_t lo, uintptr_t hi, carve_pool *to,
+                             carve_block **right) CARVE_INTERNAL;
 /* Grow span into the free range right after it, if its stream may use that
  * range and it has at least need bytes (want preferred). Returns the bytes
  * added (0: none). */

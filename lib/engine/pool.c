@@ -97,6 +97,8 @@ static void go_multi(carve_arena *a) {
     CARVE_STORE(&a->g_req, first->requested);
     CARVE_STORE(&a->g_alloc_peak, first->allocated_peak);
     CARVE_STORE(&a->g_req_peak, first->requested_peak);
+    if (a->vmm) /* the arena's touched peak (vmm.c) starts from the first pool's */
+        carve_atomic_max(&a->heap.vpeak, first->touched_peak * CARVE_SEGMENT_GRANULE);
     first->unflushed_alloc = first->unflushed_req = 0;
     CARVE_STORE_REL(&a->multi, 1);
     carve_spin_unlock(&first->lock);
@@ -138,12 +140,31 @@ static carve_pool *pool_create(carve_arena *a, carve_stream s) {
     return p;
 }
 
+carve_pool *carve_pool_find(const carve_arena *a, carve_stream s) { return lookup((carve_arena *)a, s); }
+
+/* The graph pool s is routed to, or NULL. */
+static carve_pool *routed(carve_arena *a, carve_stream s) {
+    carve_pool *p = NULL;
+    carve_mutex_lock(&a->pools_lock);
+    for (unsigned i = 0; i < a->nroutes && !p; i++)
+        if (a->routes[i].stream == s)
+            p = a->routes[i].pool;
+    carve_mutex_unlock(&a->pools_lock);
+    return p;
+}
+
 carve_pool *carve_pool_lookup_slow(carve_arena *a, carve_stream s) {
-    carve_pool *p = lookup(a, s);
+    /* The cache's name for the arena is read first: a routing that
+     * changes after this read changes it too, so what is cached below is
+     * never taken for the new routing's. */
+    uint64_t cache_id = CARVE_LOAD_ACQ(&a->cache_id);
+    carve_pool *p = CARVE_LOAD_ACQ(&a->nroutes) ? routed(a, s) : NULL;
+    if (!p)
+        p = lookup(a, s);
     if (!p)
         p = pool_create(a, s);
     if (p) {
-        carve_tls_pool.arena_id = a->id;
+        carve_tls_pool.arena_id = cache_id;
         carve_tls_pool.stream = s;
         carve_tls_pool.pool = p;
     }
@@ -202,30 +223,54 @@ static void pending_unlink(carve_pool *p, carve_block *b) {
     p->npending--;
 }
 
+static int stream_in(const carve_stream *set, unsigned n, carve_stream s) {
+    for (unsigned i = 0; i < n; i++)
+        if (set[i] == s)
+            return 1;
+    return 0;
+}
+
 void carve_pool_poll_pending(carve_pool *p, int wait, int record) {
+    if (!wait && carve_pool_capturing(p)) /* asking about an event would break the capture */
+        return;
     carve_be *be = &p->arena->be;
+    /* Without waiting: the list is in free order, and the events of one
+     * stream complete in the order they were recorded, so once an event of
+     * stream s is found not done, later blocks waiting on s are not asked
+     * about. Blocks waiting on other streams are (a busy stream must not
+     * hold back the memory of one that is done), up to a few busy streams
+     * and a bounded walk, as every allocation polls while the list is not
+     * empty. */
+    carve_stream busy[CARVE_PENDING_BUSY];
+    unsigned nbusy = 0, walked = 0;
     carve_block *b = p->pending_head;
-    while (b) {
+    while (b && (wait || walked++ < CARVE_PENDING_WALK)) {
         carve_block *next = b->fnext;
         carve_uses *u = b->u.b.uses; /* pending blocks always have uses */
         int done = 1;
         for (unsigned i = 0; i < u->n && done; i++) {
             if (!u->events[i])
                 continue;
-            if (wait)
+            if (wait) {
                 carve_wait_event(p->arena, u->events[i]);
-            else if (carve_event_query(p->arena, u->events[i]) == 0)
+            } else if (stream_in(busy, nbusy, u->streams[i])) {
                 done = 0;
+            } else if (carve_event_query(p->arena, u->events[i]) == 0) {
+                done = 0;
+                if (nbusy == CARVE_PENDING_BUSY)
+                    return;
+                busy[nbusy++] = u->streams[i];
+            }
             if (done) {
                 be->ops->event_release(be, u->events[i]);
                 u->events[i] = NULL;
             }
         }
-        if (!done)
-            return; /* frees complete in order: later ones are not done either */
-        pending_unlink(p, b);
-        uses_free(p->arena, u);
-        carve_pool_release_block(p, b, record);
+        if (done) {
+            pending_unlink(p, b);
+            uses_free(p->arena, u);
+            carve_pool_release_block(p, b, record);
+        }
         b = next;
     }
 }
@@ -297,6 +342,8 @@ void carve_pool_span_refilled(carve_pool *p, carve_block *span) {
 }
 
 size_t carve_pool_return_empty(carve_pool *p, int mode) {
+    if (CARVE_LOAD(&p->graph)) /* a graph pool keeps its memory until released */
+        return 0;
     carve_arena *a = p->arena;
     size_t n = 0;
     /* The hot block may be all that keeps a span; only OWN may record now. */
@@ -430,7 +477,26 @@ static void cut_block(carve_pool *p, carve_block *span, carve_block *b, uintptr_
     }
 }
 
+/* Pool lock held: span was cut, right (if any) holds the blocks after the
+ * cut: list it, and mark either side left with no live block emptied. */
+static void span_cut(carve_pool *p, carve_block *span, carve_block *right, int own) {
+    if (!right)
+        return;
+    right->fprev = span;
+    right->fnext = span->fnext;
+    if (span->fnext)
+        span->fnext->fprev = right;
+    span->fnext = right;
+    p->nspans++;
+    if (span->u.r.nlive == 0)
+        carve_pool_span_emptied(p, span, own);
+    if (right->u.r.nlive == 0)
+        carve_pool_span_emptied(p, right, own);
+}
+
 size_t carve_pool_give_room(carve_pool *p, int free_too, int own) {
+    if (CARVE_LOAD(&p->graph)) /* a graph pool keeps its memory until released */
+        return 0;
     carve_arena *a = p->arena;
     const size_t G = CARVE_SEGMENT_GRANULE;
     size_t given = 0;
@@ -450,21 +516,25 @@ size_t carve_pool_give_room(carve_pool *p, int free_too, int own) {
             cut_block(p, span, b, lo, hi, right);
             given += hi - lo;
             if (right) { /* the rest of the blocks are right's: it is visited next */
-                right->fprev = span;
-                right->fnext = span->fnext;
-                if (span->fnext)
-                    span->fnext->fprev = right;
-                span->fnext = right;
-                p->nspans++;
-                if (span->u.r.nlive == 0)
-                    carve_pool_span_emptied(p, span, own);
-                if (right->u.r.nlive == 0)
-                    carve_pool_span_emptied(p, right, own);
+                span_cut(p, span, right, own);
                 break;
             }
         }
     }
     return given;
+}
+
+carve_block *carve_pool_give_mapped(carve_pool *q, carve_block *f, uintptr_t lo, uintptr_t hi, carve_pool *to) {
+    carve_block *span = f->span, *right;
+    if (carve_slab_reserve(&q->slab, 2) != 0)
+        return NULL;
+    carve_block *moved = carve_heap_move(q->arena, span, lo, hi, to, &right);
+    if (!moved)
+        return NULL;
+    carve_vmm_cut_runs(q, f, lo, hi);
+    cut_block(q, span, f, lo, hi, right);
+    span_cut(q, span, right, 0);
+    return moved;
 }
 
 void carve_pool_install_span(carve_pool *p, carve_block *span, carve_block *blk) {

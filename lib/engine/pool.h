@@ -20,18 +20,22 @@ typedef struct carve_pool_cache {
 extern __thread carve_pool_cache carve_tls_pool __attribute__((tls_model("initial-exec"))) CARVE_INTERNAL;
 carve_pool *carve_pool_lookup_slow(carve_arena *a, carve_stream stream) CARVE_INTERNAL;
 
-/* The pool of stream, created on first use; NULL when host memory ran out.
+/* The pool of stream (the graph pool it is routed to, while it is:
+ * graph.c), created on first use; NULL when host memory ran out.
  * Lock-free when the pool exists; a thread-local compare when the thread
  * used the same arena and stream last time. */
 static inline carve_pool *carve_pool_get(carve_arena *a, carve_stream stream) {
-    if (CARVE_LIKELY(carve_tls_pool.arena_id == a->id && carve_tls_pool.stream == stream))
+    if (CARVE_LIKELY(carve_tls_pool.arena_id == CARVE_LOAD(&a->cache_id) && carve_tls_pool.stream == stream))
         return carve_tls_pool.pool;
     return carve_pool_lookup_slow(a, stream);
 }
 void carve_pools_destroy(carve_arena *a) CARVE_INTERNAL;
+/* The pool of stream if the arena has one (none is made); lock-free. */
+carve_pool *carve_pool_find(const carve_arena *a, carve_stream stream) CARVE_INTERNAL;
 /* Pool lock held. Move freed blocks whose events completed (all of them,
- * waiting, if wait) from the pending list to the index; record: see
- * carve_pool_span_emptied. */
+ * waiting, if wait) from the pending list to the index; without waiting,
+ * the first CARVE_PENDING_WALK blocks at most, passing over those that wait
+ * for a stream found busy. record: see carve_pool_span_emptied. */
 void carve_pool_poll_pending(carve_pool *p, int wait, int record) CARVE_INTERNAL;
 /* Pool lock and heap lock held. Give empty spans back to the heap. An empty
  * span carries the event recorded on its stream when it emptied; without
@@ -51,6 +55,14 @@ size_t carve_pool_return_empty(carve_pool *p, int mode) CARVE_INTERNAL;
  * acts on the pool's stream (a span left with no live block gets its event
  * recorded: carve_pool_span_emptied). Returns the bytes given. */
 size_t carve_pool_give_room(carve_pool *p, int free_too, int own) CARVE_INTERNAL;
+/* Pool q's lock, pool to's lock and the heap lock held, virtual-memory
+ * mode: the whole granules [lo, hi) of q's FREE block f (mapped, and done
+ * with by the device: a completed fence of q covers them) leave q as a new
+ * span of pool to, still mapped (carve_heap_move), whose blocks to must
+ * install. f's span must keep some of its range. NULL when host memory ran
+ * out (nothing changed). */
+carve_block *carve_pool_give_mapped(carve_pool *q, carve_block *f, uintptr_t lo, uintptr_t hi,
+                                    carve_pool *to) CARVE_INTERNAL;
 /* Pool lock held. The span grew by added bytes at its end: merge them into
  * its last block if free (UNMAPPED in virtual-memory mode, where what the
  * heap adds holds no memory yet), else append blk (a spare record, consumed
@@ -72,6 +84,22 @@ void carve_pool_release_gone(carve_pool *p, carve_block *b) CARVE_INTERNAL;
  * (segments) or UNMAPPED (virtual-memory mode: the heap's ranges hold no
  * memory). */
 void carve_pool_install_span(carve_pool *p, carve_block *span, carve_block *blk) CARVE_INTERNAL;
+
+/* 1 when the stream p serves is being captured into a CUDA graph now (a
+ * backend call: slow paths only). A graph pool serves the stream routed to
+ * it; a per-thread pool the calling thread's per-thread stream. */
+static inline int carve_pool_capturing(const carve_pool *p) {
+    carve_arena *a = p->arena;
+    if (!a->be.ops->capturing)
+        return 0;
+    carve_stream s = p->stream;
+    if (CARVE_LOAD(&p->graph)) {
+        if (!CARVE_LOAD(&p->routed))
+            return 0;
+        s = CARVE_LOAD(&p->route);
+    }
+    return a->be.ops->capturing(&a->be, carve_stream_public(s)) > 0;
+}
 
 static inline carve_pool *carve_pools_first(const carve_arena *a) { return CARVE_LOAD_ACQ(&a->pools); }
 

@@ -32,6 +32,7 @@ carve_status carve_reclaim(carve_arena *a, unsigned flags) {
     int synced = 0;
     carve_mutex_lock(&a->heap.lock);
     uint64_t unmap_failed = CARVE_LOAD(&a->heap.nunmap_failed);
+    uint64_t unmap_nohost = CARVE_LOAD(&a->heap.nunmap_nohost);
     carve_mutex_unlock(&a->heap.lock);
     if (wait) {
         carve_mutex_lock(&a->pools_lock);
@@ -94,6 +95,12 @@ carve_status carve_reclaim(carve_arena *a, unsigned flags) {
                    carve_backend_str(a->be.kind), (unsigned long long)(CARVE_LOAD(&a->heap.nunmap_failed) - unmap_failed),
                    carve_backend_msg());
         st = CARVE_ERR_BACKEND;
+    }
+    if (release && st == CARVE_OK && CARVE_LOAD(&a->heap.nunmap_nohost) != unmap_nohost) {
+        char b[32];
+        carve_note("host memory for carve's block records ran out, so free memory stayed mapped (%s mapped in all)",
+                   carve_format_bytes(b, sizeof(b), CARVE_LOAD(&a->heap.reserved)));
+        st = CARVE_ERR_OOM;
     }
     carve_mutex_unlock(&a->heap.lock);
     if (wait) {

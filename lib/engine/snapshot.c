@@ -26,14 +26,15 @@ static void stats_json(carve_strbuf *b, const carve_stats *s) {
               "\"cached_bytes\":%zu,\"largest_free_block\":%zu,\"num_segments\":%zu,\"num_streams\":%zu,"
               "\"num_live\":%llu,\"num_allocs\":%llu,\"num_frees\":%llu,\"num_backend_allocs\":%llu,"
               "\"num_backend_frees\":%llu,\"num_ooms\":%llu,\"num_syncs\":%llu,\"num_event_records\":%llu,"
-              "\"num_event_queries\":%llu}",
+              "\"num_event_queries\":%llu,\"num_alloc_retries\":%llu}",
               s->requested_bytes, s->requested_bytes_peak, s->allocated_bytes, s->allocated_bytes_peak,
               s->reserved_bytes, s->reserved_bytes_peak, s->cached_bytes, s->largest_free_block,
               s->num_segments, s->num_streams, (unsigned long long)s->num_live,
               (unsigned long long)s->num_allocs, (unsigned long long)s->num_frees,
               (unsigned long long)s->num_backend_allocs, (unsigned long long)s->num_backend_frees,
               (unsigned long long)s->num_ooms, (unsigned long long)s->num_syncs,
-              (unsigned long long)s->num_event_records, (unsigned long long)s->num_event_queries);
+              (unsigned long long)s->num_event_records, (unsigned long long)s->num_event_queries,
+              (unsigned long long)s->num_alloc_retries);
 }
 
 /* An address or stream handle as the document's "0x..." string (printf's
@@ -86,6 +87,8 @@ static void segments_json(carve_strbuf *b, const carve_arena *a) {
                           addr(x, r->stream));
                 if (k->state == CARVE_B_USED)
                     carve_strbuf_printf(b, ",\"requested\":%zu", carve_block_requested(k));
+                if (k->state == CARVE_B_USED && (k->flags & CARVE_BF_TAG)) /* a string: JSON numbers lose bits */
+                    carve_strbuf_printf(b, ",\"tag\":\"%#llx\"", (unsigned long long)k->u.b.tag);
                 carve_strbuf_printf(b, "}");
             }
             carve_strbuf_printf(b, "]}");

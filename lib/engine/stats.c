@@ -10,7 +10,12 @@
  * CARVE_STATS_BATCH per stream), which keeps the hot path free of shared
  * writes; no peak reads below its current value.
  *
- * Resetting the peaks takes every lock at once, the way carve_check does:
+ * The driver ledger is the backend's (backend/ledger.h): its counts are
+ * copied out, and its modeled time computed from them, on each query.
+ *
+ * Resetting the peaks takes every lock at once, the way carve_check does,
+ * and merges every stream's batch, so that the peaks restart exactly from
+ * the current values:
  * the reserved bytes rise, in virtual-memory mode, under a pool's lock and
  * not the heap's (vmm.c), so a reset under the heap lock alone could store a
  * value read before a map that raised the peak meanwhile, and leave the peak
@@ -109,17 +114,68 @@ void carve_stats_collect(const carve_arena *a, carve_stats *s, int locked) {
     if (s->reserved_bytes_peak < s->reserved_bytes) /* a map between the two reads (vmm.c needs no heap lock) */
         s->reserved_bytes_peak = s->reserved_bytes;
     s->largest_free_block = largest;
-    s->limit_bytes = a->limit;
+    s->limit_bytes = CARVE_LOAD(&a->limit);
     s->cached_bytes = s->reserved_bytes > s->allocated_bytes ? s->reserved_bytes - s->allocated_bytes : 0;
     s->num_ooms = CARVE_LOAD(&a->nooms);
+    carve_ledger_read(&a->be.ledger, s->driver_calls, s->driver_mappings, s->driver_bytes);
+    s->driver_model_ns = carve_ledger_model_ns(s->driver_calls, s->driver_mappings, s->driver_bytes);
+    s->num_alloc_retries = CARVE_LOAD(&a->nretries);
 }
 
-carve_status carve_get_stats(const carve_arena *a, carve_stats *out) {
-    if (out)
-        memset(out, 0, sizeof(*out));
-    if (!a || !out)
-        return carve_fail(a, CARVE_ERR_INVALID, "carve_get_stats: NULL argument");
-    carve_stats_collect(a, out, 0);
+const char *carve_driver_op_name(int op) { return carve_ledger_name(op); }
+
+uint64_t carve_driver_model_ns(const uint64_t *calls, const uint64_t *mappings, const uint64_t *bytes) {
+    return carve_ledger_model_ns(calls, mappings, bytes);
+}
+
+const char *carve_driver_costs_source(void) { return carve_ledger_source(); }
+
+carve_status carve_get_stats_sized(const carve_arena *a, carve_stats *out, size_t size) {
+    int size_ok = size >= CARVE_STATS_SIZE_MIN && size <= CARVE_STATS_SIZE_MAX;
+    if (out && size_ok)
+        memset(out, 0, size);
+    if (!a || !out || !size_ok)
+        return carve_fail(a, CARVE_ERR_INVALID, "carve_get_stats: NULL argument or a size of %zu (between %zu and %zu)",
+                          size, (size_t)CARVE_STATS_SIZE_MIN, (size_t)CARVE_STATS_SIZE_MAX);
+    carve_stats s;
+    carve_stats_collect(a, &s, 0);
+    memcpy(out, &s, size < sizeof(s) ? size : sizeof(s)); /* the caller's fields; the rest stays zero */
+    return CARVE_OK;
+}
+
+/* carve_get_stats as carve 1.0 exported it (carve.h now has it inline over
+ * the sized call): programs built against that header pass a
+ * carve_stats_1_0. The C name differs from carve.h's inline one; the
+ * exported name is the old one. */
+CARVE_API carve_status carve_get_stats_1_0(const carve_arena *a, carve_stats_1_0 *out) __asm__("carve_get_stats");
+carve_status carve_get_stats_1_0(const carve_arena *a, carve_stats_1_0 *out) {
+    return carve_get_stats_sized(a, (carve_stats *)(void *)out, sizeof(*out));
+}
+
+carve_status carve_get_stream_stats_sized(const carve_arena *a, carve_stream stream, carve_stream_stats *out,
+                                         size_t size) {
+    int size_ok = size >= sizeof(size_t) && size <= CARVE_STREAM_STATS_SIZE_MAX;
+    if (out && size_ok)
+        memset(out, 0, size);
+    if (!a || !out || !size_ok)
+        return carve_fail(a, CARVE_ERR_INVALID,
+                          "carve_get_stream_stats: NULL argument or a size of %zu (between %zu and %zu)", size,
+                          sizeof(size_t), (size_t)CARVE_STREAM_STATS_SIZE_MAX);
+    carve_stream_stats s = {.size = size, .stream = stream};
+    carve_pool *p = carve_pool_find(a, stream == CARVE_STREAM_PER_THREAD ? carve_thread_stream() : stream);
+    if (p) { /* read together, under the pool's lock, as carve_get_stats reads them */
+        carve_spin_lock(&p->lock);
+        s.num_allocs = p->nallocs;
+        s.num_frees = p->nfrees;
+        s.num_live = p->nallocs - p->nfrees;
+        s.allocated_bytes = p->allocated;
+        s.allocated_bytes_peak = p->allocated_peak;
+        s.requested_bytes = p->requested;
+        s.requested_bytes_peak = p->requested_peak;
+        carve_spin_unlock(&p->lock);
+    }
+    memcpy(out, &s, size < sizeof(s) ? size : sizeof(s));
+    out->size = size;
     return CARVE_OK;
 }
 
@@ -134,6 +190,11 @@ void carve_reset_peak_stats(carve_arena *a) {
         carve_spin_lock(&p->lock);
     carve_mutex_lock(&a->heap.lock);
     for (carve_pool *p = first; p; p = p->next_all) {
+        /* Each stream's batch merged first: the arena-wide counters are then
+         * exact, and so is the peak they restart from (left as they were, a
+         * stream's unflushed frees would keep it up to a batch above). */
+        if (CARVE_LOAD(&a->multi))
+            carve_pool_flush(a, p);
         CARVE_STORE(&p->allocated_peak, p->allocated);
         CARVE_STORE(&p->requested_peak, p->requested);
     }

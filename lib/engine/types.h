@@ -38,6 +38,7 @@
 #include "engine/index.h"
 #include "engine/pagemap.h"
 #include "engine/slab.h"
+#include "engine/streams.h"
 
 #define CARVE_SMALL_MAX ((size_t)1 << 20)          /* requests up to 1 MiB are small */
 #define CARVE_SMALL_SPAN CARVE_SEGMENT_GRANULE      /* small spans: 2 MiB */
@@ -54,7 +55,7 @@
 #define CARVE_VMM_SLACK_MAX 256
 #define CARVE_VMM_SLACK_STEP 10
 #define CARVE_VMM_HYSTERESIS_DIV 50
-#define CARVE_VMM_IDLE_DIV 4 /* other streams' free granules go when the arena maps 1/4 above the touched peak */
+#define CARVE_VMM_IDLE_DIV 4 /* several streams: the arena's budget is at least 1/4 above their touched peak */
 /* The budget: one granule unmapped and mapped again per this many
  * allocations of a stream (about 62 us each on an H100: bench/vmm_costs.cu,
  * so at most some 120 ns per operation), counted over windows of CARVE_VMM_WINDOW
@@ -72,7 +73,11 @@
  * granule, so that any granule can be unmapped alone. */
 #define CARVE_VMM_PIECE CARVE_SEGMENT_GRANULE
 #define CARVE_VMM_FENCE_FREES 64
-#define CARVE_STREAM_PER_THREAD ((carve_stream)(uintptr_t)0x2) /* cudaStreamPerThread */
+/* An allocation polls its pool's pending blocks (freed, waiting for events
+ * on the other streams that used them) in free order: past blocks whose
+ * streams are busy, up to this many busy streams and this many blocks. */
+#define CARVE_PENDING_BUSY 4
+#define CARVE_PENDING_WALK 32
 #ifndef CARVE_STATS_BATCH /* (a build may set it, to measure its effect) */
 #define CARVE_STATS_BATCH ((ptrdiff_t)16 << 20)    /* per-pool counter batching */
 #endif
@@ -103,12 +108,17 @@ typedef struct carve_heap {
                                  (the initial amount, or what was mapped after a release) */
     size_t inflight;          /* bytes being reserved, mapped or released with the lock dropped */
     uint64_t nreserve, nrelease;
+    uint64_t nmoved;          /* virtual-memory mode: mapped granules moved from one stream to
+                                 another without the driver (atomic) */
     uint64_t span_events;     /* empty-span events recorded so far (atomic): each one's number, in
                                  the order they were recorded, is its span's u.r.seq (block.h) */
     size_t vpeak;             /* virtual-memory mode: the most bytes all pools touched at once, as seen
-                                 at map time (atomic; reset with the peaks) */
+                                 at map time (from the first pool's peak on), the several streams'
+                                 budget (vmm.c; atomic; reset by a release) */
     uint64_t nunmap_failed;   /* virtual-memory mode: unmaps the backend refused (atomic, as are
                                  reserved, inflight and the two counts in vmm.c) */
+    uint64_t nunmap_nohost;   /* virtual-memory mode: unmaps given up because host memory for
+                                 block records ran out (atomic) */
     uint64_t nwaits;          /* host waits for the device: event and device synchronizations (atomic) */
     uint64_t nrecords;        /* events recorded (atomic) */
     uint64_t nqueries;        /* events asked whether they completed (atomic) */
@@ -156,17 +166,32 @@ typedef struct carve_pool {
     uint64_t vwindow_at;          /* ... its allocation count when the window began */
     size_t touched;               /* virtual-memory mode: granules of this pool's spans that live or
                                      pending blocks touch (pool lock; read atomically) */
-    size_t touched_peak;          /* its peak since creation, the last release or the last time other
-                                     streams took its free granules (pool lock; read atomically) */
+    size_t touched_peak;          /* its peak since creation or the last release: its allowance while
+                                     it is the only pool (pool lock; read atomically) */
+    /* A graph pool (graph.c): private to the graphs captured into it until
+     * released. Its memory never leaves it meanwhile: no span goes back to
+     * the heap, nothing is unmapped, and no event is recorded for it. */
+    int graph;                    /* 1 from carve_graph_pool_create to its release (atomic) */
+    int routed;                   /* allocations on `route` come here now (pools_lock; read atomically) */
+    carve_stream route;           /* the program's stream routed here (now or last) */
 } carve_pool;
+
+#define CARVE_MAX_ROUTES 16 /* streams routed to graph pools at once, per arena */
 
 typedef struct carve_pool_table carve_pool_table;
 
 struct carve_arena {
     uint64_t id;                 /* unique per arena ever created (never 0) */
+    uint64_t cache_id;           /* what threads' pool caches name the arena by (pool.h): its id, and a
+                                    new value whenever a stream's routing changes (graph.c), so that
+                                    no thread keeps a stream's old pool (atomic) */
     carve_config cfg;            /* as given, name pointing at name[] */
     char name[64];
-    size_t limit;                /* resolved; SIZE_MAX when unlimited */
+    size_t limit;                /* resolved; SIZE_MAX when unlimited (written under the heap lock by
+                                    carve_set_limit; read atomically where that lock is not held) */
+    size_t limit_over;           /* what was reserved when carve_set_limit lowered the limit below it
+                                    (live buffers held it): reserved stays at or below the larger of
+                                    the two (carve_check); 0 otherwise */
     size_t initial;              /* resolved, granule-aligned */
     size_t min_grow;
     int growth;
@@ -192,10 +217,24 @@ struct carve_arena {
     carve_pool *null_pool;       /* the default stream's pool (atomic) */
     carve_pool *pools;           /* list head (atomic) */
     size_t npools;               /* atomic */
+    /* Streams routed to graph pools (graph.c), under pools_lock; nroutes
+     * is read atomically by pool lookups, which consult the table only
+     * when it is not 0. */
+    struct carve_route {
+        carve_stream stream;
+        carve_pool *pool;
+    } routes[CARVE_MAX_ROUTES];
+    unsigned nroutes;
     /* Arena-wide counters merged from pools in batches (only once multi). */
     size_t g_alloc __attribute__((aligned(64)));
     size_t g_req, g_alloc_peak, g_req_peak;
     uint64_t nooms;
+    uint64_t nretries;           /* allocations retried at the out-of-memory callback's answer */
+    /* The out-of-memory callback and its argument (carve_set_oom_callback),
+     * written and read together under oom_lock. */
+    carve_mutex oom_lock;
+    carve_oom_fn oom_fn;
+    void *oom_user;
     carve_pagemap pmap __attribute__((aligned(64)));
 };
 
@@ -203,6 +242,24 @@ struct carve_arena {
  * every one goes through one of these, so that carve_stats counts them
  * (num_event_records, num_event_queries, num_syncs). */
 static inline carve_status carve_event_record(carve_arena *a, carve_stream s, void **ev) {
+    if (CARVE_UNLIKELY(carve_stream_made_up(s))) { /* a thread's per-thread stream, a graph pool (streams.h) */
+        if (s != carve_thread_stream()) {
+            *ev = NULL;
+            carve_backend_fail("%s", ((uintptr_t)s & CARVE_KEY_MASK) == CARVE_KEY_GRAPH
+                                         ? "no event is recorded for a graph pool"
+                                         : "an event on another thread's per-thread default stream cannot "
+                                           "be recorded from this thread");
+            return CARVE_ERR_BACKEND;
+        }
+        s = CARVE_STREAM_PER_THREAD;
+    }
+    /* A stream being captured: the record would join the graph, and
+     * asking about it would break the capture. */
+    if (a->be.ops->capturing && a->be.ops->capturing(&a->be, s) > 0) {
+        *ev = NULL;
+        carve_backend_fail("no event is recorded on a stream being captured");
+        return CARVE_ERR_BACKEND;
+    }
     __atomic_add_fetch(&a->heap.nrecords, 1, __ATOMIC_RELAXED);
     return a->be.ops->event_record(&a->be, s, ev);
 }

@@ -20,14 +20,14 @@
  * Mapping costs tens of microseconds a granule (cuMemSetAccess and cuMemUnmap
  * dominate: bench/vmm_costs.cu), so unmapping is lazy: mapped bytes may rise
  * freely up to an allowance, the peak of touched granules plus a slack
- * (carve_vmm_allowance, per stream, so that streams whose peaks come at
- * different times do not take each other's granules on every step), and
- * only a request that would pass it first unmaps free granules of its own
- * pool, those let go longest ago first, and a little more than it needs so
- * that the next requests map without unmapping. Other streams' free
- * granules go (after a device synchronization) only when the arena maps a
- * quarter more than the most its streams ever touched at once, or at the
- * limit. Unmapped granules are cut out of their
+ * (carve_vmm_allowance: one stream's own; with several streams, one budget
+ * for the arena, the most they all touched at once plus at least a
+ * quarter), and only a request that would pass it first unmaps free
+ * granules of its own pool, those let go longest ago first, and a little
+ * more than it needs so that the next requests map without unmapping.
+ * With several streams, only those its fences already show done; what is
+ * still missing comes from other streams' free granules (after a device
+ * synchronization), and at the limit too. Unmapped granules are cut out of their
  * FREE block as an UNMAPPED one. carve_empty_cache unmaps every free
  * granule, and spans given back to the heap are unmapped as they go, so the
  * heap's free ranges never hold memory.
@@ -78,12 +78,18 @@
 #define G CARVE_SEGMENT_GRANULE
 
 size_t carve_vmm_allowance(const carve_arena *a, const carve_pool *p) {
-    /* Each stream keeps what it touched at its own peak, plus its slack:
-     * streams whose peaks come at different times then never take each
-     * other's granules (each time with a device synchronization), and the
-     * fast paths need no counter every stream would write. */
-    size_t t = __atomic_load_n(&p->touched_peak, __ATOMIC_RELAXED) * G;
+    /* One stream keeps what it touched at its peak, plus its slack. Several
+     * streams share one budget: the most they all touched at once (heap.
+     * vpeak), plus the asking stream's slack and at least a quarter (the
+     * streams' peaks come at different times). Memory a stream let go is
+     * then another's to take (alloc.c's vmm_adopt) or to trim, and no
+     * stream's share is ever cut back to what it uses at one moment (which
+     * made it remap its own granules on its next large request). */
+    size_t t = CARVE_LOAD(&a->multi) ? CARVE_LOAD(&a->heap.vpeak)
+                                     : __atomic_load_n(&p->touched_peak, __ATOMIC_RELAXED) * G;
     size_t slack = t / 1024 * __atomic_load_n(&p->vslack, __ATOMIC_RELAXED);
+    if (CARVE_LOAD(&a->multi) && slack < t / CARVE_VMM_IDLE_DIV)
+        slack = t / CARVE_VMM_IDLE_DIV;
     size_t allow = t + (slack > G ? slack : G);
     size_t target = CARVE_LOAD(&a->heap.target);
     return allow > target ? allow : target;
@@ -305,6 +311,49 @@ carve_block *carve_vmm_claim(carve_pool *p, carve_block *u, uintptr_t lo, uintpt
     return m;
 }
 
+/* ---- moving free mapped memory to another stream ------------------------ */
+
+int carve_vmm_runs_done(const carve_block *f, uintptr_t lo, uintptr_t hi, uint64_t done) {
+    const carve_block *x = f;
+    do {
+        uintptr_t a = x->u.v.at, e = a + x->u.v.n * G;
+        if (x->u.v.n && a < hi && e > lo) {
+            uintptr_t last = (e < hi ? e : hi) - G; /* the last granule of the overlap: stamped latest */
+            if (x->u.v.stamp + (last - a) / G > done)
+                return 0;
+        }
+        x = x->u.v.rnext;
+    } while (x != f);
+    return 1;
+}
+
+void carve_vmm_cut_runs(carve_pool *p, carve_block *f, uintptr_t lo, uintptr_t hi) {
+    carve_index *ix = &p->index[f->cls];
+    uintptr_t fe = f->addr + f->size;
+    CARVE_ASSERT_INTERNAL(f->state == CARVE_B_FREE && lo % G == 0 && hi % G == 0 && lo >= f->addr && hi <= fe &&
+                          lo < hi);
+    if (hi < fe) { /* the part after hi stays a FREE block of its own, with its runs */
+        carve_index_remove(ix, f);
+        carve_block *g = block_new(p, f->span, f, hi, fe - hi);
+        g->state = CARVE_B_FREE;
+        f->size = hi - f->addr;
+        ring_move_back(f, hi, g);
+        carve_index_insert(ix, g);
+        carve_index_insert(ix, f);
+    }
+    size_t gone = ring_cut(p, f, lo, hi, NULL);
+    CARVE_ASSERT_INTERNAL(gone == (hi - lo) / G);
+    (void)gone;
+}
+
+void carve_vmm_adopted(carve_pool *p, carve_block *f) {
+    size_t n = f->size / G;
+    CARVE_ASSERT_INTERNAL(f->state == CARVE_B_FREE && f->addr % G == 0 && f->size % G == 0);
+    carve_vmm_run_set(f, f->addr, n, p->vclock + 1);
+    carve_vmm_ring_init(f);
+    p->vclock += n;
+}
+
 /* ---- unmapping ----------------------------------------------------------- */
 
 /* Unmap the whole granules [addr, addr+size) (mapped, no live block on
@@ -329,6 +378,16 @@ static void count_unmapped(carve_arena *a, size_t n, size_t failed) {
     }
     if (failed)
         __atomic_add_fetch(&h->nunmap_failed, (uint64_t)failed, __ATOMIC_RELAXED);
+}
+
+/* Free granules stay mapped: host memory ran out for the records that
+ * describe what is unmapped (or for the trim's list of runs). Counted, so
+ * that carve_empty_cache can say so (a span that could not be unmapped as
+ * it went back stays in its pool, where the trim that follows counts what
+ * it cannot unmap). */
+static void nohost(carve_arena *a) {
+    carve_note("host memory exhausted for carve's metadata");
+    __atomic_add_fetch(&a->heap.nunmap_nohost, 1, __ATOMIC_RELAXED);
 }
 
 /* Free mapped granules that may be unmapped: a piece of a run (past the
@@ -407,6 +466,8 @@ static int older_first(const void *x, const void *y) {
 }
 
 size_t carve_vmm_trim_pool(carve_arena *a, carve_pool *p, size_t want, const carve_keep *keep, uint64_t done) {
+    if (CARVE_LOAD(&p->graph)) /* a graph's replays use what it freed: nothing is unmapped */
+        return 0;
     if (want == 0)
         return 0;
     /* Every run of every FREE block, grouped by block, in address order. */
@@ -431,6 +492,8 @@ size_t carve_vmm_trim_pool(carve_arena *a, carve_pool *p, size_t want, const car
     }
     for (size_t i = 0; i < l.n; i++)
         total += l.v[i].n;
+    if (l.failed)
+        nohost(a);
     if (l.failed || total == 0) {
         free(l.v);
         return 0;
@@ -490,6 +553,8 @@ size_t carve_vmm_trim_pool(carve_arena *a, carve_pool *p, size_t want, const car
             }
             i = j;
         }
+    } else { /* no records for the cuts: unmap nothing */
+        nohost(a);
     }
     free(l.v);
     count_unmapped(a, nun, failed);
@@ -591,7 +656,7 @@ static void fences_done_to(carve_arena *a, carve_pool *p, unsigned k) {
 }
 
 /* Pool lock held: learn, without waiting, which fences have completed. */
-static void fences_poll(carve_arena *a, carve_pool *p) {
+void carve_vmm_fences_poll(carve_arena *a, carve_pool *p) {
     unsigned k = 0;
     while (k < p->vfence_n &&
            carve_event_query(a, p->vfence[(p->vfence_head + k) % CARVE_VMM_FENCES].ev) != 0)
@@ -612,7 +677,7 @@ void carve_vmm_fence(carve_arena *a, carve_pool *p) {
     if (carve_event_record(a, p->stream, &ev) != CARVE_OK)
         return; /* no fence: those granules stay until one can be recorded */
     if (p->vfence_n == CARVE_VMM_FENCES) {
-        fences_poll(a, p);
+        carve_vmm_fences_poll(a, p);
         if (p->vfence_n == CARVE_VMM_FENCES)
             a->be.ops->event_release(&a->be, p->vfence[(p->vfence_head + --p->vfence_n) % CARVE_VMM_FENCES].ev);
     }
@@ -636,13 +701,13 @@ void carve_vmm_fences_synced(carve_arena *a, carve_pool *p) {
  * device is often idle or nearly), and only then the wait, fence by fence,
  * oldest first, for no more than is needed. Returns the bytes unmapped. */
 static size_t make_room(carve_arena *a, carve_pool *p, size_t must, size_t want, const carve_keep *keep) {
-    fences_poll(a, p);
+    carve_vmm_fences_poll(a, p);
     size_t got = carve_vmm_trim_pool(a, p, want, keep, p->vdone);
     if (got >= must)
         return got;
     uint64_t before = p->vdone;
     carve_vmm_fence(a, p);
-    fences_poll(a, p);
+    carve_vmm_fences_poll(a, p);
     if (p->vdone != before && (got += carve_vmm_trim_pool(a, p, want - got, keep, p->vdone)) >= must)
         return got;
     while (got < must && p->vfence_n) {
@@ -680,9 +745,6 @@ static void trim_others(carve_arena *a, carve_pool *p, size_t want) {
             carve_pool *q = held[i];
             carve_vmm_fences_synced(a, q);
             done += carve_vmm_trim_pool(a, q, want - done, NULL, q->vdone);
-            /* q's stream is past its peak (idle, or gone): what it may keep
-             * starts again from what it touches now. */
-            __atomic_store_n(&q->touched_peak, q->touched, __ATOMIC_RELAXED);
         }
     }
     for (size_t i = 0; i < k; i++)
@@ -720,21 +782,45 @@ static void pace(carve_pool *p, size_t remapped) {
     __atomic_store_n(&p->vslack, s, __ATOMIC_RELAXED);
 }
 
+int carve_vmm_would_unmap(carve_arena *a, const carve_pool *p, size_t need) {
+    size_t total = CARVE_LOAD(&a->heap.reserved) + CARVE_LOAD(&a->heap.inflight) + need;
+    return total > carve_vmm_allowance(a, p) || total > a->limit;
+}
+
+/* Granules every stream's live blocks touch now (no counter on the fast paths). */
+static size_t arena_touched(carve_arena *a) {
+    size_t now = 0;
+    for (const carve_pool *q = CARVE_LOAD_ACQ(&a->pools); q; q = q->next_all)
+        now += __atomic_load_n(&q->touched, __ATOMIC_RELAXED);
+    return now;
+}
+
+/* Several streams: the most bytes they all touched at once, as seen now
+ * that need more are about to be touched. */
+static void arena_peak(carve_arena *a, size_t need) { carve_atomic_max(&a->heap.vpeak, arena_touched(a) * G + need); }
+
 carve_status carve_vmm_map(carve_arena *a, carve_pool *p, carve_block *span, uintptr_t addr, size_t size,
                            const carve_keep *keep, int replace) {
     carve_heap *h = &a->heap;
     char b1[32], b2[32], b3[32];
     size_t need = size;
     CARVE_ASSERT_INTERNAL(addr % G == 0 && size % G == 0 && addr >= span->addr && addr - span->addr <= span->size - size);
-    size_t allow = carve_vmm_allowance(a, p), mapped = pool_mapped(p);
+    int multi = CARVE_LOAD(&a->multi);
+    if (multi)
+        arena_peak(a, 0);
+    /* One stream: its own mapped bytes against its allowance. Several: all
+     * that is mapped against the arena's one budget. */
+    size_t allow = carve_vmm_allowance(a, p);
+    size_t mapped = multi ? CARVE_LOAD(&h->reserved) + CARVE_LOAD(&h->inflight) : pool_mapped(p);
     /* Asked to replace, where mapping would raise the arena's peak: the
      * caller held freed buffers back as live, so the peak of live memory
      * the allowance follows was too high, and this map is what decides the
-     * footprint: it allows for what is live now and one granule. (Below
-     * the peak the footprint does not grow, and the allowance keeps
-     * granules from being unmapped and mapped again for nothing.) */
+     * footprint: it allows for what is live now (the stream's, or with
+     * several streams all of theirs) and one granule. (Below the peak the
+     * footprint does not grow, and the allowance keeps granules from being
+     * unmapped and mapped again for nothing.) */
     if (replace && CARVE_LOAD(&h->reserved) + need > CARVE_LOAD(&h->reserved_peak)) {
-        size_t now = p->touched * G + G;
+        size_t now = (multi ? arena_touched(a) : p->touched) * G + G;
         allow = now < allow ? now : allow;
     }
     int recycle = 0;
@@ -745,38 +831,29 @@ carve_status carve_vmm_map(carve_arena *a, carve_pool *p, carve_block *span, uin
             a->be.ops->recycle(&a->be, 1);
         /* Stay within the allowance: unmap free granules of this stream
          * first (the pool lock keeps the blocks as they are), and a little
-         * more, so that the next requests need not. */
+         * more, so that the next requests need not; with several streams,
+         * only those its fences show done (no wait), then other streams'
+         * (one device synchronization). */
         size_t must = mapped + need - allow;
-        size_t got = make_room(a, p, must, must + allow / CARVE_VMM_HYSTERESIS_DIV, keep);
+        size_t got = make_room(a, p, multi ? 0 : must, must + allow / CARVE_VMM_HYSTERESIS_DIV, keep);
         if (got)
             pace(p, got / G);
-    }
-    if (CARVE_LOAD(&a->multi)) {
-        /* Streams keep their own peaks, but not idle ones' forever: when
-         * the arena maps a quarter more than the most its streams ever
-         * touched at once (as seen here; no counter on the fast paths),
-         * other streams' free granules go first. */
-        size_t now = 0;
-        for (const carve_pool *q = CARVE_LOAD_ACQ(&a->pools); q; q = q->next_all)
-            now += __atomic_load_n(&q->touched, __ATOMIC_RELAXED);
-        carve_atomic_max(&h->vpeak, now * G);
-        size_t peak = CARVE_LOAD(&h->vpeak), cap = peak + peak / CARVE_VMM_IDLE_DIV;
-        size_t total = CARVE_LOAD(&h->reserved) + CARVE_LOAD(&h->inflight) + need;
-        if (total > cap && total > allow)
-            trim_others(a, p, total - cap);
+        if (multi && got < must)
+            trim_others(a, p, must - got);
     }
     /* Counted against the limit while the driver maps (atomically: mapping
      * streams do not queue on the heap lock; two at the limit may both be
      * refused where one would have fitted). */
     size_t used = __atomic_add_fetch(&h->inflight, need, __ATOMIC_RELAXED) + CARVE_LOAD(&h->reserved);
-    if (used > a->limit && CARVE_LOAD(&a->multi)) { /* at the limit: other streams' free granules too */
-        trim_others(a, p, used - a->limit);
+    size_t limit = CARVE_LOAD(&a->limit);
+    if (used > limit && CARVE_LOAD(&a->multi)) { /* at the limit: other streams' free granules too */
+        trim_others(a, p, used - limit);
         used = CARVE_LOAD(&h->inflight) + CARVE_LOAD(&h->reserved);
     }
-    if (used > a->limit) {
+    if (used > limit) {
         __atomic_sub_fetch(&h->inflight, need, __ATOMIC_RELAXED);
         carve_note("mapping %s more would pass the limit of %s (%s mapped)", carve_format_bytes(b1, sizeof(b1), need),
-                   carve_format_bytes(b2, sizeof(b2), a->limit),
+                   carve_format_bytes(b2, sizeof(b2), limit),
                    carve_format_bytes(b3, sizeof(b3), CARVE_LOAD(&h->reserved)));
         if (recycle)
             a->be.ops->recycle(&a->be, 0);

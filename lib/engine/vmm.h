@@ -9,9 +9,10 @@
 
 #include "engine/types.h"
 
-/* Mapped bytes pool p may hold before its free granules are unmapped first:
- * its peak of touched granules plus its slack, never below the heap's
- * target. */
+/* Mapped bytes before free granules are unmapped first: pool p alone, its
+ * own (its peak of touched granules plus its slack); several pools, all
+ * that is mapped (the most they all touched at once plus p's slack, at
+ * least a quarter). Never below the heap's target. */
 size_t carve_vmm_allowance(const carve_arena *a, const carve_pool *p) CARVE_INTERNAL;
 
 /* Two address ranges [lo[i], hi[i]) whose granules a trim leaves mapped. */
@@ -25,10 +26,14 @@ typedef struct carve_keep {
  * NULL) where its mapped bytes would pass its allowance, and other streams'
  * where the arena's would pass the limit. With replace, where the arena's
  * mapped bytes would pass their peak, the allowance is what the pool's live
- * blocks touch now and one granule, if lower. Driver calls run with the
+ * blocks (with several streams, every pool's) touch now and one granule, if lower. Driver calls run with the
  * heap lock dropped. CARVE_ERR_OOM past the limit; the blocks are unchanged then. */
 carve_status carve_vmm_map(carve_arena *a, carve_pool *p, carve_block *span, uintptr_t addr, size_t size,
                            const carve_keep *keep, int replace) CARVE_INTERNAL;
+/* Pool lock held, several streams: whether mapping need bytes more for p
+ * would first unmap free granules (all that is mapped past the arena's
+ * budget, carve_vmm_allowance, or the limit), as carve_vmm_map decides. */
+int carve_vmm_would_unmap(carve_arena *a, const carve_pool *p, size_t need) CARVE_INTERNAL;
 /* Pool lock held: [lo, hi), just mapped, is the front or the back (or all)
  * of UNMAPPED block u: make it FREE, merged with a FREE neighbour, and
  * indexed. Returns the FREE block that holds [lo, hi). Needs one spare
@@ -47,6 +52,20 @@ size_t carve_vmm_trim_pool(carve_arena *a, carve_pool *p, size_t want, const car
  * that shows, once complete, that the device is done with every granule p
  * has let go so far (none when the newest one shows that already). */
 void carve_vmm_fence(carve_arena *a, carve_pool *p) CARVE_INTERNAL __attribute__((cold, noinline));
+/* Pool lock held (any thread): learn, without waiting, which of p's fences
+ * have completed (p->vdone moves on). */
+void carve_vmm_fences_poll(carve_arena *a, carve_pool *p) CARVE_INTERNAL;
+/* Whether every granule of FREE block f's runs in [lo, hi) is stamped at or
+ * before done. */
+int carve_vmm_runs_done(const carve_block *f, uintptr_t lo, uintptr_t hi, uint64_t done) CARVE_INTERNAL;
+/* Pool lock held: the whole granules [lo, hi) of FREE block f (indexed)
+ * leave p (carve_pool_give_mapped): what follows hi in f becomes a FREE
+ * block of its own with its runs, and the runs in [lo, hi) go, so that f
+ * ends at hi and holds the runs below lo only. Needs one spare slab record. */
+void carve_vmm_cut_runs(carve_pool *p, carve_block *f, uintptr_t lo, uintptr_t hi) CARVE_INTERNAL;
+/* Pool lock held: FREE block f, whole granules, all mapped, just came from
+ * another stream: its granules are one run, stamped as let go now by p. */
+void carve_vmm_adopted(carve_pool *p, carve_block *f) CARVE_INTERNAL;
 /* Pool lock held, after a device synchronization: every granule p let go
  * is done with; its fences are dropped. */
 void carve_vmm_fences_synced(carve_arena *a, carve_pool *p) CARVE_INTERNAL;

@@ -9,6 +9,7 @@
  * whose allocation ran out of memory keeps a NULL slot, so its free is
  * skipped.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,14 +109,26 @@ static int cmp_seconds(const void *x, const void *y) {
     return a < b ? -1 : a > b;
 }
 
-carve_status carve_replay_run_warm(const carve_trace *t, const carve_config *cfg, const carve_replay_streams *rs,
-                                  void **slots, unsigned flags, unsigned warm_passes, carve_progress_fn progress,
-                                  void *arg, carve_replay_result *res, carve_replay_warm *warm) {
+/* The smallest carve_replay_driver taken: its size and the cold ledger. */
+#define DRIVER_SIZE_MIN offsetof(carve_replay_driver, warm_calls)
+
+carve_status carve_replay_run_driver(const carve_trace *t, const carve_config *cfg, const carve_replay_streams *rs,
+                                    void **slots, unsigned flags, unsigned warm_passes, carve_progress_fn progress,
+                                    void *arg, carve_replay_result *res, carve_replay_warm *warm,
+                                    carve_replay_driver *drv) {
     if (!res)
         return carve_fail(NULL, CARVE_ERR_INVALID, "carve_replay_run: res is NULL");
     memset(res, 0, sizeof(*res));
     if (warm)
         memset(warm, 0, sizeof(*warm));
+    size_t dsize = drv ? drv->size : 0;
+    if (drv && (dsize < DRIVER_SIZE_MIN || dsize > 4096))
+        return carve_fail(NULL, CARVE_ERR_INVALID, "carve_replay_run: a carve_replay_driver of %zu bytes (from %zu to 4096)",
+                          dsize, (size_t)DRIVER_SIZE_MIN);
+    carve_replay_driver d;
+    carve_replay_driver_init(&d);
+    if (drv)
+        memset(drv, 0, dsize);
     if (bad_args(t, cfg, rs) || (t->nslots && !slots) || (warm_passes && !warm))
         return carve_fail(NULL, CARVE_ERR_INVALID,
                           "carve_replay_run: NULL argument, or fewer streams than the trace uses");
@@ -136,7 +149,13 @@ carve_status carve_replay_run_warm(const carve_trace *t, const carve_config *cfg
         slots[k] = NULL;
     int stop = flags & CARVE_REPLAY_STOP_AT_OOM;
     replay_pass(a, t, rs->s, slots, stop, buf, progress, arg, res);
-    carve_get_stats(a, &res->stats);
+    carve_get_stats_sized(a, (carve_stats *)&res->stats, sizeof(res->stats)); /* the 1.0 fields */
+    carve_stats cold;
+    carve_get_stats(a, &cold);
+    memcpy(d.cold_calls, cold.driver_calls, sizeof(d.cold_calls));
+    memcpy(d.cold_mappings, cold.driver_mappings, sizeof(d.cold_mappings));
+    memcpy(d.cold_bytes, cold.driver_bytes, sizeof(d.cold_bytes));
+    d.cold_model_ns = cold.driver_model_ns;
     carve_config eff;
     if (carve_arena_get_config(a, &eff) == CARVE_OK) {
         res->initial_bytes = eff.initial_bytes;
@@ -166,6 +185,12 @@ carve_status carve_replay_run_warm(const carve_trace *t, const carve_config *cfg
         warm->syncs = s1.num_syncs - s0.num_syncs;
         warm->reserved_peak_bytes = s1.reserved_bytes_peak;
         warm->nooms = w.nooms;
+        for (int k = 0; k < CARVE_DRIVER_SLOTS; k++) {
+            d.warm_calls[k] = s1.driver_calls[k] - s0.driver_calls[k];
+            d.warm_mappings[k] = s1.driver_mappings[k] - s0.driver_mappings[k];
+            d.warm_bytes[k] = s1.driver_bytes[k] - s0.driver_bytes[k];
+        }
+        d.warm_model_ns = carve_driver_model_ns(d.warm_calls, d.warm_mappings, d.warm_bytes);
         res->nerrors += w.nerrors;
         if (w.nerrors && !res->error[0])
             snprintf(res->error, sizeof(res->error), "%s", w.error);
@@ -173,7 +198,17 @@ carve_status carve_replay_run_warm(const carve_trace *t, const carve_config *cfg
     free(secs);
     free(buf);
     carve_arena_destroy(a);
+    if (drv)
+        memcpy(drv, &d, dsize < sizeof(d) ? dsize : sizeof(d));
+    if (drv)
+        drv->size = dsize;
     return CARVE_OK;
+}
+
+carve_status carve_replay_run_warm(const carve_trace *t, const carve_config *cfg, const carve_replay_streams *rs,
+                                  void **slots, unsigned flags, unsigned warm_passes, carve_progress_fn progress,
+                                  void *arg, carve_replay_result *res, carve_replay_warm *warm) {
+    return carve_replay_run_driver(t, cfg, rs, slots, flags, warm_passes, progress, arg, res, warm, NULL);
 }
 
 carve_status carve_replay_run(const carve_trace *t, const carve_config *cfg, const carve_replay_streams *rs,
@@ -278,7 +313,7 @@ carve_status carve_replay_record(const carve_trace *t, const carve_config *cfg, 
         }
     free(touched);
     free(buf);
-    carve_get_stats(a, &res->stats);
+    carve_get_stats_sized(a, (carve_stats *)&res->stats, sizeof(res->stats)); /* the 1.0 fields */
     carve_arena_destroy(a);
     free(slots);
     free(slot_size);

@@ -40,10 +40,27 @@ static void json_string(FILE *out, const char *s) {
     fputc('"', out);
 }
 
-static void write_json(FILE *out, const carve_replay_report *p) {
+/* Driver time per event, in ns, of a modeled total over n events. */
+static double per_event(uint64_t ns, double n) { return n > 0 ? (double)ns / n : 0.0; }
+
+/* The ledger's counts by kind as a JSON object {"cuMemCreate": n, ...}
+ * (kinds never called left out), each divided by div. */
+static void json_calls(FILE *out, const char *key, const uint64_t *calls, double div) {
+    fprintf(out, ", \"%s\": {", key);
+    int first = 1;
+    for (int k = 0; k < CARVE_DRV_KINDS; k++)
+        if (calls[k]) {
+            fprintf(out, "%s\"%s\": %.*f", first ? "" : ", ", carve_driver_op_name(k), div > 1 ? 3 : 0,
+                    (double)calls[k] / div);
+            first = 0;
+        }
+    fputc('}', out);
+}
+
+static void write_json(FILE *out, const carve_replay_report *p, const carve_replay_driver *d) {
     const carve_trace *t = p->trace;
     const carve_replay_result *r = p->result;
-    const carve_stats *s = &r->stats;
+    const carve_stats_1_0 *s = &r->stats;
     const carve_config *c = p->cfg;
     fputs("{\"trace\": ", out);
     json_string(out, p->trace_name);
@@ -72,8 +89,28 @@ static void write_json(FILE *out, const carve_replay_report *p) {
             (unsigned long long)s->num_syncs,
             (unsigned long long)r->nooms, (unsigned long long)r->nerrors, s->reserved_bytes,
             (unsigned long long)s->num_live);
+    if (d) {
+        double cold_driver = per_event(d->cold_model_ns, (double)t->n);
+        fputs(", \"driver_costs\": ", out);
+        json_string(out, carve_driver_costs_source());
+        fprintf(out, ", \"host_ns_per_event\": %.3f, \"driver_ns_per_event\": %.3f, \"modeled_ns_per_event\": %.3f"
+                     ", \"driver_model_ns\": %llu",
+                p->ns_per_op, cold_driver, p->ns_per_op + cold_driver, (unsigned long long)d->cold_model_ns);
+        json_calls(out, "driver_calls", d->cold_calls, 1);
+        json_calls(out, "driver_mappings", d->cold_mappings, 1);
+        json_calls(out, "driver_bytes", d->cold_bytes, 1);
+    }
     const carve_replay_warm *w = p->warm;
     if (w && w->passes) {
+        if (d) {
+            double warm_host = t->n ? w->seconds * 1e9 / (double)t->n : 0.0;
+            double warm_driver = per_event(d->warm_model_ns, (double)t->n * w->passes);
+            fprintf(out, ", \"warm_host_ns_per_event\": %.3f, \"warm_driver_ns_per_event\": %.3f"
+                         ", \"warm_modeled_ns_per_event\": %.3f, \"warm_driver_model_ns\": %llu",
+                    warm_host, warm_driver, warm_host + warm_driver, (unsigned long long)d->warm_model_ns);
+            json_calls(out, "warm_driver_calls_per_pass", d->warm_calls, w->passes);
+            json_calls(out, "warm_driver_mappings_per_pass", d->warm_mappings, w->passes);
+        }
         fprintf(out, ", \"warm_passes\": %u, \"warm_ns_per_op\": %.3f, \"warm_backend_allocs_per_pass\": %.3f"
                      ", \"warm_backend_frees_per_pass\": %.3f, \"warm_event_records_per_pass\": %.3f"
                      ", \"warm_event_queries_per_pass\": %.3f, \"warm_syncs_per_pass\": %.3f"
@@ -112,10 +149,26 @@ static const char *bytes(char *buf, size_t len, uint64_t v) {
     return carve_format_bytes(buf, len, v > SIZE_MAX ? SIZE_MAX : (size_t)v);
 }
 
-static void write_text(FILE *out, const carve_replay_report *p) {
+/* The ledger's calls by kind, per pass (div passes), on one line: "1084
+ * cuMemCreate, 1084 cuMemMap, 12 cuMemSetAccess (1084 mappings), ...". */
+static void text_calls(FILE *out, const uint64_t *calls, const uint64_t *mappings, unsigned div) {
+    fputs("                   driver calls", out);
+    int any = 0;
+    for (int k = 0; k < CARVE_DRV_KINDS; k++) {
+        if (!calls[k])
+            continue;
+        fprintf(out, "%s %.*f %s", any ? "," : "", div > 1 ? 1 : 0, (double)calls[k] / div, carve_driver_op_name(k));
+        if (mappings[k] && mappings[k] != calls[k])
+            fprintf(out, " (%.*f mappings)", div > 1 ? 1 : 0, (double)mappings[k] / div);
+        any = 1;
+    }
+    fprintf(out, "%s%s\n", any ? "" : " none", div > 1 ? " per pass" : "");
+}
+
+static void write_text(FILE *out, const carve_replay_report *p, const carve_replay_driver *d) {
     const carve_trace *t = p->trace;
     const carve_replay_result *r = p->result;
-    const carve_stats *s = &r->stats;
+    const carve_stats_1_0 *s = &r->stats;
     const carve_config *c = p->cfg;
     char b1[32], b2[32];
     double fp = carve_replay_footprint(p);
@@ -156,6 +209,20 @@ static void write_text(FILE *out, const carve_replay_report *p) {
     fprintf(out, "; %llu events recorded, %llu queried, %llu host waits\n", (unsigned long long)s->num_event_records,
             (unsigned long long)s->num_event_queries, (unsigned long long)s->num_syncs);
     const carve_replay_warm *w = p->warm;
+    if (d) {
+        double cold_driver = per_event(d->cold_model_ns, (double)t->n);
+        fprintf(out, "  modeled, cold    %.1f ns/event: host %.1f (measured) + driver %.1f (modeled)\n",
+                p->ns_per_op + cold_driver, p->ns_per_op, cold_driver);
+        text_calls(out, d->cold_calls, d->cold_mappings, 1);
+        if (w && w->passes) {
+            double warm_host = t->n ? w->seconds * 1e9 / (double)t->n : 0.0;
+            double warm_driver = per_event(d->warm_model_ns, (double)t->n * w->passes);
+            fprintf(out, "  modeled, warm    %.1f ns/event: host %.1f (measured, median pass) + driver %.1f (modeled)\n",
+                    warm_host + warm_driver, warm_host, warm_driver);
+            text_calls(out, d->warm_calls, d->warm_mappings, w->passes);
+        }
+        fprintf(out, "  driver costs     %s (lib/backend/driver_costs.h)\n", carve_driver_costs_source());
+    }
     if (w && w->passes) {
         fprintf(out, "  warm passes      %u on the same arena: %.1f ns/op (median), %.1f %s and %.1f %s per pass\n",
                 w->passes, t->n ? w->seconds * 1e9 / (double)t->n : 0.0, (double)w->backend_allocs / w->passes,
@@ -188,12 +255,18 @@ static void write_text(FILE *out, const carve_replay_report *p) {
         fprintf(out, "  picture          %s (%zu bytes)\n", p->svg_path, p->svg_bytes);
 }
 
-int carve_replay_report_write(FILE *out, const carve_replay_report *r, int json) {
+int carve_replay_report_write_driver(FILE *out, const carve_replay_report *r, const carve_replay_driver *d, int json) {
     if (!out || !r || !r->trace || !r->result || !r->cfg)
         return -1;
+    if (d && d->size < sizeof(*d))
+        return -1; /* a smaller (older) ledger: nothing this writer knows to leave out yet */
     if (json)
-        write_json(out, r);
+        write_json(out, r, d);
     else
-        write_text(out, r);
+        write_text(out, r, d);
     return ferror(out) ? -1 : 0;
+}
+
+int carve_replay_report_write(FILE *out, const carve_replay_report *r, int json) {
+    return carve_replay_report_write_driver(out, r, NULL, json);
 }

@@ -22,7 +22,7 @@ is loaded on first use, so `import carve` never fails for want of it.
 See docs/python.md.
 """
 
-from ._api import (MISSING_TORCH_STATS, Arena, ArgumentTypeError, CarveError, ConfigError, OutOfMemoryError,
+from ._api import (MISSING_TORCH_STATS, STREAM_PER_THREAD, Arena, ArgumentTypeError, CarveError, ConfigError, OutOfMemoryError,
                    configure, current_device, device_count, dump_snapshot, empty_cache, max_memory_allocated,
                    max_memory_reserved, mem_get_info, memory_allocated, memory_reserved, memory_snapshot,
                    memory_stats, memory_summary, plot, record, report, reset_peak_memory_stats, route,
@@ -33,7 +33,7 @@ from . import memory  # carve.memory._dump_snapshot and friends, after `import c
 __version__ = "1.0.0"
 
 __all__ = [
-    "Arena", "CarveError", "ConfigError", "OutOfMemoryError", "ArgumentTypeError", "LibraryNotFoundError",
+    "Arena", "STREAM_PER_THREAD", "CarveError", "ConfigError", "OutOfMemoryError", "ArgumentTypeError", "LibraryNotFoundError",
     "configure", "memory_allocated", "memory_reserved", "max_memory_allocated", "max_memory_reserved",
     "reset_peak_memory_stats", "empty_cache", "memory_stats", "memory_summary", "MISSING_TORCH_STATS",
     "memory_snapshot", "snapshot_torch", "dump_snapshot", "mem_get_info", "device_count", "current_device",

@@ -97,6 +97,8 @@ def _check(status, handle=None, cls=None, context=None):
 # ConfigError (a ValueError) out of range, both with .status.
 _SIZE_MAX = ctypes.c_size_t(-1).value
 _PTR_MAX = (1 << (8 * ctypes.sizeof(ctypes.c_void_p))) - 1
+_GRANULE = 2 << 20
+STREAM_PER_THREAD = 2  # cudaStreamPerThread: the calling thread's per-thread default stream
 _INT_MAX = (1 << (8 * ctypes.sizeof(ctypes.c_int) - 1)) - 1
 
 
@@ -140,6 +142,16 @@ def _size_text(value, key):
         return v
     raise ConfigError(f"{key}={value!r}: give a size in bytes (int), a string such as '8GiB', "
                       f"or a fraction in (0, 1]")
+
+
+def _size_bytes(value, key):
+    """Bytes from an int or a size string ('4GiB', '1.5 GB'), by carve's own
+    parser; fractions are refused (the caller wants bytes)."""
+    text = _size_text(value, key)
+    if "." in text and not any(c.isalpha() for c in text):
+        raise ConfigError(f"{key}={value!r}: give bytes (an int or a size such as '8GiB'), not a fraction")
+    cfg = _parse_config(f"limit={text}")
+    return cfg.limit_bytes
 
 
 def _mode_vmm(mode):
@@ -370,26 +382,47 @@ class Arena:
                 f"{_fmt(self.memory_reserved())} reserved>")
 
     # -- buffers (mostly for tests and tools: frameworks allocate through routing)
-    def alloc(self, size, stream=None):
+    def alloc(self, size, stream=None, align=None):
         """Allocate size bytes on stream (an int handle or stream object; None =
-        the default stream); returns the address as an int (0 for size 0).
-        Recorded when carve.record() is on."""
+        the default stream; STREAM_PER_THREAD the calling thread's per-thread
+        default stream); returns the address as an int (0 for size 0).
+        align: a power of two up to 2 MiB the address is a multiple of (None:
+        carve's 256 bytes; carve_alloc_aligned). Recorded when carve.record()
+        is on (aligned allocations are not)."""
         _c_uint(size, "size", _SIZE_MAX, "a size")
         p = ctypes.c_void_p()
+        if align is not None:
+            _c_uint(align, "align", _SIZE_MAX, "an alignment")
+            if align & (align - 1) or align > _GRANULE:
+                raise ConfigError(f"align={align}: a power of two up to 2 MiB", "CARVE_ERR_INVALID")
+            L = lib()
+            with self._lock:
+                h = self._handle()
+                if not L.carve_route_known(h):  # registered as routed allocations register it (size 0: nothing)
+                    _check(L.carve_route_alloc(h, 0, self.device, None, ctypes.byref(p)))
+                _check(L.carve_alloc_aligned(h, size, align, _stream_ptr(stream), ctypes.byref(p)), self._h)
+            return p.value or 0
         with self._lock:
             _check(lib().carve_route_alloc(self._handle(), size, self.device, _stream_ptr(stream),
                                            ctypes.byref(p)))
         return p.value or 0
 
-    def free(self, ptr):
+    def free(self, ptr, stream=None):
         """Free a buffer from alloc (errors for addresses that are not live
-        buffers of this arena, naming them). After close() retired the arena
+        buffers of this arena, naming them). stream: the stream the free is
+        ordered on, as cudaFreeAsync(ptr, stream) (carve_free_on_stream; the
+        memory is reused by no stream before work queued there so far is
+        done); None: the buffer's own stream. After close() retired the arena
         its live buffers may still be freed here (the free of the last one
         destroys it), as anywhere else (carve_route_free)."""
         if ptr is None or (type(ptr) is int and ptr == 0):
             return
         _ptr(ptr)
         L = lib()
+        if stream is not None:
+            with self._lock:
+                _check(L.carve_free_on_stream(self._handle(), ptr, _stream_ptr(stream)), self._h)
+            return
         with self._lock:
             if self._h is None and self._retired_h is not None:
                 own = ctypes.c_void_p()
@@ -410,6 +443,29 @@ class Arena:
         _ptr(ptr)
         _check(lib().carve_buffer_info(self._handle(), ptr, ctypes.byref(size), ctypes.byref(stream)), self._h)
         return size.value, stream.value or 0
+
+    def set_limit(self, limit):
+        """Change the arena's limit (bytes, or a size such as "4GiB"; 0: the
+        device's memory, unlimited off CUDA). Lowering it below what is
+        reserved gives cached memory back first (a device synchronization);
+        below what live buffers hold, it applies to future growth
+        (carve_set_limit)."""
+        n = _size_bytes(limit, "limit")
+        with self._lock:
+            _check(lib().carve_set_limit(self._handle(), n), self._h)
+
+    def set_tag(self, ptr, tag):
+        """Tag the live buffer ptr with a 64-bit int of the program's (0 removes
+        it); the snapshot shows it with the buffer, and it goes when the buffer
+        is freed."""
+        _c_uint(tag, "tag", (1 << 64) - 1, "a 64-bit tag")
+        _check(lib().carve_set_tag(self._handle(), _ptr(ptr), tag), self._h)
+
+    def tag(self, ptr):
+        """The tag of the live buffer ptr (0 when it has none)."""
+        t = ctypes.c_uint64()
+        _check(lib().carve_get_tag(self._handle(), _ptr(ptr), ctypes.byref(t)), self._h)
+        return t.value
 
     def record_stream(self, ptr, stream):
         """Declare that work on stream also uses the live buffer ptr."""
@@ -538,19 +594,22 @@ _TORCH_STATS = (
     ("segment.all.freed", "num_backend_frees"),
     ("num_ooms", "num_ooms"), ("num_device_alloc", "num_backend_allocs"),
     ("num_device_free", "num_backend_frees"), ("num_sync_all_streams", "num_syncs"),
+    ("num_alloc_retries", "num_alloc_retries"),
 )
 MISSING_TORCH_STATS = (
     "*.large_pool.*", "*.small_pool.*", "allocated_bytes.all.allocated", "allocated_bytes.all.freed",
     "reserved_bytes.all.allocated", "reserved_bytes.all.freed", "requested_bytes.all.allocated",
     "requested_bytes.all.freed", "allocation.all.peak", "segment.all.peak", "active.*", "active_bytes.*",
     "inactive_split.*", "inactive_split_bytes.*", "oversize_allocations.*", "oversize_segments.*",
-    "num_alloc_retries", "max_split_size",
+    "max_split_size",
 )
 
 
 def _empty_stats():
     d = {name: 0 for name, _ in _lib.STATS_FIELDS}
     d["limit_bytes"] = None
+    d["driver_model_ns"] = 0
+    d["driver_calls"] = {}
     return d
 
 
@@ -560,14 +619,18 @@ def memory_stats(device=None):
     "limit_bytes" None when unlimited), and PyTorch's keys wherever carve
     counts the same thing ("allocated_bytes.all.current",
     "reserved_bytes.all.peak", "allocation.all.allocated", "segment.all.current",
-    "num_ooms", "num_device_alloc", ...; MISSING_TORCH_STATS lists the rest).
+    "num_ooms", "num_device_alloc", ...; MISSING_TORCH_STATS lists the rest),
+    and the driver ledger: "driver_calls" ({"cuMemMap": n, ...}, kinds never
+    called left out) and "driver_model_ns" (their time by the cost table).
     "arena_exists" is False for a device whose default arena is not made yet
     (every count 0; asking does not make it)."""
     h = _arena_handle(device)
     if h:
         s = _lib.CarveStats()
-        _check(lib().carve_get_stats(h, ctypes.byref(s)), h)
+        _check(lib().carve_get_stats_sized(h, ctypes.byref(s), ctypes.sizeof(s)), h)
         d = {name: getattr(s, name) for name, _ in _lib.STATS_FIELDS}
+        d["driver_model_ns"] = s.driver_model_ns
+        d["driver_calls"] = {op: s.driver_calls[k] for k, op in enumerate(_lib.DRIVER_OPS) if s.driver_calls[k]}
         if d["limit_bytes"] == ctypes.c_size_t(-1).value:
             d["limit_bytes"] = None
     else:

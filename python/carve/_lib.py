@@ -77,10 +77,29 @@ STATS_FIELDS = [
     ("num_ooms", ctypes.c_uint64), ("num_syncs", ctypes.c_uint64),
     ("num_event_records", ctypes.c_uint64), ("num_event_queries", ctypes.c_uint64),
 ]
+# ABI 1.0's carve_stats (carve_stats_1_0: what carve_replay_result holds);
+# carve_stats has grown at its end since, read with carve_get_stats_sized.
+STATS_FIELDS_1_0 = list(STATS_FIELDS)
+STATS_FIELDS += [("num_alloc_retries", ctypes.c_uint64)]
+
+# The driver ledger at the end of carve_stats (carve.h: carve_driver_op,
+# CARVE_DRIVER_SLOTS): calls, mappings and bytes by kind, and their modeled time.
+DRIVER_SLOTS = 16
+DRIVER_OPS = ("cuMemCreate", "cuMemRelease", "cuMemMap", "cuMemSetAccess", "cuMemUnmap",
+              "cuMemRetainAllocationHandle", "cuMemAddressReserve", "cuMemAddressFree", "cudaMalloc", "cudaFree",
+              "cudaEventRecord", "cudaEventQuery", "cudaEventSynchronize", "cudaDeviceSynchronize")
+DRIVER_FIELDS = [
+    ("driver_calls", ctypes.c_uint64 * DRIVER_SLOTS), ("driver_mappings", ctypes.c_uint64 * DRIVER_SLOTS),
+    ("driver_bytes", ctypes.c_uint64 * DRIVER_SLOTS), ("driver_model_ns", ctypes.c_uint64),
+]
 
 
 class CarveStats(ctypes.Structure):
-    _fields_ = STATS_FIELDS
+    _fields_ = STATS_FIELDS + DRIVER_FIELDS
+
+
+class CarveStats10(ctypes.Structure):
+    _fields_ = STATS_FIELDS_1_0
 
 
 class CarveTrace(ctypes.Structure):
@@ -97,7 +116,7 @@ class ReplayStreams(ctypes.Structure):
 
 class ReplayResult(ctypes.Structure):
     _fields_ = [
-        ("stats", CarveStats), ("nooms", ctypes.c_uint64), ("nerrors", ctypes.c_uint64), ("done", c_size),
+        ("stats", CarveStats10), ("nooms", ctypes.c_uint64), ("nerrors", ctypes.c_uint64), ("done", c_size),
         ("seconds", ctypes.c_double), ("initial_bytes", c_size), ("vmm", ctypes.c_int), ("error", ctypes.c_char * 256),
     ]
 
@@ -135,7 +154,13 @@ _SIGS = {
     "carve_empty_cache": (_ST, [_P]),
     "carve_memory_allocated": (c_size, [_P]),
     "carve_memory_reserved": (c_size, [_P]),
-    "carve_get_stats": (_ST, [_P, ctypes.POINTER(CarveStats)]),
+    "carve_get_stats": (_ST, [_P, ctypes.POINTER(CarveStats10)]),
+    "carve_get_stats_sized": (_ST, [_P, ctypes.POINTER(CarveStats), c_size]),
+    "carve_alloc_aligned": (_ST, [_P, c_size, c_size, _P, _PP]),
+    "carve_free_on_stream": (_ST, [_P, _P, _P]),
+    "carve_set_limit": (_ST, [_P, c_size]),
+    "carve_set_tag": (_ST, [_P, _P, ctypes.c_uint64]),
+    "carve_get_tag": (_ST, [_P, _P, ctypes.POINTER(ctypes.c_uint64)]),
     "carve_reset_peak_stats": (None, [_P]),
     "carve_check": (_ST, [_P]),
     "carve_last_error": (ctypes.c_char_p, [_P]),

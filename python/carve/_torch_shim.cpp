@@ -11,7 +11,7 @@
 // which PyTorch turns into torch.cuda.OutOfMemoryError wherever the
 // allocation happened (autograd's threads pass it on to the caller of
 // backward). Any other failure (an arena retired under a routing block, no
-// such device, a driver error, cudaStreamPerThread) is not out of memory,
+// such device, a driver error) is not out of memory,
 // and code that retries smaller after an OutOfMemoryError must not loop on
 // it: it throws c10::Error (a RuntimeError in Python) with the status name
 // and carve's explanation. The

@@ -67,7 +67,7 @@ def _oom(size, device, message):
     reserved, limit = (L.carve_memory_reserved(h), 0) if h else (0, 0)
     if h:
         s = _lib.CarveStats()
-        if L.carve_get_stats(h, ctypes.byref(s)) == _lib.OK and s.limit_bytes != ctypes.c_size_t(-1).value:
+        if L.carve_get_stats_sized(h, ctypes.byref(s), ctypes.sizeof(s)) == _lib.OK and s.limit_bytes != ctypes.c_size_t(-1).value:
             limit = s.limit_bytes
     err_type = getattr(getattr(_cupy.cuda, "memory", None), "OutOfMemoryError", None)
     cause = CarveError(message, status="CARVE_ERR_OOM")
@@ -112,7 +112,7 @@ def enable(limit=None, growth=None, device=None, initial=None, mode=None, c_allo
     before the arena's first use. c_allocator=True: CuPy's C interface, no
     Python per allocation, every allocation on `stream` (default: the default
     stream). CuPy's per-thread default stream (CUPY_CUDA_PER_THREAD_DEFAULT_STREAM)
-    is refused by carve: use explicit streams. Raises ValueError inside a
+    is each thread's own stream to carve (cudaStreamPerThread). Raises ValueError inside a
     cupy.cuda.using_allocator block (CuPy's rule)."""
     if any(v is not None for v in (limit, growth, initial, mode)):
         configure(device=_cupy.cuda.runtime.getDevice() if device is None else device, limit=limit, growth=growth,

@@ -6,7 +6,8 @@
  *    pattern and verified before its free and at the end, so a granule
  *    unmapped or remapped under a live buffer (or two buffers sharing one)
  *    shows up as a fault or a mismatch; reserved bytes (mapped) stay under the
- *    limit, and the driver agrees;
+ *    limit, and the driver agrees; the driver ledger agrees with the
+ *    engine's counters (every call counted where it is made);
  *  - release: after carve_empty_cache with no live buffers nothing stays
  *    mapped and the driver's free memory is back at its baseline, and again
  *    after destroy with live buffers;
@@ -15,6 +16,22 @@
  *    second address space reservation, with patterns verified.
  */
 #include "gpu_util.h"
+
+/* The driver ledger of a CUDA virtual-memory arena agrees with the engine's
+ * own counters, as on the virtual backend (tests/test_ledger.c): every call
+ * counted where it was made. */
+static void check_ledger(const carve_stats *s) {
+    const uint64_t *n = s->driver_calls;
+    CHECK(n[CARVE_DRV_MAP] + n[CARVE_DRV_RESERVE] == s->num_backend_allocs);
+    CHECK(s->driver_mappings[CARVE_DRV_ACCESS] == n[CARVE_DRV_MAP]);
+    CHECK(s->driver_mappings[CARVE_DRV_UNMAP] + n[CARVE_DRV_UNRESERVE] == s->num_backend_frees);
+    CHECK(n[CARVE_DRV_EVENT_RECORD] == s->num_event_records);
+    CHECK(n[CARVE_DRV_EVENT_QUERY] == s->num_event_queries);
+    CHECK(n[CARVE_DRV_EVENT_SYNC] + n[CARVE_DRV_DEVICE_SYNC] == s->num_syncs);
+    CHECK(n[CARVE_DRV_RELEASE] == n[CARVE_DRV_CREATE] + n[CARVE_DRV_RETAIN]); /* no recycle window open */
+    CHECK(n[CARVE_DRV_MAP] >= n[CARVE_DRV_CREATE] && n[CARVE_DRV_MALLOC] == 0);
+    CHECK(s->driver_model_ns == carve_driver_model_ns(s->driver_calls, s->driver_mappings, s->driver_bytes));
+}
 
 static void case_churn(void) {
     gpu_mark m;
@@ -62,12 +79,20 @@ static void case_churn(void) {
     printf("  %ld steps on 2 streams, %ld OOMs under the limit; peak mapped %.1f MiB, %llu map calls, "
            "%llu unmaps\n", steps, ooms, (double)stt.reserved_bytes_peak / MiB,
            (unsigned long long)stt.num_backend_allocs, (unsigned long long)stt.num_backend_frees);
+    printf("  driver ledger: %llu cuMemCreate, %llu cuMemMap, %llu cuMemUnmap, %llu retained; modeled %.1f ms\n",
+           (unsigned long long)stt.driver_calls[CARVE_DRV_CREATE], (unsigned long long)stt.driver_calls[CARVE_DRV_MAP],
+           (unsigned long long)stt.driver_calls[CARVE_DRV_UNMAP], (unsigned long long)stt.driver_calls[CARVE_DRV_RETAIN],
+           (double)stt.driver_model_ns / 1e6);
+    check_ledger(&stt);
     CHECK(bad == 0);
     CHECK(stt.reserved_bytes_peak <= limit);
     CHECK(stt.num_live == 0);
     CHECK_ARENA(a);
     CHECK_OK(a, carve_empty_cache(a));
     CHECK(carve_memory_reserved(a) == 0);
+    stt = gpu_stats(a);
+    check_ledger(&stt);
+    CHECK(stt.driver_mappings[CARVE_DRV_UNMAP] == stt.driver_mappings[CARVE_DRV_MAP]); /* nothing mapped */
     GPU_CHECK_BACK(&m, "vmm churn, after empty_cache");
     carve_arena_destroy(a);
     gpu_stream_free(s[0]);

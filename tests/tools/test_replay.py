@@ -239,10 +239,33 @@ def test_warm(tmp):
         check(j.get("warm_num_ooms") == 0, "no OOM when warm %s" % conf)
         check(all(isinstance(j.get(k), int) for k in ("num_event_records", "num_event_queries", "num_syncs")),
               "the cold pass's event and wait counts %s" % conf)
+        # The modeled time: host (measured) + driver (the ledger by the cost
+        # table), cold and warm; a repeated step calls no mapping function warm.
+        for pre in ("", "warm_"):
+            h, d, m = (j.get(pre + k + "_ns_per_event") for k in ("host", "driver", "modeled"))
+            check(all(isinstance(x, (int, float)) for x in (h, d, m)) and abs(h + d - m) < 0.01,
+                  "%smodeled ns per event = host + driver %s: %s %s %s" % (pre, conf, h, d, m))
+        calls = j.get("driver_calls", {})
+        check(calls.get("cudaEventRecord", 0) == j.get("num_event_records"), "ledger records = engine's %s" % conf)
+        check(j.get("driver_ns_per_event", 0) > 0 and j.get("driver_model_ns", 0) > 0,
+              "cold driver time modeled %s" % conf)
+        if j.get("vmm"):
+            check(calls.get("cuMemMap", 0) + calls.get("cuMemAddressReserve", 0) == j.get("num_backend_allocs"),
+                  "ledger maps = engine's %s: %s" % (conf, calls))
+        else:
+            check(calls.get("cudaMalloc") == j.get("num_backend_allocs"), "ledger segments = engine's %s" % conf)
+        warm = j.get("warm_driver_calls_per_pass", {})
+        check(not any(k in warm for k in ("cuMemCreate", "cuMemMap", "cuMemUnmap", "cudaMalloc", "cudaFree")),
+              "a repeated step calls no mapping function when warm %s: %s" % (conf, warm))
+        check(j.get("warm_driver_model_ns") == round(j["warm_driver_ns_per_event"] * j["events"] * 2)
+              or abs(j["warm_driver_ns_per_event"] * j["events"] * 2 - j["warm_driver_model_ns"]) < 1,
+              "warm driver ns per event over both passes %s" % conf)
     j = run_json(["-q", steps])
     check("warm_passes" not in j or j.get("warm_passes") == 0, "no warm passes unless asked")
     rc, out, _ = run(["--warm", "1", "--conf", "vmm=1", steps])
     check(rc == 0 and "warm" in out and "granule maps" in out, "text report of warm passes: " + out)
+    check("modeled, cold" in out and "modeled, warm" in out and "cuMemMap" in out and "bench/vmm_costs.cu" in out,
+          "text report of the modeled time: " + out)
 
 
 def test_options(trace):

@@ -1,0 +1,189 @@
+/*
+ * test_graph.c — stream capture and graph pools on the host backend
+ * (segments) and the virtual backend (virtual-memory mode and segments),
+ * with captures marked by carve_sim_set_capturing.
+ *
+ *  - A captured step that allocates and frees through carve, run once
+ *    uncaptured into a graph pool first: inside the capture nothing is
+ *    reserved, mapped, recorded, asked or waited for (the backend counters
+ *    do not move), and every allocation succeeds from the pool's memory.
+ *  - After the capture, the pool's memory stays the graph's: another stream
+ *    filling the arena to its limit never gets a byte of it, and
+ *    carve_empty_cache keeps it; after carve_graph_pool_release it is the
+ *    arena's again (the other stream gets more), and nothing leaks.
+ *  - A captured stream with no graph pool: a request its pool cannot meet
+ *    fails with CARVE_ERR_OOM without touching the backend; cached memory
+ *    is used; frees record nothing.
+ *  - The routing calls' refusals.
+ */
+#include "test_util.h"
+
+#define S1 ((carve_stream)(uintptr_t)0x1000)
+#define S2 ((carve_stream)(uintptr_t)0x2000)
+#define S3 ((carve_stream)(uintptr_t)0x3000)
+#define MiB ((size_t)1 << 20)
+#define LIMIT (64 * MiB)
+
+typedef struct span {
+    uintptr_t lo, hi;
+} span;
+
+/* The step: a few buffers of an inference step, allocated and freed. */
+static int step(carve_arena *a, carve_stream s, span *seen, int *nseen) {
+    static const size_t sizes[] = {4 * MiB, 1 * MiB, 300000, 6 * MiB, 2000};
+    void *p[5] = {0};
+    int ok = 1;
+    for (int i = 0; i < 5; i++) {
+        ok &= carve_alloc(a, sizes[i], s, &p[i]) == CARVE_OK;
+        if (p[i] && seen) {
+            seen[*nseen].lo = (uintptr_t)p[i];
+            seen[(*nseen)++].hi = (uintptr_t)p[i] + sizes[i];
+        }
+        if (i == 2 && p[0]) { /* a temporary freed mid-step, its memory reused by the next */
+            ok &= carve_free(a, p[0]) == CARVE_OK;
+            p[0] = NULL;
+        }
+    }
+    for (int i = 0; i < 5; i++)
+        if (p[i])
+            ok &= carve_free(a, p[i]) == CARVE_OK;
+    return ok;
+}
+
+static int overlaps(const span *seen, int n, uintptr_t lo, uintptr_t hi) {
+    for (int i = 0; i < n; i++)
+        if (lo < seen[i].hi && seen[i].lo < hi)
+            return 1;
+    return 0;
+}
+
+static void test_graph_pool(carve_backend be, const char *conf) {
+    carve_arena *a = test_arena_conf(be, 1, 0, LIMIT, conf);
+    carve_graph_pool *g = NULL;
+    CHECK_OK(a, carve_graph_pool_create(a, &g));
+    CHECK_OK(a, carve_graph_pool_begin(a, g, S1));
+    span seen[64];
+    int nseen = 0;
+    CHECK(step(a, S1, seen, &nseen)); /* warm-up: the pool maps what the step needs */
+    carve_stats s0, s1;
+    CHECK_OK(a, carve_get_stats(a, &s0));
+    CHECK_OK(a, carve_sim_set_capturing(a, S1, 1));
+    for (int k = 0; k < 3; k++) /* the capture (and two more, as shared-pool graphs would) */
+        CHECK(step(a, S1, seen, &nseen));
+    void *p = (void *)1;
+    CHECK_ST(a, carve_alloc(a, 40 * MiB, S1, &p), CARVE_ERR_OOM); /* more than the pool holds */
+    CHECK(p == NULL && strstr(carve_last_error(a), "captured") != NULL);
+    CHECK_OK(a, carve_get_stats(a, &s1));
+    CHECK(s1.num_backend_allocs == s0.num_backend_allocs && s1.num_backend_frees == s0.num_backend_frees);
+    CHECK(s1.num_event_records == s0.num_event_records && s1.num_event_queries == s0.num_event_queries);
+    CHECK(s1.num_syncs == s0.num_syncs);
+    CHECK(s1.reserved_bytes == s0.reserved_bytes);
+    CHECK_OK(a, carve_sim_set_capturing(a, S1, 0));
+    CHECK_OK(a, carve_graph_pool_end(a, g, S1));
+    CHECK_ARENA(a);
+
+    /* The graph's memory stays its own: S1 (its own pool again) and S2 fill
+     * the arena and never get a byte of it; empty_cache keeps it. */
+    size_t held = s1.reserved_bytes;
+    CHECK_OK(a, carve_empty_cache(a));
+    CHECK(carve_memory_reserved(a) >= held);
+    void *mine[64];
+    int n = 0;
+    while (n < 64 && carve_alloc(a, 4 * MiB, n % 2 ? S1 : S2, &mine[n]) == CARVE_OK) {
+        CHECK(!overlaps(seen, nseen, (uintptr_t)mine[n], (uintptr_t)mine[n] + 4 * MiB));
+        n++;
+    }
+    CHECK(n > 0 && n < 64);
+    CHECK_ARENA(a);
+    /* Released: after the synchronization its memory serves the others. */
+    CHECK_ST(a, carve_graph_pool_release(a, NULL), CARVE_ERR_INVALID);
+    CHECK_OK(a, carve_graph_pool_release(a, g));
+    CHECK_ST(a, carve_graph_pool_release(a, g), CARVE_ERR_INVALID); /* once */
+    CHECK_ST(a, carve_graph_pool_begin(a, g, S1), CARVE_ERR_INVALID);
+    int more = 0, before = n;
+    while (n < 64 && carve_alloc(a, 4 * MiB, S2, &mine[n]) == CARVE_OK) {
+        more += overlaps(seen, nseen, (uintptr_t)mine[n], (uintptr_t)mine[n] + 4 * MiB);
+        n++;
+    }
+    CHECK(n > before); /* the graph's memory serves S2 now */
+    carve_config c;
+    CHECK_OK(a, carve_arena_get_config(a, &c));
+    CHECK(more > 0 || c.vmm); /* segments: the very bytes (virtual-memory mode unmaps them, maps anew) */
+    for (int i = 0; i < n; i++)
+        CHECK_OK(a, carve_free(a, mine[i]));
+    carve_stats st;
+    CHECK_OK(a, carve_get_stats(a, &st));
+    CHECK(st.num_live == 0 && st.allocated_bytes == 0);
+    CHECK_ARENA(a);
+    CHECK_OK(a, carve_empty_cache(a));
+    CHECK(carve_memory_reserved(a) == 0);
+    carve_arena_destroy(a);
+}
+
+static void test_capture_without_pool(carve_backend be, const char *conf) {
+    carve_arena *a = test_arena_conf(be, 1, 0, LIMIT, conf);
+    void *p = (void *)1, *q;
+    carve_stats s0, s1;
+    CHECK_OK(a, carve_sim_set_capturing(a, S3, 1));
+    CHECK_OK(a, carve_get_stats(a, &s0));
+    CHECK_ST(a, carve_alloc(a, 3 * MiB, S3, &p), CARVE_ERR_OOM);
+    CHECK(p == NULL);
+    CHECK_OK(a, carve_get_stats(a, &s1));
+    CHECK(s1.num_backend_allocs == s0.num_backend_allocs && s1.num_syncs == s0.num_syncs);
+    CHECK_OK(a, carve_sim_set_capturing(a, S3, 0));
+    CHECK_OK(a, carve_alloc(a, 3 * MiB, S3, &p));
+    CHECK_OK(a, carve_alloc(a, 8 * MiB, S3, &q));
+    CHECK_OK(a, carve_free(a, p));
+    CHECK_OK(a, carve_free(a, q));
+    CHECK_OK(a, carve_sim_set_capturing(a, S3, 1));
+    CHECK_OK(a, carve_get_stats(a, &s0));
+    for (int i = 0; i < 50; i++) { /* cached memory serves; nothing recorded or asked */
+        CHECK_OK(a, carve_alloc(a, (size_t)(i % 3 + 1) * MiB, S3, &p));
+        CHECK_OK(a, carve_free(a, p));
+    }
+    CHECK_OK(a, carve_get_stats(a, &s1));
+    CHECK(s1.num_backend_allocs == s0.num_backend_allocs && s1.num_backend_frees == s0.num_backend_frees);
+    CHECK(s1.num_event_records == s0.num_event_records && s1.num_event_queries == s0.num_event_queries);
+    CHECK(s1.num_syncs == s0.num_syncs);
+    CHECK_OK(a, carve_sim_set_capturing(a, S3, 0));
+    CHECK_ARENA(a);
+    carve_arena_destroy(a);
+}
+
+static void test_refusals(void) {
+    carve_arena *a = test_arena(CARVE_BACKEND_VIRTUAL, 1, 0, 0), *b = test_arena(CARVE_BACKEND_VIRTUAL, 1, 0, 0);
+    carve_graph_pool *g, *h;
+    CHECK_OK(a, carve_graph_pool_create(a, &g));
+    CHECK_OK(a, carve_graph_pool_create(a, &h));
+    CHECK_ST(a, carve_graph_pool_create(a, NULL), CARVE_ERR_INVALID);
+    CHECK_ST(b, carve_graph_pool_begin(b, g, S1), CARVE_ERR_INVALID); /* another arena's */
+    CHECK_OK(a, carve_graph_pool_begin(a, g, S1));
+    CHECK_ST(a, carve_graph_pool_begin(a, h, S1), CARVE_ERR_INVALID); /* S1 routed already */
+    CHECK_ST(a, carve_graph_pool_begin(a, g, S2), CARVE_ERR_INVALID); /* g has a stream */
+    CHECK_ST(a, carve_graph_pool_release(a, g), CARVE_ERR_INVALID);   /* still routed */
+    CHECK_ST(a, carve_graph_pool_end(a, h, S1), CARVE_ERR_INVALID);   /* not h's */
+    void *p;
+    carve_stream s = NULL;
+    CHECK_OK(a, carve_alloc(a, 1000, S1, &p));
+    CHECK_OK(a, carve_buffer_info(a, p, NULL, &s));
+    CHECK(s == S1);
+    CHECK_OK(a, carve_graph_pool_end(a, g, S1));
+    CHECK_ST(a, carve_graph_pool_end(a, g, S1), CARVE_ERR_INVALID);
+    CHECK_OK(a, carve_free(a, p)); /* into g, after the routing ended */
+    CHECK_OK(a, carve_graph_pool_release(a, g));
+    CHECK_OK(a, carve_graph_pool_release(a, h));
+    CHECK_ARENA(a);
+    carve_arena_destroy(b);
+    carve_arena_destroy(a);
+}
+
+int main(void) {
+    test_graph_pool(CARVE_BACKEND_HOST, "");
+    test_graph_pool(CARVE_BACKEND_VIRTUAL, "");
+    test_graph_pool(CARVE_BACKEND_VIRTUAL, "vmm=0");
+    test_capture_without_pool(CARVE_BACKEND_HOST, "");
+    test_capture_without_pool(CARVE_BACKEND_VIRTUAL, "");
+    test_capture_without_pool(CARVE_BACKEND_VIRTUAL, "vmm=0");
+    test_refusals();
+    return test_finish();
+}
