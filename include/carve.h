@@ -979,8 +979,9 @@ CARVE_API carve_status carve_graph_pool_end(carve_arena *arena, carve_graph_pool
  * is no graph pool afterwards. Returns CARVE_OK; CARVE_ERR_INVALID for NULL
  * arguments, a g that is not a graph pool of arena or was released, or one
  * with a stream routed to it; CARVE_ERR_BACKEND when the synchronization
- * failed (g is released; its memory returns at the next reclaim).
- * Thread-safe. Synchronizes. */
+ * failed (g stays a graph pool, its memory private: call again). g is a
+ * graph pool until the synchronization returned, so no stream takes its
+ * memory while a launch may still use it. Thread-safe. Synchronizes. */
 CARVE_API carve_status carve_graph_pool_release(carve_arena *arena, carve_graph_pool *g);
 
 /* Host and virtual backends (tests): mark stream as being captured (on

@@ -14,6 +14,10 @@
  *  - A captured stream with no graph pool: a request its pool cannot meet
  *    fails with CARVE_ERR_OOM without touching the backend; cached memory
  *    is used; frees record nothing.
+ *  - Inside a capture, a graph pool's buffer freed naming its own (routed)
+ *    stream, with carve_free_on_stream or carve_record_stream first, is
+ *    freed as by carve_free: no event is recorded on the capturing stream
+ *    (once refused with CARVE_ERR_BACKEND, the buffer then unfreeable).
  *  - The routing calls' refusals.
  */
 #include "test_util.h"
@@ -177,6 +181,34 @@ static void test_refusals(void) {
     carve_arena_destroy(a);
 }
 
+static void test_own_stream_in_capture(carve_backend backend, const char *conf) {
+    carve_arena *a = test_arena_conf(backend, 1, 0, LIMIT, conf);
+    carve_graph_pool *g;
+    CHECK_OK(a, carve_graph_pool_create(a, &g));
+    CHECK_OK(a, carve_graph_pool_begin(a, g, S1));
+    void *x, *y;
+    CHECK_OK(a, carve_alloc(a, 4 * MiB, S1, &x)); /* the uncaptured run */
+    CHECK_OK(a, carve_alloc(a, 4 * MiB, S1, &y));
+    CHECK_OK(a, carve_free(a, x));
+    CHECK_OK(a, carve_free(a, y));
+    CHECK_OK(a, carve_sim_set_capturing(a, S1, 1));
+    carve_stats s0, s1;
+    CHECK_OK(a, carve_get_stats(a, &s0));
+    CHECK_OK(a, carve_alloc(a, 4 * MiB, S1, &x));
+    CHECK_OK(a, carve_alloc(a, 4 * MiB, S1, &y));
+    CHECK_OK(a, carve_free_on_stream(a, x, S1));
+    CHECK_OK(a, carve_record_stream(a, y, S1));
+    CHECK_OK(a, carve_free(a, y));
+    CHECK_OK(a, carve_get_stats(a, &s1));
+    CHECK(s1.num_event_records == s0.num_event_records);
+    CHECK(s1.num_live == s0.num_live);
+    CHECK_OK(a, carve_sim_set_capturing(a, S1, 0));
+    CHECK_OK(a, carve_graph_pool_end(a, g, S1));
+    CHECK_OK(a, carve_graph_pool_release(a, g));
+    CHECK_ARENA(a);
+    carve_arena_destroy(a);
+}
+
 int main(void) {
     test_graph_pool(CARVE_BACKEND_HOST, "");
     test_graph_pool(CARVE_BACKEND_VIRTUAL, "");
@@ -184,6 +216,9 @@ int main(void) {
     test_capture_without_pool(CARVE_BACKEND_HOST, "");
     test_capture_without_pool(CARVE_BACKEND_VIRTUAL, "");
     test_capture_without_pool(CARVE_BACKEND_VIRTUAL, "vmm=0");
+    test_own_stream_in_capture(CARVE_BACKEND_HOST, "");
+    test_own_stream_in_capture(CARVE_BACKEND_VIRTUAL, "");
+    test_own_stream_in_capture(CARVE_BACKEND_VIRTUAL, "vmm=0");
     test_refusals();
     return test_finish();
 }

@@ -453,6 +453,76 @@ static void case7(void) {
     em_destroy(m);
 }
 
+/* Case 8: a graph pool's memory while carve_graph_pool_release waits for
+ * the device. S1 routed to a graph pool g: x (40 MiB), k, w allocated, x
+ * and w freed (the uncaptured run); everything done; then a launch of the
+ * graph on S1 is queued (it uses x's memory) and g is released. While the
+ * release waits for the device, another thread allocates 8 MiB on S2: it
+ * must not get x's memory (once the pool stopped being a graph pool before
+ * that wait, and S2 adopted x's granules with the launch still queued). */
+typedef struct rel_other {
+    em_model *m;
+    carve_arena *a;
+    void *got;
+    int fired, done;
+} rel_other;
+
+static void *rel_alloc(void *arg) {
+    rel_other *o = arg;
+    o->got = alloc_on(o->m, o->a, 8 * MiB, S2);
+    __atomic_store_n(&o->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+static void rel_wait(void *arg, int device_wide, carve_stream s) {
+    (void)device_wide;
+    (void)s;
+    rel_other *o = arg;
+    if (o->fired++)
+        return;
+    pthread_t t;
+    if (pthread_create(&t, NULL, rel_alloc, o) != 0)
+        abort();
+    for (int i = 0; i < 2000 && !__atomic_load_n(&o->done, __ATOMIC_ACQUIRE); i++) {
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+    }
+    pthread_detach(t);
+}
+
+static void case8(void) {
+    carve_arena *a = arena("limit=256MiB");
+    em_model *m = em_attach(a);
+    void *s2 = alloc_on(m, a, 4096, S2);
+    carve_graph_pool *g;
+    CHECK_OK(a, carve_graph_pool_create(a, &g));
+    CHECK_OK(a, carve_graph_pool_begin(a, g, S1));
+    void *x = alloc_on(m, a, 40 * MiB, S1), *k = alloc_on(m, a, 2 * MiB, S1), *w = alloc_on(m, a, 4096, S1);
+    free_it(m, a, x);
+    free_it(m, a, w);
+    CHECK_OK(a, carve_graph_pool_end(a, g, S1));
+    em_finish(m);
+    CHECK_OK(a, carve_empty_cache(a));
+    em_enqueue(m, S1); /* cudaGraphLaunch on S1: uses x's memory */
+    rel_other o = {.m = m, .a = a};
+    em_on_wait(m, rel_wait, &o);
+    CHECK_OK(a, carve_graph_pool_release(a, g));
+    em_on_wait(m, NULL, NULL);
+    CHECK(o.fired > 0);
+    for (int i = 0; i < 5000 && !__atomic_load_n(&o.done, __ATOMIC_ACQUIRE); i++) {
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+    }
+    CHECK(__atomic_load_n(&o.done, __ATOMIC_ACQUIRE));
+    CHECK(o.got && !overlap(o.got, 8 * MiB, x, 40 * MiB));
+    if (o.got)
+        free_it(m, a, o.got);
+    free_it(m, a, k);
+    free_it(m, a, s2);
+    CHECK(em_violations(m) == 0);
+    em_destroy(m);
+}
+
 /* A request that fits must succeed; where it fails, the oracle must name
  * why. The two sequences that once gave false out-of-memory answers (the
  * default mode's address space, the pool's search giving up) succeed. */
@@ -532,6 +602,8 @@ int main(void) {
     case6("vmm=0,limit=64MiB");
     printf("case 7 (free mapped memory moving between streams)\n");
     case7();
+    printf("case 8 (a graph pool released while a launch is queued)\n");
+    case8();
     printf("the oracle's out-of-memory judgement\n");
     oracle_oom();
     oracle_false_oom();

@@ -441,6 +441,31 @@ static inline __attribute__((always_inline)) carve_block *block_split(carve_pool
     return b;
 }
 
+/* Pool lock held: b, cut to rs bytes, becomes a live buffer of size bytes. */
+static inline __attribute__((always_inline)) void claim(carve_arena *a, carve_pool *p, carve_block *b, size_t rs,
+                                                        size_t size) {
+    b->state = CARVE_B_USED;
+    b->slack = (uint8_t)(rs - size);
+    b->flags = 0;
+    if (CARVE_UNLIKELY(b->span->u.r.nlive++ == 0))
+        carve_pool_span_refilled(p, b->span);
+    if (CARVE_UNLIKELY(a->vmm))
+        carve_vmm_take(p, b);
+}
+
+/* Pool lock held, released here: the live block b is found by its address,
+ * counted, and handed out. */
+static inline __attribute__((always_inline)) carve_status hand_out(carve_arena *a, carve_pool *p, carve_block *b,
+                                                                   size_t rs, size_t size, void **out) {
+    carve_blockmap_put(&p->map, b);
+    CARVE_STORE(&p->nallocs, p->nallocs + 1);
+    carve_pool_account(p, (ptrdiff_t)rs, (ptrdiff_t)size);
+    carve_spin_unlock(&p->lock);
+    CHECK_EXPENSIVE(a);
+    *out = (void *)b->addr;
+    return CARVE_OK;
+}
+
 /* carve_alloc and carve_alloc_flags (the flags reach the slow path alone). */
 static inline __attribute__((always_inline)) carve_status alloc(carve_arena *a, size_t size, carve_stream s,
                                                                void **out, unsigned flags) {
@@ -503,21 +528,9 @@ static inline __attribute__((always_inline)) carve_status alloc(carve_arena *a, 
         return carve_fail(a, st, "carve_alloc of %zu bytes: %s", size, carve_note_get());
     }
     b = block_split(p, b, rs);
-    b->state = CARVE_B_USED;
-    b->slack = (uint8_t)(rs - size);
-    b->flags = 0;
-    if (CARVE_UNLIKELY(b->span->u.r.nlive++ == 0))
-        carve_pool_span_refilled(p, b->span);
-    if (CARVE_UNLIKELY(a->vmm))
-        carve_vmm_take(p, b);
+    claim(a, p, b, rs, size);
 found:
-    carve_blockmap_put(&p->map, b);
-    CARVE_STORE(&p->nallocs, p->nallocs + 1);
-    carve_pool_account(p, (ptrdiff_t)rs, (ptrdiff_t)size);
-    carve_spin_unlock(&p->lock);
-    CHECK_EXPENSIVE(a);
-    *out = (void *)b->addr;
-    return CARVE_OK;
+    return hand_out(a, p, b, rs, size, out);
 }
 
 carve_status carve_alloc(carve_arena *a, size_t size, carve_stream s, void **out) { return alloc(a, size, s, out, 0); }
@@ -590,20 +603,8 @@ carve_status carve_alloc_aligned(carve_arena *a, size_t size, size_t align, carv
         b = front->next;
     }
     b = block_split(p, b, rs);
-    b->state = CARVE_B_USED;
-    b->slack = (uint8_t)(rs - size);
-    b->flags = 0;
-    if (b->span->u.r.nlive++ == 0)
-        carve_pool_span_refilled(p, b->span);
-    if (a->vmm)
-        carve_vmm_take(p, b);
-    carve_blockmap_put(&p->map, b);
-    CARVE_STORE(&p->nallocs, p->nallocs + 1);
-    carve_pool_account(p, (ptrdiff_t)rs, (ptrdiff_t)size);
-    carve_spin_unlock(&p->lock);
-    CHECK_EXPENSIVE(a);
-    *out = (void *)b->addr;
-    return CARVE_OK;
+    claim(a, p, b, rs, size);
+    return hand_out(a, p, b, rs, size, out);
 }
 
 /* The pool that owns the span holding addr, locked; NULL when addr is in no
@@ -653,7 +654,7 @@ static carve_status uses_record(carve_arena *a, carve_uses *u) {
  * that the buffer waits for. CARVE_OK, or CARVE_ERR_OOM (nothing added). */
 static carve_status uses_add(carve_pool *p, carve_block *b, carve_stream s, void *ev) {
     carve_uses *u = b->flags & CARVE_BF_USES ? b->u.b.uses : NULL;
-    int known = s == p->stream;
+    int known = s == p->stream || (CARVE_LOAD(&p->graph) && s == CARVE_LOAD(&p->route)); /* a graph pool: its stream */
     for (unsigned i = 0; u && !known && s != CARVE_KEY_NONE && i < u->n; i++)
         known = u->streams[i] == s;
     if (known)
@@ -761,25 +762,32 @@ carve_status carve_buffer_info(const carve_arena *ca, const void *ptr, size_t *s
     return b ? CARVE_OK : bad_pointer(a, "carve_buffer_info", (void *)ptr);
 }
 
-carve_status carve_record_stream(carve_arena *a, void *ptr, carve_stream s) {
-    if (!a)
-        return carve_fail(NULL, CARVE_ERR_INVALID, "carve_record_stream: arena is NULL");
+/* Declare a use of ptr on stream s (cudaStreamPerThread: the calling
+ * thread's): its free waits for s's work queued by then. what names the
+ * caller in messages; stays is added to the host-memory message. */
+static carve_status declare_use(carve_arena *a, void *ptr, carve_stream s, const char *what, const char *stays) {
     if (s == CARVE_STREAM_PER_THREAD)
         s = carve_thread_stream();
     uintptr_t addr = (uintptr_t)ptr;
     carve_pool *p = ptr ? owner_locked(a, addr) : NULL;
     if (!p)
-        return bad_pointer(a, "carve_record_stream", ptr);
+        return bad_pointer(a, what, ptr);
     carve_block *b = carve_blockmap_get(&p->map, addr);
     if (!b) {
         carve_spin_unlock(&p->lock);
-        return bad_pointer(a, "carve_record_stream", ptr);
+        return bad_pointer(a, what, ptr);
     }
     carve_status st = uses_add(p, b, s, NULL);
     carve_spin_unlock(&p->lock);
     if (st != CARVE_OK)
-        return carve_fail(a, st, "carve_record_stream: host memory exhausted");
+        return carve_fail(a, st, "%s: host memory exhausted%s", what, stays);
     return CARVE_OK;
+}
+
+carve_status carve_record_stream(carve_arena *a, void *ptr, carve_stream s) {
+    if (!a)
+        return carve_fail(NULL, CARVE_ERR_INVALID, "carve_record_stream: arena is NULL");
+    return declare_use(a, ptr, s, "carve_record_stream", "");
 }
 
 carve_status carve_free_on_stream(carve_arena *a, void *ptr, carve_stream s) {
@@ -787,24 +795,10 @@ carve_status carve_free_on_stream(carve_arena *a, void *ptr, carve_stream s) {
         return carve_fail(NULL, CARVE_ERR_INVALID, "carve_free_on_stream: arena is NULL");
     if (!ptr)
         return CARVE_OK;
-    if (s == CARVE_STREAM_PER_THREAD)
-        s = carve_thread_stream();
-    uintptr_t addr = (uintptr_t)ptr;
-    carve_pool *p = owner_locked(a, addr);
-    if (!p)
-        return bad_pointer(a, "carve_free_on_stream", ptr);
-    carve_block *b = carve_blockmap_get(&p->map, addr);
-    if (!b) {
-        carve_spin_unlock(&p->lock);
-        return bad_pointer(a, "carve_free_on_stream", ptr);
-    }
     /* Another stream: its work queued so far must complete before any
      * stream reuses the memory, the buffer's own included. */
-    carve_status st = uses_add(p, b, s, NULL);
-    carve_spin_unlock(&p->lock);
-    if (st != CARVE_OK)
-        return carve_fail(a, st, "carve_free_on_stream: host memory exhausted (the buffer stays live)");
-    return carve_free(a, ptr);
+    carve_status st = declare_use(a, ptr, s, "carve_free_on_stream", " (the buffer stays live)");
+    return st == CARVE_OK ? carve_free(a, ptr) : st;
 }
 
 carve_status carve_free_after_event(carve_arena *a, void *ptr, carve_event event) {

@@ -97,19 +97,34 @@ carve_status carve_graph_pool_end(carve_arena *a, carve_graph_pool *g, carve_str
     return CARVE_OK;
 }
 
+/* Why g cannot be released now, or NULL (pools_lock held). */
+static const char *release_refused(carve_pool *p) {
+    if (!p)
+        return "not a graph pool of this arena";
+    if (!CARVE_LOAD(&p->graph))
+        return "released already";
+    if (p->routed)
+        return "a stream is still routed to it (carve_graph_pool_end first)";
+    return NULL;
+}
+
 carve_status carve_graph_pool_release(carve_arena *a, carve_graph_pool *g) {
     if (!a || !g)
         return carve_fail(a, CARVE_ERR_INVALID, "carve_graph_pool_release: NULL argument");
-    const char *why = NULL;
+    carve_mutex_lock(&a->pools_lock);
+    const char *why = release_refused(graph_of(a, g));
+    carve_mutex_unlock(&a->pools_lock);
+    if (why)
+        return carve_fail(a, CARVE_ERR_INVALID, "carve_graph_pool_release: %s", why);
+    /* The replays queued before the release finish first, while the pool
+     * is still a graph pool that no other stream takes memory from; only
+     * then does it become an ordinary pool. */
+    carve_status st = carve_wait_device(a);
+    if (st != CARVE_OK)
+        return carve_fail(a, st, "carve_graph_pool_release: waiting for the device failed: %s", carve_backend_msg());
     carve_mutex_lock(&a->pools_lock);
     carve_pool *p = graph_of(a, g);
-    if (!p)
-        why = "not a graph pool of this arena";
-    else if (!CARVE_LOAD(&p->graph))
-        why = "released already";
-    else if (p->routed)
-        why = "a stream is still routed to it (carve_graph_pool_end first)";
-    if (!why) { /* an ordinary pool from now on, whose stream records nothing */
+    if (!(why = release_refused(p))) { /* an ordinary pool from now on, whose stream records nothing */
         carve_spin_lock(&p->lock);
         CARVE_STORE_REL(&p->graph, 0);
         carve_spin_unlock(&p->lock);
@@ -117,9 +132,8 @@ carve_status carve_graph_pool_release(carve_arena *a, carve_graph_pool *g) {
     carve_mutex_unlock(&a->pools_lock);
     if (why)
         return carve_fail(a, CARVE_ERR_INVALID, "carve_graph_pool_release: %s", why);
-    /* One device synchronization proves the replays done; then its free
-     * memory goes back to the heap, for every stream. */
-    carve_status st = carve_reclaim(a, CARVE_RECLAIM_WAIT);
+    /* Its free memory goes back to the heap, for every stream. */
+    st = carve_reclaim(a, CARVE_RECLAIM_WAIT);
     if (st != CARVE_OK)
         return carve_fail(a, st, "carve_graph_pool_release: %s", carve_note_get());
     return CARVE_OK;

@@ -162,6 +162,27 @@ static inline void carve_index_swap(carve_index *ix, carve_block *b, carve_block
     b->fprev = b->fnext = NULL;
 }
 
+/* Free block b, not yet indexed, absorbs the indexed free block next that
+ * follows it in span's block list: next leaves the list, b grows by next's
+ * size and takes next's place in the index (its very list position when the
+ * class stays). The caller then retires next's record. Both free paths
+ * (pool.h, vmm.h) merge forward with this. */
+static inline __attribute__((always_inline)) void carve_index_absorb_next(carve_index *ix, carve_block *span,
+                                                                          carve_block *b, carve_block *next) {
+    b->next = next->next;
+    if (next->next)
+        next->next->prev = b;
+    else
+        span->u.r.last = b;
+    b->size += next->size;
+    if (carve_index_in_class(next, b->size)) {
+        carve_index_swap(ix, next, b);
+    } else {
+        carve_index_remove(ix, next);
+        carve_index_insert(ix, b);
+    }
+}
+
 /* First non-empty class at or above (fl, sl); 0 when there is none. */
 static inline int carve_index_next_class(const carve_index *ix, unsigned *fl, unsigned *sl) {
     if (*fl >= CARVE_FL_COUNT)

@@ -152,18 +152,7 @@ static inline __attribute__((always_inline)) void carve_pool_release_block(carve
         carve_slab_put(&p->slab, b);
         carve_index_resize(ix, prev, size);
     } else if (nf) { /* b absorbs next and takes its place in the index */
-        b->next = next->next;
-        if (next->next)
-            next->next->prev = b;
-        else
-            span->u.r.last = b;
-        b->size += next->size;
-        if (carve_index_in_class(next, b->size)) {
-            carve_index_swap(ix, next, b);
-        } else {
-            carve_index_remove(ix, next);
-            carve_index_insert(ix, b);
-        }
+        carve_index_absorb_next(ix, span, b, next);
         carve_slab_put(&p->slab, next);
     } else {
         carve_index_insert(ix, b);

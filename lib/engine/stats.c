@@ -23,6 +23,7 @@
  */
 #include "engine/stats.h"
 
+#include <stddef.h>
 #include <string.h>
 
 #include "engine/error.h"
@@ -129,6 +130,13 @@ uint64_t carve_driver_model_ns(const uint64_t *calls, const uint64_t *mappings, 
 }
 
 const char *carve_driver_costs_source(void) { return carve_ledger_source(); }
+
+/* carve_stats begins with ABI 1.0's layout, field for field. */
+_Static_assert(offsetof(carve_stats, num_event_queries) == offsetof(carve_stats_1_0, num_event_queries) &&
+                   offsetof(carve_stats, num_syncs) == offsetof(carve_stats_1_0, num_syncs) &&
+                   offsetof(carve_stats, num_streams) == offsetof(carve_stats_1_0, num_streams) &&
+                   sizeof(carve_stats_1_0) == offsetof(carve_stats, num_event_queries) + sizeof(uint64_t),
+               "carve_stats must begin with carve_stats_1_0");
 
 carve_status carve_get_stats_sized(const carve_arena *a, carve_stats *out, size_t size) {
     int size_ok = size >= CARVE_STATS_SIZE_MIN && size <= CARVE_STATS_SIZE_MAX;

@@ -249,18 +249,7 @@ static inline __attribute__((always_inline)) void carve_vmm_release(carve_pool *
     carve_vmm_run_set(b, ga, k, stamp);
     carve_vmm_ring_init(b);
     if (nf) { /* b absorbs next and takes its place in the index */
-        b->next = next->next;
-        if (next->next)
-            next->next->prev = b;
-        else
-            span->u.r.last = b;
-        b->size += next->size;
-        if (carve_index_in_class(next, b->size)) {
-            carve_index_swap(ix, next, b);
-        } else {
-            carve_index_remove(ix, next);
-            carve_index_insert(ix, b);
-        }
+        carve_index_absorb_next(ix, span, b, next);
         carve_vmm_ring_absorb(p, b, next);
     } else {
         carve_index_insert(ix, b);
