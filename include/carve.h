@@ -382,7 +382,9 @@ CARVE_API carve_status carve_arena_create(const carve_config *config, carve_aren
  * memory, it first waits for all work queued on the device (every stream),
  * so that work queued before a free never runs on memory already given
  * back; a failed synchronization cannot be reported, and the memory goes
- * back regardless.
+ * back regardless. While a stream capture is underway ("Captures on other
+ * threads", under CUDA graphs), it first waits for the capture to end:
+ * never call it on the capturing thread during its capture.
  */
 CARVE_API void carve_arena_destroy(carve_arena *arena);
 
@@ -450,7 +452,9 @@ CARVE_API carve_status carve_alloc(carve_arena *arena, size_t size, carve_stream
                                   more than a granule of free memory mapped beyond what is
                                   live now (not its usual allowance, which follows its
                                   peak), so that the granules it maps replace free ones
-                                  (unmapped first, as past the allowance) */
+                                  (unmapped first, as past the allowance); those granules
+                                  are mapped one by one, never as one larger mapping
+                                  (which could only be unmapped whole) */
 
 /*
  * carve_alloc with flags (0: carve_alloc itself). For a caller that holds
@@ -492,7 +496,10 @@ CARVE_API carve_status carve_alloc_aligned(carve_arena *arena, size_t size, size
  * that is not the start of a live buffer of this arena (interior, foreign,
  * already freed, misaligned), in which case nothing changes;
  * CARVE_ERR_BACKEND when recording an event on a stream declared with
- * carve_record_stream fails (the buffer stays live: free it again). The buffer's
+ * carve_record_stream fails (the buffer stays live: free it again). A
+ * record that a stream capture forbids is no failure ("Captures on other
+ * threads", under CUDA graphs): the memory then waits until the capture is
+ * over. The buffer's
  * stream must still exist: free buffers before destroying their stream.
  * Thread-safe. Does not synchronize.
  */
@@ -508,8 +515,13 @@ CARVE_API carve_status carve_free(carve_arena *arena, void *ptr);
  * carve_record_stream then carve_free would do. CARVE_STREAM_PER_THREAD is
  * the calling thread's per-thread stream. NULL ptr is CARVE_OK. Returns the
  * statuses of carve_free, and CARVE_ERR_OOM when host memory for the
- * record runs out (the buffer stays live). Thread-safe. Does not
- * synchronize.
+ * record runs out. All or nothing: on failure (an event that cannot be
+ * recorded, on stream -- such as one being captured -- or on a stream
+ * carve_record_stream declared) the buffer stays live exactly as it was,
+ * stream not added to its uses, and the message names carve_free_on_stream.
+ * A declared stream's record that a capture forbids is no failure, as for
+ * carve_free.
+ * Thread-safe. Does not synchronize.
  */
 CARVE_API carve_status carve_free_on_stream(carve_arena *arena, void *ptr, carve_stream stream);
 
@@ -521,11 +533,17 @@ CARVE_API carve_status carve_free_on_stream(carve_arena *arena, void *ptr, carve
  * takes the event's current record at the call (a stream of its own waits
  * for it, cudaStreamWaitEvent, and records carve's event after the wait),
  * so the program may record the event again or destroy it right after
- * this call. NULL ptr is CARVE_OK. Returns the statuses of carve_free;
+ * this call. Not for an event recorded inside a stream capture (a node of
+ * the graph being built): the wait would draw carve's stream into that
+ * capture, which then cannot end (not detected); free such a buffer with
+ * carve_free or carve_free_on_stream. NULL ptr is CARVE_OK. Returns the statuses of carve_free;
  * CARVE_ERR_INVALID also for a NULL event or a backend that cannot wait
  * for one (cuda_driver); CARVE_ERR_BACKEND when the driver refuses the
- * wait or the record; CARVE_ERR_OOM when host memory runs out. On failure
- * the buffer stays live. Thread-safe. Does not synchronize.
+ * wait or the record (not a declared stream's record that a capture
+ * forbids, as for carve_free); CARVE_ERR_OOM when host memory runs out. All or
+ * nothing: on failure the buffer stays live exactly as it was (carve's
+ * event for this call released, not added to its uses). Thread-safe. Does
+ * not synchronize.
  */
 CARVE_API carve_status carve_free_after_event(carve_arena *arena, void *ptr, carve_event event);
 
@@ -586,7 +604,10 @@ CARVE_API int carve_arena_contains(const carve_arena *arena, const void *addr);
  * CARVE_ERR_BACKEND if the driver failed (memory it did not take back stays
  * reserved and usable), CARVE_ERR_OOM if host memory for carve's records ran
  * out in virtual-memory mode (free memory that needed them to be unmapped
- * stays mapped and usable). Thread-safe. Synchronizes.
+ * stays mapped and usable). Thread-safe. Synchronizes, except while a
+ * stream capture is underway ("Captures on other threads", under CUDA
+ * graphs): it then neither waits for the device nor gives anything back,
+ * and returns CARVE_OK.
  */
 CARVE_API carve_status carve_empty_cache(carve_arena *arena);
 
@@ -601,10 +622,17 @@ CARVE_API carve_status carve_empty_cache(carve_arena *arena);
  * CARVE_OOM_RETRY: the allocation is then tried once more (counted in
  * carve_stats.num_alloc_retries) and its answer returned, without calling
  * the callback again. CARVE_OOM_FAIL (0), or any other answer, returns
- * CARVE_ERR_OOM. Allocations the callback itself makes that run out of
- * memory do not call it again (they return CARVE_ERR_OOM). Other threads may
- * allocate meanwhile and take what it freed. Failures other than
- * CARVE_ERR_OOM do not call it.
+ * CARVE_ERR_OOM. Allocations on the same arena that the callback (or the
+ * retry) makes and that run out of memory do not call it again (they
+ * return CARVE_ERR_OOM); those on another arena call that arena's callback
+ * as always. Other threads may allocate meanwhile and take what it freed.
+ * Failures other than CARVE_ERR_OOM do not call it. A callback that calls
+ * carve_empty_cache (or lowers the limit) while a stream is being captured
+ * into a CUDA graph gets nothing back from it when carve sees the capture
+ * ("Captures on other threads"), and synchronizes the device, which ends
+ * the capture with an error, when it does not (a non-blocking stream the
+ * arena does not serve, outside carve-run): inside a capture answer
+ * CARVE_OOM_FAIL and let the program reclaim after it.
  */
 #define CARVE_OOM_FAIL 0
 #define CARVE_OOM_RETRY 1
@@ -628,8 +656,14 @@ typedef int (*carve_oom_fn)(carve_arena *arena, const carve_oom_info *info, void
 /* Set (fn non-NULL) or remove (fn NULL) the arena's out-of-memory
  * callback; user is passed to it. Returns CARVE_OK, CARVE_ERR_INVALID for a
  * NULL arena. Thread-safe: an allocation failing meanwhile calls the old or
- * the new callback; after this returns, no new call of the old one starts
- * (one already running may still be running). Does not synchronize. */
+ * the new callback. It waits until the calls of the old callback running on
+ * other threads have returned, so that after it returns the old callback
+ * and its user data are the caller's again: no call of it starts or runs,
+ * except on the calling thread (a callback that replaces itself is not
+ * waited for) and on a thread that is itself inside this function from
+ * within the old callback (two callbacks replacing each other's at once do
+ * not wait for each other). So do not call it holding a lock the callback
+ * takes. Does not synchronize. */
 CARVE_API carve_status carve_set_oom_callback(carve_arena *arena, carve_oom_fn fn, void *user);
 
 /*
@@ -642,12 +676,20 @@ CARVE_API carve_status carve_set_oom_callback(carve_arena *arena, carve_oom_fn f
  * more than the new limit, the limit applies to future growth: nothing live
  * is touched, no memory is reserved or mapped until frees bring the arena
  * under it, and allocations that need more fail with CARVE_ERR_OOM (or call
- * the out-of-memory callback) meanwhile. Memory freed later stays cached,
+ * the out-of-memory callback) meanwhile. In segments mode (vmm off) memory
+ * goes back whole segments at a time: with live buffers spread over every
+ * segment, reserved stays above the new limit, by whole segments, until
+ * frees empty some. Memory freed later stays cached,
  * as always, until carve reclaims it. Returns CARVE_OK; CARVE_ERR_INVALID
  * for a NULL arena, a limit below one granule, or an arena with growth off
  * (it holds its one block); CARVE_ERR_BACKEND when giving memory back
- * failed (the limit is then unchanged). Thread-safe. Synchronizes only when
- * lowering below what is reserved.
+ * failed, or when lowering it below what is reserved while carve sees a
+ * stream capture underway ("Captures on other threads": nothing may go
+ * back then; call again after the capture), CARVE_ERR_OOM when host memory for carve's records ran out while
+ * giving it back in virtual-memory mode (as carve_empty_cache; host_memory
+ * says so): the limit is then unchanged. Thread-safe. Synchronizes only
+ * when lowering below what is reserved, and never during a capture carve
+ * sees.
  */
 CARVE_API carve_status carve_set_limit(carve_arena *arena, size_t limit_bytes);
 
@@ -948,6 +990,53 @@ CARVE_API void carve_snapshot_free(char *json);
  * at once (PyTorch's rule for shared pools). A capture that forks work onto
  * other streams routes each to a graph pool of its own. The arena's other
  * streams allocate as always meanwhile.
+ *
+ * Captures on other threads. A capture in global mode (the default of
+ * cudaStreamBeginCapture and of torch.cuda.graph) forbids "potentially
+ * unsafe" driver calls to every thread in global mode, and breaks when one
+ * is made; in thread-local mode only the capturing thread is restricted;
+ * in relaxed mode no thread is. carve makes each of its unsafe calls
+ * (cudaMalloc/cuMemAlloc, cudaFree/cuMemFree, cuMemCreate, cuMemMap,
+ * cuMemSetAccess, cuMemUnmap, cuMemRelease, cuMemAddressReserve/Free,
+ * event queries and waits, and cudaMemGetInfo when an arena is created)
+ * with the calling thread's capture mode
+ * exchanged for relaxed and restored after (cuThreadExchangeStreamCaptureMode;
+ * slow paths only), so carve_alloc and carve_free on one thread neither fail
+ * nor break another thread's capture in any mode. What no mode allows --
+ * waiting for the whole device, recording on the legacy stream while a
+ * blocking stream is captured -- carve does not do while it sees a capture
+ * underway: one on a stream routed to a graph pool, on the calling
+ * thread's per-thread stream, on the stream of the call being served (an
+ * allocation's), or one the backend sees in its context (a blocking stream
+ * captured, which the driver tells when asked about the legacy stream;
+ * under carve-run, any capture). carve asks about no other stream of its
+ * pools: the program may have destroyed it once its buffers were freed. Meanwhile the
+ * out-of-memory path reclaims only what is known free without that wait
+ * (an allocation only a device synchronization could serve fails with
+ * CARVE_ERR_OOM, and carve_last_error says a capture prevented the
+ * synchronization), carve_empty_cache gives nothing back to the driver (it
+ * returns CARVE_OK; memory stays cached until a call after the capture),
+ * carve_graph_pool_release, and carve_set_limit lowering the limit below
+ * what is reserved, are refused with CARVE_ERR_BACKEND (call again after
+ * the capture; the limit stays) and carve_arena_destroy waits for the
+ * capture to end (so never call it on the capturing thread during its
+ * capture). A free whose buffer was declared used on the legacy stream, or
+ * on a stream being captured (carve_record_stream), succeeds without the
+ * event the capture forbids: the memory is reused by no stream, its own
+ * included, until the capture is over -- on the legacy stream, until an
+ * event carve records there at its first call after the capture has
+ * completed; on a captured stream (which may be destroyed by then, so
+ * nothing is recorded on it later), until a device synchronization made
+ * after the capture (carve_empty_cache, or an allocation that must
+ * reclaim). A carve_free_on_stream naming a stream being captured is
+ * refused. A capture on any other non-blocking stream (one not routed to a
+ * graph pool, not the calling thread's per-thread stream, not the stream of
+ * the call), on another thread, is not seen outside carve-run, even when
+ * the arena has a pool for that stream: carve_empty_cache, carve_set_limit,
+ * carve_graph_pool_release, carve_arena_destroy and an allocation on
+ * another stream that must reclaim may then synchronize the device and
+ * break it. Route such a stream to a graph pool, or capture in relaxed
+ * mode on a stream the program keeps out of those calls' way.
  */
 typedef struct carve_graph_pool carve_graph_pool;
 
@@ -979,7 +1068,8 @@ CARVE_API carve_status carve_graph_pool_end(carve_arena *arena, carve_graph_pool
  * is no graph pool afterwards. Returns CARVE_OK; CARVE_ERR_INVALID for NULL
  * arguments, a g that is not a graph pool of arena or was released, or one
  * with a stream routed to it; CARVE_ERR_BACKEND when the synchronization
- * failed (g stays a graph pool, its memory private: call again). g is a
+ * failed or was not made because a stream capture is underway (g stays a
+ * graph pool, its memory private: call again). g is a
  * graph pool until the synchronization returned, so no stream takes its
  * memory while a launch may still use it. Thread-safe. Synchronizes. */
 CARVE_API carve_status carve_graph_pool_release(carve_arena *arena, carve_graph_pool *g);
@@ -999,12 +1089,14 @@ CARVE_API carve_status carve_sim_set_capturing(carve_arena *arena, carve_stream 
  * virtual-memory mode, file descriptors (send them with SCM_RIGHTS over a
  * Unix socket; docs/cuda.md shows how):
  *  - virtual-memory mode (CARVE_IPC_FDS): one POSIX file descriptor per
- *    2 MiB granule the buffer touches (cuMemExportToShareableHandle), so a
- *    buffer of N MiB needs about N/2 of them, within the process's limit on
- *    open files; the importer maps those granules whole, so bytes of other
- *    buffers sharing the first or last one are within its reach. Needs an
- *    arena whose granules have such handles (ipc auto on a device that
- *    supports them, or ipc=1).
+ *    mapping the buffer lies in (cuMemExportToShareableHandle): a 2 MiB
+ *    granule, or a larger mapping (what one request covered whole of
+ *    untouched room, while the arena had one stream), so a buffer of N MiB
+ *    needs at most about N/2 of them, within the process's limit on open
+ *    files; the importer maps each of those allocations whole, so bytes of
+ *    other buffers in them are within its reach. Needs an arena whose
+ *    memory has such handles (ipc auto on a device that supports them, or
+ *    ipc=1).
  *  - segments mode (CARVE_IPC_CUDA): a cudaIpcMemHandle_t of the cudaMalloc
  *    segment that holds the buffer, and the buffer's offset in it; the
  *    importer maps the whole segment, other buffers of it included.
@@ -1016,7 +1108,7 @@ CARVE_API carve_status carve_sim_set_capturing(carve_arena *arena, carve_stream 
  * process to read.
  */
 typedef enum carve_ipc_kind {
-    CARVE_IPC_FDS = 1, /* virtual-memory mode: file descriptors, one per granule */
+    CARVE_IPC_FDS = 1, /* virtual-memory mode: file descriptors, one per mapping */
     CARVE_IPC_CUDA = 2 /* segments mode: a cudaIpcMemHandle_t in cuda_handle */
 } carve_ipc_kind;
 
@@ -1027,13 +1119,18 @@ typedef struct carve_ipc_desc {
     uint32_t kind;           /* carve_ipc_kind */
     uint64_t size;           /* bytes of the buffer, as requested from carve_alloc */
     uint64_t offset;         /* of the buffer from the start of the first piece */
-    uint64_t piece_bytes;    /* CARVE_IPC_FDS: bytes behind each descriptor (2 MiB);
+    uint64_t piece_bytes;    /* CARVE_IPC_FDS: bytes behind each descriptor where all are the
+                                same (2 MiB, or a larger mapping's size); 0 where they differ:
+                                then cuda_handle holds their sizes as up to 8 runs, each two
+                                uint32_t in the machine's byte order (descriptors in the run, then
+                                2 MiB granules behind each), a count of 0 ending them early;
                                 CARVE_IPC_CUDA: bytes of the segment */
     uint32_t num_fds;        /* CARVE_IPC_FDS: descriptors that go with the description,
                                 in address order; CARVE_IPC_CUDA: 0 */
     int32_t device;          /* the exporting process's ordinal of the device (information:
                                 the importer names its own device) */
-    unsigned char cuda_handle[64]; /* CARVE_IPC_CUDA: the cudaIpcMemHandle_t; zero otherwise */
+    unsigned char cuda_handle[64]; /* CARVE_IPC_CUDA: the cudaIpcMemHandle_t; CARVE_IPC_FDS with
+                                      piece_bytes 0: the runs of sizes; zero otherwise */
 } carve_ipc_desc;
 
 /*
@@ -1044,7 +1141,8 @@ typedef struct carve_ipc_desc {
  * CARVE_IPC_CUDA. Returns CARVE_OK; CARVE_ERR_INVALID for NULL arguments or
  * an arena that cannot export (host and virtual backends, the cuda_driver
  * backend, virtual-memory mode without file-descriptor handles: ipc=0, or a
- * device that lacks them); CARVE_ERR_BAD_POINTER when ptr is not the start
+ * device that lacks them; a buffer across mappings of more than 8 runs of
+ * sizes, which a description cannot say); CARVE_ERR_BAD_POINTER when ptr is not the start
  * of a live buffer of arena; CARVE_ERR_BACKEND when the driver refuses (the
  * process's limit on open files included); CARVE_ERR_NO_DEVICE when the
  * arena's device cannot be made current (the driver is gone); CARVE_ERR_OOM
@@ -1167,7 +1265,14 @@ CARVE_API void carve_device_arenas_release(void);
  * int (void) that is nonzero while a stream capture is in progress; carve
  * then records no event meanwhile (recording on the legacy stream would
  * break the capture), and treats the memory as it treats an event it could
- * not record.
+ * not record. carve also asks lookup for "cuStreamIsCapturing" and
+ * "cuThreadExchangeStreamCaptureMode" (optional: without the first the
+ * backend cannot tell captures, without the second its calls keep the
+ * thread's capture mode, so while the backend sees a capture in its
+ * context it neither asks about nor waits for an event, and memory freed
+ * with work still queued stays cached until the capture ends); with them
+ * the backend keeps the rules of "CUDA graphs" above. An event query or
+ * wait a capture refuses never counts as done.
  * Returns CARVE_OK; CARVE_ERR_INVALID for a NULL lookup or when such an
  * arena was already made; CARVE_ERR_NO_DEVICE when lookup misses a function
  * carve needs (carve_last_error(NULL) names it) or carve was built without

@@ -194,8 +194,22 @@ static carve_status m_release(carve_be *be, uintptr_t base, size_t size) {
     return m->leaf->release(be, base, size);
 }
 
+/* A capture the test marked (carve_sim_set_capturing): on s itself, or on
+ * any stream when s is the legacy stream, which a capture of a blocking
+ * stream forbids. */
+static int m_record_breaks_capture(em_model *m, carve_be *be, carve_stream s) {
+    if (m->leaf->capturing && m->leaf->capturing(be, s) > 0)
+        return 1;
+    return (uintptr_t)s <= 1 && m->leaf->context_capturing && m->leaf->context_capturing(be);
+}
+
 static carve_status m_event_record(carve_be *be, carve_stream s, void **ev) {
     em_model *m = model_of(be);
+    if (m_record_breaks_capture(m, be, s)) {
+        pthread_mutex_lock(&m->mu);
+        violation(m, "an event was recorded on stream %p while a capture forbids it", (void *)s);
+        pthread_mutex_unlock(&m->mu);
+    }
     em_event *e = calloc(1, sizeof(*e));
     if (!e)
         abort();
@@ -259,6 +273,12 @@ static carve_status m_event_sync(carve_be *be, void *ev) {
 /* Only what was queued when the wait began is done when it returns. */
 static carve_status m_device_sync(carve_be *be) {
     em_model *m = model_of(be);
+    if (m->leaf->context_capturing && m->leaf->context_capturing(be)) { /* refused, as the driver refuses it */
+        pthread_mutex_lock(&m->mu);
+        violation(m, "the device was synchronized while a stream is being captured");
+        pthread_mutex_unlock(&m->mu);
+        return CARVE_ERR_BACKEND;
+    }
     pthread_mutex_lock(&m->mu);
     size_t n = m->nstreams;
     em_stream *snap = malloc((n ? n : 1) * sizeof(*snap));
@@ -316,6 +336,8 @@ em_model *em_attach(carve_arena *a) {
         .event_sync = m_event_sync,
         .device_sync = m_device_sync,
         .event_release = m_event_release,
+        .capturing = m->leaf->capturing, /* the test's marks (carve_sim_set_capturing) */
+        .context_capturing = m->leaf->context_capturing,
         .destroy = m_destroy,
     };
     registry_set(&a->be, m);
@@ -609,7 +631,13 @@ unsigned em_check_oom(em_model *m, size_t size, carve_stream s, const char *why)
         size_t touched = 0;
         uintptr_t last = UINTPTR_MAX; /* the last granule counted */
         for (size_t i = 0; i < m->nlive; i++) {
-            uintptr_t g = m->live[i].addr / G, e = (m->live[i].addr + m->live[i].size - 1) / G;
+            uintptr_t g = m->live[i].addr / G, e = (m->live[i].addr + m->live[i].size - 1) / G, lo, hi;
+            /* with the whole of every mapping larger than a granule it touches
+             * (engine/maps.h: the driver unmaps whole mappings only) */
+            if (carve_maps_find(&a->maps, g * G, &lo, &hi, NULL))
+                g = lo / G;
+            if (carve_maps_find(&a->maps, e * G, &lo, &hi, NULL))
+                e = hi / G - 1;
             if (last != UINTPTR_MAX && g <= last)
                 g = last + 1;
             if (g <= e) {

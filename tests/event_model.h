@@ -25,7 +25,11 @@
  *  - unmaps or releases memory that a live buffer or unfinished work uses
  *    (unmapping is not stream-ordered);
  *  - reports statistics that disagree with the shadow (em_check_stats);
- *  - answers CARVE_ERR_OOM to a request that fits (em_check_oom).
+ *  - answers CARVE_ERR_OOM to a request that fits (em_check_oom);
+ *  - records an event on a stream marked captured (carve_sim_set_capturing,
+ *    which the model passes through), or on the legacy stream while any
+ *    stream is, or synchronizes the device then (refused, as the driver
+ *    refuses it).
  *
  * Thread-safe: any thread may call carve while others do; the shadow takes
  * a mutex. em_allocated must follow carve_alloc and em_freeing precede
@@ -115,8 +119,9 @@ enum {
 /* With no carve call in flight, right after carve_alloc(size, s) answered
  * CARVE_ERR_OOM (which reclaims and synchronizes first) with message why
  * (carve_last_error on the thread that called it): whether the request
- * fits. Default mode: the granules live buffers touch plus those the
- * request needs fit under the limit. Segments mode: a free block of s's
+ * fits. Default mode: the granules live buffers touch (with the whole of
+ * every mapping larger than a granule they touch) plus those the request
+ * needs fit under the limit. Segments mode: a free block of s's
  * pool, a free heap range s may use, a span of s that can grow into the
  * range after it, or room to reserve a segment holds it. (Free space in
  * other streams' spans is theirs: segments mode never moves it.) Returns

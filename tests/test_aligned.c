@@ -5,7 +5,9 @@
  * allocations and frees; each buffer starts at a multiple of its alignment,
  * carve_buffer_info reports its size and stream, carve_record_stream and
  * carve_free take it, nothing overlaps (host: bytes written and read back),
- * and carve_check holds after every step; at the end nothing is live.
+ * and carve_check holds after every step; at the end nothing is live. In
+ * virtual-memory mode the granules mapped for an aligned request that its
+ * buffer leaves are free memory with their stamps (granules_left, grid).
  */
 #include "test_util.h"
 
@@ -76,7 +78,64 @@ static void run(carve_backend be, const char *conf) {
     carve_arena_destroy(a);
 }
 
+/* Virtual-memory mode maps whole granules for size + align - 256 bytes and
+ * the buffer takes size of them: granules it leaves (a buffer ending on a
+ * granule, mapped one granule further) are free memory with a stamp like
+ * any other. Two 5 MiB buffers aligned to 16 KiB and 64 KiB left the second
+ * one's last mapped granule stamped after the pool's clock ("a run is
+ * stamped after its pool's clock"; after the frees "two runs share a
+ * stamp"; the expensive build aborted in carve_alloc_aligned). */
+static void granules_left(void) {
+    carve_arena *a = test_arena_conf(CARVE_BACKEND_VIRTUAL, 1, 0, 0, "vmm=1");
+    void *p = NULL, *q = NULL;
+    CHECK_OK(a, carve_alloc_aligned(a, (size_t)5 << 20, 16384, S1, &p));
+    CHECK_ARENA(a);
+    CHECK_OK(a, carve_alloc_aligned(a, (size_t)5 << 20, 65536, S1, &q));
+    CHECK_ARENA(a);
+    CHECK_OK(a, carve_free(a, p));
+    CHECK_ARENA(a);
+    CHECK_OK(a, carve_free(a, q));
+    CHECK_ARENA(a);
+    carve_arena_destroy(a);
+}
+
+/* Every alignment from 512 B to the granule times sizes around granule
+ * multiples, each on a fresh arena after a buffer that leaves the next
+ * one's place off any alignment, in both modes: carve_check after every
+ * call, after the frees and after the cache is given back. */
+static void grid(const char *conf) {
+    static const size_t sizes[] = {256, 4096, (size_t)1 << 20, (size_t)2 << 20, ((size_t)2 << 20) - 256,
+                                   ((size_t)2 << 20) + 256, (size_t)5 << 20, ((size_t)6 << 20) - 512,
+                                   (size_t)6 << 20, (size_t)9 << 20};
+    static const size_t lead[] = {256, 768, (size_t)5 << 20, ((size_t)2 << 20) - 256};
+    for (size_t align = 512; align <= ((size_t)2 << 20); align *= 2)
+        for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+            for (size_t k = 0; k < sizeof(lead) / sizeof(lead[0]); k++) {
+                carve_arena *a = test_arena_conf(CARVE_BACKEND_VIRTUAL, 1, 0, 0, conf);
+                void *l = NULL, *p = NULL, *q = NULL;
+                CHECK_OK(a, carve_alloc(a, lead[k], S1, &l));
+                CHECK_OK(a, carve_alloc_aligned(a, sizes[i], align, S1, &p));
+                CHECK(((uintptr_t)p & (align - 1)) == 0);
+                CHECK_ARENA(a);
+                CHECK_OK(a, carve_alloc_aligned(a, sizes[i], align, S1, &q));
+                CHECK(((uintptr_t)q & (align - 1)) == 0);
+                CHECK_ARENA(a);
+                CHECK_OK(a, carve_free(a, l));
+                CHECK_ARENA(a);
+                CHECK_OK(a, carve_free(a, p));
+                CHECK_ARENA(a);
+                CHECK_OK(a, carve_free(a, q));
+                CHECK_ARENA(a);
+                CHECK_OK(a, carve_empty_cache(a));
+                CHECK_ARENA(a);
+                carve_arena_destroy(a);
+            }
+}
+
 int main(void) {
+    granules_left();
+    grid("vmm=1");
+    grid("vmm=0");
     run(CARVE_BACKEND_HOST, "");
     run(CARVE_BACKEND_VIRTUAL, "");
     run(CARVE_BACKEND_VIRTUAL, "vmm=0");

@@ -96,6 +96,17 @@ static void starve_off(starve *v) {
     v->n = 0;
 }
 
+/* A second stream, once it has existed, makes the arena map granule by
+ * granule (vmm.c's map_pieces: larger mappings only while one stream
+ * exists): what it mapped is given back at once, so the counted calls that
+ * follow are the test's own. */
+static void map_granules(carve_arena *a) {
+    void *x = NULL;
+    CHECK_OK(a, carve_alloc(a, 256, (carve_stream)(uintptr_t)0x9000, &x));
+    CHECK_OK(a, carve_free(a, x));
+    CHECK_OK(a, carve_empty_cache(a));
+}
+
 /* ---- unmap_span ---- */
 
 /* records: the pool's spare block records left (SIZE_MAX: as many as it
@@ -105,6 +116,7 @@ static void starve_off(starve *v) {
 static void unmap_span_case(size_t records, carve_status want) {
     carve_arena *a = test_arena_conf(CARVE_BACKEND_VIRTUAL, 1, 0, 0, "vmm=1");
     const carve_stream s = (carve_stream)(uintptr_t)0x1000;
+    map_granules(a); /* 512 mappings, so that the third can be refused */
     void *p = NULL;
     CHECK_OK(a, carve_alloc(a, 1024 * MiB, s, &p));
     CHECK_OK(a, carve_free(a, p)); /* parked; empty_cache empties the span */
@@ -149,6 +161,39 @@ static void test_unmap_span_without_records(void) {
     unmap_span_case(SIZE_MAX, CARVE_ERR_BACKEND); /* records: the span cut around the refused granule */
 }
 
+/* One stream: 4 MiB, two granules, comes in as one mapping (the smallest
+ * larger one; a larger request comes in as pieces of its touched peak /
+ * CARVE_VMM_MAP_DIV: test_ledger), and a refused unmap keeps all of it,
+ * whole and usable. Refused twice (the trim's, then the span's as it
+ * goes back): the span stays and carve_empty_cache says why; refused once:
+ * the span's unmapping that follows takes it whole. */
+static void unmap_one_mapping_case(unsigned long refusals) {
+    carve_arena *a = test_arena_conf(CARVE_BACKEND_VIRTUAL, 1, 0, 0, "vmm=1");
+    void *p = NULL;
+    CHECK_OK(a, carve_alloc(a, 4 * MiB, NULL, &p));
+    CHECK(a->maps.n == 1 && a->maps.v[0].size == 4 * MiB);
+    CHECK_OK(a, carve_free(a, p));
+    carve_backend_faults_on(&a->be, a->be.faults.calls + 1, refusals, 0, CARVE_FAULT_RELEASE, CARVE_ERR_BACKEND);
+    CHECK_ST(a, carve_empty_cache(a), CARVE_ERR_BACKEND);
+    CHECK(strstr(carve_last_error(a), "injected") != NULL);
+    size_t left = refusals >= 2 ? 4 * MiB : 0; /* all of it or nothing: never a part */
+    CHECK(carve_memory_reserved(a) == left && a->maps.n == (left != 0));
+    CHECK_ARENA(a);
+    carve_backend_faults_off(&a->be);
+    CHECK_OK(a, carve_alloc(a, 4 * MiB, NULL, &p)); /* it serves again (mapped again where it went) */
+    CHECK(carve_memory_reserved(a) == 4 * MiB);
+    CHECK_OK(a, carve_free(a, p));
+    CHECK_OK(a, carve_empty_cache(a));
+    CHECK(carve_memory_reserved(a) == 0 && a->maps.n == 0);
+    CHECK_ARENA(a);
+    carve_arena_destroy(a);
+}
+
+static void test_unmap_span_one_mapping(void) {
+    unmap_one_mapping_case(1);
+    unmap_one_mapping_case(2);
+}
+
 /* ---- empty_cache without records ----
  *
  * A free 1 GiB block inside a span that still holds a live buffer, its
@@ -158,6 +203,7 @@ static void test_unmap_span_without_records(void) {
 static void test_empty_cache_without_records(void) {
     carve_arena *a = test_arena_conf(CARVE_BACKEND_VIRTUAL, 1, 0, 0, "vmm=1");
     const carve_stream s = (carve_stream)(uintptr_t)0x1000;
+    map_granules(a); /* (q below lands in p's granules: one mapping of p would keep all of them) */
     void *p = NULL, *q = NULL;
     CHECK_OK(a, carve_alloc(a, 1024 * MiB, s, &p));
     CHECK_OK(a, carve_alloc(a, 256, s, &q)); /* keeps the span */
@@ -315,6 +361,7 @@ static void test_sweep(void) {
 
 int main(void) {
     test_unmap_span_without_records();
+    test_unmap_span_one_mapping();
     test_empty_cache_without_records();
     test_refused_release_keeps_segment();
     test_sweep();

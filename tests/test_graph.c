@@ -19,7 +19,18 @@
  *    freed as by carve_free: no event is recorded on the capturing stream
  *    (once refused with CARVE_ERR_BACKEND, the buffer then unfreeable).
  *  - The routing calls' refusals.
+ *  - A capture underway on one stream of the arena (S3, standing for a
+ *    capture another thread makes) while other streams go on: carve
+ *    neither synchronizes the device nor gives memory back to the driver
+ *    (the backend counts each as a broken capture, as a real one breaks),
+ *    and no allocation, free or carve_empty_cache fails for it; a graph
+ *    pool's release, which must synchronize, is refused until the capture
+ *    ends; carve_arena_destroy waits for the capture to end.
  */
+#include <pthread.h>
+#include <time.h>
+
+#include "engine/types.h"
 #include "test_util.h"
 
 #define S1 ((carve_stream)(uintptr_t)0x1000)
@@ -209,6 +220,75 @@ static void test_own_stream_in_capture(carve_backend backend, const char *conf) 
     carve_arena_destroy(a);
 }
 
+typedef struct {
+    carve_arena *a;
+    int destroying;             /* atomic */
+    unsigned long broken_then;  /* the backend's broken captures when the capture ended */
+} ender;
+
+/* Ends S3's capture once the main thread is inside carve_arena_destroy. */
+static void *end_capture_later(void *arg) {
+    ender *e = arg;
+    while (!__atomic_load_n(&e->destroying, __ATOMIC_ACQUIRE))
+        nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+    nanosleep(&(struct timespec){.tv_nsec = 20000000}, NULL); /* destroy is waiting by now */
+    e->broken_then = __atomic_load_n(&e->a->be.sim_broken_captures, __ATOMIC_RELAXED);
+    /* The capture ends: the mark goes with one store, since the arena may
+     * be gone right after it (carve_sim_set_capturing, which takes the
+     * arena's lock, must not race with its destruction). */
+    __atomic_store_n(&e->a->be.sim_ncapturing, 0, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+static void test_capture_elsewhere(carve_backend backend, const char *conf) {
+    carve_arena *a = test_arena_conf(backend, 1, 0, LIMIT, conf);
+    void *p, *q[64];
+    CHECK_OK(a, carve_alloc(a, 1000, S3, &p)); /* S3 is one of the arena's streams */
+    CHECK_OK(a, carve_free(a, p));
+    CHECK_OK(a, carve_sim_set_capturing(a, S3, 1));
+    carve_stats s0, s1;
+    CHECK_OK(a, carve_get_stats(a, &s0));
+    for (int k = 0; k < 3; k++) { /* growth, frees, the cache emptied */
+        CHECK_OK(a, carve_alloc(a, 8 * MiB, S1, &p));
+        CHECK_OK(a, carve_alloc(a, 3 * MiB, S2, &q[0]));
+        CHECK_OK(a, carve_free(a, p));
+        CHECK_OK(a, carve_free_on_stream(a, q[0], S1));
+        size_t held = carve_memory_reserved(a);
+        CHECK_OK(a, carve_empty_cache(a));
+        CHECK(carve_memory_reserved(a) == held); /* kept until a call after the capture */
+    }
+    carve_graph_pool *g;
+    CHECK_OK(a, carve_graph_pool_create(a, &g));
+    CHECK_OK(a, carve_graph_pool_begin(a, g, S1));
+    CHECK(step(a, S1, NULL, NULL));
+    CHECK_OK(a, carve_graph_pool_end(a, g, S1));
+    CHECK_ST(a, carve_graph_pool_release(a, g), CARVE_ERR_BACKEND); /* it would synchronize */
+    CHECK(strstr(carve_last_error(a), "capture") != NULL);
+    int n = 0; /* the out-of-memory path: reclaims, waits for nothing */
+    while (n < 64 && carve_alloc(a, 4 * MiB, S2, &q[n]) == CARVE_OK)
+        n++;
+    CHECK(n > 0 && n < 64);
+    for (int i = 0; i < n; i++)
+        CHECK_OK(a, carve_free(a, q[i]));
+    CHECK_OK(a, carve_get_stats(a, &s1));
+    CHECK(s1.num_backend_frees == s0.num_backend_frees); /* nothing went back to the driver */
+    CHECK(a->be.sim_broken_captures == 0);              /* nor was the device synchronized */
+    CHECK_ARENA(a);
+    CHECK_OK(a, carve_sim_set_capturing(a, S3, 0));
+    CHECK_OK(a, carve_graph_pool_release(a, g)); /* after the capture */
+    CHECK_OK(a, carve_empty_cache(a));
+    CHECK(carve_memory_reserved(a) == 0);
+    CHECK_OK(a, carve_alloc(a, 8 * MiB, S1, &p)); /* destroyed with memory held, while S3 is captured */
+    CHECK_OK(a, carve_sim_set_capturing(a, S3, 1));
+    ender e = {.a = a};
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, end_capture_later, &e) == 0);
+    __atomic_store_n(&e.destroying, 1, __ATOMIC_RELEASE);
+    carve_arena_destroy(a);
+    pthread_join(t, NULL);
+    CHECK(e.broken_then == 0);
+}
+
 int main(void) {
     test_graph_pool(CARVE_BACKEND_HOST, "");
     test_graph_pool(CARVE_BACKEND_VIRTUAL, "");
@@ -220,5 +300,8 @@ int main(void) {
     test_own_stream_in_capture(CARVE_BACKEND_VIRTUAL, "");
     test_own_stream_in_capture(CARVE_BACKEND_VIRTUAL, "vmm=0");
     test_refusals();
+    test_capture_elsewhere(CARVE_BACKEND_HOST, "");
+    test_capture_elsewhere(CARVE_BACKEND_VIRTUAL, "");
+    test_capture_elsewhere(CARVE_BACKEND_VIRTUAL, "vmm=0");
     return test_finish();
 }

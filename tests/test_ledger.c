@@ -14,6 +14,7 @@
  * released exactly once and every count equals the engine's.
  */
 #include "backend/driver_costs.h"
+#include "engine/types.h"
 #include "test_util.h"
 
 #define MiB ((size_t)1 << 20)
@@ -39,11 +40,14 @@ static double model(const carve_stats *s) {
 static void check_agrees(const carve_stats *s, int vmm) {
     if (vmm) {
         uint64_t reserves = s->driver_calls[CARVE_DRV_RESERVE];
-        CHECK(s->driver_calls[CARVE_DRV_MAP] + reserves == s->num_backend_allocs);
+        /* The engine counts granules; a mapping may hold several. */
+        CHECK(s->driver_bytes[CARVE_DRV_MAP] / G + reserves == s->num_backend_allocs);
+        CHECK(s->driver_bytes[CARVE_DRV_MAP] % G == 0 && s->driver_bytes[CARVE_DRV_UNMAP] % G == 0);
         CHECK(s->driver_mappings[CARVE_DRV_MAP] == s->driver_calls[CARVE_DRV_MAP]);
         CHECK(s->driver_mappings[CARVE_DRV_ACCESS] == s->driver_calls[CARVE_DRV_MAP]);
-        CHECK(s->driver_bytes[CARVE_DRV_MAP] == s->driver_calls[CARVE_DRV_MAP] * G);
-        CHECK(s->driver_mappings[CARVE_DRV_UNMAP] + s->driver_calls[CARVE_DRV_UNRESERVE] == s->num_backend_frees);
+        CHECK(s->driver_bytes[CARVE_DRV_ACCESS] == s->driver_bytes[CARVE_DRV_MAP]);
+        CHECK(s->driver_mappings[CARVE_DRV_UNMAP] == s->driver_calls[CARVE_DRV_UNMAP]);
+        CHECK(s->driver_bytes[CARVE_DRV_UNMAP] / G + s->driver_calls[CARVE_DRV_UNRESERVE] == s->num_backend_frees);
         CHECK(s->driver_calls[CARVE_DRV_MALLOC] == 0 && s->driver_calls[CARVE_DRV_FREE] == 0);
     } else {
         CHECK(s->driver_calls[CARVE_DRV_MALLOC] == s->num_backend_allocs);
@@ -87,73 +91,171 @@ static void test_names_and_table(void) {
     }
 }
 
+/* What one commit of `granules` granules as `mappings` mappings costs by
+ * the table: a cuMemCreate, cuMemMap and cuMemRelease a mapping, one
+ * cuMemSetAccess over them all. */
+static uint64_t cost_of(size_t mappings, size_t granules) {
+    const carve_driver_cost *c = carve_driver_costs;
+    uint64_t mib = 2 * granules;
+    return mappings * (c[CARVE_DRV_CREATE].per_call_ns + c[CARVE_DRV_MAP].per_call_ns +
+                       c[CARVE_DRV_MAP].per_mapping_ns + c[CARVE_DRV_RELEASE].per_call_ns +
+                       c[CARVE_DRV_ACCESS].per_mapping_ns) +
+           c[CARVE_DRV_ACCESS].per_call_ns +
+           mib * (c[CARVE_DRV_CREATE].per_mib_ns + c[CARVE_DRV_MAP].per_mib_ns + c[CARVE_DRV_RELEASE].per_mib_ns +
+                  c[CARVE_DRV_ACCESS].per_mib_ns);
+}
+
+static uint64_t events_of(const carve_stats *s) {
+    const carve_driver_cost *c = carve_driver_costs;
+    return s->driver_calls[CARVE_DRV_EVENT_RECORD] * c[CARVE_DRV_EVENT_RECORD].per_call_ns +
+           s->driver_calls[CARVE_DRV_EVENT_QUERY] * c[CARVE_DRV_EVENT_QUERY].per_call_ns;
+}
+
+/* One stream, room at the end of its region: what a request covers whole
+ * comes in as mappings of at most the stream's touched peak (with the
+ * request) / CARVE_VMM_MAP_DIV, two granules at least, and the rest of it
+ * as one more; a granule it covers in part (which the next buffer shares)
+ * as one of its own. */
 static void test_map_sequence(void) {
     carve_arena *a = test_arena_conf(CARVE_BACKEND_VIRTUAL, 1, 0, 0, "vmm=1");
     carve_stats s0 = stats(a);
     CHECK(s0.driver_calls[CARVE_DRV_RESERVE] == 1); /* the arena's address space */
     CHECK(s0.driver_calls[CARVE_DRV_CREATE] == 0 && s0.driver_model_ns == carve_driver_costs[CARVE_DRV_RESERVE].per_call_ns);
-    void *p;
-    CHECK_OK(a, carve_alloc(a, 5 * MiB, NULL, &p)); /* 3 granules, one run */
+    void *p, *q;
+    /* 3 granules, all whole, in pieces of two: one mapping of 2, then the
+     * granule left (two commits, so two cuMemSetAccess) */
+    CHECK_OK(a, carve_alloc(a, 6 * MiB, NULL, &p));
     carve_stats s = stats(a);
-    CHECK(s.driver_calls[CARVE_DRV_CREATE] == 3 && s.driver_bytes[CARVE_DRV_CREATE] == 3 * G);
-    CHECK(s.driver_calls[CARVE_DRV_MAP] == 3 && s.driver_mappings[CARVE_DRV_MAP] == 3);
-    CHECK(s.driver_calls[CARVE_DRV_RELEASE] == 3); /* each handle let go once mapped */
-    CHECK(s.driver_calls[CARVE_DRV_ACCESS] == 1 && s.driver_mappings[CARVE_DRV_ACCESS] == 3);
+    CHECK(s.driver_calls[CARVE_DRV_CREATE] == 2 && s.driver_bytes[CARVE_DRV_CREATE] == 3 * G);
+    CHECK(s.driver_calls[CARVE_DRV_MAP] == 2 && s.driver_mappings[CARVE_DRV_MAP] == 2);
+    CHECK(s.driver_calls[CARVE_DRV_RELEASE] == 2); /* each handle let go once mapped */
+    CHECK(s.driver_calls[CARVE_DRV_ACCESS] == 2 && s.driver_mappings[CARVE_DRV_ACCESS] == 2);
     CHECK(s.driver_bytes[CARVE_DRV_ACCESS] == 3 * G);
     CHECK(s.driver_calls[CARVE_DRV_UNMAP] == 0 && s.driver_calls[CARVE_DRV_RETAIN] == 0);
+    CHECK(a->maps.n == 1 && a->maps.v[0].size == 2 * G);
     check_agrees(&s, 1);
-    /* The table's cost of mapping 3 granules in one run, by hand. */
-    const carve_driver_cost *c = carve_driver_costs;
-    uint64_t want = c[CARVE_DRV_RESERVE].per_call_ns +
-                    3 * (c[CARVE_DRV_CREATE].per_call_ns + 2 * c[CARVE_DRV_CREATE].per_mib_ns) +
-                    3 * (c[CARVE_DRV_MAP].per_call_ns + c[CARVE_DRV_MAP].per_mapping_ns + 2 * c[CARVE_DRV_MAP].per_mib_ns) +
-                    3 * (c[CARVE_DRV_RELEASE].per_call_ns + 2 * c[CARVE_DRV_RELEASE].per_mib_ns) +
-                    c[CARVE_DRV_ACCESS].per_call_ns + 3 * c[CARVE_DRV_ACCESS].per_mapping_ns +
-                    6 * c[CARVE_DRV_ACCESS].per_mib_ns;
-    uint64_t events = s.driver_calls[CARVE_DRV_EVENT_RECORD] * c[CARVE_DRV_EVENT_RECORD].per_call_ns +
-                      s.driver_calls[CARVE_DRV_EVENT_QUERY] * c[CARVE_DRV_EVENT_QUERY].per_call_ns;
-    CHECK(s.driver_model_ns == want + events);
-    /* Freed and unmapped by carve_empty_cache: no recycle window, one
-     * cuMemUnmap per granule (3 mappings), no handle kept. */
+    CHECK(s.driver_model_ns ==
+          carve_driver_costs[CARVE_DRV_RESERVE].per_call_ns + cost_of(1, 2) + cost_of(1, 1) + events_of(&s));
+    /* 5 MiB after it: granules 3 and 4 whole (one mapping), 5 in part (one
+     * of its own), in one commit: one cuMemSetAccess over both. */
+    CHECK_OK(a, carve_alloc(a, 5 * MiB, NULL, &q));
+    CHECK((char *)q == (char *)p + 6 * MiB);
+    s = stats(a);
+    CHECK(s.driver_calls[CARVE_DRV_CREATE] == 4 && s.driver_bytes[CARVE_DRV_CREATE] == 6 * G);
+    CHECK(s.driver_calls[CARVE_DRV_MAP] == 4 && s.driver_calls[CARVE_DRV_ACCESS] == 3);
+    CHECK(s.driver_mappings[CARVE_DRV_ACCESS] == 4 && s.driver_calls[CARVE_DRV_RELEASE] == 4);
+    CHECK(a->maps.n == 2 && a->maps.v[1].size == 2 * G);
+    check_agrees(&s, 1);
+    CHECK(s.driver_model_ns == carve_driver_costs[CARVE_DRV_RESERVE].per_call_ns + cost_of(1, 2) + cost_of(1, 1) +
+                                   cost_of(2, 3) + events_of(&s));
+    /* The same granule by granule, as the mode mapped before: 6 mappings,
+     * over 1.5 times the driver time (the cost is per mapping). */
+    CHECK(3 * (cost_of(1, 3) + cost_of(2, 3)) < 2 * (cost_of(3, 3) + cost_of(3, 3)));
+    /* Freed and unmapped by carve_empty_cache: whole mappings, one
+     * cuMemUnmap each (4), no handle kept. */
+    CHECK_OK(a, carve_free(a, p));
+    CHECK_OK(a, carve_free(a, q));
+    CHECK_OK(a, carve_empty_cache(a));
+    s = stats(a);
+    CHECK(s.driver_calls[CARVE_DRV_UNMAP] == 4 && s.driver_mappings[CARVE_DRV_UNMAP] == 4);
+    CHECK(s.driver_bytes[CARVE_DRV_UNMAP] == 6 * G);
+    CHECK(s.driver_calls[CARVE_DRV_RETAIN] == 0 && s.driver_calls[CARVE_DRV_RELEASE] == 4);
+    CHECK(s.driver_calls[CARVE_DRV_DEVICE_SYNC] == 1); /* empty_cache synchronizes */
+    CHECK(s.reserved_bytes == 0 && a->maps.n == 0);
+    check_agrees(&s, 1);
+    carve_arena_destroy(a);
+}
+
+/* The size of a mapping follows the touched peak: 1030 MiB first (515
+ * granules, all whole, the peak with it) comes in as pieces of 515 / 128 = 4
+ * granules, 128 of them in one commit, and the 3 granules left as one
+ * mapping in a second; freed, each goes whole. */
+static void test_map_cap(void) {
+    carve_arena *a = test_arena_conf(CARVE_BACKEND_VIRTUAL, 1, 0, 0, "vmm=1");
+    carve_stats s0 = stats(a);
+    void *p;
+    CHECK_OK(a, carve_alloc(a, 1030 * MiB, NULL, &p));
+    carve_stats s = stats(a);
+    CHECK(s.driver_calls[CARVE_DRV_CREATE] - s0.driver_calls[CARVE_DRV_CREATE] == 129);
+    CHECK(s.driver_bytes[CARVE_DRV_CREATE] - s0.driver_bytes[CARVE_DRV_CREATE] == 515 * G);
+    CHECK(s.driver_calls[CARVE_DRV_MAP] - s0.driver_calls[CARVE_DRV_MAP] == 129);
+    CHECK(s.driver_calls[CARVE_DRV_ACCESS] - s0.driver_calls[CARVE_DRV_ACCESS] == 2);
+    CHECK(s.driver_mappings[CARVE_DRV_ACCESS] - s0.driver_mappings[CARVE_DRV_ACCESS] == 129);
+    CHECK(a->maps.n == 129 && a->maps.v[0].size == 4 * G && a->maps.v[127].size == 4 * G &&
+          a->maps.v[128].size == 3 * G);
+    CHECK(s.driver_model_ns - s0.driver_model_ns == cost_of(128, 512) + cost_of(1, 3) + events_of(&s) - events_of(&s0));
+    check_agrees(&s, 1);
     CHECK_OK(a, carve_free(a, p));
     CHECK_OK(a, carve_empty_cache(a));
     s = stats(a);
-    CHECK(s.driver_calls[CARVE_DRV_UNMAP] == 3 && s.driver_mappings[CARVE_DRV_UNMAP] == 3);
-    CHECK(s.driver_bytes[CARVE_DRV_UNMAP] == 3 * G);
-    CHECK(s.driver_calls[CARVE_DRV_RETAIN] == 0 && s.driver_calls[CARVE_DRV_RELEASE] == 3);
-    CHECK(s.driver_calls[CARVE_DRV_DEVICE_SYNC] == 1); /* empty_cache synchronizes */
+    CHECK(s.driver_calls[CARVE_DRV_UNMAP] == 129 && s.driver_bytes[CARVE_DRV_UNMAP] == 515 * G);
+    CHECK(s.reserved_bytes == 0 && a->maps.n == 0);
+    check_agrees(&s, 1);
+    carve_arena_destroy(a);
+}
+
+/* Several streams: every mapping one granule (memory moves between streams
+ * in granules), one cuMemSetAccess over a run. */
+static void test_map_granules(void) {
+    carve_arena *a = test_arena_conf(CARVE_BACKEND_VIRTUAL, 1, 0, 0, "vmm=1");
+    void *x, *p;
+    CHECK_OK(a, carve_alloc(a, 256, (carve_stream)(uintptr_t)0x100, &x)); /* a second stream */
+    carve_stats s0 = stats(a);
+    CHECK_OK(a, carve_alloc(a, 6 * MiB, NULL, &p));
+    carve_stats s = stats(a);
+    CHECK(s.driver_calls[CARVE_DRV_CREATE] - s0.driver_calls[CARVE_DRV_CREATE] == 3);
+    CHECK(s.driver_calls[CARVE_DRV_MAP] - s0.driver_calls[CARVE_DRV_MAP] == 3);
+    CHECK(s.driver_calls[CARVE_DRV_ACCESS] - s0.driver_calls[CARVE_DRV_ACCESS] == 1);
+    CHECK(s.driver_mappings[CARVE_DRV_ACCESS] - s0.driver_mappings[CARVE_DRV_ACCESS] == 3);
+    CHECK(a->maps.n == 0);
+    check_agrees(&s, 1);
+    CHECK_OK(a, carve_free(a, p));
+    CHECK_OK(a, carve_free(a, x));
+    CHECK_OK(a, carve_empty_cache(a));
+    s = stats(a);
+    CHECK(s.driver_mappings[CARVE_DRV_UNMAP] == s.driver_mappings[CARVE_DRV_MAP] && s.reserved_bytes == 0);
     check_agrees(&s, 1);
     carve_arena_destroy(a);
 }
 
 /* Remapping at the limit: the granules unmapped to make room are unmapped
  * inside a recycle window, so their handles come back (one
- * cuMemRetainAllocationHandle each) and back the new mappings instead of new
- * cuMemCreate calls. */
+ * cuMemRetainAllocationHandle each) and back new granule mappings instead
+ * of new cuMemCreate calls; a larger mapping needs a handle of its size. */
 static void test_recycle(void) {
     carve_arena *a = test_arena_conf(CARVE_BACKEND_VIRTUAL, 1, 0, 10 * MiB, "vmm=1");
-    void *x, *y, *z, *w;
-    CHECK_OK(a, carve_alloc(a, 2 * MiB, NULL, &x)); /* granule 0 */
-    CHECK_OK(a, carve_alloc(a, 4 * MiB, NULL, &y)); /* granules 1-2 */
-    CHECK_OK(a, carve_alloc(a, 256, NULL, &z));     /* granule 3 */
-    CHECK_OK(a, carve_free(a, y));
+    void *x, *y1, *y2, *z, *w;
+    CHECK_OK(a, carve_alloc(a, 2 * MiB, NULL, &x));  /* granule 0 */
+    CHECK_OK(a, carve_alloc(a, 2 * MiB, NULL, &y1)); /* granule 1 */
+    CHECK_OK(a, carve_alloc(a, 2 * MiB, NULL, &y2)); /* granule 2 */
+    CHECK_OK(a, carve_alloc(a, 256, NULL, &z));      /* granule 3 */
+    CHECK_OK(a, carve_free(a, y1));
+    CHECK_OK(a, carve_free(a, y2));
     carve_stats s0 = stats(a);
     CHECK(s0.driver_calls[CARVE_DRV_CREATE] == 4 && s0.driver_calls[CARVE_DRV_UNMAP] == 0);
+    CHECK(a->maps.n == 0); /* each came in alone */
     /* 6 MiB fit only past z (granules 4-6): 7 granules would pass the limit
-     * of 5, so the 2 free ones are unmapped to map these. */
+     * of 5, so the 2 free ones are unmapped to map these: granules 4-5,
+     * which it covers whole, as one mapping (a new handle), and granule 6,
+     * which it covers in part, on a kept handle. */
     CHECK_OK(a, carve_alloc(a, 6 * MiB, NULL, &w));
     carve_stats s = stats(a);
     check_agrees(&s, 1);
     CHECK(s.reserved_bytes == 10 * MiB);
     CHECK(s.driver_calls[CARVE_DRV_UNMAP] == 2 && s.driver_calls[CARVE_DRV_RETAIN] == 2);
-    CHECK(s.driver_calls[CARVE_DRV_MAP] == 7);
-    CHECK(s.driver_calls[CARVE_DRV_CREATE] == 5); /* 2 of the 3 new mappings on kept handles */
+    CHECK(s.driver_calls[CARVE_DRV_MAP] == 6 && s.driver_bytes[CARVE_DRV_MAP] == 7 * G);
+    CHECK(s.driver_calls[CARVE_DRV_CREATE] == 5); /* 1 of the 2 new mappings on a kept handle */
+    CHECK(a->maps.n == 1 && a->maps.v[0].size == 2 * G);
     /* Every handle created or taken back was let go exactly once, and no
      * window is open now. */
     CHECK(s.driver_calls[CARVE_DRV_RELEASE] == s.driver_calls[CARVE_DRV_CREATE] + s.driver_calls[CARVE_DRV_RETAIN]);
     CHECK_OK(a, carve_free(a, x));
     CHECK_OK(a, carve_free(a, z));
     CHECK_OK(a, carve_free(a, w));
+    CHECK_OK(a, carve_empty_cache(a));
+    s = stats(a);
+    CHECK(s.reserved_bytes == 0 && a->maps.n == 0);
+    check_agrees(&s, 1);
     CHECK_ARENA(a);
     carve_arena_destroy(a);
 }
@@ -230,6 +332,8 @@ static void test_churn(void) {
 int main(void) {
     test_names_and_table();
     test_map_sequence();
+    test_map_cap();
+    test_map_granules();
     test_recycle();
     test_segments();
     test_churn();

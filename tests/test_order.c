@@ -29,12 +29,16 @@
  *     another's without the driver (alloc.c's vmm_adopt) only once a
  *     completed fence of the giving stream covers them: before, the taking
  *     stream maps fresh memory; after, it takes them.
+ *  8. A graph pool released while a launch is queued.
+ *  9. Both modes: a buffer also used on the legacy stream, freed while
+ *     another thread captures a blocking stream, answered CARVE_ERR_BACKEND
+ *     and stayed live; now it is freed and waits until the capture is over.
  */
 #include <pthread.h>
 #include <time.h>
 
 #include "backend/faults.h"
-#include "engine/types.h"
+#include "engine/pool.h"
 #include "event_model.h"
 #include "test_util.h"
 
@@ -523,6 +527,91 @@ static void case8(void) {
     em_destroy(m);
 }
 
+/* Case 9: buffers used on more streams than their own, freed while another
+ * thread captures a blocking stream (S3 marked captured). p and r were also
+ * used on the legacy stream, q on S3 itself. carve_free(p) answered
+ * CARVE_ERR_BACKEND (no event may be recorded on the legacy stream during
+ * that capture) and p stayed live for good; so did r, freed with
+ * carve_free_on_stream naming S2, and q. Now each free succeeds and the
+ * memory waits, for its own stream too: p and r until an event recorded on
+ * the legacy stream after the capture completes, q (its stream may be
+ * destroyed after the capture: nothing is recorded on it later) until a
+ * device synchronization made after the capture. The model fails the test
+ * where carve hands memory out while its last use is queued, records on
+ * the legacy stream or S3 during the capture, or synchronizes then.
+ * carve_free_on_stream naming the captured stream is still refused. */
+static size_t pending_on(carve_arena *a, carve_stream s) {
+    carve_pool *p = carve_pool_find(a, s);
+    return p ? p->npending : 0;
+}
+
+static void case9(const char *conf) {
+    carve_arena *a = arena(conf);
+    em_model *m = em_attach(a);
+    const size_t n = 4 * MiB;
+    void *p = alloc_on(m, a, n, S1), *r = alloc_on(m, a, n, S1), *q = alloc_on(m, a, n, S2);
+    void *x = alloc_on(m, a, n, S1);
+    CHECK_OK(a, carve_record_stream(a, p, NULL));
+    em_record_stream(m, p, NULL);
+    CHECK_OK(a, carve_record_stream(a, r, NULL));
+    em_record_stream(m, r, NULL);
+    CHECK_OK(a, carve_record_stream(a, q, S3));
+    em_record_stream(m, q, S3);
+    CHECK_OK(a, carve_sim_set_capturing(a, S3, 1)); /* another thread's capture */
+    unsigned long legacy0 = em_records_on(m, NULL);
+    free_it(m, a, p);
+    em_record_stream(m, r, S2);
+    em_freeing(m, r);
+    CHECK_OK(a, carve_free_on_stream(a, r, S2));
+    free_it(m, a, q);
+    CHECK_ST(a, carve_free_on_stream(a, x, S3), CARVE_ERR_BACKEND); /* the stream named is captured */
+    CHECK_OK(a, carve_buffer_info(a, x, NULL, NULL));              /* x stays live */
+    CHECK(em_records_on(m, NULL) == legacy0 && em_records_on(m, S3) == 0);
+    CHECK(pending_on(a, S1) == 2 && pending_on(a, S2) == 1);
+    /* During the capture nothing of p, r or q is handed out, whatever the
+     * stream (the model has not run their last uses either). */
+    void *y[4];
+    for (int i = 0; i < 4; i++) {
+        y[i] = alloc_on(m, a, n, i & 1 ? S2 : S1);
+        CHECK(!overlap(y[i], n, p, n) && !overlap(y[i], n, r, n) && !overlap(y[i], n, q, n));
+    }
+    CHECK_OK(a, carve_empty_cache(a)); /* no synchronization now */
+    CHECK(pending_on(a, S1) == 2 && pending_on(a, S2) == 1);
+    CHECK_ARENA(a);
+    em_check_stats(m);
+    /* The capture ends: the next allocation on S1 records the legacy
+     * stream's events; their work is still queued, so nothing is reused. */
+    CHECK_OK(a, carve_sim_set_capturing(a, S3, 0));
+    void *z = alloc_on(m, a, n, S1);
+    CHECK(em_records_on(m, NULL) > legacy0); /* p's at least (r's waits behind it) */
+    CHECK(!overlap(z, n, p, n) && !overlap(z, n, r, n));
+    CHECK(pending_on(a, S1) == 2);
+    /* The legacy stream's and S2's work done: p and r come back to S1. */
+    em_advance(m, NULL, em_queued(m, NULL));
+    em_advance(m, S2, em_queued(m, S2));
+    void *w = alloc_on(m, a, n, S1);
+    CHECK(pending_on(a, S1) == 0);
+    CHECK(overlap(w, n, p, n) || overlap(w, n, r, n));
+    /* q waits for a synchronization, S3's work done or not. */
+    em_advance(m, S3, em_queued(m, S3));
+    void *v = alloc_on(m, a, n, S2);
+    CHECK(pending_on(a, S2) == 1 && !overlap(v, n, q, n));
+    CHECK(em_records_on(m, S3) == 0);
+    CHECK_OK(a, carve_empty_cache(a));
+    CHECK(pending_on(a, S2) == 0);
+    CHECK_ARENA(a);
+    em_check_stats(m);
+    for (int i = 0; i < 4; i++)
+        free_it(m, a, y[i]);
+    free_it(m, a, x);
+    free_it(m, a, z);
+    free_it(m, a, w);
+    free_it(m, a, v);
+    CHECK(em_violations(m) == 0);
+    CHECK(a->be.sim_broken_captures == 0);
+    em_destroy(m);
+}
+
 /* A request that fits must succeed; where it fails, the oracle must name
  * why. The two sequences that once gave false out-of-memory answers (the
  * default mode's address space, the pool's search giving up) succeed. */
@@ -604,6 +693,9 @@ int main(void) {
     case7();
     printf("case 8 (a graph pool released while a launch is queued)\n");
     case8();
+    printf("case 9 (frees during another thread's capture)\n");
+    case9("limit=64MiB");
+    case9("vmm=0,limit=64MiB");
     printf("the oracle's out-of-memory judgement\n");
     oracle_oom();
     oracle_false_oom();

@@ -3,8 +3,9 @@
  * before it.
  *
  * In the default (virtual-memory) mode that is whenever the granules live
- * buffers touch plus the granules the request needs fit under the limit:
- * address space is never what runs out. In segments mode it is whenever a
+ * buffers touch (with the whole of every mapping larger than a granule
+ * they touch: the driver unmaps whole mappings only) plus the granules the
+ * request needs fit under the limit: address space is never what runs out. In segments mode it is whenever a
  * free range of whole granules holds the request (or one of the stream's own
  * free blocks does), once the out-of-memory path has synchronized the device
  * and every stream has given back what it caches, the free room inside its
@@ -20,6 +21,7 @@
 #include <pthread.h>
 
 #include "engine/reclaim.h"
+#include "engine/types.h"
 #include "test_util.h"
 
 #define KiB ((size_t)1 << 10)
@@ -106,7 +108,7 @@ static void test_room_reclaim(void) {
     CHECK_OK(a, carve_alloc(a, 60 * MiB, s1, &big));
     CHECK_OK(a, carve_alloc(a, 1 * MiB, s1, &hi));
     CHECK_OK(a, carve_free(a, big));
-    CHECK_OK(a, carve_reclaim(a, CARVE_RECLAIM_WAIT | CARVE_RECLAIM_ROOM));
+    CHECK_OK(a, carve_reclaim(a, CARVE_RECLAIM_WAIT | CARVE_RECLAIM_ROOM, NULL));
     CHECK_ARENA(a);
     CHECK_OK(a, carve_alloc(a, 60 * MiB, s2, &other));
     carve_stats s;
@@ -334,9 +336,33 @@ static size_t touched(const history *h, unsigned char *mark, size_t nmark, uintp
     return t;
 }
 
+/* The granules of every mapping larger than a granule (engine/maps.h)
+ * that a marked granule lies in, marked too; the count of those newly
+ * marked. The driver unmaps whole mappings only: a live buffer keeps all
+ * of its mapping mapped. */
+static size_t pinned(const history *h, unsigned char *mark, size_t nmark, uintptr_t base) {
+    carve_maps *m = &h->a->maps;
+    size_t t = 0;
+    carve_mutex_lock(&m->lock);
+    for (size_t i = 0; i < m->n; i++) {
+        uintptr_t g0 = m->v[i].addr / G, g1 = (m->v[i].addr + m->v[i].size) / G;
+        int held = 0;
+        for (uintptr_t g = g0; g < g1 && !held; g++)
+            held = g >= base / G && g - base / G < nmark && mark[g - base / G];
+        for (uintptr_t g = g0; g < g1 && held; g++)
+            if (g >= base / G && g - base / G < nmark && !mark[g - base / G]) {
+                mark[g - base / G] = 1;
+                t++;
+            }
+    }
+    carve_mutex_unlock(&m->lock);
+    return t;
+}
+
 /* Whether the request of size bytes must succeed. Default mode: the
- * granules live buffers touch and the granules it needs fit under the
- * limit (addresses: any; the arena reserves address space as it needs).
+ * granules live buffers touch, with the whole of every larger mapping they
+ * touch, and the granules it needs fit under the limit (addresses: any;
+ * the arena reserves address space as it needs).
  * Segments mode: a run of free whole granules of the block holds it. */
 static int must_fit(const history *h, size_t size) {
     size_t rs = (size + 255) / 256 * 256, need = (rs + G - 1) / G, nmark;
@@ -355,8 +381,12 @@ static int must_fit(const history *h, size_t size) {
             if (nmark > sizeof(mark)) { /* too spread out to mark: count per buffer (an upper bound) */
                 for (size_t i = 0; i < h->n; i++)
                     t += granules(h->bufs[i].addr, h->bufs[i].size);
+                carve_mutex_lock(&h->a->maps.lock); /* and every larger mapping whole */
+                for (size_t i = 0; i < h->a->maps.n; i++)
+                    t += h->a->maps.v[i].size / G;
+                carve_mutex_unlock(&h->a->maps.lock);
             } else {
-                t = touched(h, mark, nmark, lo / G * G);
+                t = touched(h, mark, nmark, lo / G * G) + pinned(h, mark, nmark, lo / G * G);
             }
         }
         return t + need <= h->limit / G;

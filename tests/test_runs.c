@@ -15,7 +15,9 @@
  * the FREE blocks. Every few steps a trim is asked for, with random kept
  * ranges and a random limit on the stamps the device is done with, and the
  * granules it unmaps must be exactly the reference's longest unused among
- * those allowed. carve_check passes after every step. CARVE_TEST_RUNS_STEPS
+ * those allowed, where a granule of a mapping larger than a granule
+ * (engine/maps.h: untouched room comes in as one) is allowed only with all
+ * of it, and goes with all of it. carve_check passes after every step. CARVE_TEST_RUNS_STEPS
  * sets the steps (default 3000).
  */
 #include "engine/pool.h"
@@ -37,6 +39,7 @@ static uint64_t stamp[MAXG];
 static uint64_t clock_;
 static unsigned char mapped[MAXG];
 static uintptr_t base;
+static size_t whole_extra, whole_maps; /* granules trims took past want as whole larger mappings; those seen */
 
 typedef struct live {
     uintptr_t addr;
@@ -133,31 +136,65 @@ static void trim_case(carve_arena *a, carve_pool *p, test_rng *r) {
     }
     int use_keep = (int)test_rng_below(r, 2);
     uint64_t done = clock_ - test_rng_below(r, clock_ / 4 + 1);
+    static unsigned char allowed[MAXG], chosen[MAXG];
+    static carve_map maps[MAXG];
     size_t n = 0;
     for (size_t g = 0; g < MAXG; g++)
-        if (mapped[g] && refs[g] == 0 && stamp[g] <= done && (!use_keep || !meets(base + g * G, &keep)))
+        allowed[g] = mapped[g] && refs[g] == 0 && stamp[g] <= done && (!use_keep || !meets(base + g * G, &keep));
+    /* The driver unmaps whole mappings: a granule of a larger mapping
+     * (engine/maps.h) may go only with all of it. */
+    carve_mutex_lock(&a->maps.lock);
+    size_t nmaps = a->maps.n;
+    if (nmaps)
+        memcpy(maps, a->maps.v, nmaps * sizeof(*maps));
+    carve_mutex_unlock(&a->maps.lock);
+    for (size_t i = 0; i < nmaps; i++) {
+        size_t g0 = (maps[i].addr - base) / G, g1 = g0 + maps[i].size / G, all = 1;
+        for (size_t g = g0; g < g1; g++)
+            all &= allowed[g];
+        for (size_t g = g0; g < g1 && !all; g++)
+            allowed[g] = 0;
+    }
+    for (size_t g = 0; g < MAXG; g++)
+        if (allowed[g])
             cand[n++] = g;
     /* (A mapped granule no live block touches is a FREE block's whole
      * granule; one just mapped and never let go has no stamp: none here.) */
     qsort(cand, n, sizeof(*cand), by_stamp);
     size_t k = n ? test_rng_below(r, n + 1) : 0;
+    /* The k oldest go, with the whole of every larger mapping they meet. */
+    memset(chosen, 0, sizeof(chosen));
     for (size_t i = 0; i < k; i++)
-        want_un[i] = cand[i];
+        chosen[cand[i]] = 1;
+    for (size_t i = 0; i < nmaps; i++) {
+        size_t g0 = (maps[i].addr - base) / G, g1 = g0 + maps[i].size / G, any = 0;
+        for (size_t g = g0; g < g1; g++)
+            any |= chosen[g];
+        for (size_t g = g0; g < g1 && any; g++)
+            chosen[g] = 1;
+    }
+    size_t kk = 0;
+    for (size_t g = 0; g < MAXG; g++)
+        if (chosen[g])
+            want_un[kk++] = g;
     carve_spin_lock(&p->lock);
     size_t got = carve_vmm_trim_pool(a, p, k * G, use_keep ? &keep : NULL, done);
     carve_spin_unlock(&p->lock);
-    CHECK(got == k * G);
+    CHECK(got == kk * G);
     unsigned char was[MAXG];
     memcpy(was, mapped, sizeof(was));
     nafter = read_pool(p, after);
     size_t wrong = 0, unmapped = 0;
-    for (size_t i = 0; i < k; i++)
+    for (size_t i = 0; i < kk; i++)
         wrong += mapped[want_un[i]] != 0;
     for (size_t g = 0; g < MAXG; g++)
         unmapped += was[g] && !mapped[g];
-    CHECK(wrong == 0 && unmapped == k);
-    if (wrong || unmapped != k)
-        fprintf(stderr, "trim of %zu granules: %zu of the oldest stayed, %zu unmapped\n", k, wrong, unmapped);
+    CHECK(wrong == 0 && unmapped == kk);
+    if (wrong || unmapped != kk)
+        fprintf(stderr, "trim of %zu granules (%zu with the larger mappings they meet): %zu of those stayed, %zu "
+                "unmapped\n", k, kk, wrong, unmapped);
+    whole_extra += kk - k;
+    whole_maps += nmaps;
 }
 
 static void sequence(uint64_t seed, unsigned steps) {
@@ -172,7 +209,8 @@ static void sequence(uint64_t seed, unsigned steps) {
     base = a->heap.segs->base;
     void *slot[NSLOT] = {0};
     carve_pool *p = NULL;
-    size_t trims = 0;
+    size_t trims = 0, extra_before = whole_extra;
+    whole_maps = 0;
     for (unsigned step = 0; step < steps; step++) {
         unsigned i = (unsigned)test_rng_below(&r, NSLOT);
         if (slot[i]) {
@@ -197,7 +235,10 @@ static void sequence(uint64_t seed, unsigned steps) {
         }
         CHECK_ARENA(a);
     }
-    printf("seed %llu: %u steps, %zu trims checked, clock %llu\n", (unsigned long long)seed, steps, trims,
+    /* The sequence must have met larger mappings, or the rule above was never tested. */
+    CHECK(whole_maps > 0);
+    printf("seed %llu: %u steps, %zu trims checked (larger mappings seen %zu times, %zu granules taken whole "
+           "past want), clock %llu\n", (unsigned long long)seed, steps, trims, whole_maps, whole_extra - extra_before,
            (unsigned long long)clock_);
     for (unsigned i = 0; i < NSLOT; i++)
         if (slot[i])
@@ -214,5 +255,6 @@ int main(void) {
     uint64_t seed = test_seed(11);
     for (uint64_t k = 0; k < 3; k++)
         sequence(seed + k, steps);
+    CHECK(whole_extra > 0); /* some trim took a larger mapping whole past what it was asked */
     return test_finish();
 }

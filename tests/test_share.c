@@ -4,12 +4,15 @@
  * backend sets on every mapping), over made-up peer topologies; and the
  * export and import of buffers between processes, up to where a GPU is
  * needed: argument checks, the clear refusals of the backends that cannot
- * share, and descriptions that cannot be one.
+ * share, descriptions that cannot be one, and what a buffer inside a
+ * larger mapping or across mappings of different sizes is described as.
  */
 #include <fcntl.h>
 #include <unistd.h>
 
 #include "backend/peers.h"
+#include "device/ipc.h"
+#include "engine/types.h"
 #include "test_util.h"
 
 /* A topology: can[p][o] says device p can access device o's memory. */
@@ -217,9 +220,115 @@ static void test_import_checks(void) {
         close(fds[i]);
 }
 
+#define MiB ((size_t)1 << 20)
+
+/* What carve_ipc_export would describe for the live buffer p of a (size
+ * bytes), virtual-memory mode: one descriptor per mapping it lies in. The
+ * importer's checks must accept it (without a device: CARVE_ERR_NO_DEVICE,
+ * past every check), and read the sizes back. Returns the descriptors. */
+static uint32_t describe(carve_arena *a, void *p, size_t size, carve_ipc_desc *d, size_t *sizes, size_t max) {
+    carve_be_piece pieces[16];
+    size_t n = carve_maps_cover(&a->maps, (uintptr_t)p, (uintptr_t)p + size, pieces, 16);
+    CHECK(n >= 1 && n <= 16);
+    memset(d, 0, sizeof(*d));
+    d->magic = CARVE_IPC_MAGIC;
+    d->kind = CARVE_IPC_FDS;
+    d->size = size;
+    d->offset = (uintptr_t)p - pieces[0].addr;
+    d->num_fds = (uint32_t)n;
+    CHECK(carve_ipc_layout_put(d, pieces, n) == 0);
+    int fds[16];
+    for (size_t i = 0; i < n; i++)
+        fds[i] = open("/dev/null", O_RDONLY);
+    carve_ipc_mapping *m = NULL;
+    void *q = NULL;
+    carve_status st = carve_ipc_import(d, fds, 0, &m, &q);
+    int have = carve_device_count() > 0;
+    CHECK(st == (have ? CARVE_ERR_BACKEND : CARVE_ERR_NO_DEVICE)); /* past the description's checks */
+    for (size_t i = 0; i < n; i++)
+        close(fds[i]);
+    CHECK(n <= max);
+    carve_ipc_layout_get(d, sizes);
+    for (size_t i = 0; i < n && i < max; i++)
+        CHECK(sizes[i] == pieces[i].size);
+    return (uint32_t)n;
+}
+
+/* Virtual-memory mode, one stream: untouched room comes in as one mapping
+ * for what a request covers whole (engine/maps.h), so an exported buffer
+ * may lie inside a larger mapping, or across mappings of different sizes;
+ * the description says each descriptor's size, and the importer maps each
+ * allocation whole. */
+static void test_describe_mappings(void) {
+    carve_arena *a = test_arena_conf(CARVE_BACKEND_VIRTUAL, 1, 0, 0, "vmm=1");
+    carve_ipc_desc d;
+    size_t sizes[16];
+    void *p, *x, *y;
+    /* Across two mappings: 5 MiB is 4 MiB whole (one mapping) and a granule in part. */
+    CHECK_OK(a, carve_alloc(a, 5 * MiB, NULL, &p));
+    CHECK(describe(a, p, 5 * MiB, &d, sizes, 16) == 2);
+    CHECK(d.piece_bytes == 0 && d.offset == 0 && sizes[0] == 4 * MiB && sizes[1] == 2 * MiB);
+    CHECK_OK(a, carve_free(a, p));
+    /* Inside one larger mapping: two 1 MiB buffers where p was, the second
+     * at an offset into it; one descriptor of its size each. */
+    CHECK_OK(a, carve_alloc(a, 1 * MiB, NULL, &x));
+    CHECK_OK(a, carve_alloc(a, 1 * MiB, NULL, &y));
+    CHECK(x == p && (char *)y == (char *)p + MiB);
+    CHECK(describe(a, y, 1 * MiB, &d, sizes, 16) == 1);
+    CHECK(d.piece_bytes == 4 * MiB && d.offset == MiB && sizes[0] == 4 * MiB);
+    /* Granules alone describe as before: 2 MiB a descriptor. */
+    void *g;
+    CHECK_OK(a, carve_alloc(a, 3 * MiB, (carve_stream)(uintptr_t)0x100, &g)); /* a second stream: granules */
+    CHECK(describe(a, g, 3 * MiB, &d, sizes, 16) == 2);
+    CHECK(d.piece_bytes == 2 * MiB);
+    /* The arena itself cannot export (the virtual backend has no memory). */
+    int *fds = NULL;
+    CHECK_ST(a, carve_ipc_export(a, y, &d, &fds), CARVE_ERR_INVALID);
+    CHECK_OK(a, carve_free(a, x));
+    CHECK_OK(a, carve_free(a, y));
+    CHECK_OK(a, carve_free(a, g));
+    carve_arena_destroy(a);
+    /* Descriptions of mixed sizes that cannot be one are refused. */
+    carve_be_piece two[2] = {{0, 6 * MiB}, {6 * MiB, 2 * MiB}};
+    int nul[3];
+    for (int i = 0; i < 3; i++)
+        nul[i] = open("/dev/null", O_RDONLY);
+    for (int k = 0; k < 5; k++) {
+        memset(&d, 0, sizeof(d));
+        d.magic = CARVE_IPC_MAGIC;
+        d.kind = CARVE_IPC_FDS;
+        d.size = 7 * MiB;
+        d.num_fds = 2;
+        CHECK(carve_ipc_layout_put(&d, two, 2) == 0 && d.piece_bytes == 0);
+        if (k == 0)
+            d.num_fds = 3; /* more descriptors than the runs list */
+        else if (k == 1)
+            d.offset = 6 * MiB; /* past the first */
+        else if (k == 2)
+            d.size = 5 * MiB; /* the last one not needed */
+        else if (k == 3)
+            d.size = 9 * MiB; /* more than they hold */
+        else
+            memset(d.cuda_handle + 4, 0, 4); /* a run of 0 granules */
+        carve_ipc_mapping *m = (carve_ipc_mapping *)1;
+        void *q = (void *)1;
+        CHECK_ST(NULL, carve_ipc_import(&d, nul, 0, &m, &q), CARVE_ERR_INVALID);
+        CHECK(strstr(carve_last_error(NULL), "sizes in runs") != NULL && m == NULL && q == NULL);
+    }
+    for (int i = 0; i < 3; i++)
+        close(nul[i]);
+    /* More runs than a description holds: the export would refuse. */
+    carve_be_piece many[9];
+    for (int i = 0; i < 9; i++)
+        many[i] = (carve_be_piece){(uintptr_t)i * 8 * MiB, (size_t)(1 + i % 2) * 2 * MiB};
+    CHECK(carve_ipc_layout_put(&d, many, 8) == 0); /* 8 runs */
+    CHECK(carve_ipc_layout_put(&d, many, 9) == -1);
+}
+
 int main(void) {
     test_peer_list();
     test_export_refused();
     test_import_checks();
+    test_describe_mappings();
     return test_finish();
 }

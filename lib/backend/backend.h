@@ -30,6 +30,12 @@
 
 struct carve_be;
 
+/* One mapping: [addr, addr+size), one physical allocation behind it. */
+typedef struct carve_be_piece {
+    uintptr_t addr;
+    size_t size;
+} carve_be_piece;
+
 typedef struct carve_backend_ops {
     /* Reserve size bytes (a multiple of CARVE_SEGMENT_GRANULE); *base gets an
      * address aligned to the granule where the backend can (the engine
@@ -41,11 +47,12 @@ typedef struct carve_backend_ops {
      * (the driver unmaps whole mappings only, and a mapping costs the same
      * whatever its size): commit maps [addr, addr+size), none of it mapped,
      * as size / piece mappings of piece bytes each (piece a multiple of
-     * CARVE_SEGMENT_GRANULE that divides size), all of them or, failing,
-     * none; decommit unmaps [addr, addr+size), whole mappings of piece bytes
-     * as commit made them, in address order, and at a refusal stops: *done
-     * gets the bytes unmapped before it (all of size on success), and the
-     * rest stays mapped. The backend keeps no record per mapping it does not
+     * CARVE_SEGMENT_GRANULE, as is size), and one more of the rest where
+     * piece does not divide size, all of them or, failing, none; decommit
+     * unmaps [addr, addr+size), whole mappings of piece bytes (piece divides
+     * size) as commit made them, in address order, and at a refusal stops:
+     * *done gets the bytes unmapped before it (all of size on success), and
+     * the rest stays mapped. The backend keeps no record per mapping it does not
      * need: what is mapped where is the engine's to know. */
     carve_status (*commit)(struct carve_be *be, uintptr_t addr, size_t size, size_t piece);
     carve_status (*decommit)(struct carve_be *be, uintptr_t addr, size_t size, size_t piece, size_t *done);
@@ -58,9 +65,14 @@ typedef struct carve_backend_ops {
     void (*recycle)(struct carve_be *be, int on);
     /* Record an event on stream: *ev is an opaque handle. */
     carve_status (*event_record)(struct carve_be *be, carve_stream stream, void **ev);
-    /* 1 when the work before the event has completed, 0 when not yet,
-     * negative on error (treated as completed after the error is noted). */
+    /* 1 when the work before the event has completed, 0 when not yet or
+     * when the question cannot be asked now (a stream capture refuses it,
+     * or asking would break one), negative on any other error (treated as
+     * completed after the error is noted). */
     int (*event_query)(struct carve_be *be, void *ev);
+    /* Waits for the work before the event. Fails (CARVE_ERR_BACKEND) when
+     * the wait cannot be made now (a capture refuses it, or waiting would
+     * break one): the engine then keeps whatever waited on the event. */
     carve_status (*event_sync)(struct carve_be *be, void *ev);
     /* Optional: *ev gets an event of this backend that completes once the
      * work before the program's event `user` (as last recorded when this is
@@ -69,10 +81,22 @@ typedef struct carve_backend_ops {
     carve_status (*event_follow)(struct carve_be *be, void *user, void **ev);
     /* Optional: 1 when stream is being captured into a CUDA graph, 0 when
      * not. No event is then recorded on it or asked about, nothing waits
-     * for the device, and nothing is mapped or reserved for it (graph.c).
-     * (The driver backend has none: it learns of captures from carve-run's
-     * carve_capture_active, and only refuses events meanwhile.) */
+     * for the device, and nothing is mapped or reserved for it (graph.c). */
     int (*capturing)(struct carve_be *be, carve_stream stream);
+    /* Optional: 1 when the backend sees a stream capture underway in its
+     * context, on any thread, that a wait for the whole device or work on
+     * the legacy stream would break (a blocking stream captured, as
+     * cuStreamIsCapturing on the legacy stream tells; under carve-run, any
+     * capture), 0 when not. The engine then neither synchronizes the device
+     * nor gives memory back to the driver, and records nothing on the
+     * legacy stream (types.h, reclaim.c).
+     * Every backend makes its driver calls that the driver calls
+     * "potentially unsafe" during a capture (allocating, freeing, mapping
+     * and unmapping memory, asking about and waiting for events) with the
+     * calling thread's capture mode exchanged for relaxed and restored
+     * after, so that a capture in global mode on another thread neither
+     * refuses them nor is broken by them. */
+    int (*context_capturing)(struct carve_be *be);
     /* Wait for all work queued on the device (every stream) to complete. */
     carve_status (*device_sync)(struct carve_be *be);
     void (*event_release)(struct carve_be *be, void *ev);
@@ -83,6 +107,12 @@ typedef struct carve_backend_ops {
      * (malloc'd: desc->num_fds new descriptors). NULL when the backend's
      * memory cannot be shared; be->ipc then says 0. */
     carve_status (*export_buffer)(struct carve_be *be, uintptr_t addr, size_t size, carve_ipc_desc *desc, int **fds);
+    /* Optional, for memory the engine maps (commit): *fds gets (malloc'd) one
+     * new descriptor for each of the n mappings, the physical allocation
+     * behind it whole (the engine knows where its mappings begin and end;
+     * the description around them is the caller's). NULL when the backend's
+     * memory cannot be shared; be->ipc then says 0. */
+    carve_status (*export_pieces)(struct carve_be *be, const carve_be_piece *pieces, size_t n, int **fds);
     /* Optional: what the arena changes outside itself, in the whole process
      * (enabling peer access, for the cudaMalloc backend). Opening the
      * backend only checks that it can be done; carve_arena_create calls
@@ -139,6 +169,9 @@ typedef struct carve_be {
     /* Tests: streams marked as being captured (carve_sim_set_capturing). */
     carve_stream sim_capturing[16];
     unsigned sim_ncapturing;
+    /* Tests: device synchronizations and releases made while a stream was
+     * marked as captured (each would break a real capture), counted. */
+    unsigned long sim_broken_captures;
     carve_faults faults;     /* injected failures (faults.c); off unless configured */
     int ipc;                 /* 1 when export_buffer can describe this backend's memory
                                 (atomic: the CUDA virtual-memory backend may drop it to 0) */
@@ -152,7 +185,14 @@ typedef struct carve_be {
  * concurrent failures on different threads keep their own messages. */
 #define CARVE_BACKEND_MSG_LEN 256
 char *carve_backend_msg(void) CARVE_INTERNAL;
-#define carve_backend_fail(...) snprintf(carve_backend_msg(), CARVE_BACKEND_MSG_LEN, __VA_ARGS__)
+#define carve_backend_fail(...) (carve_backend_host_set(0), snprintf(carve_backend_msg(), CARVE_BACKEND_MSG_LEN, __VA_ARGS__))
+/* The same for a failure for want of host memory (the backend's own
+ * records), which carve_last_error_info reports as host_memory. */
+#define carve_backend_fail_host(...) \
+    (carve_backend_host_set(1), snprintf(carve_backend_msg(), CARVE_BACKEND_MSG_LEN, __VA_ARGS__))
+/* Whether the calling thread's latest backend message is about host memory. */
+void carve_backend_host_set(int host) CARVE_INTERNAL;
+int carve_backend_host(void) CARVE_INTERNAL;
 
 /* Beside the message, the CUDA error code of the calling thread's latest
  * driver failure: api is CARVE_DRIVER_ERROR_RUNTIME (a cudaError_t) or

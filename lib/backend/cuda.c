@@ -34,7 +34,9 @@ static carve_status cuda_reserve(carve_be *be, size_t size, uintptr_t *base) {
         return st;
     void *p = NULL;
     carve_ledger_add(&be->ledger, CARVE_DRV_MALLOC, 1, 0, size);
+    int mode = carve_cuda_relax();
     cudaError_t e = cudaMalloc(&p, size);
+    carve_cuda_unrelax(mode);
     if (e == cudaSuccess)
         *base = (uintptr_t)p;
     else
@@ -50,7 +52,9 @@ static carve_status cuda_release(carve_be *be, uintptr_t base, size_t size) {
     if (st != CARVE_OK)
         return st;
     carve_ledger_add(&be->ledger, CARVE_DRV_FREE, 1, 0, size);
+    int mode = carve_cuda_relax();
     cudaError_t e = cudaFree((void *)base);
+    carve_cuda_unrelax(mode);
     if (e != cudaSuccess)
         st = carve_cuda_error(e, "cudaFree");
     carve_cuda_leave(c->device, prev);
@@ -146,6 +150,7 @@ static const carve_backend_ops cuda_ops = {
     .event_sync = carve_cuda_event_sync,
     .event_follow = carve_cuda_event_follow,
     .capturing = carve_cuda_capturing,
+    .context_capturing = carve_cuda_context_capturing,
     .device_sync = carve_cuda_device_sync,
     .event_release = carve_cuda_event_release,
     .destroy = cuda_destroy,
@@ -161,7 +166,7 @@ carve_status carve_backend_open_cuda(carve_be *be, const carve_config *cfg) {
         return st;
     cuda_ctx *c = calloc(1, sizeof(*c));
     if (!c) {
-        carve_backend_fail("host memory exhausted");
+        carve_backend_fail_host("host memory exhausted");
         return CARVE_ERR_OOM;
     }
     /* Which devices to enable (checked now: one that does not exist or
@@ -208,7 +213,7 @@ carve_status carve_backend_import_cuda(const carve_ipc_desc *d, int device, uint
         o->users++;
         *base = o->base;
     } else if (!(o = calloc(1, sizeof(*o)))) {
-        carve_backend_fail("host memory exhausted");
+        carve_backend_fail_host("host memory exhausted");
         st = CARVE_ERR_OOM;
     } else {
         int prev;

@@ -8,10 +8,14 @@
  * name in the message, and the runtime's last error is cleared so the caller
  * never inherits a non-sticky error from carve. Events are recycled through
  * a small free list: cudaEventCreate costs more than a record. Records,
- * queries and waits go into the arena's driver ledger (ledger.h).
+ * queries and waits go into the arena's driver ledger (ledger.h). The calls
+ * the driver calls potentially unsafe during a stream capture are made in
+ * relaxed capture mode (carve_cuda_relax), so that a capture in global
+ * mode on another thread neither refuses them nor breaks.
  */
 #include "backend/cuda_common.h"
 
+#include <cuda.h>
 #include <string.h>
 
 #include "backend/leaves.h"
@@ -104,6 +108,59 @@ carve_status carve_cuda_event_follow(carve_be *be, void *user, void **out) {
     return st == CARVE_OK ? carve_cuda_event_record(be, (carve_stream)fs, out) : st;
 }
 
+/* cuThreadExchangeStreamCaptureMode, found once through the runtime's
+ * entry-point query (NULL where the driver has none). */
+typedef CUresult (*exchange_fn)(CUstreamCaptureMode *);
+static exchange_fn exchange(void) {
+    static exchange_fn fn;
+    static int state; /* 0 not asked yet, 1 asked (atomic) */
+    if (!__atomic_load_n(&state, __ATOMIC_ACQUIRE)) {
+        void *p = NULL;
+        enum cudaDriverEntryPointQueryResult q;
+        if (cudaGetDriverEntryPointByVersion("cuThreadExchangeStreamCaptureMode", &p, 12000, cudaEnableDefault, &q) !=
+                cudaSuccess ||
+            q != cudaDriverEntryPointSuccess) {
+            (void)cudaGetLastError();
+            p = NULL;
+        }
+        exchange_fn f;
+        memcpy(&f, &p, sizeof(f));
+        __atomic_store_n(&fn, f, __ATOMIC_RELAXED);
+        __atomic_store_n(&state, 1, __ATOMIC_RELEASE);
+    }
+    return __atomic_load_n(&fn, __ATOMIC_RELAXED);
+}
+
+int carve_cuda_relax(void) {
+    exchange_fn fn = exchange();
+    CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
+    if (!fn || fn(&m) != CUDA_SUCCESS)
+        return -1;
+    return (int)m;
+}
+
+void carve_cuda_unrelax(int old) {
+    if (old >= 0) {
+        CUstreamCaptureMode m = (CUstreamCaptureMode)old;
+        (void)exchange()(&m);
+    }
+}
+
+/* A blocking stream of the device's context is being captured: asked about
+ * the legacy stream, the runtime says cudaErrorStreamCaptureImplicit. */
+int carve_cuda_context_capturing(carve_be *be) {
+    carve_cuda_ctx *c = be->ctx;
+    int prev;
+    if (carve_cuda_enter(c->device, &prev) != CARVE_OK)
+        return 0;
+    enum cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    cudaError_t e = cudaStreamIsCapturing(cudaStreamLegacy, &status);
+    if (e != cudaSuccess)
+        (void)cudaGetLastError();
+    carve_cuda_leave(c->device, prev);
+    return e == cudaErrorStreamCaptureImplicit;
+}
+
 int carve_cuda_capturing(carve_be *be, carve_stream s) {
     (void)be;
     enum cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
@@ -115,18 +172,42 @@ int carve_cuda_capturing(carve_be *be, carve_stream s) {
     return status != cudaStreamCaptureStatusNone;
 }
 
+/* A refusal for a capture's sake (cudaErrorStreamCaptureUnsupported
+ * through cudaErrorStreamCaptureWrongThread): it says nothing about whether
+ * the work is done. */
+static int capture_refusal(cudaError_t e) {
+    return e >= cudaErrorStreamCaptureUnsupported && e <= cudaErrorStreamCaptureWrongThread;
+}
+
+/* Without cuThreadExchangeStreamCaptureMode the calling thread keeps its
+ * own mode, in which asking about or waiting for an event while another
+ * thread captures in global mode is refused and breaks that capture:
+ * neither is done while a capture is seen. */
+static int cannot_relax(carve_be *be) { return !exchange() && carve_cuda_context_capturing(be); }
+
 int carve_cuda_event_query(carve_be *be, void *ev) {
+    if (cannot_relax(be))
+        return 0;
     carve_ledger_add(&be->ledger, CARVE_DRV_EVENT_QUERY, 1, 0, 0);
+    int mode = carve_cuda_relax();
     cudaError_t e = cudaEventQuery((cudaEvent_t)ev);
+    carve_cuda_unrelax(mode);
     if (e == cudaSuccess)
         return 1;
     (void)cudaGetLastError();
-    return e == cudaErrorNotReady ? 0 : -1;
+    return e == cudaErrorNotReady || capture_refusal(e) ? 0 : -1;
 }
 
 carve_status carve_cuda_event_sync(carve_be *be, void *ev) {
+    if (cannot_relax(be)) {
+        carve_backend_fail("no event is waited for while a stream capture is underway and the driver cannot make "
+                           "the wait in relaxed capture mode (no cuThreadExchangeStreamCaptureMode)");
+        return CARVE_ERR_BACKEND;
+    }
     carve_ledger_add(&be->ledger, CARVE_DRV_EVENT_SYNC, 1, 0, 0);
+    int mode = carve_cuda_relax();
     cudaError_t e = cudaEventSynchronize((cudaEvent_t)ev);
+    carve_cuda_unrelax(mode);
     return e == cudaSuccess ? CARVE_OK : carve_cuda_error(e, "cudaEventSynchronize");
 }
 
@@ -202,7 +283,13 @@ carve_status carve_cuda_mem_info(int device, size_t *free_bytes, size_t *total_b
     carve_status st = carve_cuda_enter(device, &prev);
     if (st != CARVE_OK)
         return st;
+    /* Made at arena creation, which may come during another thread's
+     * capture: relaxed, as every call carve makes that a driver may count
+     * as potentially unsafe (the documentation does not list this one
+     * either way). */
+    int mode = carve_cuda_relax();
     e = cudaMemGetInfo(free_bytes, total_bytes);
+    carve_cuda_unrelax(mode);
     if (e != cudaSuccess)
         st = carve_cuda_error(e, "cudaMemGetInfo");
     carve_cuda_leave(device, prev);

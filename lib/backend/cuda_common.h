@@ -29,6 +29,12 @@ void carve_cuda_leave(int dev, int prev) CARVE_INTERNAL;
 carve_status carve_cuda_event_record(carve_be *be, carve_stream s, void **ev) CARVE_INTERNAL;
 carve_status carve_cuda_event_follow(carve_be *be, void *user, void **ev) CARVE_INTERNAL;
 int carve_cuda_capturing(carve_be *be, carve_stream s) CARVE_INTERNAL;
+int carve_cuda_context_capturing(carve_be *be) CARVE_INTERNAL;
+/* The calling thread's capture mode made relaxed around a potentially
+ * unsafe call (backend.h, context_capturing): relax returns the mode to give
+ * unrelax, -1 when the driver has no cuThreadExchangeStreamCaptureMode. */
+int carve_cuda_relax(void) CARVE_INTERNAL;
+void carve_cuda_unrelax(int old) CARVE_INTERNAL;
 int carve_cuda_event_query(carve_be *be, void *ev) CARVE_INTERNAL;
 carve_status carve_cuda_event_sync(carve_be *be, void *ev) CARVE_INTERNAL;
 void carve_cuda_event_release(carve_be *be, void *ev) CARVE_INTERNAL;

@@ -7,7 +7,8 @@
  *
  * The driver functions are fetched through the runtime's entry-point query,
  * so carve links against cudart only. The engine says where each mapping
- * starts and ends (a piece: one 2 MiB granule today; the driver unmaps whole
+ * starts and ends (a piece: one 2 MiB granule, or one mapping of the
+ * granules a request covers in untouched room; the driver unmaps whole
  * mappings only), and each mapping is its own physical allocation. The one
  * idea that keeps this file's memory independent of what is mapped: a
  * handle is released as soon as it is mapped (the mapping holds the memory,
@@ -26,9 +27,10 @@
  * Access: cudaDeviceEnablePeerAccess does not reach memory mapped with
  * cuMemMap, so every cuMemSetAccess names each device the configuration
  * grants the memory to (peers.c), the owner first. Sharing: where the
- * configuration asks for it, granules are created with POSIX file-descriptor
- * handles, so a buffer can be exported as one descriptor per granule and
- * mapped by another process (carve_backend_import_fds, below).
+ * configuration asks for it, memory is created with POSIX file-descriptor
+ * handles, so a buffer can be exported as one descriptor per mapping it
+ * lies in (the engine says where they begin and end) and mapped whole by
+ * another process (carve_backend_import_fds, below).
  */
 #include <cuda.h>
 #include <string.h>
@@ -131,7 +133,7 @@ static carve_status vmm_reserve(carve_be *be, size_t size, uintptr_t *base) {
     vmm_ctx *c = be->ctx;
     va_range *r = calloc(1, sizeof(*r));
     if (!r) {
-        carve_backend_fail("host memory exhausted");
+        carve_backend_fail_host("host memory exhausted");
         return CARVE_ERR_OOM;
     }
     int prev;
@@ -139,7 +141,9 @@ static carve_status vmm_reserve(carve_be *be, size_t size, uintptr_t *base) {
     CUdeviceptr p = 0;
     CUresult e = CUDA_SUCCESS;
     if (st == CARVE_OK) {
+        int mode = carve_cuda_relax();
         e = drv.reserve(&p, size, CARVE_SEGMENT_GRANULE, 0, 0);
+        carve_cuda_unrelax(mode);
         carve_ledger_add(&be->ledger, CARVE_DRV_RESERVE, 1, 0, size);
         carve_cuda_leave(c->cuda.device, prev);
     }
@@ -169,17 +173,21 @@ static carve_status vmm_release(carve_be *be, uintptr_t base, size_t size) {
     if (r)
         *pp = r->next;
     carve_mutex_unlock(&c->lock);
+    int mode = carve_cuda_relax();
     CUresult e = drv.free((CUdeviceptr)base, size);
+    carve_cuda_unrelax(mode);
     carve_ledger_add(&be->ledger, CARVE_DRV_UNRESERVE, 1, 0, size);
     free(r);
     return e == CUDA_SUCCESS ? CARVE_OK : drv_error(e, "cuMemAddressFree");
 }
 
-/* Whether [addr, addr+size) is whole pieces of piece bytes (whole granules)
- * inside one reservation; a message when not. */
-static int pieces_ok(vmm_ctx *c, uintptr_t addr, size_t size, size_t piece, const char *what) {
+/* Whether [addr, addr+size) is whole pieces of piece bytes (whole granules;
+ * with rest_ok, the last piece may be shorter) inside one reservation; a
+ * message when not. */
+static int pieces_ok(vmm_ctx *c, uintptr_t addr, size_t size, size_t piece, const char *what, int rest_ok) {
     va_range *r = range_of(c, addr);
-    if (!r || size == 0 || piece == 0 || piece % CARVE_SEGMENT_GRANULE || size % piece ||
+    if (!r || size == 0 || piece == 0 || piece % CARVE_SEGMENT_GRANULE || size % CARVE_SEGMENT_GRANULE ||
+        (!rest_ok && size % piece) ||
         (addr - r->base) % CARVE_SEGMENT_GRANULE || size > r->size - (addr - r->base)) {
         carve_backend_fail("%s of %zu bytes in pieces of %zu at %#lx outside a reserved range", what, size, piece,
                            (unsigned long)addr);
@@ -246,20 +254,41 @@ static int recycling(vmm_ctx *c) {
     return on;
 }
 
+static carve_status vmm_commit_relaxed(carve_be *be, uintptr_t addr, size_t size, size_t piece);
+
+/* The creates, maps and access of a commit, and the unmaps and releases of a
+ * decommit, are made in relaxed capture mode (cuda_common.c). */
 static carve_status vmm_commit(carve_be *be, uintptr_t addr, size_t size, size_t piece) {
+    int mode = carve_cuda_relax();
+    carve_status st = vmm_commit_relaxed(be, addr, size, piece);
+    carve_cuda_unrelax(mode);
+    return st;
+}
+
+static carve_status vmm_decommit_relaxed(carve_be *be, uintptr_t addr, size_t size, size_t piece, size_t *done);
+
+static carve_status vmm_decommit(carve_be *be, uintptr_t addr, size_t size, size_t piece, size_t *done) {
+    int mode = carve_cuda_relax();
+    carve_status st = vmm_decommit_relaxed(be, addr, size, piece, done);
+    carve_cuda_unrelax(mode);
+    return st;
+}
+
+static carve_status vmm_commit_relaxed(carve_be *be, uintptr_t addr, size_t size, size_t piece) {
     vmm_ctx *c = be->ctx;
-    if (!pieces_ok(c, addr, size, piece, "commit"))
+    if (!pieces_ok(c, addr, size, piece, "commit", 1))
         return CARVE_ERR_BACKEND;
-    size_t n = size / piece, i = 0;
+    size_t n = size / piece + (size % piece != 0), i = 0; /* the last mapping: what is left */
     CUresult e = CUDA_SUCCESS;
     const char *what = "cuMemCreate";
     for (; i < n; i++) {
+        size_t len = size - i * piece < piece ? size - i * piece : piece;
         CUmemGenericAllocationHandle h = 0;
-        if ((e = take_handle(be, c, piece, &h)) != CUDA_SUCCESS)
+        if ((e = take_handle(be, c, len, &h)) != CUDA_SUCCESS)
             break;
-        e = drv.map((CUdeviceptr)(addr + i * piece), piece, 0, h, 0);
-        carve_ledger_add(&be->ledger, CARVE_DRV_MAP, 1, 1, piece);
-        carve_ledger_add(&be->ledger, CARVE_DRV_RELEASE, 1, 0, piece);
+        e = drv.map((CUdeviceptr)(addr + i * piece), len, 0, h, 0);
+        carve_ledger_add(&be->ledger, CARVE_DRV_MAP, 1, 1, len);
+        carve_ledger_add(&be->ledger, CARVE_DRV_RELEASE, 1, 0, len);
         drv.release(h); /* mapped: the mapping holds the memory now, and unmapping frees it */
         if (e != CUDA_SUCCESS) {
             what = "cuMemMap";
@@ -274,16 +303,17 @@ static carve_status vmm_commit(carve_be *be, uintptr_t addr, size_t size, size_t
     if (e == CUDA_SUCCESS)
         return CARVE_OK;
     while (i-- > 0) { /* all or nothing: undo the pieces mapped (their memory goes with them) */
-        carve_ledger_add(&be->ledger, CARVE_DRV_UNMAP, 1, 1, piece);
-        drv.unmap((CUdeviceptr)(addr + i * piece), piece);
+        size_t len = size - i * piece < piece ? size - i * piece : piece;
+        carve_ledger_add(&be->ledger, CARVE_DRV_UNMAP, 1, 1, len);
+        drv.unmap((CUdeviceptr)(addr + i * piece), len);
     }
     return drv_error(e, what);
 }
 
-static carve_status vmm_decommit(carve_be *be, uintptr_t addr, size_t size, size_t piece, size_t *done) {
+static carve_status vmm_decommit_relaxed(carve_be *be, uintptr_t addr, size_t size, size_t piece, size_t *done) {
     vmm_ctx *c = be->ctx;
     *done = 0;
-    if (!pieces_ok(c, addr, size, piece, "decommit"))
+    if (!pieces_ok(c, addr, size, piece, "decommit", 0))
         return CARVE_ERR_BACKEND;
     for (size_t off = 0; off < size; off += piece) {
         CUdeviceptr at = (CUdeviceptr)(addr + off);
@@ -318,40 +348,40 @@ static void vmm_recycle(carve_be *be, int on) {
     if (c->recycling == 0) { /* the last window closed: give back what was not reused */
         if (c->nspare)
             carve_ledger_add(&be->ledger, CARVE_DRV_RELEASE, c->nspare, 0, c->nspare * CARVE_SEGMENT_GRANULE);
+        int mode = c->nspare ? carve_cuda_relax() : -1;
         for (size_t i = 0; i < c->nspare; i++)
             drv.release(c->spare[i]);
+        carve_cuda_unrelax(mode);
         c->nspare = 0;
     }
     carve_mutex_unlock(&c->lock);
 }
 
-/* One descriptor per granule of the buffer, in address order. */
-static carve_status vmm_export(carve_be *be, uintptr_t addr, size_t size, carve_ipc_desc *d, int **fds_out) {
+/* One descriptor per mapping, in address order: the handle behind each
+ * (cuMemRetainAllocationHandle at its address), exported whole. */
+static carve_status vmm_export(carve_be *be, const carve_be_piece *pieces, size_t n, int **fds_out) {
     vmm_ctx *c = be->ctx;
     if (!__atomic_load_n(&c->fd_handles, __ATOMIC_RELAXED)) {
         carve_backend_fail("this arena's memory has no file-descriptor handles (ipc=0, or the device or driver "
                            "does not offer them): it cannot be exported");
         return CARVE_ERR_INVALID;
     }
-    va_range *r = range_of(c, addr);
-    if (!r || size == 0 || size > r->size - (addr - r->base)) {
-        carve_backend_fail("export of %zu bytes at %#lx outside a reserved range", size, (unsigned long)addr);
-        return CARVE_ERR_BACKEND;
-    }
-    size_t lo = carve_align_down(addr - r->base, CARVE_SEGMENT_GRANULE);
-    size_t hi = carve_align_up(addr + size - r->base, CARVE_SEGMENT_GRANULE);
-    size_t n = (hi - lo) / CARVE_SEGMENT_GRANULE, i = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!pieces_ok(c, pieces[i].addr, pieces[i].size, pieces[i].size, "export", 0))
+            return CARVE_ERR_BACKEND;
     int *fds = malloc(n * sizeof(*fds));
     if (!fds) {
-        carve_backend_fail("host memory exhausted");
+        carve_backend_fail_host("host memory exhausted");
         return CARVE_ERR_OOM;
     }
     carve_status st = CARVE_OK;
+    size_t i = 0;
+    int mode = carve_cuda_relax(); /* cuMemRelease is potentially unsafe during a capture */
     for (; i < n; i++) {
         CUmemGenericAllocationHandle h = 0;
         carve_ledger_add(&be->ledger, CARVE_DRV_RETAIN, 1, 0, 0);
-        if (drv.retain(&h, (void *)(r->base + lo + i * CARVE_SEGMENT_GRANULE)) != CUDA_SUCCESS) {
-            carve_backend_fail("granule %zu of the buffer is not mapped", i);
+        if (drv.retain(&h, (void *)pieces[i].addr) != CUDA_SUCCESS) {
+            carve_backend_fail("mapping %zu of the buffer is not mapped", i);
             st = CARVE_ERR_BACKEND;
             break;
         }
@@ -365,18 +395,13 @@ static carve_status vmm_export(carve_be *be, uintptr_t addr, size_t size, carve_
             break;
         }
     }
+    carve_cuda_unrelax(mode);
     if (st != CARVE_OK) {
         while (i-- > 0)
             close(fds[i]);
         free(fds);
         return st;
     }
-    d->kind = CARVE_IPC_FDS;
-    d->size = size;
-    d->offset = addr - r->base - lo;
-    d->piece_bytes = CARVE_SEGMENT_GRANULE;
-    d->num_fds = (uint32_t)n;
-    d->device = c->cuda.device;
     *fds_out = fds;
     return CARVE_OK;
 }
@@ -408,10 +433,11 @@ static const carve_backend_ops vmm_ops = {
     .event_sync = carve_cuda_event_sync,
     .event_follow = carve_cuda_event_follow,
     .capturing = carve_cuda_capturing,
+    .context_capturing = carve_cuda_context_capturing,
     .device_sync = carve_cuda_device_sync,
     .event_release = carve_cuda_event_release,
     .destroy = vmm_destroy,
-    .export_buffer = vmm_export,
+    .export_pieces = vmm_export,
 };
 
 carve_status carve_backend_open_cuda_vmm(carve_be *be, const carve_config *cfg) {
@@ -448,7 +474,7 @@ carve_status carve_backend_open_cuda_vmm(carve_be *be, const carve_config *cfg) 
     if (!c || !access) {
         free(c);
         free(access);
-        carve_backend_fail("host memory exhausted");
+        carve_backend_fail_host("host memory exhausted");
         return CARVE_ERR_OOM;
     }
     c->cuda.device = device;
@@ -484,11 +510,14 @@ carve_status carve_backend_open_cuda_vmm(carve_be *be, const carve_config *cfg) 
     return CARVE_OK;
 }
 
-/* Another process's granules, mapped in order into fresh address space with
- * access for device. Each imported handle is released once mapped: the
- * mapping keeps the memory, and unmapping lets it go. */
-carve_status carve_backend_import_fds(const carve_ipc_desc *d, const int *fds, int device, uintptr_t *base,
-                                      size_t *len) {
+/* Another process's mappings, each handle mapped whole (sizes[i] bytes), in
+ * order into fresh address space with access for device. Each imported
+ * handle is released once mapped: the mapping keeps the memory, and
+ * unmapping lets it go. These calls, and the unmaps of
+ * carve_backend_close_fds, are made in relaxed capture mode, as every
+ * potentially unsafe call of the backends is (backend.h). */
+carve_status carve_backend_import_fds(const carve_ipc_desc *d, const int *fds, const size_t *sizes, int device,
+                                      uintptr_t *base, size_t *len) {
     *base = 0;
     *len = 0;
     size_t free_b, total_b;
@@ -500,9 +529,12 @@ carve_status carve_backend_import_fds(const carve_ipc_desc *d, const int *fds, i
     int prev;
     if ((st = carve_cuda_enter(device, &prev)) != CARVE_OK)
         return st;
-    size_t n = d->num_fds, size = n * CARVE_SEGMENT_GRANULE, i = 0;
+    size_t n = d->num_fds, size = 0, i = 0, at = 0;
+    for (size_t k = 0; k < n; k++)
+        size += sizes[k];
     CUdeviceptr p = 0;
     const char *what = "cuMemAddressReserve";
+    int mode = carve_cuda_relax();
     CUresult e = drv.reserve(&p, size, CARVE_SEGMENT_GRANULE, 0, 0);
     for (; e == CUDA_SUCCESS && i < n; i++) {
         CUmemGenericAllocationHandle h = 0;
@@ -511,10 +543,11 @@ carve_status carve_backend_import_fds(const carve_ipc_desc *d, const int *fds, i
             CUDA_SUCCESS)
             break;
         what = "cuMemMap";
-        e = drv.map(p + i * CARVE_SEGMENT_GRANULE, CARVE_SEGMENT_GRANULE, 0, h, 0);
+        e = drv.map(p + at, sizes[i], 0, h, 0);
         drv.release(h);
         if (e != CUDA_SUCCESS)
             break;
+        at += sizes[i];
     }
     if (e == CUDA_SUCCESS) {
         CUmemAccessDesc a = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = device},
@@ -524,31 +557,38 @@ carve_status carve_backend_import_fds(const carve_ipc_desc *d, const int *fds, i
     }
     if (e != CUDA_SUCCESS) {
         st = drv_error(e, what);
-        while (i-- > 0)
-            drv.unmap(p + i * CARVE_SEGMENT_GRANULE, CARVE_SEGMENT_GRANULE);
+        while (i-- > 0) {
+            at -= sizes[i];
+            drv.unmap(p + at, sizes[i]);
+        }
         if (p)
             drv.free(p, size);
     } else {
         *base = (uintptr_t)p;
         *len = size;
     }
+    carve_cuda_unrelax(mode);
     carve_cuda_leave(device, prev);
     return st;
 }
 
-carve_status carve_backend_close_fds(int device, uintptr_t base, size_t len) {
+carve_status carve_backend_close_fds(int device, uintptr_t base, const size_t *sizes, size_t n) {
     int prev;
     if (carve_cuda_enter(device, &prev) != CARVE_OK) /* nothing done: the mapping stays */
         return CARVE_ERR_NO_DEVICE;
     carve_status st = CARVE_OK;
     const char *what = "cuMemUnmap";
     CUresult e = CUDA_SUCCESS;
-    for (size_t off = 0; off < len; off += CARVE_SEGMENT_GRANULE) {
-        CUresult u = drv.unmap((CUdeviceptr)(base + off), CARVE_SEGMENT_GRANULE);
+    size_t len = 0;
+    int mode = carve_cuda_relax();
+    for (size_t i = 0; i < n; i++) { /* whole mappings, as imported */
+        CUresult u = drv.unmap((CUdeviceptr)(base + len), sizes[i]);
         if (e == CUDA_SUCCESS)
             e = u;
+        len += sizes[i];
     }
     CUresult f = drv.free((CUdeviceptr)base, len);
+    carve_cuda_unrelax(mode);
     if (e == CUDA_SUCCESS && f != CUDA_SUCCESS) {
         e = f;
         what = "cuMemAddressFree";

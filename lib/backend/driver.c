@@ -14,6 +14,12 @@
  * allocation, free, event and wait goes into the arena's driver ledger
  * (ledger.h: cuMemAlloc and cuMemFree count as cudaMalloc and cudaFree;
  * in virtual-memory mode driver_vmm.c counts its own calls there).
+ * Captures: cuStreamIsCapturing says whether a stream is being captured
+ * (and, asked about the legacy stream, whether a blocking stream of the
+ * context is: CUDA_ERROR_STREAM_CAPTURE_IMPLICIT); the potentially unsafe
+ * calls are made in relaxed capture mode (relax, below; driver_vmm.c's
+ * through the same helper, driver_api.h), so that another thread's capture
+ * in global mode neither refuses them nor breaks.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +77,11 @@ static void leave(drv_ctx *c, int pushed) {
         (void)c->api->CtxPopCurrent(&popped);
 }
 
+/* Relaxed capture mode around one potentially unsafe call (driver_api.h). */
+static int relax(const drv_ctx *c) { return carve_driver_relax(c->api); }
+
+static void unrelax(const drv_ctx *c, int old) { carve_driver_unrelax(c->api, old); }
+
 static carve_status drv_reserve(carve_be *be, size_t size, uintptr_t *base) {
     drv_ctx *c = be->ctx;
     int pushed;
@@ -79,7 +90,9 @@ static carve_status drv_reserve(carve_be *be, size_t size, uintptr_t *base) {
         return st;
     CUdeviceptr p = 0;
     carve_ledger_add(&be->ledger, CARVE_DRV_MALLOC, 1, 0, size);
+    int mode = relax(c);
     CUresult r = c->api->MemAlloc(&p, size);
+    unrelax(c, mode);
     if (r == CUDA_SUCCESS)
         *base = (uintptr_t)p;
     else
@@ -95,7 +108,9 @@ static carve_status drv_release(carve_be *be, uintptr_t base, size_t size) {
     if (st != CARVE_OK)
         return st;
     carve_ledger_add(&be->ledger, CARVE_DRV_FREE, 1, 0, size);
+    int mode = relax(c);
     CUresult r = c->api->MemFree((CUdeviceptr)base);
+    unrelax(c, mode);
     if (r != CUDA_SUCCESS)
         st = drv_error(c->api, r, "cuMemFree");
     leave(c, pushed);
@@ -138,19 +153,48 @@ static carve_status drv_event_record(carve_be *be, carve_stream s, void **out) {
     return st;
 }
 
+static int drv_context_capturing(carve_be *be);
+
+/* A refusal for a capture's sake (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+ * through CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD): it says nothing about
+ * whether the work is done. */
+static int capture_refusal(CUresult r) {
+    return r >= CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED && r <= CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
+}
+
+/* Without cuThreadExchangeStreamCaptureMode (a lookup may omit it) the
+ * calling thread keeps its own mode, in which asking about or waiting for
+ * an event while another thread captures in global mode is refused and
+ * breaks that capture: neither is done while a capture is seen. */
+static int cannot_relax(carve_be *be) {
+    const drv_ctx *c = be->ctx;
+    return !c->api->ThreadExchangeStreamCaptureMode && drv_context_capturing(be);
+}
+
 static int drv_event_query(carve_be *be, void *ev) {
     drv_ctx *c = be->ctx;
+    if (cannot_relax(be))
+        return 0;
     carve_ledger_add(&be->ledger, CARVE_DRV_EVENT_QUERY, 1, 0, 0);
+    int mode = relax(c);
     CUresult r = c->api->EventQuery((CUevent)ev);
+    unrelax(c, mode);
     if (r == CUDA_SUCCESS)
         return 1;
-    return r == CUDA_ERROR_NOT_READY ? 0 : -1;
+    return r == CUDA_ERROR_NOT_READY || capture_refusal(r) ? 0 : -1;
 }
 
 static carve_status drv_event_sync(carve_be *be, void *ev) {
     drv_ctx *c = be->ctx;
+    if (cannot_relax(be)) {
+        carve_backend_fail("no event is waited for while a stream capture is underway and the driver cannot make "
+                           "the wait in relaxed capture mode (no cuThreadExchangeStreamCaptureMode)");
+        return CARVE_ERR_BACKEND;
+    }
     carve_ledger_add(&be->ledger, CARVE_DRV_EVENT_SYNC, 1, 0, 0);
+    int mode = relax(c);
     CUresult r = c->api->EventSynchronize((CUevent)ev);
+    unrelax(c, mode);
     return r == CUDA_SUCCESS ? CARVE_OK : drv_error(c->api, r, "cuEventSynchronize");
 }
 
@@ -166,6 +210,38 @@ static carve_status drv_device_sync(carve_be *be) {
         st = drv_error(c->api, r, "cuCtxSynchronize");
     leave(c, pushed);
     return st;
+}
+
+/* Whether s is being captured, asked in the backend's context (a stream
+ * handle, and the per-thread stream, mean something in one context only). */
+static int drv_capturing(carve_be *be, carve_stream s) {
+    drv_ctx *c = be->ctx;
+    int pushed;
+    if (enter(c, &pushed) != CARVE_OK)
+        return 0;
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    CUresult r = c->api->StreamIsCapturing((CUstream)s, &status);
+    leave(c, pushed);
+    return r == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+/* Under carve-run, whether any capture is in progress in the process (the
+ * interposer counts them); otherwise whether a blocking stream of the
+ * context is captured, which the driver tells when asked about the legacy
+ * stream. A capture on a non-blocking stream is not seen here (the engine
+ * asks about the streams it knows to be alive: types.h,
+ * carve_capture_underway). */
+static int drv_context_capturing(carve_be *be) {
+    drv_ctx *c = be->ctx;
+    if (c->api->CaptureActive)
+        return c->api->CaptureActive() != 0;
+    int pushed;
+    if (enter(c, &pushed) != CARVE_OK)
+        return 0;
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    CUresult r = c->api->StreamIsCapturing(CU_STREAM_LEGACY, &status);
+    leave(c, pushed);
+    return r == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
 }
 
 static void drv_event_release(carve_be *be, void *ev) {
@@ -198,21 +274,28 @@ static void drv_destroy(carve_be *be) {
         leave(c, pushed);
     if (c->retained)
         (void)c->api->DevicePrimaryCtxRelease(c->dev);
-    if (c->vmm)
+    if (c->vmm) { /* it may release handles */
+        int mode = relax(c);
         carve_drv_vmm_free(c->vmm);
+        unrelax(c, mode);
+    }
     free(c->spare);
     carve_mutex_destroy(&c->lock);
     free(c);
 }
 
-/* Virtual-memory mode: driver_vmm.c's calls, the backend's context current. */
+/* Virtual-memory mode: driver_vmm.c's calls, the backend's context current
+ * and the thread in relaxed capture mode (every one of them may map, unmap
+ * or release memory). */
 static carve_status vmm_reserve(carve_be *be, size_t size, uintptr_t *base) {
     drv_ctx *c = be->ctx;
     int pushed;
     carve_status st = enter(c, &pushed);
     if (st != CARVE_OK)
         return st;
+    int mode = relax(c);
     st = carve_drv_vmm_reserve(c->vmm, size, base);
+    unrelax(c, mode);
     leave(c, pushed);
     return st;
 }
@@ -231,7 +314,9 @@ static carve_status vmm_release(carve_be *be, uintptr_t base, size_t size) {
     carve_status st = enter_live(c, &pushed);
     if (st != CARVE_OK)
         return st;
+    int mode = relax(c);
     st = carve_drv_vmm_release(c->vmm, base, size);
+    unrelax(c, mode);
     leave(c, pushed);
     return st;
 }
@@ -242,7 +327,9 @@ static carve_status vmm_commit(carve_be *be, uintptr_t addr, size_t size, size_t
     carve_status st = enter(c, &pushed);
     if (st != CARVE_OK)
         return st;
+    int mode = relax(c);
     st = carve_drv_vmm_commit(c->vmm, addr, size, piece);
+    unrelax(c, mode);
     leave(c, pushed);
     return st;
 }
@@ -254,20 +341,26 @@ static carve_status vmm_decommit(carve_be *be, uintptr_t addr, size_t size, size
     carve_status st = enter_live(c, &pushed);
     if (st != CARVE_OK)
         return st;
+    int mode = relax(c);
     st = carve_drv_vmm_decommit(c->vmm, addr, size, piece, done);
+    unrelax(c, mode);
     leave(c, pushed);
     return st;
 }
 
 static void vmm_recycle(carve_be *be, int on) {
     drv_ctx *c = be->ctx;
+    int mode = relax(c);
     carve_drv_vmm_recycle(c->vmm, on);
+    unrelax(c, mode);
 }
 
 /* The context is gone: no context to enter. */
 static void vmm_abandon(carve_be *be, int stage) {
     drv_ctx *c = be->ctx;
+    int mode = relax(c);
     carve_drv_vmm_abandon(c->vmm, stage);
+    unrelax(c, mode);
 }
 
 static const carve_backend_ops driver_ops = {
@@ -276,6 +369,20 @@ static const carve_backend_ops driver_ops = {
     .event_record = drv_event_record,
     .event_query = drv_event_query,
     .event_sync = drv_event_sync,
+    .device_sync = drv_device_sync,
+    .event_release = drv_event_release,
+    .destroy = drv_destroy,
+};
+/* The same, for a driver that answers cuStreamIsCapturing: the engine asks
+ * about captures through it. */
+static const carve_backend_ops driver_ops_capture = {
+    .reserve = drv_reserve,
+    .release = drv_release,
+    .event_record = drv_event_record,
+    .event_query = drv_event_query,
+    .event_sync = drv_event_sync,
+    .capturing = drv_capturing,
+    .context_capturing = drv_context_capturing,
     .device_sync = drv_device_sync,
     .event_release = drv_event_release,
     .destroy = drv_destroy,
@@ -290,6 +397,23 @@ static const carve_backend_ops driver_vmm_ops = {
     .event_record = drv_event_record,
     .event_query = drv_event_query,
     .event_sync = drv_event_sync,
+    .device_sync = drv_device_sync,
+    .event_release = drv_event_release,
+    .destroy = drv_destroy,
+    .abandon = vmm_abandon,
+};
+/* The same, for a driver that answers cuStreamIsCapturing. */
+static const carve_backend_ops driver_vmm_ops_capture = {
+    .reserve = vmm_reserve,
+    .release = vmm_release,
+    .commit = vmm_commit,
+    .decommit = vmm_decommit,
+    .recycle = vmm_recycle,
+    .event_record = drv_event_record,
+    .event_query = drv_event_query,
+    .event_sync = drv_event_sync,
+    .capturing = drv_capturing,
+    .context_capturing = drv_context_capturing,
     .device_sync = drv_device_sync,
     .event_release = drv_event_release,
     .destroy = drv_destroy,
@@ -334,7 +458,7 @@ carve_status carve_backend_open_driver(carve_be *be, const carve_config *cfg) {
     }
     drv_ctx *c = calloc(1, sizeof(*c));
     if (!c) {
-        carve_backend_fail("host memory exhausted");
+        carve_backend_fail_host("host memory exhausted");
         return CARVE_ERR_OOM;
     }
     c->api = api;
@@ -385,7 +509,10 @@ carve_status carve_backend_open_driver(carve_be *be, const carve_config *cfg) {
     }
     carve_mutex_init(&c->lock);
     be->ctx = c;
-    be->ops = c->vmm ? &driver_vmm_ops : &driver_ops;
+    if (c->vmm)
+        be->ops = api->StreamIsCapturing ? &driver_vmm_ops_capture : &driver_vmm_ops;
+    else
+        be->ops = api->StreamIsCapturing ? &driver_ops_capture : &driver_ops;
     be->total_bytes = total;
     return CARVE_OK;
 }

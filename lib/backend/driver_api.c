@@ -42,7 +42,8 @@ static const struct {
     {"cuGetErrorName", offsetof(carve_driver_api, GetErrorName)},
 };
 #define NENTRIES (sizeof(entries) / sizeof(entries[0]))
-/* Looked up too, and left NULL where missing: virtual-memory mode needs them. */
+/* Looked up too, and left NULL where missing: virtual-memory mode needs
+ * the memory calls; a driver without the capture calls is still used. */
 static const struct {
     const char *name;
     size_t offset;
@@ -58,6 +59,8 @@ static const struct {
     {"cuMemRetainAllocationHandle", offsetof(carve_driver_api, MemRetainAllocationHandle)},
     {"cuDeviceGetAttribute", offsetof(carve_driver_api, DeviceGetAttribute)},
     {"cuDeviceCanAccessPeer", offsetof(carve_driver_api, DeviceCanAccessPeer)},
+    {"cuStreamIsCapturing", offsetof(carve_driver_api, StreamIsCapturing)},
+    {"cuThreadExchangeStreamCaptureMode", offsetof(carve_driver_api, ThreadExchangeStreamCaptureMode)},
 };
 #define NOPTIONAL (sizeof(optional) / sizeof(optional[0]))
 

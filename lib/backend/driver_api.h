@@ -36,6 +36,14 @@ typedef struct carve_driver_api {
     CUresult (*EventSynchronize)(CUevent ev);
     CUresult (*EventDestroy)(CUevent ev);                             /* _v2 */
     CUresult (*GetErrorName)(CUresult error, const char **name);
+    /* Optional (NULL when the driver or the lookup has none): whether a
+     * stream is being captured, and the calling thread's capture mode
+     * exchanged. With the exchange, the calls that a capture in global mode
+     * on another thread forbids (allocations, frees, event queries and
+     * waits: "potentially unsafe" in the driver's words) are made in
+     * relaxed mode (driver.c). */
+    CUresult (*StreamIsCapturing)(CUstream stream, CUstreamCaptureStatus *status);
+    CUresult (*ThreadExchangeStreamCaptureMode)(CUstreamCaptureMode *mode);
     /* Optional, from an interposer that watches graph captures: nonzero
      * while a stream capture is in progress anywhere in the process. The
      * backend then records no event, since recording on the legacy stream
@@ -72,5 +80,25 @@ int carve_driver_api_lookup(void *(*lookup)(const char *name, void *arg), void *
  * given; NULL (carve_backend_msg() says why) when there is no driver.
  * Thread-safe. */
 const carve_driver_api *carve_driver_api_get(void) CARVE_INTERNAL;
+
+/* The calling thread's capture mode becomes relaxed for one potentially
+ * unsafe call (allocating, mapping, unmapping, freeing, asking about or
+ * waiting for an event): a capture in global mode on another thread forbids
+ * such calls to threads in global mode, and breaks when one is made.
+ * Returns the mode to restore with carve_driver_unrelax, or -1 when the
+ * driver has no exchange (the call is made as it is). */
+static inline int carve_driver_relax(const carve_driver_api *api) {
+    CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
+    if (!api->ThreadExchangeStreamCaptureMode || api->ThreadExchangeStreamCaptureMode(&m) != CUDA_SUCCESS)
+        return -1;
+    return (int)m;
+}
+
+static inline void carve_driver_unrelax(const carve_driver_api *api, int old) {
+    if (old >= 0) {
+        CUstreamCaptureMode m = (CUstreamCaptureMode)old;
+        (void)api->ThreadExchangeStreamCaptureMode(&m);
+    }
+}
 
 #endif

@@ -32,10 +32,15 @@
  * which costs what is mapped, not the address space; then every range is
  * freed, and from then on nothing acts: the addresses may be another's.
  *
- * Every driver call made for the arena goes into its driver ledger
- * (ledger.h), counted where it is made, as cuda_vmm.c counts them. A
- * handle is one piece, and the engine maps in pieces of one granule, so a
- * handle released later (kept, or refused before) counts a granule.
+ * Pieces, as in cuda_vmm.c: the engine commits in pieces of a granule or
+ * of a larger mapping (maps.c records those), the last one of a commit
+ * possibly shorter, and decommits whole mappings only, one call per piece;
+ * only a granule's handle is kept for reuse in a recycle window. Every
+ * driver call made for the arena goes into its driver ledger (ledger.h),
+ * counted where it is made, as the virtual backend counts the same work; a
+ * handle released later (kept, or refused before) counts its piece's bytes.
+ * The calls run with the thread in relaxed capture mode: driver.c makes
+ * every call into this file so (driver_api.h's carve_driver_relax).
  */
 #include "backend/driver_vmm.h"
 
@@ -54,6 +59,7 @@ enum { LIVE, REFUSING, FREED }; /* the states of abandonment */
 
 typedef struct handles {
     CUmemGenericAllocationHandle *h;
+    size_t *size; /* each handle's bytes */
     size_t n, cap;
 } handles;
 
@@ -106,31 +112,36 @@ static int refuses(carve_drv_vmm *v) {
     return 1;
 }
 
-/* Lock held: push h on l; 0, or -1 when host memory ran out. */
-static int push(handles *l, CUmemGenericAllocationHandle h) {
+/* Lock held: push h (of size bytes) on l; 0, or -1 when host memory ran
+ * out. */
+static int push(handles *l, CUmemGenericAllocationHandle h, size_t size) {
     if (l->n == l->cap) {
         size_t cap = l->cap ? 2 * l->cap : 16;
         CUmemGenericAllocationHandle *n = realloc(l->h, cap * sizeof(*n));
-        if (!n)
+        if (n)
+            l->h = n;
+        size_t *z = n ? realloc(l->size, cap * sizeof(*z)) : NULL;
+        if (!z)
             return -1;
-        l->h = n;
+        l->size = z;
         l->cap = cap;
     }
-    l->h[l->n++] = h;
+    l->h[l->n] = h;
+    l->size[l->n++] = size;
     return 0;
 }
 
-/* Release h, once more at once if the driver refuses; a handle refused
- * twice is kept (lock not held) to be released later. */
-static void release(carve_drv_vmm *v, CUmemGenericAllocationHandle h) {
-    carve_ledger_add(v->ledger, CARVE_DRV_RELEASE, 1, 0, CARVE_SEGMENT_GRANULE);
+/* Release h (of size bytes), once more at once if the driver refuses; a
+ * handle refused twice is kept (lock not held) to be released later. */
+static void release(carve_drv_vmm *v, CUmemGenericAllocationHandle h, size_t size) {
+    carve_ledger_add(v->ledger, CARVE_DRV_RELEASE, 1, 0, size);
     if (v->api->MemRelease(h) == CUDA_SUCCESS)
         return;
-    carve_ledger_add(v->ledger, CARVE_DRV_RELEASE, 1, 0, CARVE_SEGMENT_GRANULE);
+    carve_ledger_add(v->ledger, CARVE_DRV_RELEASE, 1, 0, size);
     if (v->api->MemRelease(h) == CUDA_SUCCESS)
         return;
     carve_mutex_lock(&v->lock);
-    (void)push(&v->stuck, h); /* no room to remember it: its memory is lost, as the driver's refusal said */
+    (void)push(&v->stuck, h, size); /* no room to remember it: its memory is lost, as the driver's refusal said */
     carve_mutex_unlock(&v->lock);
 }
 
@@ -138,11 +149,13 @@ static void release(carve_drv_vmm *v, CUmemGenericAllocationHandle h) {
  * refused again stay. */
 static void release_stuck(carve_drv_vmm *v) {
     size_t k = 0;
-    if (v->stuck.n)
-        carve_ledger_add(v->ledger, CARVE_DRV_RELEASE, v->stuck.n, 0, v->stuck.n * CARVE_SEGMENT_GRANULE);
-    for (size_t i = 0; i < v->stuck.n; i++)
-        if (v->api->MemRelease(v->stuck.h[i]) != CUDA_SUCCESS)
-            v->stuck.h[k++] = v->stuck.h[i];
+    for (size_t i = 0; i < v->stuck.n; i++) {
+        carve_ledger_add(v->ledger, CARVE_DRV_RELEASE, 1, 0, v->stuck.size[i]);
+        if (v->api->MemRelease(v->stuck.h[i]) != CUDA_SUCCESS) {
+            v->stuck.h[k] = v->stuck.h[i];
+            v->stuck.size[k++] = v->stuck.size[i];
+        }
+    }
     v->stuck.n = k;
 }
 
@@ -190,7 +203,7 @@ static void release_spare(carve_drv_vmm *v) {
         carve_ledger_add(v->ledger, CARVE_DRV_RELEASE, v->spare.n, 0, v->spare.n * CARVE_SEGMENT_GRANULE);
     for (size_t i = 0; i < v->spare.n; i++)
         if (v->api->MemRelease(v->spare.h[i]) != CUDA_SUCCESS)
-            (void)push(&v->stuck, v->spare.h[i]);
+            (void)push(&v->stuck, v->spare.h[i], CARVE_SEGMENT_GRANULE);
     v->spare.n = 0;
 }
 
@@ -262,7 +275,9 @@ void carve_drv_vmm_free(carve_drv_vmm *v) {
         free(r);
     }
     free(v->spare.h);
+    free(v->spare.size);
     free(v->stuck.h);
+    free(v->stuck.size);
     free(v->stray.s);
     free(v->access);
     carve_mutex_destroy(&v->lock);
@@ -324,7 +339,8 @@ carve_status carve_drv_vmm_release(carve_drv_vmm *v, uintptr_t base, size_t size
     return e == CUDA_SUCCESS ? CARVE_OK : vmm_error(v->api, e, "cuMemAddressFree");
 }
 
-/* A handle for one piece: a kept granule's, else a new one. */
+/* A handle for one piece of piece bytes: a kept granule's (for a piece of
+ * a granule), else a new one. */
 static CUresult take_handle(carve_drv_vmm *v, size_t piece, CUmemGenericAllocationHandle *h) {
     int got = 0;
     if (piece == CARVE_SEGMENT_GRANULE) {
@@ -339,13 +355,22 @@ static CUresult take_handle(carve_drv_vmm *v, size_t piece, CUmemGenericAllocati
     return v->api->MemCreate(h, piece, &v->prop, 0);
 }
 
+/* Whether [addr, addr+size) is whole pieces of piece bytes (whole granules;
+ * with rest_ok, the last piece may be shorter); a message when not. */
+static int pieces_ok(uintptr_t addr, size_t size, size_t piece, const char *what, int rest_ok) {
+    const size_t g = CARVE_SEGMENT_GRANULE;
+    if (size == 0 || piece == 0 || piece % g || size % g || addr % g || (!rest_ok && size % piece)) {
+        carve_backend_fail("%s of %zu bytes in pieces of %zu at %#lx", what, size, piece, (unsigned long)addr);
+        return 0;
+    }
+    return 1;
+}
+
 carve_status carve_drv_vmm_commit(carve_drv_vmm *v, uintptr_t addr, size_t size, size_t piece) {
     if (refuses(v))
         return CARVE_ERR_NO_DEVICE;
-    if (piece == 0 || size % piece) {
-        carve_backend_fail("commit of %zu bytes in pieces of %zu", size, piece);
+    if (!pieces_ok(addr, size, piece, "commit", 1))
         return CARVE_ERR_BACKEND;
-    }
     const carve_driver_api *api = v->api;
     carve_mutex_lock(&v->lock); /* what an earlier failed commit left mapped goes first */
     size_t left = v->stray.n ? unmap_strays(v, addr, addr + size, 0) : 0;
@@ -355,16 +380,17 @@ carve_status carve_drv_vmm_commit(carve_drv_vmm *v, uintptr_t addr, size_t size,
                            "(cuMemUnmap refused again)", (unsigned long)addr, left);
         return CARVE_ERR_BACKEND;
     }
-    size_t n = size / piece, i = 0;
+    size_t n = size / piece + (size % piece != 0), i = 0; /* the last mapping: what is left */
     CUresult e = CUDA_SUCCESS;
     const char *what = "cuMemCreate";
     for (; i < n; i++) {
+        size_t len = size - i * piece < piece ? size - i * piece : piece;
         CUmemGenericAllocationHandle h = 0;
-        if ((e = take_handle(v, piece, &h)) != CUDA_SUCCESS)
+        if ((e = take_handle(v, len, &h)) != CUDA_SUCCESS)
             break;
-        e = api->MemMap((CUdeviceptr)(addr + i * piece), piece, 0, h, 0);
-        carve_ledger_add(v->ledger, CARVE_DRV_MAP, 1, 1, piece);
-        release(v, h); /* mapped: the mapping holds the memory now, unmapping frees it; else it goes */
+        e = api->MemMap((CUdeviceptr)(addr + i * piece), len, 0, h, 0);
+        carve_ledger_add(v->ledger, CARVE_DRV_MAP, 1, 1, len);
+        release(v, h, len); /* mapped: the mapping holds the memory now, unmapping frees it; else it goes */
         if (e != CUDA_SUCCESS) {
             what = "cuMemMap";
             break;
@@ -379,14 +405,15 @@ carve_status carve_drv_vmm_commit(carve_drv_vmm *v, uintptr_t addr, size_t size,
         return CARVE_OK;
     while (i-- > 0) { /* all or nothing; a piece the driver will not unmap is remembered */
         CUdeviceptr at = (CUdeviceptr)(addr + i * piece);
-        carve_ledger_add(v->ledger, CARVE_DRV_UNMAP, 1, 1, piece);
-        if (api->MemUnmap(at, piece) == CUDA_SUCCESS)
+        size_t len = size - i * piece < piece ? size - i * piece : piece;
+        carve_ledger_add(v->ledger, CARVE_DRV_UNMAP, 1, 1, len);
+        if (api->MemUnmap(at, len) == CUDA_SUCCESS)
             continue;
-        carve_ledger_add(v->ledger, CARVE_DRV_UNMAP, 1, 1, piece);
-        if (api->MemUnmap(at, piece) == CUDA_SUCCESS)
+        carve_ledger_add(v->ledger, CARVE_DRV_UNMAP, 1, 1, len);
+        if (api->MemUnmap(at, len) == CUDA_SUCCESS)
             continue;
         carve_mutex_lock(&v->lock);
-        (void)push_stray(&v->stray, (uintptr_t)at, piece); /* no room: it stays mapped, as the driver's refusal said */
+        (void)push_stray(&v->stray, (uintptr_t)at, len); /* no room: it stays mapped, as the driver's refusal said */
         carve_mutex_unlock(&v->lock);
     }
     return vmm_error(api, e, what);
@@ -403,6 +430,8 @@ carve_status carve_drv_vmm_decommit(carve_drv_vmm *v, uintptr_t addr, size_t siz
         carve_backend_fail("the arena's CUDA context is gone");
         return CARVE_ERR_NO_DEVICE;
     }
+    if (!pieces_ok(addr, size, piece, "decommit", 0))
+        return CARVE_ERR_BACKEND;
     const carve_driver_api *api = v->api;
     for (size_t off = 0; off < size; off += piece) {
         CUdeviceptr at = (CUdeviceptr)(addr + off);
@@ -418,16 +447,16 @@ carve_status carve_drv_vmm_decommit(carve_drv_vmm *v, uintptr_t addr, size_t siz
         CUresult e = api->MemUnmap(at, piece);
         if (e != CUDA_SUCCESS) {
             if (keep)
-                release(v, h); /* the mapping still holds it */
+                release(v, h, piece); /* the mapping still holds it */
             return vmm_error(api, e, "cuMemUnmap");
         }
         *done += piece;
         if (keep) {
             carve_mutex_lock(&v->lock);
-            int kept = v->recycling > 0 && push(&v->spare, h) == 0;
+            int kept = v->recycling > 0 && push(&v->spare, h, piece) == 0;
             carve_mutex_unlock(&v->lock);
             if (!kept)
-                release(v, h);
+                release(v, h, piece);
         }
     }
     return CARVE_OK;

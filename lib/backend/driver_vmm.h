@@ -1,9 +1,9 @@
 /*
  * driver_vmm.h — virtual-memory mode of the driver-API backend (driver_vmm.c):
- * address space from cuMemAddressReserve, granules of cuMemCreate memory
- * mapped into it, through the driver table of driver_api.c. driver.c owns
- * the context and the events, and makes the context current around these
- * calls.
+ * address space from cuMemAddressReserve, pieces of cuMemCreate memory (a
+ * granule or a larger mapping) mapped into it, through the driver table of
+ * driver_api.c. driver.c owns the context and the events, and makes the
+ * context current and the thread's capture mode relaxed around these calls.
  */
 #ifndef CARVE_BACKEND_DRIVER_VMM_H
 #define CARVE_BACKEND_DRIVER_VMM_H

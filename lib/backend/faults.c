@@ -94,6 +94,9 @@ static carve_status f_event_follow(carve_be *be, void *user, void **ev) {
 static int f_capturing(carve_be *be, carve_stream s) {
     return be->faults.leaf->capturing ? be->faults.leaf->capturing(be, s) : 0;
 }
+static int f_context_capturing(carve_be *be) {
+    return be->faults.leaf->context_capturing ? be->faults.leaf->context_capturing(be) : 0;
+}
 
 static int f_event_query(carve_be *be, void *ev) { return be->faults.leaf->event_query(be, ev); }
 static carve_status f_event_sync(carve_be *be, void *ev) { return be->faults.leaf->event_sync(be, ev); }
@@ -105,6 +108,13 @@ static carve_status f_export(carve_be *be, uintptr_t addr, size_t size, carve_ip
         return CARVE_ERR_INVALID;
     }
     return be->faults.leaf->export_buffer(be, addr, size, desc, fds);
+}
+static carve_status f_export_pieces(carve_be *be, const carve_be_piece *pieces, size_t n, int **fds) {
+    if (!be->faults.leaf->export_pieces) {
+        carve_backend_fail("the %s backend cannot share memory with other processes", carve_backend_str(be->kind));
+        return CARVE_ERR_INVALID;
+    }
+    return be->faults.leaf->export_pieces(be, pieces, n, fds);
 }
 /* Not a counted call: injected failures stand for memory and events. */
 static carve_status f_grant(carve_be *be) { return be->faults.leaf->grant ? be->faults.leaf->grant(be) : CARVE_OK; }
@@ -124,15 +134,16 @@ static void f_destroy(carve_be *be) {
 static const carve_backend_ops fault_ops = {
     .reserve = f_reserve, .release = f_release, .event_record = f_event_record,
     .event_follow = f_event_follow, .event_query = f_event_query, .event_sync = f_event_sync,
-    .device_sync = f_device_sync, .capturing = f_capturing, .event_release = f_event_release,
-    .destroy = f_destroy, .export_buffer = f_export, .grant = f_grant,
+    .device_sync = f_device_sync, .capturing = f_capturing, .context_capturing = f_context_capturing,
+    .event_release = f_event_release, .destroy = f_destroy, .export_buffer = f_export, .grant = f_grant,
 };
 static const carve_backend_ops fault_ops_mapping = {
     .reserve = f_reserve, .release = f_release, .commit = f_commit, .decommit = f_decommit,
     .recycle = f_recycle, .event_record = f_event_record, .event_follow = f_event_follow,
     .event_query = f_event_query, .event_sync = f_event_sync,
-    .device_sync = f_device_sync, .capturing = f_capturing, .event_release = f_event_release,
-    .destroy = f_destroy, .export_buffer = f_export, .grant = f_grant, .abandon = f_abandon,
+    .device_sync = f_device_sync, .capturing = f_capturing, .context_capturing = f_context_capturing,
+    .event_release = f_event_release, .destroy = f_destroy, .export_buffer = f_export,
+    .export_pieces = f_export_pieces, .grant = f_grant, .abandon = f_abandon,
 };
 
 void carve_backend_faults_on(carve_be *be, unsigned long at, unsigned long times, unsigned long every,

@@ -21,8 +21,8 @@ static carve_status host_reserve(carve_be *be, size_t size, uintptr_t *base) {
 }
 
 static carve_status host_release(carve_be *be, uintptr_t base, size_t size) {
-    (void)be;
     (void)size;
+    (void)carve_sim_release_captured(be); /* counted: cudaFree would break the capture */
     free((void *)base);
     return CARVE_OK;
 }
@@ -37,6 +37,7 @@ static const carve_backend_ops host_ops = {
     .event_sync = carve_sim_event_sync,
     .event_follow = carve_sim_event_follow,
     .capturing = carve_sim_capturing,
+    .context_capturing = carve_sim_context_capturing,
     .device_sync = carve_sim_device_sync,
     .event_release = carve_sim_event_release,
     .destroy = host_destroy,

@@ -28,16 +28,17 @@ carve_status carve_backend_open_driver(carve_be *be, const carve_config *cfg) CA
 int carve_driver_api_lookup(void *(*lookup)(const char *name, void *arg), void *arg) CARVE_INTERNAL;
 
 /* Map a buffer another process exported (carve_ipc_import) for device:
- * CARVE_IPC_FDS through cuMemImportFromShareableHandle (cuda_vmm.c),
+ * CARVE_IPC_FDS through cuMemImportFromShareableHandle (cuda_vmm.c), each
+ * descriptor's allocation whole (sizes[i] bytes, desc->num_fds of them),
  * CARVE_IPC_CUDA through cudaIpcOpenMemHandle, each segment opened once per
  * process and device (cuda.c). *base and *len are what the close call
  * takes back. desc is checked by the caller. A close call returns
  * CARVE_ERR_NO_DEVICE only when it did nothing (the device could not be
  * made current), so the mapping stays and may be closed again; after any
  * other status the mapping is gone. */
-carve_status carve_backend_import_fds(const carve_ipc_desc *desc, const int *fds, int device, uintptr_t *base,
-                                      size_t *len) CARVE_INTERNAL;
-carve_status carve_backend_close_fds(int device, uintptr_t base, size_t len) CARVE_INTERNAL;
+carve_status carve_backend_import_fds(const carve_ipc_desc *desc, const int *fds, const size_t *sizes, int device,
+                                      uintptr_t *base, size_t *len) CARVE_INTERNAL;
+carve_status carve_backend_close_fds(int device, uintptr_t base, const size_t *sizes, size_t n) CARVE_INTERNAL;
 carve_status carve_backend_import_cuda(const carve_ipc_desc *desc, int device, uintptr_t *base) CARVE_INTERNAL;
 carve_status carve_backend_close_cuda(int device, uintptr_t base) CARVE_INTERNAL;
 

@@ -45,20 +45,22 @@ carve_status carve_backend_open_cuda(carve_be *be, const carve_config *cfg) {
     return no_cuda();
 }
 
-carve_status carve_backend_import_fds(const carve_ipc_desc *desc, const int *fds, int device, uintptr_t *base,
-                                      size_t *len) {
+carve_status carve_backend_import_fds(const carve_ipc_desc *desc, const int *fds, const size_t *sizes, int device,
+                                      uintptr_t *base, size_t *len) {
     (void)desc;
     (void)fds;
+    (void)sizes;
     (void)device;
     *base = 0;
     *len = 0;
     return no_cuda();
 }
 
-carve_status carve_backend_close_fds(int device, uintptr_t base, size_t len) {
+carve_status carve_backend_close_fds(int device, uintptr_t base, const size_t *sizes, size_t n) {
     (void)device;
     (void)base;
-    (void)len;
+    (void)sizes;
+    (void)n;
     return no_cuda();
 }
 

@@ -6,7 +6,10 @@
  * answers "not yet" to its first sim_event_polls queries. A sync completes it.
  * Each record, query and wait goes into the driver ledger as the CUDA
  * backends' call would (cudaEventRecord, cudaEventQuery,
- * cudaEventSynchronize, cudaDeviceSynchronize).
+ * cudaEventSynchronize, cudaDeviceSynchronize). Captures are streams a test
+ * marks (carve_sim_set_capturing), in the one context the arena has: a
+ * device synchronization or a release of memory meanwhile is refused and
+ * counted as a broken capture, as the driver breaks a real one.
  */
 #include "backend/sim.h"
 
@@ -23,7 +26,7 @@ carve_status carve_sim_event_record(carve_be *be, carve_stream s, void **ev) {
     sim_event *e = malloc(sizeof(*e));
     if (!e) {
         *ev = NULL;
-        carve_backend_fail("host memory exhausted creating an event");
+        carve_backend_fail_host("host memory exhausted creating an event");
         return CARVE_ERR_OOM;
     }
     e->polls_left = be->sim_event_polls;
@@ -54,8 +57,16 @@ carve_status carve_sim_event_sync(carve_be *be, void *ev) {
     return CARVE_OK;
 }
 
+/* A device synchronization while a stream is marked as captured: what
+ * cudaDeviceSynchronize answers then (and the capture is lost). */
 carve_status carve_sim_device_sync(carve_be *be) {
     carve_ledger_add(&be->ledger, CARVE_DRV_DEVICE_SYNC, 1, 0, 0);
+    if (carve_sim_context_capturing(be)) {
+        __atomic_add_fetch(&be->sim_broken_captures, 1, __ATOMIC_RELAXED);
+        carve_backend_fail("the device was synchronized while a stream is being captured "
+                           "(cudaErrorStreamCaptureUnsupported): the capture is broken");
+        return CARVE_ERR_BACKEND;
+    }
     __atomic_add_fetch(&be->sim_epoch, 1, __ATOMIC_RELEASE);
     return CARVE_OK;
 }
@@ -71,4 +82,13 @@ int carve_sim_capturing(carve_be *be, carve_stream stream) {
         if (__atomic_load_n(&be->sim_capturing[i], __ATOMIC_RELAXED) == stream)
             return 1;
     return 0;
+}
+
+int carve_sim_context_capturing(carve_be *be) { return __atomic_load_n(&be->sim_ncapturing, __ATOMIC_ACQUIRE) > 0; }
+
+int carve_sim_release_captured(carve_be *be) {
+    if (!carve_sim_context_capturing(be))
+        return 0;
+    __atomic_add_fetch(&be->sim_broken_captures, 1, __ATOMIC_RELAXED);
+    return 1;
 }

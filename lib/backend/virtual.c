@@ -15,8 +15,8 @@
  * the calls the CUDA backends would make for the same work, call for call:
  * a reservation is cuMemAddressReserve in virtual-memory mode and cudaMalloc
  * in segments mode; a commit is, per mapping, cuMemCreate (or a handle kept
- * from a recycle window), cuMemMap and cuMemRelease, then one
- * cuMemSetAccess over the run; a decommit one cuMemUnmap per mapping, and
+ * from a recycle window, for a granule), cuMemMap and cuMemRelease, then one
+ * cuMemSetAccess over the run, whatever the mappings' sizes; a decommit one cuMemUnmap per mapping, and
  * inside a recycle window a cuMemRetainAllocationHandle first; closing the
  * last window releases the handles not reused (cuda_vmm.c does exactly
  * this). So a replay here says what the driver would cost on a GPU.
@@ -87,6 +87,7 @@ static carve_status virtual_reserve(carve_be *be, size_t size, uintptr_t *base) 
 
 static carve_status virtual_release(carve_be *be, uintptr_t base, size_t size) {
     carve_ledger_add(&be->ledger, be->maps ? CARVE_DRV_UNRESERVE : CARVE_DRV_FREE, 1, 0, size);
+    (void)carve_sim_release_captured(be); /* counted: giving memory back would break the capture */
     hole *n = malloc(sizeof(*n));
     if (!n) /* the range is simply not reused */
         return CARVE_OK;
@@ -122,14 +123,16 @@ static carve_status virtual_release(carve_be *be, uintptr_t base, size_t size) {
 static carve_status virtual_commit(carve_be *be, uintptr_t addr, size_t size, size_t piece) {
     (void)addr;
     virtual_ctx *c = be->ctx;
-    size_t n = size / piece, reused = 0;
-    if (piece == CARVE_SEGMENT_GRANULE) {
+    size_t rest = size % piece, n = size / piece + (rest != 0), reused = 0; /* the last mapping: what is left */
+    /* Kept handles are a granule's: they back the mappings of one granule. */
+    size_t granules = piece == CARVE_SEGMENT_GRANULE ? n : rest == CARVE_SEGMENT_GRANULE;
+    if (granules) {
         carve_mutex_lock(&c->lock);
-        reused = c->nspare < n ? c->nspare : n;
+        reused = c->nspare < granules ? c->nspare : granules;
         c->nspare -= reused;
         carve_mutex_unlock(&c->lock);
     }
-    carve_ledger_add(&be->ledger, CARVE_DRV_CREATE, n - reused, 0, (n - reused) * piece);
+    carve_ledger_add(&be->ledger, CARVE_DRV_CREATE, n - reused, 0, size - reused * CARVE_SEGMENT_GRANULE);
     carve_ledger_add(&be->ledger, CARVE_DRV_MAP, n, n, size);
     carve_ledger_add(&be->ledger, CARVE_DRV_RELEASE, n, 0, size); /* each handle once mapped: the mapping holds it */
     carve_ledger_add(&be->ledger, CARVE_DRV_ACCESS, 1, n, size);
@@ -185,6 +188,7 @@ static const carve_backend_ops virtual_ops = {
     .event_sync = carve_sim_event_sync,
     .event_follow = carve_sim_event_follow,
     .capturing = carve_sim_capturing,
+    .context_capturing = carve_sim_context_capturing,
     .device_sync = carve_sim_device_sync,
     .event_release = carve_sim_event_release,
     .destroy = virtual_destroy,
@@ -194,7 +198,7 @@ carve_status carve_backend_open_virtual(carve_be *be) {
     virtual_ctx *c = calloc(1, sizeof(*c));
     if (!c || carve_mutex_init(&c->lock) != 0) {
         free(c);
-        carve_backend_fail("host memory exhausted");
+        carve_backend_fail_host("host memory exhausted");
         return CARVE_ERR_OOM;
     }
     be->ctx = c;

@@ -6,7 +6,7 @@
  * briefly, then yield (a pool's lock is also held across the rare slow path
  * that reserves memory, which can take milliseconds).
  * carve_mutex (a pthread mutex) guards the arena heap, reached only on slow
- * paths.
+ * paths; carve_cond waits on one.
  */
 #ifndef CARVE_BASE_LOCK_H
 #define CARVE_BASE_LOCK_H
@@ -53,5 +53,12 @@ typedef pthread_mutex_t carve_mutex;
 #define carve_mutex_destroy(m) pthread_mutex_destroy(m)
 #define carve_mutex_lock(m) pthread_mutex_lock(m)
 #define carve_mutex_unlock(m) pthread_mutex_unlock(m)
+
+/* For the rare waits on a mutex-guarded condition (carve_set_oom_callback). */
+typedef pthread_cond_t carve_cond;
+#define carve_cond_init(c) pthread_cond_init((c), NULL)
+#define carve_cond_destroy(c) pthread_cond_destroy(c)
+#define carve_cond_wait(c, m) pthread_cond_wait((c), (m))
+#define carve_cond_broadcast(c) pthread_cond_broadcast(c)
 
 #endif

@@ -186,7 +186,7 @@ carve_status carve_device_mem_info(int device, size_t *free_bytes, size_t *total
     if (total_bytes)
         *total_bytes = t;
     if (st != CARVE_OK)
-        return carve_fail(NULL, st, "carve_device_mem_info: %s", carve_backend_msg());
+        return carve_fail_host(NULL, st, carve_backend_host(), "carve_device_mem_info: %s", carve_backend_msg());
     return CARVE_OK;
 }
 

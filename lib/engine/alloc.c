@@ -41,17 +41,24 @@ static size_t span_need(unsigned cls, size_t rs) {
     return cls == CARVE_CLASS_SMALL ? CARVE_SMALL_SPAN : carve_align_up(rs, CARVE_SEGMENT_GRANULE);
 }
 
-static carve_status alloc_oom(carve_arena *a, size_t size, carve_stream s, const char *why) {
-    char req[32], al[32], rq[32], rs[32], ca[32], lf[32], li[32];
+/* The out-of-memory answer to an allocation of size bytes (aligned to
+ * align; up to 256: carve_alloc) on s, failed for the reason why; host:
+ * that reason is host memory running out. */
+static carve_status alloc_oom(carve_arena *a, size_t size, size_t align, carve_stream s, const char *why, int host) {
+    char req[32], al[32], rq[32], rs[32], ca[32], lf[32], li[32], what[64];
     carve_stats st;
     CARVE_ADD(&a->nooms, 1);
     carve_stats_collect(a, &st, 0);
-    return carve_fail(
-        a, CARVE_ERR_OOM,
-        "out of memory: carve_alloc of %s (%zu bytes) on stream %p in arena '%s' (%s backend, "
+    if (align > CARVE_ALIGNMENT)
+        snprintf(what, sizeof(what), "carve_alloc_aligned (to %zu bytes)", align);
+    else
+        snprintf(what, sizeof(what), "carve_alloc");
+    return carve_fail_host(
+        a, CARVE_ERR_OOM, host,
+        "out of memory: %s of %s (%zu bytes) on stream %p in arena '%s' (%s backend, "
         "device %d) failed: %s. %llu live buffers: %s allocated (%s requested); %s reserved, %s of it "
         "cached; largest free block %s; limit %s.",
-        carve_format_bytes(req, sizeof(req), size), size, (void *)s, a->name,
+        what, carve_format_bytes(req, sizeof(req), size), size, (void *)carve_stream_public(s), a->name,
         carve_backend_str(a->be.kind), a->be.device, why && *why ? why : "no free block fits",
         (unsigned long long)st.num_live, carve_format_bytes(al, sizeof(al), st.allocated_bytes),
         carve_format_bytes(rq, sizeof(rq), st.requested_bytes),
@@ -61,23 +68,90 @@ static carve_status alloc_oom(carve_arena *a, size_t size, carve_stream s, const
         carve_format_bytes(li, sizeof(li), CARVE_LOAD(&a->limit)));
 }
 
-/* Nonzero while the calling thread runs an out-of-memory callback or its
- * retry: an allocation that fails then does not call the callback again. */
-static __thread int tls_in_oom_callback;
+/* One call of an arena's out-of-memory callback in progress (with its
+ * retry), on the stack of the thread that makes it: in the arena's list
+ * (under its oom_lock) and in the thread's. */
+typedef struct carve_oom_call {
+    carve_arena *arena;
+    uint64_t gen;      /* the setting of the callback it called (a->oom_gen) */
+    int parked;        /* its thread waits in carve_set_oom_callback */
+    struct carve_oom_call *prev, *next; /* the arena's calls */
+    struct carve_oom_call *outer;       /* the thread's call around this one */
+} carve_oom_call;
+
+/* The calling thread's calls in progress, innermost first: an allocation on
+ * an arena whose callback runs on this thread does not call it again; other
+ * arenas' callbacks are called as always. */
+static __thread carve_oom_call *tls_oom_calls;
+
+static int oom_running_here(const carve_arena *a) {
+    for (const carve_oom_call *c = tls_oom_calls; c; c = c->outer)
+        if (c->arena == a)
+            return 1;
+    return 0;
+}
+
+/* Mark the calling thread's calls in progress as waiting (or no longer) in
+ * carve_set_oom_callback: a thread replacing a callback does not wait for
+ * them (they cannot return before it does), so two callbacks that replace
+ * each other's at once, or their own, never wait forever. */
+static void oom_park(int parked) {
+    for (carve_oom_call *c = tls_oom_calls; c; c = c->outer) {
+        carve_mutex_lock(&c->arena->oom_lock);
+        c->parked = parked;
+        if (parked && c->arena->oom_waiters)
+            carve_cond_broadcast(&c->arena->oom_done);
+        carve_mutex_unlock(&c->arena->oom_lock);
+    }
+}
+
+carve_status carve_set_oom_callback(carve_arena *a, carve_oom_fn fn, void *user) {
+    if (!a)
+        return carve_fail(NULL, CARVE_ERR_INVALID, "carve_set_oom_callback: arena is NULL");
+    oom_park(1);
+    carve_mutex_lock(&a->oom_lock);
+    a->oom_fn = fn;
+    a->oom_user = fn ? user : NULL;
+    uint64_t gen = ++a->oom_gen;
+    /* Until the calls of earlier settings on other threads have returned:
+     * after this, the old callback and its argument are the caller's. */
+    a->oom_waiters++;
+    for (;;) {
+        const carve_oom_call *c = a->oom_calls;
+        while (c && (c->gen >= gen || c->parked))
+            c = c->next;
+        if (!c)
+            break;
+        carve_cond_wait(&a->oom_done, &a->oom_lock);
+    }
+    a->oom_waiters--;
+    carve_mutex_unlock(&a->oom_lock);
+    oom_park(0);
+    return CARVE_OK;
+}
 
 /* No lock held; the allocation of size bytes (aligned to align; 0: plain
- * carve_alloc, or carve_alloc_flags with flags) on s ran out of memory, for the reason why. Call the arena's
- * out-of-memory callback, if any, and retry once at its word; otherwise
- * (and when the retry fails) the out-of-memory answer. */
+ * carve_alloc, or carve_alloc_flags with flags) on s ran out of memory,
+ * for the reason why (about host memory when host is nonzero). Call the
+ * arena's out-of-memory callback, if any, and retry once at its word;
+ * otherwise (and when the retry fails) the out-of-memory answer. */
 __attribute__((noinline, cold)) static carve_status oom_answer(carve_arena *a, size_t size, size_t align,
                                                              unsigned flags, carve_stream s, void **out,
-                                                             const char *why) {
+                                                             const char *why, int host) {
     carve_mutex_lock(&a->oom_lock);
     carve_oom_fn fn = a->oom_fn;
     void *user = a->oom_user;
+    if (!fn || oom_running_here(a)) {
+        carve_mutex_unlock(&a->oom_lock);
+        return alloc_oom(a, size, align, s, why, host);
+    }
+    /* In progress from here: carve_set_oom_callback waits for it to return. */
+    carve_oom_call call = {.arena = a, .gen = a->oom_gen, .next = a->oom_calls, .outer = tls_oom_calls};
+    if (a->oom_calls)
+        a->oom_calls->prev = &call;
+    a->oom_calls = &call;
+    tls_oom_calls = &call;
     carve_mutex_unlock(&a->oom_lock);
-    if (!fn || tls_in_oom_callback)
-        return alloc_oom(a, size, s, why);
     carve_stats st;
     carve_stats_collect(a, &st, 0);
     carve_oom_info info = {.size = sizeof(info), .request_bytes = size,
@@ -88,28 +162,54 @@ __attribute__((noinline, cold)) static carve_status oom_answer(carve_arena *a, s
                            .num_live = st.num_live};
     char reason[256];
     snprintf(reason, sizeof(reason), "%s", why ? why : "");
-    tls_in_oom_callback = 1;
     int answer = fn(a, &info, user);
     carve_status r;
     if (answer == CARVE_OOM_RETRY) {
         CARVE_ADD(&a->nretries, 1);
         r = align ? carve_alloc_aligned(a, size, align, s, out) : carve_alloc_flags(a, size, s, flags, out);
     } else {
-        r = alloc_oom(a, size, s, reason);
+        r = alloc_oom(a, size, align, s, reason, host);
     }
-    tls_in_oom_callback = 0;
+    carve_mutex_lock(&a->oom_lock);
+    if (call.prev)
+        call.prev->next = call.next;
+    else
+        a->oom_calls = call.next;
+    if (call.next)
+        call.next->prev = call.prev;
+    tls_oom_calls = call.outer;
+    if (a->oom_waiters)
+        carve_cond_broadcast(&a->oom_done);
+    carve_mutex_unlock(&a->oom_lock);
     return r;
 }
 
 /* Pool lock held: drop it, reclaim (carve_reclaim flags), retake it.
- * The reason of the failure that led here survives for the OOM message. */
-static void reclaim_unlocked(carve_arena *a, carve_pool *p, unsigned flags) {
+ * The reason of the failure that led here survives for the OOM message.
+ * Returns 1 when a stream capture kept the reclaim from waiting. */
+static int reclaim_unlocked(carve_arena *a, carve_pool *p, unsigned flags) {
     char why[256];
     snprintf(why, sizeof(why), "%s", carve_note_get());
     carve_spin_unlock(&p->lock);
-    carve_reclaim(a, flags);
+    carve_reclaim(a, flags, p->stream);
     carve_spin_lock(&p->lock);
     carve_note("%s", why);
+    return (flags & CARVE_RECLAIM_WAIT) && carve_reclaim_captured();
+}
+
+/* The reason of an out-of-memory failure, when a capture kept the reclaim
+ * before it from waiting: the memory other streams cached may well be free,
+ * but only a device synchronization, which would break the capture, could
+ * tell. */
+static void note_captured(void) {
+    if (strstr(carve_note_get(), "a stream capture was underway")) /* said already (a nested retry) */
+        return;
+    char why[256];
+    snprintf(why, sizeof(why), "%s", carve_note_get());
+    carve_note("%s; a stream capture was underway, so the device was not synchronized and memory other streams "
+               "freed could not be proved free for this one (the synchronization would break the capture; "
+               "retry after it)",
+               why);
 }
 
 /* A request with CARVE_ALLOC_HELD needs more memory than the arena holds. */
@@ -163,11 +263,11 @@ static carve_block *pool_extend(carve_arena *a, carve_pool *p, unsigned cls, siz
 static carve_block *pool_refill(carve_arena *a, carve_pool *p, unsigned cls, size_t rs, unsigned flags,
                                 carve_status *st) {
     size_t want = span_want(cls, rs), need = span_need(cls, rs);
-    int asked_others = 0;
+    int asked_others = 0, captured = 0;
     carve_note("%s", "");
     for (int attempt = 0;; attempt++) {
         if (carve_slab_reserve(&p->slab, 1) != 0) {
-            carve_note("host memory exhausted for carve's metadata");
+            carve_note_host(1, "host memory exhausted for carve's metadata");
             *st = CARVE_ERR_OOM;
             return NULL;
         }
@@ -221,14 +321,17 @@ static carve_block *pool_refill(carve_arena *a, carve_pool *p, unsigned cls, siz
         carve_block *b;
         if (*st == CARVE_ERR_OOM && (b = carve_index_find_fit(&p->index[!cls], rs)))
             return b;
-        if (*st != CARVE_ERR_OOM || attempt == 2 || (flags & CARVE_ALLOC_HELD))
+        if (*st != CARVE_ERR_OOM || attempt == 2 || (flags & CARVE_ALLOC_HELD)) {
+            if (captured && *st == CARVE_ERR_OOM)
+                note_captured();
             return NULL;
+        }
         /* Release cached memory everywhere and retry; the second time, the
          * free room inside other streams' spans too (it moves only now:
          * cutting spans around their live buffers scatters what the next
          * requests of those streams touch). */
-        reclaim_unlocked(a, p, CARVE_RECLAIM_WAIT | (a->growth ? CARVE_RECLAIM_RELEASE : 0) |
-                                   (attempt == 1 ? CARVE_RECLAIM_ROOM : 0));
+        captured |= reclaim_unlocked(a, p, CARVE_RECLAIM_WAIT | (a->growth ? CARVE_RECLAIM_RELEASE : 0) |
+                                               (attempt == 1 ? CARVE_RECLAIM_ROOM : 0));
         if ((b = carve_index_find_fit(&p->index[cls], rs)))
             return b;
     }
@@ -255,7 +358,13 @@ __attribute__((noinline, cold)) static carve_block *vmm_adopt(carve_arena *a, ca
         if (q == p || CARVE_LOAD(&q->graph) || !carve_spin_trylock(&q->lock))
             continue; /* (a graph pool's memory stays its graphs' until released) */
         carve_block *moved = NULL, *f = carve_index_find_fit(&q->index[cls], n + 2 * G - 2);
-        uintptr_t lo = f ? carve_align_up(f->addr, G) : 0, hi = lo + n;
+        uintptr_t lo = f ? carve_align_up(f->addr, G) : 0, hi = lo + n, mlo, mhi;
+        /* Whole mappings move (the driver unmaps whole mappings only, and a
+         * mapping stays inside one span: maps.h). */
+        if (f && carve_maps_find(&a->maps, lo, &mlo, &mhi, NULL) && mlo < lo)
+            hi = (lo = mhi) + n;
+        if (f && carve_maps_find(&a->maps, hi - G, &mlo, &mhi, NULL))
+            hi = mhi;
         if (f && hi <= carve_align_down(f->addr + f->size, G) &&
             !(lo == f->span->addr && hi == f->span->addr + f->span->size)) {
             int done = carve_vmm_runs_done(f, lo, hi, q->vdone);
@@ -274,7 +383,7 @@ __attribute__((noinline, cold)) static carve_block *vmm_adopt(carve_arena *a, ca
             carve_block *blk = carve_slab_get(&p->slab);
             carve_pool_install_span(p, moved, blk);
             carve_vmm_adopted(p, blk);
-            __atomic_add_fetch(&a->heap.nmoved, (uint64_t)(n / G), __ATOMIC_RELAXED);
+            __atomic_add_fetch(&a->heap.nmoved, (uint64_t)(moved->size / G), __ATOMIC_RELAXED);
             return blk;
         }
     }
@@ -336,7 +445,7 @@ __attribute__((noinline, cold)) static carve_block *vmm_place(carve_arena *a, ca
     }
     carve_block *u = best, *m;
     if (carve_slab_reserve(&p->slab, 3) != 0 || carve_blockmap_reserve(&p->map) != 0) {
-        carve_note("host memory exhausted for carve's metadata");
+        carve_note_host(1, "host memory exhausted for carve's metadata");
         *st = CARVE_ERR_OOM;
         return NULL;
     }
@@ -347,7 +456,8 @@ __attribute__((noinline, cold)) static carve_block *vmm_place(carve_arena *a, ca
         /* Making room must leave mapped the place itself, and the granules
          * next to u (unmapping one would merge u away). */
         carve_keep keep = {{best_x, u->addr - G}, {best_x + rs, u->addr + u->size + G}};
-        *st = carve_vmm_map(a, p, u->span, ga, best_need * G, &keep, (flags & CARVE_ALLOC_REPLACE) != 0);
+        *st = carve_vmm_map(a, p, u->span, ga, best_need * G, best_x, best_x + rs, &keep,
+                            (flags & CARVE_ALLOC_REPLACE) != 0);
         if (*st != CARVE_OK)
             return NULL;
         /* The records reserved above are still there: a trim on the way
@@ -369,7 +479,7 @@ __attribute__((noinline, cold)) static carve_block *vmm_place(carve_arena *a, ca
 static carve_block *pool_take(carve_arena *a, carve_pool *p, unsigned cls, size_t rs, unsigned flags,
                               carve_status *st) {
     carve_pool_flush_hot(p, 1); /* merged, it may fit */
-    int capturing = carve_pool_capturing(p);
+    int capturing = carve_pool_capturing(p), captured = 0;
     for (int attempt = 0;; attempt++) {
         carve_block *b = carve_index_find_fit(&p->index[cls], rs);
         if (b)
@@ -394,9 +504,12 @@ static carve_block *pool_take(carve_arena *a, carve_pool *p, unsigned cls, size_
         }
         if (b)
             return b;
-        if (*st != CARVE_ERR_OOM || attempt == 1 || (flags & CARVE_ALLOC_HELD))
+        if (*st != CARVE_ERR_OOM || attempt == 1 || (flags & CARVE_ALLOC_HELD)) {
+            if (captured && *st == CARVE_ERR_OOM)
+                note_captured();
             return NULL;
-        reclaim_unlocked(a, p, CARVE_RECLAIM_WAIT);
+        }
+        captured = reclaim_unlocked(a, p, CARVE_RECLAIM_WAIT);
     }
 }
 
@@ -479,16 +592,16 @@ static inline __attribute__((always_inline)) carve_status alloc(carve_arena *a, 
     if (CARVE_UNLIKELY(s == CARVE_STREAM_PER_THREAD)) /* the calling thread's stream */
         s = carve_thread_stream();
     if (CARVE_UNLIKELY(size > CARVE_MAX_ALLOC || size > CARVE_LOAD(&a->limit)))
-        return oom_answer(a, size, 0, flags, s, out, "the request is larger than the arena's limit");
+        return oom_answer(a, size, 0, flags, s, out, "the request is larger than the arena's limit", 0);
     size_t rs = carve_align_up(size, CARVE_ALIGNMENT);
     unsigned cls = rs <= a->small_max ? CARVE_CLASS_SMALL : CARVE_CLASS_LARGE;
     carve_pool *p = carve_pool_get(a, s);
     if (CARVE_UNLIKELY(!p))
-        return alloc_oom(a, size, s, "host memory exhausted for carve's metadata");
+        return alloc_oom(a, size, 0, s, "host memory exhausted for carve's metadata", 1);
 
     carve_spin_lock(&p->lock);
     if (CARVE_UNLIKELY(p->pending_head != NULL))
-        carve_pool_poll_pending(p, 0, 1);
+        carve_pool_poll_pending(p, CARVE_PENDING_POLL, 1);
     carve_block *b = p->hot;
     carve_index *ix = &p->index[cls];
     if (b && b->size == rs && CARVE_LIKELY(carve_blockmap_reserve(&p->map) == 0) &&
@@ -514,18 +627,18 @@ static inline __attribute__((always_inline)) carve_status alloc(carve_arena *a, 
         b = pool_take(a, p, cls, rs, flags, &st);
     if (CARVE_LIKELY(b) && CARVE_UNLIKELY(carve_slab_reserve(&p->slab, 1) != 0 ||
                                            carve_blockmap_reserve(&p->map) != 0)) {
-        carve_note("host memory exhausted for carve's metadata");
+        carve_note_host(1, "host memory exhausted for carve's metadata");
         b = NULL;
         st = CARVE_ERR_OOM;
     }
     if (CARVE_UNLIKELY(!b)) {
         carve_spin_unlock(&p->lock);
         if (st == CARVE_ERR_OOM && (flags & CARVE_ALLOC_HELD))
-            return carve_fail(a, st, "carve_alloc_flags of %zu bytes from what the arena holds: %s", size,
-                              carve_note_get());
+            return carve_fail_host(a, st, carve_note_is_host(),
+                                   "carve_alloc_flags of %zu bytes from what the arena holds: %s", size, carve_note_get());
         if (st == CARVE_ERR_OOM)
-            return oom_answer(a, size, 0, flags, s, out, carve_note_get());
-        return carve_fail(a, st, "carve_alloc of %zu bytes: %s", size, carve_note_get());
+            return oom_answer(a, size, 0, flags, s, out, carve_note_get(), carve_note_is_host());
+        return carve_fail_host(a, st, carve_note_is_host(), "carve_alloc of %zu bytes: %s", size, carve_note_get());
     }
     b = block_split(p, b, rs);
     claim(a, p, b, rs, size);
@@ -559,17 +672,22 @@ carve_status carve_alloc_aligned(carve_arena *a, size_t size, size_t align, carv
         return CARVE_OK;
     if (s == CARVE_STREAM_PER_THREAD)
         s = carve_thread_stream();
-    size_t limit = CARVE_LOAD(&a->limit);
-    if (size > CARVE_MAX_ALLOC || size > limit)
-        return oom_answer(a, size, align, 0, s, out, "the request is larger than the arena's limit");
+    if (size > CARVE_MAX_ALLOC)
+        return oom_answer(a, size, align, 0, s, out, "the request is larger than the arena's limit", 0);
     /* Any free block of rs + align - CARVE_ALIGNMENT bytes holds rs bytes at
      * an aligned address; the bytes before it stay a free block of their own,
-     * those after it too. */
+     * those after it too. That room is what has to fit under the limit. */
     size_t rs = carve_align_up(size, CARVE_ALIGNMENT), want = rs + align - CARVE_ALIGNMENT;
+    if (want > CARVE_LOAD(&a->limit)) {
+        char b1[32];
+        carve_note("the request with its alignment's room (%s) is larger than the arena's limit",
+                   carve_format_bytes(b1, sizeof(b1), want));
+        return oom_answer(a, size, align, 0, s, out, carve_note_get(), 0);
+    }
     unsigned cls = want <= a->small_max ? CARVE_CLASS_SMALL : CARVE_CLASS_LARGE;
     carve_pool *p = carve_pool_get(a, s);
     if (!p)
-        return alloc_oom(a, size, s, "host memory exhausted for carve's metadata");
+        return alloc_oom(a, size, align, s, "host memory exhausted for carve's metadata", 1);
     carve_spin_lock(&p->lock);
     if (__atomic_load_n(&a->abandoned, __ATOMIC_RELAXED)) { /* what the pool holds is no longer mapped */
         carve_spin_unlock(&p->lock);
@@ -577,22 +695,23 @@ carve_status carve_alloc_aligned(carve_arena *a, size_t size, size_t align, carv
                           "carve_alloc_aligned: the arena's CUDA context is gone (carve_arena_abandon)");
     }
     if (p->pending_head)
-        carve_pool_poll_pending(p, 0, 1);
+        carve_pool_poll_pending(p, CARVE_PENDING_POLL, 1);
     carve_pool_flush_hot(p, 1);
     carve_status st = CARVE_OK;
     carve_block *b = carve_index_find(&p->index[cls], want);
-    if (!b)
-        b = pool_take(a, p, cls, want, 0, &st);
+    if (!b && (b = pool_take(a, p, cls, want, 0, &st)) && a->vmm)
+        carve_vmm_unclaimed(p, b); /* granules mapped for want that the buffer may leave */
     if (b && (carve_slab_reserve(&p->slab, 2) != 0 || carve_blockmap_reserve(&p->map) != 0)) {
-        carve_note("host memory exhausted for carve's metadata");
+        carve_note_host(1, "host memory exhausted for carve's metadata");
         b = NULL;
         st = CARVE_ERR_OOM;
     }
     if (!b) {
         carve_spin_unlock(&p->lock);
         if (st == CARVE_ERR_OOM)
-            return oom_answer(a, size, align, 0, s, out, carve_note_get());
-        return carve_fail(a, st, "carve_alloc_aligned of %zu bytes: %s", size, carve_note_get());
+            return oom_answer(a, size, align, 0, s, out, carve_note_get(), carve_note_is_host());
+        return carve_fail_host(a, st, carve_note_is_host(), "carve_alloc_aligned of %zu bytes: %s", size,
+                               carve_note_get());
     }
     size_t pad = carve_align_up(b->addr, align) - b->addr;
     if (pad) { /* the bytes before the aligned address stay free, indexed */
@@ -630,17 +749,28 @@ static carve_status bad_pointer(carve_arena *a, const char *fn, void *ptr) {
 }
 
 /* Record one event per extra stream; all or nothing. Entries of
- * carve_free_after_event hold their event already. */
-static carve_status uses_record(carve_arena *a, carve_uses *u) {
+ * carve_free_after_event hold their event already. A record that a stream
+ * capture refuses (the legacy stream while a blocking stream is captured,
+ * a stream being captured) does not fail the free: the entry becomes
+ * CARVE_EVENT_LATER and the block waits until the capture is over
+ * (block.h). Only on strict, the stream a carve_free_on_stream names, is a
+ * capture of that stream itself a failure (carve.h). */
+static carve_status uses_record(carve_arena *a, carve_uses *u, carve_stream strict) {
     for (unsigned i = 0; i < u->n; i++) {
         if (u->streams[i] == CARVE_KEY_NONE)
             continue;
-        carve_status st = carve_event_record(a, u->streams[i], &u->events[i]);
+        int capture;
+        carve_status st = carve_event_record_why(a, u->streams[i], &u->events[i], &capture);
+        if (st != CARVE_OK && capture && !(capture == CARVE_REC_CAPTURED && u->streams[i] == strict)) {
+            u->events[i] = CARVE_EVENT_LATER;
+            continue;
+        }
         if (st != CARVE_OK) {
             while (i-- > 0) {
                 if (u->streams[i] == CARVE_KEY_NONE)
                     continue;
-                a->be.ops->event_release(&a->be, u->events[i]);
+                if (u->events[i] != CARVE_EVENT_LATER)
+                    a->be.ops->event_release(&a->be, u->events[i]);
                 u->events[i] = NULL;
             }
             return st;
@@ -659,10 +789,9 @@ static carve_status uses_add(carve_pool *p, carve_block *b, carve_stream s, void
         known = u->streams[i] == s;
     if (known)
         return CARVE_OK;
-    if (!u && !(u = calloc(1, sizeof(*u))))
+    int fresh = !u;
+    if (fresh && !(u = calloc(1, sizeof(*u))))
         return CARVE_ERR_OOM;
-    b->u.b.uses = u;
-    b->flags |= CARVE_BF_USES;
     if (u->n == u->cap) {
         unsigned cap = u->cap ? u->cap * 2 : 2;
         carve_stream *ns = realloc(u->streams, cap * sizeof(*ns));
@@ -671,15 +800,26 @@ static carve_status uses_add(carve_pool *p, carve_block *b, carve_stream s, void
         void **ne = ns ? realloc(u->events, cap * sizeof(*ne)) : NULL;
         if (ne)
             u->events = ne;
-        if (!ns || !ne)
+        if (!ns || !ne) { /* the buffer stays as it was: a fresh record is not attached */
+            if (fresh) {
+                free(u->streams);
+                free(u->events);
+                free(u);
+            }
             return CARVE_ERR_OOM;
+        }
         u->cap = cap;
     }
+    b->u.b.uses = u;
+    b->flags |= CARVE_BF_USES;
     u->streams[u->n] = s;
     u->events[u->n] = ev;
     u->n++;
     return CARVE_OK;
 }
+
+static inline __attribute__((always_inline)) carve_status free_finish(carve_arena *a, carve_pool *p, carve_block *b,
+                                                                      carve_uses *u);
 
 carve_status carve_free(carve_arena *a, void *ptr) {
     if (CARVE_UNLIKELY(!a))
@@ -705,15 +845,23 @@ carve_status carve_free(carve_arena *a, void *ptr) {
             return CARVE_OK;
         }
         u = b->flags & CARVE_BF_USES ? b->u.b.uses : NULL;
-        carve_status st = u ? uses_record(a, u) : CARVE_OK;
+        carve_status st = u ? uses_record(a, u, CARVE_KEY_NONE) : CARVE_OK;
         if (st != CARVE_OK) {
             carve_blockmap_put(&p->map, b); /* a slot was just freed: no growth needed */
             carve_spin_unlock(&p->lock);
-            return carve_fail(a, st, "carve_free(%p): recording an event on a stream the buffer "
-                              "was used on failed: %s", ptr, carve_backend_msg());
+            return carve_fail_host(a, st, carve_backend_host(), "carve_free(%p): recording an event on a stream the "
+                                   "buffer was used on failed: %s", ptr, carve_backend_msg());
         }
         b->flags &= (uint8_t)~CARVE_BF_TAG; /* the buffer's tag goes with it */
     }
+    return free_finish(a, p, b, u);
+}
+
+/* Pool lock held, released here: live block b, taken out of the map, its
+ * tag dropped and an event recorded for each of its uses u (NULL: none),
+ * becomes free: pending until the events complete, or parked. */
+static inline __attribute__((always_inline)) carve_status free_finish(carve_arena *a, carve_pool *p, carve_block *b,
+                                                                      carve_uses *u) {
     CARVE_STORE(&p->nfrees, p->nfrees + 1);
     carve_pool_account(p, -(ptrdiff_t)b->size, -(ptrdiff_t)carve_block_requested(b));
     if (CARVE_UNLIKELY(u != NULL)) {
@@ -780,7 +928,7 @@ static carve_status declare_use(carve_arena *a, void *ptr, carve_stream s, const
     carve_status st = uses_add(p, b, s, NULL);
     carve_spin_unlock(&p->lock);
     if (st != CARVE_OK)
-        return carve_fail(a, st, "%s: host memory exhausted%s", what, stays);
+        return carve_fail_host(a, st, 1, "%s: host memory exhausted%s", what, stays);
     return CARVE_OK;
 }
 
@@ -790,15 +938,77 @@ carve_status carve_record_stream(carve_arena *a, void *ptr, carve_stream s) {
     return declare_use(a, ptr, s, "carve_record_stream", "");
 }
 
+/* Free ptr once the work queued so far on stream s (CARVE_KEY_NONE: the
+ * program's event, followed by an event of the backend's) is done, and that
+ * of every stream it was used on: all or nothing. On failure the buffer is
+ * as it was (live, the same uses; what was added for this call removed and
+ * its event released). what names the caller in messages. */
+static carve_status free_with_use(carve_arena *a, void *ptr, carve_stream s, carve_event event, const char *what) {
+    uintptr_t addr = (uintptr_t)ptr;
+    carve_pool *p = owner_locked(a, addr);
+    if (!p)
+        return bad_pointer(a, what, ptr);
+    carve_block *b = carve_blockmap_take(&p->map, addr);
+    if (!b) {
+        carve_spin_unlock(&p->lock);
+        return bad_pointer(a, what, ptr);
+    }
+    carve_uses *had = b->flags & CARVE_BF_USES ? b->u.b.uses : NULL;
+    unsigned n0 = had ? had->n : 0;
+    void *ev = NULL;
+    carve_status st = CARVE_OK;
+    const char *why = "host memory exhausted";
+    int host = 1;
+    if (s == CARVE_KEY_NONE) { /* the backend's event that follows the program's */
+        if (a->be.ops->event_follow) {
+            __atomic_add_fetch(&a->heap.nrecords, 1, __ATOMIC_RELAXED);
+            st = a->be.ops->event_follow(&a->be, event, &ev);
+        } else {
+            st = CARVE_ERR_INVALID;
+            carve_backend_fail("the %s backend cannot wait for a program's event", carve_backend_str(a->be.kind));
+        }
+        if (st != CARVE_OK) {
+            why = carve_backend_msg();
+            host = carve_backend_host();
+        }
+    }
+    if (st == CARVE_OK)
+        st = uses_add(p, b, s, ev);
+    carve_uses *u = b->flags & CARVE_BF_USES ? b->u.b.uses : NULL;
+    if (st == CARVE_OK && u && (st = uses_record(a, u, s)) != CARVE_OK) {
+        why = carve_backend_msg();
+        host = carve_backend_host();
+    }
+    if (st != CARVE_OK) { /* undone: the uses as they were */
+        if (had) {
+            had->n = n0;
+        } else if (u) {
+            free(u->streams);
+            free(u->events);
+            free(u);
+            b->u.b.uses = NULL;
+            b->flags &= (uint8_t)~CARVE_BF_USES;
+        }
+        if (ev)
+            a->be.ops->event_release(&a->be, ev);
+        carve_blockmap_put(&p->map, b); /* a slot was just freed: no growth needed */
+        carve_spin_unlock(&p->lock);
+        return carve_fail_host(a, st, host, "%s(%p): %s (the buffer stays live, as it was)", what, ptr, why);
+    }
+    b->flags &= (uint8_t)~CARVE_BF_TAG; /* the buffer's tag goes with it */
+    return free_finish(a, p, b, u);
+}
+
 carve_status carve_free_on_stream(carve_arena *a, void *ptr, carve_stream s) {
     if (!a)
         return carve_fail(NULL, CARVE_ERR_INVALID, "carve_free_on_stream: arena is NULL");
     if (!ptr)
         return CARVE_OK;
+    if (s == CARVE_STREAM_PER_THREAD)
+        s = carve_thread_stream();
     /* Another stream: its work queued so far must complete before any
      * stream reuses the memory, the buffer's own included. */
-    carve_status st = declare_use(a, ptr, s, "carve_free_on_stream", " (the buffer stays live)");
-    return st == CARVE_OK ? carve_free(a, ptr) : st;
+    return free_with_use(a, ptr, s, NULL, "carve_free_on_stream");
 }
 
 carve_status carve_free_after_event(carve_arena *a, void *ptr, carve_event event) {
@@ -808,31 +1018,7 @@ carve_status carve_free_after_event(carve_arena *a, void *ptr, carve_event event
         return CARVE_OK;
     if (!event)
         return carve_fail(a, CARVE_ERR_INVALID, "carve_free_after_event: event is NULL");
-    uintptr_t addr = (uintptr_t)ptr;
-    carve_pool *p = owner_locked(a, addr);
-    if (!p)
-        return bad_pointer(a, "carve_free_after_event", ptr);
-    carve_block *b = carve_blockmap_get(&p->map, addr);
-    if (!b) {
-        carve_spin_unlock(&p->lock);
-        return bad_pointer(a, "carve_free_after_event", ptr);
-    }
-    void *ev = NULL;
-    carve_status st = CARVE_ERR_INVALID;
-    if (a->be.ops->event_follow) {
-        __atomic_add_fetch(&a->heap.nrecords, 1, __ATOMIC_RELAXED);
-        st = a->be.ops->event_follow(&a->be, event, &ev);
-    } else {
-        carve_backend_fail("the %s backend cannot wait for a program's event", carve_backend_str(a->be.kind));
-    }
-    if (st == CARVE_OK && (st = uses_add(p, b, CARVE_KEY_NONE, ev)) != CARVE_OK) {
-        a->be.ops->event_release(&a->be, ev);
-        carve_backend_fail("host memory exhausted");
-    }
-    carve_spin_unlock(&p->lock);
-    if (st != CARVE_OK)
-        return carve_fail(a, st, "carve_free_after_event(%p): %s (the buffer stays live)", ptr, carve_backend_msg());
-    return carve_free(a, ptr);
+    return free_with_use(a, ptr, CARVE_KEY_NONE, event, "carve_free_after_event");
 }
 
 carve_status carve_set_tag(carve_arena *a, void *ptr, uint64_t tag) {

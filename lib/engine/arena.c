@@ -9,6 +9,7 @@
 #include "engine/arena.h"
 
 #include <string.h>
+#include <time.h>
 
 #include "backend/faults.h"
 #include "backend/open.h"
@@ -190,7 +191,7 @@ carve_status carve_arena_create(const carve_config *user, carve_arena **out) {
 
     void *mem = NULL;
     if (posix_memalign(&mem, 64, sizeof(carve_arena)) != 0)
-        return carve_fail(NULL, CARVE_ERR_OOM, "carve_arena_create: host memory exhausted");
+        return carve_fail_host(NULL, CARVE_ERR_OOM, 1, "carve_arena_create: host memory exhausted");
     carve_arena *a = memset(mem, 0, sizeof(carve_arena));
     a->cfg = *c;
     /* Cut between characters: a cut one would be invalid UTF-8 in messages
@@ -204,11 +205,13 @@ carve_status carve_arena_create(const carve_config *user, carve_arena **out) {
     st = carve_backend_open(&a->be, c);
     if (st != CARVE_OK) {
         free(a);
-        return carve_fail(NULL, st, "carve_arena_create: %s backend: %s", carve_backend_str(c->backend),
+        return carve_fail_host(NULL, st, carve_backend_host(), "carve_arena_create: %s backend: %s",
+                               carve_backend_str(c->backend),
                           carve_backend_msg());
     }
     if (st == CARVE_OK && (carve_heap_init(a) != CARVE_OK || carve_mutex_init(&a->pools_lock) != 0 ||
-                           carve_mutex_init(&a->oom_lock) != 0))
+                           carve_mutex_init(&a->oom_lock) != 0 || carve_cond_init(&a->oom_done) != 0 ||
+                           carve_maps_init(&a->maps) != 0))
         st = carve_fail(NULL, CARVE_ERR_OOM, "carve_arena_create: cannot create locks");
     if (st == CARVE_OK)
         st = resolve_sizes(a, c);
@@ -230,8 +233,9 @@ carve_status carve_arena_create(const carve_config *user, carve_arena **out) {
         if (st != CARVE_OK) {
             char why[256];
             snprintf(why, sizeof(why), "%s", carve_note_get());
+            int host = carve_note_is_host();
             carve_arena_destroy(a);
-            return carve_fail(NULL, st, "carve_arena_create: reserving address space failed: %s", why);
+            return carve_fail_host(NULL, st, host, "carve_arena_create: reserving address space failed: %s", why);
         }
     } else if (a->initial > 0) {
         carve_mutex_lock(&a->heap.lock);
@@ -243,9 +247,10 @@ carve_status carve_arena_create(const carve_config *user, carve_arena **out) {
         if (st != CARVE_OK) {
             char why[256];
             snprintf(why, sizeof(why), "%s", carve_note_get());
+            int host = carve_note_is_host();
             carve_arena_destroy(a);
-            return carve_fail(NULL, st, "carve_arena_create: reserving the initial block failed: %s",
-                              why);
+            return carve_fail_host(NULL, st, host, "carve_arena_create: reserving the initial block failed: %s",
+                                   why);
         }
     }
     /* Last: what changes the process (peer access), once nothing else can
@@ -253,12 +258,13 @@ carve_status carve_arena_create(const carve_config *user, carve_arena **out) {
     if (a->be.ops->grant && (st = a->be.ops->grant(&a->be)) != CARVE_OK) {
         char why[256];
         snprintf(why, sizeof(why), "%s", carve_backend_msg());
+        int host = carve_backend_host();
         carve_arena_destroy(a);
-        return carve_fail(NULL, st, "carve_arena_create: granting peer access failed: %s", why);
+        return carve_fail_host(NULL, st, host, "carve_arena_create: granting peer access failed: %s", why);
     }
     if (carve_live_add(a) != 0) {
         carve_arena_destroy(a);
-        return carve_fail(NULL, CARVE_ERR_OOM, "carve_arena_create: host memory exhausted");
+        return carve_fail_host(NULL, CARVE_ERR_OOM, 1, "carve_arena_create: host memory exhausted");
     }
     *out = a;
     return CARVE_OK;
@@ -293,14 +299,27 @@ void carve_arena_destroy(carve_arena *a) {
      * for when nothing is held (address space alone holds no memory). A
      * failed synchronization (a device lost, a runtime shutting down) cannot
      * be reported; the memory goes back regardless. An abandoned arena's
-     * context is gone, and its work with it: no context to wait in. */
-    if (CARVE_LOAD(&a->heap.reserved) > 0 && !__atomic_load_n(&a->abandoned, __ATOMIC_ACQUIRE))
-        (void)carve_wait_device(a);
+     * context is gone, and its work and captures with it: no context to
+     * wait or ask in. */
+    if (CARVE_LOAD(&a->heap.reserved) > 0 && !__atomic_load_n(&a->abandoned, __ATOMIC_ACQUIRE)) {
+        /* Neither the wait nor giving memory back may happen while a stream
+         * capture is underway (it would break): the capture ends first. */
+        while (carve_capture_underway(a, NULL))
+            (void)nanosleep(&(struct timespec){.tv_nsec = 200000}, NULL);
+        /* carve_sim_set_capturing clears its mark under pools_lock: the
+         * call that ended the capture has let go of the lock before the
+         * arena (and the lock) is freed. */
+        carve_mutex_lock(&a->pools_lock);
+        carve_mutex_unlock(&a->pools_lock);
+        (void)carve_wait_device(a, NULL);
+    }
     carve_pools_destroy(a);
     carve_heap_destroy(a);
     carve_pagemap_destroy(&a->pmap);
+    carve_maps_destroy(&a->maps);
     carve_mutex_destroy(&a->pools_lock);
     carve_mutex_destroy(&a->oom_lock);
+    carve_cond_destroy(&a->oom_done);
     a->be.ops->destroy(&a->be);
     free(a); /* thread-local pool caches name it by id, which is never reused */
 }
@@ -349,35 +368,44 @@ carve_status carve_set_limit(carve_arena *a, size_t limit_bytes) {
     }
     size_t rlimit = limit == SIZE_MAX ? SIZE_MAX : carve_align_down(limit, CARVE_SEGMENT_GRANULE);
     /* Lower than what is reserved: cached memory goes back first, as
-     * carve_empty_cache gives it (the device is synchronized). */
-    if (CARVE_LOAD(&a->heap.reserved) > rlimit && (st = carve_reclaim(a, CARVE_RECLAIM_WAIT | CARVE_RECLAIM_RELEASE |
-                                                                             CARVE_RECLAIM_ROOM)) != CARVE_OK)
-        return carve_fail(a, st, "carve_set_limit: giving cached memory back failed: %s", carve_note_get());
+     * carve_empty_cache gives it (the device is synchronized). Not during a
+     * stream capture carve sees: nothing may go back then, and a limit
+     * below what stays reserved would never hold (what is held counts as
+     * allowed), so the call is refused and the limit stays; asked again
+     * once the capture began during the reclaim, too. */
+    if (CARVE_LOAD(&a->heap.reserved) > rlimit) {
+        if (!carve_capture_underway(a, NULL) &&
+            (st = carve_reclaim(a, CARVE_RECLAIM_WAIT | CARVE_RECLAIM_RELEASE | CARVE_RECLAIM_ROOM, NULL)) != CARVE_OK)
+            return carve_fail_host(a, st, carve_note_is_host(), "carve_set_limit: giving cached memory back failed: %s",
+                                   carve_note_get());
+        if (CARVE_LOAD(&a->heap.reserved) > rlimit && carve_capture_underway(a, NULL))
+            return carve_fail(a, CARVE_ERR_BACKEND,
+                              "carve_set_limit: the limit was not lowered to %zu bytes: a stream capture is underway, "
+                              "during which cached memory cannot be given back (the synchronization would break it); "
+                              "call again after the capture",
+                              rlimit);
+    }
     carve_mutex_lock(&a->heap.lock);
-    size_t held = CARVE_LOAD(&a->heap.reserved) + CARVE_LOAD(&a->heap.inflight);
+    /* The limit first, then what is held: inflight before reserved, all
+     * sequentially consistent. A stream mapping granules meanwhile
+     * (vmm.c's carve_vmm_map, the heap lock not held) adds to inflight,
+     * then loads the limit, then adds to reserved before inflight drops:
+     * it sees the new limit, or its bytes are counted here. */
+    __atomic_store_n(&a->limit, rlimit, __ATOMIC_SEQ_CST);
+    size_t held = __atomic_load_n(&a->heap.inflight, __ATOMIC_SEQ_CST);
+    held += __atomic_load_n(&a->heap.reserved, __ATOMIC_SEQ_CST);
     a->limit_over = held > rlimit ? held : 0; /* live buffers keep what they hold */
-    CARVE_STORE(&a->limit, rlimit);
     if (a->vmm) /* address space comes in steps of the limit, 64 GiB at most */
         a->va_step = rlimit < CARVE_VMM_VA_STEP ? rlimit : CARVE_VMM_VA_STEP;
     carve_mutex_unlock(&a->heap.lock);
     return CARVE_OK;
 }
 
-carve_status carve_set_oom_callback(carve_arena *a, carve_oom_fn fn, void *user) {
-    if (!a)
-        return carve_fail(NULL, CARVE_ERR_INVALID, "carve_set_oom_callback: arena is NULL");
-    carve_mutex_lock(&a->oom_lock);
-    a->oom_fn = fn;
-    a->oom_user = fn ? user : NULL;
-    carve_mutex_unlock(&a->oom_lock);
-    return CARVE_OK;
-}
-
 carve_status carve_empty_cache(carve_arena *a) {
     if (!a)
         return carve_fail(NULL, CARVE_ERR_INVALID, "carve_empty_cache: arena is NULL");
-    carve_status st = carve_reclaim(a, CARVE_RECLAIM_WAIT | CARVE_RECLAIM_RELEASE);
+    carve_status st = carve_reclaim(a, CARVE_RECLAIM_WAIT | CARVE_RECLAIM_RELEASE, NULL);
     if (st != CARVE_OK)
-        return carve_fail(a, st, "carve_empty_cache: %s", carve_note_get());
+        return carve_fail_host(a, st, carve_note_is_host(), "carve_empty_cache: %s", carve_note_get());
     return CARVE_OK;
 }

@@ -45,7 +45,13 @@ struct carve_pool;
 struct carve_segment;
 
 /* Streams besides its own that a buffer was used on (carve_record_stream),
- * and once it is freed, one event per stream. */
+ * and once it is freed, one event per stream. An event a stream capture
+ * kept the free from recording is CARVE_EVENT_LATER (alloc.c): on the
+ * legacy stream it is recorded once no capture is underway, on another
+ * stream (which may be destroyed by then) none is, and the block waits for
+ * a device synchronization instead (pool.c, carve_pool_poll_pending). */
+extern const char carve_event_later CARVE_INTERNAL;
+#define CARVE_EVENT_LATER ((void *)&carve_event_later)
 typedef struct carve_uses {
     unsigned n, cap;
     carve_stream *streams;

@@ -157,7 +157,7 @@ carve_status carve_check(const carve_arena *ca) {
     tally *t = calloc(npools ? npools : 1, sizeof(*t));
     if (!t) {
         carve_mutex_unlock(&a->pools_lock);
-        return carve_fail(a, CARVE_ERR_OOM, "carve_check: host memory exhausted");
+        return carve_fail_host(a, CARVE_ERR_OOM, 1, "carve_check: host memory exhausted");
     }
     size_t np = 0;
     for (carve_pool *p = first; p && np < npools; p = p->next_all) {
@@ -165,6 +165,9 @@ carve_status carve_check(const carve_arena *ca) {
         t[np++].pool = p;
     }
     carve_mutex_lock(&a->heap.lock);
+    carve_mutex_lock(&a->maps.lock);
+    const carve_maps *mp = &a->maps;
+    size_t nmaps_seen = 0;
 
     size_t reserved = 0, nsegs = 0, nfree = 0, free_bytes = 0;
     const char *why;
@@ -212,6 +215,14 @@ carve_status carve_check(const carve_arena *ca) {
             if (!carve_pagemap_covers(&a->pmap, r->addr, r->size, r))
                 FAIL("span %#lx is not mapped to itself", (unsigned long)r->addr);
             pt->nspans++;
+            /* The mappings of more than a granule that start in this span
+             * (maps.h) end in it, and no UNMAPPED block meets them (below). */
+            size_t mfirst, mn = carve_maps_within(mp, r->addr, r->addr + r->size, &mfirst), mk = mfirst;
+            for (size_t k = mfirst; k < mfirst + mn; k++)
+                if (mp->v[k].addr + mp->v[k].size > r->addr + r->size)
+                    FAIL("mapping %#lx of %zu bytes runs past its span %#lx", (unsigned long)mp->v[k].addr,
+                         mp->v[k].size, (unsigned long)r->addr);
+            nmaps_seen += mn;
             uintptr_t bat = r->addr, touched_to = r->addr;
             size_t live = 0, unmapped = 0;
             const carve_block *prev = NULL;
@@ -240,6 +251,11 @@ carve_status carve_check(const carve_arena *ca) {
                     if (!a->vmm || b->addr % CARVE_SEGMENT_GRANULE || b->size % CARVE_SEGMENT_GRANULE)
                         FAIL("unmapped block %#lx is not whole granules", (unsigned long)b->addr);
                     unmapped += b->size / CARVE_SEGMENT_GRANULE;
+                    while (mk < mfirst + mn && mp->v[mk].addr + mp->v[mk].size <= b->addr)
+                        mk++;
+                    if (mk < mfirst + mn && mp->v[mk].addr < b->addr + b->size)
+                        FAIL("unmapped block %#lx lies in mapping %#lx of %zu bytes", (unsigned long)b->addr,
+                             (unsigned long)mp->v[mk].addr, mp->v[mk].size);
                     if (b->next && b->next->state == CARVE_B_UNMAPPED)
                         FAIL("unmapped blocks %#lx and %#lx are not merged", (unsigned long)b->addr,
                              (unsigned long)b->next->addr);
@@ -304,6 +320,14 @@ carve_status carve_check(const carve_arena *ca) {
         if (at != s->base + s->size)
             FAIL("ranges of segment %#lx do not cover it", (unsigned long)s->base);
     }
+    for (size_t k = 0; k < mp->n; k++)
+        if (mp->v[k].size <= CARVE_SEGMENT_GRANULE || mp->v[k].addr % CARVE_SEGMENT_GRANULE ||
+            mp->v[k].size % CARVE_SEGMENT_GRANULE || (k && mp->v[k - 1].addr + mp->v[k - 1].size > mp->v[k].addr))
+            FAIL("mapping record %zu (%#lx, %zu bytes) is not a granule-aligned mapping of several granules "
+                 "after the one before it",
+                 k, (unsigned long)mp->v[k].addr, mp->v[k].size);
+    if (nmaps_seen != mp->n || (!a->vmm && mp->n))
+        FAIL("%zu mappings of several granules are recorded, %zu of them in spans", mp->n, nmaps_seen);
     if (nsegs != h->nsegs || reserved != h->reserved)
         FAIL("segments recount to %zu (%zu bytes), heap says %zu (%zu bytes)", nsegs, reserved, h->nsegs,
              h->reserved);
@@ -399,6 +423,7 @@ carve_status carve_check(const carve_arena *ca) {
 out:
     for (size_t i = 0; i < np; i++)
         free(t[i].stamps);
+    carve_mutex_unlock(&a->maps.lock);
     carve_mutex_unlock(&a->heap.lock);
     while (np-- > 0)
         carve_spin_unlock((carve_spin *)&t[np].pool->lock);

@@ -19,12 +19,11 @@ static __thread struct {
     int api, code, host;
 } tls_err;
 
-carve_status carve_fail(const carve_arena *a, carve_status st, const char *fmt, ...) {
+static __thread int tls_note_host; /* the note is about host memory */
+
+static carve_status fail(const carve_arena *a, carve_status st, int host, const char *fmt, va_list ap) {
     char *msg = carve_thread_text(CARVE_TEXT_ERROR);
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(msg, CARVE_TEXT_LEN, fmt, ap);
-    va_end(ap);
     tls_err_arena = a ? a->id : 0;
     /* The driver's code belongs to failures the driver can cause; taken
      * either way, so that it is never quoted by a later failure. */
@@ -34,10 +33,23 @@ carve_status carve_fail(const carve_arena *a, carve_status st, const char *fmt, 
     tls_err.status = st;
     tls_err.api = api;
     tls_err.code = code;
-    /* Every failure for want of host memory says "host memory" (carve's
-     * records, events, the registry; the out-of-memory message quotes why
-     * the heap could not grow), and no device failure does. */
-    tls_err.host = st == CARVE_ERR_OOM && !api && strstr(msg, "host memory") != NULL;
+    tls_err.host = st == CARVE_ERR_OOM && !api && host;
+    return st;
+}
+
+carve_status carve_fail(const carve_arena *a, carve_status st, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fail(a, st, 0, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+carve_status carve_fail_host(const carve_arena *a, carve_status st, int host, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fail(a, st, host, fmt, ap);
+    va_end(ap);
     return st;
 }
 
@@ -66,6 +78,17 @@ void carve_note(const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(carve_thread_text(CARVE_TEXT_NOTE), CARVE_TEXT_LEN, fmt, ap);
     va_end(ap);
+    tls_note_host = 0;
+}
+
+void carve_note_host(int host, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(carve_thread_text(CARVE_TEXT_NOTE), CARVE_TEXT_LEN, fmt, ap);
+    va_end(ap);
+    tls_note_host = host;
 }
 
 const char *carve_note_get(void) { return carve_thread_text(CARVE_TEXT_NOTE); }
+
+int carve_note_is_host(void) { return tls_note_host; }

@@ -37,7 +37,7 @@ carve_status carve_graph_pool_create(carve_arena *a, carve_graph_pool **out) {
         return carve_fail(a, CARVE_ERR_INVALID, "carve_graph_pool_create: NULL argument");
     carve_pool *p = carve_pool_lookup_slow(a, carve_graph_key());
     if (!p)
-        return carve_fail(a, CARVE_ERR_OOM, "carve_graph_pool_create: host memory exhausted");
+        return carve_fail_host(a, CARVE_ERR_OOM, 1, "carve_graph_pool_create: host memory exhausted");
     CARVE_STORE_REL(&p->graph, 1);
     *out = (carve_graph_pool *)(void *)p;
     return CARVE_OK;
@@ -119,9 +119,10 @@ carve_status carve_graph_pool_release(carve_arena *a, carve_graph_pool *g) {
     /* The replays queued before the release finish first, while the pool
      * is still a graph pool that no other stream takes memory from; only
      * then does it become an ordinary pool. */
-    carve_status st = carve_wait_device(a);
+    carve_status st = carve_wait_device(a, NULL);
     if (st != CARVE_OK)
-        return carve_fail(a, st, "carve_graph_pool_release: waiting for the device failed: %s", carve_backend_msg());
+        return carve_fail_host(a, st, carve_backend_host(), "carve_graph_pool_release: waiting for the device failed: %s",
+                               carve_backend_msg());
     carve_mutex_lock(&a->pools_lock);
     carve_pool *p = graph_of(a, g);
     if (!(why = release_refused(p))) { /* an ordinary pool from now on, whose stream records nothing */
@@ -133,9 +134,9 @@ carve_status carve_graph_pool_release(carve_arena *a, carve_graph_pool *g) {
     if (why)
         return carve_fail(a, CARVE_ERR_INVALID, "carve_graph_pool_release: %s", why);
     /* Its free memory goes back to the heap, for every stream. */
-    st = carve_reclaim(a, CARVE_RECLAIM_WAIT);
+    st = carve_reclaim(a, CARVE_RECLAIM_WAIT, NULL);
     if (st != CARVE_OK)
-        return carve_fail(a, st, "carve_graph_pool_release: %s", carve_note_get());
+        return carve_fail_host(a, st, carve_note_is_host(), "carve_graph_pool_release: %s", carve_note_get());
     return CARVE_OK;
 }
 

@@ -144,7 +144,7 @@ carve_block *carve_heap_take(carve_arena *a, carve_pool *p, unsigned cls, size_t
     int from_end = cls == CARVE_CLASS_SMALL && r->size > take;
     uintptr_t at = from_end ? r->addr + r->size - take : r->addr;
     if (carve_pagemap_prepare(&a->pmap, at, take) != 0 || carve_slab_reserve(&h->slab, 1) != 0) {
-        carve_note("host memory exhausted for carve's metadata");
+        carve_note_host(1, "host memory exhausted for carve's metadata");
         *st = CARVE_ERR_OOM;
         return NULL;
     }
@@ -370,7 +370,7 @@ static carve_status heap_add_segment(carve_arena *a, uintptr_t base, size_t size
         st = CARVE_ERR_BACKEND;
     } else if (!(seg = calloc(1, sizeof(*seg))) || carve_slab_reserve(&h->slab, 1) != 0) {
         /* (A segment costs this record and one range, whatever its size.) */
-        carve_note("host memory exhausted for carve's metadata");
+        carve_note_host(1, "host memory exhausted for carve's metadata");
         st = CARVE_ERR_OOM;
     }
     if (st != CARVE_OK) {
@@ -463,9 +463,16 @@ carve_status carve_heap_grow(carve_arena *a, size_t want, size_t need) {
          * its aligned part still holds need, and heap_add_segment uses that
          * part. */
         const size_t G = CARVE_SEGMENT_GRANULE;
-        if (CARVE_LOAD(&h->reserved) + CARVE_LOAD(&h->inflight) + G <= CARVE_LOAD(&a->limit)) {
+        /* In flight first, then the limit (sequentially consistent, as
+         * carve_set_limit stores the limit and then reads inflight; the
+         * heap lock is not held): a limit lowered meanwhile is seen here,
+         * or the granule is in what it lets stay over the limit. */
+        size_t used = __atomic_add_fetch(&h->inflight, G, __ATOMIC_SEQ_CST) + CARVE_LOAD(&h->reserved);
+        int fits = used <= __atomic_load_n(&a->limit, __ATOMIC_SEQ_CST);
+        if (!fits)
+            __atomic_sub_fetch(&h->inflight, G, __ATOMIC_RELAXED);
+        if (fits) {
             a->be.ops->release(&a->be, base, size);
-            __atomic_add_fetch(&h->inflight, G, __ATOMIC_RELAXED);
             held = size = size + G;
             st = a->be.ops->reserve(&a->be, size, &base);
         } else if (size - G < need) {
@@ -474,14 +481,15 @@ carve_status carve_heap_grow(carve_arena *a, size_t want, size_t need) {
             carve_backend_fail("it returned a block not aligned to %s, whose aligned part (%s) is less than the %s "
                                "needed, and one granule more would pass the limit of %s",
                                carve_format_bytes(b1, sizeof(b1), G), carve_format_bytes(b2, sizeof(b2), size - G),
-                               carve_format_bytes(b3, sizeof(b3), need), carve_format_bytes(b4, sizeof(b4), a->limit));
+                               carve_format_bytes(b3, sizeof(b3), need),
+                               carve_format_bytes(b4, sizeof(b4), CARVE_LOAD(&a->limit)));
         }
     }
     carve_mutex_lock(&h->lock);
     __atomic_sub_fetch(&h->inflight, held, __ATOMIC_RELAXED);
     if (st != CARVE_OK) {
-        carve_note("the %s backend could not reserve %s: %s", carve_backend_str(a->be.kind),
-                   carve_format_bytes(b1, sizeof(b1), size), carve_backend_msg());
+        carve_note_host(carve_backend_host(), "the %s backend could not reserve %s: %s", carve_backend_str(a->be.kind),
+                        carve_format_bytes(b1, sizeof(b1), size), carve_backend_msg());
         return st;
     }
     return heap_add_segment(a, base, size, need);
@@ -491,10 +499,8 @@ void carve_heap_sync(carve_arena *a) {
     carve_heap *h = &a->heap;
     for (carve_segment *s = h->segs; s; s = s->next)
         for (carve_block *r = s->first; r; r = r->next)
-            if (r->state == CARVE_B_FREE && r->u.r.event) {
-                carve_wait_event(a, r->u.r.event);
-                range_drop_event(a, r);
-            }
+            if (r->state == CARVE_B_FREE && r->u.r.event && carve_wait_event(a, r->u.r.event) == CARVE_OK)
+                range_drop_event(a, r); /* (a wait refused keeps the range's event) */
     for (carve_segment *s = h->segs; s; s = s->next)
         for (carve_block *r = s->first; r; r = r->next)
             if (r->state == CARVE_B_FREE)

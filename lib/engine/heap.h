@@ -54,7 +54,8 @@ void carve_heap_give(carve_arena *a, carve_block *span, void *ev) CARVE_INTERNAL
  * lock around the backend call. */
 carve_status carve_heap_grow(carve_arena *a, size_t want, size_t need) CARVE_INTERNAL;
 /* Wait for every pending free range's event; the ranges become usable by
- * every stream and merge with their neighbours. */
+ * every stream and merge with their neighbours. A range whose wait the
+ * backend refuses (during a stream capture) keeps its event. */
 void carve_heap_sync(carve_arena *a) CARVE_INTERNAL;
 /* Give fully free segments back to the backend; drops the heap lock around
  * backend calls. CARVE_ERR_BACKEND if one release failed (that segment is

@@ -28,6 +28,8 @@ struct carve_pool_table {
 
 __thread carve_pool_cache carve_tls_pool __attribute__((tls_model("initial-exec")));
 
+const char carve_event_later = 0; /* its address marks an event still to record (block.h) */
+
 static size_t stream_hash(carve_stream s, size_t mask) {
     uint64_t h = (uint64_t)(uintptr_t)s * 0x9E3779B97F4A7C15ull;
     return (size_t)(h >> 32) & mask;
@@ -175,7 +177,7 @@ static void uses_free(carve_arena *a, carve_uses *u) {
     if (!u)
         return;
     for (unsigned i = 0; i < u->n; i++)
-        if (u->events && u->events[i])
+        if (u->events && u->events[i] && u->events[i] != CARVE_EVENT_LATER)
             a->be.ops->event_release(&a->be, u->events[i]);
     free(u->streams);
     free(u->events);
@@ -230,8 +232,26 @@ static int stream_in(const carve_stream *set, unsigned n, carve_stream s) {
     return 0;
 }
 
-void carve_pool_poll_pending(carve_pool *p, int wait, int record) {
-    if (!wait && carve_pool_capturing(p)) /* asking about an event would break the capture */
+/* Use i of a pending block whose event a stream capture kept its free from
+ * recording (CARVE_EVENT_LATER): on the legacy stream, which always exists,
+ * it is recorded now unless a capture still refuses it, and then covers the
+ * work queued there before the free (and since). Another stream may be gone
+ * by now: nothing is recorded on it, a device synchronization frees the
+ * block. 1 when the event is recorded. */
+static int record_later(carve_pool *p, carve_uses *u, unsigned i) {
+    void *ev;
+    if (!carve_stream_legacy(u->streams[i]) || carve_event_record(p->arena, u->streams[i], &ev) != CARVE_OK)
+        return 0;
+    u->events[i] = ev;
+    return 1;
+}
+
+void carve_pool_poll_pending(carve_pool *p, int how, int record) {
+    int wait = how != CARVE_PENDING_POLL;
+    /* Asking about an event would break a capture of p's stream. Its stream
+     * is asked about only when p serves the call (record): another pool's
+     * stream may have been destroyed since its buffers were freed. */
+    if (!wait && record && carve_pool_capturing(p))
         return;
     carve_be *be = &p->arena->be;
     /* Without waiting: the list is in free order, and the events of one
@@ -240,7 +260,8 @@ void carve_pool_poll_pending(carve_pool *p, int wait, int record) {
      * about. Blocks waiting on other streams are (a busy stream must not
      * hold back the memory of one that is done), up to a few busy streams
      * and a bounded walk, as every allocation polls while the list is not
-     * empty. */
+     * empty. A legacy-stream event still to record counts as busy while a
+     * capture refuses it. */
     carve_stream busy[CARVE_PENDING_BUSY];
     unsigned nbusy = 0, walked = 0;
     carve_block *b = p->pending_head;
@@ -249,10 +270,24 @@ void carve_pool_poll_pending(carve_pool *p, int wait, int record) {
         carve_uses *u = b->u.b.uses; /* pending blocks always have uses */
         int done = 1;
         for (unsigned i = 0; i < u->n && done; i++) {
+            if (u->events[i] == CARVE_EVENT_LATER) {
+                if (how == CARVE_PENDING_SYNCED) { /* the synchronization came after the free */
+                    u->events[i] = NULL;
+                } else if ((!wait && stream_in(busy, nbusy, u->streams[i])) || !record_later(p, u, i)) {
+                    done = 0;
+                    if (!wait && carve_stream_legacy(u->streams[i]) && !stream_in(busy, nbusy, u->streams[i])) {
+                        if (nbusy == CARVE_PENDING_BUSY)
+                            return;
+                        busy[nbusy++] = u->streams[i];
+                    }
+                    continue;
+                }
+            }
             if (!u->events[i])
                 continue;
             if (wait) {
-                carve_wait_event(p->arena, u->events[i]);
+                if (carve_wait_event(p->arena, u->events[i]) != CARVE_OK)
+                    done = 0; /* not waited for (a capture refused it): the block stays pending */
             } else if (stream_in(busy, nbusy, u->streams[i])) {
                 done = 0;
             } else if (carve_event_query(p->arena, u->events[i]) == 0) {

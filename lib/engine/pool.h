@@ -32,11 +32,16 @@ static inline carve_pool *carve_pool_get(carve_arena *a, carve_stream stream) {
 void carve_pools_destroy(carve_arena *a) CARVE_INTERNAL;
 /* The pool of stream if the arena has one (none is made); lock-free. */
 carve_pool *carve_pool_find(const carve_arena *a, carve_stream stream) CARVE_INTERNAL;
-/* Pool lock held. Move freed blocks whose events completed (all of them,
- * waiting, if wait) from the pending list to the index; without waiting,
- * the first CARVE_PENDING_WALK blocks at most, passing over those that wait
- * for a stream found busy. record: see carve_pool_span_emptied. */
-void carve_pool_poll_pending(carve_pool *p, int wait, int record) CARVE_INTERNAL;
+/* Pool lock held. Move freed blocks whose events completed from the
+ * pending list to the index: POLL, the first CARVE_PENDING_WALK blocks at
+ * most, passing over those that wait for a stream found busy; WAIT, all of
+ * them, waiting for their events; SYNCED, all of them, the device having
+ * been synchronized after they were freed (so even those whose event a
+ * capture kept from being recorded: block.h, CARVE_EVENT_LATER). record:
+ * see carve_pool_span_emptied; also, p serves the call (only then is its
+ * stream asked whether it is captured). */
+enum { CARVE_PENDING_POLL = 0, CARVE_PENDING_WAIT, CARVE_PENDING_SYNCED };
+void carve_pool_poll_pending(carve_pool *p, int how, int record) CARVE_INTERNAL;
 /* Pool lock and heap lock held. Give empty spans back to the heap. An empty
  * span carries the event recorded on its stream when it emptied; without
  * one, it goes back only when the caller acts on that stream (OWN: an event

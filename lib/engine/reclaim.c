@@ -12,6 +12,13 @@
  * that still holds live buffers goes back to the heap too (the span shrinks,
  * or is cut in two), so that the heap's free ranges are then all the free
  * room there is, for any stream.
+ *
+ * While a stream capture is underway (carve_capture_underway, types.h),
+ * nothing waits for the whole device and nothing goes back to the driver:
+ * either would break the capture. Only what is known free without that
+ * wait moves (spans whose own events completed; events are asked about
+ * and waited for in relaxed capture mode), and the memory stays reserved
+ * until a call made after the capture gives it back.
  */
 #include "engine/reclaim.h"
 
@@ -20,7 +27,13 @@
 #include "engine/pool.h"
 #include "engine/vmm.h"
 
-carve_status carve_reclaim(carve_arena *a, unsigned flags) {
+/* Whether the calling thread's last waiting reclaim found a capture
+ * underway, and so waited for nothing. */
+static __thread int tls_captured;
+
+int carve_reclaim_captured(void) { return tls_captured; }
+
+carve_status carve_reclaim(carve_arena *a, unsigned flags, carve_stream served) {
     int release = (flags & CARVE_RECLAIM_RELEASE) != 0, wait = (flags & CARVE_RECLAIM_WAIT) != 0;
     /* Waiting: take every pool's lock first, so that nothing is freed from
      * here on, then synchronize the device once. Everything cached was freed
@@ -30,6 +43,12 @@ carve_status carve_reclaim(carve_arena *a, unsigned flags) {
      * recorded an event when they emptied. */
     carve_pool *first = NULL;
     int synced = 0;
+    /* Whether a capture is underway: decided once, with every pool locked
+     * when waiting (carve_sim_set_capturing marks one under pools_lock), and
+     * a wait the device refused because one began meanwhile counts as one
+     * (nothing was synchronized, and nothing may go back). */
+    int captured = !wait && release && carve_capture_underway(a, served);
+    tls_captured = 0;
     carve_mutex_lock(&a->heap.lock);
     uint64_t unmap_failed = CARVE_LOAD(&a->heap.nunmap_failed);
     uint64_t unmap_nohost = CARVE_LOAD(&a->heap.nunmap_nohost);
@@ -39,7 +58,11 @@ carve_status carve_reclaim(carve_arena *a, unsigned flags) {
         first = carve_pools_first(a);
         for (carve_pool *p = first; p; p = p->next_all)
             carve_spin_lock(&p->lock);
-        synced = carve_wait_device(a) == CARVE_OK;
+        captured = carve_capture_underway(a, served);
+        synced = !captured && carve_wait_device(a, served) == CARVE_OK;
+        if (!synced && !captured)
+            captured = carve_capture_underway(a, served);
+        tls_captured = captured;
     } else {
         first = carve_pools_first(a);
     }
@@ -47,7 +70,7 @@ carve_status carve_reclaim(carve_arena *a, unsigned flags) {
         if (!wait)
             carve_spin_lock(&p->lock);
         if (p->pending_head)
-            carve_pool_poll_pending(p, wait, 0);
+            carve_pool_poll_pending(p, synced ? CARVE_PENDING_SYNCED : wait ? CARVE_PENDING_WAIT : CARVE_PENDING_POLL, 0);
         carve_mutex_lock(&a->heap.lock);
         carve_pool_return_empty(p, synced ? CARVE_RETURN_SYNCED : CARVE_RETURN_OTHER);
         carve_mutex_unlock(&a->heap.lock);
@@ -82,10 +105,11 @@ carve_status carve_reclaim(carve_arena *a, unsigned flags) {
     }
     /* In virtual-memory mode the address space stays reserved (it holds no
      * memory) unless the arena is being emptied. */
-    carve_status st = release ? carve_heap_release_free(a) : CARVE_OK;
+    carve_status st = release && !captured ? carve_heap_release_free(a) : CARVE_OK;
     /* What could not go back stays reserved and usable; a caller asking for
-     * memory back hears that not all of it came. */
-    if (release && st == CARVE_OK && wait && !synced) {
+     * memory back hears that not all of it came (during a capture, nothing
+     * was meant to). */
+    if (release && st == CARVE_OK && wait && !synced && !captured) {
         carve_note("synchronizing the device failed, so cached memory of other streams stayed: %s",
                    carve_backend_msg());
         st = CARVE_ERR_BACKEND;
@@ -98,7 +122,7 @@ carve_status carve_reclaim(carve_arena *a, unsigned flags) {
     }
     if (release && st == CARVE_OK && CARVE_LOAD(&a->heap.nunmap_nohost) != unmap_nohost) {
         char b[32];
-        carve_note("host memory for carve's block records ran out, so free memory stayed mapped (%s mapped in all)",
+        carve_note_host(1, "host memory for carve's block records ran out, so free memory stayed mapped (%s mapped in all)",
                    carve_format_bytes(b, sizeof(b), CARVE_LOAD(&a->heap.reserved)));
         st = CARVE_ERR_OOM;
     }

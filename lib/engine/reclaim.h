@@ -16,8 +16,12 @@
  * free room inside its spans that still hold live buffers
  * (carve_pool_give_room), so that the heap's free ranges are all the free
  * room there is; with CARVE_RECLAIM_RELEASE, fully free segments then go
- * back to the backend. No lock held on entry. */
+ * back to the backend. served: the stream (pool key) of the call being
+ * served, NULL for none (carve_capture_underway). No lock held on entry. */
 enum { CARVE_RECLAIM_WAIT = 1, CARVE_RECLAIM_RELEASE = 2, CARVE_RECLAIM_ROOM = 4 };
-carve_status carve_reclaim(carve_arena *a, unsigned flags) CARVE_INTERNAL;
+carve_status carve_reclaim(carve_arena *a, unsigned flags, carve_stream served) CARVE_INTERNAL;
+/* 1 when the calling thread's last carve_reclaim with CARVE_RECLAIM_WAIT
+ * did not synchronize the device because a stream capture was underway. */
+int carve_reclaim_captured(void) CARVE_INTERNAL;
 
 #endif

@@ -109,10 +109,11 @@ carve_status carve_snapshot_json(const carve_arena *ca, char **out) {
     char lim[32], x[ADDR_LEN];
     carve_strbuf_printf(&b, "{\"carve_snapshot\":1,\"version\":\"%s\",\"arena\":{\"name\":", carve_version());
     carve_strbuf_json_string(&b, a->name);
-    if (a->limit == SIZE_MAX)
+    size_t limit = CARVE_LOAD(&a->limit); /* carve_set_limit may move it meanwhile */
+    if (limit == SIZE_MAX)
         snprintf(lim, sizeof(lim), "null");
     else
-        snprintf(lim, sizeof(lim), "%zu", a->limit);
+        snprintf(lim, sizeof(lim), "%zu", limit);
     carve_strbuf_printf(&b,
               ",\"backend\":\"%s\",\"device\":%d,\"growth\":%s,\"vmm\":%s,\"initial_bytes\":%zu,\"limit_bytes\":%s,"
               "\"min_grow_bytes\":%zu,\"granule\":%zu,\"alignment\":%u},\"stats\":",
@@ -144,7 +145,7 @@ carve_status carve_snapshot_json(const carve_arena *ca, char **out) {
     carve_strbuf_printf(&b, "}\n");
     if (b.oom) {
         free(b.p);
-        return carve_fail(a, CARVE_ERR_OOM, "carve_snapshot_json: host memory exhausted");
+        return carve_fail_host(a, CARVE_ERR_OOM, 1, "carve_snapshot_json: host memory exhausted");
     }
     *out = b.p;
     return CARVE_OK;

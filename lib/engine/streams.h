@@ -33,6 +33,9 @@ static inline int carve_stream_made_up(carve_stream s) {
     return ((uintptr_t)s & 0x7) == CARVE_KEY_THREAD; /* the low nibble 0x4 or 0xC */
 }
 
+/* 1 when s is the legacy default stream: NULL, or cudaStreamLegacy (0x1). */
+static inline int carve_stream_legacy(carve_stream s) { return (uintptr_t)s <= 1; }
+
 /* The calling thread's key for its per-thread default stream: made on the
  * thread's first call and never given to another thread, even after this
  * one exits. Thread-safe. */

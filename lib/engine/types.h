@@ -36,6 +36,7 @@
 #include "base/lock.h"
 #include "engine/blockmap.h"
 #include "engine/index.h"
+#include "engine/maps.h"
 #include "engine/pagemap.h"
 #include "engine/slab.h"
 #include "engine/streams.h"
@@ -69,9 +70,17 @@
  * frees made since the last one: later trims then find granules known done
  * without waiting (an event costs a microsecond or two). */
 #define CARVE_VMM_FENCE_GRANULES 16
-/* What one mapping covers (the backend's commit and decommit pieces): one
- * granule, so that any granule can be unmapped alone. */
+/* What one mapping covers where memory comes back into address space used
+ * before (holes a trim left): one granule, so that any granule can be
+ * unmapped alone. Untouched room at a span's end is mapped in larger
+ * pieces instead (vmm.c, maps.h). */
 #define CARVE_VMM_PIECE CARVE_SEGMENT_GRANULE
+/* Those pieces are at most the stream's touched peak / CARVE_VMM_MAP_DIV
+ * (whole granules, at least two): a buffer that later lives in part of a
+ * freed mapping keeps at most about 1/128 of the peak mapped that could
+ * otherwise go back (the footprint), while a growing training step still
+ * maps its large buffers in few calls (vmm.c, map_pieces). */
+#define CARVE_VMM_MAP_DIV 128
 #define CARVE_VMM_FENCE_FREES 64
 /* An allocation polls its pool's pending blocks (freed, waiting for events
  * on the other streams that used them) in free order: past blocks whose
@@ -231,17 +240,35 @@ struct carve_arena {
     uint64_t nooms;
     uint64_t nretries;           /* allocations retried at the out-of-memory callback's answer */
     /* The out-of-memory callback and its argument (carve_set_oom_callback),
-     * written and read together under oom_lock. */
+     * written and read together under oom_lock, as are: how many times it
+     * was set (each call of it knows which setting it called), the calls in
+     * progress on any thread, and how many threads wait in
+     * carve_set_oom_callback for older calls to return (oom_done). */
     carve_mutex oom_lock;
+    carve_cond oom_done;
     carve_oom_fn oom_fn;
     void *oom_user;
+    uint64_t oom_gen;
+    struct carve_oom_call *oom_calls;
+    unsigned oom_waiters;
     carve_pagemap pmap __attribute__((aligned(64)));
+    carve_maps maps;             /* virtual-memory mode: mappings larger than a granule (maps.h) */
 };
+
+/* Why no event may be recorded on s while a stream capture is underway
+ * (carve_event_record_why): the record would join the graph (s itself is
+ * being captured), or the legacy stream while a blocking stream of the
+ * context is captured (the record would join that capture implicitly,
+ * which breaks it). */
+enum { CARVE_REC_CAPTURED = 1, CARVE_REC_LEGACY = 2 };
 
 /* Events recorded and asked about, and the host's waits for the device:
  * every one goes through one of these, so that carve_stats counts them
- * (num_event_records, num_event_queries, num_syncs). */
-static inline carve_status carve_event_record(carve_arena *a, carve_stream s, void **ev) {
+ * (num_event_records, num_event_queries, num_syncs). carve_event_record_why
+ * also says, in *capture (0 otherwise), when the record was refused because
+ * of a capture (CARVE_REC_*), which a free may then defer (alloc.c). */
+static inline carve_status carve_event_record_why(carve_arena *a, carve_stream s, void **ev, int *capture) {
+    *capture = 0;
     if (CARVE_UNLIKELY(carve_stream_made_up(s))) { /* a thread's per-thread stream, a graph pool (streams.h) */
         if (s != carve_thread_stream()) {
             *ev = NULL;
@@ -253,15 +280,25 @@ static inline carve_status carve_event_record(carve_arena *a, carve_stream s, vo
         }
         s = CARVE_STREAM_PER_THREAD;
     }
-    /* A stream being captured: the record would join the graph, and
-     * asking about it would break the capture. */
     if (a->be.ops->capturing && a->be.ops->capturing(&a->be, s) > 0) {
         *ev = NULL;
+        *capture = CARVE_REC_CAPTURED;
         carve_backend_fail("no event is recorded on a stream being captured");
+        return CARVE_ERR_BACKEND;
+    }
+    if (carve_stream_legacy(s) && a->be.ops->context_capturing && a->be.ops->context_capturing(&a->be)) {
+        *ev = NULL;
+        *capture = CARVE_REC_LEGACY;
+        carve_backend_fail("no event is recorded on the legacy stream while a stream capture is underway");
         return CARVE_ERR_BACKEND;
     }
     __atomic_add_fetch(&a->heap.nrecords, 1, __ATOMIC_RELAXED);
     return a->be.ops->event_record(&a->be, s, ev);
+}
+
+static inline carve_status carve_event_record(carve_arena *a, carve_stream s, void **ev) {
+    int capture;
+    return carve_event_record_why(a, s, ev, &capture);
 }
 
 /* 1 when the work before ev has completed, 0 when not yet. */
@@ -275,7 +312,51 @@ static inline carve_status carve_wait_event(carve_arena *a, void *ev) {
     return a->be.ops->event_sync(&a->be, ev);
 }
 
-static inline carve_status carve_wait_device(carve_arena *a) {
+/* 1 when a stream capture is underway, on any thread, that a wait for the
+ * whole device (or memory given back to the driver, which may wait for it)
+ * would break, as far as carve can ask without naming a stream that may no
+ * longer exist: one the backend sees in its context (backend.h,
+ * context_capturing), one on a stream routed to a graph pool (alive while
+ * routed), on the calling thread's per-thread stream, or on `served`, the
+ * stream (pool key) of the call being served (NULL: none; the legacy
+ * stream is the context's question). Other pools' streams are not asked
+ * about: the program may have destroyed them after freeing their buffers.
+ * A backend call per routed pool: slow paths only. */
+static inline int carve_capture_underway(carve_arena *a, carve_stream served) {
+    const carve_backend_ops *ops = a->be.ops;
+    if (ops->context_capturing && ops->context_capturing(&a->be))
+        return 1;
+    if (!ops->capturing)
+        return 0;
+    carve_stream mine = carve_thread_stream();
+    if (served && served != mine && !carve_stream_made_up(served) && ops->capturing(&a->be, served) > 0)
+        return 1;
+    for (carve_pool *p = CARVE_LOAD_ACQ(&a->pools); p; p = p->next_all) {
+        carve_stream s = p->stream;
+        if (CARVE_LOAD(&p->graph)) {
+            if (!CARVE_LOAD(&p->routed))
+                continue;
+            s = CARVE_LOAD(&p->route);
+        } else if (s != mine) {
+            continue;
+        }
+        if (carve_stream_made_up(s) && s != mine) /* another thread's per-thread stream: not ours to ask */
+            continue;
+        if (ops->capturing(&a->be, s == mine ? CARVE_STREAM_PER_THREAD : s) > 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* Waits for the whole device, except while a stream capture is underway
+ * (carve_capture_underway, served as there): the wait would break it, so
+ * none is made and the answer is CARVE_ERR_BACKEND, with a message. */
+static inline carve_status carve_wait_device(carve_arena *a, carve_stream served) {
+    if (carve_capture_underway(a, served)) {
+        carve_backend_fail("the device was not synchronized: a stream capture is underway, which the "
+                           "synchronization would break");
+        return CARVE_ERR_BACKEND;
+    }
     __atomic_add_fetch(&a->heap.nwaits, 1, __ATOMIC_RELAXED);
     return a->be.ops->device_sync(&a->be);
 }

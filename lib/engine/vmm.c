@@ -346,6 +346,18 @@ void carve_vmm_cut_runs(carve_pool *p, carve_block *f, uintptr_t lo, uintptr_t h
     (void)gone;
 }
 
+void carve_vmm_unclaimed(carve_pool *p, carve_block *f) {
+    carve_block *x = f;
+    CARVE_ASSERT_INTERNAL(f->state == CARVE_B_FREE);
+    do {
+        if (x->u.v.n && x->u.v.stamp == 0) {
+            x->u.v.stamp = p->vclock + 1;
+            p->vclock += x->u.v.n;
+        }
+        x = x->u.v.rnext;
+    } while (x != f);
+}
+
 void carve_vmm_adopted(carve_pool *p, carve_block *f) {
     size_t n = f->size / G;
     CARVE_ASSERT_INTERNAL(f->state == CARVE_B_FREE && f->addr % G == 0 && f->size % G == 0);
@@ -356,15 +368,38 @@ void carve_vmm_adopted(carve_pool *p, carve_block *f) {
 
 /* ---- unmapping ----------------------------------------------------------- */
 
-/* Unmap the whole granules [addr, addr+size) (mapped, no live block on
- * them), one mapping each. Returns the bytes unmapped: all of size, or
- * those before the granule the backend refused (it and those after it stay
- * mapped and usable). Counters are the caller's. */
-static size_t unmap_run(carve_arena *a, uintptr_t addr, size_t size, int *refused) {
+/* Unmap the whole mappings [addr, addr+size) (mapped, no live block on
+ * them): the granules no record of maps.h holds, one mapping each, and each
+ * recorded mapping whole (its record goes). Returns the bytes unmapped: all
+ * of size, or those before the mapping the backend refused (it and those
+ * after it stay mapped and usable); *refused gets the refused mapping's
+ * bytes (0: none). Through ops: the arena's backend, or the one behind
+ * the fault layer when the arena is abandoned. Counters are the caller's. */
+static size_t unmap_run(carve_arena *a, const carve_backend_ops *ops, uintptr_t addr, size_t size, size_t *refused) {
     size_t done = 0;
-    *refused = a->be.ops->decommit(&a->be, addr, size, CARVE_VMM_PIECE, &done) != CARVE_OK;
-    if (*refused)
-        carve_note("the %s backend refused to unmap memory: %s", carve_backend_str(a->be.kind), carve_backend_msg());
+    uintptr_t end = addr + size;
+    *refused = 0;
+    while (addr < end) {
+        uintptr_t lo, hi, next;
+        size_t piece = CARVE_VMM_PIECE, len, d = 0;
+        int rec = carve_maps_find(&a->maps, addr, &lo, &hi, &next);
+        if (rec) { /* one mapping of many granules: whole, or not at all */
+            CARVE_ASSERT_INTERNAL(lo == addr && hi <= end);
+            piece = len = hi - lo;
+        } else { /* granule mappings, up to the next record */
+            len = (next < end ? next : end) - addr;
+        }
+        if (ops->decommit(&a->be, addr, len, piece, &d) != CARVE_OK) {
+            *refused = piece;
+            carve_note_host(carve_backend_host(), "the %s backend refused to unmap memory: %s",
+                            carve_backend_str(a->be.kind), carve_backend_msg());
+            return done + d;
+        }
+        if (rec)
+            carve_maps_remove(&a->maps, lo);
+        done += len;
+        addr += len;
+    }
     return done;
 }
 
@@ -386,7 +421,7 @@ static void count_unmapped(carve_arena *a, size_t n, size_t failed) {
  * it went back stays in its pool, where the trim that follows counts what
  * it cannot unmap). */
 static void nohost(carve_arena *a) {
-    carve_note("host memory exhausted for carve's metadata");
+    carve_note_host(1, "host memory exhausted for carve's metadata");
     __atomic_add_fetch(&a->heap.nunmap_nohost, 1, __ATOMIC_RELAXED);
 }
 
@@ -465,7 +500,41 @@ static int older_first(const void *x, const void *y) {
     return a->stamp < b->stamp ? -1 : a->stamp > b->stamp;
 }
 
+/* The pieces of one FREE block, l->v[i] to l->v[j-1] (address order), that
+ * touch each other make stretches of granules that may be unmapped; the
+ * driver unmaps whole mappings only, so each stretch loses the ends that
+ * fall inside a recorded mapping reaching past it (maps.h): pieces are cut
+ * to what is left. Afterwards every recorded mapping that meets a piece
+ * lies whole inside the pieces around it. */
+static void pieces_whole(carve_arena *a, trim_list *l, size_t i, size_t j) {
+    for (size_t s = i; s < j;) {
+        size_t t = s + 1;
+        while (t < j && l->v[t - 1].at + l->v[t - 1].n * G == l->v[t].at)
+            t++;
+        uintptr_t elo = l->v[s].at, ehi = l->v[t - 1].at + l->v[t - 1].n * G, lo, hi, mlo, mhi;
+        lo = carve_maps_find(&a->maps, elo, &mlo, &mhi, NULL) && mlo < elo ? mhi : elo;
+        hi = carve_maps_find(&a->maps, ehi - G, &mlo, &mhi, NULL) && mhi > ehi ? mlo : ehi;
+        for (size_t k = s; k < t; k++) {
+            trim_piece *c = &l->v[k];
+            uintptr_t x = c->at > lo ? c->at : lo, y = c->at + c->n * G < hi ? c->at + c->n * G : hi;
+            if (x >= y) {
+                c->n = 0;
+                continue;
+            }
+            c->stamp += (x - c->at) / G;
+            c->at = x;
+            c->n = (y - x) / G;
+        }
+        s = t;
+    }
+}
+
 size_t carve_vmm_trim_pool(carve_arena *a, carve_pool *p, size_t want, const carve_keep *keep, uint64_t done) {
+    return carve_vmm_trim(a, p, want, keep, done, 0);
+}
+
+size_t carve_vmm_trim(carve_arena *a, carve_pool *p, size_t want, const carve_keep *keep, uint64_t done,
+                      int count_only) {
     if (CARVE_LOAD(&p->graph)) /* a graph's replays use what it freed: nothing is unmapped */
         return 0;
     if (want == 0)
@@ -481,11 +550,14 @@ size_t carve_vmm_trim_pool(carve_arena *a, carve_pool *p, size_t want, const car
             for (unsigned sl = 0; sl < CARVE_SL_COUNT; sl++) {
                 for (carve_block *f = ix->heads[fl][sl]; f; f = f->fnext) {
                     const carve_block *x = f;
+                    size_t first = l.n;
                     do {
                         if (x->u.v.n)
                             run_pieces(&l, f, x, keep, done);
                         x = x->u.v.rnext;
                     } while (x != f);
+                    if (!l.failed && carve_maps_any(&a->maps))
+                        pieces_whole(a, &l, first, l.n); /* whole mappings only */
                 }
             }
         }
@@ -494,9 +566,9 @@ size_t carve_vmm_trim_pool(carve_arena *a, carve_pool *p, size_t want, const car
         total += l.v[i].n;
     if (l.failed)
         nohost(a);
-    if (l.failed || total == 0) {
+    if (l.failed || total == 0 || count_only) {
         free(l.v);
-        return 0;
+        return l.failed ? 0 : total * G;
     }
     size_t take = want == SIZE_MAX ? total : want / G + (want % G != 0);
     if (take > total)
@@ -506,11 +578,13 @@ size_t carve_vmm_trim_pool(carve_arena *a, carve_pool *p, size_t want, const car
     uint64_t threshold = UINT64_MAX;
     trim_piece **order;
     if (take < total && (order = malloc(l.n * sizeof(*order)))) {
+        size_t k = 0;
         for (size_t i = 0; i < l.n; i++)
-            order[i] = &l.v[i];
-        qsort(order, l.n, sizeof(*order), older_first);
+            if (l.v[i].n)
+                order[k++] = &l.v[i];
+        qsort(order, k, sizeof(*order), older_first);
         size_t got = 0;
-        for (size_t i = 0; i < l.n; i++) {
+        for (size_t i = 0; i < k; i++) {
             if (got + order[i]->n >= take) {
                 threshold = order[i]->stamp + (take - got) - 1;
                 break;
@@ -532,20 +606,32 @@ size_t carve_vmm_trim_pool(carve_arena *a, carve_pool *p, size_t want, const car
     if (carve_slab_reserve(&p->slab, 2 * ncuts + 3) == 0) { /* and three for the caller's claim and splits */
         for (size_t i = 0; i < l.n;) {
             carve_block *f = l.v[i].blk; /* the piece of that block after the last cut */
+            uintptr_t past = 0;           /* where the last unmapping of the block ended */
             size_t j = i;
             while (j < l.n && l.v[j].blk == l.v[i].blk) {
                 if (!l.v[j].n) {
                     j++;
                     continue;
                 }
-                uintptr_t x = l.v[j].at, y = x + l.v[j].n * G;
+                uintptr_t x = l.v[j].at, y = x + l.v[j].n * G, lo, hi;
                 for (j++; j < l.n && l.v[j].blk == l.v[i].blk && l.v[j].n && l.v[j].at == y; j++)
                     y += l.v[j].n * G;
-                if (!f)
+                /* A recorded mapping across either end is whole inside the
+                 * pieces (pieces_whole): it goes whole. */
+                if (carve_maps_any(&a->maps)) {
+                    if (carve_maps_find(&a->maps, x, &lo, &hi, NULL))
+                        x = lo;
+                    if (carve_maps_find(&a->maps, y - G, &lo, &hi, NULL))
+                        y = hi;
+                    if (x < past)
+                        x = past;
+                }
+                if (!f || x >= y)
                     continue;
-                int refused;
-                size_t d = unmap_run(a, x, y - x, &refused);
-                failed += refused; /* after a refusal, the rest of the run stays */
+                size_t refused;
+                size_t d = unmap_run(a, a->be.ops, x, y - x, &refused);
+                failed += refused != 0; /* after a refusal, the rest of the run stays */
+                past = y;
                 if (d) {
                     f = cut_unmapped(p, f, x, x + d, NULL);
                     nun += d / G;
@@ -580,12 +666,12 @@ int carve_vmm_unmap_span(carve_arena *a, carve_pool *p, carve_block *span) {
         carve_block *f = b, *tail = b; /* the FREE piece left of b; the block that ends at end */
         while (x < end) {
             if (carve_slab_reserve(&p->slab, 2) != 0) {
-                carve_note("host memory exhausted for carve's metadata");
+                carve_note_host(1, "host memory exhausted for carve's metadata");
                 short_of_records = 1;
                 break;
             }
-            int refused;
-            size_t d = unmap_run(a, x, end - x, &refused);
+            size_t refused;
+            size_t d = unmap_run(a, a->be.ops, x, end - x, &refused);
             if (d) {
                 carve_block *mid;
                 f = cut_unmapped(p, f, x, x + d, &mid);
@@ -593,9 +679,9 @@ int carve_vmm_unmap_span(carve_arena *a, carve_pool *p, carve_block *span) {
                 nun += d / G;
                 x += d;
             }
-            if (refused) { /* that granule stays mapped; the rest is tried */
+            if (refused) { /* that mapping stays mapped; the rest is tried */
                 failed++;
-                x += G;
+                x += refused;
             }
         }
         b = tail->next;
@@ -604,9 +690,9 @@ int carve_vmm_unmap_span(carve_arena *a, carve_pool *p, carve_block *span) {
     return failed || short_of_records ? -1 : 0;
 }
 
-/* Unmap every mapped run of span through ops; a granule the backend
- * refuses is asked once more, then passed over. The blocks are left as
- * they are. */
+/* Unmap every mapped run of span through ops, whole mappings only; a
+ * mapping the backend refuses is asked once more, then passed over. The
+ * blocks are left as they are. */
 static void span_unmap_all(carve_arena *a, const carve_backend_ops *ops, const carve_block *span) {
     for (const carve_block *b = span->u.r.first; b;) {
         if (b->state == CARVE_B_UNMAPPED) {
@@ -617,15 +703,13 @@ static void span_unmap_all(carve_arena *a, const carve_backend_ops *ops, const c
         while (b && b->state != CARVE_B_UNMAPPED)
             b = b->next;
         uintptr_t y = b ? b->addr : span->addr + span->size;
-        while (x < y) {
-            size_t done = 0;
-            if (ops->decommit(&a->be, x, y - x, CARVE_VMM_PIECE, &done) == CARVE_OK)
+        while (x < y) { /* past a refusal asked twice, the mappings after it */
+            size_t refused, d = unmap_run(a, ops, x, y - x, &refused);
+            x += d;
+            if (!refused)
                 break;
-            x += done;
-            if (x < y && ops->decommit(&a->be, x, G, CARVE_VMM_PIECE, &done) != CARVE_OK)
-                x += G; /* refused twice: it stays */
-            else
-                x += done;
+            d = unmap_run(a, ops, x, refused, &refused);
+            x += refused ? refused : d; /* refused twice: it stays */
         }
     }
 }
@@ -700,6 +784,8 @@ void carve_vmm_fences_synced(carve_arena *a, carve_pool *p) {
  * and so does every map), then those a fresh fence shows done at once (the
  * device is often idle or nearly), and only then the wait, fence by fence,
  * oldest first, for no more than is needed. Returns the bytes unmapped. */
+#define LEFT(want, got) ((want) > (got) ? (want) - (got) : 0)
+
 static size_t make_room(carve_arena *a, carve_pool *p, size_t must, size_t want, const carve_keep *keep) {
     carve_vmm_fences_poll(a, p);
     size_t got = carve_vmm_trim_pool(a, p, want, keep, p->vdone);
@@ -708,13 +794,17 @@ static size_t make_room(carve_arena *a, carve_pool *p, size_t must, size_t want,
     uint64_t before = p->vdone;
     carve_vmm_fence(a, p);
     carve_vmm_fences_poll(a, p);
-    if (p->vdone != before && (got += carve_vmm_trim_pool(a, p, want - got, keep, p->vdone)) >= must)
+    if (p->vdone != before && (got += carve_vmm_trim_pool(a, p, LEFT(want, got), keep, p->vdone)) >= must)
+        return got;
+    /* No wait where all of them done would free nothing that can be
+     * unmapped (what is free lies in mappings live buffers still touch). */
+    if (p->vfence_n && carve_vmm_trim(a, p, SIZE_MAX, keep, p->vclock, 1) == 0)
         return got;
     while (got < must && p->vfence_n) {
         if (carve_wait_event(a, p->vfence[p->vfence_head].ev) != CARVE_OK)
             break;
         fences_done_to(a, p, 0);
-        got += carve_vmm_trim_pool(a, p, want - got, keep, p->vdone);
+        got += carve_vmm_trim_pool(a, p, LEFT(want, got), keep, p->vdone);
     }
     return got;
 }
@@ -739,7 +829,7 @@ static void trim_others(carve_arena *a, carve_pool *p, size_t want) {
     for (carve_pool *q = CARVE_LOAD_ACQ(&a->pools); q && k < n; q = q->next_all)
         if (q != p && carve_spin_trylock(&q->lock))
             held[k++] = q;
-    if (k > 0 && carve_wait_device(a) == CARVE_OK) {
+    if (k > 0 && carve_wait_device(a, p->stream) == CARVE_OK) {
         size_t done = 0;
         for (size_t i = 0; i < k && done < want; i++) {
             carve_pool *q = held[i];
@@ -784,7 +874,7 @@ static void pace(carve_pool *p, size_t remapped) {
 
 int carve_vmm_would_unmap(carve_arena *a, const carve_pool *p, size_t need) {
     size_t total = CARVE_LOAD(&a->heap.reserved) + CARVE_LOAD(&a->heap.inflight) + need;
-    return total > carve_vmm_allowance(a, p) || total > a->limit;
+    return total > carve_vmm_allowance(a, p) || total > CARVE_LOAD(&a->limit);
 }
 
 /* Granules every stream's live blocks touch now (no counter on the fast paths). */
@@ -799,8 +889,76 @@ static size_t arena_touched(carve_arena *a) {
  * that need more are about to be touched. */
 static void arena_peak(carve_arena *a, size_t need) { carve_atomic_max(&a->heap.vpeak, arena_touched(a) * G + need); }
 
+
+/* Commit [addr, addr+size), whole granules of span, for the request that
+ * will lie at [rlo, rhi). Room at the span's end, past everything mapped
+ * in it, comes in as mappings larger than a granule for the granules the
+ * request covers whole (the driver's cost is per mapping, whatever its
+ * size: bench/vmm_costs.cu) and one for the last granule where it covers
+ * that in part, since the next buffer will share it: so freeing the
+ * request frees its mappings whole, whatever lives after it. (There the
+ * request starts at or before addr: the room before it is mapped, or it
+ * starts the room.) Those mappings are pieces of at most the stream's
+ * touched peak (the request counted in) / CARVE_VMM_MAP_DIV, two granules
+ * at least, and what is left of the run as one more: a later, smaller
+ * buffer that lives in part of a freed request keeps only its pieces
+ * mapped, so the footprint stays near granule by granule's (one mapping
+ * per request kept up to all of it: docs/design.md, "Mappings"). With
+ * granules (a map asked to replace free memory where it raises the
+ * arena's peak: carve_vmm_map), everything comes in granule by granule, so
+ * that each can go alone again and the footprint follows live memory. A hole
+ * between mapped memory, which trims made, comes in granule by granule, so
+ * that any granule of it can go alone again. So does everything once
+ * several streams exist: memory moves between them in whole granules at the
+ * edges of free blocks (alloc.c's vmm_adopt, the budget's trims of other
+ * streams), and a large mapping that a stream's live buffers still touch in
+ * part could go to no one. All or nothing: one backend call, or two where
+ * a piece is left over (the pieces, then it and the last granule; the
+ * pieces are unmapped again when the second fails); the records of the
+ * larger mappings are made room for first, so that nothing can fail once
+ * the memory is mapped. */
+static carve_status map_pieces(carve_arena *a, const carve_pool *p, carve_block *span, uintptr_t addr, size_t size,
+                               uintptr_t rlo, uintptr_t rhi, int granules) {
+    const carve_block *last = span->u.r.last;
+    size_t whole = rhi < addr + size ? size - G : size;
+    if (whole <= G)
+        return a->be.ops->commit(&a->be, addr, size, CARVE_VMM_PIECE);
+    size_t peak = CARVE_LOAD(&p->touched) + whole / G; /* the touched peak, with the request */
+    if (peak < CARVE_LOAD(&p->touched_peak))
+        peak = CARVE_LOAD(&p->touched_peak);
+    size_t cap = peak / CARVE_VMM_MAP_DIV * G;
+    size_t piece = whole < cap ? whole : cap > 2 * G ? cap : 2 * G;
+    size_t body = whole / piece * piece, r = whole - body; /* pieces, then r (less than a piece) */
+    if (granules || rlo > addr || last->state != CARVE_B_UNMAPPED || addr < last->addr ||
+        CARVE_LOAD(&a->multi) || carve_maps_reserve(&a->maps, body / piece + (r > G)) != 0)
+        return a->be.ops->commit(&a->be, addr, size, CARVE_VMM_PIECE);
+    carve_status st;
+    if (r == 0) { /* the pieces, then the last granule if it is apart */
+        st = a->be.ops->commit(&a->be, addr, size, piece);
+    } else if ((st = a->be.ops->commit(&a->be, addr, body, piece)) == CARVE_OK &&
+               (st = a->be.ops->commit(&a->be, addr + body, size - body, r)) != CARVE_OK) {
+        /* r and the last granule could not come: the pieces go too (all or
+         * nothing); an unmap refused is tried again from where it stopped. */
+        size_t off = 0;
+        for (int idle = 0; off < body && idle < 4;) {
+            size_t d = 0;
+            a->be.ops->decommit(&a->be, addr + off, body - off, piece, &d);
+            off += d;
+            idle = d ? 0 : idle + 1;
+        }
+        CARVE_ASSERT_INTERNAL(off == body);
+    }
+    if (st == CARVE_OK) {
+        for (uintptr_t x = addr; x < addr + body; x += piece)
+            carve_maps_add(&a->maps, x, piece);
+        if (r > G)
+            carve_maps_add(&a->maps, addr + body, r);
+    }
+    return st;
+}
+
 carve_status carve_vmm_map(carve_arena *a, carve_pool *p, carve_block *span, uintptr_t addr, size_t size,
-                           const carve_keep *keep, int replace) {
+                           uintptr_t rlo, uintptr_t rhi, const carve_keep *keep, int replace) {
     carve_heap *h = &a->heap;
     char b1[32], b2[32], b3[32];
     size_t need = size;
@@ -819,7 +977,8 @@ carve_status carve_vmm_map(carve_arena *a, carve_pool *p, carve_block *span, uin
      * several streams all of theirs) and one granule. (Below the peak the
      * footprint does not grow, and the allowance keeps granules from being
      * unmapped and mapped again for nothing.) */
-    if (replace && CARVE_LOAD(&h->reserved) + need > CARVE_LOAD(&h->reserved_peak)) {
+    int replacing = replace && CARVE_LOAD(&h->reserved) + need > CARVE_LOAD(&h->reserved_peak);
+    if (replacing) {
         size_t now = (multi ? arena_touched(a) : p->touched) * G + G;
         allow = now < allow ? now : allow;
     }
@@ -843,9 +1002,15 @@ carve_status carve_vmm_map(carve_arena *a, carve_pool *p, carve_block *span, uin
     }
     /* Counted against the limit while the driver maps (atomically: mapping
      * streams do not queue on the heap lock; two at the limit may both be
-     * refused where one would have fitted). */
-    size_t used = __atomic_add_fetch(&h->inflight, need, __ATOMIC_RELAXED) + CARVE_LOAD(&h->reserved);
-    size_t limit = CARVE_LOAD(&a->limit);
+     * refused where one would have fitted). Against carve_set_limit, which
+     * stores the limit and then reads inflight and reserved (sequentially
+     * consistent, as are the adds here and the load of the limit): either
+     * this load sees its new limit, or its read of inflight comes after
+     * the add below, or of reserved after the add further on (made before
+     * inflight drops), so the bytes are in what it lets stay over the limit
+     * (limit_over) either way. */
+    size_t used = __atomic_add_fetch(&h->inflight, need, __ATOMIC_SEQ_CST) + CARVE_LOAD(&h->reserved);
+    size_t limit = __atomic_load_n(&a->limit, __ATOMIC_SEQ_CST);
     if (used > limit && CARVE_LOAD(&a->multi)) { /* at the limit: other streams' free granules too */
         trim_others(a, p, used - limit);
         used = CARVE_LOAD(&h->inflight) + CARVE_LOAD(&h->reserved);
@@ -859,18 +1024,23 @@ carve_status carve_vmm_map(carve_arena *a, carve_pool *p, carve_block *span, uin
             a->be.ops->recycle(&a->be, 0);
         return CARVE_ERR_OOM;
     }
-    carve_status st = a->be.ops->commit(&a->be, addr, size, CARVE_VMM_PIECE);
+    /* Room at the span's end, past everything mapped in it, comes in as one
+     * mapping (the driver's cost is per mapping, whatever its size); a hole
+     * between mapped memory, which trims made, granule by granule, so that
+     * any granule of it can go alone again. The record is made room for
+     * first, so that nothing can fail once the memory is mapped. */
+    carve_status st = map_pieces(a, p, span, addr, size, rlo, rhi, replacing);
     if (st != CARVE_OK)
-        carve_note("the %s backend could not map %s: %s", carve_backend_str(a->be.kind),
-                   carve_format_bytes(b1, sizeof(b1), size), carve_backend_msg());
+        carve_note_host(carve_backend_host(), "the %s backend could not map %s: %s", carve_backend_str(a->be.kind),
+                        carve_format_bytes(b1, sizeof(b1), size), carve_backend_msg());
     if (recycle)
         a->be.ops->recycle(&a->be, 0);
     if (st == CARVE_OK) {
         /* Granules let go until now get a fence for the next trim to find done. */
         carve_vmm_fence(a, p);
         __atomic_add_fetch(&h->nreserve, (uint64_t)(size / G), __ATOMIC_RELAXED);
-        carve_atomic_max(&h->reserved_peak, __atomic_add_fetch(&h->reserved, size, __ATOMIC_RELAXED));
+        carve_atomic_max(&h->reserved_peak, __atomic_add_fetch(&h->reserved, size, __ATOMIC_SEQ_CST));
     }
-    __atomic_sub_fetch(&h->inflight, need, __ATOMIC_RELAXED);
+    __atomic_sub_fetch(&h->inflight, need, __ATOMIC_SEQ_CST);
     return st;
 }

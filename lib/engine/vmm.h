@@ -21,15 +21,21 @@ typedef struct carve_keep {
 } carve_keep;
 
 /* Pool lock held, heap lock not. Map every granule of [addr, addr+size)
- * (whole granules of one UNMAPPED block of span), first unmapping free
+ * (whole granules of one UNMAPPED block of span) for the request that will
+ * lie at [rlo, rhi) (what it covers whole as mappings of at most the
+ * stream's touched peak / CARVE_VMM_MAP_DIV where that is room at the
+ * span's end and one stream exists, else a mapping a granule: vmm.c's
+ * map_pieces), first unmapping free
  * granules of this pool (longest unused first; none in keep, which may be
  * NULL) where its mapped bytes would pass its allowance, and other streams'
  * where the arena's would pass the limit. With replace, where the arena's
  * mapped bytes would pass their peak, the allowance is what the pool's live
- * blocks (with several streams, every pool's) touch now and one granule, if lower. Driver calls run with the
+ * blocks (with several streams, every pool's) touch now and one granule, if lower,
+ * and the memory comes in granule by granule (no larger mapping, which could
+ * only go whole, keeps free granules mapped). Driver calls run with the
  * heap lock dropped. CARVE_ERR_OOM past the limit; the blocks are unchanged then. */
 carve_status carve_vmm_map(carve_arena *a, carve_pool *p, carve_block *span, uintptr_t addr, size_t size,
-                           const carve_keep *keep, int replace) CARVE_INTERNAL;
+                           uintptr_t rlo, uintptr_t rhi, const carve_keep *keep, int replace) CARVE_INTERNAL;
 /* Pool lock held, several streams: whether mapping need bytes more for p
  * would first unmap free granules (all that is mapped past the arena's
  * budget, carve_vmm_allowance, or the limit), as carve_vmm_map decides. */
@@ -44,10 +50,16 @@ carve_block *carve_vmm_claim(carve_pool *p, carve_block *u, uintptr_t lo, uintpt
  * bytes (SIZE_MAX: all of them), those let go longest ago first, none in
  * keep (may be NULL), and only those stamped at or before done: the caller
  * knows the work queued before those frees is done (p->vdone, or p->vclock
- * after a device synchronization). FREE blocks are cut around what is
- * unmapped. Returns the bytes unmapped. */
+ * after a device synchronization). Whole mappings only (maps.h): a mapping
+ * of many granules goes once every granule of it may go, and then whole,
+ * which may pass want. FREE blocks are cut around what is unmapped. Returns
+ * the bytes unmapped. */
 size_t carve_vmm_trim_pool(carve_arena *a, carve_pool *p, size_t want, const carve_keep *keep,
                            uint64_t done) CARVE_INTERNAL;
+/* The same; with count_only, nothing is unmapped and the bytes that could
+ * be (want aside) are returned. */
+size_t carve_vmm_trim(carve_arena *a, carve_pool *p, size_t want, const carve_keep *keep, uint64_t done,
+                      int count_only) CARVE_INTERNAL;
 /* Pool lock held, acting on p's stream (so it exists): record an event
  * that shows, once complete, that the device is done with every granule p
  * has let go so far (none when the newest one shows that already). */
@@ -63,6 +75,13 @@ int carve_vmm_runs_done(const carve_block *f, uintptr_t lo, uintptr_t hi, uint64
  * block of its own with its runs, and the runs in [lo, hi) go, so that f
  * ends at hi and holds the runs below lo only. Needs one spare slab record. */
 void carve_vmm_cut_runs(carve_pool *p, carve_block *f, uintptr_t lo, uintptr_t hi) CARVE_INTERNAL;
+/* Pool lock held: FREE block f holds granules just mapped for a request
+ * that may not take them all (carve_alloc_aligned maps for its size plus
+ * the alignment's pad and takes the aligned part): its runs stamped 0 are
+ * stamped as let go now, as carve_vmm_adopted does, so that what the
+ * request leaves of them is free memory like any other (a trim unmaps it
+ * once a fence covers it); what it takes it counts as touched as before. */
+void carve_vmm_unclaimed(carve_pool *p, carve_block *f) CARVE_INTERNAL;
 /* Pool lock held: FREE block f, whole granules, all mapped, just came from
  * another stream: its granules are one run, stamped as let go now by p. */
 void carve_vmm_adopted(carve_pool *p, carve_block *f) CARVE_INTERNAL;

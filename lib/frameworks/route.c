@@ -122,7 +122,9 @@ static const route_ref *top(void) {
 static carve_status retag(const carve_arena *a, carve_status st) {
     char msg[1024];
     snprintf(msg, sizeof(msg), "%s", carve_last_error(a));
-    return carve_fail(NULL, st, "%s", msg);
+    carve_error_info e;
+    carve_last_error_info(a, &e);
+    return carve_fail_host(NULL, st, e.host_memory, "%s", msg);
 }
 
 /* Lock held (either way). */
@@ -217,7 +219,7 @@ static route_entry *find_or_add(carve_arena *a, const char *fn, carve_status *st
         return NULL;
     }
     if (!(e = add(a)))
-        *st = carve_fail(NULL, CARVE_ERR_OOM, "%s: host memory for the arena registry ran out", fn);
+        *st = carve_fail_host(NULL, CARVE_ERR_OOM, 1, "%s: host memory for the arena registry ran out", fn);
     return e;
 }
 
@@ -289,7 +291,7 @@ carve_status carve_route_push(carve_arena *a) {
         return carve_fail(NULL, CARVE_ERR_INVALID, "carve_route_push: arena is NULL");
     route_stack *rs = my_stack();
     if (!rs)
-        return carve_fail(NULL, CARVE_ERR_OOM, "carve_route_push: host memory for the routing stack ran out");
+        return carve_fail_host(NULL, CARVE_ERR_OOM, 1, "carve_route_push: host memory for the routing stack ran out");
     if (rs->depth >= CARVE_ROUTE_DEPTH)
         return carve_fail(NULL, CARVE_ERR_INVALID,
                           "carve_route_push: this thread already routes through %d arenas (the most); "

@@ -136,7 +136,7 @@ carve_status carve_replay_run_driver(const carve_trace *t, const carve_config *c
     carve_trace_event *buf = chunk_new();
     if (!buf || (warm_passes && !(secs = calloc(warm_passes, sizeof(double))))) {
         free(buf);
-        return carve_fail(NULL, CARVE_ERR_OOM, "carve_replay_run: host memory exhausted");
+        return carve_fail_host(NULL, CARVE_ERR_OOM, 1, "carve_replay_run: host memory exhausted");
     }
     carve_arena *a;
     carve_status st = carve_arena_create(cfg, &a);
@@ -253,7 +253,7 @@ carve_status carve_replay_record(const carve_trace *t, const carve_config *cfg, 
     carve_status st = CARVE_OK;
     if (!rec->addr || !rec->requested || !rec->allocated || !rec->reserved || !slots || !slot_size || !touched ||
         !buf)
-        st = carve_fail(NULL, CARVE_ERR_OOM, "carve_replay_record: host memory exhausted");
+        st = carve_fail_host(NULL, CARVE_ERR_OOM, 1, "carve_replay_record: host memory exhausted");
     else
         st = carve_arena_create(cfg, &a);
     if (st != CARVE_OK) {

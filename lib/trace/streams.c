@@ -25,7 +25,7 @@ carve_status carve_replay_streams_open(carve_replay_streams *rs, uint32_t n, car
                           CARVE_TRACE_MAX_STREAMS);
     rs->s = calloc(n, sizeof(*rs->s));
     if (!rs->s)
-        return carve_fail(NULL, CARVE_ERR_OOM, "carve_replay_streams_open: host memory exhausted");
+        return carve_fail_host(NULL, CARVE_ERR_OOM, 1, "carve_replay_streams_open: host memory exhausted");
     rs->n = n;
     if (backend != CARVE_BACKEND_CUDA && backend != CARVE_BACKEND_CUDA_DRIVER) {
         /* Any distinct non-NULL values will do: HOST and VIRTUAL never look

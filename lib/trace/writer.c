@@ -125,7 +125,7 @@ carve_status carve_trace_writer_open(const char *path, const char *title, carve_
         return carve_fail(NULL, CARVE_ERR_INVALID, "carve_trace_writer_open: NULL argument");
     carve_trace_writer *w = calloc(1, sizeof(*w));
     if (!w)
-        return carve_fail(NULL, CARVE_ERR_OOM, "carve_trace_writer_open: host memory exhausted");
+        return carve_fail_host(NULL, CARVE_ERR_OOM, 1, "carve_trace_writer_open: host memory exhausted");
     pthread_mutex_init(&w->lock, NULL);
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {

@@ -14,7 +14,9 @@
  * the old context is touched). Then every breach the oracle counts, every
  * call answered otherwise than the driver would, every capture broken by a
  * call the program did not make, and every forked child that hangs is the
- * interposer's. Run without carve-run, the same program checks the mock.
+ * interposer's. (The program does break captures itself: a cuCtxSynchronize
+ * beside another thread's capture is refused and breaks it, in every
+ * capture mode; those breaks are counted as the program's.) Run without carve-run, the same program checks the mock.
  *
  * What a thread does, each step, by weight: allocate (cuMemAlloc, or
  * cuMemAllocAsync on one of its streams, the legacy stream or its
@@ -99,6 +101,7 @@ typedef struct thread_state {
     int ngraphs;
     unsigned long long seen_resets;
     unsigned long long allocs, frees, ordered_frees, cross_frees, launches, captures, streams_made, forks;
+    unsigned long long own_broken, captures_synced; /* cuCtxSynchronize refused; captures it broke */
     unsigned long long contexts, context_allocs, context_driver_allocs, signals;
 } thread_state;
 
@@ -108,6 +111,14 @@ static pthread_barrier_t meet;
  * the program never joins a capture implicitly. */
 static pthread_rwlock_t legacy_lock = PTHREAD_RWLOCK_INITIALIZER;
 static unsigned long long resets, hung, child_failed;
+/* cuCtxSynchronize beside another thread's capture breaks it in every mode,
+ * and the driver refuses the synchronization: that break is the program's
+ * own. Synchronizations started and returned so far, and those refused so
+ * (each counted once by the mock's mock_cuda_broken_captures): a capture
+ * that ends invalidated is the program's doing only when a synchronization
+ * that had not returned before it began has started since, and every other
+ * break is carve's. */
+static unsigned long long syncs_started, syncs_done, own_breaks;
 static size_t first_total; /* what cuMemGetInfo reported as total at the start */
 
 static uint64_t rnd(thread_state *th) {
@@ -235,6 +246,19 @@ static void do_stream(thread_state *th) {
     EXPECT(cuStreamDestroy_v2(s));
 }
 
+/* cuCtxSynchronize, refused while another thread captures (see own_breaks). */
+static void ctx_sync(thread_state *th) {
+    __atomic_add_fetch(&syncs_started, 1, __ATOMIC_SEQ_CST);
+    CUresult r = cuCtxSynchronize();
+    if (r == 900 /* CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED */) {
+        __atomic_add_fetch(&own_breaks, 1, __ATOMIC_SEQ_CST);
+        th->own_broken++;
+    } else if (r != 0) {
+        FAILED("cuCtxSynchronize()", r);
+    }
+    __atomic_add_fetch(&syncs_done, 1, __ATOMIC_SEQ_CST);
+}
+
 /* A graph captured on one of the thread's streams or its per-thread stream:
  * an allocation node, work on it and on an unordered buffer of the thread,
  * and a free node. */
@@ -245,6 +269,7 @@ static void do_capture(thread_state *th) {
     CUstream s = per_thread ? CU_STREAM_PER_THREAD : th->s[pick(th, th->ns)];
     int ptsz = per_thread && pick(th, 2);
     pthread_rwlock_rdlock(&legacy_lock);
+    unsigned long long done0 = __atomic_load_n(&syncs_done, __ATOMIC_SEQ_CST);
     EXPECT(ptsz ? cuStreamBeginCapture_v2_ptsz(NULL, 2) : cuStreamBeginCapture_v2(s, 2 /* relaxed */));
     CUdeviceptr g = 0;
     size_t size = draw_size(th);
@@ -261,7 +286,12 @@ static void do_capture(thread_state *th) {
     if (r == 0)
         EXPECT(ptsz ? cuMemFreeAsync_ptsz(g, NULL) : cuMemFreeAsync(g, s));
     void *graph = NULL;
-    EXPECT(ptsz ? cuStreamEndCapture_ptsz(NULL, &graph) : cuStreamEndCapture(s, &graph));
+    CUresult end = ptsz ? cuStreamEndCapture_ptsz(NULL, &graph) : cuStreamEndCapture(s, &graph);
+    if (end == 901 /* CUDA_ERROR_STREAM_CAPTURE_INVALIDATED */ &&
+        __atomic_load_n(&syncs_started, __ATOMIC_SEQ_CST) > done0)
+        th->captures_synced++; /* a synchronization of the program's broke it */
+    else if (end != 0)
+        FAILED("cuStreamEndCapture", end);
     pthread_rwlock_unlock(&legacy_lock);
     void *exec = NULL;
     if (graph && cuGraphInstantiateWithFlags(&exec, graph, 0) == 0) {
@@ -457,7 +487,7 @@ static void *run_thread(void *arg) {
         else if (w < 85 && th->ns)
             EXPECT(cuStreamSynchronize(th->s[pick(th, th->ns)]));
         else if (w < 86)
-            EXPECT(cuCtxSynchronize());
+            ctx_sync(th);
         else if (w < 91)
             do_stream(th);
         else if (w < 95)
@@ -512,7 +542,8 @@ int main(int argc, char **argv) {
         pthread_create(&t[i], NULL, run_thread, &th[i]);
     }
     unsigned long long allocs = 0, frees = 0, ordered = 0, cross = 0, launches = 0, captures = 0, streams = 0,
-                       forks = 0, contexts = 0, context_allocs = 0, context_driver = 0, signals = 0;
+                       forks = 0, contexts = 0, context_allocs = 0, context_driver = 0, signals = 0,
+                       own_broken = 0, synced_captures = 0;
     for (int i = 0; i < nthreads; i++) {
         pthread_join(t[i], NULL);
         allocs += th[i].allocs;
@@ -527,24 +558,30 @@ int main(int argc, char **argv) {
         context_allocs += th[i].context_allocs;
         context_driver += th[i].context_driver_allocs;
         signals += th[i].signals;
+        own_broken += th[i].own_broken;
+        synced_captures += th[i].captures_synced;
     }
     mock_cuda_complete_all();
     char text[2048];
     unsigned long long v = mock_cuda_violations(text, sizeof(text));
-    int broken = mock_cuda_broken_captures();
+    /* Breaks counted by the mock: the program's refused synchronizations,
+     * and any other is a call the program did not make. */
+    long long broken = (long long)mock_cuda_broken_captures() - (long long)own_breaks;
     if (v)
         printf("FAIL seed=%llu: %llu violations:\n%s", seed, v, text);
     if (broken)
-        printf("FAIL seed=%llu: %d captures broken by calls the program did not make\n", seed, broken);
+        printf("FAIL seed=%llu: %lld captures broken by calls the program did not make\n", seed, broken);
     if (hung || child_failed)
         printf("FAIL seed=%llu: %llu forked children hung, %llu failed\n", seed, hung, child_failed);
     int bad = failures || v || broken || hung || child_failed;
     printf("%s explore seed=%llu threads=%d steps=%d: %llu allocations, %llu frees (%llu stream-ordered, %llu on "
            "another stream), %llu launches, %llu captures, %llu streams, %llu context resets, %llu forks, "
            "%llu second contexts (%llu of their %llu allocations reached the driver), %llu signals, "
-           "%d stale stream uses, %llu violations\n",
+           "%d stale stream uses, %llu violations, %llu cuCtxSynchronize refused beside a capture (%llu "
+           "captures ended broken by them)\n",
            bad ? "FAIL" : "OK", seed, nthreads, steps, allocs, frees, ordered, cross, launches, captures, streams,
-           resets, forks, contexts, context_driver, context_allocs, signals, mock_cuda_stale_stream_uses(), v);
+           resets, forks, contexts, context_driver, context_allocs, signals, mock_cuda_stale_stream_uses(), v,
+           own_broken, synced_captures);
     free(th);
     free(t);
     return bad ? 1 : 0;

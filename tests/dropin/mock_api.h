@@ -106,6 +106,7 @@ unsigned long long mock_cuda_async_allocs(void);
 int mock_cuda_broken_captures(void);
 unsigned long long mock_cuda_event_waits(void);
 unsigned long long mock_cuda_calls(void);
+unsigned long long mock_cuda_mode_exchanges(void); /* of those calls, cuThreadExchangeStreamCaptureMode's */
 void mock_cuda_event_serials(unsigned long long *recorded, unsigned long long *done_max);
 void mock_cuda_memory_calls(unsigned long long *creates, unsigned long long *pool_allocs);
 void mock_cuda_vmm_stats(size_t *reserved_now, size_t *mapped_now, size_t *peak_used, unsigned long long *faults);

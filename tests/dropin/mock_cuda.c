@@ -32,7 +32,24 @@
  * refused, as by the driver; per-thread streams, named by their handle or
  * by NULL in the _ptsz functions, are captured), with work, allocations and
  * frees on a capturing stream becoming graph nodes and graphs launched
- * later; primary contexts retained, released (the last release resets the
+ * later; the capture modes, as
+ * cuThreadExchangeStreamCaptureMode's documentation states them: a thread in global mode (every thread's mode
+ * until it exchanges it) may not make a potentially unsafe call while it
+ * captures itself (a capture not begun in relaxed mode) or while another
+ * thread captures in global mode, a thread in thread-local mode only while
+ * it captures itself, a thread in relaxed mode always may; a refused call
+ * answers CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates the
+ * captures it conflicts with. The calls modelled as potentially unsafe are
+ * the allocations and frees (cuMemAlloc, cuMemFree, cuMemAllocPitch), the
+ * virtual-memory calls (cuMemAddressReserve/Free, cuMemCreate/Release,
+ * cuMemMap/Unmap, cuMemSetAccess) and the host's waits and queries
+ * (cuEventQuery, cuEventSynchronize, cuStreamQuery, cuStreamSynchronize);
+ * cuCtxSynchronize while a stream of the context is captured conflicts in
+ * every mode (it would wait for work that is not queued), and
+ * cuStreamIsCapturing on the legacy stream while a blocking stream of the
+ * context is captured answers CUDA_ERROR_STREAM_CAPTURE_IMPLICIT (on
+ * unless MOCK_CAPTURE_MODES=0, so every test program keeps the rules a
+ * driver keeps); primary contexts retained, released (the last release resets the
  * context: its memory is freed) and reset, and contexts created and
  * destroyed; and fork: in the child of a process that called cuInit every
  * driver call answers CUDA_ERROR_NOT_INITIALIZED, as the real driver does.
@@ -52,6 +69,7 @@
  * MOCK_EVENT_POLLS (queries before an event completes, default 0),
  * MOCK_CAPTURE_DELAY_US (a capture that begins returns that much later,
  * which widens the moment when it has begun but its caller does not know),
+ * MOCK_CAPTURE_MODES=0 (the capture modes, above, not modelled),
  * MOCK_REENTER=1 (cuDeviceTotalMem calls the cuMemGetInfo_v2 first in the
  * process's lookup order, as a CUDA runtime that resolved its driver
  * functions through an interposer does from inside carve's own backend),
@@ -139,6 +157,10 @@ struct mock_graph {
     node *nodes;
     size_t n, cap;
     int invalid;
+    /* While it is being captured: */
+    int mode;               /* the capture's mode: 0 global, 1 thread-local, 2 relaxed */
+    pthread_t owner;        /* the thread that began it */
+    struct mock_ctx *ctx;
 };
 
 /* Queued work: a range used (lo < hi) or a marker (an event record, a
@@ -194,9 +216,13 @@ static owned *owns;
 static size_t nowns, cap_owns;
 static struct mock_stream *free_streams;
 static int capturing; /* captures in progress */
+static struct mock_graph *captures_now[256]; /* their graphs (the first 256) */
+static int nactive;
+static __thread int thread_mode; /* the thread's capture mode (cuThreadExchangeStreamCaptureMode): 0 global */
 static int broken_captures, stale_stream_uses;
 static unsigned long long stat_allocs, stat_frees, stat_bad_frees, stat_async_allocs;
 static unsigned long long stat_calls; /* every call of a driver function */
+static unsigned long long stat_exchanges; /* of them, cuThreadExchangeStreamCaptureMode */
 static unsigned long long stat_event_waits;
 static unsigned long long event_records, event_done_max; /* atomic: see mock_cuda_event_serials */
 static unsigned long long violations;
@@ -472,9 +498,68 @@ static struct mock_stream *new_stream(struct mock_ctx *c, enum kind k, unsigned 
 
 static void end_capture(struct mock_stream *s) {
     if (s->capture) {
+        for (int i = 0; i < nactive; i++)
+            if (captures_now[i] == s->capture) {
+                captures_now[i] = captures_now[--nactive];
+                break;
+            }
         s->capture = NULL;
         capturing--;
     }
+}
+
+/* The capture modes are modelled unless MOCK_CAPTURE_MODES=0. */
+static int modes_on(void) {
+    static int on = -1;
+    int v = __atomic_load_n(&on, __ATOMIC_RELAXED);
+    if (v < 0) {
+        const char *e = getenv("MOCK_CAPTURE_MODES");
+        v = !e || strcmp(e, "0") != 0;
+        __atomic_store_n(&on, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+
+/* A potentially unsafe call from this thread (lock not held): 1, and the
+ * captures it conflicts with invalidated, when the thread's mode forbids it
+ * now. */
+static int unsafe_refused(void) {
+    if (thread_mode == 2 || !__atomic_load_n(&capturing, __ATOMIC_RELAXED) || !modes_on())
+        return 0;
+    int hit = 0;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < nactive; i++) {
+        struct mock_graph *g = captures_now[i];
+        int mine = pthread_equal(g->owner, pthread_self());
+        if (g->mode != 2 && (mine || (thread_mode == 0 && g->mode == 0))) {
+            g->invalid = 1;
+            hit = 1;
+        }
+    }
+    broken_captures += hit;
+    pthread_mutex_unlock(&lock);
+    return hit;
+}
+#define UNSAFE()                     \
+    do {                             \
+        if (unsafe_refused())        \
+            return CAPTURE_UNSUPPORTED; \
+    } while (0)
+
+/* Lock held: 1, and every capture of c invalidated, when a stream of c is
+ * being captured (a wait for all of c's work would wait for work that is not
+ * queued: it conflicts with the capture in every mode). */
+static int context_captured(struct mock_ctx *c) {
+    int hit = 0;
+    if (!modes_on())
+        return 0;
+    for (int i = 0; i < nactive; i++)
+        if (captures_now[i]->ctx == c) {
+            captures_now[i]->invalid = 1;
+            hit = 1;
+        }
+    broken_captures += hit;
+    return hit;
 }
 
 static void destroy_stream(struct mock_stream *s) {
@@ -627,6 +712,7 @@ EXPORT unsigned long long mock_cuda_ctx_allocs(CUcontext ctx) {
 
 /* Calls of driver functions so far (each costs time in a real driver). */
 EXPORT unsigned long long mock_cuda_calls(void) { return __atomic_load_n(&stat_calls, __ATOMIC_RELAXED); }
+EXPORT unsigned long long mock_cuda_mode_exchanges(void) { return __atomic_load_n(&stat_exchanges, __ATOMIC_RELAXED); }
 
 /* Queue work that uses [p, p+n) on stream s (NULL: the legacy stream; a
  * capturing stream: a node of its graph). CUresult. */
@@ -979,12 +1065,14 @@ EXPORT CUresult cuCtxPopCurrent_v2(CUcontext *ctx) {
 }
 EXPORT CUresult cuCtxSynchronize(void) {
     ENTER();
+    UNSAFE();
     pthread_mutex_lock(&lock);
     struct mock_ctx *c = ctx_now();
-    if (c)
+    CUresult r = !c ? INVALID_CONTEXT : context_captured(c) ? CAPTURE_UNSUPPORTED : OK;
+    if (r == OK)
         run_context(c);
     pthread_mutex_unlock(&lock);
-    return c ? OK : INVALID_CONTEXT;
+    return r;
 }
 EXPORT CUresult cuGetErrorName(CUresult r, const char **name) {
     COUNTED();
@@ -996,6 +1084,9 @@ EXPORT CUresult cuGetErrorName(CUresult r, const char **name) {
     case INVALID_CONTEXT: *name = "CUDA_ERROR_INVALID_CONTEXT"; break;
     case INVALID_HANDLE: *name = "CUDA_ERROR_INVALID_HANDLE"; break;
     case NOT_READY: *name = "CUDA_ERROR_NOT_READY"; break;
+    case CAPTURE_UNSUPPORTED: *name = "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED"; break;
+    case CAPTURE_INVALIDATED: *name = "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED"; break;
+    case CAPTURE_IMPLICIT: *name = "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT"; break;
     default: *name = "CUDA_ERROR_UNKNOWN"; break;
     }
     return OK;
@@ -1127,14 +1218,15 @@ static CUresult free_async(CUdeviceptr d, CUstream h, int ptsz) {
     return r;
 }
 
-EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t size) { ENTER(); return do_alloc(dptr, size, 0); }
-EXPORT CUresult cuMemFree_v2(CUdeviceptr d) { ENTER(); return do_free(d); }
+EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t size) { ENTER(); UNSAFE(); return do_alloc(dptr, size, 0); }
+EXPORT CUresult cuMemFree_v2(CUdeviceptr d) { ENTER(); UNSAFE(); return do_free(d); }
 EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t size, CUstream s) { ENTER(); return alloc_async(dptr, size, s, 0); }
 EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t size, CUstream s) { ENTER(); return alloc_async(dptr, size, s, 1); }
 EXPORT CUresult cuMemFreeAsync(CUdeviceptr d, CUstream s) { ENTER(); return free_async(d, s, 0); }
 EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr d, CUstream s) { ENTER(); return free_async(d, s, 1); }
 EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height, unsigned elem) {
     ENTER();
+    UNSAFE();
     (void)elem;
     if (!pitch)
         return INVALID_VALUE;
@@ -1223,6 +1315,7 @@ EXPORT CUresult cuStreamDestroy_v2(CUstream h) {
     return r;
 }
 static CUresult stream_sync(CUstream h, int ptsz) {
+    UNSAFE();
     pthread_mutex_lock(&lock);
     CUresult r;
     struct mock_stream *s = resolve(h, ptsz, &r);
@@ -1235,6 +1328,7 @@ EXPORT CUresult cuStreamSynchronize(CUstream h) { ENTER(); return stream_sync(h,
 EXPORT CUresult cuStreamSynchronize_ptsz(CUstream h) { ENTER(); return stream_sync(h, 1); }
 EXPORT CUresult cuStreamQuery(CUstream h) {
     ENTER();
+    UNSAFE();
     pthread_mutex_lock(&lock);
     CUresult r;
     struct mock_stream *s = resolve(h, 0, &r);
@@ -1245,7 +1339,8 @@ EXPORT CUresult cuStreamQuery(CUstream h) {
 }
 
 static CUresult begin_capture(CUstream h, int mode, int ptsz) {
-    (void)mode;
+    if (mode < 0 || mode > 2)
+        return INVALID_VALUE;
     static int delay_us = -1;
     if (delay_us < 0) {
         const char *v = getenv("MOCK_CAPTURE_DELAY_US");
@@ -1262,13 +1357,22 @@ static CUresult begin_capture(CUstream h, int mode, int ptsz) {
         s->capture = calloc(1, sizeof(struct mock_graph));
         r = s->capture ? OK : OUT_OF_MEMORY;
         capturing += s->capture != NULL;
+        if (s->capture) {
+            s->capture->mode = mode;
+            s->capture->owner = pthread_self();
+            s->capture->ctx = s->ctx;
+            if (nactive < (int)(sizeof(captures_now) / sizeof(captures_now[0])))
+                captures_now[nactive++] = s->capture;
+        }
     }
     pthread_mutex_unlock(&lock);
     if (r == OK && delay_us)
         usleep((useconds_t)delay_us); /* the capture has begun; the caller hears of it later */
     return r;
 }
+EXPORT CUresult cuGraphDestroy(CUgraph g);
 static CUresult end_capture_call(CUstream h, CUgraph *graph, int ptsz) {
+    struct mock_graph *invalid = NULL;
     pthread_mutex_lock(&lock);
     CUresult r;
     struct mock_stream *s = resolve(h, ptsz, &r);
@@ -1280,18 +1384,39 @@ static CUresult end_capture_call(CUstream h, CUgraph *graph, int ptsz) {
         r = g->invalid ? CAPTURE_INVALIDATED : OK;
         if (graph)
             *graph = g->invalid ? NULL : g;
+        if (g->invalid) /* the program never sees it: the driver destroys it */
+            invalid = g;
     }
     pthread_mutex_unlock(&lock);
+    if (invalid)
+        cuGraphDestroy(invalid);
     return r;
 }
 static CUresult is_capturing(CUstream h, int *status, int ptsz) {
     pthread_mutex_lock(&lock);
     CUresult r;
     struct mock_stream *s = resolve(h, ptsz, &r);
-    if (s)
+    int implicit = 0;
+    if (s && s->kind == LEGACY && modes_on()) /* a blocking stream of the context captured: the legacy stream is unusable */
+        for (struct mock_stream *x = s->ctx->streams; x && !implicit; x = x->next)
+            implicit = x->capture && x->kind != NONBLOCKING;
+    if (implicit)
+        r = CAPTURE_IMPLICIT;
+    else if (s)
         *status = !s->capture ? 0 : s->capture->invalid ? 2 : 1;
     pthread_mutex_unlock(&lock);
     return r;
+}
+/* The calling thread's capture mode: *mode becomes the old one. */
+EXPORT CUresult cuThreadExchangeStreamCaptureMode(int *mode) {
+    ENTER();
+    __atomic_add_fetch(&stat_exchanges, 1, __ATOMIC_RELAXED);
+    if (!mode || *mode < 0 || *mode > 2)
+        return INVALID_VALUE;
+    int old = thread_mode;
+    thread_mode = *mode;
+    *mode = old;
+    return OK;
 }
 EXPORT CUresult cuStreamBeginCapture_v2(CUstream s, int mode) { ENTER(); return begin_capture(s, mode, 0); }
 EXPORT CUresult cuStreamBeginCapture_v2_ptsz(CUstream s, int mode) { ENTER(); return begin_capture(s, mode, 1); }
@@ -1389,6 +1514,7 @@ EXPORT CUresult cuEventRecord(CUevent e, CUstream h) {
 }
 EXPORT CUresult cuEventQuery(CUevent e) {
     ENTER();
+    UNSAFE();
     pthread_mutex_lock(&lock);
     CUresult r = NOT_READY;
     if (!pending(e->marker)) {
@@ -1404,6 +1530,7 @@ EXPORT CUresult cuEventQuery(CUevent e) {
 }
 EXPORT CUresult cuEventSynchronize(CUevent e) {
     ENTER();
+    UNSAFE();
     __atomic_add_fetch(&stat_event_waits, 1, __ATOMIC_RELAXED);
     pthread_mutex_lock(&lock);
     run_until(e->marker);
@@ -1570,6 +1697,7 @@ EXPORT CUresult cuDeviceGetAttribute(int *v, int attrib, CUdevice d) {
 EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t align, CUdeviceptr addr,
                                     unsigned long long flags) {
     ENTER();
+    UNSAFE();
     (void)addr;
     (void)flags;
     const size_t gran = (size_t)2 << 20;
@@ -1605,6 +1733,7 @@ EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t align,
 /* A reservation is freed whole, with nothing mapped in it any more. */
 EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
     ENTER();
+    UNSAFE();
     if (vmm_fault("cuMemAddressFree"))
         return UNKNOWN;
     uintptr_t lo = (uintptr_t)ptr, hi = lo + size;
@@ -1641,6 +1770,7 @@ EXPORT CUresult cuMemGetAllocationGranularity(size_t *g, const void *prop, int o
  * location, type 1 and id 0). */
 EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t size, const void *prop, unsigned long long flags) {
     ENTER();
+    UNSAFE();
     (void)flags;
     const int *pr = prop; /* type, requested handle types, location type, location id */
     if (!h || !size || !prop || size % ((size_t)2 << 20) || pr[0] != 1 || pr[2] != 1 || pr[3] != 0)
@@ -1665,6 +1795,7 @@ EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t size, const 
 
 EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle h) {
     ENTER();
+    UNSAFE();
     mock_phys *p = (mock_phys *)(uintptr_t)h;
     if (!p)
         return INVALID_VALUE;
@@ -1684,6 +1815,7 @@ EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle h) {
 EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle h,
                          unsigned long long flags) {
     ENTER();
+    UNSAFE();
     (void)flags;
     mock_phys *p = (mock_phys *)(uintptr_t)h;
     if (!p || offset || size != p->size)
@@ -1711,6 +1843,7 @@ EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGener
  * memory is gone under them. */
 EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
     ENTER();
+    UNSAFE();
     if (vmm_fault("cuMemUnmap"))
         return UNKNOWN;
     uintptr_t lo = (uintptr_t)ptr, hi = lo + size;
@@ -1756,6 +1889,7 @@ EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
 /* The range must be mapped through and through. */
 EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const void *desc, size_t count) {
     ENTER();
+    UNSAFE();
     if (!desc || !count)
         return INVALID_VALUE;
     if (vmm_fault("cuMemSetAccess"))
@@ -1906,7 +2040,7 @@ static void *lookup(const char *symbol, int version, cuuint64_t flags) {
         E(cuStreamEndCapture), E(cuStreamEndCapture_ptsz), E(cuStreamIsCapturing), E(cuStreamIsCapturing_ptsz),
         E(cuGraphInstantiateWithFlags), E(cuGraphLaunch), E(cuGraphExecDestroy), E(cuGraphDestroy),
         E(cuEventCreate), E(cuEventRecord), E(cuEventQuery), E(cuEventSynchronize), E(cuEventDestroy_v2),
-        E(cuGetProcAddress), E(cuGetProcAddress_v2),
+        E(cuGetProcAddress), E(cuGetProcAddress_v2), E(cuThreadExchangeStreamCaptureMode),
     };
 #undef E
     for (size_t i = 0; i < sizeof(exports) / sizeof(exports[0]); i++)

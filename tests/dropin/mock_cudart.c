@@ -35,6 +35,8 @@ enum {
     cudaErrorInvalidValue = 1,
     cudaErrorMemoryAllocation = 2,
     cudaErrorInitializationError = 3,
+    cudaErrorStreamCaptureUnsupported = 900,
+    cudaErrorStreamCaptureInvalidated = 901,
     cudaErrorUnknown = 999,
 };
 
@@ -101,6 +103,8 @@ static cudaError_t from_driver(CUresult r) {
     case 1: return fail(cudaErrorInvalidValue);
     case 2: return fail(cudaErrorMemoryAllocation);
     case 3: return fail(cudaErrorInitializationError);
+    case 900: return fail(cudaErrorStreamCaptureUnsupported);
+    case 901: return fail(cudaErrorStreamCaptureInvalidated);
     default: return fail(cudaErrorUnknown);
     }
 }

@@ -505,11 +505,13 @@ def main():
     for sd in range(first, first + nseeds):
         # One seed traced (the interposer's signal handler in front of the
         # program's dispositions), one under a cap (every second context
-        # must report it).
+        # must report it), one with captures that take longer to begin (so
+        # that the program's cuCtxSynchronize meets them more often: each is
+        # refused and breaks the capture, the program's doing, not carve's).
         args = [run_tool] + (["--trace", os.path.join(tmp, "explore.csv")] if sd == first else []) + \
                (["--limit", "768MiB"] if sd == first + 1 else []) + ["--", explore, str(sd), esteps, ethreads]
         try:
-            rc, out, err = run(args, timeout=600)
+            rc, out, err = run(args, {"MOCK_CAPTURE_DELAY_US": "200"} if sd == first + 2 else None, timeout=600)
         except subprocess.TimeoutExpired:
             rc, out, err = -1, "timeout (600 s)", ""
         if rc != 0 or not ok_line(out, "explore"):
@@ -526,8 +528,19 @@ def main():
     # RTLD_LOCAL: the plain calls are answered without the runtime, all else
     # reaches it (and its last error) exactly once.
     rt_app = os.path.join(MOCK, "dropin_rt_app")
+    # Its plain cudaMalloc on the thread that captures in global mode: the
+    # driver refuses it (cudaErrorStreamCaptureUnsupported, 900) and the
+    # capture ends invalidated (901) without carve-run; under carve-run the
+    # arena serves it and the capture ends well.
     rc, out, err = run([rt_app, MOCK])
-    check(rc == 0 and ok_line(out, "runtime"), f"rt_app without carve-run: {out}{err}")
+    line = ok_line(out, "runtime")
+    check(rc == 0 and line, f"rt_app without carve-run: {out}{err}")
+    if line:
+        got = dict(kv.split("=") for kv in line.split()[2:])
+        want = {"capture_plain": "900", "capture_error": "900", "capture_end": "901"}
+        wrong = {k: (got.get(k), v) for k, v in want.items() if got.get(k) != v}
+        check(not wrong, f"without carve-run the driver refuses cudaMalloc inside a global-mode capture (got, "
+                         f"wanted): {wrong} {line}")
     rc, out, err = run([run_tool, "--", rt_app, MOCK])
     line = ok_line(out, "runtime")
     check(rc == 0 and line, f"rt_app under carve-run: {out}{err}")
@@ -536,7 +549,8 @@ def main():
         want = {"start": "1", "passed": "0", "ordered_reused": "1", "second_free": "1", "second_passed": "1",
                 "errors_passed": "2", "foreign": "1", "capture_passed": "4", "graph_nodes": "1",
                 "plain_to_driver": "0", "after_capture": "0", "fresh_first": "1", "fresh_then": "0",
-                "fresh_driver": "0", "tail_passed": "2"}
+                "fresh_driver": "0", "tail_passed": "2", "capture_plain": "0", "capture_error": "0",
+                "capture_end": "0"}
         wrong = {k: (got.get(k), v) for k, v in want.items() if got.get(k) != v}
         check(not wrong and int(got["driver_allocs"]) < 10,
               f"cudaMalloc/cudaFree/cudaMallocAsync/cudaFreeAsync[_ptsz] answered by the interposer only in the "

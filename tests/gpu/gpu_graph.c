@@ -17,7 +17,20 @@
  * is destroyed, the pool released, the arena checked and destroyed, and the
  * device's memory is back (gpu_run_case). Both modes: virtual-memory (the
  * default) and segments.
+ *
+ * Another thread's capture (case_other_thread): the main thread captures
+ * the step on a blocking stream in global mode (the default of
+ * cudaStreamBeginCapture and of torch.cuda.graph), and meanwhile a second
+ * thread, in global mode too, allocates through carve on its own stream
+ * with growth (cudaMalloc, or cuMemCreate/cuMemMap), fills, verifies and
+ * frees, empties the cache, and uses and destroys a second arena (made
+ * before the capture; its destroy waits for the capture to end). The capture must end with
+ * cudaSuccess, every carve call of both threads returns CARVE_OK, and the
+ * graph replays 100 times without a mismatch.
  */
+#include <pthread.h>
+#include <time.h>
+
 #include "gpu_util.h"
 
 static int g_segments;
@@ -130,12 +143,114 @@ static void case_capture_without_pool(void) {
     carve_arena_destroy(a);
 }
 
+typedef struct other {
+    carve_arena *a, *y;
+    cudaStream_t s2;
+    int started, done, ended; /* atomic */
+    int bad;                  /* carve calls that did not return CARVE_OK */
+    unsigned long long mismatches;
+} other;
+
+static int load(int *x) { return __atomic_load_n(x, __ATOMIC_ACQUIRE); }
+static void pause_ms(int ms) { nanosleep(&(struct timespec){.tv_nsec = ms * 1000000L}, NULL); }
+
+static void *other_thread(void *arg) {
+    other *o = arg;
+    CUDA_CHECK(cudaSetDevice(0));
+    cudaStream_t s2 = o->s2;
+    gpu_counter c = gpu_counter_of(0, 2);
+    while (!load(&o->started))
+        pause_ms(1);
+    for (int round = 0; round < 3; round++) { /* the arena grows each round: the cache was emptied */
+        void *p[6] = {0};
+        for (int i = 0; i < 6; i++) {
+            size_t n = (size_t)(i + 1) * 7 * MiB;
+            o->bad += carve_alloc(o->a, n, (carve_stream)s2, &p[i]) != CARVE_OK;
+            if (p[i]) {
+                gpu_fill(p[i], n, 500 + (uint64_t)(round * 6 + i), s2);
+                gpu_verify(p[i], n, 500 + (uint64_t)(round * 6 + i), c.dev, s2);
+            }
+        }
+        for (int i = 0; i < 6; i++)
+            if (p[i])
+                o->bad += carve_free(o->a, p[i]) != CARVE_OK;
+        o->bad += carve_empty_cache(o->a) != CARVE_OK;
+    }
+    carve_arena *y = o->y;
+    void *q = NULL;
+    o->bad += carve_alloc(y, 24 * MiB, (carve_stream)s2, &q) != CARVE_OK;
+    if (q) {
+        gpu_fill(q, 24 * MiB, 77, s2);
+        gpu_verify(q, 24 * MiB, 77, c.dev, s2);
+        o->bad += carve_free(y, q) != CARVE_OK;
+    }
+    /* The test's own wait for s2 (not carve's) in relaxed mode: a thread in
+     * global mode may not wait for a stream while another captures. */
+    enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+    o->mismatches = gpu_counter_take(c, s2);
+    CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+    __atomic_store_n(&o->done, 1, __ATOMIC_RELEASE);
+    carve_arena_destroy(y); /* waits for the capture to end */
+    CHECK(load(&o->ended));
+    return NULL;
+}
+
+static void case_other_thread(void) {
+    carve_arena *a = g_segments ? gpu_arena_conf("vmm=0", "graph") : gpu_arena(0, 1, 0, 0, "graph");
+    cudaStream_t s;
+    CUDA_CHECK(cudaStreamCreate(&s)); /* blocking: the legacy stream tells of its capture */
+    step_state st = {.a = a, .c = gpu_counter_of(0, 0)};
+    carve_graph_pool *g = NULL;
+    CHECK_OK(a, carve_graph_pool_create(a, &g));
+    CHECK_OK(a, carve_graph_pool_begin(a, g, (carve_stream)s));
+    step(&st, s);
+    CHECK(gpu_counter_take(st.c, s) == 0);
+    other o = {.a = a, .s2 = gpu_stream_new()}; /* made before the capture, as the second arena */
+    o.y = g_segments ? gpu_arena_conf("vmm=0", "other") : gpu_arena(0, 1, 0, 0, "other");
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, other_thread, &o) == 0);
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+    CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    __atomic_store_n(&o.started, 1, __ATOMIC_RELEASE);
+    step(&st, s);
+    while (!load(&o.done))
+        pause_ms(1);
+    pause_ms(20); /* the other thread is in carve_arena_destroy */
+    __atomic_store_n(&o.ended, 1, __ATOMIC_RELEASE);
+    cudaError_t e = cudaStreamEndCapture(s, &graph);
+    pthread_join(t, NULL);
+    CHECK(e == cudaSuccess && graph != NULL);
+    CHECK(st.bad == 0 && o.bad == 0 && o.mismatches == 0);
+    CHECK_OK(a, carve_graph_pool_end(a, g, (carve_stream)s));
+    if (graph) {
+        CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+        for (int i = 0; i < 100; i++)
+            CUDA_CHECK(cudaGraphLaunch(exec, s));
+        CUDA_CHECK(cudaStreamSynchronize(s));
+        CUDA_CHECK(cudaGraphExecDestroy(exec));
+        CUDA_CHECK(cudaGraphDestroy(graph));
+    }
+    unsigned long long bad = gpu_counter_take(st.c, s);
+    CHECK(bad == 0);
+    printf("  capture beside another thread's carve calls: %s, mismatches %llu (graph) %llu (other thread)\n",
+           cudaGetErrorName(e), bad, o.mismatches);
+    CHECK_OK(a, carve_graph_pool_release(a, g));
+    CHECK_ARENA(a);
+    CUDA_CHECK(cudaStreamDestroy(s));
+    gpu_stream_free(o.s2);
+    carve_arena_destroy(a);
+}
+
 int main(void) {
     gpu_start("gpu_graph", 1);
     GPU_CASE(case_replay);
     GPU_CASE(case_capture_without_pool);
+    GPU_CASE(case_other_thread);
     g_segments = 1;
     GPU_CASE(case_replay);
     GPU_CASE(case_capture_without_pool);
+    GPU_CASE(case_other_thread);
     return gpu_finish();
 }

@@ -144,9 +144,11 @@ static void share(carve_arena *a, void *p, size_t bytes, uint64_t id, int slot, 
     int *fds = NULL;
     CHECK_OK(a, carve_ipc_export(a, p, &d, &fds));
     CHECK(d.magic == CARVE_IPC_MAGIC && d.kind == kind && d.size == bytes && d.device == 0);
-    if (kind == CARVE_IPC_FDS) {
-        size_t want = (d.offset + bytes + CARVE_SEGMENT_GRANULE - 1) / CARVE_SEGMENT_GRANULE;
-        CHECK(d.num_fds == want && fds != NULL && d.offset > 0 && d.piece_bytes == CARVE_SEGMENT_GRANULE);
+    if (kind == CARVE_IPC_FDS && d.piece_bytes) { /* descriptors of one size: granules, or one larger mapping */
+        size_t want = (d.offset + bytes + d.piece_bytes - 1) / d.piece_bytes;
+        CHECK(d.num_fds == want && fds != NULL && d.offset < d.piece_bytes && d.piece_bytes % CARVE_SEGMENT_GRANULE == 0);
+    } else if (kind == CARVE_IPC_FDS) { /* mappings of different sizes (sizes in runs in cuda_handle) */
+        CHECK(d.num_fds >= 2 && fds != NULL);
     } else {
         CHECK(d.num_fds == 0 && fds == NULL && d.offset + bytes <= d.piece_bytes);
     }
@@ -209,6 +211,34 @@ static void case_vmm(void) {
     CHECK_OK(a, carve_free(a, p));
     CHECK_OK(a, carve_free(a, q));
     CHECK_OK(a, carve_free(a, lead));
+    carve_arena_destroy(a);
+}
+
+/* One stream: untouched room comes in as mappings larger than a granule
+ * for what a request covers whole (engine/maps.h). A buffer inside a larger mapping goes as
+ * one descriptor of that mapping's size, at its offset in it; one across a
+ * larger mapping and a granule as two descriptors of different sizes; the
+ * importer maps each allocation whole. */
+static void case_vmm_larger_mappings(void) {
+    carve_arena *a = gpu_arena_conf("vmm=1,ipc=1", "ipc-vmm-larger");
+    void *p = NULL, *x = NULL, *y = NULL;
+    const size_t bytes = 5 * MiB;
+    CHECK_OK(a, carve_alloc(a, bytes, stream, &p)); /* 4 MiB whole: one mapping; a granule in part */
+    share(a, p, bytes, 4000, 0, CARVE_IPC_FDS);
+    unshare(0);
+    CHECK_OK(a, carve_free(a, p));
+    CHECK_OK(a, carve_alloc(a, 1 * MiB, stream, &x));
+    CHECK_OK(a, carve_alloc(a, 3 * MiB, stream, &y)); /* inside the 4 MiB mapping, 1 MiB into it */
+    CHECK(x == p && (char *)y == (char *)p + MiB);
+    carve_ipc_desc d;
+    int *fds = NULL;
+    CHECK_OK(a, carve_ipc_export(a, y, &d, &fds));
+    CHECK(d.num_fds == 1 && d.piece_bytes == 4 * MiB && d.offset == MiB);
+    carve_ipc_fds_close(fds, d.num_fds);
+    share(a, y, 3 * MiB, 4100, 1, CARVE_IPC_FDS);
+    unshare(1);
+    CHECK_OK(a, carve_free(a, x));
+    CHECK_OK(a, carve_free(a, y));
     carve_arena_destroy(a);
 }
 
@@ -291,6 +321,7 @@ int main(void) {
     stream = gpu_stream_new();
     GPU_CASE(case_default_mode);
     GPU_CASE(case_vmm);
+    GPU_CASE(case_vmm_larger_mappings);
     GPU_CASE(case_segments);
     GPU_CASE(case_refusals);
     m = (msg){.op = OP_BYE};

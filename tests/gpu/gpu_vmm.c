@@ -13,18 +13,25 @@
  *    after destroy with live buffers;
  *  - pinned room: a stream's region pinned by small buffers at both ends
  *    around a freed large one; another stream's large request is met from a
- *    second address space reservation, with patterns verified.
+ *    second address space reservation, with patterns verified;
+ *  - one mapping: on one stream, untouched room mapped as one large mapping
+ *    and a granule (engine/maps.h), kept whole while a buffer touches it,
+ *    unmapped whole once free.
  */
 #include "gpu_util.h"
+
+#define G CARVE_SEGMENT_GRANULE
 
 /* The driver ledger of a CUDA virtual-memory arena agrees with the engine's
  * own counters, as on the virtual backend (tests/test_ledger.c): every call
  * counted where it was made. */
 static void check_ledger(const carve_stats *s) {
     const uint64_t *n = s->driver_calls;
-    CHECK(n[CARVE_DRV_MAP] + n[CARVE_DRV_RESERVE] == s->num_backend_allocs);
+    /* The engine counts granules; a mapping may hold several (engine/maps.h). */
+    CHECK(s->driver_bytes[CARVE_DRV_MAP] / G + n[CARVE_DRV_RESERVE] == s->num_backend_allocs);
     CHECK(s->driver_mappings[CARVE_DRV_ACCESS] == n[CARVE_DRV_MAP]);
-    CHECK(s->driver_mappings[CARVE_DRV_UNMAP] + n[CARVE_DRV_UNRESERVE] == s->num_backend_frees);
+    CHECK(s->driver_bytes[CARVE_DRV_UNMAP] / G + n[CARVE_DRV_UNRESERVE] == s->num_backend_frees);
+    CHECK(s->driver_bytes[CARVE_DRV_MAP] - s->driver_bytes[CARVE_DRV_UNMAP] == s->reserved_bytes);
     CHECK(n[CARVE_DRV_EVENT_RECORD] == s->num_event_records);
     CHECK(n[CARVE_DRV_EVENT_QUERY] == s->num_event_queries);
     CHECK(n[CARVE_DRV_EVENT_SYNC] + n[CARVE_DRV_DEVICE_SYNC] == s->num_syncs);
@@ -163,10 +170,62 @@ static void case_pinned_room(void) {
     GPU_CHECK_BACK(&m, "vmm pinned room, after destroy");
 }
 
+/* One stream: untouched room comes in as mappings larger than a granule
+ * (of at most the touched peak / 128, two granules at least) for what a
+ * request covers whole and one for a last granule it covers in part, in
+ * one commit (one cuMemSetAccess); a buffer across them and a small one
+ * inside a larger mapping hold their patterns; the large mapping, touched by a live
+ * buffer, stays mapped whole through carve_empty_cache, and goes whole once
+ * free; the driver's memory is back at its baseline. */
+static void case_one_mapping(void) {
+    gpu_mark m;
+    gpu_mark_take(&m, 0);
+    carve_arena *a = gpu_arena_conf("vmm=1", "vmm-one-mapping");
+    gpu_counter c = gpu_counter_of(0, 0);
+    unsigned long long bad = 0;
+    void *big, *tail, *inside;
+    carve_stats s0 = gpu_stats(a);
+    /* 32 granules whole, 1 in part: a fresh stream's touched peak (33
+     * granules) / 128 is under two granules, so 16 mappings of two and the
+     * granule, in one commit */
+    CHECK_OK(a, carve_alloc(a, 64 * MiB + 1 * MiB, NULL, &big));
+    carve_stats s1 = gpu_stats(a);
+    CHECK(s1.driver_calls[CARVE_DRV_MAP] - s0.driver_calls[CARVE_DRV_MAP] == 17);
+    CHECK(s1.driver_calls[CARVE_DRV_ACCESS] - s0.driver_calls[CARVE_DRV_ACCESS] == 1);
+    CHECK(s1.driver_bytes[CARVE_DRV_MAP] - s0.driver_bytes[CARVE_DRV_MAP] == 66 * MiB);
+    CHECK_OK(a, carve_alloc(a, 4 * MiB, NULL, &tail)); /* shares the granule in part, and two more */
+    gpu_fill(big, 65 * MiB, 1, NULL);
+    gpu_fill(tail, 4 * MiB, 2, NULL);
+    CHECK_OK(a, carve_free(a, big));
+    CHECK_OK(a, carve_alloc(a, 1 * MiB, NULL, &inside)); /* lowest address: inside the large mapping */
+    CHECK(inside == big); /* in the first 4 MiB mapping */
+    gpu_fill(inside, 1 * MiB, 3, NULL);
+    CHECK_OK(a, carve_empty_cache(a));
+    CHECK(carve_memory_reserved(a) >= 4 * MiB); /* the mapping inside touches stays whole */
+    bad += gpu_mismatches(c, tail, 4 * MiB, 2, NULL);
+    bad += gpu_mismatches(c, inside, 1 * MiB, 3, NULL);
+    CHECK(bad == 0);
+    check_ledger(&s1);
+    carve_stats s2 = gpu_stats(a);
+    check_ledger(&s2);
+    CHECK_ARENA(a);
+    CHECK_OK(a, carve_free(a, inside));
+    CHECK_OK(a, carve_free(a, tail));
+    CHECK_OK(a, carve_empty_cache(a));
+    CHECK(carve_memory_reserved(a) == 0);
+    s2 = gpu_stats(a);
+    check_ledger(&s2);
+    CHECK(s2.driver_mappings[CARVE_DRV_UNMAP] == s2.driver_mappings[CARVE_DRV_MAP]);
+    GPU_CHECK_BACK(&m, "vmm one mapping, after empty_cache");
+    carve_arena_destroy(a);
+    GPU_CHECK_BACK(&m, "vmm one mapping, after destroy");
+}
+
 int main(void) {
     gpu_start("gpu_vmm", 1);
     GPU_CASE(case_churn);
     GPU_CASE(case_destroy_with_live);
     GPU_CASE(case_pinned_room);
+    GPU_CASE(case_one_mapping);
     return gpu_finish();
 }
