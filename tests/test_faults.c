@@ -272,9 +272,67 @@ static void test_create(void) {
     carve_arena_destroy(a); /* all goes back although a release would be call 2 */
 }
 
+/* The driver holds mapped exactly the bytes the arena counts as reserved. */
+static int ledger_even(carve_arena *a) {
+    carve_stats s;
+    carve_get_stats(a, &s);
+    return s.driver_bytes[CARVE_DRV_MAP] - s.driver_bytes[CARVE_DRV_UNMAP] == s.reserved_bytes;
+}
+
+/* One stream maps a request of more than its pieces in two commits (the
+ * pieces, then the piece left over and the last granule). From call k of
+ * that map on, every map and unmap is refused: with k = 2 the second commit
+ * fails and so does every unmap of the first one's pieces, which then stay
+ * mapped. The request fails; what stays mapped is free memory the arena
+ * counts (reserved, a refused unmap, carve_check), a retry maps the rest
+ * only (the ledger stays even: nothing mapped twice), and empty_cache
+ * unmaps it all. */
+static void test_undo_refused(void) {
+    int kept_seen = 0;
+    for (unsigned long k = 1; k <= 4; k++) {
+        carve_config c;
+        carve_config_init(&c);
+        c.backend = CARVE_BACKEND_VIRTUAL;
+        CHECK_OK(NULL, carve_config_parse(&c, "vmm=1,limit=8GiB"));
+        carve_arena *a;
+        CHECK_OK(NULL, carve_arena_create(&c, &a));
+        void *small, *p = NULL;
+        CHECK_OK(a, carve_alloc(a, 1 * MiB, NULL, &small));
+        CHECK_OK(a, carve_free(a, small));
+        carve_backend_faults_on(&a->be, 0, 1, 0, CARVE_FAULT_ALL, CARVE_ERR_OOM); /* counts calls only */
+        unsigned long base = a->be.faults.calls;
+        carve_backend_faults_on(&a->be, base + k, 1000, 0, CARVE_FAULT_ALLOC | CARVE_FAULT_RELEASE, CARVE_ERR_OOM);
+        uint64_t refused = a->heap.nunmap_failed;
+        carve_status st = carve_alloc(a, 1030 * MiB, NULL, &p);
+        CHECK(st == CARVE_OK || st == CARVE_ERR_OOM);
+        carve_stats s;
+        carve_get_stats(a, &s);
+        if (s.reserved_bytes > 2 * MiB && st == CARVE_ERR_OOM) { /* the first commit's pieces stayed */
+            kept_seen++;
+            CHECK(a->heap.nunmap_failed > refused);
+        }
+        CHECK(ledger_even(a));
+        CHECK_OK(a, carve_check(a));
+        carve_backend_faults_off(&a->be);
+        if (st == CARVE_OK)
+            CHECK_OK(a, carve_free(a, p));
+        CHECK_OK(a, carve_alloc(a, 1030 * MiB, NULL, &p));
+        CHECK(ledger_even(a));
+        CHECK_OK(a, carve_check(a));
+        CHECK_OK(a, carve_free(a, p));
+        CHECK_OK(a, carve_empty_cache(a));
+        carve_get_stats(a, &s);
+        CHECK(ledger_even(a) && s.reserved_bytes == 0);
+        CHECK_OK(a, carve_check(a));
+        carve_arena_destroy(a);
+    }
+    CHECK(kept_seen > 0); /* the refused undo was reached */
+}
+
 int main(void) {
     uint64_t seed = test_seed(2026);
     test_create();
+    test_undo_refused();
     exhaustive(CARVE_BACKEND_HOST, seed);
     exhaustive(CARVE_BACKEND_VIRTUAL, seed + 100);
     /* One stream: maps of larger mappings (one commit of a mapping and a

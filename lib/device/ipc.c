@@ -93,8 +93,8 @@ static carve_status export_mapped(carve_arena *arena, uintptr_t addr, size_t siz
     carve_status st = CARVE_OK;
     if (n > UINT32_MAX || carve_ipc_layout_put(desc, p, n) != 0) {
         st = carve_fail(arena, CARVE_ERR_INVALID,
-                        "carve_ipc_export: the buffer at %#lx lies in %zu mappings of more than %zu different "
-                        "sizes, more than a carve_ipc_desc describes",
+                        "carve_ipc_export: the buffer at %#lx lies in %zu mappings that form more than %zu "
+                        "runs of one size, more than a carve_ipc_desc describes",
                         (unsigned long)addr, n, (size_t)CARVE_IPC_RUNS);
     } else if ((st = arena->be.ops->export_pieces(&arena->be, p, n, fds)) != CARVE_OK) {
         st = carve_fail(arena, st, "carve_ipc_export: %s", carve_backend_msg());

@@ -456,8 +456,12 @@ __attribute__((noinline, cold)) static carve_block *vmm_place(carve_arena *a, ca
         /* Making room must leave mapped the place itself, and the granules
          * next to u (unmapping one would merge u away). */
         carve_keep keep = {{best_x, u->addr - G}, {best_x + rs, u->addr + u->size + G}};
-        *st = carve_vmm_map(a, p, u->span, ga, best_need * G, best_x, best_x + rs, &keep,
+        uintptr_t kept_at = 0;
+        size_t kept = 0;
+        *st = carve_vmm_map(a, p, u->span, ga, best_need * G, best_x, best_x + rs, &keep, &kept_at, &kept,
                             (flags & CARVE_ALLOC_REPLACE) != 0);
+        if (kept) /* mapped, and refused to go again: free memory, let go now */
+            carve_vmm_unclaimed(p, carve_vmm_claim(p, u, kept_at, kept_at + kept));
         if (*st != CARVE_OK)
             return NULL;
         /* The records reserved above are still there: a trim on the way
@@ -715,11 +719,21 @@ carve_status carve_alloc_aligned(carve_arena *a, size_t size, size_t align, carv
     }
     size_t pad = carve_align_up(b->addr, align) - b->addr;
     if (pad) { /* the bytes before the aligned address stay free, indexed */
-        carve_block *front = block_split(p, b, pad);
-        carve_index_insert(&p->index[front->cls], front);
+        carve_block *v = b->prev, *front = block_split(p, b, pad);
+        b = front->next;
         if (a->vmm)
             carve_vmm_split(front); /* the runs from the cut's granule on go with the buffer */
-        b = front->next;
+        if (a->vmm && v && v->state == CARVE_B_FREE) {
+            /* vmm_place started the block at the place it mapped for, after
+             * the FREE rest of the granules it mapped (or of a FREE block
+             * it extended): the pad joins that block, with its runs. */
+            v->next = b;
+            b->prev = v;
+            carve_vmm_ring_absorb(p, v, front);
+            carve_index_resize(&p->index[v->cls], v, v->size + pad);
+        } else {
+            carve_index_insert(&p->index[front->cls], front);
+        }
     }
     b = block_split(p, b, rs);
     claim(a, p, b, rs, size);
@@ -738,6 +752,23 @@ static carve_pool *owner_locked(carve_arena *a, uintptr_t addr) {
     if (!p)
         return NULL;
     carve_spin_lock(&p->lock);
+    return p;
+}
+
+/* The pool of the live buffer that starts at ptr, locked, with its block in
+ * *b (taken out of the address index when take: a free); NULL, nothing
+ * locked, when ptr starts no live buffer. The calls other than carve_free,
+ * whose own lookup is on the fast path. */
+static carve_pool *live_locked(carve_arena *a, const void *ptr, int take, carve_block **b) {
+    uintptr_t addr = (uintptr_t)ptr;
+    carve_pool *p = ptr ? owner_locked(a, addr) : NULL;
+    if (!p)
+        return NULL;
+    *b = take ? carve_blockmap_take(&p->map, addr) : carve_blockmap_get(&p->map, addr);
+    if (!*b) {
+        carve_spin_unlock(&p->lock);
+        return NULL;
+    }
     return p;
 }
 
@@ -894,48 +925,36 @@ carve_status carve_buffer_info(const carve_arena *ca, const void *ptr, size_t *s
     if (!ca)
         return carve_fail(NULL, CARVE_ERR_INVALID, "carve_buffer_info: arena is NULL");
     carve_arena *a = (carve_arena *)ca; /* the lock is taken; nothing observable changes */
-    carve_pool *p = ptr ? owner_locked(a, (uintptr_t)ptr) : NULL;
+    carve_block *b;
+    carve_pool *p = live_locked(a, ptr, 0, &b);
     if (!p)
         return bad_pointer(a, "carve_buffer_info", (void *)ptr);
-    carve_block *b = carve_blockmap_get(&p->map, (uintptr_t)ptr);
-    if (b) {
-        if (size)
-            *size = carve_block_requested(b);
-        if (stream) { /* a graph pool's buffers: the stream routed to it */
-            int graph = ((uintptr_t)p->stream & CARVE_KEY_MASK) == CARVE_KEY_GRAPH;
-            *stream = carve_stream_public(graph ? CARVE_LOAD(&p->route) : p->stream);
-        }
+    if (size)
+        *size = carve_block_requested(b);
+    if (stream) { /* a graph pool's buffers: the stream routed to it */
+        int graph = ((uintptr_t)p->stream & CARVE_KEY_MASK) == CARVE_KEY_GRAPH;
+        *stream = carve_stream_public(graph ? CARVE_LOAD(&p->route) : p->stream);
     }
     carve_spin_unlock(&p->lock);
-    return b ? CARVE_OK : bad_pointer(a, "carve_buffer_info", (void *)ptr);
-}
-
-/* Declare a use of ptr on stream s (cudaStreamPerThread: the calling
- * thread's): its free waits for s's work queued by then. what names the
- * caller in messages; stays is added to the host-memory message. */
-static carve_status declare_use(carve_arena *a, void *ptr, carve_stream s, const char *what, const char *stays) {
-    if (s == CARVE_STREAM_PER_THREAD)
-        s = carve_thread_stream();
-    uintptr_t addr = (uintptr_t)ptr;
-    carve_pool *p = ptr ? owner_locked(a, addr) : NULL;
-    if (!p)
-        return bad_pointer(a, what, ptr);
-    carve_block *b = carve_blockmap_get(&p->map, addr);
-    if (!b) {
-        carve_spin_unlock(&p->lock);
-        return bad_pointer(a, what, ptr);
-    }
-    carve_status st = uses_add(p, b, s, NULL);
-    carve_spin_unlock(&p->lock);
-    if (st != CARVE_OK)
-        return carve_fail_host(a, st, 1, "%s: host memory exhausted%s", what, stays);
     return CARVE_OK;
 }
 
+/* The free of ptr waits for s's work queued by then (cudaStreamPerThread:
+ * the calling thread's). */
 carve_status carve_record_stream(carve_arena *a, void *ptr, carve_stream s) {
     if (!a)
         return carve_fail(NULL, CARVE_ERR_INVALID, "carve_record_stream: arena is NULL");
-    return declare_use(a, ptr, s, "carve_record_stream", "");
+    if (s == CARVE_STREAM_PER_THREAD)
+        s = carve_thread_stream();
+    carve_block *b;
+    carve_pool *p = live_locked(a, ptr, 0, &b);
+    if (!p)
+        return bad_pointer(a, "carve_record_stream", ptr);
+    carve_status st = uses_add(p, b, s, NULL);
+    carve_spin_unlock(&p->lock);
+    if (st != CARVE_OK)
+        return carve_fail_host(a, st, 1, "carve_record_stream: host memory exhausted");
+    return CARVE_OK;
 }
 
 /* Free ptr once the work queued so far on stream s (CARVE_KEY_NONE: the
@@ -944,15 +963,10 @@ carve_status carve_record_stream(carve_arena *a, void *ptr, carve_stream s) {
  * as it was (live, the same uses; what was added for this call removed and
  * its event released). what names the caller in messages. */
 static carve_status free_with_use(carve_arena *a, void *ptr, carve_stream s, carve_event event, const char *what) {
-    uintptr_t addr = (uintptr_t)ptr;
-    carve_pool *p = owner_locked(a, addr);
+    carve_block *b;
+    carve_pool *p = live_locked(a, ptr, 1, &b);
     if (!p)
         return bad_pointer(a, what, ptr);
-    carve_block *b = carve_blockmap_take(&p->map, addr);
-    if (!b) {
-        carve_spin_unlock(&p->lock);
-        return bad_pointer(a, what, ptr);
-    }
     carve_uses *had = b->flags & CARVE_BF_USES ? b->u.b.uses : NULL;
     unsigned n0 = had ? had->n : 0;
     void *ev = NULL;
@@ -1024,16 +1038,14 @@ carve_status carve_free_after_event(carve_arena *a, void *ptr, carve_event event
 carve_status carve_set_tag(carve_arena *a, void *ptr, uint64_t tag) {
     if (!a)
         return carve_fail(NULL, CARVE_ERR_INVALID, "carve_set_tag: arena is NULL");
-    carve_pool *p = ptr ? owner_locked(a, (uintptr_t)ptr) : NULL;
+    carve_block *b;
+    carve_pool *p = live_locked(a, ptr, 0, &b);
     if (!p)
         return bad_pointer(a, "carve_set_tag", ptr);
-    carve_block *b = carve_blockmap_get(&p->map, (uintptr_t)ptr);
-    if (b) {
-        b->u.b.tag = tag;
-        b->flags = tag ? (uint8_t)(b->flags | CARVE_BF_TAG) : (uint8_t)(b->flags & ~CARVE_BF_TAG);
-    }
+    b->u.b.tag = tag;
+    b->flags = tag ? (uint8_t)(b->flags | CARVE_BF_TAG) : (uint8_t)(b->flags & ~CARVE_BF_TAG);
     carve_spin_unlock(&p->lock);
-    return b ? CARVE_OK : bad_pointer(a, "carve_set_tag", ptr);
+    return CARVE_OK;
 }
 
 carve_status carve_get_tag(const carve_arena *ca, const void *ptr, uint64_t *tag) {
@@ -1042,24 +1054,24 @@ carve_status carve_get_tag(const carve_arena *ca, const void *ptr, uint64_t *tag
     if (!ca || !tag)
         return carve_fail(ca, CARVE_ERR_INVALID, "carve_get_tag: NULL argument");
     carve_arena *a = (carve_arena *)ca; /* the lock is taken; nothing observable changes */
-    carve_pool *p = ptr ? owner_locked(a, (uintptr_t)ptr) : NULL;
+    carve_block *b;
+    carve_pool *p = live_locked(a, ptr, 0, &b);
     if (!p)
         return bad_pointer(a, "carve_get_tag", (void *)ptr);
-    carve_block *b = carve_blockmap_get(&p->map, (uintptr_t)ptr);
-    if (b && (b->flags & CARVE_BF_TAG))
+    if (b->flags & CARVE_BF_TAG)
         *tag = b->u.b.tag;
     carve_spin_unlock(&p->lock);
-    return b ? CARVE_OK : bad_pointer(a, "carve_get_tag", (void *)ptr);
+    return CARVE_OK;
 }
 
 int carve_buffer_live(const carve_arena *ca, const void *ptr) {
     if (!ca || !ptr)
         return 0;
     carve_arena *a = (carve_arena *)ca; /* the lock is taken; nothing observable changes */
-    carve_pool *p = owner_locked(a, (uintptr_t)ptr);
+    carve_block *b;
+    carve_pool *p = live_locked(a, ptr, 0, &b);
     if (!p)
         return 0;
-    int live = carve_blockmap_get(&p->map, (uintptr_t)ptr) != NULL;
     carve_spin_unlock(&p->lock);
-    return live;
+    return 1;
 }

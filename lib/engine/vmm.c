@@ -274,10 +274,16 @@ static carve_block *cut_unmapped(carve_pool *p, carve_block *f, uintptr_t ua, ui
 carve_block *carve_vmm_claim(carve_pool *p, carve_block *u, uintptr_t lo, uintptr_t hi) {
     carve_index *ix = &p->index[u->cls];
     uintptr_t ua = u->addr, ub = u->addr + u->size;
-    CARVE_ASSERT_INTERNAL(u->state == CARVE_B_UNMAPPED && lo >= ua && hi <= ub && lo < hi && (lo == ua || hi == ub));
+    CARVE_ASSERT_INTERNAL(u->state == CARVE_B_UNMAPPED && lo >= ua && hi <= ub && lo < hi);
     u->span->u.r.unmapped -= (hi - lo) / G;
     carve_block *m;
-    if (lo == ua && hi == ub) {
+    if (lo > ua && hi < ub) { /* the middle: u keeps the front, a new UNMAPPED block the back */
+        carve_block *t = block_new(p, u->span, u, hi, ub - hi);
+        t->state = CARVE_B_UNMAPPED;
+        carve_vmm_list_add(p, t);
+        m = block_new(p, u->span, u, lo, hi - lo);
+        u->size = lo - ua;
+    } else if (lo == ua && hi == ub) {
         carve_vmm_list_remove(p, u);
         m = u;
     } else if (lo == ua) { /* the front: u keeps the back */
@@ -916,10 +922,13 @@ static void arena_peak(carve_arena *a, size_t need) { carve_atomic_max(&a->heap.
  * a piece is left over (the pieces, then it and the last granule; the
  * pieces are unmapped again when the second fails); the records of the
  * larger mappings are made room for first, so that nothing can fail once
- * the memory is mapped. */
+ * the memory is mapped. Where the backend refuses to unmap the pieces
+ * again, those still mapped, [*kept_at, *kept_at + *kept), stay mapped and
+ * recorded (the request fails all the same; *kept is 0 otherwise). */
 static carve_status map_pieces(carve_arena *a, const carve_pool *p, carve_block *span, uintptr_t addr, size_t size,
-                               uintptr_t rlo, uintptr_t rhi, int granules) {
+                               uintptr_t rlo, uintptr_t rhi, uintptr_t *kept_at, size_t *kept, int granules) {
     const carve_block *last = span->u.r.last;
+    *kept = 0;
     size_t whole = rhi < addr + size ? size - G : size;
     if (whole <= G)
         return a->be.ops->commit(&a->be, addr, size, CARVE_VMM_PIECE);
@@ -946,7 +955,13 @@ static carve_status map_pieces(carve_arena *a, const carve_pool *p, carve_block 
             off += d;
             idle = d ? 0 : idle + 1;
         }
-        CARVE_ASSERT_INTERNAL(off == body);
+        /* Refused to the end: the pieces from off on stay mapped, recorded
+         * as the mappings they are (room was made for their records). */
+        CARVE_ASSERT_INTERNAL(off % piece == 0);
+        for (uintptr_t x = addr + off; x < addr + body; x += piece)
+            carve_maps_add(&a->maps, x, piece);
+        *kept_at = addr + off;
+        *kept = body - off;
     }
     if (st == CARVE_OK) {
         for (uintptr_t x = addr; x < addr + body; x += piece)
@@ -958,8 +973,9 @@ static carve_status map_pieces(carve_arena *a, const carve_pool *p, carve_block 
 }
 
 carve_status carve_vmm_map(carve_arena *a, carve_pool *p, carve_block *span, uintptr_t addr, size_t size,
-                           uintptr_t rlo, uintptr_t rhi, const carve_keep *keep, int replace) {
+                           uintptr_t rlo, uintptr_t rhi, const carve_keep *keep, uintptr_t *kept_at, size_t *kept, int replace) {
     carve_heap *h = &a->heap;
+    *kept = 0;
     char b1[32], b2[32], b3[32];
     size_t need = size;
     CARVE_ASSERT_INTERNAL(addr % G == 0 && size % G == 0 && addr >= span->addr && addr - span->addr <= span->size - size);
@@ -1029,10 +1045,18 @@ carve_status carve_vmm_map(carve_arena *a, carve_pool *p, carve_block *span, uin
      * between mapped memory, which trims made, granule by granule, so that
      * any granule of it can go alone again. The record is made room for
      * first, so that nothing can fail once the memory is mapped. */
-    carve_status st = map_pieces(a, p, span, addr, size, rlo, rhi, replacing);
-    if (st != CARVE_OK)
+    carve_status st = map_pieces(a, p, span, addr, size, rlo, rhi, kept_at, kept, replacing);
+    if (st != CARVE_OK && !*kept)
         carve_note_host(carve_backend_host(), "the %s backend could not map %s: %s", carve_backend_str(a->be.kind),
                         carve_format_bytes(b1, sizeof(b1), size), carve_backend_msg());
+    if (*kept) { /* what it refused to unmap again stays mapped, counted as a refused unmap */
+        carve_note_host(carve_backend_host(), "the %s backend could not map %s, then refused to unmap %s of it: %s",
+                        carve_backend_str(a->be.kind), carve_format_bytes(b1, sizeof(b1), size),
+                        carve_format_bytes(b2, sizeof(b2), *kept), carve_backend_msg());
+        __atomic_add_fetch(&h->nunmap_failed, 1, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&h->nreserve, (uint64_t)(*kept / G), __ATOMIC_RELAXED);
+        carve_atomic_max(&h->reserved_peak, __atomic_add_fetch(&h->reserved, *kept, __ATOMIC_SEQ_CST));
+    }
     if (recycle)
         a->be.ops->recycle(&a->be, 0);
     if (st == CARVE_OK) {

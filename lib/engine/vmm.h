@@ -32,18 +32,23 @@ typedef struct carve_keep {
  * mapped bytes would pass their peak, the allowance is what the pool's live
  * blocks (with several streams, every pool's) touch now and one granule, if lower,
  * and the memory comes in granule by granule (no larger mapping, which could
- * only go whole, keeps free granules mapped). Driver calls run with the
- * heap lock dropped. CARVE_ERR_OOM past the limit; the blocks are unchanged then. */
+ * only go whole, keeps free granules mapped). Driver calls run with the heap lock dropped.
+ * CARVE_ERR_OOM past the limit; the blocks are unchanged then. *kept is
+ * the bytes, at *kept_at, that a failed map left mapped (the backend
+ * refused to unmap them again: counted in reserved and as a refused unmap,
+ * recorded in maps.h); the caller claims them as free memory (0: none). */
 carve_status carve_vmm_map(carve_arena *a, carve_pool *p, carve_block *span, uintptr_t addr, size_t size,
-                           uintptr_t rlo, uintptr_t rhi, const carve_keep *keep, int replace) CARVE_INTERNAL;
+                           uintptr_t rlo, uintptr_t rhi, const carve_keep *keep, uintptr_t *kept_at,
+                           size_t *kept, int replace) CARVE_INTERNAL;
 /* Pool lock held, several streams: whether mapping need bytes more for p
  * would first unmap free granules (all that is mapped past the arena's
  * budget, carve_vmm_allowance, or the limit), as carve_vmm_map decides. */
 int carve_vmm_would_unmap(carve_arena *a, const carve_pool *p, size_t need) CARVE_INTERNAL;
 /* Pool lock held: [lo, hi), just mapped, is the front or the back (or all)
- * of UNMAPPED block u: make it FREE, merged with a FREE neighbour, and
- * indexed. Returns the FREE block that holds [lo, hi). Needs one spare
- * slab record. The granules of [lo, hi) are a run stamped 0 (never let
+ * of UNMAPPED block u, or lies inside it: make it FREE, merged with a FREE
+ * neighbour, and indexed. Returns the FREE block that holds [lo, hi). Needs
+ * one spare slab record (two inside u, which keeps the front, the back
+ * becoming an UNMAPPED block of its own). The granules of [lo, hi) are a run stamped 0 (never let
  * go): the caller allocates over them at once (carve_vmm_take). */
 carve_block *carve_vmm_claim(carve_pool *p, carve_block *u, uintptr_t lo, uintptr_t hi) CARVE_INTERNAL;
 /* Pool lock held, heap lock not: unmap free mapped granules of p, up to want

@@ -27,25 +27,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "carve.h"
-#include "mock_api.h"
-
-CUresult cuThreadExchangeStreamCaptureMode(int *mode);
-int mock_cuda_broken_captures(void);
+#include "capture_check.h"
 
 enum { GLOBAL = 0, THREAD_LOCAL = 1, RELAXED = 2 };
-#define MiB ((size_t)1 << 20)
-#define CS(s) ((carve_stream)(s))
-#undef CHECK
-#define CHECK(x)                                                                  \
-    do {                                                                          \
-        if (!(x)) {                                                               \
-            fprintf(stderr, "FAIL %s:%d: %s (%s)\n", __FILE__, __LINE__, #x,      \
-                    carve_last_error(NULL));                                      \
-            exit(1);                                                              \
-        }                                                                         \
-    } while (0)
-#define CU(x) CHECK((x) == 0)
 
 static CUcontext ctx;
 

@@ -34,24 +34,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "carve.h"
-#include "mock_api.h"
+#include "capture_check.h"
 
-int mock_cuda_broken_captures(void);
-int mock_cuda_stale_stream_uses(void);
-
-#define MiB ((size_t)1 << 20)
-#define CS(s) ((carve_stream)(s))
-#undef CHECK
-#define CHECK(x)                                                                  \
-    do {                                                                          \
-        if (!(x)) {                                                               \
-            fprintf(stderr, "FAIL %s:%d: %s (%s)\n", __FILE__, __LINE__, #x,      \
-                    carve_last_error(NULL));                                      \
-            exit(1);                                                              \
-        }                                                                         \
-    } while (0)
-#define CU(x) CHECK((x) == 0)
 
 static CUcontext ctx;
 static int with_exchange = 1;

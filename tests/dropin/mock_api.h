@@ -81,6 +81,7 @@ CUresult cuStreamCreate(CUstream *s, unsigned flags);
 CUresult cuStreamDestroy_v2(CUstream s);
 CUresult cuStreamBeginCapture_v2(CUstream s, int mode);
 CUresult cuStreamEndCapture(CUstream s, void **graph);
+CUresult cuThreadExchangeStreamCaptureMode(int *mode);
 CUresult cuStreamBeginCapture_v2_ptsz(CUstream s, int mode);
 CUresult cuStreamEndCapture_ptsz(CUstream s, void **graph);
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t size, CUstream s);
