@@ -106,6 +106,7 @@ void mock_cuda_stats(unsigned long long *nalloc, unsigned long long *nfree, unsi
 unsigned long long mock_cuda_async_allocs(void);
 int mock_cuda_broken_captures(void);
 unsigned long long mock_cuda_event_waits(void);
+void mock_cuda_churn(unsigned long long *maps, unsigned long long *unmaps, unsigned long long *waits);
 unsigned long long mock_cuda_calls(void);
 unsigned long long mock_cuda_mode_exchanges(void); /* of those calls, cuThreadExchangeStreamCaptureMode's */
 void mock_cuda_event_serials(unsigned long long *recorded, unsigned long long *done_max);

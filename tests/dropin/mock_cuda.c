@@ -224,6 +224,8 @@ static unsigned long long stat_allocs, stat_frees, stat_bad_frees, stat_async_al
 static unsigned long long stat_calls; /* every call of a driver function */
 static unsigned long long stat_exchanges; /* of them, cuThreadExchangeStreamCaptureMode */
 static unsigned long long stat_event_waits;
+static unsigned long long stat_syncs; /* cuCtxSynchronize and cuStreamSynchronize calls */
+static unsigned long long stat_maps, stat_unmaps; /* cuMemMap and cuMemUnmap calls that mapped or unmapped */
 static unsigned long long event_records, event_done_max; /* atomic: see mock_cuda_event_serials */
 static unsigned long long violations;
 static char violation_text[2048];
@@ -687,6 +689,15 @@ EXPORT unsigned long long mock_cuda_async_allocs(void) { return __atomic_load_n(
 /* cuEventSynchronize calls so far (waits for device work). */
 EXPORT unsigned long long mock_cuda_event_waits(void) { return __atomic_load_n(&stat_event_waits, __ATOMIC_RELAXED); }
 
+/* What a policy's churn costs on a device: cuMemMap and cuMemUnmap calls
+ * that changed a mapping, and waits for the device (cuCtxSynchronize,
+ * cuStreamSynchronize, cuEventSynchronize), so far. */
+EXPORT void mock_cuda_churn(unsigned long long *maps, unsigned long long *unmaps, unsigned long long *waits) {
+    *maps = __atomic_load_n(&stat_maps, __ATOMIC_RELAXED);
+    *unmaps = __atomic_load_n(&stat_unmaps, __ATOMIC_RELAXED);
+    *waits = __atomic_load_n(&stat_syncs, __ATOMIC_RELAXED) + __atomic_load_n(&stat_event_waits, __ATOMIC_RELAXED);
+}
+
 /* Events recorded so far, and the highest number (in record order) of an
  * event seen complete: a buffer freed when *recorded was n may be reused
  * only once *done_max > n (an event recorded after its free completed). */
@@ -1072,6 +1083,7 @@ EXPORT CUresult cuCtxSynchronize(void) {
     if (r == OK)
         run_context(c);
     pthread_mutex_unlock(&lock);
+    __atomic_add_fetch(&stat_syncs, 1, __ATOMIC_RELAXED);
     return r;
 }
 EXPORT CUresult cuGetErrorName(CUresult r, const char **name) {
@@ -1322,6 +1334,7 @@ static CUresult stream_sync(CUstream h, int ptsz) {
     if (s)
         run_until(s->last);
     pthread_mutex_unlock(&lock);
+    __atomic_add_fetch(&stat_syncs, 1, __ATOMIC_RELAXED);
     return r;
 }
 EXPORT CUresult cuStreamSynchronize(CUstream h) { ENTER(); return stream_sync(h, 0); }
@@ -1831,6 +1844,7 @@ EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGener
     if (p->refs && !overlaps && reserved(lo, size) && add_range(lo, size, p) == 0) {
         p->maps++;
         mapped_bytes += size;
+        stat_maps++;
         r = OK;
     }
     pthread_mutex_unlock(&lock);
@@ -1882,6 +1896,8 @@ EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
             i++;
         }
     }
+    if (r == OK)
+        stat_unmaps++;
     pthread_mutex_unlock(&lock);
     return r;
 }

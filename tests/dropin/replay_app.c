@@ -14,7 +14,12 @@
  * while queued work still uses it (the run fails on any).
  *
  * Input (stdin): a carve trace, uncompressed: "a,KEY,SIZE[,...]" allocates,
- * "f,KEY[,...]" frees; KEY a number (decimal or 0x hex); '#' lines skipped.
+ * "f,KEY[,...]" frees; KEY a number (decimal or 0x hex); '#' lines skipped,
+ * except "#step", which ends a part of the replay (a training step, say):
+ * the program prints what the driver did since the last one, on a line
+ * "step N: ..." (cuMemMap and cuMemUnmap calls, cuMemAlloc and cuMemFree
+ * calls carve made, cuMemCreate calls, device waits, bytes mapped now), so
+ * that the churn of a mode shows step by step.
  *
  * Usage: dropin_replay [LAG]   (default 64)
  */
@@ -25,6 +30,33 @@
 #include "mock_api.h"
 
 static int failures;
+
+/* The driver's counters at the end of the last part. */
+typedef struct counts {
+    unsigned long long maps, unmaps, allocs, frees, creates, waits;
+} counts;
+
+static counts counts_now(void) {
+    counts c;
+    unsigned long long bad, pool_allocs;
+    size_t live;
+    mock_cuda_churn(&c.maps, &c.unmaps, &c.waits);
+    mock_cuda_stats(&c.allocs, &c.frees, &bad, &live);
+    mock_cuda_memory_calls(&c.creates, &pool_allocs);
+    return c;
+}
+
+static void print_step(unsigned step, unsigned long long events, counts *last) {
+    counts c = counts_now();
+    size_t reserved_now, mapped_now, device_peak;
+    unsigned long long faults;
+    mock_cuda_vmm_stats(&reserved_now, &mapped_now, &device_peak, &faults);
+    printf("step %u: %llu events, %llu cuMemMap, %llu cuMemUnmap, %llu cuMemAlloc, %llu cuMemFree, %llu cuMemCreate, "
+           "%llu waits, %zu mapped\n",
+           step, events, c.maps - last->maps, c.unmaps - last->unmaps, c.allocs - last->allocs, c.frees - last->frees,
+           c.creates - last->creates, c.waits - last->waits, mapped_now);
+    *last = c;
+}
 
 typedef struct slot {
     unsigned long long key;
@@ -50,8 +82,15 @@ int main(int argc, char **argv) {
     tab = calloc(cap, sizeof(*tab));
     char line[256];
     size_t live = 0, peak = 0, n = 0, live_n = 0;
-    unsigned long long events = 0;
+    unsigned long long events = 0, step_events = 0;
+    unsigned step = 0;
+    counts last = counts_now();
     while (fgets(line, sizeof(line), stdin)) {
+        if (strncmp(line, "#step", 5) == 0) {
+            print_step(step++, events - step_events, &last);
+            step_events = events;
+            continue;
+        }
         if (line[0] == '#' || (line[0] != 'a' && line[0] != 'f') || line[1] != ',')
             continue;
         char *end;
@@ -96,6 +135,8 @@ int main(int argc, char **argv) {
             mock_cuda_complete_all();
     }
     mock_cuda_complete_all();
+    if (step)
+        print_step(step, events - step_events, &last);
     size_t reserved_now, mapped_now, device_peak;
     unsigned long long faults;
     mock_cuda_vmm_stats(&reserved_now, &mapped_now, &device_peak, &faults);
