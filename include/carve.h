@@ -454,7 +454,10 @@ CARVE_API carve_status carve_alloc(carve_arena *arena, size_t size, carve_stream
                                   peak), so that the granules it maps replace free ones
                                   (unmapped first, as past the allowance); those granules
                                   are mapped one by one, never as one larger mapping
-                                  (which could only be unmapped whole) */
+                                  (which could only be unmapped whole). What such maps
+                                  had to unmap so far stays allowed above the arena's
+                                  peak (never past the usual allowance), so that a
+                                  program repeating a step stops remapping */
 
 /*
  * carve_alloc with flags (0: carve_alloc itself). For a caller that holds

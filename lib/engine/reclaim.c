@@ -99,6 +99,7 @@ carve_status carve_reclaim(carve_arena *a, unsigned flags, carve_stream served) 
         size_t now = 0;
         for (carve_pool *q = CARVE_LOAD_ACQ(&a->pools); q; q = q->next_all) {
             __atomic_store_n(&q->touched_peak, __atomic_load_n(&q->touched, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
+            __atomic_store_n(&q->vreplaced, 0, __ATOMIC_RELAXED);
             now += __atomic_load_n(&q->touched, __ATOMIC_RELAXED);
         }
         __atomic_store_n(&a->heap.vpeak, now * CARVE_SEGMENT_GRANULE, __ATOMIC_RELAXED);

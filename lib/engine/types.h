@@ -173,6 +173,9 @@ typedef struct carve_pool {
                                      touched peak (pool lock; read atomically) */
     uint64_t vremapped;           /* ... granules it unmapped to map others in this window */
     uint64_t vwindow_at;          /* ... its allocation count when the window began */
+    size_t vreplaced;             /* ... granules that maps asked to replace free memory had to unmap
+                                     (carve_vmm_map): so much more such a map may keep mapped above
+                                     the arena's peak (pool lock; atomic: reset with touched_peak) */
     size_t touched;               /* virtual-memory mode: granules of this pool's spans that live or
                                      pending blocks touch (pool lock; read atomically) */
     size_t touched_peak;          /* its peak since creation or the last release: its allowance while

@@ -992,10 +992,23 @@ carve_status carve_vmm_map(carve_arena *a, carve_pool *p, carve_block *span, uin
      * footprint: it allows for what is live now (the stream's, or with
      * several streams all of theirs) and one granule. (Below the peak the
      * footprint does not grow, and the allowance keeps granules from being
-     * unmapped and mapped again for nothing.) */
+     * unmapped and mapped again for nothing.) But a program that repeats
+     * itself (a training step) comes back to the peak with its free memory
+     * cut up the same way each time, and replacing then unmaps granules
+     * that the same step maps again: hundreds of driver calls a step, at
+     * the same footprint. So what replacing maps had to unmap so far is
+     * allowed above the peak: the next time the step needs that memory it
+     * is still mapped, and after a step or two nothing is unmapped or
+     * mapped at all. The footprint rises by what was remapped at most, and
+     * never past the allowance (the peak of what was touched, which counts
+     * what the caller held back, plus the stream's slack). */
     int replacing = replace && CARVE_LOAD(&h->reserved) + need > CARVE_LOAD(&h->reserved_peak);
     if (replacing) {
         size_t now = (multi ? arena_touched(a) : p->touched) * G + G;
+        size_t replaced = __atomic_load_n(&p->vreplaced, __ATOMIC_RELAXED);
+        size_t held = CARVE_LOAD(&h->reserved_peak) + replaced * G;
+        if (replaced && held > now)
+            now = held;
         allow = now < allow ? now : allow;
     }
     int recycle = 0;
@@ -1013,6 +1026,8 @@ carve_status carve_vmm_map(carve_arena *a, carve_pool *p, carve_block *span, uin
         size_t got = make_room(a, p, multi ? 0 : must, must + allow / CARVE_VMM_HYSTERESIS_DIV, keep);
         if (got)
             pace(p, got / G);
+        if (replacing)
+            __atomic_add_fetch(&p->vreplaced, got / G, __ATOMIC_RELAXED);
         if (multi && got < must)
             trim_others(a, p, must - got);
     }

