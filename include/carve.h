@@ -454,10 +454,11 @@ CARVE_API carve_status carve_alloc(carve_arena *arena, size_t size, carve_stream
                                   peak), so that the granules it maps replace free ones
                                   (unmapped first, as past the allowance); those granules
                                   are mapped one by one, never as one larger mapping
-                                  (which could only be unmapped whole). What such maps
-                                  had to unmap so far stays allowed above the arena's
-                                  peak (never past the usual allowance), so that a
-                                  program repeating a step stops remapping */
+                                  (which could only be unmapped whole). A request of
+                                  the size of one that had to unmap before, back at
+                                  the same peak (a loop's step), raises the peak
+                                  instead (by 1/8 of it at most in all, never past
+                                  the usual allowance) */
 
 /*
  * carve_alloc with flags (0: carve_alloc itself). For a caller that holds

@@ -994,21 +994,38 @@ carve_status carve_vmm_map(carve_arena *a, carve_pool *p, carve_block *span, uin
      * footprint does not grow, and the allowance keeps granules from being
      * unmapped and mapped again for nothing.) But a program that repeats
      * itself (a training step) comes back to the peak with its free memory
-     * cut up the same way each time, and replacing then unmaps granules
-     * that the same step maps again: hundreds of driver calls a step, at
-     * the same footprint. So what replacing maps had to unmap so far is
-     * allowed above the peak: the next time the step needs that memory it
-     * is still mapped, and after a step or two nothing is unmapped or
-     * mapped at all. The footprint rises by what was remapped at most, and
-     * never past the allowance (the peak of what was touched, which counts
-     * what the caller held back, plus the stream's slack). */
+     * cut up the same way each time, and the same request then unmaps
+     * granules that the same step maps again: hundreds of driver calls a
+     * step at the same footprint (on GPT-2 training the step's largest
+     * buffer crept up the address space by a third of itself a step, its
+     * new top mapped and its old bottom unmapped). So a request of the
+     * size of one that had to unmap before (one of the last
+     * CARVE_VMM_REPEATS), with the stream's peak of touched memory where it
+     * was then (risen by 1 / CARVE_VMM_REPEAT_RISE_DIV at most: the program
+     * came back to where it was, as a loop does, rather than growing), may
+     * raise the arena's peak instead, so that after a step or two nothing
+     * is mapped or unmapped. (While the arena first grows, the touched peak
+     * rises by more between repeats of a size, 11% and more on GPT-2, and
+     * replacing stays as it was.) What repeats added in all stays within
+     * 1 / CARVE_VMM_REPEAT_DIV of the rest of the peak, so that a program
+     * whose shapes change and recur (serving) does not grow without end,
+     * and never passes the allowance (the peak of what was touched, which
+     * counts what the caller held back, plus the stream's slack). */
     int replacing = replace && CARVE_LOAD(&h->reserved) + need > CARVE_LOAD(&h->reserved_peak);
+    size_t req = carve_align_up(rhi - rlo, G) / G;
     if (replacing) {
         size_t now = (multi ? arena_touched(a) : p->touched) * G + G;
-        size_t replaced = __atomic_load_n(&p->vreplaced, __ATOMIC_RELAXED);
-        size_t held = CARVE_LOAD(&h->reserved_peak) + replaced * G;
-        if (replaced && held > now)
-            now = held;
+        size_t tpeak = __atomic_load_n(&p->touched_peak, __ATOMIC_RELAXED);
+        int repeat = 0; /* the same size, the touched peak (nearly) where it was: a loop came back */
+        for (unsigned i = 0; i < CARVE_VMM_REPEATS && !repeat; i++)
+            repeat = p->vrepeat[i].granules == req && tpeak >= p->vrepeat[i].touched_peak &&
+                     tpeak - p->vrepeat[i].touched_peak <= p->vrepeat[i].touched_peak / CARVE_VMM_REPEAT_RISE_DIV;
+        size_t rpeak = CARVE_LOAD(&h->reserved_peak), over = mapped + need > rpeak ? mapped + need - rpeak : 0;
+        if (repeat && mapped + need > now && rpeak >= p->vrepeat_added &&
+            p->vrepeat_added + over <= (rpeak - p->vrepeat_added) / CARVE_VMM_REPEAT_DIV) {
+            now = mapped + need;
+            p->vrepeat_added += over;
+        }
         allow = now < allow ? now : allow;
     }
     int recycle = 0;
@@ -1026,8 +1043,14 @@ carve_status carve_vmm_map(carve_arena *a, carve_pool *p, carve_block *span, uin
         size_t got = make_room(a, p, multi ? 0 : must, must + allow / CARVE_VMM_HYSTERESIS_DIV, keep);
         if (got)
             pace(p, got / G);
-        if (replacing)
-            __atomic_add_fetch(&p->vreplaced, got / G, __ATOMIC_RELAXED);
+        if (replacing && got) { /* remembered: if it comes back, it is a loop's */
+            struct carve_vrepeat *r = NULL;
+            for (unsigned i = 0; i < CARVE_VMM_REPEATS && !r; i++)
+                r = p->vrepeat[i].granules == req ? &p->vrepeat[i] : NULL;
+            if (!r)
+                r = &p->vrepeat[p->vrepeat_next++ % CARVE_VMM_REPEATS];
+            *r = (struct carve_vrepeat){req, __atomic_load_n(&p->touched_peak, __ATOMIC_RELAXED)};
+        }
         if (multi && got < must)
             trim_others(a, p, must - got);
     }

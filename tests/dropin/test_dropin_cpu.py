@@ -700,10 +700,11 @@ def main():
         # a step needs it must stay put: over the second half of the steps,
         # the default mode's cuMemMap and cuMemUnmap calls together must stay
         # under 1 in 100 of the cuMemMap calls of the first part (which maps
-        # the arena's memory once). Before the fix, each step unmapped and
-        # mapped again hundreds of granules at the same footprint (maps asked
-        # to replace free memory at the arena's peak), 30% of the first part's
-        # calls over the second half at lag 16.
+        # the arena's memory once). Before a repeated request at the peak
+        # could raise it (lib/engine/vmm.c, carve_vmm_map), each step
+        # unmapped and mapped again hundreds of granules at the same
+        # footprint: 1140 calls over the second half at lag 16, 43% of the
+        # first part's cuMemMap.
         import gzip
         src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench", "traces", "carve-run",
                            "torch_gpt2_nocache.csv.gz")
