@@ -971,14 +971,19 @@ CARVE_API void carve_snapshot_free(char *json);
  * While a stream is being captured into a CUDA graph (cudaStreamIsCapturing
  * says so; the host and virtual backends: carve_sim_set_capturing), carve's
  * calls on it neither synchronize, nor record or ask about events on it,
- * nor map, reserve or unmap memory: carve_alloc takes only memory its pool
- * holds free and otherwise fails with CARVE_ERR_OOM (nothing changed);
- * carve_free parks the memory in the pool. The memory a graph uses must
- * stay its own for every replay: a graph pool holds it.
+ * nor unmap memory; carve_free parks the memory in the pool. The memory a
+ * graph uses must stay its own for every replay: a graph pool holds it.
+ * A stream routed to a graph pool takes what the pool holds free and,
+ * past that, brings memory in (allocated or mapped in relaxed capture mode,
+ * which breaks no capture), which the pool keeps until its release; a
+ * captured stream of the arena's own takes only what its pool holds free
+ * and otherwise fails with CARVE_ERR_OOM (nothing changed), since memory
+ * brought in would go back to the stream's cache after the capture.
  *
  *   carve_graph_pool_create(arena, &g);
  *   carve_graph_pool_begin(arena, g, s);   allocations on s now come from g
  *   step(s);                               once, uncaptured: g maps what it needs
+ *                                          (optional: the capture maps too)
  *   cudaStreamBeginCapture(s, ...); step(s); cudaStreamEndCapture(s, &graph);
  *   carve_graph_pool_end(arena, g, s);     s has its own pool again
  *   ... cudaGraphLaunch(graph) any number of times ...

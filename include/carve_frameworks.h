@@ -244,11 +244,15 @@ CARVE_API carve_status carve_route_set_recorder(carve_record_alloc_fn on_alloc, 
  * carve_route_alloc and these functions and raises
  * torch.cuda.OutOfMemoryError for CARVE_ERR_OOM, a RuntimeError naming the
  * status for any other failure and for a refused memory fraction, with
- * carve_last_error(NULL)'s explanation. The hooks PyTorch
- * declares with a C++ std::function parameter (set_begin_allocate_to_pool:
- * CUDA-graph pools) are not provided; nor is a base-allocation hook, so
- * CUDA IPC of tensors (torch.multiprocessing sharing CUDA tensors) is not
- * supported under carve.
+ * carve_last_error(NULL)'s explanation. The CUDA-graph hooks PyTorch
+ * declares with a C++ std::function parameter (set_begin_allocate_to_pool,
+ * set_end_allocate_to_pool_fn, set_release_pool) are the shim's too: they
+ * route a capture's streams to graph pools (carve.h, "CUDA graphs") of the
+ * device's default arena with carve_device_arena and carve_graph_pool_*,
+ * and allocate the captured requests there with carve_route_alloc(that
+ * arena, ...); docs/python.md says what works. No base-allocation hook is
+ * provided, so CUDA IPC of tensors (torch.multiprocessing sharing CUDA
+ * tensors) is not supported under carve.
  */
 
 /* PyTorch's alloc callback: carve_route_alloc(NULL, size, device, stream).

@@ -118,12 +118,19 @@ typedef enum carve_transpose { CARVE_NO_TRANS = 0, CARVE_TRANS = 1 } carve_trans
  * (4 bytes for f32, 2 for f16 and bf16).
  *
  * arena: an arena of the cuda or cuda_driver backend for workspace, or
- * NULL; the current kernels need none (docs/kernels.md), so it is only
- * checked. On Hopper (compute capability 9.0) the work runs as warpgroup
- * MMA fed by TMA when A and B are 16-byte aligned and lda, ldb are
- * multiples of 8; otherwise, and on sm_80 and later, as mma.sync. The
- * environment variable CARVE_GEMM_PATH=wgmma|mma|auto forces a path (for
- * tests; wgmma still falls back when its alignment rules do not hold).
+ * NULL. On Hopper (compute capability 9.0) the work runs as warpgroup MMA
+ * fed by TMA, which may take workspace from the arena with one carve_alloc
+ * on stream s (docs/kernels.md, "Workspace"): split-K partials when the
+ * output has fewer tiles than the device has SMs (decode shapes), and an
+ * aligned copy of A or B when it is not 16-byte aligned or its leading
+ * dimension is not a multiple of 8. The workspace is freed with carve_free
+ * before the call returns, after the launches that use it (stream-ordered:
+ * carve_memory_allocated is back where it was when the call returns).
+ * Without workspace (NULL arena, an arena of another device, or one that
+ * cannot give it) the result is the same: the call runs unsplit, and on
+ * mma.sync when an operand needed a copy. On sm_80 and later the work runs
+ * as mma.sync. The environment variable CARVE_GEMM_PATH=wgmma|mma|auto
+ * forces a path (for tests).
  *
  * Returns CARVE_OK; CARVE_ERR_INVALID for m, n or k <= 0, leading
  * dimensions below the minimum, unknown order, transpose or type values,
@@ -132,8 +139,12 @@ typedef enum carve_transpose { CARVE_NO_TRANS = 0, CARVE_TRANS = 1 } carve_trans
  * than a grid holds (above), NULL, non-device or misaligned pointers, C
  * sharing a byte with A or B; CARVE_ERR_NO_DEVICE when no CUDA device (or
  * one older than sm_80) is present or carve was built without CUDA;
- * CARVE_ERR_BACKEND if the launch fails (carve_last_error(NULL) names the
- * CUDA error).
+ * CARVE_ERR_BACKEND if a launch fails (carve_last_error(NULL) names the
+ * CUDA error) or the workspace could not be freed (the product is queued).
+ * Never fails for want of workspace. Thread-safe. Does not synchronize the
+ * device, except as carve_alloc does when the arena has no room left for
+ * the workspace (it synchronizes and retries before the call goes on
+ * without workspace).
  */
 CARVE_API carve_status carve_gemm(carve_arena *arena, carve_stream s, carve_order order, carve_transpose transa,
                                   carve_transpose transb, int m, int n, int k, float alpha, const void *A, int lda,

@@ -6,7 +6,10 @@
  *  - A captured step that allocates and frees through carve, run once
  *    uncaptured into a graph pool first: inside the capture nothing is
  *    reserved, mapped, recorded, asked or waited for (the backend counters
- *    do not move), and every allocation succeeds from the pool's memory.
+ *    do not move), and every allocation succeeds from the pool's memory; a
+ *    request past what the pool holds brings memory in (backend calls, but
+ *    nothing recorded, asked or waited for) and the pool keeps it; one past
+ *    the limit fails, waiting for nothing.
  *  - After the capture, the pool's memory stays the graph's: another stream
  *    filling the arena to its limit never gets a byte of it, and
  *    carve_empty_cache keeps it; after carve_graph_pool_release it is the
@@ -85,14 +88,35 @@ static void test_graph_pool(carve_backend be, const char *conf) {
     CHECK_OK(a, carve_sim_set_capturing(a, S1, 1));
     for (int k = 0; k < 3; k++) /* the capture (and two more, as shared-pool graphs would) */
         CHECK(step(a, S1, seen, &nseen));
-    void *p = (void *)1;
-    CHECK_ST(a, carve_alloc(a, 40 * MiB, S1, &p), CARVE_ERR_OOM); /* more than the pool holds */
-    CHECK(p == NULL && strstr(carve_last_error(a), "captured") != NULL);
     CHECK_OK(a, carve_get_stats(a, &s1));
     CHECK(s1.num_backend_allocs == s0.num_backend_allocs && s1.num_backend_frees == s0.num_backend_frees);
     CHECK(s1.num_event_records == s0.num_event_records && s1.num_event_queries == s0.num_event_queries);
     CHECK(s1.num_syncs == s0.num_syncs);
     CHECK(s1.reserved_bytes == s0.reserved_bytes);
+    /* More than the pool holds (a capture whose warm-up ran elsewhere, as
+     * torch.cuda.graph's does): the graph pool brings it in, recording,
+     * asking and waiting for nothing, and keeps it. */
+    void *big = NULL;
+    CHECK_OK(a, carve_alloc(a, 30 * MiB, S1, &big));
+    if (big) {
+        seen[nseen].lo = (uintptr_t)big;
+        seen[nseen++].hi = (uintptr_t)big + 30 * MiB;
+    }
+    CHECK_OK(a, carve_free(a, big));
+    carve_stats s2;
+    CHECK_OK(a, carve_get_stats(a, &s2));
+    CHECK(s2.reserved_bytes > s1.reserved_bytes && s2.num_backend_allocs > s1.num_backend_allocs);
+    CHECK(s2.num_backend_frees == s1.num_backend_frees);
+    CHECK(s2.num_event_records == s1.num_event_records && s2.num_event_queries == s1.num_event_queries);
+    CHECK(s2.num_syncs == s1.num_syncs);
+    CHECK(step(a, S1, seen, &nseen)); /* the capture goes on in what the pool holds */
+    /* Past the limit it fails as any request does, and waits for nothing. */
+    void *p = (void *)1;
+    CHECK_ST(a, carve_alloc(a, LIMIT + MiB, S1, &p), CARVE_ERR_OOM);
+    CHECK(p == NULL);
+    CHECK_OK(a, carve_get_stats(a, &s1));
+    CHECK(s1.num_syncs == s2.num_syncs && s1.num_event_records == s2.num_event_records);
+    CHECK(s1.reserved_bytes == s2.reserved_bytes);
     CHECK_OK(a, carve_sim_set_capturing(a, S1, 0));
     CHECK_OK(a, carve_graph_pool_end(a, g, S1));
     CHECK_ARENA(a);
@@ -289,6 +313,49 @@ static void test_capture_elsewhere(carve_backend backend, const char *conf) {
     CHECK(e.broken_then == 0);
 }
 
+/* A graph pool growing during its capture beside memory another stream
+ * left fully free (segments mode): the growth reserves anew, and gives
+ * nothing back to the backend (which may wait for the device and breaks
+ * the capture), although a segment is fully free and the new one raises
+ * the reserved peak. At the limit, the growth fails waiting for nothing. */
+static void test_growth_in_capture(carve_backend be, const char *conf) {
+    carve_arena *a = test_arena_conf(be, 1, 0, 512 * MiB, conf);
+    void *x[3] = {0}, *y = NULL, *z = (void *)1;
+    for (int i = 0; i < 3; i++)
+        CHECK_OK(a, carve_alloc(a, 32 * MiB, S2, &x[i]));
+    for (int i = 0; i < 3; i++)
+        CHECK_OK(a, carve_free(a, x[i]));
+    carve_graph_pool *g = NULL;
+    CHECK_OK(a, carve_graph_pool_create(a, &g));
+    CHECK_OK(a, carve_graph_pool_begin(a, g, S1));
+    CHECK_OK(a, carve_sim_set_capturing(a, S1, 1));
+    unsigned broken = a->be.sim_broken_captures;
+    carve_stats s0, s1;
+    CHECK_OK(a, carve_get_stats(a, &s0));
+    CHECK_OK(a, carve_alloc(a, 80 * MiB, S1, &y));
+    CHECK_OK(a, carve_get_stats(a, &s1));
+    CHECK(s1.num_backend_frees == s0.num_backend_frees && s1.num_syncs == s0.num_syncs);
+    CHECK(s1.num_backend_allocs > s0.num_backend_allocs && s1.num_event_records == s0.num_event_records);
+    CHECK(a->be.sim_broken_captures == broken);
+    /* Past the limit with y live: out of memory, the message naming the
+     * capture; nothing given back, nothing recorded, no device wait (an
+     * event of S2's may be waited for, in relaxed mode: it breaks nothing). */
+    CHECK_ST(a, carve_alloc(a, 500 * MiB, S1, &z), CARVE_ERR_OOM);
+    CHECK(z == NULL && strstr(carve_last_error(a), "capture") != NULL);
+    CHECK_OK(a, carve_get_stats(a, &s1));
+    CHECK(s1.num_backend_frees == s0.num_backend_frees && s1.num_event_records == s0.num_event_records);
+    CHECK(a->be.sim_broken_captures == broken);
+    CHECK(s1.reserved_bytes <= 512 * MiB);
+    CHECK_OK(a, carve_free(a, y));
+    CHECK_OK(a, carve_sim_set_capturing(a, S1, 0));
+    CHECK_OK(a, carve_graph_pool_end(a, g, S1));
+    CHECK_OK(a, carve_graph_pool_release(a, g));
+    CHECK_ARENA(a);
+    CHECK_OK(a, carve_empty_cache(a));
+    CHECK(carve_memory_reserved(a) == 0);
+    carve_arena_destroy(a);
+}
+
 int main(void) {
     test_graph_pool(CARVE_BACKEND_HOST, "");
     test_graph_pool(CARVE_BACKEND_VIRTUAL, "");
@@ -300,6 +367,9 @@ int main(void) {
     test_own_stream_in_capture(CARVE_BACKEND_VIRTUAL, "");
     test_own_stream_in_capture(CARVE_BACKEND_VIRTUAL, "vmm=0");
     test_refusals();
+    test_growth_in_capture(CARVE_BACKEND_HOST, "");
+    test_growth_in_capture(CARVE_BACKEND_VIRTUAL, "");
+    test_growth_in_capture(CARVE_BACKEND_VIRTUAL, "vmm=0");
     test_capture_elsewhere(CARVE_BACKEND_HOST, "");
     test_capture_elsewhere(CARVE_BACKEND_VIRTUAL, "");
     test_capture_elsewhere(CARVE_BACKEND_VIRTUAL, "vmm=0");

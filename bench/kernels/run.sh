@@ -1,8 +1,9 @@
 #!/bin/sh
 # run.sh [BUILD_DIR] — the GPU kernel tests, then the kernel benchmark, all
 # output to stdout. BUILD_DIR defaults to build (relative to the repository
-# root). bench_gemm_tc follows bench_kernels. The benchmark's JSON copy goes to $OUT/bench_kernels.json when OUT
-# is set. Takes about two minutes on an H100.
+# root). bench_gemm_tc follows bench_kernels, then the shape sweep
+# bench_gemm_sweep with --check. The JSON copies go to $OUT/bench_kernels.json
+# and $OUT/bench_gemm_sweep.json when OUT is set. Takes about two minutes on an H100.
 #   CARVE_TEST_QUICK=1  small test sizes only
 #   BENCH_ARGS=--quick  a short benchmark
 set -u
@@ -40,4 +41,14 @@ start=$(date +%s)
 tc_rc=$?
 echo "== tensor-core GEMM benchmark: exit $tc_rc, $(( $(date +%s) - start )) s"
 
-[ "$tests_rc" -eq 0 ] && [ "$bench_rc" -eq 0 ] && [ "$tc_rc" -eq 0 ]
+echo "== carve_gemm shape sweep (speed and --check against cublasGemmEx)"
+start=$(date +%s)
+if [ -n "${OUT:-}" ]; then
+    "$B"/bench/kernels/bench_gemm_sweep ${BENCH_ARGS:-} --check --json "$OUT/bench_gemm_sweep.json"
+else
+    "$B"/bench/kernels/bench_gemm_sweep ${BENCH_ARGS:-} --check
+fi
+sweep_rc=$?
+echo "== carve_gemm shape sweep: exit $sweep_rc, $(( $(date +%s) - start )) s"
+
+[ "$tests_rc" -eq 0 ] && [ "$bench_rc" -eq 0 ] && [ "$tc_rc" -eq 0 ] && [ "$sweep_rc" -eq 0 ]

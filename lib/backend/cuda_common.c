@@ -108,27 +108,44 @@ carve_status carve_cuda_event_follow(carve_be *be, void *user, void **out) {
     return st == CARVE_OK ? carve_cuda_event_record(be, (carve_stream)fs, out) : st;
 }
 
-/* cuThreadExchangeStreamCaptureMode, found once through the runtime's
- * entry-point query (NULL where the driver has none). */
-typedef CUresult (*exchange_fn)(CUstreamCaptureMode *);
-static exchange_fn exchange(void) {
-    static exchange_fn fn;
-    static int state; /* 0 not asked yet, 1 asked (atomic) */
-    if (!__atomic_load_n(&state, __ATOMIC_ACQUIRE)) {
+/* A driver entry point, found once through the runtime's entry-point query
+ * (NULL where the driver has none); *state: 0 not asked yet, 1 asked. */
+static void *driver_entry(const char *name, void **slot, int *state) {
+    if (!__atomic_load_n(state, __ATOMIC_ACQUIRE)) {
         void *p = NULL;
         enum cudaDriverEntryPointQueryResult q;
-        if (cudaGetDriverEntryPointByVersion("cuThreadExchangeStreamCaptureMode", &p, 12000, cudaEnableDefault, &q) !=
-                cudaSuccess ||
+        if (cudaGetDriverEntryPointByVersion(name, &p, 12000, cudaEnableDefault, &q) != cudaSuccess ||
             q != cudaDriverEntryPointSuccess) {
             (void)cudaGetLastError();
             p = NULL;
         }
-        exchange_fn f;
-        memcpy(&f, &p, sizeof(f));
-        __atomic_store_n(&fn, f, __ATOMIC_RELAXED);
-        __atomic_store_n(&state, 1, __ATOMIC_RELEASE);
+        __atomic_store_n(slot, p, __ATOMIC_RELAXED);
+        __atomic_store_n(state, 1, __ATOMIC_RELEASE);
     }
-    return __atomic_load_n(&fn, __ATOMIC_RELAXED);
+    return __atomic_load_n(slot, __ATOMIC_RELAXED);
+}
+
+/* cuThreadExchangeStreamCaptureMode. */
+typedef CUresult (*exchange_fn)(CUstreamCaptureMode *);
+static exchange_fn exchange(void) {
+    static void *slot;
+    static int state;
+    void *p = driver_entry("cuThreadExchangeStreamCaptureMode", &slot, &state);
+    exchange_fn f;
+    memcpy(&f, &p, sizeof(f));
+    return f;
+}
+
+/* cuStreamIsCapturing: asked through the driver, whose refusal leaves the
+ * runtime's last error (the program's) as it was. */
+typedef CUresult (*is_capturing_fn)(CUstream, CUstreamCaptureStatus *);
+static is_capturing_fn is_capturing(void) {
+    static void *slot;
+    static int state;
+    void *p = driver_entry("cuStreamIsCapturing", &slot, &state);
+    is_capturing_fn f;
+    memcpy(&f, &p, sizeof(f));
+    return f;
 }
 
 int carve_cuda_relax(void) {
@@ -147,18 +164,30 @@ void carve_cuda_unrelax(int old) {
 }
 
 /* A blocking stream of the device's context is being captured: asked about
- * the legacy stream, the runtime says cudaErrorStreamCaptureImplicit. */
+ * the legacy stream, the driver says CUDA_ERROR_STREAM_CAPTURE_IMPLICIT (the
+ * only way it tells; compute-sanitizer reports each such answer as an API
+ * error). Asked through the driver, so that the runtime's last error stays
+ * the program's; through the runtime (cudaErrorStreamCaptureImplicit, then
+ * cleared) where the driver's entry point is not found. */
 int carve_cuda_context_capturing(carve_be *be) {
     carve_cuda_ctx *c = be->ctx;
     int prev;
     if (carve_cuda_enter(c->device, &prev) != CARVE_OK)
         return 0;
-    enum cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-    cudaError_t e = cudaStreamIsCapturing(cudaStreamLegacy, &status);
-    if (e != cudaSuccess)
-        (void)cudaGetLastError();
+    int capturing;
+    is_capturing_fn f = is_capturing();
+    if (f) {
+        CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+        capturing = f(CU_STREAM_LEGACY, &status) == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+    } else {
+        enum cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+        cudaError_t e = cudaStreamIsCapturing(cudaStreamLegacy, &status);
+        if (e != cudaSuccess)
+            (void)cudaGetLastError();
+        capturing = e == cudaErrorStreamCaptureImplicit;
+    }
     carve_cuda_leave(c->device, prev);
-    return e == cudaErrorStreamCaptureImplicit;
+    return capturing;
 }
 
 int carve_cuda_capturing(carve_be *be, carve_stream s) {

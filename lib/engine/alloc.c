@@ -294,7 +294,7 @@ static carve_block *pool_refill(carve_arena *a, carve_pool *p, unsigned cls, siz
             return held_short();
         }
         if (!span && *st == CARVE_OK && !ask_others) {
-            *st = carve_heap_grow(a, want, need);
+            *st = carve_heap_grow(a, want, need, p->stream);
             if (*st == CARVE_OK)
                 span = carve_heap_take(a, p, cls, want, need, st);
         }
@@ -488,13 +488,19 @@ static carve_block *pool_take(carve_arena *a, carve_pool *p, unsigned cls, size_
         carve_block *b = carve_index_find_fit(&p->index[cls], rs);
         if (b)
             return b;
-        if (capturing) { /* what the pool holds mapped, or nothing: no driver call may join the graph */
+        /* A captured stream's own pool takes what it holds mapped, or
+         * nothing: memory brought in now would go back to the stream's
+         * cache after the capture while the graph still uses it. A graph
+         * pool brings memory in (backend calls in relaxed capture mode;
+         * nothing recorded, asked or waited for): it stays the graph's
+         * until carve_graph_pool_release. */
+        if (capturing && !CARVE_LOAD(&p->graph)) {
             if ((b = carve_index_find_fit(&p->index[!cls], rs)))
                 return b;
             carve_note("the stream is being captured into a CUDA graph, and inside a capture carve maps, "
-                       "reserves and waits for nothing: only memory the stream's pool holds free can be "
-                       "used (route the stream to a graph pool and run the step once before capturing: "
-                       "carve_graph_pool_begin)");
+                       "reserves and waits for nothing for a stream of its own: only memory the stream's "
+                       "pool holds free can be used (route the stream to a graph pool, which brings memory "
+                       "in during the capture: carve_graph_pool_begin)");
             *st = CARVE_ERR_OOM;
             return NULL;
         }

@@ -228,7 +228,7 @@ carve_status carve_arena_create(const carve_config *user, carve_arena **out) {
     a->cache_id = a->id;
     if (a->vmm) { /* reserve the address space now; memory is mapped on use */
         carve_mutex_lock(&a->heap.lock);
-        st = carve_heap_grow(a, a->va_size, a->va_size);
+        st = carve_heap_grow(a, a->va_size, a->va_size, NULL);
         carve_mutex_unlock(&a->heap.lock);
         if (st != CARVE_OK) {
             char why[256];
@@ -241,7 +241,7 @@ carve_status carve_arena_create(const carve_config *user, carve_arena **out) {
         carve_mutex_lock(&a->heap.lock);
         int growth = a->growth;
         a->growth = 0; /* exactly one segment of initial bytes */
-        st = carve_heap_grow(a, a->initial, a->initial);
+        st = carve_heap_grow(a, a->initial, a->initial, NULL);
         a->growth = growth;
         carve_mutex_unlock(&a->heap.lock);
         if (st != CARVE_OK) {

@@ -10,10 +10,11 @@
  * no span goes back to the heap, nothing is unmapped and no event is
  * recorded for it (pool.c, vmm.c, the event door in types.h), so what a
  * captured graph was given stays its own for every replay. Inside the
- * capture itself carve maps and waits for nothing (alloc.c): the program
- * routes the stream and runs its step once before capturing, so that the
- * capture finds the memory it needs already in the pool, freed by that
- * first run in the same order.
+ * capture carve waits for the device, records and gives back nothing; a
+ * graph pool brings in what it lacks (alloc.c pool_take; backend calls in
+ * relaxed capture mode), which stays its own like the rest. A program that
+ * runs its step once before capturing finds the memory already in the
+ * pool, freed by that first run in the same order.
  */
 #include <string.h>
 

@@ -401,7 +401,7 @@ static carve_status heap_add_segment(carve_arena *a, uintptr_t base, size_t size
     return CARVE_OK;
 }
 
-carve_status carve_heap_grow(carve_arena *a, size_t want, size_t need) {
+carve_status carve_heap_grow(carve_arena *a, size_t want, size_t need, carve_stream served) {
     carve_heap *h = &a->heap;
     char b1[32], b2[32], b3[32], b4[32];
     size_t size;
@@ -438,8 +438,11 @@ carve_status carve_heap_grow(carve_arena *a, size_t want, size_t need) {
         need = CARVE_SEGMENT_GRANULE;
     } else {
         /* Rather than raise the reserved peak, give fully free segments back
-         * first: the new segment then replaces them instead of adding to them. */
-        if (CARVE_LOAD(&h->reserved) + (want > need ? want : need) > CARVE_LOAD(&h->reserved_peak))
+         * first: the new segment then replaces them instead of adding to them.
+         * Not while a stream capture is underway: giving memory back may
+         * wait for the device, which would break the capture. */
+        if (CARVE_LOAD(&h->reserved) + (want > need ? want : need) > CARVE_LOAD(&h->reserved_peak) &&
+            !carve_capture_underway(a, served))
             carve_heap_release_free(a);
         if (!(size = grow_size(a, want, need))) {
             carve_note("growing by %s would pass the limit of %s (%s reserved)",

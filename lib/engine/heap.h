@@ -50,9 +50,12 @@ size_t carve_heap_extend(carve_arena *a, carve_block *span, size_t need, size_t 
 void carve_heap_give(carve_arena *a, carve_block *span, void *ev) CARVE_INTERNAL;
 /* Reserve a new segment to fit need bytes (want preferred); in
  * virtual-memory mode, another piece of address space (never refused for
- * the limit: only mapping counts against it). Drops and retakes the heap
- * lock around the backend call. */
-carve_status carve_heap_grow(carve_arena *a, size_t want, size_t need) CARVE_INTERNAL;
+ * the limit: only mapping counts against it). Segments mode gives fully
+ * free segments back first where the new one would raise the reserved peak,
+ * unless a stream capture is underway (carve_capture_underway, served: the
+ * stream of the call, or NULL). Drops and retakes the heap lock around the
+ * backend call. */
+carve_status carve_heap_grow(carve_arena *a, size_t want, size_t need, carve_stream served) CARVE_INTERNAL;
 /* Wait for every pending free range's event; the ranges become usable by
  * every stream and merge with their neighbours. A range whose wait the
  * backend refuses (during a stream capture) keeps its event. */

@@ -13,10 +13,17 @@
  * C[M,N] = A[M,K] * B[K,N] with each input K-major or MN-major (a
  * column-major call computes C^T = op(B)^T op(A)^T, swapping the operands).
  * Paths: wgmma on devices of compute capability 9.0 when the sm_90a object
- * is built and TMA's alignment rules hold (16-byte aligned A and B, lda and
- * ldb multiples of 8 elements); mma.sync everywhere else. CARVE_GEMM_PATH=
- * wgmma|mma|auto overrides the choice (wgmma still falls back when its
- * rules do not hold). The kernels need no workspace.
+ * is built; mma.sync everywhere else. CARVE_GEMM_PATH=wgmma|mma|auto
+ * overrides the choice.
+ *
+ * The wgmma path may take workspace from the call's arena, once per call,
+ * on the call's stream (gemm_tc_plan.h plans it, gemm_tc_ws.cuh has the
+ * kernels that use it): split-K partials when the output has fewer tiles
+ * than the device has SMs, and an aligned copy of each operand that breaks
+ * TMA's rules (16-byte aligned base, lda and ldb multiples of 8 elements).
+ * The workspace is freed right after the last launch that uses it, in
+ * stream order. Without it (no arena, or the arena cannot give it) the call
+ * still runs: unsplit, and on mma.sync when an operand needed a copy.
  */
 #include "gemm_tc_common.cuh"
 
@@ -73,7 +80,8 @@ bool make_map(encode_fn enc, CUtensorMap *map, bool bf16, const void *base, long
 }
 
 template <int BN, typename T, bool AK, bool BKM>
-cudaError_t launch(const Problem &pr, const CUtensorMap &ma, const CUtensorMap &mb, const EpiParams &ep) {
+cudaError_t launch(const Problem &pr, const CUtensorMap &ma, const CUtensorMap &mb, const EpiParams &ep,
+                   const SplitParams &sp) {
     auto kern = wgmma_gemm_kernel<BN, T, AK, BKM>;
     constexpr int smem = WgCfg<BN>::kSmem;
     static std::atomic<int> ready{0};
@@ -84,15 +92,18 @@ cudaError_t launch(const Problem &pr, const CUtensorMap &ma, const CUtensorMap &
             return e;
         ready.store(1, std::memory_order_release);
     }
-    const int64_t tiles = carve_grid(pr.M, pr.N, kWgBM, BN); /* at most the 128 x 128 grid args.c checked */
-    kern<<<(unsigned)tiles, kWgThreads, smem, pr.stream>>>(ma, mb, ep);
+    /* The tiles: at most the 128 x 128 grid args.c checked; times the
+     * splits, within the limit (carve_tc_clamp_splits, or fewer tiles than
+     * SMs when the heuristic split). */
+    const int64_t blocks = carve_grid(pr.M, pr.N, kWgBM, BN) * sp.splits;
+    kern<<<(unsigned)blocks, kWgThreads, smem, pr.stream>>>(ma, mb, ep, sp);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) { /* the opt-in may be gone (device reset): once more */
         ready.store(0, std::memory_order_release);
         if (cudaFuncSetAttribute(reinterpret_cast<const void *>(kern), cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  smem) == cudaSuccess) {
             ready.store(1, std::memory_order_release);
-            kern<<<(unsigned)tiles, kWgThreads, smem, pr.stream>>>(ma, mb, ep);
+            kern<<<(unsigned)blocks, kWgThreads, smem, pr.stream>>>(ma, mb, ep, sp);
             e = cudaGetLastError();
         }
     }
@@ -100,15 +111,20 @@ cudaError_t launch(const Problem &pr, const CUtensorMap &ma, const CUtensorMap &
 }
 
 template <int BN, typename T>
-cudaError_t launch_layout(const Problem &pr, const CUtensorMap &ma, const CUtensorMap &mb, const EpiParams &ep) {
+cudaError_t launch_layout(const Problem &pr, const CUtensorMap &ma, const CUtensorMap &mb, const EpiParams &ep,
+                          const SplitParams &sp) {
     if (pr.a_kmajor)
-        return pr.b_kmajor ? launch<BN, T, true, true>(pr, ma, mb, ep) : launch<BN, T, true, false>(pr, ma, mb, ep);
-    return pr.b_kmajor ? launch<BN, T, false, true>(pr, ma, mb, ep) : launch<BN, T, false, false>(pr, ma, mb, ep);
+        return pr.b_kmajor ? launch<BN, T, true, true>(pr, ma, mb, ep, sp)
+                           : launch<BN, T, true, false>(pr, ma, mb, ep, sp);
+    return pr.b_kmajor ? launch<BN, T, false, true>(pr, ma, mb, ep, sp)
+                       : launch<BN, T, false, false>(pr, ma, mb, ep, sp);
 }
 
 }  // namespace
 
-extern "C" cudaError_t carve_gemm_tc_wgmma_run(const Problem *pp, const char **why) {
+extern "C" bool carve_gemm_tc_wgmma_ready(void) { return get_encode() != nullptr; }
+
+extern "C" cudaError_t carve_gemm_tc_wgmma_run(const Problem *pp, const WgPlan *plan, const char **why) {
     const Problem &pr = *pp;
     if (!carve_tc_tma_ok(pr)) {
         *why = "TMA needs 16-byte aligned A and B and lda, ldb multiples of 8";
@@ -119,13 +135,8 @@ extern "C" cudaError_t carve_gemm_tc_wgmma_run(const Problem *pp, const char **w
         *why = "the driver has no cuTensorMapEncodeTiled";
         return cudaErrorNotSupported;
     }
-    /* Wide tiles when they still give every SM work, else 128 x 128. */
-    int sms = 132, dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) !=
-                                                     cudaSuccess)
-        (void)cudaGetLastError();
-    const int64_t wide_tiles = carve_grid(pr.M, pr.N, kWgBM, 256);
-    const int bn = wide_tiles >= sms ? 256 : 128;
+    const int bn = plan->bn == 256 ? 256 : 128;
+    const SplitParams sp{plan->partial, plan->splits > 1 && plan->partial ? plan->splits : 1};
 
     CUtensorMap ma, mb;
     bool ok = pr.a_kmajor ? make_map(enc, &ma, pr.bf16, pr.A, pr.M, pr.K, pr.lda, kWgBM)
@@ -138,20 +149,25 @@ extern "C" cudaError_t carve_gemm_tc_wgmma_run(const Problem *pp, const char **w
     }
     EpiParams ep{pr.C, pr.ldc, pr.M, pr.N, pr.K, pr.alpha, pr.beta, pr.c_f32 ? 1 : 0};
     if (bn == 256)
-        return pr.bf16 ? launch_layout<256, __nv_bfloat16>(pr, ma, mb, ep) : launch_layout<256, __half>(pr, ma, mb, ep);
-    return pr.bf16 ? launch_layout<128, __nv_bfloat16>(pr, ma, mb, ep) : launch_layout<128, __half>(pr, ma, mb, ep);
+        return pr.bf16 ? launch_layout<256, __nv_bfloat16>(pr, ma, mb, ep, sp)
+                       : launch_layout<256, __half>(pr, ma, mb, ep, sp);
+    return pr.bf16 ? launch_layout<128, __nv_bfloat16>(pr, ma, mb, ep, sp)
+                   : launch_layout<128, __half>(pr, ma, mb, ep, sp);
 }
 
 #else
 /* ================= main half: checks, dispatch, mma.sync ================= */
 #include <atomic>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "args.h"
 #include "carve_kernels.h"
 #include "gemm_tc_mma.cuh"
+#include "gemm_tc_plan.h"
+#include "gemm_tc_ws.cuh"
 #include "kernel_common.h"
 
 namespace {
@@ -162,7 +178,13 @@ using namespace carve_tc;
  * path's narrow one, whose grid is never smaller than its wide one's). */
 static_assert(kMmaBM == CARVE_K_GRID_TILE && kMmaBN == CARVE_K_GRID_TILE, "the checked grid is the launched one");
 
+/* What the calling thread's last carve_gemm ran, for tests and benchmarks
+ * (carve__gemm_tc_last_*): the path (1 wgmma, 0 mma.sync, -1 nothing), the
+ * split-K factor, and which operands (bit 0: A, bit 1: B, as the caller
+ * named them) went through an aligned copy. */
 thread_local int t_last_path = -1;
+thread_local int t_last_splits = 0;
+thread_local int t_last_copies = 0;
 
 template <typename T, bool AK, bool BKM, bool VEC>
 cudaError_t mma_launch(const Problem &pr, const EpiParams &ep) {
@@ -220,8 +242,45 @@ int path_env() {
     return 0;
 }
 
+#ifdef CARVE_GEMM_TC_HAVE_SM90A
+/* CARVE_GEMM_SPLITK: 0 (unset, "auto" or not a number from 1 to 64) lets
+ * the plan choose; N forces N splits on the wgmma path (clamped by
+ * carve_tc_clamp_splits; 1 turns split-K off). For tests and benchmarks. */
+int splitk_env() {
+    const char *v = getenv("CARVE_GEMM_SPLITK");
+    if (!v || !*v)
+        return 0;
+    char *end = nullptr;
+    long x = strtol(v, &end, 10);
+    return (end && *end == 0 && x >= 1 && x <= 64) ? (int)x : 0;
+}
+#endif
+
 constexpr int kMaxDevices = 64;
-std::atomic<int> g_cc[kMaxDevices]; /* major*10 + minor, 0 = not read yet */
+std::atomic<int> g_cc[kMaxDevices];  /* major*10 + minor, 0 = not read yet */
+
+#ifdef CARVE_GEMM_TC_HAVE_SM90A
+std::atomic<int> g_sms[kMaxDevices]; /* multiprocessors, 0 = not read yet */
+
+int device_sms() {
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 132;
+    }
+    bool cache = dev >= 0 && dev < kMaxDevices;
+    int n = cache ? g_sms[dev].load(std::memory_order_relaxed) : 0;
+    if (n)
+        return n;
+    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0) {
+        (void)cudaGetLastError();
+        return 132;
+    }
+    if (cache)
+        g_sms[dev].store(n, std::memory_order_relaxed);
+    return n;
+}
+#endif
 
 int device_cc() {
     int dev = 0;
@@ -245,9 +304,128 @@ int device_cc() {
     return cc;
 }
 
+#ifdef CARVE_GEMM_TC_HAVE_SM90A
+/* Whether arena can give this call workspace: an arena (args.c checked its
+ * kind) whose memory is on the current device. */
+bool ws_usable(carve_arena *arena) {
+    if (!arena)
+        return false;
+    carve_config cfg;
+    int dev = 0;
+    if (carve_arena_get_config(arena, &cfg) != CARVE_OK)
+        return false;
+    if (cudaGetDevice(&dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    return cfg.device == dev;
+}
+
+/* One operand of the canonical problem as stored: rows x cols, row stride
+ * ld (K-major: M or N rows of K; MN-major: K rows of M or N). */
+struct Stored {
+    int rows, cols;
+};
+Stored stored_a(const Problem &pr) { return pr.a_kmajor ? Stored{pr.M, pr.K} : Stored{pr.K, pr.M}; }
+Stored stored_b(const Problem &pr) { return pr.b_kmajor ? Stored{pr.N, pr.K} : Stored{pr.K, pr.N}; }
+
+bool tma_ok_one(const void *p, long long ld) { return (uintptr_t)p % 16 == 0 && ld % 8 == 0; }
+
+cudaError_t launch_copy(const void *src, long long ld_src, void *dst, Stored sh, cudaStream_t stream, int sms) {
+    const long long ld = carve_tc_copy_ld(sh.cols);
+    copy_rows_kernel<<<ws_blocks((long long)sh.rows * (ld / 8), sms), kWsThreads, 0, stream>>>(
+        static_cast<const uint16_t *>(src), ld_src, static_cast<uint16_t *>(dst), ld, sh.rows, sh.cols);
+    return cudaGetLastError();
+}
+
+cudaError_t launch_reduce(const Problem &pr, const float *partial, int splits, int sms) {
+    EpiParams ep{pr.C, pr.ldc, pr.M, pr.N, pr.K, pr.alpha, pr.beta, pr.c_f32 ? 1 : 0};
+    const unsigned blocks = ws_blocks((long long)pr.M * pr.N, sms);
+    if (pr.c_f32) /* store_out ignores T for an fp32 C */
+        splitk_reduce_kernel<__nv_bfloat16><<<blocks, kWsThreads, 0, pr.stream>>>(partial, splits, ep);
+    else if (pr.bf16)
+        splitk_reduce_kernel<__nv_bfloat16><<<blocks, kWsThreads, 0, pr.stream>>>(partial, splits, ep);
+    else
+        splitk_reduce_kernel<__half><<<blocks, kWsThreads, 0, pr.stream>>>(partial, splits, ep);
+    return cudaGetLastError();
+}
+
+/* The Hopper path with its workspace (docs/kernels.md, "Workspace"): the
+ * plan (tile width, split-K factor, which operands need an aligned copy),
+ * one carve_alloc on the call's stream for all of it, the copies, the
+ * GEMM, the reduction, then carve_free, in stream order after them. No
+ * workspace (no arena, another device's, or the arena cannot give it): no
+ * split, and cudaErrorNotSupported when an operand needed a copy, so that
+ * mma.sync takes the call; so too when one needs a copy and k is shorter
+ * than a k tile (carve_tc_copy_pays). *freed is the status of the free. */
+cudaError_t run_wgmma(carve_arena *arena, const Problem &pr, int flip, carve_status *freed) {
+    *freed = CARVE_OK;
+    const int sms = device_sms();
+    const Stored sa = stored_a(pr), sb = stored_b(pr);
+    const bool copy_a = !tma_ok_one(pr.A, pr.lda), copy_b = !tma_ok_one(pr.B, pr.ldb);
+    if ((copy_a || copy_b) && !carve_tc_copy_pays(pr.K))
+        return cudaErrorNotSupported; /* short k: mma.sync is as quick as the copies' launches */
+    const int bn = carve_tc_choose_bn(pr.M, pr.N, sms);
+    const int forced = splitk_env();
+    int splits = forced ? carve_tc_clamp_splits(forced, pr.M, pr.N, pr.K, bn)
+                        : carve_tc_choose_splits(pr.M, pr.N, pr.K, bn, sms);
+
+    const uint64_t pbytes = carve_tc_partial_bytes(pr.M, pr.N, splits);
+    const uint64_t abytes = copy_a ? carve_tc_copy_bytes(sa.rows, sa.cols) : 0;
+    const uint64_t bbytes = copy_b ? carve_tc_copy_bytes(sb.rows, sb.cols) : 0;
+    const uint64_t limit = (uint64_t)1 << 62; /* each piece is below 2^62 unless refused */
+    void *ws = nullptr;
+    if (pbytes + abytes + bbytes > 0) {
+        const bool fits = pbytes < limit && abytes < limit && bbytes < limit;
+        /* Any failure (out of memory above all) only means no workspace. */
+        if (!fits || !ws_usable(arena) || carve_alloc(arena, (size_t)(pbytes + abytes + bbytes), (carve_stream)pr.stream,
+                                                      &ws) != CARVE_OK)
+            ws = nullptr;
+        if (!ws) {
+            if (copy_a || copy_b)
+                return cudaErrorNotSupported;
+            splits = 1;
+        }
+    }
+    char *const base = static_cast<char *>(ws);
+    Problem q = pr;
+    cudaError_t e = cudaSuccess;
+    if (copy_a) {
+        q.A = base + pbytes;
+        q.lda = carve_tc_copy_ld(sa.cols);
+        e = launch_copy(pr.A, pr.lda, base + pbytes, sa, pr.stream, sms);
+    }
+    if (copy_b && e == cudaSuccess) {
+        q.B = base + pbytes + abytes;
+        q.ldb = carve_tc_copy_ld(sb.cols);
+        e = launch_copy(pr.B, pr.ldb, base + pbytes + abytes, sb, pr.stream, sms);
+    }
+    const WgPlan plan{bn, splits, splits > 1 ? reinterpret_cast<float *>(base) : nullptr};
+    const char *why = nullptr;
+    if (e == cudaSuccess)
+        e = carve_gemm_tc_wgmma_run(&q, &plan, &why);
+    if (e == cudaSuccess && splits > 1)
+        e = launch_reduce(pr, plan.partial, splits, sms);
+    if (e == cudaSuccess) {
+        t_last_splits = splits;
+        t_last_copies = (copy_a ? (flip ? 2 : 1) : 0) | (copy_b ? (flip ? 1 : 2) : 0);
+    }
+    /* Stream-ordered: work queued on this stream before the free (the
+     * kernels above) may still run; carve hands the bytes again at once
+     * only to later allocations on the same stream, whose work runs after
+     * it, and to other streams only once it has completed (include/carve.h,
+     * "Stream ordering"). */
+    if (ws)
+        *freed = carve_free(arena, ws);
+    return e;
+}
+#endif
+
 }  // namespace
 
 extern "C" int carve__gemm_tc_last_path(void) { return t_last_path; }
+extern "C" int carve__gemm_tc_last_splits(void) { return t_last_splits; }
+extern "C" int carve__gemm_tc_last_copies(void) { return t_last_copies; }
 
 extern "C" carve_status carve_gemm(carve_arena *arena, carve_stream s, carve_order order, carve_transpose transa,
                                    carve_transpose transb, int m, int n, int k, float alpha, const void *A, int lda,
@@ -255,6 +433,8 @@ extern "C" carve_status carve_gemm(carve_arena *arena, carve_stream s, carve_ord
                                    carve_dtype c_type) {
     const char *fn = "carve_gemm";
     t_last_path = -1;
+    t_last_splits = 0;
+    t_last_copies = 0;
     /* What needs no device first (args.c, shared with the build without
      * CUDA), then the device and the pointers' memory. */
     carve_status st = carve_k_check_gemm(fn, arena, order, transa, transb, m, n, k, A, lda, B, ldb, C, ldc, ab_type,
@@ -291,10 +471,10 @@ extern "C" carve_status carve_gemm(carve_arena *arena, carve_stream s, carve_ord
 
     const int want = path_env();
     cudaError_t e = cudaErrorNotSupported;
+    carve_status freed = CARVE_OK;
 #ifdef CARVE_GEMM_TC_HAVE_SM90A
-    if (want != 2 && device_cc() == 90) {
-        const char *why = nullptr;
-        e = carve_gemm_tc_wgmma_run(&pr, &why);
+    if (want != 2 && device_cc() == 90 && carve_gemm_tc_wgmma_ready()) {
+        e = run_wgmma(arena, pr, !row, &freed);
         if (e == cudaSuccess)
             t_last_path = 1;
     }
@@ -303,11 +483,21 @@ extern "C" carve_status carve_gemm(carve_arena *arena, carve_stream s, carve_ord
         if (device_cc() < 80)
             return carve_fail(nullptr, CARVE_ERR_NO_DEVICE, "%s: the device (compute capability %d.%d) has no bf16/fp16 mma.sync (needs 8.0+)", fn, device_cc() / 10, device_cc() % 10);
         e = run_mma(pr);
-        if (e == cudaSuccess)
+        if (e == cudaSuccess) {
             t_last_path = 0;
+            t_last_splits = 1;
+        }
     }
     (void)want;
-    return carve_k::launch_status(e, fn);
+    (void)arena;
+    st = carve_k::launch_status(e, fn);
+    if (st == CARVE_OK && freed != CARVE_OK) { /* queued, but the workspace stays carved */
+        char why[256];
+        snprintf(why, sizeof why, "%s", carve_last_error(arena));
+        return carve_fail(nullptr, freed, "%s: the product is queued, but its workspace could not be freed (%s)", fn,
+                          why);
+    }
+    return st;
 }
 
 #endif /* CARVE_GEMM_TC_SM90A_PART */

@@ -44,14 +44,30 @@ struct EpiParams {
     int c_f32;
 };
 
+/* The wgmma launch the caller planned (gemm_tc_plan.h): tile width bn (128
+ * or 256) and the split-K factor; with splits > 1, partial holds splits
+ * slices of M x N fp32 (workspace from the arena) and the kernel writes
+ * there, not to C: the caller queues the reduction (gemm_tc_ws.cuh). */
+struct WgPlan {
+    int bn;
+    int splits;
+    float *partial;
+};
+
 }  // namespace carve_tc
 
-/* Launch the wgmma + TMA path (gemm_tc_wgmma.cuh, sm_90a object).
- * Returns cudaSuccess when launched; cudaErrorNotSupported when this path
- * cannot take the problem (alignment, no tensor-map entry point in the
- * driver): the caller falls back to mma.sync; any other error is a launch
- * failure. *why names the reason for a fallback. */
-extern "C" cudaError_t carve_gemm_tc_wgmma_run(const carve_tc::Problem *p, const char **why);
+/* Launch the wgmma + TMA path (gemm_tc_wgmma.cuh, sm_90a object) as
+ * planned. Returns cudaSuccess when launched; cudaErrorNotSupported when
+ * this path cannot take the problem (alignment, no tensor-map entry point in
+ * the driver, a map the driver refuses): the caller falls back to mma.sync;
+ * any other error is a launch failure. *why names the reason for a
+ * fallback. */
+extern "C" cudaError_t carve_gemm_tc_wgmma_run(const carve_tc::Problem *p, const carve_tc::WgPlan *plan,
+                                               const char **why);
+
+/* Whether the driver offers what the wgmma path needs (the tensor-map
+ * encoder), so that the caller plans for it (sm_90a object). */
+extern "C" bool carve_gemm_tc_wgmma_ready(void);
 
 /* Per-problem check of the wgmma path's alignment rules (TMA: 16-byte
  * aligned base addresses and row strides). */

@@ -23,6 +23,13 @@
  * The tensor maps are made with cuTensorMapEncodeTiled, found through
  * cudaGetDriverEntryPointByVersion so that libcarve does not link libcuda,
  * and passed to the kernel as __grid_constant__ parameters.
+ *
+ * Split-K: with SplitParams.splits = S > 1 the grid is S times the tile
+ * count; block b computes tile b % tiles over the S-th share b / tiles of
+ * the k tiles (carve_tc_split_begin) and writes its fp32 sums, unscaled, to
+ * slice b / tiles of the partials (S slices of M x N, row stride N); the
+ * reduction (gemm_tc_ws.cuh) adds the slices in order and applies alpha and
+ * beta. With S = 1 the kernel is the plain one, epilogue included.
  */
 #ifndef CARVE_GEMM_TC_WGMMA_CUH
 #define CARVE_GEMM_TC_WGMMA_CUH
@@ -34,10 +41,19 @@
 
 #include "gemm_tc_common.cuh"
 #include "gemm_tc_mma.cuh"
+#include "gemm_tc_plan.h"
 
 namespace carve_tc {
 
 constexpr int kWgBM = 128, kWgBK = 64, kWgStages = 4, kWgThreads = 384;
+static_assert(kWgBM == CARVE_TC_BM && kWgBK == CARVE_TC_BK, "the plan (gemm_tc_plan.h) counts these tiles");
+
+/* Split-K (above): partial is S slices of M x N fp32 when splits > 1,
+ * unused when splits == 1. */
+struct SplitParams {
+    float *partial;
+    int splits;
+};
 
 template <int BN>
 struct WgCfg {
@@ -224,7 +240,8 @@ __device__ __forceinline__ uint64_t operand_desc(uint32_t base, int mn0, int k0)
 
 template <int BN, typename T, bool AK, bool BKM>
 __global__ void __launch_bounds__(kWgThreads, 1)
-    wgmma_gemm_kernel(const __grid_constant__ CUtensorMap mapA, const __grid_constant__ CUtensorMap mapB, EpiParams p) {
+    wgmma_gemm_kernel(const __grid_constant__ CUtensorMap mapA, const __grid_constant__ CUtensorMap mapB, EpiParams p,
+                      SplitParams sp) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using Cfg = WgCfg<BN>;
     constexpr bool kBf16 = sizeof(T) == 2 && !std::is_same<T, __half>::value;
@@ -241,12 +258,16 @@ __global__ void __launch_bounds__(kWgThreads, 1)
     const int wg = tid / 128;
 
     const int tiles_m = carve_tiles(p.M, kWgBM), tiles_n = carve_tiles(p.N, BN);
-    const int bid = blockIdx.x, per_group = 8 * tiles_n;
+    const int tiles = tiles_m * tiles_n; /* <= the grid args.c checked, < 2^31 */
+    const int split = (int)(blockIdx.x / (unsigned)tiles);
+    const int bid = (int)blockIdx.x - split * tiles, per_group = 8 * tiles_n;
     const int first_m = (bid / per_group) * 8;
     const int gsize = tiles_m - first_m < 8 ? tiles_m - first_m : 8;
     const int tm = first_m + (bid % per_group) % gsize, tn = (bid % per_group) / gsize;
     const int m0 = tm * kWgBM, n0 = tn * BN;
-    const int ktiles = carve_tiles(p.K, kWgBK); /* (K + BK - 1) / BK overflows near INT_MAX */
+    const int ktiles_all = carve_tiles(p.K, kWgBK); /* (K + BK - 1) / BK overflows near INT_MAX */
+    const int kt_first = carve_tc_split_begin(ktiles_all, split, sp.splits);
+    const int ktiles = carve_tc_split_begin(ktiles_all, split + 1, sp.splits) - kt_first; /* this block's share */
 
     if (tid == 0) {
         for (int s = 0; s < kWgStages; s++) {
@@ -266,7 +287,7 @@ __global__ void __launch_bounds__(kWgThreads, 1)
                 if (kt >= kWgStages)
                     mbar_wait(empty(s), ((kt / kWgStages) + 1) & 1);
                 mbar_expect_tx(full(s), Cfg::kStageBytes);
-                const int k0 = kt * kWgBK;
+                const int k0 = (kt_first + kt) * kWgBK; /* <= 2^31 - 64: the last k tile ends by INT_MAX */
                 if (AK) {
                     tma_load_2d(a_stage(s), &mapA, full(s), k0, m0);
                 } else {
@@ -324,6 +345,20 @@ __global__ void __launch_bounds__(kWgThreads, 1)
     const int lt = tid % 128, warp = lt / 32, lane = lt % 32;
     const int rbase = m0 + 64 * cw + 16 * warp + lane / 4;
     const int cbase = n0 + 2 * (lane % 4);
+    if (sp.splits > 1) { /* this split's unscaled sums, into its slice of the partials */
+        float *P = sp.partial + (long long)split * p.M * p.N;
+#pragma unroll
+        for (int j = 0; j < BN / 8; j++)
+#pragma unroll
+            for (int i = 0; i < 2; i++)
+#pragma unroll
+                for (int c = 0; c < 2; c++) {
+                    int r = rbase + 8 * i, col = cbase + 8 * j + c;
+                    if (r < p.M && col < p.N)
+                        P[(long long)r * p.N + col] = d[4 * j + 2 * i + c];
+                }
+        return;
+    }
 #pragma unroll
     for (int j = 0; j < BN / 8; j++)
 #pragma unroll

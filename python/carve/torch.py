@@ -26,6 +26,11 @@ cached memory goes back); torch.cuda.set_per_process_memory_fraction sets
 carve's limit before the device's first allocation and raises afterwards
 (with the compiled shim; without it, it cannot raise and changes nothing);
 tensor.record_stream(s) reaches carve_record_stream.
+
+CUDA graphs (with the shim, PyTorch >= 2.3; graph_pools() tells): a capture's
+allocations come from carve graph pools in the device's default arena (one
+per captured stream and PyTorch pool id), private until PyTorch releases the
+pool; see docs/python.md for what works.
 """
 
 import ctypes
@@ -45,10 +50,14 @@ _torch = _lib.import_framework(
     "Install torch with CUDA support, or run the program unchanged under carve-run, which serves any CUDA "
     "program from carve.")
 
-__all__ = ["enable", "is_enabled", "oom_raises", "arena", "allocator", "set_memory_fraction", "build_shim"]
+__all__ = ["enable", "is_enabled", "oom_raises", "graph_pools", "arena", "allocator", "set_memory_fraction", "build_shim"]
 
 SHIM_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_torch_shim.cpp")
 SHIM_ALLOC, SHIM_FREE = "carve_torch_shim_alloc", "carve_torch_shim_free"
+# The pluggable allocator's CUDA-graph setters and the shim's hooks for them.
+GRAPH_HOOKS = (("set_begin_allocate_to_pool", "carve_torch_shim_begin_pool"),
+               ("set_end_allocate_to_pool_fn", "carve_torch_shim_end_pool"),
+               ("set_release_pool", "carve_torch_shim_release_pool"))
 
 
 class _State:
@@ -146,6 +155,12 @@ def _make_allocator(shim):
         fn = getattr(inner, setter, None)
         if fn is not None:
             fn(address)
+    # CUDA graphs (PyTorch >= 2.3): the hooks take a C++ std::function, so
+    # only the shim has them.
+    if shim and all(hasattr(inner, setter) for setter, _ in GRAPH_HOOKS):
+        for setter, name in GRAPH_HOOKS:
+            getattr(inner, setter)(ctypes.cast(getattr(dll, name), ctypes.c_void_p).value)
+        alloc._carve_graph_pools = True
     return alloc
 
 
@@ -174,6 +189,16 @@ def allocator():
 def is_enabled():
     """True when carve is PyTorch's current CUDA allocator in this process."""
     return _State.allocator is not None
+
+
+def graph_pools():
+    """True when CUDA graphs captured while carve is the allocator
+    (torch.cuda.graph, torch.compile(mode="reduce-overhead")) keep their
+    memory in carve graph pools: the compiled shim is in use and this
+    PyTorch (2.3 or later) has the pluggable allocator's graph-pool hooks.
+    False otherwise: a capture then takes memory from its stream's ordinary
+    cache, which is handed out again after the capture."""
+    return _State.allocator is not None and getattr(_State.allocator, "_carve_graph_pools", False)
 
 
 def oom_raises():

@@ -76,6 +76,17 @@ class FakeInner:
     def set_record_stream_fn(self, f):
         self.hooks["record_stream"] = f
 
+    # The CUDA-graph hooks of PyTorch >= 2.3 (a test deletes them from the
+    # class to play an older PyTorch).
+    def set_begin_allocate_to_pool(self, f):
+        self.hooks["begin_pool"] = f
+
+    def set_end_allocate_to_pool_fn(self, f):
+        self.hooks["end_pool"] = f
+
+    def set_release_pool(self, f):
+        self.hooks["release_pool"] = f
+
 
 # A stand-in for torch's C++ headers and libc10, enough to compile carve's
 # shim (python/carve/_torch_shim.cpp): c10::Error and c10::OutOfMemoryError,

@@ -54,10 +54,28 @@ def test_enable_builds_the_shim_allocator(fake_torch, L, tmp_path):
     for name in (alloc.alloc_name, alloc.free_name):  # the names exist in the library PyTorch will load
         assert getattr(shim, name)
     hooks = alloc.allocator().hooks
+    addr = lambda name: ctypes.cast(getattr(shim, name), ctypes.c_void_p).value
     assert hooks == {"reset": _lib.address("carve_torch_empty_cache"),
-                     "memory_fraction": ctypes.cast(shim.carve_torch_shim_set_fraction, ctypes.c_void_p).value,
-                     "record_stream": _lib.address("carve_torch_record_stream")}
+                     "memory_fraction": addr("carve_torch_shim_set_fraction"),
+                     "record_stream": _lib.address("carve_torch_record_stream"),
+                     "begin_pool": addr("carve_torch_shim_begin_pool"),
+                     "end_pool": addr("carve_torch_shim_end_pool"),
+                     "release_pool": addr("carve_torch_shim_release_pool")}
+    assert ct.graph_pools()
     assert ct.enable() is alloc and len(fake.made) == 1  # a second call changes nothing
+
+
+@needs_cxx
+def test_graph_hooks_need_a_pytorch_that_has_them(fake_torch, monkeypatch):
+    """PyTorch before 2.3 has no graph-pool setters: none is set, and
+    graph_pools() says so."""
+    from conftest import FakeInner
+    fake, ct = fake_torch
+    for setter in ("set_begin_allocate_to_pool", "set_end_allocate_to_pool_fn", "set_release_pool"):
+        monkeypatch.delattr(FakeInner, setter)
+    alloc = ct.enable()
+    assert ct.oom_raises() and not ct.graph_pools()
+    assert not {"begin_pool", "end_pool", "release_pool"} & set(alloc.allocator().hooks)
 
 
 @needs_cxx
@@ -84,6 +102,7 @@ def test_enable_raise_oom_false_uses_the_c_entry_points(fake_torch, L):
     assert alloc.path == carve.library_path()
     assert (alloc.alloc_name, alloc.free_name) == ("carve_torch_alloc", "carve_torch_free")
     assert alloc.allocator().hooks["memory_fraction"] == _lib.address("carve_torch_set_memory_fraction")
+    assert "begin_pool" not in alloc.allocator().hooks and not ct.graph_pools()  # C cannot take a std::function
 
 
 def test_enable_without_a_compiler_warns_and_says_the_floor(fake_torch, L, monkeypatch):

@@ -17,8 +17,9 @@
  *    capture ends intact, and none of B's calls fails.
  *  - pool: a graph pool on the cuda_driver arena, the step run once and
  *    then captured in global mode: no driver call the model refuses, a
- *    request beyond the pool fails with CARVE_ERR_OOM, the capture ends
- *    intact, and the pool is released afterwards.
+ *    request beyond the pool is allocated from the driver in relaxed mode
+ *    (no event, no synchronization), the capture ends intact, and the pool
+ *    is released afterwards.
  * Prints "OK <case>" for each; exits 1 on the first failed check.
  */
 #include <dlfcn.h>
@@ -232,14 +233,19 @@ static void test_pool(void) {
     CU(cuStreamBeginCapture_v2(s, GLOBAL));
     for (int k = 0; k < 3; k++)
         CHECK(step(a, s));
-    void *p = (void *)1;
-    CHECK(carve_alloc(a, 100 * MiB, CS(s), &p) == CARVE_ERR_OOM && p == NULL); /* beyond the pool: no cuMemAlloc */
-    CHECK(strstr(carve_last_error(a), "captured") != NULL);
+    CHECK(carve_get_stats(a, &s1) == CARVE_OK);
+    CHECK(s1.num_backend_allocs == s0.num_backend_allocs); /* the steps: from the pool */
+    /* Beyond the pool: the graph pool allocates it from the driver in
+     * relaxed mode, which breaks no capture in global mode, and keeps it. */
+    void *p = NULL;
+    CHECK(carve_alloc(a, 100 * MiB, CS(s), &p) == CARVE_OK && p != NULL);
+    CHECK(carve_free(a, p) == CARVE_OK);
+    CHECK(step(a, s));
     void *graph = NULL;
     CHECK(cuStreamEndCapture(s, &graph) == 0 && graph != NULL);
     CU(cuGraphDestroy(graph));
     CHECK(carve_get_stats(a, &s1) == CARVE_OK);
-    CHECK(s1.num_backend_allocs == s0.num_backend_allocs && s1.num_event_records == s0.num_event_records &&
+    CHECK(s1.num_backend_allocs > s0.num_backend_allocs && s1.num_event_records == s0.num_event_records &&
           s1.num_syncs == s0.num_syncs);
     CHECK(carve_graph_pool_end(a, g, CS(s)) == CARVE_OK);
     CHECK(carve_graph_pool_release(a, g) == CARVE_OK);

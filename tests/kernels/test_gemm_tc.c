@@ -25,6 +25,19 @@
  * bytes, C on its element size only, C in A's padding columns) must come
  * out exact, on the path expected. Exits 77 without a device.
  *
+ * Workspace (docs/kernels.md, "Workspace"): on Hopper, operands whose rows
+ * break TMA's rules (lda or ldb not a multiple of 8, a base not on 16
+ * bytes) run on wgmma through an aligned copy carved from the arena, and
+ * outputs with fewer tiles than SMs split k (CARVE_GEMM_SPLITK forces 1 to
+ * 8 splits on decode and odd shapes, all layouts). Every case checks the
+ * path, the split factor and the copies the plan predicts, and that the
+ * workspace came from the arena (one carve_alloc) and went back: allocated
+ * bytes equal before the call, right after it and after a synchronization.
+ * Without workspace (NULL arena; an arena whose limit is below what the
+ * call asks for) the result is the same, unsplit, and on mma.sync when a
+ * copy was needed. Split-K also runs on cudaStreamPerThread and on a
+ * stream of the test's own.
+ *
  * CARVE_TEST_QUICK=1 keeps to small shapes (for compute-sanitizer).
  */
 #include <cublas_v2.h>
@@ -34,14 +47,20 @@
 #include <stdlib.h>
 
 #include "carve_kernels.h"
+#include "kernels/gemm_tc_plan.h"
 #include "ktest.h"
 
-/* Internal: 1 if the calling thread's last carve_gemm ran the wgmma
- * path, 0 for mma.sync, -1 if it launched nothing (lib/kernels/gemm_tc.cu). */
+/* Internal (lib/kernels/gemm_tc.cu), about the calling thread's last
+ * carve_gemm: the path (1 wgmma, 0 mma.sync, -1 nothing launched), the
+ * split-K factor (0 when nothing launched), and which operands went through
+ * an aligned copy (bit 0: A, bit 1: B). */
 int carve__gemm_tc_last_path(void);
+int carve__gemm_tc_last_splits(void);
+int carve__gemm_tc_last_copies(void);
 
 static test_rng rng;
-static int g_cc;
+static int g_cc, g_sms;
+static carve_arena *g_small; /* limit one granule (2 MiB): too small for some workspace */
 
 /* ---- host conversions ----------------------------------------------------- */
 
@@ -107,6 +126,10 @@ typedef struct {
     float alpha, beta;
     int pad; /* leading dimensions rounded up to a multiple of 8, plus 8 */
     int path; /* 1 wgmma, 2 mma */
+    int splits; /* CARVE_GEMM_SPLITK for the call; 0: unset (the plan chooses) */
+    int ws; /* the arena passed to carve_gemm: 0 the test's, 1 NULL, 2 g_small */
+    int want_path, want_splits; /* for ws 2: what must run (else the plan's prediction) */
+    carve_stream stream; /* NULL: the legacy default stream */
 } tcase;
 
 static double worst_err[2][3]; /* [path-1][c type]: max |d| / max|ref| seen */
@@ -114,6 +137,28 @@ static double worst_err[2][3]; /* [path-1][c type]: max |d| / max|ref| seen */
 static const char *tname(carve_dtype t) { return t == CARVE_DTYPE_F32 ? "f32" : t == CARVE_DTYPE_F16 ? "f16" : "bf16"; }
 
 static int ld_of(int need, int pad) { return pad ? ((need + 7) / 8) * 8 + 8 : need; }
+
+/* What carve_gemm must run for c (buffers from the arena: 256-byte
+ * aligned): the path, the split factor and the copies (bits as
+ * carve__gemm_tc_last_copies), from the plan (lib/kernels/gemm_tc_plan.h)
+ * and whether the call has workspace. */
+static void predict(const tcase *c, int lda, int ldb, int *path, int *splits, int *copies) {
+    const int row = c->order == CARVE_ROW_MAJOR;
+    const int M = row ? c->m : c->n, N = row ? c->n : c->m;
+    const int bad_a = lda % 8 != 0, bad_b = ldb % 8 != 0;
+    *path = 0, *splits = 1, *copies = 0;
+    if (c->path != 1 || g_cc != 90)
+        return;
+    const int bn = carve_tc_choose_bn(M, N, g_sms);
+    const int s = c->splits ? carve_tc_clamp_splits(c->splits, M, N, c->k, bn)
+                            : carve_tc_choose_splits(M, N, c->k, bn, g_sms);
+    if (c->ws == 1 || ((bad_a || bad_b) && !carve_tc_copy_pays(c->k))) {
+        /* no workspace, or k too short for copies to pay: no split, no copy */
+        *path = bad_a || bad_b ? 0 : 1;
+        return;
+    }
+    *path = 1, *splits = s, *copies = bad_a | (bad_b << 1);
+}
 
 static void run_case(carve_arena *arena, cublasHandle_t h, const tcase *c) {
     const int row = c->order == CARVE_ROW_MAJOR;
@@ -170,18 +215,53 @@ static void run_case(carve_arena *arena, cublasHandle_t h, const tcase *c) {
     CUDA_OK(cudaMemcpy(dR, hR, csz * 4, cudaMemcpyHostToDevice));
 
     setenv("CARVE_GEMM_PATH", c->path == 1 ? "wgmma" : "mma", 1);
-    carve_status st = carve_gemm(arena, NULL, c->order, c->ta, c->tb, c->m, c->n, c->k, c->alpha, dA, lda, dB,
-                                    ldb, c->beta, dC, ldc, c->ab, c->c);
-    int ran = carve__gemm_tc_last_path();
+    if (c->splits) {
+        char sv[16];
+        snprintf(sv, sizeof sv, "%d", c->splits);
+        setenv("CARVE_GEMM_SPLITK", sv, 1);
+    } else {
+        unsetenv("CARVE_GEMM_SPLITK");
+    }
+    carve_arena *wsa = c->ws == 0 ? arena : c->ws == 1 ? NULL : g_small;
+    carve_stats before, after, synced;
+    CUDA_OK(cudaDeviceSynchronize()); /* the inputs are in place for any stream */
+    if (wsa)
+        CHECK_OK(wsa, carve_get_stats(wsa, &before));
+    carve_status st = carve_gemm(wsa, c->stream, c->order, c->ta, c->tb, c->m, c->n, c->k, c->alpha, dA, lda, dB,
+                                 ldb, c->beta, dC, ldc, c->ab, c->c);
+    const int ran = carve__gemm_tc_last_path(), splits = carve__gemm_tc_last_splits();
+    const int copies = carve__gemm_tc_last_copies();
     CHECK(st == CARVE_OK);
     if (st != CARVE_OK)
         fprintf(stderr, "  carve_gemm: %s\n", carve_last_error(NULL));
-    /* The wgmma path must really run where it can: Hopper, aligned rows. */
-    int tma_ok = lda % 8 == 0 && ldb % 8 == 0;
-    if (c->path == 1 && g_cc == 90 && tma_ok) {
-        CHECK(ran == 1);
-    } else {
-        CHECK(ran == 0);
+    unsetenv("CARVE_GEMM_SPLITK");
+    /* The path, split and copies the plan predicts: wgmma wherever it
+     * exists (through copies when rows break TMA's rules and there is
+     * workspace). */
+    int want_path, want_splits, want_copies;
+    predict(c, lda, ldb, &want_path, &want_splits, &want_copies);
+    if (c->ws == 2) {
+        want_path = c->want_path, want_splits = c->want_splits;
+        if (want_path == 0)
+            want_copies = 0;
+    }
+    CHECK(ran == want_path);
+    CHECK(splits == want_splits);
+    CHECK(copies == want_copies);
+    if (ran != want_path || splits != want_splits || copies != want_copies)
+        fprintf(stderr, "  ran path %d, %d splits, copies %d; want %d, %d, %d\n", ran, splits, copies, want_path,
+                want_splits, want_copies);
+    /* Workspace: one allocation from the arena when the call split or
+     * copied, given back before the call returned (a stream-ordered free). */
+    if (wsa) {
+        CHECK_OK(wsa, carve_get_stats(wsa, &after));
+        CUDA_OK(cudaDeviceSynchronize());
+        CHECK_OK(wsa, carve_get_stats(wsa, &synced));
+        const uint64_t took = ran == 1 && (splits > 1 || copies) ? 1 : 0;
+        CHECK(after.num_allocs - before.num_allocs == took);
+        CHECK(after.allocated_bytes == before.allocated_bytes);
+        CHECK(synced.allocated_bytes == before.allocated_bytes);
+        CHECK(carve_memory_allocated(wsa) == before.allocated_bytes);
     }
 
     cudaDataType_t abt = c->ab == CARVE_DTYPE_BF16 ? CUDA_R_16BF : CUDA_R_16F;
@@ -253,12 +333,12 @@ static void run_case(carve_arena *arena, cublasHandle_t h, const tcase *c) {
     int pi = ran == 1 ? 0 : 1;
     if (rel > worst_err[pi][ci])
         worst_err[pi][ci] = rel;
-    if (!ok || c->m * (double)c->n * c->k >= 1e9)
-        printf("%s %s m=%d n=%d k=%d %s%s %s->%s ld=%d,%d,%d alpha=%g beta=%g path=%s: max|d|=%.3g "
-               "max|ref|=%.3g%s\n",
+    if (!ok || c->m * (double)c->n * c->k >= 1e9 || splits > 1 || copies || c->ws)
+        printf("%s %s m=%d n=%d k=%d %s%s %s->%s ld=%d,%d,%d alpha=%g beta=%g path=%s splits=%d copies=%d ws=%d: "
+               "max|d|=%.3g max|ref|=%.3g%s\n",
                ok ? "ok  " : "FAIL", row ? "row" : "col", c->m, c->n, c->k, c->ta ? "T" : "N", c->tb ? "T" : "N",
-               tname(c->ab), tname(c->c), lda, ldb, ldc, c->alpha, c->beta, ran == 1 ? "wgmma" : "mma", maxd, maxref,
-               ok ? "" : "  <---");
+               tname(c->ab), tname(c->c), lda, ldb, ldc, c->alpha, c->beta, ran == 1 ? "wgmma" : "mma", splits,
+               copies, c->ws, maxd, maxref, ok ? "" : "  <---");
 
     carve_free(arena, dA);
     carve_free(arena, dB);
@@ -344,9 +424,9 @@ static void check_bad_arguments(carve_arena *arena) {
  * (lda = ldc = 2k, C = A + k elements, bf16 C). Inputs j/64: every sum is
  * exact in fp32, so C must equal the exact product (rounded to nearest even
  * for a bf16 C) on every path. want_path: 1 wgmma, 0 mma.sync. */
-static void edge_layout(carve_arena *arena, const char *name, size_t a_off, size_t b_off, size_t c_off,
-                        carve_dtype ct, int c_in_a_pad, const char *path, int want_path) {
-    const int m = 70, n = 40, k = 48;
+static void edge_layout(carve_arena *arena, carve_arena *ws, const char *name, size_t a_off, size_t b_off,
+                        size_t c_off, carve_dtype ct, int c_in_a_pad, const char *path, int want_path) {
+    const int m = 70, n = 40, k = 72; /* a whole k tile and a part: copies pay */
     const int lda = c_in_a_pad ? 2 * k : k, ldb = n, ldc = c_in_a_pad ? lda : n;
     const size_t cel = ct == CARVE_DTYPE_F32 ? 4 : 2;
     const size_t asz = (size_t)m * lda, bsz = (size_t)k * ldb, csz = (size_t)m * ldc;
@@ -382,7 +462,7 @@ static void edge_layout(carve_arena *arena, const char *name, size_t a_off, size
     CUDA_OK(cudaMemcpy(dA, hA, asz * 2, cudaMemcpyHostToDevice));
     CUDA_OK(cudaMemcpy(dB, hB, bsz * 2, cudaMemcpyHostToDevice));
     setenv("CARVE_GEMM_PATH", path, 1);
-    carve_status st = carve_gemm(arena, NULL, CARVE_ROW_MAJOR, CARVE_NO_TRANS, CARVE_NO_TRANS, m, n, k, 1.f, dA, lda,
+    carve_status st = carve_gemm(ws, NULL, CARVE_ROW_MAJOR, CARVE_NO_TRANS, CARVE_NO_TRANS, m, n, k, 1.f, dA, lda,
                                  dB, ldb, 0.f, dC, ldc, CARVE_DTYPE_BF16, ct);
     const int ran = carve__gemm_tc_last_path();
     CHECK_OK(NULL, st);
@@ -445,17 +525,107 @@ static void edge_layout(carve_arena *arena, const char *name, size_t a_off, size
 }
 
 static void edge_layouts(carve_arena *arena) {
-    const int wg = g_cc == 90 ? 1 : 0; /* where the wgmma path exists and its rules hold */
-    /* Operands on 2 bytes but not 16: legal, and mma.sync takes them. */
-    edge_layout(arena, "A, B 2 and 6 bytes in, fp32 C 4 bytes in", 2, 6, 4, CARVE_DTYPE_F32, 0, "wgmma", 0);
+    const int wg = g_cc == 90 ? 1 : 0; /* where the wgmma path exists */
+    /* Operands on 2 bytes but not 16: legal; wgmma through aligned copies
+     * with workspace, mma.sync without. */
+    edge_layout(arena, arena, "A, B 2 and 6 bytes in, fp32 C 4 bytes in", 2, 6, 4, CARVE_DTYPE_F32, 0, "wgmma", wg);
+    if (wg)
+        CHECK(carve__gemm_tc_last_copies() == 3);
+    edge_layout(arena, NULL, "A, B 2 and 6 bytes in, no workspace", 2, 6, 4, CARVE_DTYPE_F32, 0, "wgmma", 0);
+    edge_layout(arena, arena, "A 2 bytes in, bf16 C", 2, 0, 0, CARVE_DTYPE_BF16, 0, "wgmma", wg);
+    if (wg)
+        CHECK(carve__gemm_tc_last_copies() == 1);
     /* C only on its own element size: both paths' epilogues. */
-    edge_layout(arena, "bf16 C 2 bytes in", 0, 0, 2, CARVE_DTYPE_BF16, 0, "wgmma", wg);
-    edge_layout(arena, "fp32 C 4 bytes in", 0, 0, 4, CARVE_DTYPE_F32, 0, "wgmma", wg);
-    edge_layout(arena, "fp32 C 4 bytes in, mma.sync", 0, 0, 4, CARVE_DTYPE_F32, 0, "mma", 0);
+    edge_layout(arena, arena, "bf16 C 2 bytes in", 0, 0, 2, CARVE_DTYPE_BF16, 0, "wgmma", wg);
+    edge_layout(arena, arena, "fp32 C 4 bytes in", 0, 0, 4, CARVE_DTYPE_F32, 0, "wgmma", wg);
+    edge_layout(arena, arena, "fp32 C 4 bytes in, mma.sync", 0, 0, 4, CARVE_DTYPE_F32, 0, "mma", 0);
     /* C in A's padding columns: no byte in common, legal (it used to be
      * refused by comparing spans). */
-    edge_layout(arena, "C in A's padding", 0, 0, 0, CARVE_DTYPE_BF16, 1, "wgmma", wg);
-    edge_layout(arena, "C in A's padding, mma.sync", 0, 0, 0, CARVE_DTYPE_BF16, 1, "mma", 0);
+    edge_layout(arena, arena, "C in A's padding", 0, 0, 0, CARVE_DTYPE_BF16, 1, "wgmma", wg);
+    edge_layout(arena, arena, "C in A's padding, mma.sync", 0, 0, 0, CARVE_DTYPE_BF16, 1, "mma", 0);
+}
+
+/* ---- split-K and workspace ------------------------------------------------ */
+
+static tcase base_case(int m, int n, int k, int lay, int v) {
+    tcase c;
+    memset(&c, 0, sizeof c);
+    c.m = m, c.n = n, c.k = k;
+    c.order = (lay & 4) ? CARVE_COL_MAJOR : CARVE_ROW_MAJOR;
+    c.ta = (lay & 2) ? CARVE_TRANS : CARVE_NO_TRANS;
+    c.tb = (lay & 1) ? CARVE_TRANS : CARVE_NO_TRANS;
+    c.ab = (v & 1) ? CARVE_DTYPE_F16 : CARVE_DTYPE_BF16;
+    c.c = (v & 2) ? CARVE_DTYPE_F32 : c.ab;
+    c.alpha = v % 3 == 0 ? 1.5f : 1.f;
+    c.beta = (v / 2) % 2 ? 0.5f : 0.f;
+    c.pad = 1;
+    c.path = 1;
+    c.want_path = c.want_splits = -1;
+    return c;
+}
+
+/* Decode and odd shapes with 1 to 8 splits forced and the plan's own
+ * choice, every layout in turn, exact and odd leading dimensions (odd ones
+ * go through the copies and split too). */
+static int split_k_cases(carve_arena *arena, cublasHandle_t h, int quick) {
+    static const int full[][3] = {
+        {1, 4096, 4096}, {16, 4096, 4096}, {16, 12288, 4096}, {128, 4096, 14336},
+        {64, 1000, 4097}, {200, 4097, 1001}, {256, 4096, 4096}, {5, 72, 130},
+    };
+    static const int small[][3] = {{16, 256, 2048}, {3, 200, 1000}, {130, 260, 720}, {5, 72, 130}};
+    const int (*sh)[3] = quick ? small : full;
+    const int nsh = quick ? (int)(sizeof small / sizeof small[0]) : (int)(sizeof full / sizeof full[0]);
+    int n = 0;
+    for (int si = 0; si < nsh; si++)
+        for (int s = 0; s <= 8; s++) {
+            tcase c = base_case(sh[si][0], sh[si][1], sh[si][2], (s + si) % 8, s + 2 * si);
+            c.splits = s;
+            c.pad = (s + si) % 3 != 0;
+            run_case(arena, h, &c);
+            n++;
+        }
+    return n;
+}
+
+/* Workspace that cannot be had, and other streams. */
+static int workspace_cases(carve_arena *arena, cublasHandle_t h) {
+    int n = 0;
+    const int wg = g_cc == 90;
+    /* No arena: odd rows run on mma.sync, aligned ones on wgmma unsplit. */
+    tcase c = base_case(999, 1023, 1001, 0, 0);
+    c.pad = 0;
+    c.ws = 1;
+    run_case(arena, h, &c), n++;
+    c = base_case(16, 4096, 4096, 0, 1);
+    c.ws = 1;
+    run_case(arena, h, &c), n++;
+    /* An arena of 2 MiB: 8 splits of 64 x 4096 fp32 (8 MiB) do not fit,
+     * so the call runs unsplit; an aligned copy of a 2000 x 1001 A (4 MB)
+     * does not fit, so it runs on mma.sync; 2 splits of 16 x 4096 (512 KiB)
+     * fit. */
+    c = base_case(64, 4096, 4096, 0, 2);
+    c.ws = 2, c.splits = 8, c.want_path = wg, c.want_splits = 1;
+    run_case(arena, h, &c), n++;
+    c = base_case(2000, 1000, 1001, 0, 0);
+    c.pad = 0;
+    c.ws = 2, c.want_path = 0, c.want_splits = 1;
+    run_case(arena, h, &c), n++;
+    c = base_case(16, 4096, 4096, 1, 3);
+    c.ws = 2, c.splits = 2, c.want_path = wg, c.want_splits = wg ? 2 : 1;
+    run_case(arena, h, &c), n++;
+    /* Split-K and copies on the per-thread stream and on a stream of our
+     * own (its workspace carved for that stream). */
+    cudaStream_t own;
+    CUDA_OK(cudaStreamCreateWithFlags(&own, cudaStreamNonBlocking));
+    for (int i = 0; i < 4; i++) {
+        c = base_case(i < 2 ? 16 : 33, 4096, i < 2 ? 4096 : 2049, i, i);
+        c.pad = i < 2;
+        c.stream = (i % 2) ? (carve_stream)cudaStreamPerThread : (carve_stream)own;
+        run_case(arena, h, &c), n++;
+    }
+    CUDA_OK(cudaStreamSynchronize(own));
+    CUDA_OK(cudaStreamDestroy(own));
+    return n;
 }
 
 int main(void) {
@@ -468,12 +638,14 @@ int main(void) {
     CUDA_OK(cudaDeviceGetAttribute(&ma, cudaDevAttrComputeCapabilityMajor, 0));
     CUDA_OK(cudaDeviceGetAttribute(&mi, cudaDevAttrComputeCapabilityMinor, 0));
     g_cc = ma * 10 + mi;
+    CUDA_OK(cudaDeviceGetAttribute(&g_sms, cudaDevAttrMultiProcessorCount, 0));
     if (g_cc < 80) {
         printf("SKIP: compute capability %d.%d has no bf16 mma.sync\n", ma, mi);
         return 77;
     }
     size_t free_before = ktest_free_bytes();
     carve_arena *arena = ktest_arena();
+    g_small = test_arena(CARVE_BACKEND_CUDA, 1, 0, (size_t)2 << 20);
     cublasHandle_t h;
     if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) {
         fprintf(stderr, "FAIL: cublasCreate\n");
@@ -512,12 +684,18 @@ int main(void) {
                 c.beta = (lay + si) % 2 ? 0.5f : 0.f;
                 c.pad = (lay + si + path) % 3 != 0; /* two of three padded: the wgmma path gets odd shapes */
                 c.path = path;
+                c.splits = 0, c.ws = 0, c.stream = NULL;
+                c.want_path = c.want_splits = -1;
                 run_case(arena, h, &c);
                 ncases++;
             }
         }
     }
     printf("gemm_tc: %d cases in %.1f s\n", ncases, ktest_now() - t0);
+    t0 = ktest_now();
+    ncases = split_k_cases(arena, h, quick);
+    ncases += workspace_cases(arena, h);
+    printf("gemm_tc: %d split-K and workspace cases in %.1f s\n", ncases, ktest_now() - t0);
     static const char *cn[3] = {"f32", "f16", "bf16"};
     for (int p = 0; p < 2; p++)
         for (int ci = 0; ci < 3; ci++)
@@ -526,6 +704,9 @@ int main(void) {
 
     cublasDestroy(h);
     CHECK_ARENA(arena);
+    CHECK_ARENA(g_small);
+    CHECK(carve_memory_allocated(g_small) == 0);
+    carve_arena_destroy(g_small);
     carve_arena_destroy(arena);
     CHECK(ktest_free_bytes() + ((size_t)64 << 20) >= free_before);
     return test_finish();

@@ -77,6 +77,25 @@ def peaks(torch, mode):
     return torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved()
 
 
+def levels(torch, mode):
+    """Memory of device 0 now: allocated and reserved bytes by the allocator
+    in use (carve's own numbers when carve is), what torch.cuda.memory_allocated
+    says (None under carve, where it raises) and the driver's free bytes."""
+    torch.cuda.synchronize()
+    free, _ = torch.cuda.mem_get_info()
+    if is_carve(mode):
+        import carve
+        allocated, reserved = carve.memory_allocated(0), carve.memory_reserved(0)
+        try:
+            from_torch = torch.cuda.memory_allocated()
+        except RuntimeError:
+            from_torch = None
+    else:
+        allocated, reserved = torch.cuda.memory_allocated(), torch.cuda.memory_reserved()
+        from_torch = allocated
+    return {"allocated": allocated, "reserved": reserved, "torch_allocated": from_torch, "driver_free": free}
+
+
 def write(path, result):
     result.setdefault("python", sys.version.split()[0])
     with open(path, "w") as f:

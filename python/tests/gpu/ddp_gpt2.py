@@ -108,12 +108,14 @@ def train(a):
     result["losses"] = losses
     result["step_time_median_s"] = statistics.median(times[3:] or times)
     torch.cuda.synchronize()
+    live = sum(t.numel() * t.element_size() for t in model.parameters())
+    live += sum(p.grad.numel() * p.grad.element_size() for p in model.parameters() if p.grad is not None)
+    live += sum(v.numel() * v.element_size() for st in opt.state.values() for v in st.values()
+                if torch.is_tensor(v) and v.is_cuda)
+    result["live_tensor_bytes"] = live
     if a.mode == "carve":
         s = carve.memory_stats(local)
-        live = sum(t.numel() * t.element_size() for t in model.parameters())
-        live += sum(p.grad.numel() * p.grad.element_size() for p in model.parameters() if p.grad is not None)
-        live += sum(v.numel() * v.element_size() for st in opt.state.values() for v in st.values()
-                    if torch.is_tensor(v) and v.is_cuda)
+        result["allocated_end"] = s["allocated_bytes.all.current"]
         limit = parse_size(a.limit)
         check(s["arena_exists"] and s["allocated_bytes.all.current"] == carve.memory_allocated(local)
               and s["reserved_bytes.all.current"] == carve.memory_reserved(local)
@@ -122,8 +124,11 @@ def train(a):
               f"carve.memory_stats({local}) agrees with memory_allocated/reserved",
               {k: s[k] for k in ("allocated_bytes.all.current", "reserved_bytes.all.current",
                                  "allocated_bytes.all.peak", "reserved_bytes.all.peak")})
-        check(live <= s["allocated_bytes.all.current"] <= live + (256 << 20),
-              "allocated bytes hold the weights, gradients and AdamW state alive (within 256 MiB)",
+        # The bound above the tensors is PyTorch's own allocator's figure for
+        # the same program (compare(): cuBLAS workspaces, DDP's buckets and
+        # whatever else PyTorch keeps alive are allocated there too).
+        check(live <= s["allocated_bytes.all.current"],
+              "allocated bytes cover the weights, gradients and AdamW state alive",
               f"{s['allocated_bytes.all.current']} allocated, {live} in those tensors")
         check(s["reserved_bytes.all.peak"] <= limit and s["limit_bytes"] is not None and s["limit_bytes"] <= limit,
               f"held to its limit ({a.limit}): peak reserved under it", f"peak {s['reserved_bytes.all.peak']}")
@@ -135,6 +140,7 @@ def train(a):
         result["peak_reserved_bytes"] = s["reserved_bytes.all.peak"]
         result["peak_allocated_bytes"] = s["allocated_bytes.all.peak"]
     else:
+        result["allocated_end"] = torch.cuda.memory_allocated()
         result["peak_reserved_bytes"] = torch.cuda.max_memory_reserved()
         result["peak_allocated_bytes"] = torch.cuda.max_memory_allocated()
     dist.destroy_process_group()
@@ -170,6 +176,16 @@ def compare(d):
             f"PyTorch's allocator", f"largest relative difference {diff:.2e}; {b[0]:.4f} .. {b[-1]:.4f}")
         for c in runs["carve"]["checks"]:
             say(c["ok"], f"rank {rank}: {c['what']}", c["detail"] if not c["ok"] else "")
+        ca, da = runs["carve"].get("allocated_end"), runs["default"].get("allocated_end")
+        if ca is None or da is None:
+            say(False, f"rank {rank}: allocated bytes at the end recorded by both runs", f"carve {ca}, PyTorch {da}")
+        else:
+            # Both count the same live tensors, each rounded its own way (512 B
+            # blocks for PyTorch): 2% or 64 MiB, whichever is more.
+            tol = max(64 << 20, da // 50)
+            say(abs(ca - da) <= tol, f"rank {rank}: allocated bytes at the end as PyTorch's own allocator's "
+                f"(within {tol >> 20} MiB)", f"carve {ca}, PyTorch {da}, "
+                f"tensors {runs['carve'].get('live_tensor_bytes')}")
         print(f"INFO rank {rank}: step time carve {runs['carve']['step_time_median_s'] * 1e3:.1f} ms, PyTorch "
               f"{runs['default']['step_time_median_s'] * 1e3:.1f} ms "
               f"({runs['carve']['step_time_median_s'] / runs['default']['step_time_median_s']:.3f}); peak reserved "

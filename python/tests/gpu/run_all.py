@@ -8,12 +8,22 @@ allocator is fixed once CUDA starts), writing JSON; the verdicts are
 computed here from those files, so a check is a comparison of numbers that
 were measured, never a script's own claim. A framework that is not
 installed makes its checks SKIP, never PASS.
+
+CARVE_GPU_CHECKS picks checks by name (unset: all): torch_safety,
+torch_graphs (CUDA graphs: torch.cuda.graph of a GPT-2 step and
+torch.compile reduce-overhead, under carve and PyTorch's allocator),
+memcheck (torch_safety's oom and outlive cases and the captured GPT-2 step
+under compute-sanitizer memcheck; CARVE_GPU_MEMCHECK=0 skips it),
+gpt2_arena, gpt2_train, gpt2_generate, resnet50_infer, arenas_sequential,
+cupy_ops.
 """
 
 import importlib.util
 import json
 import math
 import os
+import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -26,8 +36,9 @@ def have(module):
     return importlib.util.find_spec(module) is not None
 
 
-# CARVE_GPU_CHECKS=gpt2_train,cupy_ops runs only those scripts (a long pass
-# split over several sessions of a time-limited machine); unset: all.
+# CARVE_GPU_CHECKS=gpt2_train,cupy_ops runs only those checks (a long pass
+# split over several sessions of a time-limited machine); unset: all. The
+# names are in the docstring above.
 ONLY = [s for s in os.environ.get("CARVE_GPU_CHECKS", "").split(",") if s]
 
 
@@ -41,12 +52,13 @@ class Run:
         self.rows = []     # (check, verdict, detail)
         self.data = {}
 
-    def script(self, name, mode, timeout=900, tag="", **opts):
+    def script(self, name, mode, timeout=900, tag="", wrap=(), **opts):
         """Run name.py in mode; the parsed JSON, or None (the failure is logged).
-        tag names a repeated run's files apart."""
+        tag names a repeated run's files apart; wrap is a command the
+        interpreter runs under (compute-sanitizer)."""
         out = os.path.join(self.outdir, f"{name}-{mode}{tag}.json")
         log = os.path.join(self.outdir, f"{name}-{mode}{tag}.log")
-        cmd = [sys.executable, os.path.join(HERE, name + ".py"), "--mode", mode, "--out", out]
+        cmd = list(wrap) + [sys.executable, os.path.join(HERE, name + ".py"), "--mode", mode, "--out", out]
         for k, v in opts.items():
             cmd += ["--" + k.replace("_", "-"), str(v)]
         t0 = time.time()
@@ -63,6 +75,14 @@ class Run:
             d = json.load(f)
         self.data[f"{name}-{mode}{tag}"] = {k: v for k, v in d.items() if k not in ("tokens",)}
         return d
+
+    def log(self, name, mode, tag=""):
+        """The output of a script's run (empty when there is none)."""
+        try:
+            with open(os.path.join(self.outdir, f"{name}-{mode}{tag}.log"), errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
 
     def verdict(self, check, ok, detail=""):
         word = "PASS" if ok else "FAIL"
@@ -171,6 +191,36 @@ def torch_checks(r):
         r.skip("resnet50_infer, arenas_sequential", "torchvision is not installed")
 
 
+OOM = "torch.cuda.OutOfMemoryError"
+
+
+def judge_oom(o):
+    """torch_safety's oom case: [(check, ok, detail)]."""
+    return [
+        ("oom at the cap: torch.cuda.OutOfMemoryError each time, work goes on between",
+         o["oom_raises"] and o["forward"] == [OOM] * 3 and o["sums"] == [6.0 * (1 << 20)] * 3,
+         f"{o['forward']}; sums {o['sums']}; message: {o.get('message', '')[:160]}"),
+        ("oom in backward (autograd's thread): torch.cuda.OutOfMemoryError",
+         o["backward"] == OOM and o["backward_on_other_thread"],
+         f"{o['backward']}; hook on another thread: {o['backward_on_other_thread']}"),
+        ("after out-of-memory: training goes on, freed memory is usable again",
+         len(o["losses"]) == 5 and o["losses"][-1] < o["losses"][0] and o["while_held"] == OOM
+         and o["after_free"] == 1 and o["num_ooms"] >= 5,
+         f"losses {o['losses'][0]:.4f} -> {o['losses'][-1]:.4f}; while held: {o['while_held']}; "
+         f"after free: {o['after_free']}; num_ooms {o['num_ooms']}"),
+    ]
+
+
+def judge_outlive(t, text):
+    """torch_safety's outlive case, from its JSON and its output: (check, ok, detail)."""
+    return ("a tensor outliving its `with carve.Arena` block keeps its values; clean exit",
+            t["t_sum"] == 7.0 * (1 << 20) and t["u_sum"] == 3.0 * (1 << 20) and t["distinct"]
+            and t["state_after_block"] == "retired" and t["known_while_t_lives"]
+            and not t["known_after_t_freed"] and "not allocated here" not in text and "Abort" not in text,
+            f"t.sum() {t['t_sum']}, u.sum() {t['u_sum']}, arena {t['state_after_block']} then "
+            f"{'gone' if not t['known_after_t_freed'] else 'STILL THERE'} after t's free")
+
+
 def safety_checks(r):
     """carve.torch as safe as PyTorch's allocator (torch_safety.py, one case per
     process): verdicts from what each case saw, its exit status and output."""
@@ -179,30 +229,11 @@ def safety_checks(r):
     runs = {}
     for case in ("oom", "outlive", "fraction", "memviz", "notoom"):
         runs[case] = r.script("torch_safety", "carve", tag=f"-{case}", case=case)
-    log = lambda case: open(os.path.join(r.outdir, f"torch_safety-carve-{case}.log"), errors="replace").read()
-    o = runs["oom"]
-    if o:
-        oom = "torch.cuda.OutOfMemoryError"
-        r.verdict("oom at the cap: torch.cuda.OutOfMemoryError each time, work goes on between",
-                  o["oom_raises"] and o["forward"] == [oom] * 3 and o["sums"] == [6.0 * (1 << 20)] * 3,
-                  f"{o['forward']}; sums {o['sums']}; message: {o.get('message', '')[:160]}")
-        r.verdict("oom in backward (autograd's thread): torch.cuda.OutOfMemoryError",
-                  o["backward"] == oom and o["backward_on_other_thread"],
-                  f"{o['backward']}; hook on another thread: {o['backward_on_other_thread']}")
-        r.verdict("after out-of-memory: training goes on, freed memory is usable again",
-                  len(o["losses"]) == 5 and o["losses"][-1] < o["losses"][0] and o["while_held"] == oom
-                  and o["after_free"] == 1 and o["num_ooms"] >= 5,
-                  f"losses {o['losses'][0]:.4f} -> {o['losses'][-1]:.4f}; while held: {o['while_held']}; "
-                  f"after free: {o['after_free']}; num_ooms {o['num_ooms']}")
-    t = runs["outlive"]
-    if t:
-        text = log("outlive")
-        r.verdict("a tensor outliving its `with carve.Arena` block keeps its values; clean exit",
-                  t["t_sum"] == 7.0 * (1 << 20) and t["u_sum"] == 3.0 * (1 << 20) and t["distinct"]
-                  and t["state_after_block"] == "retired" and t["known_while_t_lives"]
-                  and not t["known_after_t_freed"] and "not allocated here" not in text and "Abort" not in text,
-                  f"t.sum() {t['t_sum']}, u.sum() {t['u_sum']}, arena {t['state_after_block']} then "
-                  f"{'gone' if not t['known_after_t_freed'] else 'STILL THERE'} after t's free")
+    if runs["oom"]:
+        for check, ok, detail in judge_oom(runs["oom"]):
+            r.verdict(check, ok, detail)
+    if runs["outlive"]:
+        r.verdict(*judge_outlive(runs["outlive"], r.log("torch_safety", "carve", "-outlive")))
     f = runs["fraction"]
     if f:
         r.verdict("set_per_process_memory_fraction applies after a stats query, raises when too late",
@@ -225,6 +256,284 @@ def safety_checks(r):
                   f"{m['segments']} segments, {m['blocks']} blocks, {m['trace_entries']} trace entries; "
                   f"segment bytes {mib(m['segment_bytes'])} = reserved {mib(m['reserved_bytes'])}; "
                   f"segsum: {' / '.join(m['segsum_tail'])}")
+
+
+# ---- CUDA graphs (torch_graphs.py) and compute-sanitizer memcheck ----------
+
+# torch_graphs.py under carve and under PyTorch's allocator (mode default).
+GRAPH_MODES = ("carve", "default")
+GRAPH_CASES = ("gpt2-graph", "compile")
+GRAPH_REPLAYS = max(1, int(os.environ.get("CARVE_GPU_GRAPH_REPLAYS", "100")))
+# The same kernels on the same inputs give the same bits: deterministic
+# algorithms are on, and both allocators align every buffer to 256 bytes or
+# more, the largest alignment PyTorch tells cuBLAS about, so the kernels
+# chosen are the same. Outputs must then be identical. Only when a run
+# reports an operation without a deterministic implementation (PyTorch's
+# warn_only warning) are they compared within GRAPH_RTOL, gpt2_train's
+# tolerance for the same model family.
+GRAPH_RTOL = 1e-4
+# After the release, memory may exceed its level before the capture by at
+# most: allocated, 1 MiB (the small tensors PyTorch makes for a capture
+# outside the graph, such as the generator's seed and offset for graph-safe
+# random numbers, which some versions keep for the process's life: bytes,
+# not MiB); reserved after empty_cache, 4 MiB (two 2 MiB granules: a small
+# segment or a mapping that such a kept tensor pins, in either allocator).
+GRAPH_ALLOC_TOL = 1 << 20
+GRAPH_RESERVED_TOL = 4 << 20
+# The graph must have held at least this much, so that keeping it after the
+# release would show above both tolerances.
+GRAPH_MIN_HELD = 8 << 20
+
+# compute-sanitizer memcheck over the cases a PyTorch user meets first:
+# CARVE_GPU_MEMCHECK=0 skips it; CARVE_GPU_MEMCHECK_CASES picks some of
+# MEMCHECK_CASES; CARVE_GPU_MEMCHECK_REPLAYS is gpt2-graph's replays there (a
+# few: everything under memcheck is slow); CARVE_GPU_MEMCHECK_API is
+# compute-sanitizer's --report-api-errors (explicit: an API call that
+# returns an error counts in the ERROR SUMMARY; no: it does not).
+MEMCHECK_CASES = ("oom", "outlive", "gpt2-graph")
+MEMCHECK_REPLAYS = max(1, int(os.environ.get("CARVE_GPU_MEMCHECK_REPLAYS", "5")))
+
+
+def memcheck_on():
+    return os.environ.get("CARVE_GPU_MEMCHECK", "1") != "0"
+
+
+def memcheck_cases():
+    picked = [c for c in os.environ.get("CARVE_GPU_MEMCHECK_CASES", "").split(",") if c]
+    return [c for c in MEMCHECK_CASES if not picked or c in picked]
+
+
+def memcheck_api():
+    v = os.environ.get("CARVE_GPU_MEMCHECK_API", "explicit")
+    if v not in ("all", "explicit", "no"):
+        raise SystemExit(f"CARVE_GPU_MEMCHECK_API={v!r}: expected all, explicit or no")
+    return v
+
+
+CUDA_ROOTS = ("/usr/local/cuda",)
+
+
+def sanitizer_path():
+    """compute-sanitizer: $COMPUTE_SANITIZER, on PATH, or under CUDA_HOME or
+    /usr/local/cuda; None when there is none."""
+    named = os.environ.get("COMPUTE_SANITIZER")
+    if named:
+        return named
+    found = shutil.which("compute-sanitizer")
+    if found:
+        return found
+    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")) + CUDA_ROOTS:
+        if root and os.access(os.path.join(root, "bin", "compute-sanitizer"), os.X_OK):
+            return os.path.join(root, "bin", "compute-sanitizer")
+    return None
+
+
+def memcheck_command(exe, api):
+    return [exe, "--tool", "memcheck", "--target-processes", "all", "--report-api-errors", api]
+
+
+def sanitizer_summary(text):
+    """What compute-sanitizer said in a run's output: the errors its ERROR
+    SUMMARY lines count (summed over the processes it followed; None when it
+    printed none, i.e. it did not finish), the API calls that returned an
+    error, and the other errors' headlines, each distinct one once."""
+    counts = [int(n) for n in re.findall(r"ERROR SUMMARY: (\d+) errors?", text)]
+    api, other = [], []
+    for line in text.splitlines():
+        m = re.match(r"=+ (\S.*)$", line)
+        if not m:
+            continue
+        head = m.group(1).strip()
+        if head.startswith(("COMPUTE-SANITIZER", "ERROR SUMMARY", "Target application returned")):
+            continue
+        hit = re.match(r'Program hit (\S+) \(error \d+\) due to "[^"]*" on CUDA API call to (\w+)', head)
+        if hit:
+            call = f"{hit.group(2)}: {hit.group(1)}"
+            if call not in api:
+                api.append(call)
+        elif head not in other:
+            other.append(head)
+    return {"errors": sum(counts) if counts else None, "api": api, "other": other}
+
+
+def describe_sanitizer(s):
+    if s["errors"] is None:
+        return "no ERROR SUMMARY (the sanitizer did not finish)"
+    text = f"ERROR SUMMARY {s['errors']} errors"
+    if s["api"]:
+        text += f"; API calls that returned an error: {', '.join(s['api'][:6])}"
+    if s["other"]:
+        text += f"; others: {' / '.join(s['other'][:3])}"
+    return text
+
+
+def same_outputs(c, d, key):
+    """(ok, detail): c's per-replay outputs against d's first as many, bitwise,
+    or within GRAPH_RTOL where either run used a non-deterministic operation."""
+    a, b = c.get(key) or [], (d.get(key) or [])[:len(c.get(key) or [])]
+    flat = lambda xs: [float(v) for x in xs for v in (x if isinstance(x, list) else [x])]  # noqa: E731
+    fa, fb = flat(a), flat(b)
+    loose = c.get("nondeterministic_ops") or d.get("nondeterministic_ops")
+    if not a or len(a) != len(b) or len(a) != c.get("replays"):
+        return False, f"{len(a)} outputs against {len(b)} (replays {c.get('replays')})"
+    exact = fa == fb
+    if c.get("replays") == d.get("replays") and "param_checksum" in c:
+        exact = exact and c["param_checksum"] == d.get("param_checksum")
+        checksum = f"; parameters {c['param_checksum']!r} vs {d.get('param_checksum')!r}"
+    else:
+        checksum = ""
+    worst = max(abs(x - y) for x, y in zip(fa, fb))
+    first = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
+    if loose:
+        ok = close(fa, fb, GRAPH_RTOL) and (not checksum or math.isclose(
+            c["param_checksum"], d.get("param_checksum", math.nan), rel_tol=GRAPH_RTOL))
+        how = f"within {GRAPH_RTOL} (non-deterministic ops: {'; '.join((loose or [])[:2])[:200]})"
+    else:
+        ok, how = exact, "bitwise"
+    return ok, (f"{len(a)} replays, {how}: {'identical' if exact else f'first differs at replay {first}'}, "
+                f"max |diff| {worst:.3g}{checksum}")
+
+
+def leftover(run):
+    """(allocated, reserved) bytes after the release above the level before
+    the capture."""
+    b, e = run["before_capture"], run["after_release"]
+    return e["allocated"] - b["allocated"], e["reserved"] - b["reserved"]
+
+
+def held(run):
+    """The most the graph held above the level before the capture."""
+    b = run["before_capture"]
+    return max(max(run[k]["allocated"] - b["allocated"], run[k]["reserved"] - b["reserved"])
+               for k in ("after_capture", "after_replays") if k in run)
+
+
+def judge_graph(case, c, d):
+    """torch_graphs.py's case under carve (c) against PyTorch's allocator (d):
+    [(check, ok, detail)]. A run that raised gives one failed check only."""
+    n = c.get("replays")
+    errors = [f"{m}: {x['error'][:400]}" for m, x in (("carve", c), ("default", d)) if x.get("error")]
+    if errors:
+        return [(f"{case} under carve.torch and PyTorch's allocator: runs without an error", False,
+                 "; ".join(errors))]
+    checks = []
+    ok, detail = same_outputs(c, d, "losses" if "losses" in c else "sums")
+    checks.append((f"{case}: same outputs as PyTorch's allocator over {n} replays", ok, detail))
+    bad = {m: (sum(x["canary_corrupt"]), x["batch_changed"]) for m, x in (("carve", c), ("default", d))}
+    checks.append((f"{case}: tensors made between replays keep their values (no graph writes into them)",
+                   bad["carve"] == (0, 0) and bad["default"] == (0, 0),
+                   "; ".join(f"{m}: {k} canary elements changed, {b} batches changed" for m, (k, b) in bad.items())))
+    if case == "compile":
+        checks.append(("compile: inductor ran the model as CUDA graphs (no cudagraph skips)",
+                       all(x["cudagraph_skips"] == 0 and x["graphs_recorded"] != 0 for x in (c, d)),
+                       "; ".join(f"{m}: {x['cudagraph_skips']} skips, {x['graphs_recorded']} graphs recorded"
+                                 for m, x in (("carve", c), ("default", d)))))
+    ca, cr = leftover(c)
+    da, dr = leftover(d)
+    # The compiled model's release is inductor's (its graph trees, its
+    # streams' workspaces): what PyTorch's own allocator keeps after it is
+    # allowed on top of the tolerances.
+    extra_a, extra_r = (max(0, da), max(0, dr)) if case == "compile" else (0, 0)
+    ok = (ca <= GRAPH_ALLOC_TOL + extra_a and cr <= GRAPH_RESERVED_TOL + extra_r and held(c) >= GRAPH_MIN_HELD)
+    checks.append((f"{case}: the graph's memory back after the release (carve)", ok,
+                   f"after release - before capture: allocated {ca / 2**20:+.2f} MiB (tolerance "
+                   f"{(GRAPH_ALLOC_TOL + extra_a) / 2**20:.0f}), reserved {cr / 2**20:+.2f} MiB (tolerance "
+                   f"{(GRAPH_RESERVED_TOL + extra_r) / 2**20:.0f}); the graph held {mib(held(c))} (at least "
+                   f"{mib(GRAPH_MIN_HELD)} needed to see a leak); PyTorch's allocator: {da / 2**20:+.2f} / "
+                   f"{dr / 2**20:+.2f} MiB, held {mib(held(d))}"))
+    return checks
+
+
+def compile_skip(c, d):
+    """Why the compile case is skipped (inductor cannot compile here), or None.
+    Only the run under PyTorch's allocator can say so: a failure under carve
+    alone is carve's."""
+    if d.get("skip"):
+        return d["skip"]
+    err = d.get("error") or ""
+    if any(k in err for k in ("BackendCompilerFailed", "InductorError", "CompilationError")):
+        return f"inductor cannot compile here even under PyTorch's allocator: {err[:300]}"
+    return None
+
+
+def graphs_checks(r):
+    """CUDA graphs under carve.torch as under PyTorch's allocator: the runs of
+    each case (returned, for memcheck_checks) and their verdicts."""
+    runs = {}
+    if not want("torch_graphs"):
+        return runs
+    for case in GRAPH_CASES:
+        if case == "gpt2-graph" and not have("transformers"):
+            r.skip("torch_graphs gpt2-graph", "transformers is not installed")
+            continue
+        got = {m: r.script("torch_graphs", m, tag=f"-{case}", timeout=600, case=case, replays=GRAPH_REPLAYS)
+               for m in GRAPH_MODES}
+        if not all(got.values()):
+            continue
+        runs[case] = got
+        c, d = got["carve"], got["default"]
+        if case == "compile":
+            why = compile_skip(c, d)
+            if why:
+                r.skip("torch_graphs compile (torch.compile reduce-overhead)", why)
+                continue
+            if c.get("skip"):
+                r.verdict("compile under carve.torch: inductor compiles as under PyTorch's allocator", False,
+                          f"carve's run skipped ({c['skip']}) where PyTorch's did not")
+                continue
+        for check, ok, detail in judge_graph(case, c, d):
+            r.verdict(check, ok, detail)
+    return runs
+
+
+def memcheck_checks(r, graph_runs):
+    """The out-of-memory case, the tensor outliving its block and the captured
+    GPT-2 step under compute-sanitizer memcheck: each passes when the case
+    passes as it does without the sanitizer and the ERROR SUMMARY counts 0."""
+    if not want("memcheck"):
+        return
+    if not memcheck_on():
+        r.skip("memcheck", "CARVE_GPU_MEMCHECK=0")
+        return
+    exe = sanitizer_path()
+    if not exe:
+        r.skip("memcheck", "no compute-sanitizer (PATH, $COMPUTE_SANITIZER, $CUDA_HOME/bin, /usr/local/cuda/bin)")
+        return
+    api = memcheck_api()
+    wrap = memcheck_command(exe, api)
+    for case in memcheck_cases():
+        if case == "gpt2-graph":
+            if not have("transformers"):
+                r.skip("memcheck gpt2-graph", "transformers is not installed")
+                continue
+            name, opts = "torch_graphs", {"case": case, "replays": MEMCHECK_REPLAYS}
+        else:
+            name, opts = "torch_safety", {"case": case}
+        tag = f"-{case}-memcheck"
+        d = r.script(name, "carve", tag=tag, timeout=600, wrap=wrap, **opts)
+        text = r.log(name, "carve", tag)
+        s = sanitizer_summary(text)
+        if d is None:
+            passed, why = False, "the case did not finish"
+        elif case == "oom":
+            failed = [check for check, ok, _ in judge_oom(d) if not ok]
+            passed, why = not failed, "; ".join(failed) or "the case passed"
+        elif case == "outlive":
+            _, passed, why = judge_outlive(d, text)
+        else:
+            ref = (graph_runs.get("gpt2-graph") or {}).get("default")
+            if ref is None:
+                ref = r.script("torch_graphs", "default", tag="-gpt2-graph-ref", timeout=600, case=case,
+                               replays=MEMCHECK_REPLAYS)
+            if ref is None:
+                passed, why = False, "no run under PyTorch's allocator to compare with"
+            else:
+                judged = judge_graph(case, d, ref)
+                failed = [f"{check}: {detail}" for check, ok, detail in judged if not ok]
+                passed, why = not failed, "; ".join(failed)[:600] or "the case passed"
+        r.verdict(f"memcheck {case}: compute-sanitizer memcheck clean and the case passes",
+                  passed and s["errors"] == 0,
+                  f"{describe_sanitizer(s)} (--report-api-errors {api}); {why}")
 
 
 def arena_training_checks(r):
@@ -276,8 +585,9 @@ def main():
     r = Run(outdir)
     if have("torch"):
         safety_checks(r)
+        memcheck_checks(r, graphs_checks(r))
     else:
-        r.skip("torch_safety", "torch is not installed")
+        r.skip("torch_safety, torch_graphs, memcheck", "torch is not installed")
     if have("torch") and have("transformers"):
         arena_training_checks(r)
         torch_checks(r)

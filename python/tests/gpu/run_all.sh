@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# run_all.sh — the Python package's GPU checks: GPT-2 training and generation
-# and ResNet-50 inference under carve, PyTorch's allocator and expandable
-# segments; per-model arenas closed in turn; CuPy under carve and its pool.
+# run_all.sh — the Python package's GPU checks: carve.torch's safety cases;
+# CUDA graphs (a captured GPT-2 step, torch.compile reduce-overhead) under
+# carve and PyTorch's allocator; those cases under compute-sanitizer memcheck;
+# GPT-2 training and generation and ResNet-50 inference under carve,
+# PyTorch's allocator and expandable segments; per-model arenas closed in
+# turn; CuPy under carve and its pool.
 # Prints PASS/FAIL lines and "N passed, N failed", writes OUTDIR/results.md
 # and results.json. Exits 77 (skipped) without a GPU, 1 on any failure.
 #
@@ -11,7 +14,8 @@
 # its own process per allocator mode and judges the numbers they write.
 #
 # Usage: python/tests/gpu/run_all.sh OUTDIR   (PYTHON=... to choose the interpreter,
-# CARVE_LIBRARY=... to choose the library)
+# CARVE_LIBRARY=... to choose the library, CARVE_GPU_CHECKS=torch_graphs,memcheck
+# to run only some checks: run_all.py names them)
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)

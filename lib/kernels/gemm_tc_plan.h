@@ -1,0 +1,137 @@
+/*
+ * gemm_tc_plan.h — how carve_gemm's Hopper path lays a problem out before
+ * any launch: the tile width, the split-K factor and the workspace (split-K
+ * partials, aligned copies of operands TMA cannot read in place).
+ *
+ * The one idea of the split-K choice: a GEMM whose output has fewer tiles
+ * than the device has SMs (decode: m <= 256 tokens times a weight matrix)
+ * leaves SMs idle while the busy ones stream all of k, so the time is one
+ * tile's whole k loop. Splitting k over S thread blocks per tile makes
+ * tiles * S blocks, each with 1/S of the k loop, at the price of writing
+ * S fp32 partials per output element and a second kernel that adds them.
+ * carve_tc_choose_splits counts both in one unit, the time one block takes
+ * for one k tile of 64 while every SM streams its B tile from DRAM:
+ *
+ *   cost(S) = waves(S) * ceil(ktiles / S)                 the k loops
+ *           + 8 * S * M * N / (sms * BN * 128)            partials written and read
+ *           + CARVE_TC_REDUCE_COST                        the reduction's launch
+ *   waves(S) = ceil(tiles * S / sms)
+ *
+ * (a k tile of B is BN * 64 * 2 bytes, so one unit moves sms * BN * 128
+ * bytes across the chip; a partial is 4 bytes written and 4 read), and
+ * takes the cheapest S, S = 1 on ties. Only outputs of fewer tiles than
+ * SMs are split, no split has fewer than CARVE_TC_MIN_SPLIT_KTILES k
+ * tiles, and S <= CARVE_TC_MAX_SPLITS. The constants are estimates, not fits: the
+ * sweep (bench/kernels/bench_gemm_sweep.cu) is how to check them.
+ *
+ * Plain C, host only, so the CPU tests check it (tests/kernels/
+ * test_gemm_plan.c); gemm_tc.cu uses it to plan each call.
+ */
+#ifndef CARVE_KERNEL_GEMM_TC_PLAN_H
+#define CARVE_KERNEL_GEMM_TC_PLAN_H
+
+#include <stdint.h>
+
+#include "tiles.h"
+
+#define CARVE_TC_BM 128            /* block tile rows (both widths) */
+#define CARVE_TC_BK 64             /* k per stage */
+#define CARVE_TC_MAX_SPLITS 16     /* thread blocks per output tile, at most */
+#define CARVE_TC_MIN_SPLIT_KTILES 4 /* k tiles per split, at least: the 4-stage ring fills */
+#define CARVE_TC_REDUCE_COST 3     /* the reduction's launch, in k-tile units (~2 us) */
+#define CARVE_TC_WS_ALIGN 256      /* each workspace piece starts on this (TMA needs 16) */
+
+/* The wide tile (128 x 256) when it still gives every SM a block, else the
+ * narrow one (128 x 128). */
+static inline int carve_tc_choose_bn(int M, int N, int sms) {
+    return carve_grid(M, N, CARVE_TC_BM, 256) >= sms ? 256 : 128;
+}
+
+/* The split-K factor for an M x N x K problem with BN-wide tiles on a
+ * device of sms SMs (the model above). 1 when no split pays. */
+static inline int carve_tc_choose_splits(int M, int N, int K, int bn, int sms) {
+    const int64_t tiles = carve_grid(M, N, CARVE_TC_BM, bn);
+    const int ktiles = carve_tiles(K, CARVE_TC_BK);
+    if (sms <= 0 || tiles >= sms || ktiles < 2 * CARVE_TC_MIN_SPLIT_KTILES)
+        return 1;
+    const double unit_bytes = (double)sms * bn * 128.0;
+    const double mn = (double)M * (double)N;
+    int best = 1;
+    double best_cost = (double)ktiles; /* S = 1: one wave, all of k */
+    for (int s = 2; s <= CARVE_TC_MAX_SPLITS; s++) {
+        const int per = carve_tiles(ktiles, s);
+        if (ktiles / s < CARVE_TC_MIN_SPLIT_KTILES)
+            break;
+        const int64_t waves = (tiles * s + sms - 1) / sms;
+        const double cost = (double)waves * per + 8.0 * s * mn / unit_bytes + CARVE_TC_REDUCE_COST;
+        if (cost < best_cost) {
+            best_cost = cost;
+            best = s;
+        }
+    }
+    return best;
+}
+
+/* A forced split factor (CARVE_GEMM_SPLITK) made legal: at most
+ * CARVE_TC_MAX_SPLITS and the number of k tiles (every split has one), and
+ * the grid (tiles * S blocks) within a launch's limit. At least 1. */
+static inline int carve_tc_clamp_splits(int forced, int M, int N, int K, int bn) {
+    const int64_t tiles = carve_grid(M, N, CARVE_TC_BM, bn);
+    const int ktiles = carve_tiles(K, CARVE_TC_BK);
+    int s = forced < 1 ? 1 : forced;
+    if (s > CARVE_TC_MAX_SPLITS)
+        s = CARVE_TC_MAX_SPLITS;
+    if (s > ktiles)
+        s = ktiles;
+    while (s > 1 && tiles * s > CARVE_MAX_GRID)
+        s--;
+    return s;
+}
+
+/* The first k tile of split `split` of `splits`: splits share the k tiles
+ * as evenly as whole tiles allow (sizes differ by one at most, none empty
+ * when splits <= ktiles). ktiles < 2^26 and splits <= 16: no overflow. */
+#if defined(__CUDACC__)
+__host__ __device__
+#endif
+static inline int carve_tc_split_begin(int ktiles, int split, int splits) {
+    return (int)(((int64_t)ktiles * split) / splits);
+}
+
+/* Whether copying operands whose rows TMA cannot read pays: only with at
+ * least one whole k tile. Below that, mma.sync's element-wise loads cost a
+ * few microseconds at most, and the copies' two extra launches cost as
+ * much; such calls stay on mma.sync. */
+static inline int carve_tc_copy_pays(int K) {
+    return K >= CARVE_TC_BK;
+}
+
+/* The leading dimension of an aligned copy of a matrix with `cols`
+ * elements of 2 bytes per row: the next multiple of 8 (16-byte rows). */
+static inline int64_t carve_tc_copy_ld(int cols) {
+    return ((int64_t)cols + 7) / 8 * 8;
+}
+
+/* Bytes of a workspace piece of `bytes` rounded up to CARVE_TC_WS_ALIGN;
+ * 0 for 0. */
+static inline uint64_t carve_tc_ws_round(uint64_t bytes) {
+    return (bytes + CARVE_TC_WS_ALIGN - 1) / CARVE_TC_WS_ALIGN * CARVE_TC_WS_ALIGN;
+}
+
+/* Bytes of an aligned copy of a rows x cols matrix of 2-byte elements. */
+static inline uint64_t carve_tc_copy_bytes(int rows, int cols) {
+    return carve_tc_ws_round((uint64_t)rows * (uint64_t)carve_tc_copy_ld(cols) * 2u);
+}
+
+/* Bytes of the split-K partials: splits slices of M x N fp32; 0 for one
+ * split, UINT64_MAX when the count would pass 2^62 (no such workspace). */
+static inline uint64_t carve_tc_partial_bytes(int M, int N, int splits) {
+    if (splits <= 1)
+        return 0;
+    const uint64_t mn = (uint64_t)M * (uint64_t)N; /* < 2^62 */
+    if (mn > ((uint64_t)1 << 62) / 4u / (uint64_t)splits)
+        return UINT64_MAX;
+    return carve_tc_ws_round(mn * 4u * (uint64_t)splits);
+}
+
+#endif

@@ -1,0 +1,164 @@
+/*
+ * test_gemm_plan.c — carve_gemm's Hopper plan without a device
+ * (lib/kernels/gemm_tc_plan.h): the split-K factor, how splits share the k
+ * tiles, forced factors made legal, the aligned copies' leading dimension
+ * and the workspace sizes, at ordinary shapes and at extents up to INT_MAX.
+ * Runs on every machine (suite unit).
+ *
+ *  - choose_splits returns the cheapest S of the cost model the header
+ *    documents (recomputed here from the formula, over every legal S), never
+ *    splits an output that has a block for every SM, never gives a split
+ *    fewer than CARVE_TC_MIN_SPLIT_KTILES k tiles; the decode shapes of
+ *    issue 29 split, the large ones do not;
+ *  - split_begin cuts [0, ktiles) into S non-empty runs whose sizes differ
+ *    by one at most, also at ktiles = ceil(INT_MAX / 64);
+ *  - clamp_splits keeps S in [1, 16], at most the k tiles, and the grid
+ *    (tiles * S) within 2^31 - 1;
+ *  - copies pay from one whole k tile (64) on; copy_ld is the next
+ *    multiple of 8, without overflow at INT_MAX;
+ *    partial_bytes refuses (UINT64_MAX) what would pass 2^62 bytes.
+ */
+#include <limits.h>
+#include <stdint.h>
+
+#include "kernels/gemm_tc_plan.h"
+#include "test_util.h"
+
+/* The header's cost model, written out again from its comment. */
+static double model_cost(int M, int N, int K, int bn, int sms, int s) {
+    const int64_t tiles = (int64_t)carve_tiles(M, 128) * carve_tiles(N, bn);
+    const int ktiles = carve_tiles(K, 64);
+    if (s == 1)
+        return (double)ktiles * (double)((tiles + sms - 1) / sms);
+    const int64_t waves = (tiles * s + sms - 1) / sms;
+    const double per = (double)((ktiles + s - 1) / s);
+    return (double)waves * per + 8.0 * s * (double)M * N / ((double)sms * bn * 128.0) + 3.0;
+}
+
+static void check_choose_splits(void) {
+    static const int ms[] = {1, 3, 8, 16, 32, 64, 100, 128, 129, 256, 512, 1024, 2048, 8192};
+    static const int ns[] = {1, 50, 128, 1000, 4096, 11008, 12288, 14336, 28672, 50257};
+    static const int ks[] = {1, 64, 255, 256, 511, 512, 768, 1001, 4096, 8192, 14336, 28672, INT_MAX};
+    static const int smss[] = {1, 8, 78, 114, 132};
+    long checked = 0, split = 0;
+    for (size_t a = 0; a < sizeof ms / sizeof ms[0]; a++)
+        for (size_t b = 0; b < sizeof ns / sizeof ns[0]; b++)
+            for (size_t c = 0; c < sizeof ks / sizeof ks[0]; c++)
+                for (size_t d = 0; d < sizeof smss / sizeof smss[0]; d++) {
+                    const int M = ms[a], N = ns[b], K = ks[c], sms = smss[d];
+                    const int bn = carve_tc_choose_bn(M, N, sms);
+                    const int s = carve_tc_choose_splits(M, N, K, bn, sms);
+                    const int64_t tiles = (int64_t)carve_tiles(M, 128) * carve_tiles(N, bn);
+                    const int ktiles = carve_tiles(K, 64);
+                    checked++;
+                    if (s < 1 || s > CARVE_TC_MAX_SPLITS) {
+                        CHECK(0);
+                        continue;
+                    }
+                    if (s == 1)
+                        continue;
+                    split++;
+                    CHECK(tiles < sms);
+                    CHECK(ktiles / s >= CARVE_TC_MIN_SPLIT_KTILES);
+                    /* The cheapest legal S of the model; S = 1 on ties. */
+                    const double cs = model_cost(M, N, K, bn, sms, s);
+                    CHECK(cs < model_cost(M, N, K, bn, sms, 1));
+                    for (int t = 2; t <= CARVE_TC_MAX_SPLITS && ktiles / t >= CARVE_TC_MIN_SPLIT_KTILES; t++)
+                        CHECK(cs <= model_cost(M, N, K, bn, sms, t));
+                }
+    printf("choose_splits: %ld shapes, %ld split\n", checked, split);
+    CHECK(split > 0);
+    /* The shapes issue 29 measured, on 132 SMs: decode splits (too few
+     * tiles for the SMs), large and prefill shapes do not. */
+    CHECK(carve_tc_choose_splits(16, 12288, 4096, carve_tc_choose_bn(16, 12288, 132), 132) > 1);
+    CHECK(carve_tc_choose_splits(128, 4096, 14336, carve_tc_choose_bn(128, 4096, 14336), 132) > 1);
+    CHECK(carve_tc_choose_splits(1, 4096, 4096, carve_tc_choose_bn(1, 4096, 132), 132) > 1);
+    CHECK(carve_tc_choose_splits(8192, 8192, 8192, carve_tc_choose_bn(8192, 8192, 132), 132) == 1);
+    CHECK(carve_tc_choose_splits(2048, 14336, 4096, carve_tc_choose_bn(2048, 14336, 132), 132) == 1);
+    CHECK(carve_tc_choose_splits(3072, 3072, 3072, carve_tc_choose_bn(3072, 3072, 132), 132) == 1);
+    /* Short k never splits: each split would have too few tiles. */
+    CHECK(carve_tc_choose_splits(16, 4096, 7 * 64, 128, 132) == 1);
+    /* The wide tile only when it still gives every SM a block. */
+    CHECK(carve_tc_choose_bn(4096, 4096, 132) == 256);
+    CHECK(carve_tc_choose_bn(2048, 2048, 132) == 128); /* 128 wide tiles for 132 SMs */
+    CHECK(carve_tc_choose_bn(2048, 2048, 128) == 256);
+}
+
+static void check_split_begin(void) {
+    static const int big[] = {INT_MAX / 64 + 1, INT_MAX / 64, 1 << 20};
+    for (int kt = 1; kt <= 300 + 3; kt++) {
+        const int ktiles = kt <= 300 ? kt : big[kt - 301];
+        for (int s = 1; s <= CARVE_TC_MAX_SPLITS && s <= ktiles; s++) {
+            int prev = carve_tc_split_begin(ktiles, 0, s), lo = INT_MAX, hi = 0, bad = 0;
+            bad |= prev != 0;
+            for (int i = 1; i <= s; i++) {
+                const int b = carve_tc_split_begin(ktiles, i, s), size = b - prev;
+                if (size < lo)
+                    lo = size;
+                if (size > hi)
+                    hi = size;
+                prev = b;
+            }
+            bad |= prev != ktiles || lo < 1 || hi - lo > 1 || lo != ktiles / s;
+            test_checks++;
+            if (bad) {
+                char d[96];
+                snprintf(d, sizeof d, "ktiles %d, %d splits: sizes %d..%d, end %d", ktiles, s, lo, hi, prev);
+                test_fail(__FILE__, __LINE__, "splits share the k tiles", d);
+            }
+        }
+    }
+}
+
+static void check_clamp(void) {
+    CHECK(carve_tc_clamp_splits(0, 16, 4096, 4096, 128) == 1);
+    CHECK(carve_tc_clamp_splits(-3, 16, 4096, 4096, 128) == 1);
+    CHECK(carve_tc_clamp_splits(5, 16, 4096, 4096, 128) == 5);
+    CHECK(carve_tc_clamp_splits(64, 16, 4096, 4096, 128) == CARVE_TC_MAX_SPLITS);
+    CHECK(carve_tc_clamp_splits(8, 16, 4096, 3 * 64, 128) == 3);      /* one k tile a split at least */
+    CHECK(carve_tc_clamp_splits(8, 16, 4096, 1, 128) == 1);           /* one k tile in all */
+    CHECK(carve_tc_clamp_splits(8, 1000, 1000, 3 * 64 + 1, 128) == 4); /* a partial k tile counts */
+    /* The grid: tiles * S within 2^31 - 1. INT_MAX x 4096: 2^24 x 32 = 2^29
+     * tiles of 128 x 128, so 3 splits fit and 4 do not; x 8192 (2^30
+     * tiles): no split fits. */
+    CHECK(carve_tc_clamp_splits(4, INT_MAX, 128 * 32, 1 << 20, 128) == 3);
+    CHECK(carve_tc_clamp_splits(16, INT_MAX, 128 * 32, 1 << 20, 128) == 3);
+    CHECK(carve_tc_clamp_splits(2, INT_MAX, 128 * 32, 1 << 20, 128) == 2);
+    CHECK(carve_tc_clamp_splits(4, INT_MAX, 128 * 64, 1 << 20, 128) == 1);
+    for (int f = 1; f <= 20; f++) {
+        const int M = INT_MAX, N = 128 * 20, K = 1 << 20; /* 2^24 * 20 tiles: 6 splits fit */
+        const int s = carve_tc_clamp_splits(f, M, N, K, 128);
+        const int64_t tiles = (int64_t)carve_tiles(M, 128) * carve_tiles(N, 128);
+        CHECK(s >= 1 && tiles * s <= CARVE_MAX_GRID);
+        CHECK(s == f || (s < f && tiles * (s + 1) > CARVE_MAX_GRID));
+    }
+}
+
+static void check_sizes(void) {
+    static const int cols[] = {1, 7, 8, 9, 127, 1000, 1001, 4093, INT_MAX - 8, INT_MAX - 7, INT_MAX};
+    for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++) {
+        const int64_t ld = carve_tc_copy_ld(cols[i]);
+        CHECK(ld % 8 == 0 && ld >= cols[i] && ld < (int64_t)cols[i] + 8);
+    }
+    CHECK(!carve_tc_copy_pays(1) && !carve_tc_copy_pays(17) && !carve_tc_copy_pays(63));
+    CHECK(carve_tc_copy_pays(64) && carve_tc_copy_pays(1001) && carve_tc_copy_pays(INT_MAX));
+    CHECK(carve_tc_copy_bytes(999, 1001) == carve_tc_ws_round(999u * 1008u * 2u));
+    CHECK(carve_tc_copy_bytes(1, 1) == 256);
+    CHECK(carve_tc_copy_bytes(INT_MAX, INT_MAX) % 256 == 0);
+    CHECK(carve_tc_copy_bytes(INT_MAX, INT_MAX) >= (uint64_t)INT_MAX * (uint64_t)INT_MAX * 2u);
+    CHECK(carve_tc_partial_bytes(16, 4096, 1) == 0);
+    CHECK(carve_tc_partial_bytes(16, 4096, 4) == (uint64_t)16 * 4096 * 4 * 4);
+    CHECK(carve_tc_partial_bytes(3, 5, 2) == 256);
+    CHECK(carve_tc_partial_bytes(INT_MAX, INT_MAX, 16) == UINT64_MAX);
+    CHECK(carve_tc_partial_bytes(INT_MAX, INT_MAX, 2) == UINT64_MAX);
+    const uint64_t p = carve_tc_partial_bytes(1 << 20, 1 << 20, 16); /* 2^40 * 64 bytes = 2^46 */
+    CHECK(p == (uint64_t)1 << 46);
+}
+
+int main(void) {
+    check_choose_splits();
+    check_split_begin();
+    check_clamp();
+    check_sizes();
+    return test_finish();
+}
