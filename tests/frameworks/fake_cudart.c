@@ -271,6 +271,9 @@ EXPORT void __cudaRegisterVar(void **h, char *host, char *dev, const char *name,
 EXPORT unsigned __cudaPushCallConfiguration(void) { return 0; }
 EXPORT cudaError_t __cudaPopCallConfiguration(void) { return OK; }
 EXPORT cudaError_t __cudaLaunchKernel(void) { return fail(ERR_NO_DEVICE); }
+/* cuda_runtime.h's cudaLaunchKernelEx template (the kernels' launches, where
+ * the compiler keeps it out of line) calls this one. */
+EXPORT cudaError_t cudaLaunchKernelExC(void) { return fail(ERR_NO_DEVICE); }
 EXPORT cudaError_t __cudaGetKernel(void) { return fail(ERR_NO_DEVICE); }
 
 /* The number of devices this stand-in has: its mark, for the tests. */
