@@ -107,11 +107,14 @@ typedef enum carve_backend {
     CARVE_BACKEND_HOST,     /* real host memory: buffers can be written by the CPU (tests) */
     CARVE_BACKEND_VIRTUAL,  /* unique aligned addresses with no memory behind them:
                                simulate any size on any machine; never dereference */
-    CARVE_BACKEND_CUDA_DRIVER /* device memory from cuMemAlloc through the CUDA driver API
-                               (libcuda.so.1, loaded at run time; no cudart needed), in
-                               the CUDA context current on the creating thread if it is
-                               on config.device, else in the device's primary context.
-                               What carve-run's interposer uses. */
+    CARVE_BACKEND_CUDA_DRIVER /* device memory through the CUDA driver API (libcuda.so.1,
+                               loaded at run time; no cudart needed), in the CUDA context
+                               current on the creating thread if it is on config.device,
+                               else in the device's primary context: segments from
+                               cuMemAlloc, or in virtual-memory mode (vmm below; granted
+                               to the owning device only, no export) granules from
+                               cuMemCreate mapped with cuMemMap. What carve-run's
+                               interposer uses. */
 } carve_backend;
 
 /* Name of a backend: "cuda", "host", "virtual", "cuda_driver". */
@@ -197,8 +200,8 @@ typedef struct carve_config {
                                 not the granules of address space or of mapped
                                 memory (a buffer of 2^52 bytes costs a few records
                                 and at most four 32 KiB nodes of the address map). CUDA
-                                (cuMemCreate/cuMemMap; devices that support virtual
-                                memory management) and VIRTUAL backends.
+                                and CUDA_DRIVER (cuMemCreate/cuMemMap; devices that
+                                support virtual memory management) and VIRTUAL backends.
                                 0: segments mode: segments from cudaMalloc (or the
                                 backend's reserve), cached whole and given back whole.
                                 CARVE_VMM_AUTO: virtual-memory mode when growth is on,
@@ -351,8 +354,7 @@ typedef struct carve_arena carve_arena;
  * CARVE_CONFIG_SIZE_MAX, or above this library's carve_config with a field
  * it does not know set, an unknown backend, growth off with initial 0, a
  * limit below one granule or below initial, fractions outside (0, 1] or on
- * a backend other than the CUDA ones, vmm=1 on the host or cuda_driver
- * backend, bad vmm, peers, peer_devices or ipc values, peers=all or a list
+ * a backend other than the CUDA ones, vmm=1 on the host backend, bad vmm, peers, peer_devices or ipc values, peers=all or a list
  * on a backend other than CUDA, a device in peer_devices that does not
  * exist or cannot access config.device, ipc=1 on a backend other than
  * CUDA or with vmm=1 on a device without POSIX file-descriptor handles, a
@@ -414,7 +416,8 @@ static inline carve_status carve_arena_get_config(const carve_arena *arena, carv
  * when no free range of whole granules, nor a free block of the stream's
  * own, holds it and no segment can be added under the limit (or when the
  * driver refuses memory; other threads allocating meanwhile may take room);
- * CARVE_ERR_BACKEND for driver failures. *out is NULL on every failure.
+ * CARVE_ERR_BACKEND for driver failures; CARVE_ERR_NO_DEVICE once the
+ * arena was abandoned (carve_arena_abandon). *out is NULL on every failure.
  * CARVE_STREAM_PER_THREAD (cudaStreamPerThread) means the calling thread's
  * per-thread default stream, as it does to CUDA: each thread's buffers
  * belong to its own stream and are reused stream-ordered on it
@@ -439,6 +442,38 @@ static inline carve_status carve_arena_get_config(const carve_arena *arena, carv
  */
 CARVE_API carve_status carve_alloc(carve_arena *arena, size_t size, carve_stream stream,
                                    void **out);
+
+/* Flags of carve_alloc_flags. */
+#define CARVE_ALLOC_HELD 1u    /* from the memory the arena holds only: where the request
+                                  needs a new segment or (virtual-memory mode) granules
+                                  mapped, fail with CARVE_ERR_OOM instead */
+#define CARVE_ALLOC_REPLACE 2u /* virtual-memory mode: where the request would raise
+                                  the arena's peak of mapped memory, its stream keeps no
+                                  more than a granule of free memory mapped beyond what is
+                                  live now (not its usual allowance, which follows its
+                                  peak), so that the granules it maps replace free ones
+                                  (unmapped first, as past the allowance); those granules
+                                  are mapped one by one, never as one larger mapping
+                                  (which could only be unmapped whole). A request of
+                                  the size of one that had to unmap before, back at
+                                  the same peak (a loop's step), raises the peak
+                                  instead (by 1/8 of it at most in all, never past
+                                  the usual allowance) */
+
+/*
+ * carve_alloc with flags (0: carve_alloc itself). For a caller that holds
+ * freed memory back as live buffers (an interposer's quarantine of frees
+ * that name no stream): CARVE_ALLOC_HELD first, giving memory back and
+ * trying again while it has some, then CARVE_ALLOC_REPLACE, so that
+ * neither what it holds back nor the peak it made the arena see decides
+ * what the arena holds. Returns what carve_alloc returns; CARVE_ERR_INVALID
+ * for an unknown flag; with CARVE_ALLOC_HELD, CARVE_ERR_OOM (carve_last_error
+ * saying so; not counted as an out of memory in the statistics) where the
+ * arena would have to grow. Thread-safe. With CARVE_ALLOC_HELD never
+ * synchronizes and never waits for an event; otherwise as carve_alloc.
+ */
+CARVE_API carve_status carve_alloc_flags(carve_arena *arena, size_t size, carve_stream stream,
+                                         unsigned flags, void **out);
 
 /*
  * carve_alloc with the buffer aligned to align bytes: a power of two up to
@@ -1252,6 +1287,22 @@ CARVE_API void carve_device_arenas_release(void);
  * carve needs (carve_last_error(NULL) names it) or carve was built without
  * CUDA. Thread-safe. */
 CARVE_API carve_status carve_cuda_driver_lookup(void *(*lookup)(const char *name, void *arg), void *arg);
+
+/* For interposers of the CUDA driver: the CUDA context an arena on the
+ * CUDA_DRIVER backend took its memory in has been destroyed or reset. The
+ * driver freed what belonged to the context (cuMemAlloc segments), not the
+ * virtual-memory mode's granules and address ranges, which belong to no
+ * context: this unmaps the granules the arena's records say are mapped
+ * (costing what is mapped, not the address space reserved) and frees the
+ * ranges, without touching the arena's events (they died with the
+ * context). Nothing more is served from the arena from then on: every
+ * carve_alloc answers CARVE_ERR_NO_DEVICE (what it caches is unmapped),
+ * while frees of earlier buffers are accepted; its records and statistics stay, and carve_arena_destroy is
+ * still the way to free them. A second call does nothing; so does a call
+ * for other backends and segments mode, or when arena is NULL. Thread-safe,
+ * but a buffer the program still uses is unmapped under it (as the driver
+ * frees a context's memory). Does not synchronize. */
+CARVE_API void carve_arena_abandon(carve_arena *arena);
 
 #ifdef __cplusplus
 }

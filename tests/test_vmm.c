@@ -10,7 +10,9 @@
  * where it can, the host backend refuses the mode, and free granules are
  * unmapped only once the device is done with them, with a wait only where
  * the alternative maps too much; huge limits and buffers of 2^52 bytes
- * cost no host memory in proportion.
+ * cost no host memory in proportion; carve_alloc_flags serves from what the
+ * arena holds only (HELD), or maps in place of free granules where the
+ * arena's peak would grow (REPLACE).
  */
 #include "test_util.h"
 
@@ -410,6 +412,74 @@ static void test_fences(void) {
     test_fence_at_free();
 }
 
+/* carve_alloc_flags: CARVE_ALLOC_HELD serves what the arena holds and
+ * refuses, with nothing changed and no out of memory counted, what would
+ * map more (virtual-memory mode) or reserve a segment (segments mode);
+ * an unknown flag is refused. */
+static void test_alloc_held(void) {
+    for (int vmm = 1; vmm >= 0; vmm--) {
+        carve_arena *a = test_arena_conf(CARVE_BACKEND_VIRTUAL, 1, 0, 0, vmm ? "vmm=1" : "vmm=0");
+        void *p, *q, *r = (void *)1;
+        CHECK_OK(a, carve_alloc(a, 8 * MiB, NULL, &p));
+        CHECK_OK(a, carve_alloc(a, 8 * MiB, NULL, &q));
+        CHECK_OK(a, carve_free(a, p));
+        carve_stats s0, s1;
+        carve_get_stats(a, &s0);
+        CHECK_OK(a, carve_alloc_flags(a, 6 * MiB, NULL, CARVE_ALLOC_HELD, &p)); /* in p's free memory */
+        size_t want = 2 * (size_t)s0.reserved_bytes + 64 * MiB;                  /* more than the arena holds */
+        CHECK_ST(a, carve_alloc_flags(a, want, NULL, CARVE_ALLOC_HELD, &r), CARVE_ERR_OOM);
+        CHECK(r == NULL && strstr(carve_last_error(a), "holds") != NULL);
+        carve_get_stats(a, &s1);
+        CHECK(s1.reserved_bytes == s0.reserved_bytes && s1.num_backend_allocs == s0.num_backend_allocs &&
+              s1.num_ooms == s0.num_ooms && s1.num_syncs == s0.num_syncs);
+        CHECK_ARENA(a);
+        CHECK_OK(a, carve_alloc_flags(a, want, NULL, 0, &r)); /* without the flag it grows */
+        CHECK(carve_memory_reserved(a) > s0.reserved_bytes);
+        void *x = (void *)1;
+        CHECK_ST(a, carve_alloc_flags(a, 4096, NULL, 4u, &x), CARVE_ERR_INVALID);
+        CHECK(x == NULL);
+        CHECK_OK(a, carve_free(a, p));
+        CHECK_OK(a, carve_free(a, q));
+        CHECK_OK(a, carve_free(a, r));
+        CHECK_ARENA(a);
+        carve_arena_destroy(a);
+    }
+}
+
+/* CARVE_ALLOC_REPLACE: buffers held back as live (an interposer's
+ * quarantine) raised the stream's peak, then went back as holes no new
+ * request fits. A plain request maps more up to the allowance the inflated
+ * peak gives; with the flag, the holes' granules are unmapped first and
+ * the arena's peak does not grow by more than a granule. */
+static size_t replace_case(unsigned flags) {
+    carve_arena *a = vmm_arena(0, 1, 0);
+    enum { N = 400, M = 24 };
+    static void *p[N];
+    void *q[M];
+    for (int i = 0; i < N; i++)
+        CHECK_OK(a, carve_alloc(a, 4 * MiB + 4096, NULL, &p[i]));
+    for (int i = 0; i < N; i += 2)
+        CHECK_OK(a, carve_free(a, p[i]));
+    carve_stats s0, s1;
+    carve_get_stats(a, &s0);
+    for (int i = 0; i < M; i++)
+        CHECK_OK(a, carve_alloc_flags(a, 6 * MiB, NULL, flags, &q[i]));
+    carve_get_stats(a, &s1);
+    CHECK_ARENA(a);
+    for (int i = 1; i < N; i += 2)
+        CHECK_OK(a, carve_free(a, p[i]));
+    for (int i = 0; i < M; i++)
+        CHECK_OK(a, carve_free(a, q[i]));
+    carve_arena_destroy(a);
+    return s1.reserved_bytes_peak - s0.reserved_bytes_peak;
+}
+
+static void test_alloc_replace(void) {
+    size_t plain = replace_case(0), replace = replace_case(CARVE_ALLOC_REPLACE);
+    CHECK(replace <= 2 * MiB);
+    CHECK(plain > replace);
+}
+
 int main(void) {
     test_counts_mapped();
     test_peak_bounded();
@@ -423,5 +493,7 @@ int main(void) {
     test_refused();
     test_huge_limits();
     test_fences();
+    test_alloc_held();
+    test_alloc_replace();
     return test_finish();
 }

@@ -52,8 +52,13 @@ static void usage(FILE *out) {
         "      --initial SIZE          reserve this much at the first allocation\n"
         "      --growth / --no-growth  reserve more on demand (default), or hold exactly\n"
         "                              --initial bytes\n"
-        "      --mode default|vmm      vmm: map memory in 2 MiB granules as it is used\n"
-        "                              (smallest footprint, slower)\n"
+        "      --mode default|vmm|segments\n"
+        "                              default: virtual-memory mode where the GPU\n"
+        "                              supports it (2 MiB granules mapped as buffers\n"
+        "                              need them, unmapped when unused: the footprint\n"
+        "                              follows the live data), else segments; vmm: that\n"
+        "                              mode or nothing; segments: cuMemAlloc segments,\n"
+        "                              cached whole (also with --initial)\n"
         "      --conf TEXT             further arena keys, as in CARVE_CONF, e.g.\n"
         "                              --conf fail_backend_every=100\n"
         "  SIZE: a number with B, KiB, MiB, GiB, TiB (or KB, MB, GB, TB), e.g. 1.5GiB.\n"
@@ -350,9 +355,10 @@ int main(int argc, char **argv) {
             conf_add(&all, ",", "growth=%d", c == O_GROWTH);
             break;
         case O_MODE:
-            if (strcmp(optarg, "default") && strcmp(optarg, "vmm"))
-                usage_error("--mode takes default or vmm, not '%s'", optarg);
-            conf_add(&all, ",", "vmm=%d", strcmp(optarg, "vmm") == 0);
+            if (strcmp(optarg, "default") && strcmp(optarg, "vmm") && strcmp(optarg, "segments"))
+                usage_error("--mode takes default, vmm or segments, not '%s'", optarg);
+            conf_add(&all, ",", "vmm=%s",
+                     strcmp(optarg, "vmm") == 0 ? "1" : strcmp(optarg, "segments") == 0 ? "0" : "auto");
             break;
         case O_CONF: {
             carve_config probe;

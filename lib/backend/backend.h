@@ -120,6 +120,18 @@ typedef struct carve_backend_ops {
      * that a creation that fails leaves the process as it was. A grant that
      * fails takes back what it did. */
     carve_status (*grant)(struct carve_be *be);
+    /* Optional: the CUDA context the backend's memory was taken in is gone,
+     * and the driver freed only what belongs to it; what does not
+     * (virtual-memory mappings and address ranges, which belong to no
+     * context) goes back in two stages, without touching an event of that
+     * context. Stage 0: every later call that takes memory (reserve,
+     * commit) fails, while decommit and release still act, so that the
+     * engine can unmap what its records say is mapped. Stage 1: every range
+     * still reserved is freed, and from then on decommit and release do
+     * nothing (the addresses may be another's). Only the driver backend's
+     * virtual-memory mode has it (carve-run's interposer calls it through
+     * carve_arena_abandon); thread-safe. */
+    void (*abandon)(struct carve_be *be, int stage);
 } carve_backend_ops;
 
 /* Fault injection (faults.c): when on, the backend's counted calls --

@@ -1,8 +1,9 @@
 /*
  * driver.c — the CUDA backend through the driver API: segments from
- * cuMemAlloc, events from cuEvent*, all through the entry-point table of
- * driver_api.c, so this backend links neither cudart nor libcuda and can
- * sit under an interposer of both.
+ * cuMemAlloc, or in virtual-memory mode granules mapped into reserved
+ * address space (driver_vmm.c), events from cuEvent*, all through the
+ * entry-point table of driver_api.c, so this backend links neither cudart
+ * nor libcuda and can sit under an interposer of both.
  *
  * The one idea: a driver backend belongs to a CUDA context, not only to a
  * device. It binds to the context current on the thread that opens it (a
@@ -11,18 +12,22 @@
  * every call that needs one, restoring the caller's afterwards. Events are
  * recycled through a small free list, as in the cudart backend. Every
  * allocation, free, event and wait goes into the arena's driver ledger
- * (ledger.h: cuMemAlloc and cuMemFree count as cudaMalloc and cudaFree).
+ * (ledger.h: cuMemAlloc and cuMemFree count as cudaMalloc and cudaFree;
+ * in virtual-memory mode driver_vmm.c counts its own calls there).
  * Captures: cuStreamIsCapturing says whether a stream is being captured
  * (and, asked about the legacy stream, whether a blocking stream of the
  * context is: CUDA_ERROR_STREAM_CAPTURE_IMPLICIT); the potentially unsafe
- * calls are made in relaxed capture mode (relax, below), so that another
- * thread's capture in global mode neither refuses them nor breaks.
+ * calls are made in relaxed capture mode (relax, below; driver_vmm.c's
+ * through the same helper, driver_api.h), so that another thread's capture
+ * in global mode neither refuses them nor breaks.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend/driver_api.h"
+#include "backend/driver_vmm.h"
 #include "backend/leaves.h"
+#include "backend/peers.h"
 #include "base/lock.h"
 
 typedef struct drv_ctx {
@@ -30,6 +35,7 @@ typedef struct drv_ctx {
     CUcontext ctx;
     CUdevice dev;
     int retained;       /* ctx is the primary context, retained by us */
+    carve_drv_vmm *vmm; /* virtual-memory mode; NULL: segments from cuMemAlloc */
     carve_mutex lock;   /* guards the event free list */
     CUevent *spare;
     size_t nspare, cap;
@@ -71,25 +77,10 @@ static void leave(drv_ctx *c, int pushed) {
         (void)c->api->CtxPopCurrent(&popped);
 }
 
-/* The calling thread's capture mode becomes relaxed for one potentially
- * unsafe call (allocating, freeing, asking about or waiting for an event):
- * a capture in global mode on another thread forbids such calls to threads
- * in global mode, and breaks when one is made. Returns the mode to restore
- * with unrelax, or -1 when the driver has no exchange (the call is made as
- * it is). */
-static int relax(const drv_ctx *c) {
-    CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
-    if (!c->api->ThreadExchangeStreamCaptureMode || c->api->ThreadExchangeStreamCaptureMode(&m) != CUDA_SUCCESS)
-        return -1;
-    return (int)m;
-}
+/* Relaxed capture mode around one potentially unsafe call (driver_api.h). */
+static int relax(const drv_ctx *c) { return carve_driver_relax(c->api); }
 
-static void unrelax(const drv_ctx *c, int old) {
-    if (old >= 0) {
-        CUstreamCaptureMode m = (CUstreamCaptureMode)old;
-        (void)c->api->ThreadExchangeStreamCaptureMode(&m);
-    }
-}
+static void unrelax(const drv_ctx *c, int old) { carve_driver_unrelax(c->api, old); }
 
 static carve_status drv_reserve(carve_be *be, size_t size, uintptr_t *base) {
     drv_ctx *c = be->ctx;
@@ -283,9 +274,93 @@ static void drv_destroy(carve_be *be) {
         leave(c, pushed);
     if (c->retained)
         (void)c->api->DevicePrimaryCtxRelease(c->dev);
+    if (c->vmm) { /* it may release handles */
+        int mode = relax(c);
+        carve_drv_vmm_free(c->vmm);
+        unrelax(c, mode);
+    }
     free(c->spare);
     carve_mutex_destroy(&c->lock);
     free(c);
+}
+
+/* Virtual-memory mode: driver_vmm.c's calls, the backend's context current
+ * and the thread in relaxed capture mode (every one of them may map, unmap
+ * or release memory). */
+static carve_status vmm_reserve(carve_be *be, size_t size, uintptr_t *base) {
+    drv_ctx *c = be->ctx;
+    int pushed;
+    carve_status st = enter(c, &pushed);
+    if (st != CARVE_OK)
+        return st;
+    int mode = relax(c);
+    st = carve_drv_vmm_reserve(c->vmm, size, base);
+    unrelax(c, mode);
+    leave(c, pushed);
+    return st;
+}
+
+/* Whether the context is to be made current around a call: not once the
+ * arena was abandoned (the context is gone; the driver's virtual-memory
+ * functions act on the process's address space). */
+static carve_status enter_live(drv_ctx *c, int *pushed) {
+    *pushed = 0;
+    return carve_drv_vmm_state(c->vmm) ? CARVE_OK : enter(c, pushed);
+}
+
+static carve_status vmm_release(carve_be *be, uintptr_t base, size_t size) {
+    drv_ctx *c = be->ctx;
+    int pushed;
+    carve_status st = enter_live(c, &pushed);
+    if (st != CARVE_OK)
+        return st;
+    int mode = relax(c);
+    st = carve_drv_vmm_release(c->vmm, base, size);
+    unrelax(c, mode);
+    leave(c, pushed);
+    return st;
+}
+
+static carve_status vmm_commit(carve_be *be, uintptr_t addr, size_t size, size_t piece) {
+    drv_ctx *c = be->ctx;
+    int pushed;
+    carve_status st = enter(c, &pushed);
+    if (st != CARVE_OK)
+        return st;
+    int mode = relax(c);
+    st = carve_drv_vmm_commit(c->vmm, addr, size, piece);
+    unrelax(c, mode);
+    leave(c, pushed);
+    return st;
+}
+
+static carve_status vmm_decommit(carve_be *be, uintptr_t addr, size_t size, size_t piece, size_t *done) {
+    drv_ctx *c = be->ctx;
+    int pushed;
+    *done = 0;
+    carve_status st = enter_live(c, &pushed);
+    if (st != CARVE_OK)
+        return st;
+    int mode = relax(c);
+    st = carve_drv_vmm_decommit(c->vmm, addr, size, piece, done);
+    unrelax(c, mode);
+    leave(c, pushed);
+    return st;
+}
+
+static void vmm_recycle(carve_be *be, int on) {
+    drv_ctx *c = be->ctx;
+    int mode = relax(c);
+    carve_drv_vmm_recycle(c->vmm, on);
+    unrelax(c, mode);
+}
+
+/* The context is gone: no context to enter. */
+static void vmm_abandon(carve_be *be, int stage) {
+    drv_ctx *c = be->ctx;
+    int mode = relax(c);
+    carve_drv_vmm_abandon(c->vmm, stage);
+    unrelax(c, mode);
 }
 
 static const carve_backend_ops driver_ops = {
@@ -313,7 +388,61 @@ static const carve_backend_ops driver_ops_capture = {
     .destroy = drv_destroy,
 };
 
-carve_status carve_backend_open_driver(carve_be *be, int device) {
+static const carve_backend_ops driver_vmm_ops = {
+    .reserve = vmm_reserve,
+    .release = vmm_release,
+    .commit = vmm_commit,
+    .decommit = vmm_decommit,
+    .recycle = vmm_recycle,
+    .event_record = drv_event_record,
+    .event_query = drv_event_query,
+    .event_sync = drv_event_sync,
+    .device_sync = drv_device_sync,
+    .event_release = drv_event_release,
+    .destroy = drv_destroy,
+    .abandon = vmm_abandon,
+};
+/* The same, for a driver that answers cuStreamIsCapturing. */
+static const carve_backend_ops driver_vmm_ops_capture = {
+    .reserve = vmm_reserve,
+    .release = vmm_release,
+    .commit = vmm_commit,
+    .decommit = vmm_decommit,
+    .recycle = vmm_recycle,
+    .event_record = drv_event_record,
+    .event_query = drv_event_query,
+    .event_sync = drv_event_sync,
+    .capturing = drv_capturing,
+    .context_capturing = drv_context_capturing,
+    .device_sync = drv_device_sync,
+    .event_release = drv_event_release,
+    .destroy = drv_destroy,
+    .abandon = vmm_abandon,
+};
+
+/* can_access for peers.h through the driver: whether device ordinal peer
+ * can read and write owner's memory; a failed question counts as no. */
+static int drv_can_access(int peer, int owner, void *arg) {
+    const carve_driver_api *api = arg;
+    CUdevice p = 0, o = 0;
+    int can = 0;
+    if (!api->DeviceCanAccessPeer || api->DeviceGet(&p, peer) != CUDA_SUCCESS ||
+        api->DeviceGet(&o, owner) != CUDA_SUCCESS || api->DeviceCanAccessPeer(&can, p, o) != CUDA_SUCCESS)
+        return 0;
+    return can;
+}
+
+/* Virtual-memory mode's access list (peers.h): with peers=auto every
+ * device of the ndev visible that can access device's memory, as cudaMalloc
+ * memory is reachable once the program enables peer access; peers=none the
+ * owner alone. */
+static carve_status drv_peer_list(const carve_driver_api *api, const carve_config *cfg, int device, int ndev,
+                                  int *out, int *n) {
+    return carve_peer_list(cfg->peers, cfg->peer_devices, device, ndev, drv_can_access, (void *)api, out, n);
+}
+
+carve_status carve_backend_open_driver(carve_be *be, const carve_config *cfg) {
+    int device = cfg->device;
     const carve_driver_api *api = carve_driver_api_get();
     if (!api)
         return CARVE_ERR_NO_DEVICE;
@@ -360,9 +489,30 @@ carve_status carve_backend_open_driver(carve_be *be, int device) {
         free(c);
         return st;
     }
+    /* Virtual-memory mode when asked for, or automatic and the arena grows
+     * on demand from nothing, as the cudart backends decide (open.c). */
+    int want = cfg->vmm == 1 || (cfg->vmm == CARVE_VMM_AUTO && cfg->growth && !cfg->initial_bytes &&
+                                 cfg->initial_fraction <= 0);
+    if (want) {
+        carve_status st = carve_drv_vmm_check(api, c->dev);
+        int peers[CARVE_PEERS_MAX + 1], npeers = 0;
+        if (st == CARVE_OK)
+            st = drv_peer_list(api, cfg, device, n, peers, &npeers);
+        if (st == CARVE_OK && !(c->vmm = carve_drv_vmm_new(api, &be->ledger, device, peers, npeers)))
+            st = CARVE_ERR_OOM;
+        if (st != CARVE_OK && (cfg->vmm == 1 || st == CARVE_ERR_OOM)) {
+            if (c->retained)
+                (void)api->DevicePrimaryCtxRelease(c->dev);
+            free(c);
+            return st;
+        }
+    }
     carve_mutex_init(&c->lock);
     be->ctx = c;
-    be->ops = api->StreamIsCapturing ? &driver_ops_capture : &driver_ops;
+    if (c->vmm)
+        be->ops = api->StreamIsCapturing ? &driver_vmm_ops_capture : &driver_vmm_ops;
+    else
+        be->ops = api->StreamIsCapturing ? &driver_ops_capture : &driver_ops;
     be->total_bytes = total;
     return CARVE_OK;
 }

@@ -42,17 +42,30 @@ static const struct {
     {"cuGetErrorName", offsetof(carve_driver_api, GetErrorName)},
 };
 #define NENTRIES (sizeof(entries) / sizeof(entries[0]))
-/* Looked up too, but a driver without them is still used. */
+/* Looked up too, and left NULL where missing: virtual-memory mode needs
+ * the memory calls; a driver without the capture calls is still used. */
 static const struct {
     const char *name;
     size_t offset;
 } optional[] = {
+    {"cuMemAddressReserve", offsetof(carve_driver_api, MemAddressReserve)},
+    {"cuMemAddressFree", offsetof(carve_driver_api, MemAddressFree)},
+    {"cuMemCreate", offsetof(carve_driver_api, MemCreate)},
+    {"cuMemRelease", offsetof(carve_driver_api, MemRelease)},
+    {"cuMemMap", offsetof(carve_driver_api, MemMap)},
+    {"cuMemUnmap", offsetof(carve_driver_api, MemUnmap)},
+    {"cuMemSetAccess", offsetof(carve_driver_api, MemSetAccess)},
+    {"cuMemGetAllocationGranularity", offsetof(carve_driver_api, MemGetAllocationGranularity)},
+    {"cuMemRetainAllocationHandle", offsetof(carve_driver_api, MemRetainAllocationHandle)},
+    {"cuDeviceGetAttribute", offsetof(carve_driver_api, DeviceGetAttribute)},
+    {"cuDeviceCanAccessPeer", offsetof(carve_driver_api, DeviceCanAccessPeer)},
     {"cuStreamIsCapturing", offsetof(carve_driver_api, StreamIsCapturing)},
     {"cuThreadExchangeStreamCaptureMode", offsetof(carve_driver_api, ThreadExchangeStreamCaptureMode)},
 };
 #define NOPTIONAL (sizeof(optional) / sizeof(optional[0]))
 
 static void **slot(carve_driver_api *t, size_t i) { return (void **)((char *)t + entries[i].offset); }
+static void **optional_slot(carve_driver_api *t, size_t i) { return (void **)((char *)t + optional[i].offset); }
 
 int carve_driver_api_lookup(void *(*lookup)(const char *name, void *arg), void *arg) {
     carve_driver_api t;
@@ -63,7 +76,7 @@ int carve_driver_api_lookup(void *(*lookup)(const char *name, void *arg), void *
             return -1;
         }
     for (size_t i = 0; i < NOPTIONAL; i++)
-        *(void **)((char *)&t + optional[i].offset) = lookup(optional[i].name, arg);
+        *optional_slot(&t, i) = lookup(optional[i].name, arg);
     void *capture = lookup("carve_capture_active", arg); /* optional */
     memcpy(&t.CaptureActive, &capture, sizeof(capture));
     pthread_mutex_lock(&lock);
@@ -99,7 +112,7 @@ const carve_driver_api *carve_driver_api_get(void) {
                     s = -1;
                 }
             for (size_t i = 0; s == 1 && i < NOPTIONAL; i++)
-                *(void **)((char *)&t + optional[i].offset) = dlsym(h, optional[i].name);
+                *optional_slot(&t, i) = dlsym(h, optional[i].name);
             if (s == 1)
                 table = t; /* the handle stays open: the table points into it */
             else if (h)

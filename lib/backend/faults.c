@@ -118,6 +118,10 @@ static carve_status f_export_pieces(carve_be *be, const carve_be_piece *pieces, 
 }
 /* Not a counted call: injected failures stand for memory and events. */
 static carve_status f_grant(carve_be *be) { return be->faults.leaf->grant ? be->faults.leaf->grant(be) : CARVE_OK; }
+static void f_abandon(carve_be *be, int stage) {
+    if (be->faults.leaf->abandon)
+        be->faults.leaf->abandon(be, stage);
+}
 static void f_destroy(carve_be *be) {
     const carve_backend_ops *leaf = be->faults.leaf;
     be->ops = leaf;
@@ -139,7 +143,7 @@ static const carve_backend_ops fault_ops_mapping = {
     .event_query = f_event_query, .event_sync = f_event_sync,
     .device_sync = f_device_sync, .capturing = f_capturing, .context_capturing = f_context_capturing,
     .event_release = f_event_release, .destroy = f_destroy, .export_buffer = f_export,
-    .export_pieces = f_export_pieces, .grant = f_grant,
+    .export_pieces = f_export_pieces, .grant = f_grant, .abandon = f_abandon,
 };
 
 void carve_backend_faults_on(carve_be *be, unsigned long at, unsigned long times, unsigned long every,

@@ -16,8 +16,12 @@ carve_status carve_backend_open_cuda_vmm(carve_be *be, const carve_config *cfg) 
 carve_status carve_backend_open_host(carve_be *be) CARVE_INTERNAL;
 carve_status carve_backend_open_virtual(carve_be *be) CARVE_INTERNAL;
 /* The driver-API backend (driver.c): binds to the current context if it is
- * on device, else retains device's primary context. */
-carve_status carve_backend_open_driver(carve_be *be, int device) CARVE_INTERNAL;
+ * on cfg->device, else retains the device's primary context. Segments from
+ * cuMemAlloc, or virtual-memory mode (driver_vmm.c) with cfg->vmm 1, or
+ * CARVE_VMM_AUTO with growth on and nothing to reserve at creation, where
+ * the driver and device support it (vmm 1 fails elsewhere, AUTO takes
+ * segments). */
+carve_status carve_backend_open_driver(carve_be *be, const carve_config *cfg) CARVE_INTERNAL;
 
 /* The driver backend's entry points from lookup(name, arg) (driver_api.c, or
  * nocuda.c without CUDA): 0, or -1 with carve_backend_msg() saying why. */

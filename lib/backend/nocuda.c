@@ -33,9 +33,9 @@ carve_status carve_backend_open_cuda_vmm(carve_be *be, const carve_config *cfg) 
     return no_cuda();
 }
 
-carve_status carve_backend_open_driver(carve_be *be, int device) {
+carve_status carve_backend_open_driver(carve_be *be, const carve_config *cfg) {
     (void)be;
-    (void)device;
+    (void)cfg;
     return no_cuda();
 }
 

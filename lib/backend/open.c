@@ -27,7 +27,7 @@ carve_status carve_backend_open(carve_be *be, const carve_config *cfg) {
         break;
     case CARVE_BACKEND_HOST: st = carve_backend_open_host(be); break;
     case CARVE_BACKEND_VIRTUAL: st = carve_backend_open_virtual(be); break;
-    case CARVE_BACKEND_CUDA_DRIVER: st = carve_backend_open_driver(be, cfg->device); break;
+    case CARVE_BACKEND_CUDA_DRIVER: st = carve_backend_open_driver(be, cfg); break;
     default:
         carve_backend_fail("unknown backend %d", (int)cfg->backend);
         return CARVE_ERR_INVALID;

@@ -131,12 +131,13 @@ carve_status carve_set_oom_callback(carve_arena *a, carve_oom_fn fn, void *user)
 }
 
 /* No lock held; the allocation of size bytes (aligned to align; 0: plain
- * carve_alloc) on s ran out of memory, for the reason why (about host
- * memory when host is nonzero). Call the arena's out-of-memory callback, if
- * any, and retry once at its word; otherwise (and when the retry fails) the
- * out-of-memory answer. */
+ * carve_alloc, or carve_alloc_flags with flags) on s ran out of memory,
+ * for the reason why (about host memory when host is nonzero). Call the
+ * arena's out-of-memory callback, if any, and retry once at its word;
+ * otherwise (and when the retry fails) the out-of-memory answer. */
 __attribute__((noinline, cold)) static carve_status oom_answer(carve_arena *a, size_t size, size_t align,
-                                                             carve_stream s, void **out, const char *why, int host) {
+                                                             unsigned flags, carve_stream s, void **out,
+                                                             const char *why, int host) {
     carve_mutex_lock(&a->oom_lock);
     carve_oom_fn fn = a->oom_fn;
     void *user = a->oom_user;
@@ -165,7 +166,7 @@ __attribute__((noinline, cold)) static carve_status oom_answer(carve_arena *a, s
     carve_status r;
     if (answer == CARVE_OOM_RETRY) {
         CARVE_ADD(&a->nretries, 1);
-        r = align ? carve_alloc_aligned(a, size, align, s, out) : carve_alloc(a, size, s, out);
+        r = align ? carve_alloc_aligned(a, size, align, s, out) : carve_alloc_flags(a, size, s, flags, out);
     } else {
         r = alloc_oom(a, size, align, s, reason, host);
     }
@@ -211,6 +212,12 @@ static void note_captured(void) {
                why);
 }
 
+/* A request with CARVE_ALLOC_HELD needs more memory than the arena holds. */
+static carve_block *held_short(void) {
+    carve_note("the arena holds no free block for it without reserving or mapping more");
+    return NULL;
+}
+
 /* Pool and heap locks held. Grow one of the pool's spans of class cls into
  * the free range right after it, so the new memory merges with the span's
  * last free block: a stream's spans then behave as one region. Returns the
@@ -253,7 +260,7 @@ static carve_block *pool_extend(carve_arena *a, carve_pool *p, unsigned cls, siz
  * virtual-memory mode, the new UNMAPPED room may be that block or its
  * neighbour), or NULL with *st set. The pool lock is dropped and retaken
  * around reclaims. */
-static carve_block *pool_refill(carve_arena *a, carve_pool *p, unsigned cls, size_t rs,
+static carve_block *pool_refill(carve_arena *a, carve_pool *p, unsigned cls, size_t rs, unsigned flags,
                                 carve_status *st) {
     size_t want = span_want(cls, rs), need = span_need(cls, rs);
     int asked_others = 0, captured = 0;
@@ -281,6 +288,11 @@ static carve_block *pool_refill(carve_arena *a, carve_pool *p, unsigned cls, siz
             span = carve_heap_take(a, p, cls, want, need, st);
         int ask_others = !span && *st == CARVE_OK && !asked_others && !a->vmm && CARVE_LOAD(&a->multi) &&
                          CARVE_LOAD(&a->heap.reserved) + want > CARVE_LOAD(&a->heap.reserved_peak);
+        if (!span && *st == CARVE_OK && !ask_others && (flags & CARVE_ALLOC_HELD)) { /* growing is the caller's to decide */
+            carve_mutex_unlock(&a->heap.lock);
+            *st = CARVE_ERR_OOM;
+            return held_short();
+        }
         if (!span && *st == CARVE_OK && !ask_others) {
             *st = carve_heap_grow(a, want, need, p->stream);
             if (*st == CARVE_OK)
@@ -309,7 +321,7 @@ static carve_block *pool_refill(carve_arena *a, carve_pool *p, unsigned cls, siz
         carve_block *b;
         if (*st == CARVE_ERR_OOM && (b = carve_index_find_fit(&p->index[!cls], rs)))
             return b;
-        if (*st != CARVE_ERR_OOM || attempt == 2) {
+        if (*st != CARVE_ERR_OOM || attempt == 2 || (flags & CARVE_ALLOC_HELD)) {
             if (captured && *st == CARVE_ERR_OOM)
                 note_captured();
             return NULL;
@@ -391,7 +403,7 @@ __attribute__((noinline, cold)) static carve_block *vmm_adopt(carve_arena *a, ca
  * memory mapped instead of unmapping it to map other granules, and a scan
  * of host memory replaces driver calls that cost tens of microseconds. */
 __attribute__((noinline, cold)) static carve_block *vmm_place(carve_arena *a, carve_pool *p, unsigned cls,
-                                                            size_t rs, carve_status *st) {
+                                                            size_t rs, unsigned flags, carve_status *st) {
     const size_t G = CARVE_SEGMENT_GRANULE;
     carve_block *best = NULL;
     size_t best_need = SIZE_MAX;
@@ -427,6 +439,10 @@ __attribute__((noinline, cold)) static carve_block *vmm_place(carve_arena *a, ca
         return m0;
     if (!best)
         return NULL;
+    if (best_need && (flags & CARVE_ALLOC_HELD)) { /* mapping more is the caller's to decide */
+        *st = CARVE_ERR_OOM;
+        return held_short();
+    }
     carve_block *u = best, *m;
     if (carve_slab_reserve(&p->slab, 3) != 0 || carve_blockmap_reserve(&p->map) != 0) {
         carve_note_host(1, "host memory exhausted for carve's metadata");
@@ -442,7 +458,8 @@ __attribute__((noinline, cold)) static carve_block *vmm_place(carve_arena *a, ca
         carve_keep keep = {{best_x, u->addr - G}, {best_x + rs, u->addr + u->size + G}};
         uintptr_t kept_at = 0;
         size_t kept = 0;
-        *st = carve_vmm_map(a, p, u->span, ga, best_need * G, best_x, best_x + rs, &keep, &kept_at, &kept);
+        *st = carve_vmm_map(a, p, u->span, ga, best_need * G, best_x, best_x + rs, &keep, &kept_at, &kept,
+                            (flags & CARVE_ALLOC_REPLACE) != 0);
         if (kept) /* mapped, and refused to go again: free memory, let go now */
             carve_vmm_unclaimed(p, carve_vmm_claim(p, u, kept_at, kept_at + kept));
         if (*st != CARVE_OK)
@@ -463,7 +480,8 @@ __attribute__((noinline, cold)) static carve_block *vmm_place(carve_arena *a, ca
 /* Pool lock held; the fast path found no block for rs. Find or bring in a
  * block (in virtual-memory mode, map it); on running out of room, reclaim
  * cached memory from every stream and retry once. */
-static carve_block *pool_take(carve_arena *a, carve_pool *p, unsigned cls, size_t rs, carve_status *st) {
+static carve_block *pool_take(carve_arena *a, carve_pool *p, unsigned cls, size_t rs, unsigned flags,
+                              carve_status *st) {
     carve_pool_flush_hot(p, 1); /* merged, it may fit */
     int capturing = carve_pool_capturing(p), captured = 0;
     for (int attempt = 0;; attempt++) {
@@ -487,16 +505,16 @@ static carve_block *pool_take(carve_arena *a, carve_pool *p, unsigned cls, size_
             return NULL;
         }
         if (!a->vmm)
-            return pool_refill(a, p, cls, rs, st);
-        if (!(b = vmm_place(a, p, cls, rs, st)) && *st == CARVE_OK) {
+            return pool_refill(a, p, cls, rs, flags, st);
+        if (!(b = vmm_place(a, p, cls, rs, flags, st)) && *st == CARVE_OK) {
             /* No room anywhere in the pool: bring address space in. */
-            b = pool_refill(a, p, cls, rs, st);
+            b = pool_refill(a, p, cls, rs, flags, st);
             if (b && !(b->state == CARVE_B_FREE && b->size >= rs))
-                b = vmm_place(a, p, cls, rs, st);
+                b = vmm_place(a, p, cls, rs, flags, st);
         }
         if (b)
             return b;
-        if (*st != CARVE_ERR_OOM || attempt == 1) {
+        if (*st != CARVE_ERR_OOM || attempt == 1 || (flags & CARVE_ALLOC_HELD)) {
             if (captured && *st == CARVE_ERR_OOM)
                 note_captured();
             return NULL;
@@ -571,7 +589,9 @@ static inline __attribute__((always_inline)) carve_status hand_out(carve_arena *
     return CARVE_OK;
 }
 
-carve_status carve_alloc(carve_arena *a, size_t size, carve_stream s, void **out) {
+/* carve_alloc and carve_alloc_flags (the flags reach the slow path alone). */
+static inline __attribute__((always_inline)) carve_status alloc(carve_arena *a, size_t size, carve_stream s,
+                                                               void **out, unsigned flags) {
     if (CARVE_UNLIKELY(!out))
         return carve_fail(a, CARVE_ERR_INVALID, "carve_alloc: out is NULL");
     *out = NULL;
@@ -582,7 +602,7 @@ carve_status carve_alloc(carve_arena *a, size_t size, carve_stream s, void **out
     if (CARVE_UNLIKELY(s == CARVE_STREAM_PER_THREAD)) /* the calling thread's stream */
         s = carve_thread_stream();
     if (CARVE_UNLIKELY(size > CARVE_MAX_ALLOC || size > CARVE_LOAD(&a->limit)))
-        return oom_answer(a, size, 0, s, out, "the request is larger than the arena's limit", 0);
+        return oom_answer(a, size, 0, flags, s, out, "the request is larger than the arena's limit", 0);
     size_t rs = carve_align_up(size, CARVE_ALIGNMENT);
     unsigned cls = rs <= a->small_max ? CARVE_CLASS_SMALL : CARVE_CLASS_LARGE;
     carve_pool *p = carve_pool_get(a, s);
@@ -601,12 +621,20 @@ carve_status carve_alloc(carve_arena *a, size_t size, carve_stream s, void **out
         b->slack = (uint8_t)(rs - size);
         goto found;
     }
+    /* Abandoned (carve_arena_abandon, whose walk takes this lock after
+     * setting the flag, empties the hot slot and marks live blocks so that
+     * their frees are not parked there): what the pool holds is no longer
+     * mapped. Off the hot path, which an abandoned pool never hits. */
+    if (CARVE_UNLIKELY(__atomic_load_n(&a->abandoned, __ATOMIC_RELAXED))) {
+        carve_spin_unlock(&p->lock);
+        return carve_fail(a, CARVE_ERR_NO_DEVICE, "carve_alloc: the arena's CUDA context is gone (carve_arena_abandon)");
+    }
     if (CARVE_UNLIKELY(b != NULL) && ix->ordered) /* merged first: nothing is placed around it */
         carve_pool_flush_hot(p, 1);
     b = carve_index_find(ix, rs);
     carve_status st = CARVE_OK;
     if (CARVE_UNLIKELY(!b))
-        b = pool_take(a, p, cls, rs, &st);
+        b = pool_take(a, p, cls, rs, flags, &st);
     if (CARVE_LIKELY(b) && CARVE_UNLIKELY(carve_slab_reserve(&p->slab, 1) != 0 ||
                                            carve_blockmap_reserve(&p->map) != 0)) {
         carve_note_host(1, "host memory exhausted for carve's metadata");
@@ -615,14 +643,28 @@ carve_status carve_alloc(carve_arena *a, size_t size, carve_stream s, void **out
     }
     if (CARVE_UNLIKELY(!b)) {
         carve_spin_unlock(&p->lock);
+        if (st == CARVE_ERR_OOM && (flags & CARVE_ALLOC_HELD))
+            return carve_fail_host(a, st, carve_note_is_host(),
+                                   "carve_alloc_flags of %zu bytes from what the arena holds: %s", size, carve_note_get());
         if (st == CARVE_ERR_OOM)
-            return oom_answer(a, size, 0, s, out, carve_note_get(), carve_note_is_host());
+            return oom_answer(a, size, 0, flags, s, out, carve_note_get(), carve_note_is_host());
         return carve_fail_host(a, st, carve_note_is_host(), "carve_alloc of %zu bytes: %s", size, carve_note_get());
     }
     b = block_split(p, b, rs);
     claim(a, p, b, rs, size);
 found:
     return hand_out(a, p, b, rs, size, out);
+}
+
+carve_status carve_alloc(carve_arena *a, size_t size, carve_stream s, void **out) { return alloc(a, size, s, out, 0); }
+
+carve_status carve_alloc_flags(carve_arena *a, size_t size, carve_stream s, unsigned flags, void **out) {
+    if (CARVE_UNLIKELY(flags & ~(CARVE_ALLOC_HELD | CARVE_ALLOC_REPLACE))) {
+        if (out)
+            *out = NULL;
+        return carve_fail(a, CARVE_ERR_INVALID, "carve_alloc_flags: unknown flags %#x", flags & ~(CARVE_ALLOC_HELD | CARVE_ALLOC_REPLACE));
+    }
+    return alloc(a, size, s, out, flags);
 }
 
 carve_status carve_alloc_aligned(carve_arena *a, size_t size, size_t align, carve_stream s, void **out) {
@@ -641,7 +683,7 @@ carve_status carve_alloc_aligned(carve_arena *a, size_t size, size_t align, carv
     if (s == CARVE_STREAM_PER_THREAD)
         s = carve_thread_stream();
     if (size > CARVE_MAX_ALLOC)
-        return oom_answer(a, size, align, s, out, "the request is larger than the arena's limit", 0);
+        return oom_answer(a, size, align, 0, s, out, "the request is larger than the arena's limit", 0);
     /* Any free block of rs + align - CARVE_ALIGNMENT bytes holds rs bytes at
      * an aligned address; the bytes before it stay a free block of their own,
      * those after it too. That room is what has to fit under the limit. */
@@ -650,19 +692,24 @@ carve_status carve_alloc_aligned(carve_arena *a, size_t size, size_t align, carv
         char b1[32];
         carve_note("the request with its alignment's room (%s) is larger than the arena's limit",
                    carve_format_bytes(b1, sizeof(b1), want));
-        return oom_answer(a, size, align, s, out, carve_note_get(), 0);
+        return oom_answer(a, size, align, 0, s, out, carve_note_get(), 0);
     }
     unsigned cls = want <= a->small_max ? CARVE_CLASS_SMALL : CARVE_CLASS_LARGE;
     carve_pool *p = carve_pool_get(a, s);
     if (!p)
         return alloc_oom(a, size, align, s, "host memory exhausted for carve's metadata", 1);
     carve_spin_lock(&p->lock);
+    if (__atomic_load_n(&a->abandoned, __ATOMIC_RELAXED)) { /* what the pool holds is no longer mapped */
+        carve_spin_unlock(&p->lock);
+        return carve_fail(a, CARVE_ERR_NO_DEVICE,
+                          "carve_alloc_aligned: the arena's CUDA context is gone (carve_arena_abandon)");
+    }
     if (p->pending_head)
         carve_pool_poll_pending(p, CARVE_PENDING_POLL, 1);
     carve_pool_flush_hot(p, 1);
     carve_status st = CARVE_OK;
     carve_block *b = carve_index_find(&p->index[cls], want);
-    if (!b && (b = pool_take(a, p, cls, want, &st)) && a->vmm)
+    if (!b && (b = pool_take(a, p, cls, want, 0, &st)) && a->vmm)
         carve_vmm_unclaimed(p, b); /* granules mapped for want that the buffer may leave */
     if (b && (carve_slab_reserve(&p->slab, 2) != 0 || carve_blockmap_reserve(&p->map) != 0)) {
         carve_note_host(1, "host memory exhausted for carve's metadata");
@@ -672,7 +719,7 @@ carve_status carve_alloc_aligned(carve_arena *a, size_t size, size_t align, carv
     if (!b) {
         carve_spin_unlock(&p->lock);
         if (st == CARVE_ERR_OOM)
-            return oom_answer(a, size, align, s, out, carve_note_get(), carve_note_is_host());
+            return oom_answer(a, size, align, 0, s, out, carve_note_get(), carve_note_is_host());
         return carve_fail_host(a, st, carve_note_is_host(), "carve_alloc_aligned of %zu bytes: %s", size,
                                carve_note_get());
     }
@@ -826,7 +873,14 @@ carve_status carve_free(carve_arena *a, void *ptr) {
         return bad_pointer(a, "carve_free", ptr);
     }
     carve_uses *u = NULL;
-    if (CARVE_UNLIKELY(b->flags != 0)) { /* other streams' uses, a tag */
+    if (CARVE_UNLIKELY(b->flags != 0)) { /* other streams' uses, a tag, an abandoned arena */
+        if (b->flags & CARVE_BF_GONE) { /* its arena was abandoned: released, never parked hot */
+            CARVE_STORE(&p->nfrees, p->nfrees + 1);
+            carve_pool_account(p, -(ptrdiff_t)b->size, -(ptrdiff_t)carve_block_requested(b));
+            carve_pool_release_gone(p, b);
+            carve_spin_unlock(&p->lock);
+            return CARVE_OK;
+        }
         u = b->flags & CARVE_BF_USES ? b->u.b.uses : NULL;
         carve_status st = u ? uses_record(a, u, CARVE_KEY_NONE) : CARVE_OK;
         if (st != CARVE_OK) {

@@ -19,6 +19,7 @@
 #include "engine/error.h"
 #include "engine/heap.h"
 #include "engine/live.h"
+#include "engine/vmm.h"
 #include "engine/pool.h"
 #include "engine/reclaim.h"
 
@@ -49,9 +50,10 @@ static carve_status validate(const carve_config *c) {
                           "never hold a byte");
     if (c->vmm != 0 && c->vmm != 1 && c->vmm != CARVE_VMM_AUTO)
         return carve_fail(NULL, CARVE_ERR_INVALID, "carve_arena_create: vmm is %d (0, 1 or CARVE_VMM_AUTO)", c->vmm);
-    if (c->vmm == 1 && c->backend != CARVE_BACKEND_CUDA && c->backend != CARVE_BACKEND_VIRTUAL)
+    if (c->vmm == 1 && c->backend != CARVE_BACKEND_CUDA && c->backend != CARVE_BACKEND_VIRTUAL &&
+        c->backend != CARVE_BACKEND_CUDA_DRIVER)
         return carve_fail(NULL, CARVE_ERR_INVALID,
-                          "carve_arena_create: virtual-memory mode needs the cuda or virtual backend");
+                          "carve_arena_create: virtual-memory mode needs the cuda, cuda_driver or virtual backend");
     /* 0 (CARVE_OK) stands for the default, CARVE_ERR_OOM, so that a
      * structure zeroed before its fields are set works. */
     if (c->fail_backend_status != CARVE_OK && c->fail_backend_status != CARVE_ERR_OOM &&
@@ -268,6 +270,23 @@ carve_status carve_arena_create(const carve_config *user, carve_arena **out) {
     return CARVE_OK;
 }
 
+void carve_arena_abandon(carve_arena *a) {
+    if (!a || !a->be.ops->abandon || __atomic_exchange_n(&a->abandoned, 1, __ATOMIC_ACQ_REL))
+        return;
+    /* The backend itself, not the fault-injecting layer in front of it:
+     * nothing injected keeps a granule mapped now. */
+    const carve_backend_ops *ops = a->be.faults.leaf ? a->be.faults.leaf : a->be.ops;
+    ops->abandon(&a->be, 0); /* nothing more is taken from now on */
+    for (carve_pool *p = CARVE_LOAD_ACQ(&a->pools); p; p = p->next_all) {
+        carve_spin_lock(&p->lock); /* carve_alloc's hot path no longer hits (it checks no flag) */
+        carve_pool_abandon(p);
+        carve_spin_unlock(&p->lock);
+    }
+    if (a->vmm)
+        carve_vmm_abandon(a, ops); /* what the records say is mapped */
+    ops->abandon(&a->be, 1);       /* the address ranges */
+}
+
 void carve_arena_destroy(carve_arena *a) {
     if (!a)
         return;
@@ -279,8 +298,10 @@ void carve_arena_destroy(carve_arena *a) {
      * the whole device first, as the waiting reclaim does. Nothing to wait
      * for when nothing is held (address space alone holds no memory). A
      * failed synchronization (a device lost, a runtime shutting down) cannot
-     * be reported; the memory goes back regardless. */
-    if (CARVE_LOAD(&a->heap.reserved) > 0) {
+     * be reported; the memory goes back regardless. An abandoned arena's
+     * context is gone, and its work and captures with it: no context to
+     * wait or ask in. */
+    if (CARVE_LOAD(&a->heap.reserved) > 0 && !__atomic_load_n(&a->abandoned, __ATOMIC_ACQUIRE)) {
         /* Neither the wait nor giving memory back may happen while a stream
          * capture is underway (it would break): the capture ends first. */
         while (carve_capture_underway(a, NULL))

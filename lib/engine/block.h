@@ -61,7 +61,8 @@ typedef struct carve_uses {
 /* Flags of a pool block. */
 enum {
     CARVE_BF_USES = 1, /* u.b.uses is set (carve_record_stream) */
-    CARVE_BF_TAG = 2   /* u.b.tag is set (carve_set_tag); cleared when the buffer is freed */
+    CARVE_BF_TAG = 2,  /* u.b.tag is set (carve_set_tag); cleared when the buffer is freed */
+    CARVE_BF_GONE = 4  /* live when its arena was abandoned: freed, it is never parked hot */
 };
 
 /* The first 64 bytes hold everything the alloc and free fast paths touch,

@@ -317,6 +317,20 @@ void carve_pool_flush_hot(carve_pool *p, int record) {
     }
 }
 
+void carve_pool_abandon(carve_pool *p) {
+    carve_pool_flush_hot(p, 0);
+    for (carve_block *span = p->spans; span; span = span->fnext)
+        for (carve_block *b = span->u.r.first; b; b = b->next)
+            if (b->state == CARVE_B_USED)
+                b->flags |= CARVE_BF_GONE;
+}
+
+void carve_pool_release_gone(carve_pool *p, carve_block *b) {
+    uses_free(p->arena, b->flags & CARVE_BF_USES ? b->u.b.uses : NULL);
+    b->flags = 0;
+    carve_pool_release_block(p, b, 0);
+}
+
 /* Record an empty-event for span on p's stream into *ev, and number it
  * (span->u.r.seq) in the order events are recorded: when two pending ranges
  * of the stream merge in the heap, the one recorded later is the one that

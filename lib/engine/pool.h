@@ -75,6 +75,16 @@ carve_block *carve_pool_give_mapped(carve_pool *q, carve_block *f, uintptr_t lo,
 void carve_pool_extend_span(carve_pool *p, carve_block *span, size_t added, carve_block *blk) CARVE_INTERNAL;
 /* Pool lock held. Release the hot block, if any, into the index. */
 void carve_pool_flush_hot(carve_pool *p, int record) CARVE_INTERNAL;
+
+/* Lock held, the arena abandoned (carve_arena_abandon): the hot block is
+ * released and every live block marked CARVE_BF_GONE, so that nothing freed
+ * from now on is parked where carve_alloc's hot path would hand it out. */
+void carve_pool_abandon(carve_pool *p) CARVE_INTERNAL;
+
+/* Lock held: a CARVE_BF_GONE block freed (accounted by the caller): its
+ * uses dropped, it goes to the index (which an abandoned arena no longer
+ * serves from). */
+void carve_pool_release_gone(carve_pool *p, carve_block *b) CARVE_INTERNAL;
 /* Pool lock held. Install a span from the heap: one block covering it, FREE
  * (segments) or UNMAPPED (virtual-memory mode: the heap's ranges hold no
  * memory). */

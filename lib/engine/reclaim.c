@@ -22,6 +22,8 @@
  */
 #include "engine/reclaim.h"
 
+#include <string.h>
+
 #include "engine/error.h"
 #include "engine/heap.h"
 #include "engine/pool.h"
@@ -99,6 +101,10 @@ carve_status carve_reclaim(carve_arena *a, unsigned flags, carve_stream served) 
         size_t now = 0;
         for (carve_pool *q = CARVE_LOAD_ACQ(&a->pools); q; q = q->next_all) {
             __atomic_store_n(&q->touched_peak, __atomic_load_n(&q->touched, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
+            if (wait) { /* (its lock is held) the sizes that came back start again too */
+                memset(q->vrepeat, 0, sizeof(q->vrepeat));
+                q->vrepeat_added = 0;
+            }
             now += __atomic_load_n(&q->touched, __ATOMIC_RELAXED);
         }
         __atomic_store_n(&a->heap.vpeak, now * CARVE_SEGMENT_GRANULE, __ATOMIC_RELAXED);

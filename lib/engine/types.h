@@ -57,6 +57,15 @@
 #define CARVE_VMM_SLACK_STEP 10
 #define CARVE_VMM_HYSTERESIS_DIV 50
 #define CARVE_VMM_IDLE_DIV 4 /* several streams: the arena's budget is at least 1/4 above their touched peak */
+/* A request that had to replace free memory at the arena's peak and comes
+ * back with the same size at the same touched peak (a loop's step) is
+ * mapped without unmapping (vmm.c, carve_vmm_map): the last this many such
+ * requests are remembered, the touched peak may have risen by 1/64 at most
+ * since, and what repeats add to the arena stays within 1/8 of the rest of
+ * its peak. */
+#define CARVE_VMM_REPEATS 8
+#define CARVE_VMM_REPEAT_DIV 8
+#define CARVE_VMM_REPEAT_RISE_DIV 64
 /* The budget: one granule unmapped and mapped again per this many
  * allocations of a stream (about 62 us each on an H100: bench/vmm_costs.cu,
  * so at most some 120 ns per operation), counted over windows of CARVE_VMM_WINDOW
@@ -173,6 +182,17 @@ typedef struct carve_pool {
                                      touched peak (pool lock; read atomically) */
     uint64_t vremapped;           /* ... granules it unmapped to map others in this window */
     uint64_t vwindow_at;          /* ... its allocation count when the window began */
+    /* Virtual-memory mode, maps asked to replace free memory (carve_vmm_map;
+     * pool lock; cleared where touched_peak is reset with the pools locked):
+     * the last CARVE_VMM_REPEATS requests whose map had to unmap free
+     * granules (a ring), each its size in granules and the pool's touched
+     * peak then, and the bytes that such requests coming back added above
+     * the arena's peak. */
+    struct carve_vrepeat {
+        size_t granules, touched_peak;
+    } vrepeat[CARVE_VMM_REPEATS];
+    unsigned vrepeat_next;
+    size_t vrepeat_added;
     size_t touched;               /* virtual-memory mode: granules of this pool's spans that live or
                                      pending blocks touch (pool lock; read atomically) */
     size_t touched_peak;          /* its peak since creation or the last release: its allowance while
@@ -205,6 +225,7 @@ struct carve_arena {
     size_t min_grow;
     int growth;
     int vmm;                     /* virtual-memory mode */
+    int abandoned;               /* atomic: carve_arena_abandon was called */
     size_t small_max;            /* requests up to this are small: CARVE_SMALL_MAX, or 0 in
                                     virtual-memory mode, where one address-ordered region per
                                     stream packs buffers of every size (unused granules are

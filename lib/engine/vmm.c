@@ -379,8 +379,9 @@ void carve_vmm_adopted(carve_pool *p, carve_block *f) {
  * recorded mapping whole (its record goes). Returns the bytes unmapped: all
  * of size, or those before the mapping the backend refused (it and those
  * after it stay mapped and usable); *refused gets the refused mapping's
- * bytes (0: none). Counters are the caller's. */
-static size_t unmap_run(carve_arena *a, uintptr_t addr, size_t size, size_t *refused) {
+ * bytes (0: none). Through ops: the arena's backend, or the one behind
+ * the fault layer when the arena is abandoned. Counters are the caller's. */
+static size_t unmap_run(carve_arena *a, const carve_backend_ops *ops, uintptr_t addr, size_t size, size_t *refused) {
     size_t done = 0;
     uintptr_t end = addr + size;
     *refused = 0;
@@ -394,7 +395,7 @@ static size_t unmap_run(carve_arena *a, uintptr_t addr, size_t size, size_t *ref
         } else { /* granule mappings, up to the next record */
             len = (next < end ? next : end) - addr;
         }
-        if (a->be.ops->decommit(&a->be, addr, len, piece, &d) != CARVE_OK) {
+        if (ops->decommit(&a->be, addr, len, piece, &d) != CARVE_OK) {
             *refused = piece;
             carve_note_host(carve_backend_host(), "the %s backend refused to unmap memory: %s",
                             carve_backend_str(a->be.kind), carve_backend_msg());
@@ -634,7 +635,7 @@ size_t carve_vmm_trim(carve_arena *a, carve_pool *p, size_t want, const carve_ke
                 if (!f || x >= y)
                     continue;
                 size_t refused;
-                size_t d = unmap_run(a, x, y - x, &refused);
+                size_t d = unmap_run(a, a->be.ops, x, y - x, &refused);
                 failed += refused != 0; /* after a refusal, the rest of the run stays */
                 past = y;
                 if (d) {
@@ -676,7 +677,7 @@ int carve_vmm_unmap_span(carve_arena *a, carve_pool *p, carve_block *span) {
                 break;
             }
             size_t refused;
-            size_t d = unmap_run(a, x, end - x, &refused);
+            size_t d = unmap_run(a, a->be.ops, x, end - x, &refused);
             if (d) {
                 carve_block *mid;
                 f = cut_unmapped(p, f, x, x + d, &mid);
@@ -695,7 +696,10 @@ int carve_vmm_unmap_span(carve_arena *a, carve_pool *p, carve_block *span) {
     return failed || short_of_records ? -1 : 0;
 }
 
-void carve_vmm_span_destroy(carve_arena *a, const carve_block *span) {
+/* Unmap every mapped run of span through ops, whole mappings only; a
+ * mapping the backend refuses is asked once more, then passed over. The
+ * blocks are left as they are. */
+static void span_unmap_all(carve_arena *a, const carve_backend_ops *ops, const carve_block *span) {
     for (const carve_block *b = span->u.r.first; b;) {
         if (b->state == CARVE_B_UNMAPPED) {
             b = b->next;
@@ -705,10 +709,25 @@ void carve_vmm_span_destroy(carve_arena *a, const carve_block *span) {
         while (b && b->state != CARVE_B_UNMAPPED)
             b = b->next;
         uintptr_t y = b ? b->addr : span->addr + span->size;
-        while (x < y) { /* past a refusal, the mappings after it */
-            size_t refused, d = unmap_run(a, x, y - x, &refused);
-            x += d + (refused ? refused : y - x - d);
+        while (x < y) { /* past a refusal asked twice, the mappings after it */
+            size_t refused, d = unmap_run(a, ops, x, y - x, &refused);
+            x += d;
+            if (!refused)
+                break;
+            d = unmap_run(a, ops, x, refused, &refused);
+            x += refused ? refused : d; /* refused twice: it stays */
         }
+    }
+}
+
+void carve_vmm_span_destroy(carve_arena *a, const carve_block *span) { span_unmap_all(a, a->be.ops, span); }
+
+void carve_vmm_abandon(carve_arena *a, const carve_backend_ops *ops) {
+    for (carve_pool *p = CARVE_LOAD_ACQ(&a->pools); p; p = p->next_all) {
+        carve_spin_lock(&p->lock);
+        for (const carve_block *span = p->spans; span; span = span->fnext)
+            span_unmap_all(a, ops, span);
+        carve_spin_unlock(&p->lock);
     }
 }
 
@@ -864,14 +883,18 @@ int carve_vmm_would_unmap(carve_arena *a, const carve_pool *p, size_t need) {
     return total > carve_vmm_allowance(a, p) || total > CARVE_LOAD(&a->limit);
 }
 
-/* Several streams: the most bytes they all touched at once, as seen now
- * that need more are about to be touched (no counter on the fast paths). */
-static void arena_peak(carve_arena *a, size_t need) {
+/* Granules every stream's live blocks touch now (no counter on the fast paths). */
+static size_t arena_touched(carve_arena *a) {
     size_t now = 0;
     for (const carve_pool *q = CARVE_LOAD_ACQ(&a->pools); q; q = q->next_all)
         now += __atomic_load_n(&q->touched, __ATOMIC_RELAXED);
-    carve_atomic_max(&a->heap.vpeak, now * G + need);
+    return now;
 }
+
+/* Several streams: the most bytes they all touched at once, as seen now
+ * that need more are about to be touched. */
+static void arena_peak(carve_arena *a, size_t need) { carve_atomic_max(&a->heap.vpeak, arena_touched(a) * G + need); }
+
 
 /* Commit [addr, addr+size), whole granules of span, for the request that
  * will lie at [rlo, rhi). Room at the span's end, past everything mapped
@@ -886,7 +909,10 @@ static void arena_peak(carve_arena *a, size_t need) {
  * at least, and what is left of the run as one more: a later, smaller
  * buffer that lives in part of a freed request keeps only its pieces
  * mapped, so the footprint stays near granule by granule's (one mapping
- * per request kept up to all of it: docs/design.md, "Mappings"). A hole
+ * per request kept up to all of it: docs/design.md, "Mappings"). With
+ * granules (a map asked to replace free memory where it raises the
+ * arena's peak: carve_vmm_map), everything comes in granule by granule, so
+ * that each can go alone again and the footprint follows live memory. A hole
  * between mapped memory, which trims made, comes in granule by granule, so
  * that any granule of it can go alone again. So does everything once
  * several streams exist: memory moves between them in whole granules at the
@@ -900,7 +926,7 @@ static void arena_peak(carve_arena *a, size_t need) {
  * again, those still mapped, [*kept_at, *kept_at + *kept), stay mapped and
  * recorded (the request fails all the same; *kept is 0 otherwise). */
 static carve_status map_pieces(carve_arena *a, const carve_pool *p, carve_block *span, uintptr_t addr, size_t size,
-                               uintptr_t rlo, uintptr_t rhi, uintptr_t *kept_at, size_t *kept) {
+                               uintptr_t rlo, uintptr_t rhi, uintptr_t *kept_at, size_t *kept, int granules) {
     const carve_block *last = span->u.r.last;
     *kept = 0;
     size_t whole = rhi < addr + size ? size - G : size;
@@ -912,7 +938,7 @@ static carve_status map_pieces(carve_arena *a, const carve_pool *p, carve_block 
     size_t cap = peak / CARVE_VMM_MAP_DIV * G;
     size_t piece = whole < cap ? whole : cap > 2 * G ? cap : 2 * G;
     size_t body = whole / piece * piece, r = whole - body; /* pieces, then r (less than a piece) */
-    if (rlo > addr || last->state != CARVE_B_UNMAPPED || addr < last->addr ||
+    if (granules || rlo > addr || last->state != CARVE_B_UNMAPPED || addr < last->addr ||
         CARVE_LOAD(&a->multi) || carve_maps_reserve(&a->maps, body / piece + (r > G)) != 0)
         return a->be.ops->commit(&a->be, addr, size, CARVE_VMM_PIECE);
     carve_status st;
@@ -947,7 +973,7 @@ static carve_status map_pieces(carve_arena *a, const carve_pool *p, carve_block 
 }
 
 carve_status carve_vmm_map(carve_arena *a, carve_pool *p, carve_block *span, uintptr_t addr, size_t size,
-                           uintptr_t rlo, uintptr_t rhi, const carve_keep *keep, uintptr_t *kept_at, size_t *kept) {
+                           uintptr_t rlo, uintptr_t rhi, const carve_keep *keep, uintptr_t *kept_at, size_t *kept, int replace) {
     carve_heap *h = &a->heap;
     *kept = 0;
     char b1[32], b2[32], b3[32];
@@ -960,6 +986,48 @@ carve_status carve_vmm_map(carve_arena *a, carve_pool *p, carve_block *span, uin
      * that is mapped against the arena's one budget. */
     size_t allow = carve_vmm_allowance(a, p);
     size_t mapped = multi ? CARVE_LOAD(&h->reserved) + CARVE_LOAD(&h->inflight) : pool_mapped(p);
+    /* Asked to replace, where mapping would raise the arena's peak: the
+     * caller held freed buffers back as live, so the peak of live memory
+     * the allowance follows was too high, and this map is what decides the
+     * footprint: it allows for what is live now (the stream's, or with
+     * several streams all of theirs) and one granule. (Below the peak the
+     * footprint does not grow, and the allowance keeps granules from being
+     * unmapped and mapped again for nothing.) But a program that repeats
+     * itself (a training step) comes back to the peak with its free memory
+     * cut up the same way each time, and the same request then unmaps
+     * granules that the same step maps again: hundreds of driver calls a
+     * step at the same footprint (on GPT-2 training the step's largest
+     * buffer crept up the address space by a third of itself a step, its
+     * new top mapped and its old bottom unmapped). So a request of the
+     * size of one that had to unmap before (one of the last
+     * CARVE_VMM_REPEATS), with the stream's peak of touched memory where it
+     * was then (risen by 1 / CARVE_VMM_REPEAT_RISE_DIV at most: the program
+     * came back to where it was, as a loop does, rather than growing), may
+     * raise the arena's peak instead, so that after a step or two nothing
+     * is mapped or unmapped. (While the arena first grows, the touched peak
+     * rises by more between repeats of a size, 11% and more on GPT-2, and
+     * replacing stays as it was.) What repeats added in all stays within
+     * 1 / CARVE_VMM_REPEAT_DIV of the rest of the peak, so that a program
+     * whose shapes change and recur (serving) does not grow without end,
+     * and never passes the allowance (the peak of what was touched, which
+     * counts what the caller held back, plus the stream's slack). */
+    int replacing = replace && CARVE_LOAD(&h->reserved) + need > CARVE_LOAD(&h->reserved_peak);
+    size_t req = carve_align_up(rhi - rlo, G) / G;
+    if (replacing) {
+        size_t now = (multi ? arena_touched(a) : p->touched) * G + G;
+        size_t tpeak = __atomic_load_n(&p->touched_peak, __ATOMIC_RELAXED);
+        int repeat = 0; /* the same size, the touched peak (nearly) where it was: a loop came back */
+        for (unsigned i = 0; i < CARVE_VMM_REPEATS && !repeat; i++)
+            repeat = p->vrepeat[i].granules == req && tpeak >= p->vrepeat[i].touched_peak &&
+                     tpeak - p->vrepeat[i].touched_peak <= p->vrepeat[i].touched_peak / CARVE_VMM_REPEAT_RISE_DIV;
+        size_t rpeak = CARVE_LOAD(&h->reserved_peak), over = mapped + need > rpeak ? mapped + need - rpeak : 0;
+        if (repeat && mapped + need > now && rpeak >= p->vrepeat_added &&
+            p->vrepeat_added + over <= (rpeak - p->vrepeat_added) / CARVE_VMM_REPEAT_DIV) {
+            now = mapped + need;
+            p->vrepeat_added += over;
+        }
+        allow = now < allow ? now : allow;
+    }
     int recycle = 0;
     if (mapped + need > allow) {
         /* What is unmapped now is mostly mapped again below: let the
@@ -975,6 +1043,14 @@ carve_status carve_vmm_map(carve_arena *a, carve_pool *p, carve_block *span, uin
         size_t got = make_room(a, p, multi ? 0 : must, must + allow / CARVE_VMM_HYSTERESIS_DIV, keep);
         if (got)
             pace(p, got / G);
+        if (replacing && got) { /* remembered: if it comes back, it is a loop's */
+            struct carve_vrepeat *r = NULL;
+            for (unsigned i = 0; i < CARVE_VMM_REPEATS && !r; i++)
+                r = p->vrepeat[i].granules == req ? &p->vrepeat[i] : NULL;
+            if (!r)
+                r = &p->vrepeat[p->vrepeat_next++ % CARVE_VMM_REPEATS];
+            *r = (struct carve_vrepeat){req, __atomic_load_n(&p->touched_peak, __ATOMIC_RELAXED)};
+        }
         if (multi && got < must)
             trim_others(a, p, must - got);
     }
@@ -1007,7 +1083,7 @@ carve_status carve_vmm_map(carve_arena *a, carve_pool *p, carve_block *span, uin
      * between mapped memory, which trims made, granule by granule, so that
      * any granule of it can go alone again. The record is made room for
      * first, so that nothing can fail once the memory is mapped. */
-    carve_status st = map_pieces(a, p, span, addr, size, rlo, rhi, kept_at, kept);
+    carve_status st = map_pieces(a, p, span, addr, size, rlo, rhi, kept_at, kept, replacing);
     if (st != CARVE_OK && !*kept)
         carve_note_host(carve_backend_host(), "the %s backend could not map %s: %s", carve_backend_str(a->be.kind),
                         carve_format_bytes(b1, sizeof(b1), size), carve_backend_msg());

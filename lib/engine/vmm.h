@@ -28,14 +28,18 @@ typedef struct carve_keep {
  * map_pieces), first unmapping free
  * granules of this pool (longest unused first; none in keep, which may be
  * NULL) where its mapped bytes would pass its allowance, and other streams'
- * where the arena's would pass the limit. Driver calls run with the heap lock dropped.
+ * where the arena's would pass the limit. With replace, where the arena's
+ * mapped bytes would pass their peak, the allowance is what the pool's live
+ * blocks (with several streams, every pool's) touch now and one granule, if lower,
+ * and the memory comes in granule by granule (no larger mapping, which could
+ * only go whole, keeps free granules mapped). Driver calls run with the heap lock dropped.
  * CARVE_ERR_OOM past the limit; the blocks are unchanged then. *kept is
  * the bytes, at *kept_at, that a failed map left mapped (the backend
  * refused to unmap them again: counted in reserved and as a refused unmap,
  * recorded in maps.h); the caller claims them as free memory (0: none). */
 carve_status carve_vmm_map(carve_arena *a, carve_pool *p, carve_block *span, uintptr_t addr, size_t size,
                            uintptr_t rlo, uintptr_t rhi, const carve_keep *keep, uintptr_t *kept_at,
-                           size_t *kept) CARVE_INTERNAL;
+                           size_t *kept, int replace) CARVE_INTERNAL;
 /* Pool lock held, several streams: whether mapping need bytes more for p
  * would first unmap free granules (all that is mapped past the arena's
  * budget, carve_vmm_allowance, or the limit), as carve_vmm_map decides. */
@@ -97,6 +101,11 @@ int carve_vmm_unmap_span(carve_arena *a, carve_pool *p, carve_block *span) CARVE
 /* The arena is being destroyed: unmap whatever is mapped in span, keeping
  * no books. */
 void carve_vmm_span_destroy(carve_arena *a, const carve_block *span) CARVE_INTERNAL;
+/* The arena's context is gone (carve_arena_abandon): unmap, through ops,
+ * every run of granules the spans of every pool hold mapped (each pool
+ * locked in turn), leaving the records as they are. Costs the blocks, not
+ * the address space. */
+void carve_vmm_abandon(carve_arena *a, const carve_backend_ops *ops) CARVE_INTERNAL;
 
 /* Pool lock held: link / unlink an UNMAPPED block in its pool's list. */
 static inline void carve_vmm_list_add(carve_pool *p, carve_block *b) {

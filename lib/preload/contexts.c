@@ -89,13 +89,19 @@
 #define REUSE_SCAN 8                   /* reusable buffers looked at for one of the size asked for */
 #define POLL_EVERY 64                  /* calls of a thread between looks at the closed epochs */
 #define SAMPLE_EVERY 67                /* calls between two timed ones (with --report) */
+#define ROOM_SLACK_DIV 64              /* an arena grows past waiting frees up to 1/64 of what it holds */
 
 #define TLS __thread __attribute__((tls_model("initial-exec")))
 #define NOINLINE __attribute__((noinline))
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
 struct carve_ctx {
-    CUcontext ctx;      /* NULL once the context is gone (atomic) */
+    CUcontext ctx;      /* NULL once the context is gone, or while the driver may be taking it
+                           away (atomic) */
+    int hidden;         /* NULL only while the driver destroys or resets it (table_lock): its
+                           slot stays its own, and it comes back if the driver refuses */
+    CUcontext going;    /* while hidden, the handle the driver is taking away (table_lock):
+                           the mark carve_ctx_settled finds it by, however many go at once */
     struct carve_ctx *retired_next; /* gone and out of its slot: kept for the report */
     unsigned seq;       /* contexts made before it */
     int device;
@@ -139,7 +145,11 @@ static carve_ctx *slots[MAX_CTX];
 static unsigned nctx;       /* atomic: slots published so far */
 static carve_ctx *retired;  /* atomic: gone contexts out of their slots */
 /* Contexts the driver is destroying, resetting or releasing right now (a
- * handle once per call, under table_lock): no arena is made for them. */
+ * handle once per call, under table_lock): no arena is made for them. A
+ * context carve serves is marked itself (carve_ctx.going), whatever the
+ * number: this list is for handles carve has no arena for yet, and past
+ * MAX_DYING of those at once, one made meanwhile is forgotten when the
+ * call succeeds. */
 static CUcontext dying[MAX_DYING];
 static unsigned ndying;
 static unsigned nmade; /* contexts made so far (table_lock) */
@@ -406,12 +416,23 @@ static carve_ctx *find(CUcontext cur) {
     return NULL;
 }
 
+/* The context hidden while the driver takes ctx away (table_lock held). */
+static carve_ctx *find_going(CUcontext ctx) {
+    unsigned n = __atomic_load_n(&nctx, __ATOMIC_ACQUIRE);
+    for (unsigned i = 0; i < n; i++) {
+        carve_ctx *c = slot(i);
+        if (c->hidden && c->going == ctx)
+            return c;
+    }
+    return NULL;
+}
+
 /* Whether the driver is taking ctx away right now (table_lock held). */
 static int is_dying(CUcontext ctx) {
     for (unsigned i = 0; i < ndying; i++)
         if (dying[i] == ctx)
             return 1;
-    return 0;
+    return find_going(ctx) != NULL;
 }
 
 static void make_arena(carve_ctx *c, CUcontext cur) {
@@ -424,9 +445,12 @@ static void make_arena(carve_ctx *c, CUcontext cur) {
     snprintf(name, sizeof(name), "carve-run device %d", c->device);
     cfg.name = name;
     cfg.device = c->device;
-    /* The driver backend allocates in this context with the real cuMemAlloc;
-     * virtual-memory mode maps granules with cuMemMap in the primary context. */
-    cfg.backend = cfg.vmm == 1 ? CARVE_BACKEND_CUDA : CARVE_BACKEND_CUDA_DRIVER;
+    /* The driver backend takes memory in this context through the driver's
+     * real entry points (metered against the cap, meter.c): by default in
+     * virtual-memory mode, granules of cuMemCreate memory mapped as buffers
+     * need them, where the device supports it; segments from cuMemAlloc
+     * with vmm=0 (--mode segments), or where it does not. */
+    cfg.backend = CARVE_BACKEND_CUDA_DRIVER;
     if (carve_arena_create(&cfg, &c->arena) != CARVE_OK) {
         c->arena = NULL;
         snprintf(c->err, sizeof(c->err), "%s", carve_last_error(NULL));
@@ -444,7 +468,7 @@ static void make_arena(carve_ctx *c, CUcontext cur) {
  * host memory is short. */
 static carve_ctx *make(CUcontext cur) {
     unsigned n = nctx, i = 0;
-    while (i < n && __atomic_load_n(&slot(i)->ctx, __ATOMIC_ACQUIRE))
+    while (i < n && (__atomic_load_n(&slot(i)->ctx, __ATOMIC_ACQUIRE) || slot(i)->hidden))
         i++;
     carve_ctx *c = i < MAX_CTX ? calloc(1, sizeof(*c)) : NULL;
     if (!c)
@@ -557,35 +581,63 @@ int carve_ctx_contains(uintptr_t ptr) {
     return 0;
 }
 
+int carve_ctx_vmm_device(uintptr_t ptr) {
+    unsigned n = forked ? 0 : __atomic_load_n(&nctx, __ATOMIC_ACQUIRE);
+    for (unsigned i = 0; i < n; i++) {
+        carve_ctx *c = slot(i);
+        carve_config cfg;
+        if (c->arena && __atomic_load_n(&c->ctx, __ATOMIC_ACQUIRE) && carve_arena_contains(c->arena, (void *)ptr) &&
+            carve_arena_get_config(c->arena, &cfg) == CARVE_OK && cfg.vmm == 1)
+            return c->device;
+    }
+    return -1;
+}
+
 int carve_ctx_device(const carve_ctx *c) { return c->device; }
 carve_arena *carve_ctx_arena(const carve_ctx *c) { return c->arena; }
 const char *carve_ctx_last_error(const carve_ctx *c) { return c->err; }
 
-/* Forget ctx (table_lock held). The driver frees the context's memory
- * itself; the arena's records are kept for the report but nothing is handed
- * out from them again, and the buffers waiting to go back to it lose their
- * pending marks (the driver may hand the same addresses to another
- * context). */
-static void forget(CUcontext ctx) {
-    carve_ctx *c = find(ctx);
-    if (!c)
-        return;
+/* Nothing is served from c from now on: every thread looks its context up
+ * again and finds none (table_lock held). */
+static void hide(carve_ctx *c) {
     __atomic_store_n(&c->ctx, NULL, __ATOMIC_RELEASE);
     __atomic_add_fetch(&generation, 1, __ATOMIC_RELEASE);
+}
+
+/* c's context is gone (hidden already or not; table_lock held). The driver
+ * freed the context's memory itself, but not what belongs to no context:
+ * the granules of virtual-memory mode go back now. The arena's records are
+ * kept for the report but nothing is handed out from them again, and the
+ * buffers waiting to go back to it lose their pending marks (the driver may
+ * hand the same addresses to another context). */
+static void forget(carve_ctx *c) {
+    hide(c);
+    c->hidden = 0; /* its slot may be taken */
+    c->going = NULL;
     if (c->q) {
         carve_q_gone(c->q);
         take_batches(c, TAKE_ALL, 0); /* joined to a gone quarantine: marks cleared */
     }
+    carve_arena_abandon(c->arena);
 }
 
-void carve_ctx_going(struct CUctx_st *ctx, int forget_now) {
+/* The driver destroys or resets ctx (hide_now) or may reset it (a primary
+ * context's release): no arena is made for the handle until the call is
+ * over, and with hide_now nothing is served from its arena meanwhile. What
+ * waits for it stays until the call succeeded: a call that fails leaves the
+ * context as it was, and carve too. */
+void carve_ctx_going(struct CUctx_st *ctx, int hide_now) {
     if (forked || !ctx)
         return;
     pthread_mutex_lock(&table_lock);
+    carve_ctx *c = hide_now ? find(ctx) : NULL;
+    if (c) { /* marked on itself: found again however many contexts go at once */
+        hide(c);
+        c->hidden = 1;
+        c->going = ctx;
+    }
     if (ndying < MAX_DYING)
         dying[ndying++] = ctx;
-    if (forget_now)
-        forget(ctx);
     pthread_mutex_unlock(&table_lock);
 }
 
@@ -593,15 +645,25 @@ void carve_ctx_settled(struct CUctx_st *ctx, int freed) {
     if (forked || !ctx)
         return;
     pthread_mutex_lock(&table_lock);
-    if (freed) { /* before an arena can be made for the handle again */
-        forget(ctx);
-        carve_meter_ctx_gone(ctx);
-    }
     for (unsigned i = 0; i < ndying; i++)
         if (dying[i] == ctx) {
             dying[i] = dying[--ndying];
             break;
         }
+    carve_ctx *hidden = find_going(ctx);
+    if (freed) { /* before an arena can be made for the handle again */
+        if (hidden)
+            forget(hidden);
+        carve_ctx *c = find(ctx); /* not hidden (a release), or made meanwhile past MAX_DYING */
+        if (c)
+            forget(c);
+        carve_meter_ctx_gone(ctx);
+    } else if (hidden) { /* the driver refused: served as before */
+        hidden->hidden = 0;
+        hidden->going = NULL;
+        __atomic_store_n(&hidden->ctx, ctx, __ATOMIC_RELEASE);
+        __atomic_add_fetch(&generation, 1, __ATOMIC_RELEASE);
+    }
     pthread_mutex_unlock(&table_lock);
 }
 
@@ -747,6 +809,44 @@ static NOINLINE int alloc_failed(carve_ctx *c, carve_thread *t, carve_status st,
     return CUDA_SUCCESS;
 }
 
+/* An allocation from what the arena holds failed with st: the arena would
+ * have to grow. First what this thread keeps that nobody reused goes back,
+ * then the quarantine's epochs the device is done with,
+ * oldest first, waiting for the oldest while the closed epochs hold more
+ * than a sliver of the arena (1 / ROOM_SLACK_DIV of what it holds): memory
+ * waiting for a GPU that runs behind then never decides the footprint, and
+ * the wait is for work queued long ago, with what was queued after it
+ * keeping the device busy. Then the arena grows, in virtual-memory mode in
+ * place of free granules the device is done with: the buffers the
+ * quarantine held made the arena see a peak of live memory higher than the
+ * program's, which its allowance of mapped memory would follow. */
+static NOINLINE int alloc_grow(carve_ctx *c, carve_thread *t, carve_status st, size_t size, carve_stream stream,
+                               int try_only, uintptr_t *out) {
+    void *p = NULL;
+    if (st == CARVE_ERR_OOM) {
+        if (t && t->bc == c) {
+            carve_spin_lock(&t->lock);
+            if (t->ngroups)
+                promote(t);
+            unsigned had = t->ready - t->head;
+            give_back_ready(t);
+            carve_spin_unlock(&t->lock);
+            if (had)
+                st = carve_alloc_flags(c->arena, size, stream, CARVE_ALLOC_HELD, &p);
+        }
+        size_t slack = carve_memory_reserved(c->arena) / ROOM_SLACK_DIV;
+        while (st == CARVE_ERR_OOM && carve_q_make_room(c->q, slack))
+            st = carve_alloc_flags(c->arena, size, stream, CARVE_ALLOC_HELD, &p);
+        if (st == CARVE_ERR_OOM)
+            st = carve_alloc_flags(c->arena, size, stream, CARVE_ALLOC_REPLACE, &p);
+    }
+    if (st != CARVE_OK)
+        return alloc_failed(c, t, st, size, stream, try_only, out);
+    *out = (uintptr_t)p;
+    count(t, c, stream ? ASYNC_ALLOCS : ALLOCS);
+    return CUDA_SUCCESS;
+}
+
 int carve_ctx_alloc(size_t size, carve_stream stream, int try_only, uintptr_t *out, carve_ctx **cp) {
     carve_ctx *c = *cp = current();
     if (CARVE_UNLIKELY(!c || !c->arena))
@@ -765,9 +865,9 @@ int carve_ctx_alloc(size_t size, carve_stream stream, int try_only, uintptr_t *o
         carve_q_handle_busy(c->q, stream))
         stream = NULL; /* usable on any stream at once, which is more than asked */
     enter_carve(t);
-    carve_status st = carve_alloc(c->arena, size, stream, &p);
+    carve_status st = carve_alloc_flags(c->arena, size, stream, CARVE_ALLOC_HELD, &p);
     if (CARVE_UNLIKELY(st != CARVE_OK)) {
-        int r = alloc_failed(c, t, st, size, stream, try_only, out);
+        int r = alloc_grow(c, t, st, size, stream, try_only, out);
         leave_carve(t);
         return r;
     }
@@ -1091,7 +1191,7 @@ void carve_ctx_each(void (*fn)(carve_arena *arena, int device, const carve_ctx_c
         counts.ooms = __atomic_load_n(&c->n.ooms, __ATOMIC_RELAXED);
         counts.passthrough = __atomic_load_n(&c->n.passthrough, __ATOMIC_RELAXED);
         counts.ns_in_carve = __atomic_load_n(&c->n.ns_in_carve, __ATOMIC_RELAXED);
-        carve_q_counts(c->q, &counts.epochs, &counts.drains);
+        carve_q_counts(c->q, &counts.epochs, &counts.drains, &counts.room_waits, &counts.held_peak);
         fn(c->arena, c->device, &counts, arg);
     }
     free(list);

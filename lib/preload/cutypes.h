@@ -23,6 +23,9 @@ typedef struct CUgraphNode_st *CUgraphNode;
 typedef uint64_t cuuint64_t;
 typedef unsigned long long CUmemGenericAllocationHandle;
 typedef struct CUmemPoolHandle_st *CUmemoryPool;
+typedef struct CUipcMemHandle_st {
+    char reserved[64];
+} CUipcMemHandle;
 
 /* The start of CUmemAllocationProp, all the interposer reads of it: where
  * cuMemCreate puts the memory (the rest of the driver's struct follows and
@@ -44,6 +47,7 @@ enum {
     CUDA_ERROR_NOT_INITIALIZED = 3,
     CUDA_ERROR_INVALID_CONTEXT = 201,
     CUDA_ERROR_NOT_READY = 600,
+    CUDA_ERROR_NOT_SUPPORTED = 801,
     CUDA_ERROR_UNKNOWN = 999,
 };
 

@@ -44,6 +44,7 @@ CARVE_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *
 CARVE_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
                                unsigned long long flags);
 CARVE_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size);
+CARVE_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr);
 CARVE_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t width, size_t height,
                                          unsigned elem);
 CARVE_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,

@@ -1,7 +1,8 @@
 /*
  * hooks.c — the driver functions the interposer serves, under their exported
  * names: allocation and free (plain and stream-ordered, with their per-thread-
- * default-stream forms), memory information, and the stream and capture
+ * default-stream forms), memory information, legacy IPC export (refused on
+ * virtual-memory granules), and the stream and capture
  * calls it must watch to keep frees safe.
  *
  * The one idea: every path through the CUDA runtime (static or shared) and
@@ -40,6 +41,7 @@ typedef CUresult (*ctx_reset_fn)(CUdevice);
 typedef CUresult (*ctx_retain_fn)(CUcontext *, CUdevice);
 typedef CUresult (*ctx_release_fn)(CUdevice);
 typedef CUresult (*ctx_state_fn)(CUdevice, unsigned *, int *);
+typedef CUresult (*ipc_get_fn)(CUipcMemHandle *, CUdeviceptr);
 
 static struct {
     alloc_fn MemAlloc;
@@ -60,6 +62,7 @@ static struct {
     ctx_retain_fn PrimaryCtxRetain;
     ctx_release_fn PrimaryCtxRelease, PrimaryCtxRelease_v1;
     ctx_state_fn PrimaryCtxGetState;
+    ipc_get_fn IpcGetMemHandle;
 } real;
 
 static int resolved; /* atomic: 0 not yet; 1 ready; 2 ready, with failures to inject (faults.c) */
@@ -94,6 +97,7 @@ static void resolve_all(void) {
     R(PrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2");
     R(PrimaryCtxRelease_v1, "cuDevicePrimaryCtxRelease");
     R(PrimaryCtxGetState, "cuDevicePrimaryCtxGetState");
+    R(IpcGetMemHandle, "cuIpcGetMemHandle");
 #undef R
     __atomic_store_n(&resolved, carve_faults_armed ? 2 : 1, __ATOMIC_RELEASE);
 }
@@ -311,6 +315,21 @@ CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
     if (cap >= CARVE_SEGMENT_GRANULE && cap < *bytes)
         *bytes = cap;
     return r;
+}
+
+/* Legacy CUDA IPC (cudaIpcGetMemHandle reaches this too) exports memory
+ * from cuMemAlloc only, not the cuMemCreate granules of virtual-memory mode:
+ * on those a clear refusal, CUDA_ERROR_NOT_SUPPORTED, and once per device
+ * a line naming --mode segments, where carve's memory is cuMemAlloc
+ * segments the driver exports as it does any other. */
+CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr) {
+    resolve();
+    int dev = __atomic_load_n(&carve_run.ready, __ATOMIC_ACQUIRE) ? carve_ctx_vmm_device((uintptr_t)dptr) : -1;
+    if (dev >= 0) {
+        carve_session_ipc_refused(dev);
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    return CALL_REAL(IpcGetMemHandle, pHandle, dptr);
 }
 
 /* ---- streams and captures ------------------------------------------------ */

@@ -63,6 +63,7 @@ static replacement table[] = {
     {"cuMemRetainAllocationHandle", FN(cuMemRetainAllocationHandle), NULL, 0},
     {"cuMemMap", FN(cuMemMap), NULL, 0},
     {"cuMemUnmap", FN(cuMemUnmap), NULL, 0},
+    {"cuIpcGetMemHandle", FN(cuIpcGetMemHandle), NULL, 0},
     {"cuMemAllocPitch_v2", FN(cuMemAllocPitch_v2), NULL, 0},
     {"cuMemAllocFromPoolAsync", FN(cuMemAllocFromPoolAsync), NULL, 0},
     {"cuMemAllocFromPoolAsync_ptsz", FN(cuMemAllocFromPoolAsync_ptsz), NULL, 0},
@@ -112,7 +113,7 @@ static void *by_request(const char *symbol, int version, cuuint64_t flags) {
         {"cuMemCreate", 0, 0},            {"cuMemRelease", 0, 0},
         {"cuMemRetainAllocationHandle", 0, 0}, {"cuMemMap", 0, 0},
         {"cuMemUnmap", 0, 0},             {"cuMemAllocPitch", 3020, 0},
-        {"cuMemAllocFromPoolAsync", 0, 1},
+        {"cuMemAllocFromPoolAsync", 0, 1}, {"cuIpcGetMemHandle", 0, 0},
     };
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         if (strcmp(symbol, names[i].base) != 0)

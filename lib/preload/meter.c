@@ -12,10 +12,12 @@
  * (carve_cuda_driver_lookup) has metered cuMemAlloc and cuMemFree in place
  * of the driver's, so an arena that would grow past what the program holds
  * elsewhere finds the device full and does what it does then (gives back
- * cached memory, retries once, or answers out of memory). carve's
- * virtual-memory backend reaches cuMemCreate through the interposer's own
- * hooks; a call whose return address lies in libcarve is counted as
- * carve's.
+ * cached memory, retries once, or answers out of memory). In
+ * virtual-memory mode the table's cuMemCreate, cuMemRelease, cuMemMap,
+ * cuMemUnmap and cuMemRetainAllocationHandle are metered the same way (the
+ * granules count until they are unmapped). A call of the cudart backend's
+ * virtual-memory mode, which reaches cuMemCreate through the interposer's
+ * own hooks, is counted as carve's by its return address in libcarve.
  *
  * What was counted is found again by key: a pointer (carve's segments,
  * pitched, pool and passed-through allocations, with their context, whose
@@ -66,6 +68,11 @@ static uintptr_t carve_lo, carve_hi; /* libcarve's code, for carve_meter_from_ca
 static struct {
     CUresult (*MemAlloc)(CUdeviceptr *, size_t);
     CUresult (*MemFree)(CUdeviceptr);
+    CUresult (*MemCreate)(CUmemGenericAllocationHandle *, size_t, const void *, unsigned long long);
+    CUresult (*MemRelease)(CUmemGenericAllocationHandle);
+    CUresult (*MemMap)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
+    CUresult (*MemUnmap)(CUdeviceptr, size_t);
+    CUresult (*MemRetain)(CUmemGenericAllocationHandle *, void *);
     CUresult (*CtxGetCurrent)(CUcontext *);
     CUresult (*CtxGetDevice)(CUdevice *);
     CUresult (*DeviceTotalMem)(size_t *, CUdevice);
@@ -438,6 +445,54 @@ static CUresult metered_free(CUdeviceptr p) {
     return r;
 }
 
+/* Virtual-memory mode: a granule's memory is taken from the budget when it
+ * is created and given back once its handle is released and its mapping
+ * gone, as for the program's own cuMemCreate (counted.c). */
+static CUresult metered_create(CUmemGenericAllocationHandle *h, size_t size, const void *prop,
+                               unsigned long long flags) {
+    const CUmemAllocationProp_head *p = prop;
+    int dev = h && size && p && p->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? p->location.id : -1;
+    if (dev >= 0 && carve_meter_take(dev, size, CARVE_METER_CARVE, 1) != 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = real.MemCreate(h, size, prop, flags);
+    if (dev >= 0) {
+        if (r != CUDA_SUCCESS)
+            carve_meter_untake(dev, size, CARVE_METER_CARVE);
+        else
+            carve_meter_add_handle(*h, size, dev, CARVE_METER_CARVE);
+    }
+    return r;
+}
+
+static CUresult metered_release(CUmemGenericAllocationHandle h) {
+    CUresult r = real.MemRelease(h);
+    if (r == CUDA_SUCCESS)
+        carve_meter_release_handle(h);
+    return r;
+}
+
+static CUresult metered_retain(CUmemGenericAllocationHandle *h, void *addr) {
+    CUresult r = real.MemRetain(h, addr);
+    if (r == CUDA_SUCCESS && h)
+        carve_meter_retain_handle(*h);
+    return r;
+}
+
+static CUresult metered_map(CUdeviceptr va, size_t size, size_t offset, CUmemGenericAllocationHandle h,
+                            unsigned long long flags) {
+    CUresult r = real.MemMap(va, size, offset, h, flags);
+    if (r == CUDA_SUCCESS)
+        carve_meter_mapped((uintptr_t)va, size, h);
+    return r;
+}
+
+static CUresult metered_unmap(CUdeviceptr va, size_t size) {
+    CUresult r = real.MemUnmap(va, size);
+    if (r == CUDA_SUCCESS)
+        carve_meter_unmapped((uintptr_t)va, size);
+    return r;
+}
+
 static int capture_active(void) { return !carve_capture_may_record(); }
 
 static void *fn_ptr(void (*f)(void)) {
@@ -455,6 +510,18 @@ static void *lookup_for_carve(const char *name, void *arg) {
         return fn_ptr((void (*)(void))metered_free);
     if (strcmp(name, "carve_capture_active") == 0)
         return fn_ptr((void (*)(void))capture_active);
+    /* Virtual-memory mode needs all five metered, or none offered. */
+    int vmm = real.MemCreate && real.MemRelease && real.MemMap && real.MemUnmap && real.MemRetain;
+    if (strcmp(name, "cuMemCreate") == 0)
+        return vmm ? fn_ptr((void (*)(void))metered_create) : NULL;
+    if (strcmp(name, "cuMemRelease") == 0)
+        return vmm ? fn_ptr((void (*)(void))metered_release) : NULL;
+    if (strcmp(name, "cuMemRetainAllocationHandle") == 0)
+        return vmm ? fn_ptr((void (*)(void))metered_retain) : NULL;
+    if (strcmp(name, "cuMemMap") == 0)
+        return vmm ? fn_ptr((void (*)(void))metered_map) : NULL;
+    if (strcmp(name, "cuMemUnmap") == 0)
+        return vmm ? fn_ptr((void (*)(void))metered_unmap) : NULL;
     return carve_real_driver(name);
 }
 
@@ -487,6 +554,11 @@ static void init_once(void) {
     R(CtxGetCurrent, "cuCtxGetCurrent");
     R(CtxGetDevice, "cuCtxGetDevice");
     R(DeviceTotalMem, "cuDeviceTotalMem_v2");
+    R(MemCreate, "cuMemCreate");
+    R(MemRelease, "cuMemRelease");
+    R(MemMap, "cuMemMap");
+    R(MemUnmap, "cuMemUnmap");
+    R(MemRetain, "cuMemRetainAllocationHandle");
 #undef R
     int ok = real.MemAlloc && real.MemFree && real.CtxGetCurrent && real.CtxGetDevice &&
              carve_cuda_driver_lookup(lookup_for_carve, NULL) == CARVE_OK;

@@ -187,9 +187,16 @@ int carve_q_busy(const carve_quarantine *q) CARVE_INTERNAL;
 void carve_q_poll(carve_quarantine *q) CARVE_INTERNAL;
 /* Close the open epoch and wait for every epoch (synchronizes). */
 void carve_q_drain(carve_quarantine *q) CARVE_INTERNAL;
-/* Bytes waiting; epochs closed and waits so far. */
+/* The arena would grow for an allocation: give back the closed epochs
+ * that have completed, or, when none has and they hold more than slack
+ * bytes, wait for the oldest and give it back. 1 when an epoch went back
+ * (try the allocation again), 0 when nothing did (grow). */
+int carve_q_make_room(carve_quarantine *q, size_t slack) CARVE_INTERNAL;
+/* Bytes waiting; epochs closed, waits, waits for room (carve_q_make_room)
+ * so far, and the most bytes waiting at once. */
 size_t carve_q_held(carve_quarantine *q) CARVE_INTERNAL;
-void carve_q_counts(carve_quarantine *q, uint64_t *epochs, uint64_t *drains) CARVE_INTERNAL;
+void carve_q_counts(carve_quarantine *q, uint64_t *epochs, uint64_t *drains, uint64_t *room_waits,
+                    size_t *held_peak) CARVE_INTERNAL;
 /* Streams of the context, made and destroyed. Epochs record an event on
  * each non-blocking one; destroying any records its last event (every later
  * epoch waits for it) and gives back the epochs while the stream exists; a
@@ -214,7 +221,8 @@ void carve_q_fence(carve_quarantine *q) CARVE_INTERNAL;
 typedef struct carve_ctx carve_ctx;
 /* Per-context counters for the report. */
 typedef struct carve_ctx_counts {
-    uint64_t allocs, frees, async_allocs, async_frees, ooms, passthrough, epochs, drains, ns_in_carve;
+    uint64_t allocs, frees, async_allocs, async_frees, ooms, passthrough, epochs, drains, room_waits, ns_in_carve;
+    size_t held_peak; /* the most bytes of unordered frees waiting at once */
 } carve_ctx_counts;
 
 /* The state of the calling thread's current CUDA context, with its arena
@@ -233,13 +241,18 @@ carve_ctx *carve_ctx_owner(uintptr_t ptr) CARVE_INTERNAL;
  * buffer or not): a free of it must never reach the driver, which would
  * release a whole segment of carve's. O(contexts x segments). */
 int carve_ctx_contains(uintptr_t ptr) CARVE_INTERNAL;
+/* The device of the live context whose arena holds ptr in virtual-memory
+ * mode (cuMemCreate granules, which legacy CUDA IPC cannot export); -1 when
+ * no such arena holds it. O(contexts x segments). */
+int carve_ctx_vmm_device(uintptr_t ptr) CARVE_INTERNAL;
 /* Allocate size bytes (> 0) in the calling thread's current context, *c.
  * stream NULL: usable at once on any stream (cuMemAlloc); otherwise
  * stream-ordered on stream. Returns a CUresult, or CARVE_CTX_NOT_SERVED
  * when no context is current (*c NULL) or its arena could not be made.
- * try_only: on failure return at once, leaving nothing recorded (no wait
- * for the quarantine, no count, no message), for a caller that will ask
- * again another way. */
+ * Before the arena grows, the quarantine's oldest epochs may be waited for
+ * (carve_q_make_room). try_only: on failure return at once, leaving nothing
+ * recorded (no drain of the quarantine, no count, no message), for a
+ * caller that will ask again another way. */
 #define CARVE_CTX_NOT_SERVED (-2)
 int carve_ctx_alloc(size_t size, carve_stream stream, int try_only, uintptr_t *out, carve_ctx **c) CARVE_INTERNAL;
 /* Free ptr if carve handed it out. ordered 0: no stream named (cuMemFree):
@@ -276,15 +289,17 @@ void carve_ctx_each(void (*fn)(carve_arena *arena, int device, const carve_ctx_c
 void carve_ctx_capture_fence(void) CARVE_INTERNAL;
 /* The driver is about to destroy, reset or release ctx (thread-safe):
  * until carve_ctx_settled(ctx), no arena is made for it (its allocations
- * go to the driver, which frees them with the context). With forget_now,
- * ctx is forgotten now: nothing more is served from its arena (the driver
- * frees its memory), its waiting frees are dropped, and the next arena for
- * the same handle is a new one. */
-void carve_ctx_going(struct CUctx_st *ctx, int forget_now) CARVE_INTERNAL;
+ * go to the driver, which frees them with the context). With hide_now,
+ * nothing more is served from its arena meanwhile (the driver frees its
+ * memory); its waiting frees stay until the call is over. */
+void carve_ctx_going(struct CUctx_st *ctx, int hide_now) CARVE_INTERNAL;
 /* The driver's call is over. With freed (the driver freed the context's
- * memory), ctx is forgotten (if not already) and the memory counted in it
- * against the cap is given back (carve_meter_ctx_gone); then arenas may be
- * made for it again. */
+ * memory), ctx is forgotten: its waiting frees are dropped, its arena's
+ * virtual-memory granules and ranges go back (carve_arena_abandon), the
+ * memory counted in it against the cap is given back
+ * (carve_meter_ctx_gone), and the next arena for the same handle is a new
+ * one. Without (the call failed, or a release left the context alive), a
+ * hidden context is served again as before. */
 void carve_ctx_settled(struct CUctx_st *ctx, int freed) CARVE_INTERNAL;
 /* The context's device, its arena (NULL when it could not be made), and the
  * explanation of its last failure. */
@@ -335,6 +350,9 @@ void carve_session_trace_free(uintptr_t ptr) CARVE_INTERNAL;
 void carve_session_warn(int device, const char *why) CARVE_INTERNAL;
 /* An allocation the program did not get: say why, once per device. */
 void carve_session_oom(int device, size_t size, const char *why) CARVE_INTERNAL;
+/* cuIpcGetMemHandle refused on carve's virtual-memory memory: say so and
+ * name --mode segments, once per device. */
+void carve_session_ipc_refused(int device) CARVE_INTERNAL;
 
 /* ---- counted.c ---- */
 /* Take size bytes of kind on device for an allocation of the program that

@@ -83,6 +83,7 @@ struct carve_quarantine {
     unsigned head, count;
     int busy;               /* count || cur.n, for readers without the lock (atomic) */
     size_t held;            /* bytes of the buffers in cur and ring (not kept ones) */
+    size_t held_peak;       /* the most held at once */
     uint64_t done;          /* every epoch up to this number has completed (atomic) */
     unsigned quiet_polls;   /* looks at the epochs since frees last joined */
     CUevent *spare;
@@ -96,7 +97,7 @@ struct carve_quarantine {
     uint64_t tails_total, tails_done;
     carve_stream *reused; /* handles of new streams whose old streams' tails were still running */
     size_t nreused, cap_reused;
-    uint64_t epochs, drains;
+    uint64_t epochs, drains, room_waits;
 };
 
 /* The driver functions this file calls, found through real.c. */
@@ -309,19 +310,21 @@ static void record_tail(carve_quarantine *q, carve_stream s) {
 /* ---- epochs (lock held), continued ------------------------------------------ */
 
 /* Release the closed epochs whose events (and the tails before them) have
- * completed, oldest first; with wait, all of them. */
-static void poll_epochs(carve_quarantine *q, int wait) {
+ * completed, oldest first, most of them at most; with wait, waiting for
+ * them. Returns how many went back. */
+static unsigned release_epochs(carve_quarantine *q, int wait, unsigned most) {
     /* During a capture nothing goes back: a free could make carve record an
      * event on the legacy stream, which would join the capture. */
     if (!carve_capture_may_record())
-        return;
-    while (q->count) {
+        return 0;
+    unsigned n = 0;
+    for (; q->count && n < most; n++) {
         epoch *e = &q->ring[q->head];
         int synced = 0;
         for (unsigned i = 0; i < e->nev; i++) {
             CUresult r = wait ? drv.EventSynchronize(e->ev[i]) : drv.EventQuery(e->ev[i]);
             if (r == CUDA_ERROR_NOT_READY)
-                return;
+                return n;
             if (r != CUDA_SUCCESS) { /* cannot tell: wait for everything instead */
                 synchronize(q);
                 all_tails_done(q);
@@ -330,12 +333,16 @@ static void poll_epochs(carve_quarantine *q, int wait) {
             }
         }
         if (!synced && !tails_complete(q, e->tails, wait))
-            return;
+            return n;
         release_epoch(q, e);
         q->head = (q->head + 1) % MAX_EPOCHS;
         q->count--;
     }
+    return n;
 }
+
+/* Release the closed epochs that have completed; with wait, all of them. */
+static void poll_epochs(carve_quarantine *q, int wait) { (void)release_epochs(q, wait, ~0u); }
 
 /* Close the open epoch: one event on the legacy stream and one on each
  * non-blocking stream. 0 when closed (or empty), -1 when it must stay open
@@ -437,6 +444,8 @@ void carve_q_join(carve_quarantine *q, const uintptr_t *ptr, size_t n, size_t by
         cur->n += n;
         cur->bytes += bytes;
         q->held += bytes;
+        if (q->held > q->held_peak)
+            q->held_peak = q->held;
         q->quiet_polls = 0;
         if (may_record && epoch_full(q) && close_epoch(q) == 0)
             poll_epochs(q, 0); /* the older epochs are likely done by now */
@@ -495,6 +504,21 @@ void carve_q_drain(carve_quarantine *q) {
     unlock(q);
 }
 
+int carve_q_make_room(carve_quarantine *q, size_t slack) {
+    pthread_mutex_lock(&q->lock);
+    unsigned n = 0;
+    if (!q->gone) {
+        n = release_epochs(q, 0, ~0u);
+        /* The bytes of the closed epochs: waiting for the oldest gives
+         * back memory the device finished with long ago, while the work
+         * queued after it keeps the device busy. */
+        if (!n && q->held - (q->cur.bytes - q->cur.kept_bytes) > slack && (n = release_epochs(q, 1, 1)))
+            q->room_waits++;
+    }
+    unlock(q);
+    return n > 0;
+}
+
 size_t carve_q_held(carve_quarantine *q) {
     pthread_mutex_lock(&q->lock);
     size_t held = q->held;
@@ -502,10 +526,13 @@ size_t carve_q_held(carve_quarantine *q) {
     return held;
 }
 
-void carve_q_counts(carve_quarantine *q, uint64_t *epochs, uint64_t *drains) {
+void carve_q_counts(carve_quarantine *q, uint64_t *epochs, uint64_t *drains, uint64_t *room_waits,
+                    size_t *held_peak) {
     pthread_mutex_lock(&q->lock);
     *epochs = q->epochs;
     *drains = q->drains;
+    *room_waits = q->room_waits;
+    *held_peak = q->held_peak;
     pthread_mutex_unlock(&q->lock);
 }
 

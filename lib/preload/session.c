@@ -240,6 +240,16 @@ void carve_session_warn(int device, const char *why) {
     say("carve-run: device %d cannot be served from carve (%s); its allocations go to the driver", device, why);
 }
 
+static int ipc_said[64];
+
+void carve_session_ipc_refused(int device) {
+    if (device >= 0 && device < 64 && __atomic_exchange_n(&ipc_said[device], 1, __ATOMIC_RELAXED))
+        return;
+    say("carve-run: cuIpcGetMemHandle (cudaIpcGetMemHandle) refused on device %d with CUDA_ERROR_NOT_SUPPORTED: "
+        "carve serves this device in virtual-memory mode (cuMemCreate granules), which legacy CUDA IPC cannot "
+        "export; run with --mode segments to share carve's memory between processes", device);
+}
+
 /* ---- the report at exit -------------------------------------------------- */
 
 typedef struct report_ctx {
@@ -261,12 +271,13 @@ static void report_one(carve_arena *a, int device, const carve_ctx_counts *n, vo
         fp, carve_format_bytes(b4, sizeof(b4), s.limit_bytes));
     say("carve-run: device %d: %llu allocations and %llu frees (%llu and %llu stream-ordered), %llu out of "
         "memory, %llu calls passed to the driver, %llu driver reserves; %.1f ms in carve (%.0f ns a call); "
-        "%llu epochs of unordered frees, %llu waits",
+        "%llu epochs of unordered frees (at most %s waiting at once), %llu waits, %llu of them before growing",
         device, (unsigned long long)(n->allocs + n->async_allocs), (unsigned long long)(n->frees + n->async_frees),
         (unsigned long long)n->async_allocs, (unsigned long long)n->async_frees, (unsigned long long)n->ooms,
         (unsigned long long)n->passthrough, (unsigned long long)s.num_backend_allocs, (double)n->ns_in_carve / 1e6,
         calls ? (double)n->ns_in_carve / (double)calls : 0.0, (unsigned long long)n->epochs,
-        (unsigned long long)n->drains);
+        carve_format_bytes(b4, sizeof(b4), n->held_peak), (unsigned long long)(n->drains + n->room_waits),
+        (unsigned long long)n->room_waits);
     if (r->json) {
         fprintf(r->json,
                 "%s{\"device\": %d, \"peak_requested_bytes\": %zu, \"peak_allocated_bytes\": %zu, "
@@ -274,7 +285,8 @@ static void report_one(carve_arena *a, int device, const carve_ctx_counts *n, vo
                 "\"reserved_bytes_at_exit\": %zu, \"live_buffers_at_exit\": %llu, \"allocs\": %llu, \"frees\": %llu, "
                 "\"async_allocs\": %llu, \"async_frees\": %llu, \"ooms\": %llu, \"passthrough_calls\": %llu, "
                 "\"driver_reserves\": %llu, \"driver_releases\": %llu, \"ns_in_carve\": %llu, "
-                "\"unordered_free_epochs\": %llu, \"waits\": %llu, \"arena_event_records\": %llu, "
+                "\"unordered_free_epochs\": %llu, \"unordered_free_peak_bytes\": %zu, \"waits\": %llu, "
+                "\"waits_before_growing\": %llu, \"arena_event_records\": %llu, "
                 "\"arena_event_queries\": %llu, \"arena_syncs\": %llu}",
                 r->first ? "" : ", ", device, s.requested_bytes_peak, s.allocated_bytes_peak, s.reserved_bytes_peak,
                 fp, s.limit_bytes, s.reserved_bytes, (unsigned long long)s.num_live,
@@ -282,8 +294,8 @@ static void report_one(carve_arena *a, int device, const carve_ctx_counts *n, vo
                 (unsigned long long)n->async_allocs, (unsigned long long)n->async_frees, (unsigned long long)n->ooms,
                 (unsigned long long)n->passthrough, (unsigned long long)s.num_backend_allocs,
                 (unsigned long long)s.num_backend_frees, (unsigned long long)n->ns_in_carve,
-                (unsigned long long)n->epochs, (unsigned long long)n->drains,
-                (unsigned long long)s.num_event_records, (unsigned long long)s.num_event_queries,
+                (unsigned long long)n->epochs, n->held_peak, (unsigned long long)(n->drains + n->room_waits),
+                (unsigned long long)n->room_waits, (unsigned long long)s.num_event_records, (unsigned long long)s.num_event_queries,
                 (unsigned long long)s.num_syncs);
     }
     r->first = 0;

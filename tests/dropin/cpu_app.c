@@ -17,9 +17,19 @@
  * it behind carve's back (the virtual-memory functions, pitched and pool
  * allocations), for the cap that counts every byte.
  *
+ * The mode granules checks what virtual-memory mode (carve-run's default)
+ * must keep on top: a granule two buffers share stays mapped while one of
+ * them lives, a granule freed while queued work uses it is not unmapped
+ * before that work ends, cuMemGetInfo's free memory can be had, and the
+ * device never holds more than the cap. The mode ownctx: a context whose
+ * destruction the driver refuses once stays served as it was, and its
+ * destruction gives back every granule at a cost in proportion to what was
+ * mapped.
+ *
  * Usage: dropin_cpu_app MODE   (basic lookup foreign info oom quarantine
  *                               threads loop fork capture doublefree
- *                               batches reset vmm kinds)
+ *                               batches reset vmm kinds granules ownctx ipc
+ *                               dying)
  *        dropin_cpu_app expandable MIB
  */
 #include <dlfcn.h>
@@ -163,6 +173,33 @@ static void mode_info(void) {
     CHECK(t2 == t && f2 <= f && f - f2 >= (32u << 20));
     CU(cuMemFree_v2(p));
     printf("OK info total %zu free %zu\n", t, f);
+}
+
+/* Legacy IPC on an allocation's handle, asked directly and through
+ * cuGetProcAddress (the runtime's way, behind cudaIpcGetMemHandle): prints
+ * what each answered (0 where the memory is cuMemAlloc's, 801
+ * CUDA_ERROR_NOT_SUPPORTED on carve's virtual-memory granules). */
+static void mode_ipc(void) {
+    typedef CUresult (*gpa)(const char *, void **, int, cuuint64_t);
+    typedef CUresult (*ipc_fn)(CUipcMemHandle *, CUdeviceptr);
+    void *h = dlopen("libcuda.so.1", RTLD_NOW);
+    CHECK(h != NULL);
+    gpa get = NULL;
+    void *s = dlsym(h, "cuGetProcAddress");
+    memcpy(&get, &s, sizeof(s));
+    CHECK(get != NULL);
+    void *fp = NULL;
+    CU(get("cuIpcGetMemHandle", &fp, 12000, 0));
+    ipc_fn looked = NULL;
+    memcpy(&looked, &fp, sizeof(fp));
+    CHECK(looked != NULL);
+    CUdeviceptr p;
+    CU(cuMemAlloc_v2(&p, 1 << 20));
+    CUipcMemHandle ih;
+    CUresult direct = cuIpcGetMemHandle(&ih, p);
+    CUresult via = looked ? looked(&ih, p + 0) : -1;
+    CU(cuMemFree_v2(p));
+    printf("OK ipc direct=%d lookup=%d\n", direct, via);
 }
 
 /* Allocate 16 MiB pieces until out of memory. */
@@ -696,10 +733,229 @@ static void mode_kinds(void) {
            npitched, pitch, pitched_oom, npool, pool_oom, pitched_back && pool_back, consistent, f0);
 }
 
+/* Physical memory from cuMemCreate until the device (the cap) is full, each
+ * granule mapped and written as PyTorch's expandable segments do; then all
+ * of it given back. Under a cap this makes carve give back what it holds
+ * cached or waiting. The granules made. */
+static size_t fill_device(void) {
+    enum { MAX = 512 };
+    const size_t page = 2 * MIB;
+    CUmemAllocationProp prop = device_prop();
+    CUmemAccessDesc access = {{1, 0}, 3};
+    CUdeviceptr base = 0;
+    CU(cuMemAddressReserve(&base, MAX * page, 0, 0, 0));
+    size_t n = 0;
+    CUmemGenericAllocationHandle h;
+    while (n < MAX && cuMemCreate(&h, page, &prop, 0) == 0) {
+        CU(cuMemMap(base + n * page, page, 0, h, 0));
+        CU(cuMemRelease(h));
+        CU(cuMemSetAccess(base + n * page, page, &access, 1));
+        fill(base + n * page, page, 1000 + n);
+        n++;
+    }
+    for (size_t i = 0; i < n; i++)
+        CHECK(intact(base + i * page, page, 1000 + i));
+    if (n)
+        CU(cuMemUnmap(base, n * page));
+    CU(cuMemAddressFree(base, MAX * page));
+    return n;
+}
+
+/* Run under --limit 32MiB. */
+static void mode_granules(void) {
+    const size_t cap = 32 * MIB;
+    CUstream s = NULL;
+    CU(cuStreamCreate(&s, 1)); /* non-blocking */
+    /* Two small buffers in one granule; one freed, then the device filled
+     * (carve gives back what it caches): the other stays mapped and whole. */
+    CUdeviceptr a = 0, b = 0;
+    CU(cuMemAlloc_v2(&a, 4096));
+    CU(cuMemAlloc_v2(&b, 4096));
+    int shared = a / (2 * MIB) == b / (2 * MIB);
+    CHECK(!mock_cuda_own(a, 4096, NULL, 0) && !mock_cuda_own(b, 4096, NULL, 0));
+    fill(a, 4096, 1);
+    fill(b, 4096, 2);
+    mock_cuda_disown(a);
+    CU(cuMemFree_v2(a));
+    size_t n1 = fill_device();
+    int shared_ok = intact(b, 4096, 2);
+
+    /* 8 MiB freed with no stream named while a kernel on s still writes it;
+     * the device filled again: carve waits for the kernel before it unmaps
+     * (the mock counts an unmap under queued work as a breach). */
+    CUdeviceptr c = 0;
+    CU(cuMemAlloc_v2(&c, 8 * MIB));
+    CHECK(!mock_cuda_own(c, 8 * MIB, NULL, 0));
+    CU(mock_cuda_launch(s, c, 8 * MIB));
+    mock_cuda_disown(c);
+    CU(cuMemFree_v2(c));
+    size_t n2 = fill_device();
+    int waited = mock_cuda_pending() == 0;
+
+    /* The whole granules of what cuMemGetInfo says is free can be had in
+     * one piece (the rest is the free part of b's granule); 2 MiB more
+     * cannot. */
+    size_t f2 = 0, t = 0;
+    CU(cuMemGetInfo_v2(&f2, &t));
+    size_t f = f2 / (2 * MIB) * (2 * MIB);
+    CUdeviceptr d = 0, e = 0;
+    CUresult r1 = cuMemAlloc_v2(&d, f);
+    if (r1 == 0) {
+        CHECK(!mock_cuda_own(d, f, NULL, 0));
+        fill(d, f, 3);
+    }
+    CUresult r2 = cuMemAlloc_v2(&e, 2 * MIB);
+    if (r1 == 0) {
+        CHECK(intact(d, f, 3));
+        mock_cuda_disown(d);
+        CU(cuMemFree_v2(d));
+    }
+    if (r2 == 0)
+        CU(cuMemFree_v2(e));
+
+    size_t reserved_now, mapped_now, peak;
+    unsigned long long faults;
+    mock_cuda_vmm_stats(&reserved_now, &mapped_now, &peak, &faults);
+    char text[512] = "";
+    unsigned long long bad = mock_cuda_violations(text, sizeof(text));
+    mock_cuda_disown(b);
+    CU(cuMemFree_v2(b));
+    CU(cuStreamDestroy_v2(s));
+    CHECK(shared_ok && waited && r1 == 0 && r2 == 2 && t == cap && peak <= cap && bad == 0);
+    printf("OK granules shared=%d shared_ok=%d filled %zu then %zu granules, waited=%d, free %zu MiB of %zu: "
+           "all of it %d, 2 MiB more %d; peak %zu MiB of %zu; %llu violations %s\n",
+           shared, shared_ok, n1, n2, waited, f / MIB, t / MIB, r1, r2, peak / MIB, cap / MIB, bad, text);
+}
+
+/* A context of its own, holding buffers live and freed while a kernel still
+ * uses them, whose cuCtxDestroy the driver refuses once: everything stays as
+ * it was (carve serves the context from the same arena, frees of its
+ * buffers are accepted, never passed to the driver, nothing handed out
+ * early). Then destroyed for good: every granule and range goes back, at a
+ * cost (driver calls) in proportion to what was mapped, not to the address
+ * space reserved. */
+static void mode_ownctx(void) {
+    CUcontext prim = NULL, mine = NULL;
+    CU(cuCtxGetCurrent(&prim));
+    CU(cuCtxCreate_v2(&mine, 0, 0));
+    enum { N = 16 };
+    CUdeviceptr p[N], q[N];
+    for (int i = 0; i < N; i++) {
+        CU(cuMemAlloc_v2(&p[i], 3 * MIB + 4096));
+        CHECK(!mock_cuda_own(p[i], 3 * MIB + 4096, NULL, 0));
+        fill(p[i], 4096, (uint64_t)i);
+    }
+    for (int i = 0; i < N; i += 2) { /* waiting in the quarantine */
+        CU(mock_cuda_launch(NULL, p[i], 3 * MIB + 4096));
+        mock_cuda_disown(p[i]);
+        CU(cuMemFree_v2(p[i]));
+    }
+    unsigned long long drv0 = mock_cuda_ctx_allocs(mine), nalloc, nfree, bad0, bad1;
+    size_t live;
+    mock_cuda_stats(&nalloc, &nfree, &bad0, &live);
+    mock_cuda_fail_destroys(1);
+    CUresult refused = cuCtxDestroy_v2(mine);
+    CUcontext cur = NULL;
+    CU(cuCtxGetCurrent(&cur));
+    int still = cur == mine;
+    for (int i = 0; i < N; i++) { /* served as before */
+        CU(cuMemAlloc_v2(&q[i], 3 * MIB + 4096));
+        CHECK(!mock_cuda_own(q[i], 3 * MIB + 4096, NULL, 0));
+    }
+    int freed = 0;
+    for (int i = 1; i < N; i += 2) {
+        CHECK(intact(p[i], 4096, (uint64_t)i));
+        mock_cuda_disown(p[i]);
+        freed += cuMemFree_v2(p[i]) == 0;
+    }
+    for (int i = 0; i < N; i++)
+        mock_cuda_disown(q[i]);
+    mock_cuda_stats(&nalloc, &nfree, &bad1, &live);
+    unsigned long long served = (unsigned long long)N - (mock_cuda_ctx_allocs(mine) - drv0); /* not grown for */
+    size_t reserved, mapped, peak;
+    unsigned long long faults;
+    mock_cuda_vmm_stats(&reserved, &mapped, &peak, &faults);
+    unsigned long long c0 = mock_cuda_calls(), x0 = mock_cuda_mode_exchanges();
+    CU(cuCtxDestroy_v2(mine));
+    /* The calls that do the work, apart from the capture-mode exchanges
+     * around them (at most two each: relaxed mode and back). */
+    unsigned long long exch = mock_cuda_mode_exchanges() - x0, calls = mock_cuda_calls() - c0 - exch;
+    size_t reserved2, mapped2, live2;
+    unsigned long long bad2;
+    mock_cuda_vmm_stats(&reserved2, &mapped2, &peak, &faults);
+    mock_cuda_stats(&nalloc, &nfree, &bad2, &live2); /* device memory still taken */
+    CU(cuCtxSetCurrent(prim));
+    char text[512] = "";
+    unsigned long long bad = mock_cuda_violations(text, sizeof(text));
+    CHECK(refused != 0 && still && freed == N / 2 && bad1 == bad0 && bad == 0);
+    CHECK(reserved2 == 0 && mapped2 == 0 && live2 == 0 && calls <= 2 * (mapped / (2 * MIB)) + 32 && exch <= 2 * calls);
+    printf("OK ownctx destroy refused=%d, still current %d, %llu of %d served after, %d of %d frees accepted, "
+           "%llu stray frees; destroyed: %zu MiB reserved and %zu MiB mapped before, %zu and %zu after, %zu MiB of "
+           "device memory kept, %llu driver calls (and %llu capture-mode exchanges); %llu violations %s\n",
+           refused != 0, still, served, N, freed, N / 2, bad1 - bad0, reserved / MIB, mapped / MIB, reserved2 / MIB,
+           mapped2 / MIB, live2 / MIB, calls, exch, bad, text);
+}
+
+/* More contexts going at once than carve once kept a list for (64): DYING
+ * threads each make a context, take and free 1 MiB in it and destroy it, all
+ * together (MOCK_CONTEXT_DELAY_US keeps each destruction in the driver a
+ * while); meanwhile the primary context, holding a 4 MiB buffer, is
+ * destroyed and the driver refuses. It must stay served as before (its free
+ * accepted, a new allocation served), every destroyed context's granules
+ * must go back, and once the primary context is reset too nothing is left
+ * mapped or reserved. */
+#define DYING 72
+static pthread_barrier_t dying_bar;
+static int dying_ok[DYING];
+
+static void *dying_worker(void *arg) {
+    int *ok = arg;
+    CUcontext c;
+    CUdeviceptr p;
+    int made = cuCtxCreate_v2(&c, 0, 0) == 0 && cuMemAlloc_v2(&p, MIB) == 0 && cuMemFree_v2(p) == 0;
+    pthread_barrier_wait(&dying_bar);
+    *ok = made && cuCtxDestroy_v2(c) == 0;
+    return NULL;
+}
+
+static void mode_dying(void) {
+    CUcontext prim;
+    CU(cuDevicePrimaryCtxRetain(&prim, 0));
+    CU(cuCtxSetCurrent(prim));
+    CUdeviceptr p = 0, q = 0;
+    CU(cuMemAlloc_v2(&p, 4 * MIB));
+    pthread_barrier_init(&dying_bar, NULL, DYING + 1);
+    pthread_t t[DYING];
+    for (int i = 0; i < DYING; i++)
+        CHECK(pthread_create(&t[i], NULL, dying_worker, &dying_ok[i]) == 0);
+    pthread_barrier_wait(&dying_bar);
+    usleep(300000); /* the workers are inside cuCtxDestroy (the delay is longer) */
+    CUresult refused = cuCtxDestroy_v2(prim);
+    CUresult fp = cuMemFree_v2(p);
+    CUresult aq = cuMemAlloc_v2(&q, 4 * MIB);
+    CUresult fq = aq == 0 ? cuMemFree_v2(q) : aq;
+    int destroyed = 0;
+    for (int i = 0; i < DYING; i++) {
+        pthread_join(t[i], NULL);
+        destroyed += dying_ok[i];
+    }
+    CU(cuCtxSetCurrent(prim));
+    CU(cuDevicePrimaryCtxReset_v2(0));
+    size_t reserved = 0, mapped = 0, peak = 0;
+    unsigned long long fails = 0;
+    mock_cuda_vmm_stats(&reserved, &mapped, &peak, &fails);
+    char text[512] = "";
+    unsigned long long bad = mock_cuda_violations(text, sizeof(text));
+    CHECK(refused != 0 && fp == 0 && aq == 0 && fq == 0 && destroyed == DYING && reserved == 0 && mapped == 0 && bad == 0);
+    printf("OK dying %d of %d contexts destroyed at once; the refused one: free %d, alloc %d, free %d; after reset "
+           "%zu MiB reserved, %zu MiB mapped; %llu violations %s\n",
+           destroyed, DYING, fp, aq, fq, reserved / MIB, mapped / MIB, bad, text);
+}
+
 int main(int argc, char **argv) {
     if (argc != 2 && !(argc == 3 && !strcmp(argv[1], "expandable"))) {
         fprintf(stderr, "usage: dropin_cpu_app basic|lookup|foreign|info|oom|quarantine|reuse|threads|loop|fork|"
-                        "capture|doublefree|batches|reset|vmm|kinds\n       dropin_cpu_app expandable MIB\n");
+                        "capture|doublefree|batches|reset|vmm|kinds|granules|ownctx|ipc|dying\n       dropin_cpu_app expandable MIB\n");
         return 2;
     }
     start();
@@ -738,6 +994,14 @@ int main(int argc, char **argv) {
         mode_vmm();
     else if (!strcmp(m, "kinds"))
         mode_kinds();
+    else if (!strcmp(m, "granules"))
+        mode_granules();
+    else if (!strcmp(m, "ownctx"))
+        mode_ownctx();
+    else if (!strcmp(m, "ipc"))
+        mode_ipc();
+    else if (!strcmp(m, "dying"))
+        mode_dying();
     else {
         fprintf(stderr, "dropin_cpu_app: unknown mode %s\n", m);
         return 2;

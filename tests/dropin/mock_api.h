@@ -58,6 +58,10 @@ CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s);
 CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height, unsigned elem);
 CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t size, unsigned flags);
 CUresult cuMemGetInfo_v2(size_t *f, size_t *t);
+typedef struct {
+    char reserved[64];
+} CUipcMemHandle;
+CUresult cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr d);
 CUresult cuDeviceTotalMem_v2(size_t *bytes, int dev);
 CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t align, CUdeviceptr addr, unsigned long long flags);
 CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size);
@@ -102,11 +106,15 @@ void mock_cuda_stats(unsigned long long *nalloc, unsigned long long *nfree, unsi
 unsigned long long mock_cuda_async_allocs(void);
 int mock_cuda_broken_captures(void);
 unsigned long long mock_cuda_event_waits(void);
+void mock_cuda_churn(unsigned long long *maps, unsigned long long *unmaps, unsigned long long *waits);
 unsigned long long mock_cuda_calls(void);
+unsigned long long mock_cuda_mode_exchanges(void); /* of those calls, cuThreadExchangeStreamCaptureMode's */
 void mock_cuda_event_serials(unsigned long long *recorded, unsigned long long *done_max);
 void mock_cuda_memory_calls(unsigned long long *creates, unsigned long long *pool_allocs);
+void mock_cuda_vmm_stats(size_t *reserved_now, size_t *mapped_now, size_t *peak_used, unsigned long long *faults);
 int mock_cuda_stale_stream_uses(void);
 unsigned long long mock_cuda_ctx_allocs(CUcontext ctx);
+void mock_cuda_fail_destroys(int n);
 /* The device model: work queued on streams, completed on command, and the
  * oracle that checks every range handed out (mock_cuda.c). */
 CUresult mock_cuda_launch(CUstream s, CUdeviceptr p, size_t n);

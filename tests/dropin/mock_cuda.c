@@ -72,7 +72,12 @@
  * MOCK_CAPTURE_MODES=0 (the capture modes, above, not modelled),
  * MOCK_REENTER=1 (cuDeviceTotalMem calls the cuMemGetInfo_v2 first in the
  * process's lookup order, as a CUDA runtime that resolved its driver
- * functions through an interposer does from inside carve's own backend).
+ * functions through an interposer does from inside carve's own backend),
+ * MOCK_DEVICES (devices cuDeviceGetCount reports, default 1; every one can
+ * access every other's memory unless MOCK_NO_PEERS=1; all but device 0 exist
+ * only to be counted and named), MOCK_ACCESS_LOG (a file to which every
+ * cuMemSetAccess appends one line: "access SIZE dev dev ...", the devices
+ * its descriptors grant).
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -203,7 +208,7 @@ static int initialized; /* cuInit was called */
 static int forked;      /* set in a child after fork, when the parent had called cuInit */
 
 static alloc_rec *allocs, *dead;
-static size_t nallocs, cap_allocs, ndead, cap_dead, used;
+static size_t nallocs, cap_allocs, ndead, cap_dead, used, used_peak;
 static item *items;
 static size_t nitems, cap_items;
 static uint64_t next_id = 1;
@@ -217,7 +222,10 @@ static __thread int thread_mode; /* the thread's capture mode (cuThreadExchangeS
 static int broken_captures, stale_stream_uses;
 static unsigned long long stat_allocs, stat_frees, stat_bad_frees, stat_async_allocs;
 static unsigned long long stat_calls; /* every call of a driver function */
+static unsigned long long stat_exchanges; /* of them, cuThreadExchangeStreamCaptureMode */
 static unsigned long long stat_event_waits;
+static unsigned long long stat_syncs; /* cuCtxSynchronize and cuStreamSynchronize calls */
+static unsigned long long stat_maps, stat_unmaps; /* cuMemMap and cuMemUnmap calls that mapped or unmapped */
 static unsigned long long event_records, event_done_max; /* atomic: see mock_cuda_event_serials */
 static unsigned long long violations;
 static char violation_text[2048];
@@ -268,6 +276,13 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem) {
     *p = bigger;
     *cap = n;
     return 0;
+}
+
+/* Device memory taken (lock held): its peak is kept. */
+static void use(size_t n) {
+    used += n;
+    if (used > used_peak)
+        used_peak = used;
 }
 
 /* A breach of what the device guarantees (lock held). */
@@ -674,6 +689,15 @@ EXPORT unsigned long long mock_cuda_async_allocs(void) { return __atomic_load_n(
 /* cuEventSynchronize calls so far (waits for device work). */
 EXPORT unsigned long long mock_cuda_event_waits(void) { return __atomic_load_n(&stat_event_waits, __ATOMIC_RELAXED); }
 
+/* What a policy's churn costs on a device: cuMemMap and cuMemUnmap calls
+ * that changed a mapping, and waits for the device (cuCtxSynchronize,
+ * cuStreamSynchronize, cuEventSynchronize), so far. */
+EXPORT void mock_cuda_churn(unsigned long long *maps, unsigned long long *unmaps, unsigned long long *waits) {
+    *maps = __atomic_load_n(&stat_maps, __ATOMIC_RELAXED);
+    *unmaps = __atomic_load_n(&stat_unmaps, __ATOMIC_RELAXED);
+    *waits = __atomic_load_n(&stat_syncs, __ATOMIC_RELAXED) + __atomic_load_n(&stat_event_waits, __ATOMIC_RELAXED);
+}
+
 /* Events recorded so far, and the highest number (in record order) of an
  * event seen complete: a buffer freed when *recorded was n may be reused
  * only once *done_max > n (an event recorded after its free completed). */
@@ -699,6 +723,7 @@ EXPORT unsigned long long mock_cuda_ctx_allocs(CUcontext ctx) {
 
 /* Calls of driver functions so far (each costs time in a real driver). */
 EXPORT unsigned long long mock_cuda_calls(void) { return __atomic_load_n(&stat_calls, __ATOMIC_RELAXED); }
+EXPORT unsigned long long mock_cuda_mode_exchanges(void) { return __atomic_load_n(&stat_exchanges, __ATOMIC_RELAXED); }
 
 /* Queue work that uses [p, p+n) on stream s (NULL: the legacy stream; a
  * capturing stream: a node of its graph). CUresult. */
@@ -760,6 +785,8 @@ EXPORT void mock_cuda_complete_all(void) {
  * stream s, stream-ordered). 0 when the range may be used as promised;
  * otherwise 1, and the breach is counted and described. The range is owned
  * from now on, until mock_cuda_disown(p). */
+static int mapped_cover(uintptr_t lo, uintptr_t hi);
+
 EXPORT int mock_cuda_own(CUdeviceptr p, size_t n, CUstream h, int ordered) {
     uintptr_t lo = (uintptr_t)p, hi = lo + n;
     pthread_mutex_lock(&lock);
@@ -770,13 +797,15 @@ EXPORT int mock_cuda_own(CUdeviceptr p, size_t n, CUstream h, int ordered) {
         inside = (allocs[i].ctxless || (allocs[i].ctx == c && allocs[i].incarnation == c->incarnation)) &&
                  lo >= allocs[i].base &&
                  hi <= allocs[i].base + allocs[i].size;
+    if (!inside && c)
+        inside = mapped_cover(lo, hi); /* virtual-memory mappings belong to no context */
     if (!inside) {
         int was_dead = 0;
         for (size_t i = 0; i < ndead && !was_dead; i++)
             was_dead = lo < dead[i].base + dead[i].size && hi > dead[i].base;
         violation("0x%lx+%zu handed out %s", (unsigned long)lo, n,
                   was_dead ? "from memory the driver freed with its context"
-                           : "outside the current context's live driver memory");
+                           : "outside the current context's live driver memory and mapped memory");
     }
     CUresult err;
     struct mock_stream *s = ordered ? resolve(h, 0, &err) : NULL;
@@ -858,16 +887,29 @@ EXPORT CUresult cuDriverGetVersion(int *v) {
     *v = 12080;
     return OK;
 }
+static int devices(void) {
+    const char *v = getenv("MOCK_DEVICES");
+    int n = v && *v ? atoi(v) : 1;
+    return n < 1 ? 1 : n;
+}
 EXPORT CUresult cuDeviceGetCount(int *n) {
     ENTER();
-    *n = 1;
+    *n = devices();
     return OK;
 }
 EXPORT CUresult cuDeviceGet(CUdevice *d, int ordinal) {
     ENTER();
-    if (ordinal != 0)
+    if (ordinal < 0 || ordinal >= devices())
         return 101; /* CUDA_ERROR_INVALID_DEVICE */
-    *d = 0;
+    *d = ordinal;
+    return OK;
+}
+EXPORT CUresult cuDeviceCanAccessPeer(int *can, CUdevice dev, CUdevice peer) {
+    ENTER();
+    if (!can || dev < 0 || dev >= devices() || peer < 0 || peer >= devices())
+        return 101; /* CUDA_ERROR_INVALID_DEVICE */
+    const char *no = getenv("MOCK_NO_PEERS");
+    *can = dev != peer && !(no && *no == '1');
     return OK;
 }
 EXPORT CUresult cuMemGetInfo_v2(size_t *f, size_t *t);
@@ -976,10 +1018,19 @@ EXPORT CUresult cuCtxCreate_v2(CUcontext *ctx, unsigned flags, CUdevice d) {
     *ctx = c;
     return OK;
 }
+static int fail_destroys; /* cuCtxDestroy calls to refuse (mock_cuda_fail_destroys) */
+
+/* The next n cuCtxDestroy calls fail (CUDA_ERROR_INVALID_CONTEXT), changing
+ * nothing, as a driver that refuses to destroy a context. */
+EXPORT void mock_cuda_fail_destroys(int n) { __atomic_store_n(&fail_destroys, n, __ATOMIC_RELEASE); }
+
 EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
     ENTER();
     if (!ctx || ctx == &primary)
         return INVALID_CONTEXT;
+    for (int n = __atomic_load_n(&fail_destroys, __ATOMIC_ACQUIRE); n > 0;)
+        if (__atomic_compare_exchange_n(&fail_destroys, &n, n - 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+            return INVALID_CONTEXT;
     context_call_delay();
     pthread_mutex_lock(&lock);
     kill_context(ctx);
@@ -1032,6 +1083,7 @@ EXPORT CUresult cuCtxSynchronize(void) {
     if (r == OK)
         run_context(c);
     pthread_mutex_unlock(&lock);
+    __atomic_add_fetch(&stat_syncs, 1, __ATOMIC_RELAXED);
     return r;
 }
 EXPORT CUresult cuGetErrorName(CUresult r, const char **name) {
@@ -1077,7 +1129,7 @@ static CUresult do_alloc(CUdeviceptr *dptr, size_t size, int ctxless) {
         r = OUT_OF_MEMORY;
     } else {
         allocs[nallocs++] = (alloc_rec){(uintptr_t)p, size, c, c->incarnation, ctxless, 0};
-        used += size;
+        use(size);
         stat_allocs++;
         c->nalloc++;
         *dptr = (CUdeviceptr)(uintptr_t)p;
@@ -1223,6 +1275,29 @@ EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdevic
     return r;
 }
 
+/* Legacy IPC: a handle for memory from cuMemAlloc (the allocation's base,
+ * as the driver's handle names the allocation), an error for anything else,
+ * cuMemCreate memory mapped with cuMemMap included. */
+typedef struct {
+    char reserved[64];
+} CUipcMemHandle;
+EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr d) {
+    ENTER();
+    if (!h)
+        return INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    CUresult r = INVALID_VALUE;
+    for (size_t i = 0; i < nallocs; i++)
+        if ((uintptr_t)d >= allocs[i].base && (uintptr_t)d < allocs[i].base + allocs[i].size) {
+            memset(h, 0, sizeof(*h));
+            memcpy(h->reserved, &allocs[i].base, sizeof(allocs[i].base));
+            r = OK;
+            break;
+        }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
 /* ---- streams, captures, events, graphs ------------------------------------- */
 
 EXPORT CUresult cuStreamCreate(CUstream *s, unsigned flags) {
@@ -1259,6 +1334,7 @@ static CUresult stream_sync(CUstream h, int ptsz) {
     if (s)
         run_until(s->last);
     pthread_mutex_unlock(&lock);
+    __atomic_add_fetch(&stat_syncs, 1, __ATOMIC_RELAXED);
     return r;
 }
 EXPORT CUresult cuStreamSynchronize(CUstream h) { ENTER(); return stream_sync(h, 0); }
@@ -1347,6 +1423,7 @@ static CUresult is_capturing(CUstream h, int *status, int ptsz) {
 /* The calling thread's capture mode: *mode becomes the old one. */
 EXPORT CUresult cuThreadExchangeStreamCaptureMode(int *mode) {
     ENTER();
+    __atomic_add_fetch(&stat_exchanges, 1, __ATOMIC_RELAXED);
     if (!mode || *mode < 0 || *mode > 2)
         return INVALID_VALUE;
     int old = thread_mode;
@@ -1383,7 +1460,7 @@ EXPORT CUresult cuGraphLaunch(CUgraphExec g, CUstream h) {
                 break;
             }
             allocs[nallocs++] = (alloc_rec){x->lo, x->hi - x->lo, s->ctx, s->ctx->incarnation, 1, 1};
-            used += x->hi - x->lo;
+            use(x->hi - x->lo);
         }
         if (x->kind == 2 && alloc_index(x->lo) >= 0) { /* a free node frees when it runs */
             run_until(s->last);
@@ -1509,21 +1586,61 @@ typedef struct mock_range {
     uintptr_t base;
     size_t size;
     mock_phys *phys; /* NULL: a reservation; else a mapping */
+    int access;      /* a mapping that cuMemSetAccess has opened */
 } mock_range;
 static mock_range *ranges;
 static size_t nranges, cap_ranges;
-static unsigned long long stat_creates, stat_pool_allocs;
+static size_t reserved_bytes, mapped_bytes;
+static unsigned long long stat_creates, stat_pool_allocs, stat_vmm_calls, stat_vmm_faults;
+
+/* Faults on purpose in the virtual-memory functions: MOCK_VMM_FAIL_EVERY=N
+ * (every Nth call fails) and MOCK_VMM_FAIL_AT=N[,N...] (the Nth call fails;
+ * up to 8 numbers), the
+ * calls of the functions named in MOCK_VMM_FAIL (comma-separated; default
+ * all eight: cuMemAddressReserve, cuMemAddressFree, cuMemCreate,
+ * cuMemRelease, cuMemMap, cuMemUnmap, cuMemSetAccess,
+ * cuMemRetainAllocationHandle) numbered together from 1. A failed call does
+ * nothing and answers CUDA_ERROR_OUT_OF_MEMORY where the driver can run out
+ * (reserve, create, map, access), CUDA_ERROR_UNKNOWN elsewhere. */
+static int vmm_fault(const char *name) {
+    static unsigned long long every = ~0ull, at[8];
+    static unsigned nat;
+    static const char *only;
+    if (__atomic_load_n(&every, __ATOMIC_ACQUIRE) == ~0ull) {
+        const char *e = getenv("MOCK_VMM_FAIL_EVERY"), *a = getenv("MOCK_VMM_FAIL_AT");
+        only = getenv("MOCK_VMM_FAIL");
+        for (char *end; a && *a && nat < 8; a = *end == ',' ? end + 1 : end) {
+            at[nat] = strtoull(a, &end, 10);
+            if (end == a)
+                break;
+            nat++;
+        }
+        __atomic_store_n(&every, e && *e ? strtoull(e, NULL, 10) : 0, __ATOMIC_RELEASE);
+    }
+    if (!every && !nat)
+        return 0;
+    if (only && *only) {
+        const char *m = strstr(only, name);
+        size_t n = strlen(name);
+        if (!m || (m[n] && m[n] != ','))
+            return 0;
+    }
+    unsigned long long k = __atomic_add_fetch(&stat_vmm_calls, 1, __ATOMIC_RELAXED);
+    int hit = every && k % every == 0;
+    for (unsigned i = 0; i < nat && !hit; i++)
+        hit = k == at[i];
+    if (hit) {
+        __atomic_add_fetch(&stat_vmm_faults, 1, __ATOMIC_RELAXED);
+        return 1;
+    }
+    return 0;
+}
+#define UNKNOWN 999
 
 static int add_range(uintptr_t base, size_t size, mock_phys *phys) {
-    if (nranges == cap_ranges) {
-        size_t cap = cap_ranges ? cap_ranges * 2 : 64;
-        mock_range *r = realloc(ranges, cap * sizeof(*r));
-        if (!r)
-            return -1;
-        ranges = r;
-        cap_ranges = cap;
-    }
-    ranges[nranges++] = (mock_range){base, size, phys};
+    if (grow((void **)&ranges, &cap_ranges, nranges + 1, sizeof(mock_range)) != 0)
+        return -1;
+    ranges[nranges++] = (mock_range){base, size, phys, 0};
     return 0;
 }
 
@@ -1532,6 +1649,25 @@ static int reserved(uintptr_t base, size_t size) {
         if (!ranges[i].phys && base >= ranges[i].base && base + size <= ranges[i].base + ranges[i].size)
             return 1;
     return 0;
+}
+
+/* The mapping that holds address a, or NULL (lock held). */
+static mock_range *mapping_at(uintptr_t a) {
+    for (size_t i = 0; i < nranges; i++)
+        if (ranges[i].phys && a >= ranges[i].base && a < ranges[i].base + ranges[i].size)
+            return &ranges[i];
+    return NULL;
+}
+
+/* Whether [lo, hi) is all mapped memory opened for access (lock held). */
+static int mapped_cover(uintptr_t lo, uintptr_t hi) {
+    for (uintptr_t at = lo; at < hi;) {
+        mock_range *m = mapping_at(at);
+        if (!m || !m->access)
+            return 0;
+        at = m->base + m->size;
+    }
+    return 1;
 }
 
 static void phys_check(mock_phys *p) {
@@ -1548,20 +1684,56 @@ EXPORT void mock_cuda_memory_calls(unsigned long long *creates, unsigned long lo
     *pool_allocs = __atomic_load_n(&stat_pool_allocs, __ATOMIC_RELAXED);
 }
 
+/* Address space reserved and mapped now, the peak of the device memory
+ * taken (every kind), and the virtual-memory faults injected so far. */
+EXPORT void mock_cuda_vmm_stats(size_t *reserved_now, size_t *mapped_now, size_t *peak_used,
+                                unsigned long long *faults) {
+    pthread_mutex_lock(&lock);
+    *reserved_now = reserved_bytes;
+    *mapped_now = mapped_bytes;
+    *peak_used = used_peak;
+    *faults = __atomic_load_n(&stat_vmm_faults, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&lock);
+}
+
+/* CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED (102): 1, or 0
+ * with MOCK_NO_VMM=1 (a device without it); every other attribute 0. */
+EXPORT CUresult cuDeviceGetAttribute(int *v, int attrib, CUdevice d) {
+    ENTER();
+    if (!v || d != 0)
+        return INVALID_VALUE;
+    const char *no = getenv("MOCK_NO_VMM");
+    *v = attrib == 102 && !(no && *no == '1');
+    return OK;
+}
+
 EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t align, CUdeviceptr addr,
                                     unsigned long long flags) {
     ENTER();
     UNSAFE();
-    (void)align;
     (void)addr;
     (void)flags;
-    if (!ptr || !size)
+    const size_t gran = (size_t)2 << 20;
+    if (!ptr || !size || size % gran || (align & (align - 1)))
         return INVALID_VALUE;
-    void *p = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED)
+    if (vmm_fault("cuMemAddressReserve"))
         return OUT_OF_MEMORY;
+    /* Aligned as asked (at least to the granularity, as the driver does):
+     * map more, then give back the unaligned head and the tail. */
+    if (align < gran)
+        align = gran;
+    char *raw = mmap(NULL, size + align, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (raw == MAP_FAILED)
+        return OUT_OF_MEMORY;
+    char *p = (char *)(((uintptr_t)raw + align - 1) & ~(uintptr_t)(align - 1));
+    if (p > raw)
+        munmap(raw, (size_t)(p - raw));
+    if (raw + size + align > p + size)
+        munmap(p + size, (size_t)(raw + size + align - (p + size)));
     pthread_mutex_lock(&lock);
     int ok = add_range((uintptr_t)p, size, NULL) == 0;
+    if (ok)
+        reserved_bytes += size;
     pthread_mutex_unlock(&lock);
     if (!ok) {
         munmap(p, size);
@@ -1571,37 +1743,53 @@ EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t align,
     return OK;
 }
 
+/* A reservation is freed whole, with nothing mapped in it any more. */
 EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
     ENTER();
     UNSAFE();
+    if (vmm_fault("cuMemAddressFree"))
+        return UNKNOWN;
+    uintptr_t lo = (uintptr_t)ptr, hi = lo + size;
     pthread_mutex_lock(&lock);
     CUresult r = INVALID_VALUE;
-    for (size_t i = 0; i < nranges; i++)
-        if (!ranges[i].phys && ranges[i].base == (uintptr_t)ptr && ranges[i].size == size) {
-            ranges[i] = ranges[--nranges];
-            munmap((void *)(uintptr_t)ptr, size);
-            r = OK;
-            break;
-        }
+    size_t found = nranges;
+    int still_mapped = 0;
+    for (size_t i = 0; i < nranges; i++) {
+        if (!ranges[i].phys && ranges[i].base == lo && ranges[i].size == size)
+            found = i;
+        if (ranges[i].phys && ranges[i].base < hi && ranges[i].base + ranges[i].size > lo)
+            still_mapped = 1;
+    }
+    if (found < nranges && !still_mapped) {
+        ranges[found] = ranges[--nranges];
+        reserved_bytes -= size;
+        munmap((void *)lo, size);
+        r = OK;
+    }
     pthread_mutex_unlock(&lock);
     return r;
 }
 
 EXPORT CUresult cuMemGetAllocationGranularity(size_t *g, const void *prop, int option) {
     ENTER();
-    (void)prop;
     (void)option;
+    if (!g || !prop)
+        return INVALID_VALUE;
     *g = (size_t)2 << 20;
     return OK;
 }
 
-/* prop: a CUmemAllocationProp, whose location (device 0) is not checked. */
+/* prop: a CUmemAllocationProp: pinned memory (type 1) on device 0 (its
+ * location, type 1 and id 0). */
 EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t size, const void *prop, unsigned long long flags) {
     ENTER();
     UNSAFE();
     (void)flags;
-    if (!h || !size || !prop || size % ((size_t)2 << 20))
+    const int *pr = prop; /* type, requested handle types, location type, location id */
+    if (!h || !size || !prop || size % ((size_t)2 << 20) || pr[0] != 1 || pr[2] != 1 || pr[3] != 0)
         return INVALID_VALUE;
+    if (vmm_fault("cuMemCreate"))
+        return OUT_OF_MEMORY;
     pthread_mutex_lock(&lock);
     CUresult r = OK;
     mock_phys *p = NULL;
@@ -1610,7 +1798,7 @@ EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t size, const 
     } else {
         p->size = size;
         p->refs = 1;
-        used += size;
+        use(size);
         stat_creates++;
         *h = (CUmemGenericAllocationHandle)(uintptr_t)p;
     }
@@ -1624,6 +1812,8 @@ EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle h) {
     mock_phys *p = (mock_phys *)(uintptr_t)h;
     if (!p)
         return INVALID_VALUE;
+    if (vmm_fault("cuMemRelease"))
+        return UNKNOWN;
     pthread_mutex_lock(&lock);
     CUresult r = p->refs ? OK : INVALID_VALUE;
     if (p->refs) {
@@ -1634,6 +1824,7 @@ EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle h) {
     return r;
 }
 
+/* Into reserved address space where nothing is mapped yet. */
 EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle h,
                          unsigned long long flags) {
     ENTER();
@@ -1642,30 +1833,61 @@ EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGener
     mock_phys *p = (mock_phys *)(uintptr_t)h;
     if (!p || offset || size != p->size)
         return INVALID_VALUE;
+    if (vmm_fault("cuMemMap"))
+        return OUT_OF_MEMORY;
+    uintptr_t lo = (uintptr_t)ptr, hi = lo + size;
     pthread_mutex_lock(&lock);
     CUresult r = INVALID_VALUE;
-    if (reserved((uintptr_t)ptr, size) && add_range((uintptr_t)ptr, size, p) == 0) {
+    int overlaps = 0;
+    for (size_t i = 0; i < nranges && !overlaps; i++)
+        overlaps = ranges[i].phys && ranges[i].base < hi && ranges[i].base + ranges[i].size > lo;
+    if (p->refs && !overlaps && reserved(lo, size) && add_range(lo, size, p) == 0) {
         p->maps++;
+        mapped_bytes += size;
+        stat_maps++;
         r = OK;
     }
     pthread_mutex_unlock(&lock);
     return r;
 }
 
-/* Unmaps every mapping in [ptr, ptr + size), as the driver does for a range
- * made of whole mappings. */
+/* Unmaps every mapping in [ptr, ptr + size), which must be whole mappings
+ * (one cut in two is refused, and nothing is unmapped). Unmapping memory
+ * that a range the program owns or queued work still uses is a breach: the
+ * memory is gone under them. */
 EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
     ENTER();
     UNSAFE();
+    if (vmm_fault("cuMemUnmap"))
+        return UNKNOWN;
     uintptr_t lo = (uintptr_t)ptr, hi = lo + size;
     pthread_mutex_lock(&lock);
     CUresult r = INVALID_VALUE;
-    for (size_t i = 0; i < nranges;) {
+    int cut = 0;
+    for (size_t i = 0; i < nranges && !cut; i++) {
+        mock_range *m = &ranges[i];
+        cut = m->phys && m->base < hi && m->base + m->size > lo && (m->base < lo || m->base + m->size > hi);
+    }
+    for (size_t i = 0; !cut && i < nowns; i++)
+        if (owns[i].lo < hi && owns[i].hi > lo) {
+            violation("0x%lx+%zu unmapped while the program owns 0x%lx+%zu", (unsigned long)lo, size,
+                      (unsigned long)owns[i].lo, (size_t)(owns[i].hi - owns[i].lo));
+            break;
+        }
+    for (size_t k = 0; !cut && k < nitems; k++)
+        if (!items[k].marker && items[k].lo < hi && items[k].hi > lo) {
+            violation("0x%lx+%zu unmapped while work queued on a %s stream still uses 0x%lx+%zu", (unsigned long)lo,
+                      size, kind_name[items[k].s->kind], (unsigned long)items[k].lo,
+                      (size_t)(items[k].hi - items[k].lo));
+            break;
+        }
+    for (size_t i = 0; !cut && i < nranges;) {
         mock_range *m = &ranges[i];
         if (m->phys && m->base >= lo && m->base + m->size <= hi) {
             mprotect((void *)m->base, m->size, PROT_NONE);
             madvise((void *)m->base, m->size, MADV_DONTNEED);
             mock_phys *p = m->phys;
+            mapped_bytes -= m->size;
             *m = ranges[--nranges];
             p->maps--;
             phys_check(p);
@@ -1674,29 +1896,69 @@ EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
             i++;
         }
     }
+    if (r == OK)
+        stat_unmaps++;
     pthread_mutex_unlock(&lock);
     return r;
 }
 
+/* The range must be mapped through and through. */
 EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const void *desc, size_t count) {
     ENTER();
     UNSAFE();
-    (void)desc;
-    (void)count;
-    return mprotect((void *)(uintptr_t)ptr, size, PROT_READ | PROT_WRITE) == 0 ? OK : INVALID_VALUE;
+    if (!desc || !count)
+        return INVALID_VALUE;
+    if (vmm_fault("cuMemSetAccess"))
+        return OUT_OF_MEMORY;
+    const char *logname = getenv("MOCK_ACCESS_LOG");
+    if (logname && *logname) {
+        FILE *f = fopen(logname, "a");
+        if (f) {
+            const struct {
+                int type, id, flags; /* CUmemAccessDesc: location (type, id), flags */
+            } *d = desc;
+            fprintf(f, "access %zu", size);
+            for (size_t i = 0; i < count; i++)
+                fprintf(f, " %d", d[i].id);
+            fprintf(f, "\n");
+            fclose(f);
+        }
+    }
+    uintptr_t lo = (uintptr_t)ptr, hi = lo + size;
+    pthread_mutex_lock(&lock);
+    CUresult r = OK;
+    for (uintptr_t at = lo; at < hi && r == OK;) {
+        mock_range *m = mapping_at(at);
+        if (!m)
+            r = INVALID_VALUE;
+        else
+            at = m->base + m->size;
+    }
+    if (r == OK && mprotect((void *)lo, size, PROT_READ | PROT_WRITE) != 0)
+        r = INVALID_VALUE;
+    for (uintptr_t at = lo; at < hi && r == OK;) {
+        mock_range *m = mapping_at(at);
+        m->access = 1;
+        at = m->base + m->size;
+    }
+    pthread_mutex_unlock(&lock);
+    return r;
 }
 
 EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *h, void *addr) {
     ENTER();
+    if (!h)
+        return INVALID_VALUE;
+    if (vmm_fault("cuMemRetainAllocationHandle"))
+        return UNKNOWN;
     pthread_mutex_lock(&lock);
     CUresult r = INVALID_VALUE;
-    for (size_t i = 0; i < nranges; i++)
-        if (ranges[i].phys && (uintptr_t)addr >= ranges[i].base && (uintptr_t)addr < ranges[i].base + ranges[i].size) {
-            ranges[i].phys->refs++;
-            *h = (CUmemGenericAllocationHandle)(uintptr_t)ranges[i].phys;
-            r = OK;
-            break;
-        }
+    mock_range *m = mapping_at((uintptr_t)addr);
+    if (m) {
+        m->phys->refs++;
+        *h = (CUmemGenericAllocationHandle)(uintptr_t)m->phys;
+        r = OK;
+    }
     pthread_mutex_unlock(&lock);
     return r;
 }
@@ -1741,7 +2003,8 @@ static const struct {
     const char *name;
     void (*fn)(void);
 } memory_exports[] = {
-    E(cuMemAddressReserve), E(cuMemAddressFree), E(cuMemGetAllocationGranularity), E(cuMemCreate), E(cuMemRelease),
+    E(cuDeviceGetAttribute), E(cuMemAddressReserve), E(cuMemAddressFree), E(cuMemGetAllocationGranularity),
+    E(cuMemCreate), E(cuMemRelease),
     E(cuMemMap), E(cuMemUnmap), E(cuMemSetAccess), E(cuMemRetainAllocationHandle), E(cuMemPoolCreate),
     E(cuMemPoolDestroy), E(cuMemAllocFromPoolAsync), E(cuMemAllocFromPoolAsync_ptsz),
 };
@@ -1781,13 +2044,13 @@ static void *lookup(const char *symbol, int version, cuuint64_t flags) {
         const char *name;
         void (*fn)(void);
     } exports[] = {
-        E(cuInit), E(cuDriverGetVersion), E(cuDeviceGetCount), E(cuDeviceGet), E(cuDeviceTotalMem_v2),
+        E(cuInit), E(cuDriverGetVersion), E(cuDeviceGetCount), E(cuDeviceGet), E(cuDeviceCanAccessPeer), E(cuDeviceTotalMem_v2),
         E(cuDevicePrimaryCtxRetain), E(cuDevicePrimaryCtxRelease_v2), E(cuDevicePrimaryCtxRelease),
         E(cuDevicePrimaryCtxReset_v2), E(cuDevicePrimaryCtxGetState), E(cuCtxCreate_v2), E(cuCtxGetCurrent),
         E(cuCtxSetCurrent), E(cuCtxGetDevice), E(cuCtxPushCurrent_v2), E(cuCtxPopCurrent_v2), E(cuCtxSynchronize),
         E(cuCtxDestroy_v2), E(cuGetErrorName), E(cuMemAlloc_v2), E(cuMemFree_v2), E(cuMemAllocAsync),
         E(cuMemAllocAsync_ptsz), E(cuMemFreeAsync), E(cuMemFreeAsync_ptsz), E(cuMemAllocPitch_v2),
-        E(cuMemAllocManaged), E(cuMemGetInfo_v2), E(cuMemGetAddressRange_v2), E(cuStreamCreate),
+        E(cuMemAllocManaged), E(cuMemGetInfo_v2), E(cuMemGetAddressRange_v2), E(cuIpcGetMemHandle), E(cuStreamCreate),
         E(cuStreamCreateWithPriority), E(cuStreamDestroy_v2), E(cuStreamSynchronize), E(cuStreamSynchronize_ptsz),
         E(cuStreamQuery), E(cuStreamWaitEvent), E(cuStreamBeginCapture_v2), E(cuStreamBeginCapture_v2_ptsz),
         E(cuStreamEndCapture), E(cuStreamEndCapture_ptsz), E(cuStreamIsCapturing), E(cuStreamIsCapturing_ptsz),

@@ -1,16 +1,22 @@
 #!/usr/bin/env python3
-"""torch_train.py — a PyTorch model trained for a few steps, for the drop-in
-tests and benchmark. Knows nothing of carve: run it plain, with
+"""torch_train.py — a PyTorch model trained for a few steps, or served, for
+the drop-in tests and benchmark. Knows nothing of carve: run it plain, with
 PYTORCH_NO_CUDA_MEMORY_CACHING=1, and under carve-run, and compare.
 
 GPT-2 small (transformers, built from GPT2Config() with random weights, since
-nothing can be downloaded) or ResNet-50 (torchvision, weights=None), AdamW,
-fixed seed and deterministic kernels, so the losses of two runs must be equal
-bit for bit. Prints one JSON object: losses, median step time, and PyTorch's
-own memory peaks (0 when its caching allocator is off).
+nothing can be downloaded) or ResNet-50 (torchvision, weights=None) trained
+with AdamW; or ResNet-50 inference (resnet50-infer, eval mode, no gradients)
+with a batch size that changes every step (--batches, taken in turn), as a
+server sees. Fixed seed and deterministic kernels, so the losses (training)
+and the outputs (inference: a SHA-1 of each step's logits) of two runs must
+be equal bit for bit. Prints one JSON object: losses, outputs, median step
+time (steps after the first 3), and PyTorch's own memory peaks (0 when its
+caching allocator is off).
 
-Usage: torch_train.py [--model gpt2|resnet50] [--steps N] [--batch B] [--seq L]
+Usage: torch_train.py [--model gpt2|resnet50|resnet50-infer] [--steps N] [--batch B] [--seq L]
+                      [--batches B1,B2,...]
 """
+import hashlib
 import argparse
 import json
 import os
@@ -24,11 +30,14 @@ import torch  # noqa: E402
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", choices=["gpt2", "resnet50"], default="gpt2")
+    ap.add_argument("--model", choices=["gpt2", "resnet50", "resnet50-infer"], default="gpt2")
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--seq", type=int, default=512)
+    ap.add_argument("--batches", default="8,64,1,32,16,48,4,24", help="inference: batch sizes, taken in turn")
     a = ap.parse_args()
+    infer = a.model == "resnet50-infer"
+    batches = [int(b) for b in a.batches.split(",")]
     torch.manual_seed(0)
     torch.use_deterministic_algorithms(True)
     torch.backends.cudnn.benchmark = False
@@ -44,11 +53,20 @@ def main():
         import torchvision
         model = torchvision.models.resnet50(weights=None).to(dev)
         g = torch.Generator().manual_seed(1)
-        data = [(torch.randn(a.batch, 3, 224, 224, generator=g), torch.randint(0, 1000, (a.batch,), generator=g))
-                for _ in range(a.steps)]
+        sizes = [batches[i % len(batches)] if infer else a.batch for i in range(a.steps)]
+        data = [(torch.randn(b, 3, 224, 224, generator=g), torch.randint(0, 1000, (b,), generator=g)) for b in sizes]
+    losses, outputs, times = [], [], []
+    if infer:
+        model.eval()
+        with torch.no_grad():
+            for step in range(a.steps):
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                out = model(data[step][0].to(dev))
+                outputs.append(hashlib.sha1(out.float().cpu().numpy().tobytes()).hexdigest())  # synchronizes
+                times.append(time.perf_counter() - t0)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    losses, times = [], []
-    for step in range(a.steps):
+    for step in range(0 if infer else a.steps):
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         if a.model == "gpt2":
@@ -64,7 +82,8 @@ def main():
         times.append(time.perf_counter() - t0)
     warm = times[3:] if len(times) > 5 else times
     print(json.dumps({
-        "model": a.model, "steps": a.steps, "batch": a.batch, "losses": losses,
+        "model": a.model, "steps": a.steps, "batch": a.batch, "batches": batches if infer else [a.batch],
+        "losses": losses, "outputs": outputs,
         "step_ms_median": 1e3 * statistics.median(warm), "step_ms_all": [1e3 * t for t in times],
         "torch_max_memory_reserved": torch.cuda.max_memory_reserved(),
         "torch_max_memory_allocated": torch.cuda.max_memory_allocated(),
