@@ -226,6 +226,12 @@ def enable(limit=None, growth=None, device=None, initial=None, mode=None, raise_
     turns carve's NULL into a tensor with a NULL data pointer (the floor:
     PyTorch's pluggable allocator does not check). oom_raises() tells which.
 
+    Also sets inductor's cudagraph_trees and slow_path_cudagraph_asserts to
+    False: with CUDA graph trees, torch.compile(mode="reduce-overhead") asks
+    the allocator for pool checkpoints PyTorch's pluggable interface cannot
+    give, and would fail at its first call; without them each compiled
+    function is captured with torch.cuda.graph into a pool of its own.
+
     Returns the torch.cuda.memory.CUDAPluggableAllocator. Calling it again is
     a no-op.
     """
@@ -257,7 +263,27 @@ def enable(limit=None, growth=None, device=None, initial=None, mode=None, raise_
         raise
     _State.allocator = alloc
     _State.shim = shim
+    _inductor_checks_off()
     return alloc
+
+
+def _inductor_checks_off():
+    """torch.compile(mode="reduce-overhead") with inductor's CUDA graph
+    trees (its default) asks the allocator two things PyTorch's pluggable
+    interface cannot answer: which blocks of a graph pool are live (with
+    slow_path_cudagraph_asserts on, its default: "pluggable does not yet
+    support checkPoolLiveAllocations") and the pool's checkpointed state, to
+    share one pool among the graphs of a tree ("CUDAPluggableAllocator does
+    not yet support getCheckpointState"); either fails the first compiled
+    call. Inductor's other way to graph a compiled function, one
+    torch.cuda.graph capture per function with its own pool, asks neither:
+    use it, and leave the debugging check off."""
+    try:
+        import torch._inductor.config as ic
+        ic.triton.cudagraph_trees = False
+        ic.triton.slow_path_cudagraph_asserts = False
+    except Exception:  # no inductor in this torch: nothing to set
+        pass
 
 
 def set_memory_fraction(fraction, device=None):

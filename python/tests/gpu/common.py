@@ -93,7 +93,13 @@ def levels(torch, mode):
     else:
         allocated, reserved = torch.cuda.memory_allocated(), torch.cuda.memory_reserved()
         from_torch = allocated
-    return {"allocated": allocated, "reserved": reserved, "torch_allocated": from_torch, "driver_free": free}
+    level = {"allocated": allocated, "reserved": reserved, "torch_allocated": from_torch, "driver_free": free}
+    if is_carve(mode):  # what a level that does not come back is made of
+        import carve
+        s = carve.memory_stats(0)
+        level.update({k: s.get(k) for k in ("num_live", "num_allocs", "num_frees", "num_ooms")})
+        level["last_error"] = carve.last_error() if hasattr(carve, "last_error") else None
+    return level
 
 
 def write(path, result):

@@ -92,6 +92,9 @@ def train(a):
             outside = [g.data_ptr() for g in grads if not contains(arena, g.data_ptr())]
             check(grads and not outside, f"the {len(grads)} gradients NCCL all-reduced (DDP's bucket views) lie "
                                          f"in carve's arena of GPU {local}", f"{len(outside)} outside")
+            # Not kept: DDP rebuilds its buckets before the second step, and a
+            # reference to a first-step gradient would keep the old bucket alive.
+            del grads, outside
         opt.step()
         opt.zero_grad(set_to_none=False)        # keep the bucket views
         torch.cuda.synchronize()

@@ -115,10 +115,14 @@ def gpt2_graph():
     gen = torch.Generator().manual_seed(1)
     batch = lambda: torch.randint(0, V, (B, T), generator=gen)  # noqa: E731
     static_x = torch.empty((B, T), dtype=torch.long, device="cuda")
+    # The causal mask made once, as a 4-D additive mask that transformers
+    # passes through as it is: the mask it would make itself at every call
+    # copies a CPU scalar to the GPU, which no capture allows.
+    static_mask = torch.full((1, 1, T, T), torch.finfo(torch.float32).min, device="cuda").triu(1)
     out.update(batch=B, seq=T, vocab=V, params=sum(p.numel() for p in model.parameters()))
 
     def step():
-        logits = model(input_ids=static_x, use_cache=False).logits
+        logits = model(input_ids=static_x, attention_mask=static_mask, use_cache=False).logits
         loss = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, V), static_x[:, 1:].reshape(-1))
         loss.backward()
         opt.step()
@@ -193,6 +197,12 @@ def compile_case():
     settle()
     out["before_capture"] = common.levels(torch, a.mode)
     skips0 = counters["inductor"]["cudagraph_skips"]
+    count_captures()
+    try:
+        import torch._inductor.config as ic
+        out["cudagraph_trees"] = bool(ic.triton.cudagraph_trees)
+    except Exception:
+        out["cudagraph_trees"] = None
     cm = torch.compile(m, mode="reduce-overhead", fullgraph=True)
     sums, corrupt, input_changed = [], [], 0
     with torch.no_grad():
@@ -227,9 +237,28 @@ def compile_case():
     out["after_release"] = common.levels(torch, a.mode)
 
 
+CAPTURES = [0]
+
+
+def count_captures():
+    """Count every torch.cuda.graph capture from now on (inductor's graph
+    trees and its per-function graphs, which carve.torch.enable selects,
+    both capture through torch.cuda.CUDAGraph.capture_begin)."""
+    cls = torch.cuda.CUDAGraph
+    begin = cls.capture_begin
+
+    def counted(self, *args, **kwargs):
+        CAPTURES[0] += 1
+        return begin(self, *args, **kwargs)
+    cls.capture_begin = counted
+
+
 def graphs_recorded():
-    """How many CUDA graphs inductor's tree on device 0 recorded (None when
-    this torch's internals do not say)."""
+    """How many CUDA graphs inductor recorded on device 0: the captures
+    counted, or where none were, the nodes of its graph tree (None when this
+    torch's internals do not say)."""
+    if CAPTURES[0]:
+        return CAPTURES[0]
     try:
         from torch._inductor import cudagraph_trees
         mgr = cudagraph_trees.get_manager(0, create_if_none_exists=False)
