@@ -1191,7 +1191,7 @@ void carve_ctx_each(void (*fn)(carve_arena *arena, int device, const carve_ctx_c
         counts.ooms = __atomic_load_n(&c->n.ooms, __ATOMIC_RELAXED);
         counts.passthrough = __atomic_load_n(&c->n.passthrough, __ATOMIC_RELAXED);
         counts.ns_in_carve = __atomic_load_n(&c->n.ns_in_carve, __ATOMIC_RELAXED);
-        carve_q_counts(c->q, &counts.epochs, &counts.drains, &counts.room_waits, &counts.held_peak);
+        carve_q_counts(c->q, &counts.epochs, &counts.ordered, &counts.drains, &counts.room_waits, &counts.held_peak);
         fn(c->arena, c->device, &counts, arg);
     }
     free(list);

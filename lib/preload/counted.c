@@ -133,6 +133,10 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
 
 CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr) {
     int counting = resolve();
+    /* A handle of a granule can be exported and mapped elsewhere, where no
+     * work waits for this process's streams: ordered reuse (quarantine.c)
+     * ends at the first one the program asks for. */
+    carve_q_mark_unordered();
     CUresult r = CALL_REAL(Retain, handle, addr);
     if (r == CUDA_SUCCESS && handle && counting)
         carve_meter_retain_handle(*handle);

@@ -63,5 +63,6 @@ enum { cudaSuccess = 0, cudaErrorMemoryAllocation = 2, cudaErrorUnknown = 999 };
 #define CU_EVENT_DISABLE_TIMING 0x2u
 #define CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM 0x2u
 #define CU_STREAM_CAPTURE_STATUS_NONE 0
+#define CU_STREAM_CAPTURE_MODE_RELAXED 2
 
 #endif

@@ -35,6 +35,13 @@ CARVE_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx);
 CARVE_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev);
 CARVE_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev);
 CARVE_EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev);
+CARVE_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev);
+CARVE_EXPORT CUresult cuCtxEnablePeerAccess(CUcontext peer, unsigned int flags);
+CARVE_EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev);
+CARVE_EXPORT CUresult cuCtxCreate_v3(CUcontext *pctx, void *params, int nparams, unsigned int flags, CUdevice dev);
+CARVE_EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, void *params, unsigned int flags, CUdevice dev);
+CARVE_EXPORT CUresult cuGreenCtxCreate(void **phCtx, void *desc, CUdevice dev, unsigned int flags);
+CARVE_EXPORT CUresult cuGreenCtxStreamCreate(CUstream *phStream, void *greenCtx, unsigned int flags, int priority);
 
 /* counted.c: passed through to the driver, counted against the cap */
 CARVE_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const void *prop,

@@ -42,6 +42,12 @@ typedef CUresult (*ctx_retain_fn)(CUcontext *, CUdevice);
 typedef CUresult (*ctx_release_fn)(CUdevice);
 typedef CUresult (*ctx_state_fn)(CUdevice, unsigned *, int *);
 typedef CUresult (*ipc_get_fn)(CUipcMemHandle *, CUdeviceptr);
+typedef CUresult (*peer_fn)(CUcontext, unsigned);
+typedef CUresult (*ctx_create_v2_fn)(CUcontext *, unsigned, CUdevice);
+typedef CUresult (*ctx_create_v3_fn)(CUcontext *, void *, int, unsigned, CUdevice);
+typedef CUresult (*ctx_create_v4_fn)(CUcontext *, void *, unsigned, CUdevice);
+typedef CUresult (*green_create_fn)(void **, void *, CUdevice, unsigned);
+typedef CUresult (*green_stream_fn)(CUstream *, void *, unsigned, int);
 
 static struct {
     alloc_fn MemAlloc;
@@ -63,6 +69,12 @@ static struct {
     ctx_release_fn PrimaryCtxRelease, PrimaryCtxRelease_v1;
     ctx_state_fn PrimaryCtxGetState;
     ipc_get_fn IpcGetMemHandle;
+    peer_fn EnablePeerAccess;
+    ctx_create_v2_fn CtxCreate_v2;
+    ctx_create_v3_fn CtxCreate_v3;
+    ctx_create_v4_fn CtxCreate_v4;
+    green_create_fn GreenCtxCreate;
+    green_stream_fn GreenCtxStreamCreate;
 } real;
 
 static int resolved; /* atomic: 0 not yet; 1 ready; 2 ready, with failures to inject (faults.c) */
@@ -98,6 +110,12 @@ static void resolve_all(void) {
     R(PrimaryCtxRelease_v1, "cuDevicePrimaryCtxRelease");
     R(PrimaryCtxGetState, "cuDevicePrimaryCtxGetState");
     R(IpcGetMemHandle, "cuIpcGetMemHandle");
+    R(EnablePeerAccess, "cuCtxEnablePeerAccess");
+    R(CtxCreate_v2, "cuCtxCreate_v2");
+    R(CtxCreate_v3, "cuCtxCreate_v3");
+    R(CtxCreate_v4, "cuCtxCreate_v4");
+    R(GreenCtxCreate, "cuGreenCtxCreate");
+    R(GreenCtxStreamCreate, "cuGreenCtxStreamCreate");
 #undef R
     __atomic_store_n(&resolved, carve_faults_armed ? 2 : 1, __ATOMIC_RELEASE);
 }
@@ -329,7 +347,66 @@ CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr) {
         carve_session_ipc_refused(dev);
         return CUDA_ERROR_NOT_SUPPORTED;
     }
+    /* Another process's work on an exported segment waits for no stream
+     * of this one: ordered reuse (quarantine.c) ends here. */
+    carve_q_mark_unordered();
     return CALL_REAL(IpcGetMemHandle, pHandle, dptr);
+}
+
+/* ---- what ends ordered reuse (quarantine.c) -------------------------------- *
+ * Work that may touch carve's memory without waiting for the legacy stream
+ * of the context carve serves: another context's (a context created, a
+ * green context, a second device's primary context), a peer's, or a stream
+ * made where carve cannot see its flags (a green context's, non-blocking).
+ * Each waits for every context's barrier before the call, once per process. */
+
+CUresult cuCtxEnablePeerAccess(CUcontext peer, unsigned int flags) {
+    resolve();
+    carve_q_mark_unordered();
+    return CALL_REAL(EnablePeerAccess, peer, flags);
+}
+
+CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev) {
+    resolve();
+    carve_q_mark_unordered();
+    return CALL_REAL(CtxCreate_v2, pctx, flags, dev);
+}
+
+CUresult cuCtxCreate_v3(CUcontext *pctx, void *params, int nparams, unsigned int flags, CUdevice dev) {
+    resolve();
+    carve_q_mark_unordered();
+    return CALL_REAL(CtxCreate_v3, pctx, params, nparams, flags, dev);
+}
+
+CUresult cuCtxCreate_v4(CUcontext *pctx, void *params, unsigned int flags, CUdevice dev) {
+    resolve();
+    carve_q_mark_unordered();
+    return CALL_REAL(CtxCreate_v4, pctx, params, flags, dev);
+}
+
+CUresult cuGreenCtxCreate(void **phCtx, void *desc, CUdevice dev, unsigned int flags) {
+    resolve();
+    carve_q_mark_unordered();
+    return CALL_REAL(GreenCtxCreate, phCtx, desc, dev, flags);
+}
+
+CUresult cuGreenCtxStreamCreate(CUstream *phStream, void *greenCtx, unsigned int flags, int priority) {
+    resolve();
+    carve_q_mark_unordered();
+    return CALL_REAL(GreenCtxStreamCreate, phStream, greenCtx, flags, priority);
+}
+
+/* A primary context of a second device (the runtime retains one for each
+ * device a program uses). */
+static int first_device = -1;
+
+CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
+    resolve();
+    int first = -1;
+    if (!__atomic_compare_exchange_n(&first_device, &first, (int)dev, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE) &&
+        first != (int)dev)
+        carve_q_mark_unordered();
+    return CALL_REAL(PrimaryCtxRetain, pctx, dev);
 }
 
 /* ---- streams and captures ------------------------------------------------ */

@@ -58,6 +58,13 @@ static replacement table[] = {
     {"cuDevicePrimaryCtxReset_v2", FN(cuDevicePrimaryCtxReset_v2), NULL, 0},
     {"cuDevicePrimaryCtxRelease_v2", FN(cuDevicePrimaryCtxRelease_v2), NULL, 0},
     {"cuDevicePrimaryCtxRelease", FN(cuDevicePrimaryCtxRelease), NULL, 0},
+    {"cuDevicePrimaryCtxRetain", FN(cuDevicePrimaryCtxRetain), NULL, 0},
+    {"cuCtxEnablePeerAccess", FN(cuCtxEnablePeerAccess), NULL, 0},
+    {"cuCtxCreate_v2", FN(cuCtxCreate_v2), NULL, 0},
+    {"cuCtxCreate_v3", FN(cuCtxCreate_v3), NULL, 0},
+    {"cuCtxCreate_v4", FN(cuCtxCreate_v4), NULL, 0},
+    {"cuGreenCtxCreate", FN(cuGreenCtxCreate), NULL, 0},
+    {"cuGreenCtxStreamCreate", FN(cuGreenCtxStreamCreate), NULL, 0},
     {"cuMemCreate", FN(cuMemCreate), NULL, 0},
     {"cuMemRelease", FN(cuMemRelease), NULL, 0},
     {"cuMemRetainAllocationHandle", FN(cuMemRetainAllocationHandle), NULL, 0},
@@ -114,7 +121,14 @@ static void *by_request(const char *symbol, int version, cuuint64_t flags) {
         {"cuMemRetainAllocationHandle", 0, 0}, {"cuMemMap", 0, 0},
         {"cuMemUnmap", 0, 0},             {"cuMemAllocPitch", 3020, 0},
         {"cuMemAllocFromPoolAsync", 0, 1}, {"cuIpcGetMemHandle", 0, 0},
+        {"cuDevicePrimaryCtxRetain", 0, 0}, {"cuCtxEnablePeerAccess", 0, 0},
+        {"cuGreenCtxCreate", 0, 0},       {"cuGreenCtxStreamCreate", 0, 0},
     };
+    /* cuCtxCreate: _v4 from 12.5, _v3 from 11.4, _v2 from 3.2. */
+    if (strcmp(symbol, "cuCtxCreate") == 0)
+        return by_exact_name(version >= 12050 ? "cuCtxCreate_v4" : version >= 11040 ? "cuCtxCreate_v3"
+                                                                   : version >= 3020  ? "cuCtxCreate_v2"
+                                                                                      : "");
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         if (strcmp(symbol, names[i].base) != 0)
             continue;

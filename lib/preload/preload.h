@@ -195,8 +195,16 @@ int carve_q_make_room(carve_quarantine *q, size_t slack) CARVE_INTERNAL;
 /* Bytes waiting; epochs closed, waits, waits for room (carve_q_make_room)
  * so far, and the most bytes waiting at once. */
 size_t carve_q_held(carve_quarantine *q) CARVE_INTERNAL;
-void carve_q_counts(carve_quarantine *q, uint64_t *epochs, uint64_t *drains, uint64_t *room_waits,
-                    size_t *held_peak) CARVE_INTERNAL;
+void carve_q_counts(carve_quarantine *q, uint64_t *epochs, uint64_t *ordered, uint64_t *drains,
+                    uint64_t *room_waits, size_t *held_peak) CARVE_INTERNAL;
+/* Ordered reuse (quarantine.c) ends for good: another context, a peer
+ * access or a stream carve cannot see may run work on carve's memory that
+ * waits for no legacy-stream event. Waits for every context's barrier.
+ * Thread-safe; a driver wait, once. */
+void carve_q_mark_unordered(void) CARVE_INTERNAL;
+/* Wait for every context's barrier (thread-safe). */
+void carve_q_settle_all(void) CARVE_INTERNAL;
+extern int carve_q_unordered CARVE_INTERNAL;
 /* Streams of the context, made and destroyed. Epochs record an event on
  * each non-blocking one; destroying any records its last event (every later
  * epoch waits for it) and gives back the epochs while the stream exists; a
@@ -221,7 +229,7 @@ void carve_q_fence(carve_quarantine *q) CARVE_INTERNAL;
 typedef struct carve_ctx carve_ctx;
 /* Per-context counters for the report. */
 typedef struct carve_ctx_counts {
-    uint64_t allocs, frees, async_allocs, async_frees, ooms, passthrough, epochs, drains, room_waits, ns_in_carve;
+    uint64_t allocs, frees, async_allocs, async_frees, ooms, passthrough, epochs, ordered, drains, room_waits, ns_in_carve;
     size_t held_peak; /* the most bytes of unordered frees waiting at once */
 } carve_ctx_counts;
 

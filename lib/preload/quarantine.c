@@ -38,6 +38,28 @@
  * Buffers waiting here keep their pending mark (pending.c) until they are
  * given back, so a second free of one is refused.
  *
+ * Ordered reuse. The legacy stream's implicit synchronization orders more
+ * than its own work: an event recorded there comes after the earlier work
+ * of every blocking stream (per-thread default streams included), and all
+ * later work on any of them comes after the event. So where every stream
+ * that can touch the arena's memory is blocking -- this context has never
+ * had a non-blocking stream, no destroyed stream's work may still run
+ * (every tail has completed), the process has one context that carve
+ * serves, and nothing has made another context or granted a peer access
+ * (carve_q_unordered, set by hooks.c) -- recording that event is enough:
+ * whatever work used the buffers freed before it, the work of whoever gets
+ * them next is queued after it. An epoch then gives its buffers back as it
+ * closes, without waiting for its event to complete (and so do the older
+ * epochs still in the ring), and the allocation that would have waited
+ * closes the open epoch instead (carve_q_make_room). A PyTorch program with
+ * its cache off, whose work is all on the legacy stream, then reuses memory
+ * as a stream-ordered allocator does. That event is kept, the context's
+ * "barrier": when the first non-blocking stream is made, another context
+ * appears or a peer access is granted, the reused memory may meet work that
+ * does not wait for it, so the barrier is waited for first
+ * (carve_q_settle_all, with this thread's capture mode relaxed for the
+ * wait); from then on epochs complete as above.
+ *
  * Epochs are numbered; q->done is the number up to which every epoch has
  * completed. A thread may keep the buffers of a batch it joins
  * (carve_q_join_kept: the epoch counts them and their bytes, holds nothing)
@@ -98,7 +120,17 @@ struct carve_quarantine {
     carve_stream *reused; /* handles of new streams whose old streams' tails were still running */
     size_t nreused, cap_reused;
     uint64_t epochs, drains, room_waits;
+    int nb_ever;           /* a non-blocking stream was made in the context */
+    CUevent barrier;       /* the last ordered epoch's event, not yet waited for */
+    uint64_t ordered;      /* epochs given back as they closed */
+    carve_quarantine *all_next; /* every quarantine (all_lock) */
 };
+
+/* Every quarantine made, and how many of their contexts are not gone. */
+static pthread_mutex_t all_lock = PTHREAD_MUTEX_INITIALIZER;
+static carve_quarantine *all_head;
+static unsigned all_live;
+int carve_q_unordered;
 
 /* The driver functions this file calls, found through real.c. */
 static struct {
@@ -111,6 +143,7 @@ static struct {
     CUresult (*EventQuery)(CUevent);
     CUresult (*EventSynchronize)(CUevent);
     CUresult (*EventDestroy)(CUevent);
+    CUresult (*ThreadExchangeStreamCaptureMode)(int *);
 } drv;
 static pthread_once_t drv_once = PTHREAD_ONCE_INIT;
 static int drv_ok;
@@ -126,6 +159,7 @@ static void find_drv(void) {
     R(EventQuery, "cuEventQuery");
     R(EventSynchronize, "cuEventSynchronize");
     R(EventDestroy, "cuEventDestroy_v2");
+    R(ThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode");
 #undef R
     drv_ok = drv.CtxGetCurrent && drv.CtxPushCurrent && drv.CtxPopCurrent && drv.CtxSynchronize &&
              drv.EventCreate && drv.EventRecord && drv.EventQuery && drv.EventSynchronize && drv.EventDestroy;
@@ -142,6 +176,14 @@ carve_quarantine *carve_q_create(carve_arena *arena, struct CUctx_st *ctx) {
     q->arena = arena;
     q->ctx = ctx;
     q->cur.seq = 1;
+    /* A second context: memory the first reused in order may meet its work. */
+    pthread_mutex_lock(&all_lock);
+    q->all_next = all_head;
+    all_head = q;
+    unsigned live = __atomic_add_fetch(&all_live, 1, __ATOMIC_ACQ_REL);
+    pthread_mutex_unlock(&all_lock);
+    if (live > 1)
+        carve_q_mark_unordered();
     return q;
 }
 
@@ -344,6 +386,85 @@ static unsigned release_epochs(carve_quarantine *q, int wait, unsigned most) {
 /* Release the closed epochs that have completed; with wait, all of them. */
 static void poll_epochs(carve_quarantine *q, int wait) { (void)release_epochs(q, wait, ~0u); }
 
+/* ---- ordered reuse (lock held) ----------------------------------------- */
+
+/* Whether every stream that can touch the context's memory is blocking, so
+ * that an event on the legacy stream orders the work of whoever reuses a
+ * buffer after every use before its free. */
+static int ordered_now(carve_quarantine *q) {
+    if (q->nb_ever || __atomic_load_n(&carve_q_unordered, __ATOMIC_ACQUIRE) ||
+        __atomic_load_n(&all_live, __ATOMIC_ACQUIRE) != 1)
+        return 0;
+    if (q->ntail)
+        prune_tails(q);
+    return q->ntail == 0;
+}
+
+/* Close the open epoch with one event on the legacy stream and give back
+ * at once its buffers and those of every closed epoch (all freed before the
+ * event); the event becomes the barrier. -1 when no event could be
+ * recorded (the epoch stays open). Asked only when ordered_now. */
+static int close_ordered(carve_quarantine *q) {
+    int pushed = enter(q);
+    CUevent ev = take_event(q);
+    int ok = ev && drv.EventRecord(ev, CU_STREAM_LEGACY) == CUDA_SUCCESS;
+    leave(pushed);
+    if (!ok) {
+        if (ev)
+            give_event(q, ev);
+        return -1;
+    }
+    if (q->barrier)
+        give_event(q, q->barrier); /* the new one comes after it on the legacy stream */
+    q->barrier = ev;
+    for (; q->count; q->count--) {
+        release_epoch(q, &q->ring[q->head]);
+        q->head = (q->head + 1) % MAX_EPOCHS;
+    }
+    epoch *cur = &q->cur;
+    release_epoch(q, cur);
+    cur->seq++;
+    q->epochs++;
+    q->ordered++;
+    return 0;
+}
+
+/* Wait for the barrier: what was reused in order may meet work that does
+ * not wait for the legacy stream from now on. The calling thread's capture
+ * mode is relaxed for the wait, so that a capture elsewhere neither forbids
+ * nor breaks it. */
+static void settle_barrier(carve_quarantine *q) {
+    if (!q->barrier || q->gone)
+        return;
+    int mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    int exchanged = drv.ThreadExchangeStreamCaptureMode && drv.ThreadExchangeStreamCaptureMode(&mode) == CUDA_SUCCESS;
+    int pushed = enter(q);
+    if (drv.EventSynchronize(q->barrier) != CUDA_SUCCESS)
+        drv.CtxSynchronize();
+    leave(pushed);
+    if (exchanged)
+        drv.ThreadExchangeStreamCaptureMode(&mode);
+    give_event(q, q->barrier);
+    q->barrier = NULL;
+    q->drains++;
+}
+
+void carve_q_settle_all(void) {
+    pthread_mutex_lock(&all_lock);
+    for (carve_quarantine *q = all_head; q; q = q->all_next) {
+        pthread_mutex_lock(&q->lock);
+        settle_barrier(q);
+        pthread_mutex_unlock(&q->lock);
+    }
+    pthread_mutex_unlock(&all_lock);
+}
+
+void carve_q_mark_unordered(void) {
+    if (__atomic_exchange_n(&carve_q_unordered, 1, __ATOMIC_ACQ_REL))
+        return;
+    carve_q_settle_all();
+}
+
 /* Close the open epoch: one event on the legacy stream and one on each
  * non-blocking stream. 0 when closed (or empty), -1 when it must stay open
  * (a graph capture is in progress). */
@@ -353,6 +474,8 @@ static int close_epoch(carve_quarantine *q) {
         return 0;
     if (!carve_capture_may_record())
         return -1;
+    if (ordered_now(q) && close_ordered(q) == 0)
+        return 0;
     if (q->count == MAX_EPOCHS) { /* too much in flight: wait for the oldest */
         epoch *e = &q->ring[q->head];
         for (unsigned i = 0; i < e->nev; i++)
@@ -507,7 +630,10 @@ void carve_q_drain(carve_quarantine *q) {
 int carve_q_make_room(carve_quarantine *q, size_t slack) {
     pthread_mutex_lock(&q->lock);
     unsigned n = 0;
-    if (!q->gone) {
+    if (!q->gone && (q->cur.n || q->count) && carve_capture_may_record() && ordered_now(q) &&
+        close_ordered(q) == 0) {
+        n = 1; /* the open epoch and the closed ones are back at once */
+    } else if (!q->gone) {
         n = release_epochs(q, 0, ~0u);
         /* The bytes of the closed epochs: waiting for the oldest gives
          * back memory the device finished with long ago, while the work
@@ -526,10 +652,11 @@ size_t carve_q_held(carve_quarantine *q) {
     return held;
 }
 
-void carve_q_counts(carve_quarantine *q, uint64_t *epochs, uint64_t *drains, uint64_t *room_waits,
-                    size_t *held_peak) {
+void carve_q_counts(carve_quarantine *q, uint64_t *epochs, uint64_t *ordered, uint64_t *drains,
+                    uint64_t *room_waits, size_t *held_peak) {
     pthread_mutex_lock(&q->lock);
     *epochs = q->epochs;
+    *ordered = q->ordered;
     *drains = q->drains;
     *room_waits = q->room_waits;
     *held_peak = q->held_peak;
@@ -562,6 +689,10 @@ static int settle_handle(carve_quarantine *q, carve_stream s) {
 
 void carve_q_stream_created(carve_quarantine *q, carve_stream s, int nonblocking) {
     pthread_mutex_lock(&q->lock);
+    if (nonblocking && !q->nb_ever) { /* its work waits for no legacy-stream event */
+        q->nb_ever = 1;
+        settle_barrier(q);
+    }
     /* A handle reused while the work of the stream it named may still run:
      * wait for that stream's tail first, or, during a capture, say so until
      * it can be waited for (carve_q_handle_busy). */
@@ -632,8 +763,13 @@ void carve_q_fence(carve_quarantine *q) {
 }
 
 void carve_q_gone(carve_quarantine *q) {
+    pthread_mutex_lock(&all_lock);
     pthread_mutex_lock(&q->lock);
+    if (!q->gone)
+        __atomic_sub_fetch(&all_live, 1, __ATOMIC_ACQ_REL);
+    pthread_mutex_unlock(&all_lock);
     q->gone = 1;
+    q->barrier = NULL; /* the driver destroys the events with the context */
     forget(q->cur.ptr, q->cur.n);
     q->cur.n = q->cur.bytes = q->cur.kept = q->cur.kept_bytes = 0;
     for (unsigned i = 0; i < q->count; i++) {

@@ -271,12 +271,13 @@ static void report_one(carve_arena *a, int device, const carve_ctx_counts *n, vo
         fp, carve_format_bytes(b4, sizeof(b4), s.limit_bytes));
     say("carve-run: device %d: %llu allocations and %llu frees (%llu and %llu stream-ordered), %llu out of "
         "memory, %llu calls passed to the driver, %llu driver reserves; %.1f ms in carve (%.0f ns a call); "
-        "%llu epochs of unordered frees (at most %s waiting at once), %llu waits, %llu of them before growing",
+        "%llu epochs of unordered frees (%llu given back as they closed, at most %s waiting at once), %llu waits, "
+        "%llu of them before growing",
         device, (unsigned long long)(n->allocs + n->async_allocs), (unsigned long long)(n->frees + n->async_frees),
         (unsigned long long)n->async_allocs, (unsigned long long)n->async_frees, (unsigned long long)n->ooms,
         (unsigned long long)n->passthrough, (unsigned long long)s.num_backend_allocs, (double)n->ns_in_carve / 1e6,
         calls ? (double)n->ns_in_carve / (double)calls : 0.0, (unsigned long long)n->epochs,
-        carve_format_bytes(b4, sizeof(b4), n->held_peak), (unsigned long long)(n->drains + n->room_waits),
+        (unsigned long long)n->ordered, carve_format_bytes(b4, sizeof(b4), n->held_peak), (unsigned long long)(n->drains + n->room_waits),
         (unsigned long long)n->room_waits);
     if (r->json) {
         fprintf(r->json,
@@ -285,7 +286,8 @@ static void report_one(carve_arena *a, int device, const carve_ctx_counts *n, vo
                 "\"reserved_bytes_at_exit\": %zu, \"live_buffers_at_exit\": %llu, \"allocs\": %llu, \"frees\": %llu, "
                 "\"async_allocs\": %llu, \"async_frees\": %llu, \"ooms\": %llu, \"passthrough_calls\": %llu, "
                 "\"driver_reserves\": %llu, \"driver_releases\": %llu, \"ns_in_carve\": %llu, "
-                "\"unordered_free_epochs\": %llu, \"unordered_free_peak_bytes\": %zu, \"waits\": %llu, "
+                "\"unordered_free_epochs\": %llu, \"unordered_free_ordered_epochs\": %llu, "
+                "\"unordered_free_peak_bytes\": %zu, \"waits\": %llu, "
                 "\"waits_before_growing\": %llu, \"arena_event_records\": %llu, "
                 "\"arena_event_queries\": %llu, \"arena_syncs\": %llu}",
                 r->first ? "" : ", ", device, s.requested_bytes_peak, s.allocated_bytes_peak, s.reserved_bytes_peak,
@@ -294,7 +296,8 @@ static void report_one(carve_arena *a, int device, const carve_ctx_counts *n, vo
                 (unsigned long long)n->async_allocs, (unsigned long long)n->async_frees, (unsigned long long)n->ooms,
                 (unsigned long long)n->passthrough, (unsigned long long)s.num_backend_allocs,
                 (unsigned long long)s.num_backend_frees, (unsigned long long)n->ns_in_carve,
-                (unsigned long long)n->epochs, n->held_peak, (unsigned long long)(n->drains + n->room_waits),
+                (unsigned long long)n->epochs, (unsigned long long)n->ordered, n->held_peak,
+                (unsigned long long)(n->drains + n->room_waits),
                 (unsigned long long)n->room_waits, (unsigned long long)s.num_event_records, (unsigned long long)s.num_event_queries,
                 (unsigned long long)s.num_syncs);
     }

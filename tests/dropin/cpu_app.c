@@ -75,6 +75,8 @@ static uint64_t next(void) {
     return rng;
 }
 
+#define MIB ((size_t)1 << 20)
+
 static void start(void) {
     CUcontext ctx;
     CU(cuInit(0));
@@ -242,14 +244,19 @@ static void mode_quarantine(void) {
 
 /* Frees with no stream named, one buffer live at a time in three sizes: an
  * address comes back (through the quarantine, or to the thread that freed
- * it) only after an event recorded after its free has completed, and never
- * while events do not complete (MOCK_EVENT_POLLS). The buffers keep their
- * patterns while live. */
-static void mode_reuse(void) {
+ * it) only after an event was recorded after its free -- on the legacy
+ * stream, which orders every blocking stream's later work after every
+ * earlier use -- and, once a non-blocking stream exists (nb: one is made
+ * first), only after that event has completed: never while events do not
+ * complete (MOCK_EVENT_POLLS). The buffers keep their patterns while live. */
+static void mode_reuse(int nb) {
     enum { N = 4000 };
     static CUdeviceptr addr[N];
     static unsigned long long freed_at[N];
-    int reused = 0, early = 0;
+    int reused = 0, early = 0, undone = 0;
+    CUstream s = NULL;
+    if (nb)
+        CU(cuStreamCreate(&s, 1 /* non-blocking */));
     for (int i = 0; i < N; i++) {
         CUdeviceptr p = 0;
         CU(cuMemAlloc_v2(&p, 4096 + (size_t)(i % 3) * 256));
@@ -258,7 +265,8 @@ static void mode_reuse(void) {
         for (int k = i - 1; k >= 0; k--)
             if (addr[k] == p) {
                 reused++;
-                early += done <= freed_at[k];
+                early += recorded <= freed_at[k];
+                undone += done <= freed_at[k];
                 break;
             }
         addr[i] = p;
@@ -267,8 +275,78 @@ static void mode_reuse(void) {
         mock_cuda_event_serials(&freed_at[i], &done); /* before: the free may record the events itself */
         CU(cuMemFree_v2(p));
     }
-    printf("OK reuse %d of %d allocations got an address back, %d before an event recorded after its free "
-           "completed\n", reused, N, early);
+    if (s)
+        CU(cuStreamDestroy_v2(s));
+    printf("OK reuse %d of %d allocations got an address back, %d before an event was recorded after its free, "
+           "%d before one completed\n", reused, N, early, undone);
+}
+
+/* Ordered reuse (lib/preload/quarantine.c): a buffer freed while a kernel
+ * on a blocking stream still uses it comes back to a later allocation of
+ * its size before that kernel completes, when every stream of the context
+ * is blocking; whatever uses it next must still come after the kernel. how:
+ * "legacy" (the next kernel on the legacy stream), "blocking" (on another
+ * blocking stream: it waits for the legacy-stream event recorded after the
+ * free), "nb-later" (on a non-blocking stream made after the reuse, which
+ * waits for nothing: the interposer waits for that event when the stream
+ * is made), "ctx-later" (in a context made after the reuse: likewise). The
+ * mock counts a kernel queued on the buffer that does not wait for the old
+ * one (mock_cuda_launch) and a hand-out it cannot justify (mock_cuda_own). */
+static void mode_ordered(const char *how) {
+    CUstream s1, s2 = NULL;
+    CU(cuStreamCreate(&s1, 0)); /* blocking */
+    CUdeviceptr p = 0, q = 0;
+    CU(cuMemAlloc_v2(&p, MIB));
+    CHECK(!mock_cuda_own(p, MIB, NULL, 0));
+    CU(mock_cuda_launch(s1, p, MIB)); /* stays queued: nothing completes it */
+    mock_cuda_disown(p);
+    CU(cuMemFree_v2(p));
+    int tries = 0;
+    for (; tries < 1000 && q != p; tries++) {
+        CU(cuMemAlloc_v2(&q, MIB));
+        if (q != p)
+            CU(cuMemFree_v2(q));
+    }
+    int reused = q == p;
+    size_t pending_at_reuse = mock_cuda_pending();
+    CUcontext prim = NULL, c2 = NULL;
+    if (reused) {
+        CHECK(!mock_cuda_own(q, MIB, NULL, 0));
+        if (!strcmp(how, "legacy")) {
+            CU(mock_cuda_launch(NULL, q, MIB));
+        } else if (!strcmp(how, "blocking")) {
+            CU(cuStreamCreate(&s2, 0));
+            CU(mock_cuda_launch(s2, q, MIB));
+        } else if (!strcmp(how, "nb-later")) {
+            CU(cuStreamCreate(&s2, 1 /* non-blocking */));
+            CU(mock_cuda_launch(s2, q, MIB));
+        } else if (!strcmp(how, "ctx-later")) {
+            CU(cuCtxGetCurrent(&prim));
+            CU(cuCtxCreate_v2(&c2, 0, 0));
+            CU(mock_cuda_launch(NULL, q, MIB)); /* c2's legacy stream */
+        } else {
+            fprintf(stderr, "ordered: unknown case %s\n", how);
+            exit(2);
+        }
+    }
+    char text[512] = "";
+    unsigned long long bad = mock_cuda_violations(text, sizeof(text));
+    size_t pending_after = mock_cuda_pending();
+    mock_cuda_complete_all();
+    if (c2) {
+        CU(cuCtxDestroy_v2(c2));
+        CU(cuCtxSetCurrent(prim));
+    }
+    if (reused) {
+        mock_cuda_disown(q);
+        CU(cuMemFree_v2(q));
+    }
+    if (s2)
+        CU(cuStreamDestroy_v2(s2));
+    CU(cuStreamDestroy_v2(s1));
+    CHECK(bad == 0);
+    printf("OK ordered %s reused=%d after %d allocations, kernels queued at the reuse %zu, after the next use %zu; "
+           "%llu violations %s\n", how, reused, tries, pending_at_reuse, pending_after, bad, text);
 }
 
 static void start(void);
@@ -552,7 +630,6 @@ static void mode_reset(void) {
 
 /* ---- memory taken behind carve's back ---------------------------------- */
 
-#define MIB ((size_t)1 << 20)
 
 static CUmemAllocationProp device_prop(void) {
     CUmemAllocationProp prop;
@@ -953,9 +1030,10 @@ static void mode_dying(void) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 2 && !(argc == 3 && !strcmp(argv[1], "expandable"))) {
+    if (argc != 2 && !(argc == 3 && (!strcmp(argv[1], "expandable") || !strcmp(argv[1], "ordered")))) {
         fprintf(stderr, "usage: dropin_cpu_app basic|lookup|foreign|info|oom|quarantine|reuse|threads|loop|fork|"
-                        "capture|doublefree|batches|reset|vmm|kinds|granules|ownctx|ipc|dying\n       dropin_cpu_app expandable MIB\n");
+                        "capture|doublefree|batches|reset|vmm|kinds|granules|ownctx|ipc|dying\n       dropin_cpu_app expandable MIB\n"
+                        "       dropin_cpu_app ordered legacy|blocking|nb-later|ctx-later\n");
         return 2;
     }
     start();
@@ -973,7 +1051,11 @@ int main(int argc, char **argv) {
     else if (!strcmp(m, "quarantine"))
         mode_quarantine();
     else if (!strcmp(m, "reuse"))
-        mode_reuse();
+        mode_reuse(0);
+    else if (!strcmp(m, "reuse-nb"))
+        mode_reuse(1);
+    else if (argc == 3 && !strcmp(m, "ordered"))
+        mode_ordered(argv[2]);
     else if (!strcmp(m, "threads"))
         mode_threads();
     else if (!strcmp(m, "loop"))

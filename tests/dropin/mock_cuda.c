@@ -192,6 +192,7 @@ typedef struct alloc_rec {
 /* Ranges the program says it owns (the oracle). */
 typedef struct owned {
     uintptr_t lo, hi;
+    uint64_t since; /* queued work numbered below this was queued before the range was handed out */
 } owned;
 
 static struct mock_ctx primary = {.device = 0, .primary = 1, .legacy = {.kind = LEGACY, .ctx = &primary, .live = 1}};
@@ -725,6 +726,37 @@ EXPORT unsigned long long mock_cuda_ctx_allocs(CUcontext ctx) {
 EXPORT unsigned long long mock_cuda_calls(void) { return __atomic_load_n(&stat_calls, __ATOMIC_RELAXED); }
 EXPORT unsigned long long mock_cuda_mode_exchanges(void) { return __atomic_load_n(&stat_exchanges, __ATOMIC_RELAXED); }
 
+/* The oracle at the other end: work about to be queued on s uses [lo, hi)
+ * of an owned range; work queued before that range was handed out (for its
+ * previous owner) that still runs and overlaps it must come before the new
+ * work, or the two race on the memory. */
+static void check_previous_owner(struct mock_stream *s, uintptr_t lo, uintptr_t hi) {
+    size_t at = 0, top = nowns;
+    while (at < top) {
+        size_t mid = (at + top) / 2;
+        if (owns[mid].hi <= lo)
+            at = mid + 1;
+        else
+            top = mid;
+    }
+    if (at == nowns || owns[at].lo >= hi)
+        return; /* not in an owned range: nothing to compare with */
+    uint64_t since = owns[at].since;
+    for (size_t k = 0; k < nitems; k++) {
+        item *it = &items[k];
+        if (it->marker || it->id >= since || it->hi <= lo || it->lo >= hi)
+            continue;
+        if (ordered_before_next(s, it->id))
+            continue;
+        violation("work queued on a %s stream uses 0x%lx+%zu while work queued on a %s%s stream before the "
+                  "memory was handed out, which it does not wait for, still uses 0x%lx+%zu",
+                  kind_name[s->kind], (unsigned long)lo, (size_t)(hi - lo),
+                  it->s->live && it->s->gen == it->sgen ? "" : "destroyed ", kind_name[it->s->kind],
+                  (unsigned long)it->lo, (size_t)(it->hi - it->lo));
+        break;
+    }
+}
+
 /* Queue work that uses [p, p+n) on stream s (NULL: the legacy stream; a
  * capturing stream: a node of its graph). CUresult. */
 EXPORT CUresult mock_cuda_launch(CUstream h, CUdeviceptr p, size_t n) {
@@ -735,8 +767,10 @@ EXPORT CUresult mock_cuda_launch(CUstream h, CUdeviceptr p, size_t n) {
         r = add_node(s->capture, 0, (uintptr_t)p, (uintptr_t)p + n) == 0 ? OK : OUT_OF_MEMORY;
     else if (s && legacy_during_capture(s))
         r = CAPTURE_IMPLICIT;
-    else if (s)
+    else if (s) {
+        check_previous_owner(s, (uintptr_t)p, (uintptr_t)p + n);
         r = enqueue(s, (uintptr_t)p, (uintptr_t)p + n, 0, 0) ? OK : OUT_OF_MEMORY;
+    }
     pthread_mutex_unlock(&lock);
     return r;
 }
@@ -787,6 +821,28 @@ EXPORT void mock_cuda_complete_all(void) {
  * from now on, until mock_cuda_disown(p). */
 static int mapped_cover(uintptr_t lo, uintptr_t hi);
 
+/* Whether queued work id comes before all work queued in c from now on
+ * that may use memory handed out now: c has no non-blocking stream, and id
+ * is the legacy stream's last item or waits before it, which every later
+ * item of a blocking stream (and of the legacy stream) waits for. A
+ * non-blocking stream made later waits for nothing: work on it that
+ * overlaps id is caught when it is queued (mock_cuda_launch). */
+static int before_every_later_blocking(struct mock_ctx *c, uint64_t id) {
+    for (struct mock_stream *x = c->streams; x; x = x->next)
+        if (x->live && x->kind == NONBLOCKING)
+            return 0;
+    if (!pending(c->legacy.last))
+        return 0;
+    for (size_t k = 0; k < nitems; k++)
+        items[k].mark = 0;
+    mark_ancestors(c->legacy.last);
+    ssize_t k = item_index(id);
+    int before = k >= 0 && items[k].mark;
+    for (size_t j = 0; j < nitems; j++)
+        items[j].mark = 0;
+    return before;
+}
+
 EXPORT int mock_cuda_own(CUdeviceptr p, size_t n, CUstream h, int ordered) {
     uintptr_t lo = (uintptr_t)p, hi = lo + n;
     pthread_mutex_lock(&lock);
@@ -815,6 +871,8 @@ EXPORT int mock_cuda_own(CUdeviceptr p, size_t n, CUstream h, int ordered) {
             continue;
         if (s && ordered_before_next(s, it->id))
             continue;
+        if (!s && c && before_every_later_blocking(c, it->id))
+            continue;
         violation("0x%lx+%zu handed out (%s) while work queued on a %s%s stream%s still uses 0x%lx+%zu",
                   (unsigned long)lo, n, s ? "stream-ordered" : "usable on any stream",
                   it->s->live && it->s->gen == it->sgen ? "" : "destroyed ", kind_name[it->s->kind],
@@ -837,7 +895,7 @@ EXPORT int mock_cuda_own(CUdeviceptr p, size_t n, CUstream h, int ordered) {
                                                           : owns[at - 1].hi - owns[at - 1].lo));
     else if (grow((void **)&owns, &cap_owns, nowns + 1, sizeof(owned)) == 0) {
         memmove(&owns[at + 1], &owns[at], (nowns - at) * sizeof(owned));
-        owns[at] = (owned){lo, hi};
+        owns[at] = (owned){lo, hi, next_id};
         nowns++;
     }
     int bad = violations != before;
