@@ -220,6 +220,60 @@ static void mode_late(void) {
     CU(cudaStreamDestroy(b));
 }
 
+/* Ordered reuse (carve-run with no non-blocking stream): cudaFree while a
+ * late writer still runs on a blocking stream or the legacy one; the
+ * address may come back at once, and the next writer, on another blocking
+ * stream or the legacy one, must run after the late one (the legacy
+ * stream's implicit synchronization, through the event carve-run records
+ * there). Last, one round whose next writer is a non-blocking stream made
+ * after the reuse: carve-run waits for the late writer when it is made. No
+ * stream made here before that is non-blocking. */
+static void mode_ordered(void) {
+    cudaStream_t a, b;
+    CU(cudaStreamCreate(&a)); /* blocking */
+    CU(cudaStreamCreate(&b));
+    unsigned long long *bad = counter();
+    const size_t size = 4 << 20;
+    const char *names[3] = {"blocking -> blocking", "blocking -> legacy", "legacy -> blocking"};
+    cudaStream_t late[3] = {a, a, 0}, next[3] = {b, 0, b};
+    int reused[4] = {0, 0, 0, 0};
+    for (int c = 0; c < 3; c++)
+        for (int round = 0; round < 20; round++) {
+            void *x = NULL, *y = NULL;
+            CU(cudaMalloc(&x, size));
+            fill(x, size, 1000 + round, late[c], 20000); /* writes 20 ms from now */
+            CU(cudaFree(x));                              /* while it is still running */
+            CU(cudaMalloc(&y, size));
+            reused[c] += x == y;
+            fill(y, size, 5000 + round, next[c]);
+            CU(cudaDeviceSynchronize());
+            verify(y, size, 5000 + round, bad, next[c]);
+            CU(cudaDeviceSynchronize());
+            CU(cudaFree(y));
+        }
+    void *x = NULL, *y = NULL;
+    cudaStream_t nb;
+    CU(cudaMalloc(&x, size));
+    fill(x, size, 77, a, 20000);
+    CU(cudaFree(x));
+    CU(cudaMalloc(&y, size));
+    reused[3] = x == y;
+    CU(cudaStreamCreateWithFlags(&nb, cudaStreamNonBlocking));
+    fill(y, size, 78, nb);
+    CU(cudaDeviceSynchronize());
+    verify(y, size, 78, bad, nb);
+    CU(cudaDeviceSynchronize());
+    CU(cudaFree(y));
+    CHECK(*bad == 0);
+    printf("OK ordered 3 x 20 rounds (%s: %d, %s: %d, %s: %d reused the freed address at once), then a non-blocking "
+           "stream made after the reuse (%d); %llu mismatched words\n",
+           names[0], reused[0], names[1], reused[1], names[2], reused[2], reused[3], *bad);
+    CU(cudaFree(bad));
+    CU(cudaStreamDestroy(nb));
+    CU(cudaStreamDestroy(a));
+    CU(cudaStreamDestroy(b));
+}
+
 /* Whether the work before e is still running (cudaEventQuery's "not ready"
  * is not left behind as the last error). */
 static int running(cudaEvent_t e) {
@@ -489,7 +543,7 @@ static void mode_bench(int nsizes) {
 
 int main(int argc, char **argv) {
     if (argc != 2 && argc != 3) {
-        fprintf(stderr, "usage: app_runtime streams|threads|late|destroyed|info|oom|foreign|capture|fork|faults|"
+        fprintf(stderr, "usage: app_runtime streams|threads|late|ordered|destroyed|info|oom|foreign|capture|fork|faults|"
                         "bench|bench-small [ROUNDS]\n");
         return 2;
     }
@@ -501,6 +555,8 @@ int main(int argc, char **argv) {
         mode_threads();
     else if (!strcmp(m, "late"))
         mode_late();
+    else if (!strcmp(m, "ordered"))
+        mode_ordered();
     else if (!strcmp(m, "destroyed"))
         mode_destroyed(argc == 3 ? atoi(argv[2]) : 100);
     else if (!strcmp(m, "info"))

@@ -5,7 +5,9 @@
 #
 #   1-2. app_runtime.cu built with nvcc's defaults (static cudart) and with
 #        -cudart shared: streams, eight threads, a late writer racing a
-#        cudaFree, the destroyed-stream sequence (a slow kernel on a stream
+#        cudaFree (on non-blocking streams; and, for ordered reuse, on
+#        blocking and legacy streams, the address coming back at once, then
+#        a non-blocking stream made after the reuse), the destroyed-stream sequence (a slow kernel on a stream
 #        destroyed while it runs, cudaFree, same-size allocations meanwhile:
 #        none overwritten, 100 rounds), foreign pointers, a captured graph,
 #        fork, cudaMemGetInfo and cudaGetDeviceProperties under --limit, out
@@ -120,7 +122,7 @@ served() { # NAME JSON: the report counts allocations served by carve
 }
 for kind in static shared; do
   app=$OUT/bin/app_$kind
-  for mode in streams threads late destroyed foreign capture fork; do
+  for mode in streams threads late ordered destroyed foreign capture fork; do
     expect "$kind/$mode plain" "$kind-$mode-plain.log" "$app" $mode
     for m in $MODES; do
       expect "$kind/$mode carve-run $m" "$kind-$mode-$m.log" "$RUN" $(mode_args $m) --report="$OUT/$kind-$mode-$m.json" -- "$app" $mode
