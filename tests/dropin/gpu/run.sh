@@ -135,6 +135,14 @@ for kind in static shared; do
       pass "$kind/destroyed stream $m: nothing reused early" "$(grep -m1 '^OK' "$OUT/$kind-destroyed-$m.log" | cut -c1-90)" ||
       fail "$kind/destroyed stream $m: nothing reused early" "see $OUT/$kind-destroyed-$m.log"
   done
+  # ordered reuse was exercised (the address back while its writer ran, on
+  # blocking and legacy streams) and nothing was overwritten (the OK line)
+  for m in $MODES; do
+    grep -qE "^OK ordered .*blocking -> blocking: [1-9].*legacy -> blocking: [1-9].* 0 mismatched words" \
+      "$OUT/$kind-ordered-$m.log" &&
+      pass "$kind/ordered reuse $m: back while its writer ran" "$(grep -m1 '^OK' "$OUT/$kind-ordered-$m.log" | cut -c12-120)" ||
+      fail "$kind/ordered reuse $m: back while its writer ran" "see $OUT/$kind-ordered-$m.log"
+  done
   for m in default vmm; do
     "$RUN" $(mode_args $m) --limit 8GiB -- "$app" info >"$OUT/$kind-info-$m.log" 2>&1
     grep -q "total 8589934592 .*totalGlobalMem 8589934592" "$OUT/$kind-info-$m.log" &&
