@@ -305,6 +305,12 @@ CARVE_API void *carve_cupy_malloc(void *param, size_t size, int device_id);
 /* carve_route_free(ptr, device_id); a failure is left in carve_last_error(NULL). */
 CARVE_API void carve_cupy_free(void *param, void *ptr, int device_id);
 
+/* How many frees carve_torch_free and carve_cupy_free could not make since
+ * the process started (each left its reason in carve_last_error(NULL) on
+ * its thread): memory the framework believes given back that carve still
+ * counts live. 0 in a healthy program. Thread-safe; never synchronizes. */
+CARVE_API unsigned long long carve_frameworks_failed_frees(void);
+
 #ifdef __cplusplus
 }
 #endif

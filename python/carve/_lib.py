@@ -214,6 +214,7 @@ _SIGS = {
     "carve_torch_record_stream": (None, [_P, _P]),
     "carve_cupy_malloc": (_P, [_P, c_size, ctypes.c_int]),
     "carve_cupy_free": (None, [_P, _P, ctypes.c_int]),
+    "carve_frameworks_failed_frees": (ctypes.c_ulonglong, []),
 }
 
 # The symbols a framework is handed by name (they must exist in the library).

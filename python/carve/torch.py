@@ -201,6 +201,14 @@ def graph_pools():
     return _State.allocator is not None and getattr(_State.allocator, "_carve_graph_pools", False)
 
 
+def failed_frees():
+    """How many frees PyTorch (or CuPy) handed carve that carve could not
+    make since the process started: memory the framework believes given
+    back that carve still counts live (carve.memory_allocated stays up).
+    0 in a healthy program; carve_last_error on the freeing thread said why."""
+    return int(_lib.lib().carve_frameworks_failed_frees())
+
+
 def oom_raises():
     """True when an allocation carve cannot serve raises
     torch.cuda.OutOfMemoryError (the compiled shim is in use); False when it

@@ -239,6 +239,24 @@ def test_reset_hook_empties_routed_arenas(fake_torch, host_arena, L):
     assert a.memory_reserved() == 0
 
 
+def test_failed_frees_are_counted(fake_torch, host_arena, L):
+    """A free carve cannot make (a pointer it never handed out, or freed
+    twice) changes nothing but is counted, so a test can tell memory the
+    framework believes freed from memory carve still holds."""
+    fake, ct = fake_torch
+    ct.enable()
+    a = host_arena()
+    before = ct.failed_frees()
+    with carve.route(a):
+        p = L.carve_torch_alloc(MiB, 0, None)
+    L.carve_torch_free(p, MiB, 0, None)
+    assert ct.failed_frees() == before
+    L.carve_torch_free(p, MiB, 0, None)           # twice
+    L.carve_cupy_free(None, ctypes.c_void_p(0x1000), 0)  # never carve's
+    assert ct.failed_frees() == before + 2
+    assert a.memory_allocated() == 0
+
+
 def test_enable_after_cuda_init_is_a_clear_error(fake_torch):
     fake, ct = fake_torch
     fake.initialized = True

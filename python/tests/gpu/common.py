@@ -98,7 +98,8 @@ def levels(torch, mode):
         import carve
         s = carve.memory_stats(0)
         level.update({k: s.get(k) for k in ("num_live", "num_allocs", "num_frees", "num_ooms")})
-        level["last_error"] = carve.last_error() if hasattr(carve, "last_error") else None
+        import carve.torch
+        level["failed_frees"] = carve.torch.failed_frees()
     return level
 
 
