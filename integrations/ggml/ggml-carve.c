@@ -130,14 +130,16 @@ static unsigned graph_busy;
 static uint64_t captured_allocs[GGML_CARVE_MAX_DEVICES]; /* atomic */
 
 /* cudaStreamIsCapturing: the runtime reads the stream's capture state from
- * the driver; no device work and no synchronization (a fraction of a
- * microsecond, beside the kernel launch that each pool allocation serves).
+ * the driver; no device work and no synchronization. Its cost, expected
+ * well under a microsecond beside the kernel launches each pool allocation
+ * comes with (the one that fills it, the one that reads it), is measured
+ * by ggml-carve-models (an INFO line).
  * A stream whose capture was invalidated still counts as captured: its
  * allocations are part of the capture until ggml ends it. */
 static int stream_capturing(void *stream) {
     enum cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
     if (cudaStreamIsCapturing((cudaStream_t)stream, &status) != cudaSuccess) {
-        (void)cudaGetLastError(); /* leave ggml's next error check its own */
+        (void)cudaGetLastError(); /* so that ggml's next error check does not see it */
         return 0;
     }
     return status != cudaStreamCaptureStatusNone;
