@@ -7,10 +7,25 @@
 # linked through the adapter (gpt-2-*-carve), with ggml-carve-models and
 # libggml_no_vmm.so. Needs cmake, ninja or make, meson, nvcc; no GPU.
 #
+# ggml unmodified is built without CUDA graphs (ggml's default), as before,
+# so that measure.py's ways over ggml's own pools compare as they did. The
+# patched ggml is built with them (GGML_CUDA_GRAPHS=ON, as llama.cpp builds
+# it) unless GGML_CARVE_GRAPHS=OFF, so that ggml-carve-models checks the
+# adapter under captured graphs; the option is a compile definition of every
+# CUDA file of ggml, so the second stage then recompiles all of ggml's CUDA
+# backend, not only ggml-cuda.cu (about twice the build time). The
+# gpt-2-*-carve programs are built the same way: their graphs change at
+# every token (the KV cache views move), so ggml should capture none of them
+# (their GGML_CARVE_REPORT counts captured allocations), but it compares each
+# graph's nodes with the last one's. WORK/bin/carve-graphs.txt says which
+# build this was (ON/OFF); measure.py notes it.
+#
 # Usage: integrations/ggml/build.sh [WORK]        (default build-ggml)
 # Environment: GGML_CUDA_ARCH (default 90), JOBS (default nproc),
 #   GGML_CARVE_FA (default OFF: ggml's flash-attention kernels, which the
-#   GPT-2 programs do not use, built as stubs; ON for llama.cpp-like builds)
+#   GPT-2 programs do not use, built as stubs; ON for llama.cpp-like builds),
+#   GGML_CARVE_GRAPHS (default ON: the patched ggml with CUDA graphs; OFF:
+#   without, like the unmodified one)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$(pwd)
@@ -20,6 +35,8 @@ WORK=$(cd "$WORK" && pwd)
 ARCH=${GGML_CUDA_ARCH:-90}
 JOBS=${JOBS:-$(nproc)}
 FA=${GGML_CARVE_FA:-OFF}
+GRAPHS=${GGML_CARVE_GRAPHS:-ON}
+case "$GRAPHS" in ON|OFF) ;; *) echo "build.sh: GGML_CARVE_GRAPHS must be ON or OFF, not '$GRAPHS'" >&2; exit 1;; esac
 [ -d /usr/local/cuda/bin ] && export PATH=/usr/local/cuda/bin:$PATH
 gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
 t0=$(date +%s)
@@ -60,7 +77,7 @@ elif [ -f "$src/include/ggml-cuda-allocator.h" ]; then
 fi
 cmake -S integrations/ggml -B "$WORK/build" "${gen[@]}" -DGGML_SOURCE_DIR="$src" -DCMAKE_BUILD_TYPE=Release \
   -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$ARCH" -DBUILD_SHARED_LIBS=OFF -DGGML_CUDA_NCCL=OFF \
-  -DGGML_CUDA_FA="$FA" -DGGML_BUILD_TESTS=OFF -DGGML_BUILD_EXAMPLES=OFF -DGGML_CARVE=OFF \
+  -DGGML_CUDA_FA="$FA" -DGGML_CUDA_GRAPHS=OFF -DGGML_BUILD_TESTS=OFF -DGGML_BUILD_EXAMPLES=OFF -DGGML_CARVE=OFF \
   -DCMAKE_PREFIX_PATH="$WORK/prefix" >"$WORK/ggml-configure.log" 2>&1 || { tail -40 "$WORK/ggml-configure.log"; exit 1; }
 cmake --build "$WORK/build" -j "$JOBS" --target gpt-2-backend gpt-2-sched gpt-2-batched \
   >"$WORK/ggml-build.log" 2>&1 || { tail -40 "$WORK/ggml-build.log"; exit 1; }
@@ -70,12 +87,13 @@ stamp "ggml $pin (unmodified) and its GPT-2 programs in $WORK/bin"
 
 # 3. The patch, the adapter, the programs linked through it.
 apply
-cmake -S integrations/ggml -B "$WORK/build" -DGGML_CARVE=ON >>"$WORK/ggml-configure.log" 2>&1 ||
-  { tail -40 "$WORK/ggml-configure.log"; exit 1; }
+cmake -S integrations/ggml -B "$WORK/build" -DGGML_CARVE=ON -DGGML_CUDA_GRAPHS="$GRAPHS" \
+  >>"$WORK/ggml-configure.log" 2>&1 || { tail -40 "$WORK/ggml-configure.log"; exit 1; }
 cmake --build "$WORK/build" -j "$JOBS" --target gpt-2-backend-carve gpt-2-sched-carve gpt-2-batched-carve \
   ggml-carve-models ggml_no_vmm >>"$WORK/ggml-build.log" 2>&1 || { tail -40 "$WORK/ggml-build.log"; exit 1; }
 for p in backend sched batched; do cp "$WORK/build/bin/gpt-2-$p-carve" "$WORK/bin/"; done
 cp "$WORK/build/bin/ggml-carve-models" "$WORK/bin/"
 cp "$(find "$WORK/build" -name libggml_no_vmm.so | head -1)" "$WORK/bin/"
-stamp "ggml with ggml-carve.patch, the adapter and the linked programs in $WORK/bin"
+echo "$GRAPHS" >"$WORK/bin/carve-graphs.txt"
+stamp "ggml with ggml-carve.patch (CUDA graphs $GRAPHS), the adapter and the linked programs in $WORK/bin"
 ls "$WORK/bin"

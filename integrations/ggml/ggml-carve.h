@@ -14,6 +14,14 @@
  * total memory (ggml_backend_dev_memory, which llama.cpp sizes its offload
  * and KV cache from) is held to the limit.
  *
+ * CUDA graphs (ggml built with GGML_CUDA_GRAPHS, as llama.cpp is): what
+ * ggml allocates from its pool while it captures a stream comes from a
+ * carve graph pool of that stream (carve.h, "CUDA graphs"), memory that
+ * stays the graph's for every replay. One graph pool per device and stream
+ * ever captured, shared by that stream's graphs; each keeps the largest
+ * capture's temporaries until the process ends (ggml_carve_empty_cache
+ * leaves them), since ggml may replay a graph as long as its backend lives.
+ *
  * Still from cudaMalloc: cuBLAS's workspace (a few MiB per stream, allocated
  * once in ggml-cuda/common.cuh) and multi-GPU all-reduce scratch.
  *
@@ -24,6 +32,7 @@
 #define GGML_CARVE_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include <carve.h>
@@ -52,13 +61,21 @@ carve_arena *ggml_carve_arena(int device);
 size_t ggml_carve_memory_allocated(int device);
 size_t ggml_carve_memory_reserved(int device);
 
+/* Pool allocations of device that a CUDA graph capture made, served from
+ * the capturing stream's graph pool, since the program started; 0 for a
+ * device out of range. A program can tell from it that ggml captured
+ * graphs. Thread-safe, lock-free. */
+uint64_t ggml_carve_captured_allocations(int device);
+
 /* Give each arena's cached memory back to the driver (carve_empty_cache):
  * call it after a model's buffers are freed and before the next model is
- * loaded. CARVE_OK, or the first failure. Thread-safe. Synchronizes. */
+ * loaded. The graph pools keep theirs (above). CARVE_OK, or the first
+ * failure. Thread-safe. Synchronizes. */
 carve_status ggml_carve_empty_cache(void);
 
 /* One line per device arena into f: peak requested, allocated and reserved
- * bytes, the limit, the out-of-memory answers. Thread-safe. */
+ * bytes, the limit, the out-of-memory answers, the captured allocations.
+ * Thread-safe. */
 void ggml_carve_report(FILE *f);
 
 /* Why the last call of the adapter on this thread failed; "" if none. */

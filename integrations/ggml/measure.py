@@ -128,6 +128,11 @@ class Runner:
         os.makedirs(self.logs, exist_ok=True)
         self.count = 0
         self.commands = {}
+        try:  # build.sh: whether the patched ggml was built with CUDA graphs
+            with open(os.path.join(self.bin, "carve-graphs.txt")) as f:
+                self.graphs = f.read().strip()
+        except OSError:
+            self.graphs = "?"
 
     def command(self, mode, program, report, limit=None, trace=None):
         """(argv prefix, environment additions) for one way of running program."""
@@ -225,6 +230,8 @@ def main():
             return 1
     idle = idle_memory()
     R.info(f"GPU memory in use while idle: {idle} MiB (subtracted from the peaks below)")
+    R.info(f"carve-linked: ggml patched and built with CUDA graphs {run.graphs} (GGML_CARVE_GRAPHS; "
+           f"the unmodified ggml of the other ways without them)")
 
     # 1. Rounds of every way, in turns: one-token runs (the prompt alone) and N-token runs.
     rounds = {m: [] for m in MODES}

@@ -11,14 +11,24 @@
  * arena holds nothing and the device's free memory is where it was. A model
  * larger than the limit is refused on ggml's own path (no buffer; ggml says
  * so) and the engine goes on with the next. ggml reports the limit as the
- * device's memory. Prints PASS/FAIL lines and "N passed, N failed"; exits 0
- * only when all pass, 77 (skipped) without a CUDA device.
+ * device's memory. Then CUDA graphs (build.sh builds ggml with
+ * GGML_CUDA_GRAPHS): a small graph computed sixty times through
+ * ggml_backend_graph_compute, which ggml captures after its warm-up call and
+ * replays; the input changes between calls and every result is checked,
+ * the captured pool allocations come from a carve graph pool
+ * (ggml_carve_captured_allocations), and once everything is freed the
+ * arena's allocated bytes are back where they were. Prints PASS/FAIL lines
+ * and "N passed, N failed"; exits 0 only when all pass, 77 (skipped)
+ * without a CUDA device.
  *
  * Usage: ggml-carve-models [LIMIT]   (default 2GiB)
  */
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -28,6 +38,8 @@
 #include "ggml.h"
 
 #include "ggml-carve.h"
+
+#include <cuda_runtime_api.h>
 
 namespace {
 
@@ -53,7 +65,11 @@ struct Result {
 };
 
 // A model of n x n f16 weights applied to k columns; everything freed after.
-Result run_model(ggml_backend_t backend, int64_t n, int64_t k) {
+// The result is named after the model: ggml compares a graph's nodes, names
+// included, with the last graph whose first node had the same address, and
+// captures it into a CUDA graph on the second equal call; each model is
+// computed once and stays uncaptured, so that its memory all goes back.
+Result run_model(ggml_backend_t backend, const char *name, int64_t n, int64_t k) {
     Result r;
     ggml_init_params ip = {ggml_tensor_overhead() * 8 + ggml_graph_overhead(), nullptr, true};
     ggml_context *ctx = ggml_init(ip);
@@ -82,6 +98,7 @@ Result run_model(ggml_backend_t backend, int64_t n, int64_t k) {
     ggml_cgraph *gf = ggml_new_graph(ctx);
     ggml_tensor *y = ggml_mul_mat(ctx, w, x);
     ggml_mul_mat_set_prec(y, GGML_PREC_F32);  // sums of multiples of 1/256 stay exact in f32
+    ggml_format_name(y, "y of model %s", name);
     ggml_build_forward_expand(gf, y);
     ggml_gallocr_t galloc = ggml_gallocr_new(ggml_backend_get_default_buffer_type(backend));
     if (ggml_gallocr_alloc_graph(galloc, gf) && ggml_backend_graph_compute(backend, gf) == GGML_STATUS_SUCCESS) {
@@ -105,6 +122,130 @@ Result run_model(ggml_backend_t backend, int64_t n, int64_t k) {
     ggml_backend_buffer_free(buf);
     ggml_free(ctx);
     return r;
+}
+
+// Whether ggml's CUDA backend was built with GGML_CUDA_GRAPHS (its feature list says USE_GRAPHS).
+bool ggml_has_graphs() {
+    ggml_backend_reg_t reg = ggml_backend_cuda_reg();
+    auto features = (ggml_backend_get_features_t)ggml_backend_reg_get_proc_address(reg, "ggml_backend_get_features");
+    for (ggml_backend_feature *f = features ? features(reg) : nullptr; f && f->name; f++)
+        if (std::strcmp(f->name, "USE_GRAPHS") == 0)
+            return true;
+    return false;
+}
+
+// CUDA graphs: y = W x with f16 weights and an f32 input of N columns, which
+// ggml computes with cuBLAS in f16 where the GPU has fast f16 (an H100): it
+// converts x to f16 and takes the f16 result in its pool, and converts that
+// to f32 (ggml_cuda_mul_mat_cublas_impl; N > 16 keeps it off the mmf and
+// mmvf kernels). Computed CALLS times with the same tensors through
+// ggml_backend_graph_compute: the first call runs directly, the second is
+// captured into a CUDA graph (its node properties did not change) and
+// launched, the rest replay it. x changes between calls; every result is
+// checked in full. The values are multiples of 1/64 and 1/4 with K terms
+// small enough that every partial sum is exact even in f16.
+void check_graphs() {
+    const int64_t K = 128, M = 512, N = 32;
+    const int CALLS = 60;
+    const size_t allocated_before = ggml_carve_memory_allocated(0);
+    const uint64_t captured_before = ggml_carve_captured_allocations(0);
+    // A backend of its own, freed at the end as an engine frees its
+    // context: the stream its graphs were captured on is destroyed with it.
+    ggml_backend_t backend = ggml_backend_cuda_init(0);
+    if (!backend) {
+        check(false, "CUDA graphs: a second CUDA backend");
+        return;
+    }
+    ggml_init_params ip = {ggml_tensor_overhead() * 8 + ggml_graph_overhead(), nullptr, true};
+    ggml_context *ctx = ggml_init(ip);
+    ggml_tensor *w = ggml_new_tensor_2d(ctx, GGML_TYPE_F16, K, M);
+    ggml_tensor *x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, K, N);
+    ggml_backend_buffer_t buf = ggml_backend_alloc_ctx_tensors(ctx, backend);
+    ggml_cgraph *gf = ggml_new_graph(ctx);
+    ggml_tensor *y = ggml_mul_mat(ctx, w, x);  // default precision: f16 on a GPU with fast f16
+    ggml_set_name(y, "y of the graphs check");
+    ggml_build_forward_expand(gf, y);
+    ggml_gallocr_t galloc = ggml_gallocr_new(ggml_backend_get_default_buffer_type(backend));
+    int wrong_calls = 0, first_wrong = -1;
+    double worst = 0;
+    if (!buf || !ggml_gallocr_alloc_graph(galloc, gf)) {
+        wrong_calls = CALLS;
+    } else {
+        std::vector<float> wf(K * M), xs(K * N), ys(M * N);
+        std::vector<ggml_fp16_t> wh(K * M);
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < K; j++)
+                wf[i * K + j] = (float)((i * 7 + j * 3) % 13 - 6) / 64.0f;
+        ggml_fp32_to_fp16_row(wf.data(), wh.data(), K * M);
+        ggml_backend_tensor_set(w, wh.data(), 0, ggml_nbytes(w));
+        for (int call = 0; call < CALLS; call++) {
+            for (int64_t c = 0; c < N; c++)
+                for (int64_t j = 0; j < K; j++)
+                    xs[c * K + j] = (float)((j + 2 * c + call) % 5 - 2) / 4.0f;
+            ggml_backend_tensor_set(x, xs.data(), 0, ggml_nbytes(x));
+            bool ok = ggml_backend_graph_compute(backend, gf) == GGML_STATUS_SUCCESS;
+            ggml_backend_tensor_get(y, ys.data(), 0, ggml_nbytes(y));
+            for (int64_t c = 0; ok && c < N; c++)
+                for (int64_t i = 0; i < M; i++) {
+                    double want = 0;
+                    for (int64_t j = 0; j < K; j++)
+                        want += (double)wf[i * K + j] * (double)xs[c * K + j];
+                    const double err = std::fabs(ys[c * M + i] - want);
+                    worst = std::fmax(worst, err);
+                    ok &= err <= 1e-3;  // exact in f16 by construction; a wrong buffer is off by far more
+                }
+            if (!ok) {
+                wrong_calls++;
+                if (first_wrong < 0)
+                    first_wrong = call;
+            }
+        }
+    }
+    check(wrong_calls == 0,
+          "CUDA graphs: y = W x right on all " + std::to_string(CALLS) + " calls, the input changed between them",
+          wrong_calls ? std::to_string(wrong_calls) + " wrong, the first call " + std::to_string(first_wrong) +
+                            ", largest error " + std::to_string(worst)
+                      : "largest error " + std::to_string(worst));
+    const uint64_t captured = ggml_carve_captured_allocations(0) - captured_before;
+    std::string why;
+    if (!ggml_has_graphs())
+        why = "ggml was built without GGML_CUDA_GRAPHS (build.sh turns them on unless GGML_CARVE_GRAPHS=OFF)";
+    else if (std::getenv("GGML_CUDA_DISABLE_GRAPHS"))
+        why = "GGML_CUDA_DISABLE_GRAPHS is set";
+    else
+        why = std::to_string(captured) + " pool allocations captured";
+    check(captured > 0, "CUDA graphs: ggml captured the graph, its pool allocations served from a carve graph pool",
+          why);
+    ggml_gallocr_free(galloc);
+    ggml_backend_buffer_free(buf);
+    ggml_free(ctx);
+    ggml_backend_free(backend);
+    check(ggml_carve_empty_cache() == CARVE_OK && ggml_carve_memory_allocated(0) == allocated_before,
+          "CUDA graphs: everything freed, the arena's allocated bytes back where they were",
+          mib(ggml_carve_memory_allocated(0)) + " allocated, " + mib(allocated_before) + " before");
+    std::printf("INFO CUDA graphs: the graph pool keeps %s reserved until the process ends\n",
+                mib(ggml_carve_memory_reserved(0)).c_str());
+}
+
+// What the adapter adds to each pool allocation outside a capture: one
+// cudaStreamIsCapturing on a stream of the device (median of 5 rounds).
+double capture_question_ns() {
+    cudaStream_t s = nullptr;
+    if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess)
+        return -1;
+    const int calls = 100000;
+    std::vector<double> rounds;
+    for (int r = 0; r < 5; r++) {
+        cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < calls; i++)
+            (void)cudaStreamIsCapturing(s, &st);
+        rounds.push_back(std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count() /
+                         calls);
+    }
+    cudaStreamDestroy(s);
+    std::sort(rounds.begin(), rounds.end());
+    return rounds[2];
 }
 
 }  // namespace
@@ -139,7 +280,7 @@ int main(int argc, char **argv) {
                             {"C", 8192, 128, true}, {"A again", 4096, 64, true}};
     size_t free_warm = 0;
     for (const Model &m : models) {
-        Result r = run_model(backend, m.n, m.k);
+        Result r = run_model(backend, m.name, m.n, m.k);
         const size_t weights = (size_t)(m.n * m.n) * 2;
         if (!m.fits) {
             check(!r.loaded && ggml_carve_memory_allocated(0) == 0,
@@ -170,6 +311,10 @@ int main(int argc, char **argv) {
                       std::to_string(diff >> 10) + " KiB apart)");
         }
     }
+    // 3. CUDA graphs, after the models: the graph pool keeps its memory.
+    check_graphs();
+    std::printf("INFO the adapter's capture question (cudaStreamIsCapturing) costs %.0f ns per pool allocation\n",
+                capture_question_ns());
     ggml_backend_free(backend);
     ggml_carve_report(stdout);
     std::printf("%d passed, %d failed\n", passed, failed);
