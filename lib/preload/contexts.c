@@ -463,6 +463,30 @@ static void make_arena(carve_ctx *c, CUcontext cur) {
     }
 }
 
+/* Streams made in a context whose state could not be made then (it was
+ * going: another thread releasing its retain of a primary context that
+ * stays), handed to the quarantine made for it later (table_lock). */
+typedef struct orphan {
+    CUcontext ctx;
+    carve_stream s;
+    unsigned flags;
+} orphan;
+static orphan *orphans;
+static size_t norphans, cap_orphans;
+
+/* Give c's quarantine the streams made in its context before it existed
+ * (table_lock held). */
+static void adopt_orphans(carve_ctx *c, CUcontext cur) {
+    for (size_t i = 0; i < norphans;) {
+        if (orphans[i].ctx == cur) {
+            carve_q_stream_created(c->q, orphans[i].s, (orphans[i].flags & CU_STREAM_NON_BLOCKING) != 0);
+            orphans[i] = orphans[--norphans];
+        } else {
+            i++;
+        }
+    }
+}
+
 /* A new context's state, in the first slot of a gone context or a new
  * one (table_lock held). NULL when MAX_CTX contexts are alive at once or
  * host memory is short. */
@@ -481,6 +505,8 @@ static carve_ctx *make(CUcontext cur) {
     me.ctx = NULL; /* every call of this thread meanwhile reaches lookup */
     me.making = 1;
     make_arena(c, cur);
+    if (c->q && norphans)
+        adopt_orphans(c, cur);
     me.making = 0;
     me.ctx = cached;
     c->ctx = cur;
@@ -1076,14 +1102,50 @@ int carve_ctx_mem_info(carve_ctx *c, int device, size_t *free_bytes, size_t *tot
 /* ---- streams ------------------------------------------------------------ */
 
 void carve_ctx_stream_created(carve_stream s, unsigned flags) {
-    if (!s)
+    if (!s || forked || me.making) /* making: carve's own backend's calls */
         return;
     carve_ctx *c = carve_ctx_current();
-    if (c && c->q)
+    if (c) {
+        if (c->q)
+            carve_q_stream_created(c->q, s, (flags & CU_STREAM_NON_BLOCKING) != 0);
+        return; /* no quarantine: carve serves nothing in this context */
+    }
+    CUcontext cur = NULL;
+    if (!__atomic_load_n(&real_ok, __ATOMIC_ACQUIRE) || real.CtxGetCurrent(&cur) != CUDA_SUCCESS || !cur)
+        return;
+    pthread_mutex_lock(&table_lock);
+    c = find(cur); /* made meanwhile */
+    if (c && c->q) {
         carve_q_stream_created(c->q, s, (flags & CU_STREAM_NON_BLOCKING) != 0);
+    } else if (!c) {
+        if (norphans == cap_orphans) {
+            size_t cap = cap_orphans ? cap_orphans * 2 : 16;
+            orphan *o = realloc(orphans, cap * sizeof(*o));
+            if (o) {
+                orphans = o;
+                cap_orphans = cap;
+            }
+        }
+        if (norphans == cap_orphans) { /* no memory to remember it: ordered reuse cannot count on it */
+            pthread_mutex_unlock(&table_lock);
+            carve_q_mark_unordered();
+            return;
+        }
+        orphans[norphans++] = (orphan){cur, s, flags};
+    }
+    pthread_mutex_unlock(&table_lock);
 }
 
 void carve_ctx_stream_destroyed(carve_stream s) {
+    if (!forked && !me.making) { /* streams are seldom destroyed */
+        pthread_mutex_lock(&table_lock);
+        for (size_t i = 0; i < norphans;)
+            if (orphans[i].s == s)
+                orphans[i] = orphans[--norphans];
+            else
+                i++;
+        pthread_mutex_unlock(&table_lock);
+    }
     unsigned n = forked ? 0 : __atomic_load_n(&nctx, __ATOMIC_ACQUIRE);
     for (unsigned i = 0; i < n; i++) {
         carve_ctx *c = slot(i);
@@ -1138,6 +1200,7 @@ int carve_ctx_fork(int stage) {
     pthread_mutex_unlock(&table_lock);
     if (stage == 2 && __atomic_load_n(&nctx, __ATOMIC_ACQUIRE)) {
         forked = 1;
+        carve_q_forked();
         __atomic_add_fetch(&generation, 1, __ATOMIC_RELEASE); /* every cached context is looked up again */
         return 1;
     }

@@ -37,6 +37,7 @@ CARVE_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev);
 CARVE_EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev);
 CARVE_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev);
 CARVE_EXPORT CUresult cuCtxEnablePeerAccess(CUcontext peer, unsigned int flags);
+CARVE_EXPORT CUresult cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev);
 CARVE_EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev);
 CARVE_EXPORT CUresult cuCtxCreate_v3(CUcontext *pctx, void *params, int nparams, unsigned int flags, CUdevice dev);
 CARVE_EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, void *params, unsigned int flags, CUdevice dev);

@@ -70,7 +70,7 @@ static struct {
     ctx_state_fn PrimaryCtxGetState;
     ipc_get_fn IpcGetMemHandle;
     peer_fn EnablePeerAccess;
-    ctx_create_v2_fn CtxCreate_v2;
+    ctx_create_v2_fn CtxCreate_v1, CtxCreate_v2;
     ctx_create_v3_fn CtxCreate_v3;
     ctx_create_v4_fn CtxCreate_v4;
     green_create_fn GreenCtxCreate;
@@ -111,6 +111,7 @@ static void resolve_all(void) {
     R(PrimaryCtxGetState, "cuDevicePrimaryCtxGetState");
     R(IpcGetMemHandle, "cuIpcGetMemHandle");
     R(EnablePeerAccess, "cuCtxEnablePeerAccess");
+    R(CtxCreate_v1, "cuCtxCreate");
     R(CtxCreate_v2, "cuCtxCreate_v2");
     R(CtxCreate_v3, "cuCtxCreate_v3");
     R(CtxCreate_v4, "cuCtxCreate_v4");
@@ -364,6 +365,12 @@ CUresult cuCtxEnablePeerAccess(CUcontext peer, unsigned int flags) {
     resolve();
     carve_q_mark_unordered();
     return CALL_REAL(EnablePeerAccess, peer, flags);
+}
+
+CUresult cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev) {
+    resolve();
+    carve_q_mark_unordered();
+    return CALL_REAL(CtxCreate_v1, pctx, flags, dev);
 }
 
 CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev) {

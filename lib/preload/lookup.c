@@ -60,6 +60,7 @@ static replacement table[] = {
     {"cuDevicePrimaryCtxRelease", FN(cuDevicePrimaryCtxRelease), NULL, 0},
     {"cuDevicePrimaryCtxRetain", FN(cuDevicePrimaryCtxRetain), NULL, 0},
     {"cuCtxEnablePeerAccess", FN(cuCtxEnablePeerAccess), NULL, 0},
+    {"cuCtxCreate", FN(cuCtxCreate), NULL, 0},
     {"cuCtxCreate_v2", FN(cuCtxCreate_v2), NULL, 0},
     {"cuCtxCreate_v3", FN(cuCtxCreate_v3), NULL, 0},
     {"cuCtxCreate_v4", FN(cuCtxCreate_v4), NULL, 0},
@@ -128,7 +129,7 @@ static void *by_request(const char *symbol, int version, cuuint64_t flags) {
     if (strcmp(symbol, "cuCtxCreate") == 0)
         return by_exact_name(version >= 12050 ? "cuCtxCreate_v4" : version >= 11040 ? "cuCtxCreate_v3"
                                                                    : version >= 3020  ? "cuCtxCreate_v2"
-                                                                                      : "");
+                                                                                      : "cuCtxCreate");
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         if (strcmp(symbol, names[i].base) != 0)
             continue;

@@ -204,6 +204,9 @@ void carve_q_counts(carve_quarantine *q, uint64_t *epochs, uint64_t *ordered, ui
 void carve_q_mark_unordered(void) CARVE_INTERNAL;
 /* Wait for every context's barrier (thread-safe). */
 void carve_q_settle_all(void) CARVE_INTERNAL;
+/* In a child of a process with contexts (carve_ctx_fork): the two above do
+ * nothing from now on (the parent's locks may be held for good). */
+void carve_q_forked(void) CARVE_INTERNAL;
 extern int carve_q_unordered CARVE_INTERNAL;
 /* Streams of the context, made and destroyed. Epochs record an event on
  * each non-blocking one; destroying any records its last event (every later

@@ -58,7 +58,8 @@
  * appears or a peer access is granted, the reused memory may meet work that
  * does not wait for it, so the barrier is waited for first
  * (carve_q_settle_all, with this thread's capture mode relaxed for the
- * wait); from then on epochs complete as above.
+ * wait; every caller of carve_q_mark_unordered returns only once it is
+ * over); from then on epochs complete as above.
  *
  * Epochs are numbered; q->done is the number up to which every epoch has
  * completed. A thread may keep the buffers of a batch it joins
@@ -131,6 +132,11 @@ static pthread_mutex_t all_lock = PTHREAD_MUTEX_INITIALIZER;
 static carve_quarantine *all_head;
 static unsigned all_live;
 int carve_q_unordered;
+/* carve_q_mark_unordered: settled once every barrier was waited for (a
+ * later caller waits on mark_lock until then); fork_child, in a child of a
+ * process with contexts, where the parent's locks may be held for good. */
+static pthread_mutex_t mark_lock = PTHREAD_MUTEX_INITIALIZER;
+static int settled, fork_child;
 
 /* The driver functions this file calls, found through real.c. */
 static struct {
@@ -450,6 +456,8 @@ static void settle_barrier(carve_quarantine *q) {
 }
 
 void carve_q_settle_all(void) {
+    if (__atomic_load_n(&fork_child, __ATOMIC_ACQUIRE))
+        return; /* nothing is served here (contexts.c) */
     pthread_mutex_lock(&all_lock);
     for (carve_quarantine *q = all_head; q; q = q->all_next) {
         pthread_mutex_lock(&q->lock);
@@ -460,10 +468,21 @@ void carve_q_settle_all(void) {
 }
 
 void carve_q_mark_unordered(void) {
-    if (__atomic_exchange_n(&carve_q_unordered, 1, __ATOMIC_ACQ_REL))
+    if (__atomic_load_n(&settled, __ATOMIC_ACQUIRE) || __atomic_load_n(&fork_child, __ATOMIC_ACQUIRE))
         return;
-    carve_q_settle_all();
+    /* Every caller returns only once the barriers were waited for, not only
+     * the first: a second thread's call must not let its work go first. The
+     * flag comes first, so that no epoch closes in order after its wait. */
+    pthread_mutex_lock(&mark_lock);
+    if (!settled) {
+        __atomic_store_n(&carve_q_unordered, 1, __ATOMIC_RELEASE);
+        carve_q_settle_all();
+        __atomic_store_n(&settled, 1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&mark_lock);
 }
+
+void carve_q_forked(void) { __atomic_store_n(&fork_child, 1, __ATOMIC_RELEASE); }
 
 /* Close the open epoch: one event on the legacy stream and one on each
  * non-blocking stream. 0 when closed (or empty), -1 when it must stay open

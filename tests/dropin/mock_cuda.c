@@ -739,21 +739,22 @@ static void check_previous_owner(struct mock_stream *s, uintptr_t lo, uintptr_t 
         else
             top = mid;
     }
-    if (at == nowns || owns[at].lo >= hi)
-        return; /* not in an owned range: nothing to compare with */
-    uint64_t since = owns[at].since;
-    for (size_t k = 0; k < nitems; k++) {
-        item *it = &items[k];
-        if (it->marker || it->id >= since || it->hi <= lo || it->lo >= hi)
-            continue;
-        if (ordered_before_next(s, it->id))
-            continue;
-        violation("work queued on a %s stream uses 0x%lx+%zu while work queued on a %s%s stream before the "
-                  "memory was handed out, which it does not wait for, still uses 0x%lx+%zu",
-                  kind_name[s->kind], (unsigned long)lo, (size_t)(hi - lo),
-                  it->s->live && it->s->gen == it->sgen ? "" : "destroyed ", kind_name[it->s->kind],
-                  (unsigned long)it->lo, (size_t)(it->hi - it->lo));
-        break;
+    for (; at < nowns && owns[at].lo < hi; at++) { /* every owned range the work touches */
+        uintptr_t olo = owns[at].lo > lo ? owns[at].lo : lo, ohi = owns[at].hi < hi ? owns[at].hi : hi;
+        uint64_t since = owns[at].since;
+        for (size_t k = 0; k < nitems; k++) {
+            item *it = &items[k];
+            if (it->marker || it->id >= since || it->hi <= olo || it->lo >= ohi)
+                continue;
+            if (ordered_before_next(s, it->id))
+                continue;
+            violation("work queued on a %s stream uses 0x%lx+%zu while work queued on a %s%s stream before the "
+                      "memory was handed out, which it does not wait for, still uses 0x%lx+%zu",
+                      kind_name[s->kind], (unsigned long)lo, (size_t)(hi - lo),
+                      it->s->live && it->s->gen == it->sgen ? "" : "destroyed ", kind_name[it->s->kind],
+                      (unsigned long)it->lo, (size_t)(it->hi - it->lo));
+            return;
+        }
     }
 }
 
@@ -1014,6 +1015,20 @@ static void context_call_delay(void) {
         usleep((useconds_t)us);
 }
 
+/* cuEventSynchronize sleeps MOCK_SYNC_DELAY_US before the work it waits
+ * for completes, as a device's wait takes as long as the work: a thread
+ * that does not wait but should shows its race meanwhile. */
+static void sync_delay(void) {
+    static int delay_us = -1;
+    if (__atomic_load_n(&delay_us, __ATOMIC_RELAXED) < 0) {
+        const char *v = getenv("MOCK_SYNC_DELAY_US");
+        __atomic_store_n(&delay_us, v && *v ? atoi(v) : 0, __ATOMIC_RELAXED);
+    }
+    int us = __atomic_load_n(&delay_us, __ATOMIC_RELAXED);
+    if (us > 0)
+        usleep((useconds_t)us);
+}
+
 /* The last release resets the primary context: its memory is freed. */
 EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d) {
     ENTER();
@@ -1054,7 +1069,7 @@ EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice d, unsigned *flags, int *act
     pthread_mutex_unlock(&lock);
     return OK;
 }
-EXPORT CUresult cuCtxCreate_v2(CUcontext *ctx, unsigned flags, CUdevice d) {
+static CUresult ctx_create(CUcontext *ctx, unsigned flags, CUdevice d) {
     ENTER();
     (void)flags;
     if (d != 0)
@@ -1076,6 +1091,10 @@ EXPORT CUresult cuCtxCreate_v2(CUcontext *ctx, unsigned flags, CUdevice d) {
     *ctx = c;
     return OK;
 }
+EXPORT CUresult cuCtxCreate_v2(CUcontext *ctx, unsigned flags, CUdevice d) { return ctx_create(ctx, flags, d); }
+
+/* The driver's first cuCtxCreate (libcuda exports it beside _v2). */
+EXPORT CUresult cuCtxCreate(CUcontext *ctx, unsigned flags, CUdevice d) { return ctx_create(ctx, flags, d); }
 static int fail_destroys; /* cuCtxDestroy calls to refuse (mock_cuda_fail_destroys) */
 
 /* The next n cuCtxDestroy calls fail (CUDA_ERROR_INVALID_CONTEXT), changing
@@ -1510,6 +1529,8 @@ EXPORT CUresult cuGraphLaunch(CUgraphExec g, CUstream h) {
     struct mock_stream *s = resolve(h, 0, &r);
     for (size_t i = 0; s && g && i < g->n; i++) {
         node *x = &g->nodes[i];
+        if (x->kind == 0)
+            check_previous_owner(s, x->lo, x->hi);
         if (x->kind == 0 && !enqueue(s, x->lo, x->hi, 0, 0))
             r = OUT_OF_MEMORY;
         if (x->kind == 1 && alloc_index(x->lo) < 0) { /* an allocation node takes its memory when it runs */
@@ -1603,6 +1624,7 @@ EXPORT CUresult cuEventSynchronize(CUevent e) {
     ENTER();
     UNSAFE();
     __atomic_add_fetch(&stat_event_waits, 1, __ATOMIC_RELAXED);
+    sync_delay();
     pthread_mutex_lock(&lock);
     run_until(e->marker);
     e->polls_left = 0;
@@ -2104,7 +2126,7 @@ static void *lookup(const char *symbol, int version, cuuint64_t flags) {
     } exports[] = {
         E(cuInit), E(cuDriverGetVersion), E(cuDeviceGetCount), E(cuDeviceGet), E(cuDeviceCanAccessPeer), E(cuDeviceTotalMem_v2),
         E(cuDevicePrimaryCtxRetain), E(cuDevicePrimaryCtxRelease_v2), E(cuDevicePrimaryCtxRelease),
-        E(cuDevicePrimaryCtxReset_v2), E(cuDevicePrimaryCtxGetState), E(cuCtxCreate_v2), E(cuCtxGetCurrent),
+        E(cuDevicePrimaryCtxReset_v2), E(cuDevicePrimaryCtxGetState), E(cuCtxCreate), E(cuCtxCreate_v2), E(cuCtxGetCurrent),
         E(cuCtxSetCurrent), E(cuCtxGetDevice), E(cuCtxPushCurrent_v2), E(cuCtxPopCurrent_v2), E(cuCtxSynchronize),
         E(cuCtxDestroy_v2), E(cuGetErrorName), E(cuMemAlloc_v2), E(cuMemFree_v2), E(cuMemAllocAsync),
         E(cuMemAllocAsync_ptsz), E(cuMemFreeAsync), E(cuMemFreeAsync_ptsz), E(cuMemAllocPitch_v2),

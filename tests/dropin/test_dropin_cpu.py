@@ -234,6 +234,17 @@ def main():
         ok = rc == 0 and m and int(m.group(1)) >= 1 and (int(m.group(2)) == 1) == waited
         check(ok, f"ordered reuse, next use {how}: the buffer back before its old kernel completed, no race"
                   f"{' (the old kernel waited for when the stream or context was made)' if waited else ''}: {out}{err}")
+    # The sequences that broke ordered reuse when it was first written
+    # (tests/dropin/ordered_app.c), with the mock's waits and context calls
+    # slowed down so that a thread that should wait shows its race.
+    ordered_app = os.path.join(MOCK, "dropin_ordered_app")
+    for case in (["race-mark"], ["ctx-v1"], ["ctx-v1", "graph"], ["nb-dying"], ["fork"]):
+        rc, out, err = run([run_tool, "--", ordered_app] + case,
+                           {"MOCK_SYNC_DELAY_US": "300000", "MOCK_CONTEXT_DELAY_US": "300000"})
+        line = ok_line(out, "ordered-app " + case[0]) or ""
+        good = "answered not initialized: 1" in line if case[0] == "fork" else " 0 violations" in line
+        check(rc == 0 and good and "FAIL" not in out,
+              f"ordered reuse, {' '.join(case)}: no race, no hang: {out}{err}")
     rc, out, err = run([run_tool, "--", app, "threads"])
     check(rc == 0 and ok_line(out, "threads"), f"eight threads: {out}{err}")
     rjson = os.path.join(tmp, "capture.json")
