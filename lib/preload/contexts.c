@@ -678,6 +678,14 @@ void carve_ctx_settled(struct CUctx_st *ctx, int freed) {
         }
     carve_ctx *hidden = find_going(ctx);
     if (freed) { /* before an arena can be made for the handle again */
+        /* Streams made while it went went with it (the driver destroys a
+         * context's streams): a new context behind the same handle must not
+         * take them on. */
+        for (size_t i = 0; i < norphans;)
+            if (orphans[i].ctx == ctx)
+                orphans[i] = orphans[--norphans];
+            else
+                i++;
         if (hidden)
             forget(hidden);
         carve_ctx *c = find(ctx); /* not hidden (a release), or made meanwhile past MAX_DYING */
@@ -1115,6 +1123,8 @@ void carve_ctx_stream_created(carve_stream s, unsigned flags) {
         return;
     pthread_mutex_lock(&table_lock);
     c = find(cur); /* made meanwhile */
+    if (!c)
+        c = find_going(cur); /* hidden while the driver destroys it: served again if it refuses */
     if (c && c->q) {
         carve_q_stream_created(c->q, s, (flags & CU_STREAM_NON_BLOCKING) != 0);
     } else if (!c) {

@@ -23,6 +23,10 @@ CARVE_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev);
 CARVE_EXPORT CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags);
 CARVE_EXPORT CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority);
 CARVE_EXPORT CUresult cuStreamDestroy_v2(CUstream hStream);
+CARVE_EXPORT CUresult cuStreamDestroy(CUstream hStream);
+CARVE_EXPORT CUresult cuStreamBeginCapture(CUstream hStream);
+CARVE_EXPORT CUresult cuCtxDestroy(CUcontext ctx);
+CARVE_EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice dev);
 CARVE_EXPORT CUresult cuStreamBeginCapture_v2(CUstream hStream, int mode);
 CARVE_EXPORT CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, int mode);
 CARVE_EXPORT CUresult cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph, const CUgraphNode *deps,

@@ -33,6 +33,7 @@ typedef CUresult (*stream_create_fn)(CUstream *, unsigned);
 typedef CUresult (*stream_prio_fn)(CUstream *, unsigned, int);
 typedef CUresult (*stream_destroy_fn)(CUstream);
 typedef CUresult (*begin_fn)(CUstream, int);
+typedef CUresult (*begin_v1_fn)(CUstream);
 typedef CUresult (*begin_graph_fn)(CUstream, CUgraph, const CUgraphNode *, const void *, size_t, int);
 typedef CUresult (*end_fn)(CUstream, CUgraph *);
 typedef CUresult (*is_capturing_fn)(CUstream, int *);
@@ -58,13 +59,14 @@ static struct {
     total_fn DeviceTotalMem;
     stream_create_fn StreamCreate;
     stream_prio_fn StreamCreateWithPriority;
-    stream_destroy_fn StreamDestroy;
+    stream_destroy_fn StreamDestroy, StreamDestroy_v1;
     begin_fn BeginCapture, BeginCapture_ptsz;
+    begin_v1_fn BeginCapture_v1;
     begin_graph_fn BeginCaptureToGraph, BeginCaptureToGraph_ptsz;
     end_fn EndCapture, EndCapture_ptsz;
     is_capturing_fn IsCapturing, IsCapturing_ptsz;
-    ctx_destroy_fn CtxDestroy;
-    ctx_reset_fn PrimaryCtxReset;
+    ctx_destroy_fn CtxDestroy, CtxDestroy_v1;
+    ctx_reset_fn PrimaryCtxReset, PrimaryCtxReset_v1;
     ctx_retain_fn PrimaryCtxRetain;
     ctx_release_fn PrimaryCtxRelease, PrimaryCtxRelease_v1;
     ctx_state_fn PrimaryCtxGetState;
@@ -95,7 +97,9 @@ static void resolve_all(void) {
     R(StreamCreate, "cuStreamCreate");
     R(StreamCreateWithPriority, "cuStreamCreateWithPriority");
     R(StreamDestroy, "cuStreamDestroy_v2");
+    R(StreamDestroy_v1, "cuStreamDestroy");
     R(BeginCapture, "cuStreamBeginCapture_v2");
+    R(BeginCapture_v1, "cuStreamBeginCapture");
     R(BeginCapture_ptsz, "cuStreamBeginCapture_v2_ptsz");
     R(BeginCaptureToGraph, "cuStreamBeginCaptureToGraph");
     R(BeginCaptureToGraph_ptsz, "cuStreamBeginCaptureToGraph_ptsz");
@@ -104,7 +108,9 @@ static void resolve_all(void) {
     R(IsCapturing, "cuStreamIsCapturing");
     R(IsCapturing_ptsz, "cuStreamIsCapturing_ptsz");
     R(CtxDestroy, "cuCtxDestroy_v2");
+    R(CtxDestroy_v1, "cuCtxDestroy");
     R(PrimaryCtxReset, "cuDevicePrimaryCtxReset_v2");
+    R(PrimaryCtxReset_v1, "cuDevicePrimaryCtxReset");
     R(PrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
     R(PrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2");
     R(PrimaryCtxRelease_v1, "cuDevicePrimaryCtxRelease");
@@ -440,6 +446,15 @@ CUresult cuStreamDestroy_v2(CUstream hStream) {
     return CALL_REAL(StreamDestroy, hStream);
 }
 
+/* The driver's first entry points under their unversioned names (found
+ * with dlsym, ctypes, or linked by old programs) are watched as the later
+ * ones: a stream destroyed, a context destroyed or reset, a capture begun. */
+CUresult cuStreamDestroy(CUstream hStream) {
+    resolve();
+    carve_ctx_stream_destroyed((carve_stream)hStream);
+    return CALL_REAL(StreamDestroy_v1, hStream);
+}
+
 /* Captures are counted by stream (captures.c); NULL in a _ptsz call is the
  * per-thread stream. */
 static carve_stream capture_key(CUstream s, int ptsz) { return (carve_stream)(!s && ptsz ? CU_STREAM_PER_THREAD : s); }
@@ -468,6 +483,16 @@ CUresult cuStreamBeginCapture_v2(CUstream hStream, int mode) {
     resolve();
     capture_begin(hStream, 0);
     CUresult r = CALL_REAL(BeginCapture, hStream, mode);
+    if (r != CUDA_SUCCESS)
+        carve_capture_end(capture_key(hStream, 0));
+    return r;
+}
+
+/* The first cuStreamBeginCapture took no mode: global. */
+CUresult cuStreamBeginCapture(CUstream hStream) {
+    resolve();
+    capture_begin(hStream, 0);
+    CUresult r = CALL_REAL(BeginCapture_v1, hStream);
     if (r != CUDA_SUCCESS)
         carve_capture_end(capture_key(hStream, 0));
     return r;
@@ -532,16 +557,33 @@ CUresult cuCtxDestroy_v2(CUcontext ctx) {
     return r;
 }
 
-CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
+CUresult cuCtxDestroy(CUcontext ctx) {
     resolve();
+    carve_ctx_going(ctx, 1);
+    CUresult r = CALL_REAL(CtxDestroy_v1, ctx);
+    carve_ctx_settled(ctx, r == CUDA_SUCCESS);
+    return r;
+}
+
+static CUresult primary_reset(CUdevice dev, ctx_reset_fn reset) {
     CUcontext primary = NULL;
     if (real.PrimaryCtxRetain && real.PrimaryCtxRetain(&primary, dev) == CUDA_SUCCESS) {
         carve_ctx_going(primary, 1);
         real.PrimaryCtxRelease(dev);
     }
-    CUresult r = CALL_REAL(PrimaryCtxReset, dev);
+    CUresult r = reset ? reset(dev) : NOT_SUPPORTED;
     carve_ctx_settled(primary, r == CUDA_SUCCESS);
     return r;
+}
+
+CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
+    resolve();
+    return primary_reset(dev, real.PrimaryCtxReset);
+}
+
+CUresult cuDevicePrimaryCtxReset(CUdevice dev) {
+    resolve();
+    return primary_reset(dev, real.PrimaryCtxReset_v1);
 }
 
 /* The last release of a primary context resets it: the driver frees its

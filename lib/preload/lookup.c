@@ -48,6 +48,10 @@ static replacement table[] = {
     {"cuStreamCreate", FN(cuStreamCreate), NULL, 0},
     {"cuStreamCreateWithPriority", FN(cuStreamCreateWithPriority), NULL, 0},
     {"cuStreamDestroy_v2", FN(cuStreamDestroy_v2), NULL, 0},
+    {"cuStreamDestroy", FN(cuStreamDestroy), NULL, 0},
+    {"cuStreamBeginCapture", FN(cuStreamBeginCapture), NULL, 0},
+    {"cuCtxDestroy", FN(cuCtxDestroy), NULL, 0},
+    {"cuDevicePrimaryCtxReset", FN(cuDevicePrimaryCtxReset), NULL, 0},
     {"cuStreamBeginCapture_v2", FN(cuStreamBeginCapture_v2), NULL, 0},
     {"cuStreamBeginCapture_v2_ptsz", FN(cuStreamBeginCapture_v2_ptsz), NULL, 0},
     {"cuStreamBeginCaptureToGraph", FN(cuStreamBeginCaptureToGraph), NULL, 0},
@@ -133,8 +137,7 @@ static void *by_request(const char *symbol, int version, cuuint64_t flags) {
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         if (strcmp(symbol, names[i].base) != 0)
             continue;
-        if (names[i].v2_from && version < names[i].v2_from && strcmp(symbol, "cuStreamBeginCapture") == 0)
-            return NULL; /* the first cuStreamBeginCapture took no mode: not replaced */
+        /* below v2_from: the unversioned name (the first cuStreamBeginCapture, which took no mode, too) */
         char full[96];
         snprintf(full, sizeof(full), "%s%s%s", names[i].base,
                  names[i].v2_from && version >= names[i].v2_from ? "_v2" : "",

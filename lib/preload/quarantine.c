@@ -209,10 +209,14 @@ static void leave(int pushed) {
         drv.CtxPopCurrent(&popped);
 }
 
-static void synchronize(carve_quarantine *q) {
+/* Wait for everything queued in q's context: 0, or -1 when the driver
+ * refused (a capture carve cannot see, a context lost), after which
+ * nothing may be counted as done. */
+static int synchronize(carve_quarantine *q) {
     int pushed = enter(q);
-    drv.CtxSynchronize();
+    CUresult r = drv.CtxSynchronize();
     leave(pushed);
+    return r == CUDA_SUCCESS ? 0 : -1;
 }
 
 static CUevent take_event(carve_quarantine *q) {
@@ -313,7 +317,8 @@ static int tails_complete(carve_quarantine *q, uint64_t upto, int wait) {
         if (r == CUDA_ERROR_NOT_READY)
             return 0;
         if (r != CUDA_SUCCESS) {
-            synchronize(q);
+            if (synchronize(q) != 0)
+                return 0;
             all_tails_done(q);
             break;
         }
@@ -374,7 +379,8 @@ static unsigned release_epochs(carve_quarantine *q, int wait, unsigned most) {
             if (r == CUDA_ERROR_NOT_READY)
                 return n;
             if (r != CUDA_SUCCESS) { /* cannot tell: wait for everything instead */
-                synchronize(q);
+                if (synchronize(q) != 0)
+                    return n; /* nor that: it stays */
                 all_tails_done(q);
                 synced = 1;
                 break;
@@ -516,8 +522,14 @@ static int close_epoch(carve_quarantine *q) {
         cur->ev[cur->nev++] = ev;
     }
     if (!ok) { /* no events: wait for the device, then everything is safe now */
-        drv.CtxSynchronize();
+        CUresult r = drv.CtxSynchronize();
         leave(pushed);
+        if (r != CUDA_SUCCESS) { /* nor that (a capture carve cannot see): the epoch stays open */
+            for (unsigned i = 0; i < cur->nev; i++)
+                give_event(q, cur->ev[i]);
+            cur->nev = 0;
+            return -1;
+        }
         all_tails_done(q);
         drop_done_tails(q);
         release_epoch(q, cur);
@@ -571,8 +583,7 @@ void carve_q_join(carve_quarantine *q, const uintptr_t *ptr, size_t n, size_t by
         /* No room to remember them: make them safe the slow way. Without
          * driver calls (a thread's exit), keep them forever instead: never
          * handed out again is safe too. */
-        if (may_record) {
-            synchronize(q);
+        if (may_record && synchronize(q) == 0) {
             carve_pending_release_begin();
             for (size_t i = 0; i < n; i++) {
                 (void)carve_free(q->arena, (void *)ptr[i]);
@@ -615,8 +626,8 @@ uint64_t carve_q_done(const carve_quarantine *q) { return __atomic_load_n(&q->do
 
 void carve_q_free_now(carve_quarantine *q, uintptr_t ptr) {
     pthread_mutex_lock(&q->lock);
-    synchronize(q);
-    (void)carve_free(q->arena, (void *)ptr);
+    if (synchronize(q) == 0) /* else never handed out again: safe too */
+        (void)carve_free(q->arena, (void *)ptr);
     q->drains++;
     pthread_mutex_unlock(&q->lock);
 }
@@ -696,7 +707,10 @@ static int settle_handle(carve_quarantine *q, carve_stream s) {
             break;
         }
         if (!t->ev || drv.EventSynchronize(t->ev) != CUDA_SUCCESS) {
-            synchronize(q);
+            if (synchronize(q) != 0) {
+                pending = 1;
+                break;
+            }
             all_tails_done(q);
         }
         t->done = 1;

@@ -1048,7 +1048,7 @@ EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d) {
 }
 EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice d) { return cuDevicePrimaryCtxRelease_v2(d); }
 /* Frees all the primary context's memory; retains stay, and it stays usable. */
-EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice d) {
+static CUresult primary_reset(CUdevice d) {
     ENTER();
     if (d != 0)
         return 101;
@@ -1059,6 +1059,7 @@ EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice d) {
     pthread_mutex_unlock(&lock);
     return OK;
 }
+EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice d) { return primary_reset(d); }
 EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice d, unsigned *flags, int *active) {
     ENTER();
     if (d != 0)
@@ -1101,14 +1102,14 @@ static int fail_destroys; /* cuCtxDestroy calls to refuse (mock_cuda_fail_destro
  * nothing, as a driver that refuses to destroy a context. */
 EXPORT void mock_cuda_fail_destroys(int n) { __atomic_store_n(&fail_destroys, n, __ATOMIC_RELEASE); }
 
-EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
+static CUresult ctx_destroy(CUcontext ctx) {
     ENTER();
     if (!ctx || ctx == &primary)
         return INVALID_CONTEXT;
+    context_call_delay(); /* a refusal takes its time too */
     for (int n = __atomic_load_n(&fail_destroys, __ATOMIC_ACQUIRE); n > 0;)
         if (__atomic_compare_exchange_n(&fail_destroys, &n, n - 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
             return INVALID_CONTEXT;
-    context_call_delay();
     pthread_mutex_lock(&lock);
     kill_context(ctx);
     ctx->active = 0; /* the struct is kept: a stale handle stays harmless */
@@ -1117,6 +1118,7 @@ EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
         current = depth ? stack[--depth] : NULL;
     return OK;
 }
+EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) { return ctx_destroy(ctx); }
 EXPORT CUresult cuCtxGetCurrent(CUcontext *ctx) {
     ENTER();
     *ctx = current;
@@ -1391,7 +1393,7 @@ EXPORT CUresult cuStreamCreateWithPriority(CUstream *s, unsigned flags, int prio
     return cuStreamCreate(s, flags);
 }
 /* Returns at once; queued work runs on, and nothing waits for it implicitly. */
-EXPORT CUresult cuStreamDestroy_v2(CUstream h) {
+static CUresult stream_destroy(CUstream h) {
     ENTER();
     pthread_mutex_lock(&lock);
     CUresult r;
@@ -1403,6 +1405,7 @@ EXPORT CUresult cuStreamDestroy_v2(CUstream h) {
     pthread_mutex_unlock(&lock);
     return r;
 }
+EXPORT CUresult cuStreamDestroy_v2(CUstream h) { return stream_destroy(h); }
 static CUresult stream_sync(CUstream h, int ptsz) {
     UNSAFE();
     pthread_mutex_lock(&lock);
@@ -1509,6 +1512,13 @@ EXPORT CUresult cuThreadExchangeStreamCaptureMode(int *mode) {
     return OK;
 }
 EXPORT CUresult cuStreamBeginCapture_v2(CUstream s, int mode) { ENTER(); return begin_capture(s, mode, 0); }
+/* The driver's first entry points, which libcuda exports beside the later
+ * ones under their unversioned names: the first cuStreamBeginCapture took
+ * no mode (global). */
+EXPORT CUresult cuStreamBeginCapture(CUstream s) { ENTER(); return begin_capture(s, 0, 0); }
+EXPORT CUresult cuStreamDestroy(CUstream h) { return stream_destroy(h); }
+EXPORT CUresult cuCtxDestroy(CUcontext ctx) { return ctx_destroy(ctx); }
+EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice d) { return primary_reset(d); }
 EXPORT CUresult cuStreamBeginCapture_v2_ptsz(CUstream s, int mode) { ENTER(); return begin_capture(s, mode, 1); }
 EXPORT CUresult cuStreamEndCapture(CUstream s, CUgraph *graph) { ENTER(); return end_capture_call(s, graph, 0); }
 EXPORT CUresult cuStreamEndCapture_ptsz(CUstream s, CUgraph *graph) { ENTER(); return end_capture_call(s, graph, 1); }

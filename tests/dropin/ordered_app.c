@@ -18,7 +18,17 @@
  *              own retain of the primary context, before carve served the
  *              context (MOCK_CONTEXT_DELAY_US): the stream must still count;
  *   fork       a child forked while another thread waits inside carve calls
- *              cuCtxCreate: the driver's answer (not initialized), at once.
+ *              cuCtxCreate: the driver's answer (not initialized), at once;
+ *   v1-stream  the kernel's blocking stream destroyed through the driver's
+ *              first cuStreamDestroy (dlsym): its tail must still be waited for;
+ *   v1-reset   the primary context reset through the first
+ *              cuDevicePrimaryCtxReset: nothing handed out of freed memory;
+ *   v1-capture another thread captures a blocking stream begun through the
+ *              first cuStreamBeginCapture: no epoch goes back during it
+ *              (neither an event nor a device synchronization can be made);
+ *   refused-nb a non-blocking stream made while another thread's
+ *              cuCtxDestroy of the context is refused (MOCK_CONTEXT_DELAY_US):
+ *              the stream must still count.
  * Prints "OK ordered-app CASE ..." with the oracle's violations (0) or FAIL.
  */
 #include <dlfcn.h>
@@ -184,6 +194,133 @@ static void case_fork(void) {
            waited < 100 ? "at once" : "hung: killed after 10 s");
 }
 
+static void *driver_fn(const char *name) {
+    void *h = dlopen("libcuda.so.1", RTLD_NOW);
+    return h ? dlsym(h, name) : NULL; /* as ctypes' CDLL("libcuda.so.1").<name> */
+}
+
+static void report(const char *name, int reused) {
+    char text[512] = "";
+    unsigned long long bad = mock_cuda_violations(text, sizeof(text));
+    CHECK(bad == 0);
+    printf("OK ordered-app %s reused=%d; %llu violations %s\n", name, reused, bad, text);
+}
+
+static void case_v1_stream(void) {
+    start();
+    CUstream s1;
+    CU(cuStreamCreate(&s1, 0));
+    CUdeviceptr p = 0, q = 0;
+    CU(cuMemAlloc_v2(&p, MIB));
+    CHECK(!mock_cuda_own(p, MIB, NULL, 0));
+    CU(mock_cuda_launch(s1, p, MIB)); /* stays queued */
+    mock_cuda_disown(p);
+    CUresult (*destroy)(CUstream) = NULL;
+    *(void **)&destroy = driver_fn("cuStreamDestroy");
+    CHECK(destroy != NULL);
+    if (destroy)
+        CU(destroy(s1)); /* its kernel runs on */
+    CU(cuMemFree_v2(p));
+    for (int i = 0; i < 300 && q != p; i++) {
+        CU(cuMemAlloc_v2(&q, MIB));
+        if (q != p)
+            CU(cuMemFree_v2(q));
+    }
+    if (q == p)
+        CHECK(!mock_cuda_own(q, MIB, NULL, 0));
+    report("v1-stream", q == p);
+}
+
+static void case_v1_reset(void) {
+    start();
+    CUdeviceptr p = 0, q = 0;
+    CU(cuMemAlloc_v2(&p, MIB));
+    CU(cuMemFree_v2(p));
+    CUresult (*reset)(int) = NULL;
+    *(void **)&reset = driver_fn("cuDevicePrimaryCtxReset");
+    CHECK(reset != NULL);
+    if (reset)
+        CU(reset(0)); /* the driver frees the context's memory */
+    CUcontext ctx;
+    CU(cuDevicePrimaryCtxRetain(&ctx, 0));
+    CU(cuCtxSetCurrent(ctx));
+    CU(cuMemAlloc_v2(&q, MIB));
+    CHECK(!mock_cuda_own(q, MIB, NULL, 0));
+    report("v1-reset", q == p);
+}
+
+static CUcontext cap_ctx;
+static volatile int cap_stage;
+
+static void *capture_v1(void *arg) {
+    (void)arg;
+    CU(cuCtxSetCurrent(cap_ctx));
+    CUstream s2;
+    CU(cuStreamCreate(&s2, 0)); /* blocking */
+    CUresult (*begin)(CUstream) = NULL;
+    *(void **)&begin = driver_fn("cuStreamBeginCapture");
+    CHECK(begin != NULL);
+    if (begin)
+        CU(begin(s2));
+    cap_stage = 1;
+    while (cap_stage != 2)
+        usleep(1000);
+    void *g = NULL;
+    (void)cuStreamEndCapture(s2, &g);
+    return NULL;
+}
+
+static void case_v1_capture(void) {
+    cap_ctx = start();
+    CUstream s1;
+    CU(cuStreamCreate(&s1, 0));
+    CUdeviceptr p = 0, q = 0;
+    CU(cuMemAlloc_v2(&p, MIB));
+    CHECK(!mock_cuda_own(p, MIB, NULL, 0));
+    CU(mock_cuda_launch(s1, p, MIB)); /* stays queued */
+    mock_cuda_disown(p);
+    pthread_t t;
+    pthread_create(&t, NULL, capture_v1, NULL);
+    while (cap_stage != 1)
+        usleep(1000);
+    CU(cuMemFree_v2(p));
+    for (int i = 0; i < 300 && q != p; i++) {
+        CU(cuMemAlloc_v2(&q, MIB));
+        if (q != p)
+            CU(cuMemFree_v2(q));
+    }
+    if (q == p)
+        CHECK(!mock_cuda_own(q, MIB, NULL, 0));
+    cap_stage = 2;
+    pthread_join(t, NULL);
+    report("v1-capture", q == p);
+}
+
+static CUcontext refused_ctx;
+
+static void *destroy_refused(void *arg) {
+    (void)arg;
+    (void)cuCtxDestroy_v2(refused_ctx); /* slowed down, then refused by the mock */
+    return NULL;
+}
+
+static void case_refused_nb(void) {
+    CU(cuInit(0));
+    CU(cuCtxCreate_v2(&refused_ctx, 0, 0));
+    CUdeviceptr p = 0;
+    CU(cuMemAlloc_v2(&p, MIB)); /* carve serves the context */
+    CU(cuMemFree_v2(p));
+    mock_cuda_fail_destroys(1);
+    pthread_t t;
+    pthread_create(&t, NULL, destroy_refused, NULL);
+    usleep(150000); /* the other thread is inside its cuCtxDestroy */
+    CUstream nb;
+    CU(cuStreamCreate(&nb, 1 /* non-blocking */));
+    pthread_join(t, NULL);
+    CUdeviceptr q = reused_while_queued(nb);
+    report("refused-nb", q != 0);
+}
+
 int main(int argc, char **argv) {
     const char *m = argc > 1 ? argv[1] : "";
     if (!strcmp(m, "race-mark"))
@@ -194,8 +331,17 @@ int main(int argc, char **argv) {
         case_nb_dying();
     else if (!strcmp(m, "fork"))
         case_fork();
+    else if (!strcmp(m, "v1-stream"))
+        case_v1_stream();
+    else if (!strcmp(m, "v1-reset"))
+        case_v1_reset();
+    else if (!strcmp(m, "v1-capture"))
+        case_v1_capture();
+    else if (!strcmp(m, "refused-nb"))
+        case_refused_nb();
     else {
-        fprintf(stderr, "usage: dropin_ordered_app race-mark|ctx-v1 [graph]|nb-dying|fork\n");
+        fprintf(stderr, "usage: dropin_ordered_app race-mark|ctx-v1 [graph]|nb-dying|fork|v1-stream|v1-reset|v1-capture|"
+                        "refused-nb\n");
         return 2;
     }
     if (failures)
