@@ -159,6 +159,16 @@ for m in $MODES vmm; do
   expect "driver API, own context, $m" "driver-$m.log" "$RUN" $(mode_args $m) --report="$OUT/driver-$m.json" -- "$OUT/bin/app_driver"
   served "driver API $m" "$OUT/driver-$m.json"
 done
+# The programs that free and reuse across streams and threads, in the
+# default mode: reserved peak at most 1.05 times the requested peak (the
+# report's footprint_ratio); segments mode's figure beside it.
+for f in static-streams static-threads shared-streams shared-threads driver; do
+  fp=$(json "$OUT/$f-default.json" 'd["devices"][0]["footprint_ratio"]' 2>/dev/null || echo none)
+  fs=$(json "$OUT/$f-segments.json" 'd["devices"][0]["footprint_ratio"]' 2>/dev/null || echo none)
+  python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) <= 1.05 else 1)" "$fp" 2>/dev/null &&
+    pass "$f: footprint at most 1.05 (default mode)" "$fp (segments mode $fs)" ||
+    fail "$f: footprint at most 1.05 (default mode)" "$fp (segments mode $fs)"
+done
 
 # ---- 7: compute-sanitizer memcheck under carve-run ---------------------------------
 part memcheck
