@@ -79,6 +79,9 @@ static void usage(FILE *out) {
         "                              cudaMallocAsync, cuMemAlloc, cuMemCreate, ...)\n"
         "\n"
         "Other:\n"
+        "      --no-ordered-reuse      memory freed with cudaFree waits for the device even\n"
+        "                              where all streams are blocking (docs/dropin.md,\n"
+        "                              \"Ordered reuse\")\n"
         "      --preload PATH          the interposer to use (default: the one installed\n"
         "                              beside carve-run)\n"
         "      --print-env             print the environment carve-run would set, and exit\n"
@@ -325,7 +328,7 @@ static void check_interposer(char *path, size_t len, const char *given_by) {
 
 int main(int argc, char **argv) {
     enum { O_LIMIT = 256, O_DEVLIMIT, O_INITIAL, O_GROWTH, O_NOGROWTH, O_MODE, O_CONF, O_TRACE, O_REPORT, O_SVG,
-           O_PRELOAD, O_PRINTENV, O_FAILEVERY, O_FAILAT };
+           O_PRELOAD, O_PRINTENV, O_FAILEVERY, O_FAILAT, O_NOORDERED };
     static const struct option longs[] = {
         {"limit", required_argument, NULL, O_LIMIT},       {"device-limit", required_argument, NULL, O_DEVLIMIT},
         {"initial", required_argument, NULL, O_INITIAL},   {"growth", no_argument, NULL, O_GROWTH},
@@ -334,12 +337,13 @@ int main(int argc, char **argv) {
         {"report", optional_argument, NULL, O_REPORT},     {"svg", required_argument, NULL, O_SVG},
         {"preload", required_argument, NULL, O_PRELOAD},   {"print-env", no_argument, NULL, O_PRINTENV},
         {"fail-every", required_argument, NULL, O_FAILEVERY}, {"fail-at", required_argument, NULL, O_FAILAT},
+        {"no-ordered-reuse", no_argument, NULL, O_NOORDERED},
         {"quiet", no_argument, NULL, 'q'},                 {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},               {NULL, 0, NULL, 0},
     };
     conf all = {{0}, 0}, devs = {{0}, 0};
     const char *trace = NULL, *report = NULL, *svg = NULL, *preload = NULL, *fail_every = NULL, *fail_at = NULL;
-    int quiet = 0, print_env = 0, growth_set = 0;
+    int quiet = 0, print_env = 0, growth_set = 0, no_ordered = 0;
     int devices[64] = {0};
     opterr = 0;
     int c;
@@ -397,6 +401,7 @@ int main(int argc, char **argv) {
             fail_at = call_count(optarg, "--fail-at");
             break;
         case O_PRINTENV: print_env = 1; break;
+        case O_NOORDERED: no_ordered = 1; break;
         case 'q': quiet = 1; break;
         case 'h': usage(stdout); return 0;
         case 'V': printf("carve-run %s\n", carve_version()); return 0;
@@ -490,6 +495,7 @@ int main(int argc, char **argv) {
         {"CARVE_RUN_TRACE", trace},  {"CARVE_RUN_REPORT", report},
         {"CARVE_RUN_SVG", svg},      {"CARVE_RUN_QUIET", quiet ? "1" : NULL},
         {"CARVE_RUN_FAIL_EVERY", fail_every}, {"CARVE_RUN_FAIL_AT", fail_at},
+        {"CARVE_RUN_ORDERED", no_ordered ? "0" : NULL},
     };
     for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
         if (!vars[i].value)

@@ -186,6 +186,9 @@ carve_quarantine *carve_q_create(carve_arena *arena, struct CUctx_st *ctx) {
     pthread_mutex_lock(&all_lock);
     q->all_next = all_head;
     all_head = q;
+    const char *ordered = getenv("CARVE_RUN_ORDERED"); /* carve-run --no-ordered-reuse: "0" */
+    if (ordered && !strcmp(ordered, "0"))
+        __atomic_store_n(&carve_q_unordered, 1, __ATOMIC_RELEASE);
     unsigned live = __atomic_add_fetch(&all_live, 1, __ATOMIC_ACQ_REL);
     pthread_mutex_unlock(&all_lock);
     if (live > 1)

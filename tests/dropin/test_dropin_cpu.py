@@ -205,8 +205,10 @@ def main():
     # no non-blocking stream in the context, once an event on the legacy
     # stream was recorded after the free (quarantine.c, ordered reuse).
     for polls in ("1000000", "3", "0"):
-        for mode in ("reuse", "reuse-nb"):
-            rc, out, err = run([run_tool, "--", app, mode], {"MOCK_EVENT_POLLS": polls})
+        for mode in ("reuse", "reuse-nb", "reuse-off"):
+            args = [run_tool, "--no-ordered-reuse", "--", app, "reuse"] if mode == "reuse-off" else \
+                [run_tool, "--", app, mode]
+            rc, out, err = run(args, {"MOCK_EVENT_POLLS": polls})
             line = ok_line(out, "reuse")
             m = re.search(r"reuse (\d+) of \d+ .*, (\d+) before an event was recorded after its free, (\d+) before one "
                           r"completed", line or "")
@@ -218,7 +220,9 @@ def main():
             else:
                 ok = n > 1000 and early == 0 and undone == 0
                 what = ("with a non-blocking stream, unordered frees come back (to the freeing thread too) only "
-                        "after an event recorded after them completed")
+                        "after an event recorded after them completed" if mode == "reuse-nb" else
+                        "with --no-ordered-reuse, unordered frees come back only after an event recorded after "
+                        "them completed")
             check(rc == 0 and ok, f"{what} (MOCK_EVENT_POLLS={polls}): {out}{err}")
     # Ordered reuse: a buffer freed while a kernel on a blocking stream still
     # uses it comes back before that kernel completes, and whatever uses it
