@@ -25,6 +25,7 @@ CARVE_EXPORT CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned in
 CARVE_EXPORT CUresult cuStreamDestroy_v2(CUstream hStream);
 CARVE_EXPORT CUresult cuStreamDestroy(CUstream hStream);
 CARVE_EXPORT CUresult cuStreamBeginCapture(CUstream hStream);
+CARVE_EXPORT CUresult cuStreamBeginCapture_ptsz(CUstream hStream);
 CARVE_EXPORT CUresult cuCtxDestroy(CUcontext ctx);
 CARVE_EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice dev);
 CARVE_EXPORT CUresult cuStreamBeginCapture_v2(CUstream hStream, int mode);

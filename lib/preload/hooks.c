@@ -61,7 +61,7 @@ static struct {
     stream_prio_fn StreamCreateWithPriority;
     stream_destroy_fn StreamDestroy, StreamDestroy_v1;
     begin_fn BeginCapture, BeginCapture_ptsz;
-    begin_v1_fn BeginCapture_v1;
+    begin_v1_fn BeginCapture_v1, BeginCapture_v1_ptsz;
     begin_graph_fn BeginCaptureToGraph, BeginCaptureToGraph_ptsz;
     end_fn EndCapture, EndCapture_ptsz;
     is_capturing_fn IsCapturing, IsCapturing_ptsz;
@@ -100,6 +100,7 @@ static void resolve_all(void) {
     R(StreamDestroy_v1, "cuStreamDestroy");
     R(BeginCapture, "cuStreamBeginCapture_v2");
     R(BeginCapture_v1, "cuStreamBeginCapture");
+    R(BeginCapture_v1_ptsz, "cuStreamBeginCapture_ptsz");
     R(BeginCapture_ptsz, "cuStreamBeginCapture_v2_ptsz");
     R(BeginCaptureToGraph, "cuStreamBeginCaptureToGraph");
     R(BeginCaptureToGraph_ptsz, "cuStreamBeginCaptureToGraph_ptsz");
@@ -495,6 +496,15 @@ CUresult cuStreamBeginCapture(CUstream hStream) {
     CUresult r = CALL_REAL(BeginCapture_v1, hStream);
     if (r != CUDA_SUCCESS)
         carve_capture_end(capture_key(hStream, 0));
+    return r;
+}
+
+CUresult cuStreamBeginCapture_ptsz(CUstream hStream) {
+    resolve();
+    capture_begin(hStream, 1);
+    CUresult r = CALL_REAL(BeginCapture_v1_ptsz, hStream);
+    if (r != CUDA_SUCCESS)
+        carve_capture_end(capture_key(hStream, 1));
     return r;
 }
 

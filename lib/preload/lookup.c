@@ -50,6 +50,7 @@ static replacement table[] = {
     {"cuStreamDestroy_v2", FN(cuStreamDestroy_v2), NULL, 0},
     {"cuStreamDestroy", FN(cuStreamDestroy), NULL, 0},
     {"cuStreamBeginCapture", FN(cuStreamBeginCapture), NULL, 0},
+    {"cuStreamBeginCapture_ptsz", FN(cuStreamBeginCapture_ptsz), NULL, 0},
     {"cuCtxDestroy", FN(cuCtxDestroy), NULL, 0},
     {"cuDevicePrimaryCtxReset", FN(cuDevicePrimaryCtxReset), NULL, 0},
     {"cuStreamBeginCapture_v2", FN(cuStreamBeginCapture_v2), NULL, 0},

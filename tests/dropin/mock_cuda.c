@@ -1516,6 +1516,7 @@ EXPORT CUresult cuStreamBeginCapture_v2(CUstream s, int mode) { ENTER(); return 
  * ones under their unversioned names: the first cuStreamBeginCapture took
  * no mode (global). */
 EXPORT CUresult cuStreamBeginCapture(CUstream s) { ENTER(); return begin_capture(s, 0, 0); }
+EXPORT CUresult cuStreamBeginCapture_ptsz(CUstream s) { ENTER(); return begin_capture(s, 0, 1); }
 EXPORT CUresult cuStreamDestroy(CUstream h) { return stream_destroy(h); }
 EXPORT CUresult cuCtxDestroy(CUcontext ctx) { return ctx_destroy(ctx); }
 EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice d) { return primary_reset(d); }

@@ -24,7 +24,8 @@
  *   v1-reset   the primary context reset through the first
  *              cuDevicePrimaryCtxReset: nothing handed out of freed memory;
  *   v1-capture another thread captures a blocking stream begun through the
- *              first cuStreamBeginCapture: no epoch goes back during it
+ *              first cuStreamBeginCapture (ptsz: its per-thread stream,
+ *              through cuStreamBeginCapture_ptsz): no epoch goes back during it
  *              (neither an event nor a device synchronization can be made);
  *   refused-nb a non-blocking stream made while another thread's
  *              cuCtxDestroy of the context is refused (MOCK_CONTEXT_DELAY_US):
@@ -251,14 +252,16 @@ static void case_v1_reset(void) {
 
 static CUcontext cap_ctx;
 static volatile int cap_stage;
+static int cap_ptsz; /* the first cuStreamBeginCapture_ptsz, on the thread's per-thread stream */
 
 static void *capture_v1(void *arg) {
     (void)arg;
     CU(cuCtxSetCurrent(cap_ctx));
-    CUstream s2;
-    CU(cuStreamCreate(&s2, 0)); /* blocking */
+    CUstream s2 = NULL;
+    if (!cap_ptsz)
+        CU(cuStreamCreate(&s2, 0)); /* blocking */
     CUresult (*begin)(CUstream) = NULL;
-    *(void **)&begin = driver_fn("cuStreamBeginCapture");
+    *(void **)&begin = driver_fn(cap_ptsz ? "cuStreamBeginCapture_ptsz" : "cuStreamBeginCapture");
     CHECK(begin != NULL);
     if (begin)
         CU(begin(s2));
@@ -266,11 +269,12 @@ static void *capture_v1(void *arg) {
     while (cap_stage != 2)
         usleep(1000);
     void *g = NULL;
-    (void)cuStreamEndCapture(s2, &g);
+    (void)(cap_ptsz ? cuStreamEndCapture_ptsz(s2, &g) : cuStreamEndCapture(s2, &g));
     return NULL;
 }
 
-static void case_v1_capture(void) {
+static void case_v1_capture(int ptsz) {
+    cap_ptsz = ptsz;
     cap_ctx = start();
     CUstream s1;
     CU(cuStreamCreate(&s1, 0));
@@ -293,7 +297,10 @@ static void case_v1_capture(void) {
         CHECK(!mock_cuda_own(q, MIB, NULL, 0));
     cap_stage = 2;
     pthread_join(t, NULL);
-    report("v1-capture", q == p);
+    int broken = mock_cuda_broken_captures(); /* carve recorded on the legacy stream during it */
+    CHECK(broken == 0);
+    printf("ordered-app v1-capture: %d broken captures\n", broken);
+    report(ptsz ? "v1-capture ptsz" : "v1-capture", q == p);
 }
 
 static CUcontext refused_ctx;
@@ -336,11 +343,11 @@ int main(int argc, char **argv) {
     else if (!strcmp(m, "v1-reset"))
         case_v1_reset();
     else if (!strcmp(m, "v1-capture"))
-        case_v1_capture();
+        case_v1_capture(argc > 2 && !strcmp(argv[2], "ptsz"));
     else if (!strcmp(m, "refused-nb"))
         case_refused_nb();
     else {
-        fprintf(stderr, "usage: dropin_ordered_app race-mark|ctx-v1 [graph]|nb-dying|fork|v1-stream|v1-reset|v1-capture|"
+        fprintf(stderr, "usage: dropin_ordered_app race-mark|ctx-v1 [graph]|nb-dying|fork|v1-stream|v1-reset|v1-capture [ptsz]|"
                         "refused-nb\n");
         return 2;
     }

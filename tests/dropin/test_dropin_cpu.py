@@ -243,7 +243,7 @@ def main():
     # slowed down so that a thread that should wait shows its race.
     ordered_app = os.path.join(MOCK, "dropin_ordered_app")
     for case in (["race-mark"], ["ctx-v1"], ["ctx-v1", "graph"], ["nb-dying"], ["fork"], ["v1-stream"],
-                 ["v1-reset"], ["v1-capture"], ["refused-nb"]):
+                 ["v1-reset"], ["v1-capture"], ["v1-capture", "ptsz"], ["refused-nb"]):
         rc, out, err = run([run_tool, "--", ordered_app] + case,
                            {"MOCK_SYNC_DELAY_US": "300000", "MOCK_CONTEXT_DELAY_US": "300000"})
         line = ok_line(out, "ordered-app " + case[0]) or ""
