@@ -441,10 +441,15 @@ CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int 
     return r;
 }
 
+/* resolve() first, by the caller: destroy is read from real. */
+static CUresult stream_destroy(CUstream s, stream_destroy_fn destroy) {
+    carve_ctx_stream_destroyed((carve_stream)s); /* while it still exists */
+    return destroy ? destroy(s) : NOT_SUPPORTED;
+}
+
 CUresult cuStreamDestroy_v2(CUstream hStream) {
     resolve();
-    carve_ctx_stream_destroyed((carve_stream)hStream); /* while it still exists */
-    return CALL_REAL(StreamDestroy, hStream);
+    return stream_destroy(hStream, real.StreamDestroy);
 }
 
 /* The driver's first entry points under their unversioned names (found
@@ -452,8 +457,7 @@ CUresult cuStreamDestroy_v2(CUstream hStream) {
  * ones: a stream destroyed, a context destroyed or reset, a capture begun. */
 CUresult cuStreamDestroy(CUstream hStream) {
     resolve();
-    carve_ctx_stream_destroyed((carve_stream)hStream);
-    return CALL_REAL(StreamDestroy_v1, hStream);
+    return stream_destroy(hStream, real.StreamDestroy_v1);
 }
 
 /* Captures are counted by stream (captures.c); NULL in a _ptsz call is the
@@ -470,6 +474,13 @@ static void capture_begin(CUstream s, int ptsz) {
     carve_ctx_capture_fence();
 }
 
+/* The driver's answer r to the begin that capture_begin announced. */
+static CUresult capture_begun(CUstream s, int ptsz, CUresult r) {
+    if (r != CUDA_SUCCESS)
+        carve_capture_end(capture_key(s, ptsz));
+    return r;
+}
+
 /* A capture ends when the driver says the stream is no longer capturing
  * (an invalidated capture ends too; a stream that was not capturing, or one
  * ended from the wrong thread, does not). */
@@ -483,58 +494,40 @@ static void capture_end(CUstream s, int ptsz) {
 CUresult cuStreamBeginCapture_v2(CUstream hStream, int mode) {
     resolve();
     capture_begin(hStream, 0);
-    CUresult r = CALL_REAL(BeginCapture, hStream, mode);
-    if (r != CUDA_SUCCESS)
-        carve_capture_end(capture_key(hStream, 0));
-    return r;
+    return capture_begun(hStream, 0, CALL_REAL(BeginCapture, hStream, mode));
 }
 
 /* The first cuStreamBeginCapture took no mode: global. */
 CUresult cuStreamBeginCapture(CUstream hStream) {
     resolve();
     capture_begin(hStream, 0);
-    CUresult r = CALL_REAL(BeginCapture_v1, hStream);
-    if (r != CUDA_SUCCESS)
-        carve_capture_end(capture_key(hStream, 0));
-    return r;
+    return capture_begun(hStream, 0, CALL_REAL(BeginCapture_v1, hStream));
 }
 
 CUresult cuStreamBeginCapture_ptsz(CUstream hStream) {
     resolve();
     capture_begin(hStream, 1);
-    CUresult r = CALL_REAL(BeginCapture_v1_ptsz, hStream);
-    if (r != CUDA_SUCCESS)
-        carve_capture_end(capture_key(hStream, 1));
-    return r;
+    return capture_begun(hStream, 1, CALL_REAL(BeginCapture_v1_ptsz, hStream));
 }
 
 CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, int mode) {
     resolve();
     capture_begin(hStream, 1);
-    CUresult r = CALL_REAL(BeginCapture_ptsz, hStream, mode);
-    if (r != CUDA_SUCCESS)
-        carve_capture_end(capture_key(hStream, 1));
-    return r;
+    return capture_begun(hStream, 1, CALL_REAL(BeginCapture_ptsz, hStream, mode));
 }
 
 CUresult cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph, const CUgraphNode *deps, const void *data,
                                      size_t ndeps, int mode) {
     resolve();
     capture_begin(hStream, 0);
-    CUresult r = CALL_REAL(BeginCaptureToGraph, hStream, hGraph, deps, data, ndeps, mode);
-    if (r != CUDA_SUCCESS)
-        carve_capture_end(capture_key(hStream, 0));
-    return r;
+    return capture_begun(hStream, 0, CALL_REAL(BeginCaptureToGraph, hStream, hGraph, deps, data, ndeps, mode));
 }
 
 CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGraph, const CUgraphNode *deps,
                                           const void *data, size_t ndeps, int mode) {
     resolve();
     capture_begin(hStream, 1);
-    CUresult r = CALL_REAL(BeginCaptureToGraph_ptsz, hStream, hGraph, deps, data, ndeps, mode);
-    if (r != CUDA_SUCCESS)
-        carve_capture_end(capture_key(hStream, 1));
-    return r;
+    return capture_begun(hStream, 1, CALL_REAL(BeginCaptureToGraph_ptsz, hStream, hGraph, deps, data, ndeps, mode));
 }
 
 CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph) {
@@ -559,20 +552,22 @@ CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph) {
  * call goes to the driver, as it would without carve-run. The memory of
  * the context counted against the cap is given back once the driver has
  * freed it. */
-CUresult cuCtxDestroy_v2(CUcontext ctx) {
-    resolve();
+/* resolve() first, by the caller: destroy is read from real. */
+static CUresult ctx_destroy(CUcontext ctx, ctx_destroy_fn destroy) {
     carve_ctx_going(ctx, 1);
-    CUresult r = CALL_REAL(CtxDestroy, ctx);
+    CUresult r = destroy ? destroy(ctx) : NOT_SUPPORTED;
     carve_ctx_settled(ctx, r == CUDA_SUCCESS);
     return r;
 }
 
+CUresult cuCtxDestroy_v2(CUcontext ctx) {
+    resolve();
+    return ctx_destroy(ctx, real.CtxDestroy);
+}
+
 CUresult cuCtxDestroy(CUcontext ctx) {
     resolve();
-    carve_ctx_going(ctx, 1);
-    CUresult r = CALL_REAL(CtxDestroy_v1, ctx);
-    carve_ctx_settled(ctx, r == CUDA_SUCCESS);
-    return r;
+    return ctx_destroy(ctx, real.CtxDestroy_v1);
 }
 
 static CUresult primary_reset(CUdevice dev, ctx_reset_fn reset) {

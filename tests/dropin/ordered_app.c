@@ -47,6 +47,18 @@ CUresult cuDevicePrimaryCtxRelease_v2(int dev);
 static int failures;
 #define MIB ((size_t)1 << 20)
 
+/* Allocations of MIB, each freed again unless it is p, until p comes back
+ * (at most tries); p when it did, else 0 (nothing kept). */
+static CUdeviceptr take_back(CUdeviceptr p, int tries) {
+    CUdeviceptr q = 0;
+    for (int i = 0; i < tries && q != p; i++) {
+        CU(cuMemAlloc_v2(&q, MIB));
+        if (q != p)
+            CU(cuMemFree_v2(q));
+    }
+    return q == p ? p : 0;
+}
+
 /* A buffer used by a queued kernel on s, freed, and allocated again until
  * the address comes back (0 when it did not). */
 static CUdeviceptr reused_while_queued(CUstream s) {
@@ -56,11 +68,7 @@ static CUdeviceptr reused_while_queued(CUstream s) {
     CU(mock_cuda_launch(s, p, MIB)); /* stays queued: nothing completes it */
     mock_cuda_disown(p);
     CU(cuMemFree_v2(p));
-    for (int i = 0; i < 1000 && q != p; i++) {
-        CU(cuMemAlloc_v2(&q, MIB));
-        if (q != p)
-            CU(cuMemFree_v2(q));
-    }
+    q = take_back(p, 1000);
     if (q != p)
         return 0;
     CHECK(!mock_cuda_own(q, MIB, NULL, 0));
@@ -222,11 +230,7 @@ static void case_v1_stream(void) {
     if (destroy)
         CU(destroy(s1)); /* its kernel runs on */
     CU(cuMemFree_v2(p));
-    for (int i = 0; i < 300 && q != p; i++) {
-        CU(cuMemAlloc_v2(&q, MIB));
-        if (q != p)
-            CU(cuMemFree_v2(q));
-    }
+    q = take_back(p, 300);
     if (q == p)
         CHECK(!mock_cuda_own(q, MIB, NULL, 0));
     report("v1-stream", q == p);
@@ -288,11 +292,7 @@ static void case_v1_capture(int ptsz) {
     while (cap_stage != 1)
         usleep(1000);
     CU(cuMemFree_v2(p));
-    for (int i = 0; i < 300 && q != p; i++) {
-        CU(cuMemAlloc_v2(&q, MIB));
-        if (q != p)
-            CU(cuMemFree_v2(q));
-    }
+    q = take_back(p, 300);
     if (q == p)
         CHECK(!mock_cuda_own(q, MIB, NULL, 0));
     cap_stage = 2;
