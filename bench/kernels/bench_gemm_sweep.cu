@@ -20,8 +20,9 @@
  * the memory roofline: the bytes of A, B and C (2 each) over the device's
  * bandwidth, nominal (cudaDeviceGetAttribute: memory clock x 2 transfers a
  * clock x bus width) unless --bw GB/s names a measured one; the header line
- * says which. The row also names carve's path (wgmma or mma), its split-K
- * factor and the operands it copied (A, B).
+ * says which. The row also names carve's path (stream: the streaming kernel
+ * for decode shapes; wgmma; mma), its split-K factor (for stream, the
+ * cluster size: blocks per 64 columns) and the operands it copied (A, B).
  *
  * --check: after the timing, C is poisoned, both libraries run once more,
  * and a kernel compares every element: max |carve - cuBLAS| / max |cuBLAS|
@@ -275,8 +276,9 @@ int main(int argc, char **argv) {
             snprintf(roof_b, sizeof roof_b, "%.2f", floor_ms / r.cublas_ms);
         }
         const char *cp = r.copies == 3 ? "A,B" : r.copies == 1 ? "A" : r.copies == 2 ? "B" : "-";
+        const char *path = r.path == 2 ? "stream" : r.path == 1 ? "wgmma" : "mma";
         printf("| %s | %d | %d | %d | %s | %d | %s | %.1f | %.1f | %.2f | %s | %s |", s.kind, s.m, s.n, s.k,
-               r.path == 1 ? "wgmma" : "mma", r.splits, cp, fl / r.carve_ms / 1e9, fl / r.cublas_ms / 1e9,
+               path, r.splits, cp, fl / r.carve_ms / 1e9, fl / r.cublas_ms / 1e9,
                r.cublas_ms / r.carve_ms, roof_c, roof_b);
         if (check)
             printf(" %.3g | %s |", r.rel, r.ok ? "ok" : "FAIL");
@@ -307,7 +309,8 @@ int main(int argc, char **argv) {
             fprintf(f, "  {\"kind\": \"%s\", \"m\": %d, \"n\": %d, \"k\": %d, \"path\": \"%s\", \"splits\": %d, "
                        "\"copies\": %d, \"carve_ms\": %.6f, \"cublas_ms\": %.6f, \"carve_tflops\": %.3f, "
                        "\"cublas_tflops\": %.3f, \"ratio\": %.4f",
-                    s.kind, s.m, s.n, s.k, r.path == 1 ? "wgmma" : "mma", r.splits, r.copies, r.carve_ms,
+                    s.kind, s.m, s.n, s.k, r.path == 2 ? "stream" : r.path == 1 ? "wgmma" : "mma", r.splits,
+                    r.copies, r.carve_ms,
                     r.cublas_ms, fl / r.carve_ms / 1e9, fl / r.cublas_ms / 1e9, r.cublas_ms / r.carve_ms);
             if (s.m <= 256)
                 fprintf(f, ", \"roofline_carve\": %.4f, \"roofline_cublas\": %.4f", floor_ms / r.carve_ms,

@@ -12,8 +12,10 @@
  * Every call is first reduced to one canonical problem: row-major
  * C[M,N] = A[M,K] * B[K,N] with each input K-major or MN-major (a
  * column-major call computes C^T = op(B)^T op(A)^T, swapping the operands).
- * Paths: wgmma on devices of compute capability 9.0 when the sm_90a object
- * is built; mma.sync everywhere else. CARVE_GEMM_PATH=wgmma|mma|auto
+ * Paths: on devices of compute capability 9.0 when the sm_90a object is
+ * built, the streaming kernel for decode shapes (gemm_tc_stream.cuh: at most
+ * 32 rows, B N-major on 16-byte rows; gemm_tc_plan.h says why) and wgmma
+ * for the rest; mma.sync everywhere else. CARVE_GEMM_PATH=wgmma|mma|auto
  * overrides the choice.
  *
  * The wgmma path may take workspace from the call's arena, once per call,
@@ -33,6 +35,7 @@
 #include <mutex>
 #include <type_traits>
 
+#include "gemm_tc_stream.cuh"
 #include "gemm_tc_wgmma.cuh"
 
 namespace {
@@ -120,7 +123,52 @@ cudaError_t launch_layout(const Problem &pr, const CUtensorMap &ma, const CUtens
                        : launch<BN, T, false, false>(pr, ma, mb, ep, sp);
 }
 
+/* The streaming kernel for 16 * MT rows at most, A K-major or M-major; the
+ * grid is the 64-column tiles times the cluster size, one cluster a tile. */
+template <typename T, int MT>
+cudaError_t stream_layout(const Problem &pr, const StreamParams &sp) {
+    const int64_t tiles = carve_tiles(pr.N, kStCols);
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)(tiles * sp.clusters), 1, 1);
+    cfg.blockDim = dim3(kStThreads, 1, 1);
+    cfg.dynamicSmemBytes = 0;
+    cfg.stream = pr.stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = (unsigned)sp.clusters;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    cudaError_t e = pr.a_kmajor ? cudaLaunchKernelEx(&cfg, stream_gemm_kernel<T, MT, true>, sp)
+                                : cudaLaunchKernelEx(&cfg, stream_gemm_kernel<T, MT, false>, sp);
+    if (e != cudaSuccess)
+        (void)cudaGetLastError(); /* reported through the return value */
+    if (e == cudaErrorInvalidClusterSize)
+        return cudaErrorNotSupported; /* nothing was queued: the wgmma path takes it */
+    return e;
+}
+
 }  // namespace
+
+extern "C" cudaError_t carve_gemm_tc_stream_run(const Problem *pp, int clusters, const char **why) {
+    const Problem &pr = *pp;
+    const bool b_rows = (uintptr_t)pr.B % 16 == 0 && pr.ldb % 8 == 0;
+    if (!carve_tc_stream_takes(pr.M, pr.b_kmajor, b_rows)) {
+        *why = "the streaming kernel takes M <= 32 with an N-major B on 16-byte rows";
+        return cudaErrorNotSupported;
+    }
+    if (clusters < 1 || clusters > CARVE_TC_STREAM_MAX_CLUSTER) {
+        *why = "cluster size out of range";
+        return cudaErrorNotSupported;
+    }
+    const bool a_vec = pr.a_kmajor && (uintptr_t)pr.A % 16 == 0 && pr.lda % 8 == 0;
+    const StreamParams sp{pr.A, pr.B, pr.lda, pr.ldb, a_vec ? 1 : 0, clusters,
+                          EpiParams{pr.C, pr.ldc, pr.M, pr.N, pr.K, pr.alpha, pr.beta, pr.c_f32 ? 1 : 0}};
+    if (pr.M <= 16)
+        return pr.bf16 ? stream_layout<__nv_bfloat16, 1>(pr, sp) : stream_layout<__half, 1>(pr, sp);
+    return pr.bf16 ? stream_layout<__nv_bfloat16, 2>(pr, sp) : stream_layout<__half, 2>(pr, sp);
+}
 
 extern "C" bool carve_gemm_tc_wgmma_ready(void) { return get_encode() != nullptr; }
 
@@ -179,9 +227,10 @@ using namespace carve_tc;
 static_assert(kMmaBM == CARVE_K_GRID_TILE && kMmaBN == CARVE_K_GRID_TILE, "the checked grid is the launched one");
 
 /* What the calling thread's last carve_gemm ran, for tests and benchmarks
- * (carve__gemm_tc_last_*): the path (1 wgmma, 0 mma.sync, -1 nothing), the
- * split-K factor, and which operands (bit 0: A, bit 1: B, as the caller
- * named them) went through an aligned copy. */
+ * (carve__gemm_tc_last_*): the path (2 the streaming kernel, 1 wgmma, 0
+ * mma.sync, -1 nothing), the split-K factor (for the streaming kernel, the
+ * cluster size: blocks per 64 columns), and which operands (bit 0: A, bit
+ * 1: B, as the caller named them) went through an aligned copy. */
 thread_local int t_last_path = -1;
 thread_local int t_last_splits = 0;
 thread_local int t_last_copies = 0;
@@ -230,7 +279,8 @@ cudaError_t run_mma(const Problem &pr) {
 }
 
 /* CARVE_GEMM_PATH: 0 auto, 1 wgmma, 2 mma (read on every call: cheap, and
- * tests switch it between calls). */
+ * tests switch it between calls). wgmma keeps decode shapes off the
+ * streaming kernel too: only auto (or unset) lets the plan choose it. */
 int path_env() {
     const char *v = getenv("CARVE_GEMM_PATH");
     if (!v || !*v || strcmp(v, "auto") == 0)
@@ -245,7 +295,9 @@ int path_env() {
 #ifdef CARVE_GEMM_TC_HAVE_SM90A
 /* CARVE_GEMM_SPLITK: 0 (unset, "auto" or not a number from 1 to 64) lets
  * the plan choose; N forces N splits on the wgmma path (clamped by
- * carve_tc_clamp_splits; 1 turns split-K off). For tests and benchmarks. */
+ * carve_tc_clamp_splits; 1 turns split-K off) and clusters of N blocks on
+ * the streaming kernel (clamped by carve_tc_stream_clamp_cluster). For
+ * tests and benchmarks. */
 int splitk_env() {
     const char *v = getenv("CARVE_GEMM_SPLITK");
     if (!v || !*v)
@@ -473,7 +525,20 @@ extern "C" carve_status carve_gemm(carve_arena *arena, carve_stream s, carve_ord
     cudaError_t e = cudaErrorNotSupported;
     carve_status freed = CARVE_OK;
 #ifdef CARVE_GEMM_TC_HAVE_SM90A
-    if (want != 2 && device_cc() == 90 && carve_gemm_tc_wgmma_ready()) {
+    if (want == 0 && device_cc() == 90 &&
+        carve_tc_stream_takes(pr.M, pr.b_kmajor, (uintptr_t)pr.B % 16 == 0 && pr.ldb % 8 == 0)) {
+        /* Decode shapes: the streaming kernel, no workspace. */
+        const int forced = splitk_env();
+        const int clusters = forced ? carve_tc_stream_clamp_cluster(forced, pr.K)
+                                    : carve_tc_stream_cluster(pr.N, pr.K, device_sms());
+        const char *why = nullptr;
+        e = carve_gemm_tc_stream_run(&pr, clusters, &why);
+        if (e == cudaSuccess) {
+            t_last_path = 2;
+            t_last_splits = clusters;
+        }
+    }
+    if (e == cudaErrorNotSupported && want != 2 && device_cc() == 90 && carve_gemm_tc_wgmma_ready()) {
         e = run_wgmma(arena, pr, !row, &freed);
         if (e == cudaSuccess)
             t_last_path = 1;

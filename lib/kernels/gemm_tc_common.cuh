@@ -6,8 +6,10 @@
  * gemm_tc.cu is compiled twice: once for the project's gencode (argument
  * checks, dispatch and the mma.sync path) and, when the build targets sm_90,
  * once more for sm_90a only with CARVE_GEMM_TC_SM90A_PART defined (the
- * wgmma + TMA path, gemm_tc_wgmma.cuh). The second object defines
- * carve_gemm_tc_wgmma_run; the first calls it.
+ * wgmma + TMA path, gemm_tc_wgmma.cuh, and the streaming kernel for decode
+ * shapes, gemm_tc_stream.cuh). The second object defines
+ * carve_gemm_tc_wgmma_run and carve_gemm_tc_stream_run; the first calls
+ * them.
  */
 #ifndef CARVE_GEMM_TC_COMMON_CUH
 #define CARVE_GEMM_TC_COMMON_CUH
@@ -64,6 +66,14 @@ struct WgPlan {
  * fallback. */
 extern "C" cudaError_t carve_gemm_tc_wgmma_run(const carve_tc::Problem *p, const carve_tc::WgPlan *plan,
                                                const char **why);
+
+/* Launch the streaming kernel (gemm_tc_stream.cuh, sm_90a object) for a
+ * problem carve_tc_stream_takes accepts, with `clusters` blocks per 64
+ * columns (carve_tc_stream_cluster). Returns cudaSuccess when launched;
+ * cudaErrorNotSupported when the problem is not one it takes (*why says
+ * why): the caller goes on to the wgmma path; any other error is a launch
+ * failure. */
+extern "C" cudaError_t carve_gemm_tc_stream_run(const carve_tc::Problem *p, int clusters, const char **why);
 
 /* Whether the driver offers what the wgmma path needs (the tensor-map
  * encoder), so that the caller plans for it (sm_90a object). */

@@ -24,6 +24,12 @@
  * tiles, and S <= CARVE_TC_MAX_SPLITS. The constants are estimates, not fits: the
  * sweep (bench/kernels/bench_gemm_sweep.cu) is how to check them.
  *
+ * Decode shapes with few rows (M <= CARVE_TC_STREAM_MAX_M) and an N-major
+ * B skip the wgmma tile altogether: the streaming kernel
+ * (gemm_tc_stream.cuh) reads each element of B once, with 16-byte loads,
+ * from every SM. Its cost argument and its cluster size are below
+ * (carve_tc_stream_takes, carve_tc_stream_cluster).
+ *
  * Plain C, host only, so the CPU tests check it (tests/kernels/
  * test_gemm_plan.c); gemm_tc.cu uses it to plan each call.
  */
@@ -132,6 +138,111 @@ static inline uint64_t carve_tc_partial_bytes(int M, int N, int splits) {
     if (mn > ((uint64_t)1 << 62) / 4u / (uint64_t)splits)
         return UINT64_MAX;
     return carve_tc_ws_round(mn * 4u * (uint64_t)splits);
+}
+
+/* ---- the streaming kernel (decode: M <= 32, B N-major) ------------------
+ *
+ * A product with few rows is a read of B (K x N, 2 bytes an element) and
+ * little else: at M = 32, 2*M flops per 2 bytes of B is 32 flop/byte, a
+ * tenth of what the tensor cores need to be the bound on an H100 (about
+ * 300). What matters is that every SM streams B at once. The wgmma tile is
+ * 128 rows tall and 128 or 256 wide, so 4096 columns make 16 or 32 tiles,
+ * and split-K (above) buys SMs with a second launch for the reduction (2 us,
+ * a fifth of the 10 us that 32 MB of B take at 3.35 TB/s).
+ *
+ * The streaming kernel instead gives each warp 64 columns of B and a run of
+ * k, loads 16 rows x 64 columns per mma.sync step with one 16-byte load per
+ * thread per row (row k of an N-major B is contiguous along n), and splits
+ * k over the CARVE_TC_STREAM_WARPS warps of a block and over the blocks of
+ * a thread block cluster (CARVE_TC_STREAM_MAX_CLUSTER at most, the portable
+ * size), whose partial sums meet in distributed shared memory: no
+ * workspace, no second launch, and a fixed order of additions.
+ *
+ * The crossover, M <= 32: the accumulators cost 32 registers a thread per
+ * 16 rows, next to 64 for the B loads in flight; at M = 32 a thread holds
+ * about 170 registers (3 blocks of 128 threads an SM). Beyond 32 rows the
+ * warps an SM holds, and with them the bytes in flight, fall, while the
+ * wgmma path's 128-row tile reuses each B tile for more rows and its
+ * split-K reduction weighs less next to its larger k loops. */
+#define CARVE_TC_STREAM_MAX_M 32      /* rows (canonical M) the streaming kernel takes */
+#define CARVE_TC_STREAM_COLS 64       /* columns of a block (and of each of its warps) */
+#define CARVE_TC_STREAM_UNIT 64       /* k rows a warp loads per step of its loop */
+#define CARVE_TC_STREAM_WARPS 4       /* warps of a block, each on its own run of k */
+#define CARVE_TC_STREAM_MAX_CLUSTER 8 /* blocks of a cluster (the portable limit) */
+#define CARVE_TC_STREAM_MIN_BLOCKS 2  /* blocks an SM should hold at least (8 warps) */
+
+/* Whether the streaming kernel takes a canonical problem of M rows: M from
+ * 1 to CARVE_TC_STREAM_MAX_M, B N-major (b_kmajor 0), and B's rows on 16
+ * bytes (b_rows_aligned: a 16-byte aligned base and ldb a multiple of 8
+ * elements). A, C, n and k may be anything the API accepts. */
+static inline int carve_tc_stream_takes(int M, int b_kmajor, int b_rows_aligned) {
+    return M >= 1 && M <= CARVE_TC_STREAM_MAX_M && !b_kmajor && b_rows_aligned;
+}
+
+/* The cost of cluster size cs for the streaming kernel, in units of one
+ * warp's step (64 k rows of its 64 columns) on the busiest SM: the blocks
+ * that SM holds (tiles * cs blocks spread over sms) times the steps of a
+ * block's longest warp (k split into 4 * cs runs). */
+static inline int64_t carve_tc_stream_cost(int N, int K, int sms, int cs) {
+    const int64_t tiles = carve_tiles(N, CARVE_TC_STREAM_COLS);
+    const int64_t units = carve_tiles(K, CARVE_TC_STREAM_UNIT);
+    const int64_t runs = (int64_t)CARVE_TC_STREAM_WARPS * cs;
+    return (tiles * cs + sms - 1) / sms * ((units + runs - 1) / runs);
+}
+
+/* The cluster size (blocks per 64 columns, each on its share of k) for an
+ * N x K streaming product on sms SMs: from the smallest size that gives
+ * every SM CARVE_TC_STREAM_MIN_BLOCKS blocks up to CARVE_TC_STREAM_MAX_CLUSTER,
+ * and no more than gives every warp one step, the cheapest of
+ * carve_tc_stream_cost; the smaller on ties. 1 to 8. */
+static inline int carve_tc_stream_cluster(int N, int K, int sms) {
+    if (sms <= 0)
+        sms = 1;
+    const int64_t tiles = carve_tiles(N, CARVE_TC_STREAM_COLS);
+    const int64_t units = carve_tiles(K, CARVE_TC_STREAM_UNIT);
+    int64_t hi = units / CARVE_TC_STREAM_WARPS;
+    if (hi > CARVE_TC_STREAM_MAX_CLUSTER)
+        hi = CARVE_TC_STREAM_MAX_CLUSTER;
+    if (hi < 1)
+        hi = 1;
+    int64_t lo = ((int64_t)CARVE_TC_STREAM_MIN_BLOCKS * sms + tiles - 1) / tiles;
+    if (lo > hi)
+        lo = hi;
+    if (lo < 1)
+        lo = 1;
+    int best = (int)lo;
+    int64_t best_cost = carve_tc_stream_cost(N, K, sms, best);
+    for (int cs = (int)lo + 1; cs <= (int)hi; cs++) {
+        const int64_t c = carve_tc_stream_cost(N, K, sms, cs);
+        if (c < best_cost) {
+            best_cost = c;
+            best = cs;
+        }
+    }
+    return best;
+}
+
+/* A forced cluster size (CARVE_GEMM_SPLITK) made legal: 1 to
+ * CARVE_TC_STREAM_MAX_CLUSTER, and no more than gives each of the block's
+ * warps one k step (at least 1). */
+static inline int carve_tc_stream_clamp_cluster(int forced, int K) {
+    const int64_t units = carve_tiles(K, CARVE_TC_STREAM_UNIT);
+    int64_t hi = units / CARVE_TC_STREAM_WARPS;
+    if (hi > CARVE_TC_STREAM_MAX_CLUSTER)
+        hi = CARVE_TC_STREAM_MAX_CLUSTER;
+    if (hi < 1)
+        hi = 1;
+    return forced < 1 ? 1 : forced > hi ? (int)hi : forced;
+}
+
+/* The first k step (of CARVE_TC_STREAM_UNIT rows) of run `run` of `runs`
+ * in a streaming product of `units` steps: runs differ by one step at
+ * most; a run may be empty when runs > units. */
+#if defined(__CUDACC__)
+__host__ __device__
+#endif
+static inline int64_t carve_tc_stream_run_begin(int64_t units, int run, int runs) {
+    return units * run / runs;
 }
 
 #endif

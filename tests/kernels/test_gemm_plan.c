@@ -16,7 +16,15 @@
  *    (tiles * S) within 2^31 - 1;
  *  - copies pay from one whole k tile (64) on; copy_ld is the next
  *    multiple of 8, without overflow at INT_MAX;
- *    partial_bytes refuses (UINT64_MAX) what would pass 2^62 bytes.
+ *    partial_bytes refuses (UINT64_MAX) what would pass 2^62 bytes;
+ *  - the streaming kernel (decode): it takes 1 to 32 rows with an N-major B
+ *    on 16-byte rows and nothing else; its cluster size is the cheapest of
+ *    the cost model the header documents (recomputed here) between the
+ *    size that gives every SM two blocks and the size that leaves every
+ *    warp a k step, 1 to 8, the grid within a launch's limit, up to
+ *    INT_MAX; the 7B and 70B projections at m <= 32 give every SM two
+ *    blocks; a forced size is clamped the same way; the warps' runs of k
+ *    steps cover every step once, sizes differing by one at most.
  */
 #include <limits.h>
 #include <stdint.h>
@@ -155,7 +163,101 @@ static void check_sizes(void) {
     CHECK(p == (uint64_t)1 << 46);
 }
 
+/* The streaming kernel's cost model, written out again from the header. */
+static int64_t stream_model(int N, int K, int sms, int cs) {
+    const int64_t tiles = (N + 63LL) / 64, steps = (K + 63LL) / 64, runs = 4LL * cs;
+    const int64_t blocks_on_busiest = (tiles * cs + sms - 1) / sms;
+    return blocks_on_busiest * ((steps + runs - 1) / runs);
+}
+
+static void check_stream(void) {
+    /* What it takes. */
+    CHECK(!carve_tc_stream_takes(0, 0, 1));
+    for (int m = 1; m <= 32; m++)
+        CHECK(carve_tc_stream_takes(m, 0, 1));
+    CHECK(!carve_tc_stream_takes(33, 0, 1) && !carve_tc_stream_takes(256, 0, 1));
+    CHECK(!carve_tc_stream_takes(INT_MAX, 0, 1));
+    CHECK(!carve_tc_stream_takes(1, 1, 1)); /* K-major B: the wgmma path */
+    CHECK(!carve_tc_stream_takes(1, 0, 0)); /* rows off 16 bytes: the wgmma path */
+
+    static const int ns[] = {1, 7, 8, 63, 64, 65, 1000, 4096, 11008, 12288, 14336, 28672, 50257, INT_MAX};
+    static const int ks[] = {1, 17, 63, 64, 65, 255, 256, 257, 768, 1001, 4096, 11008, 14336, 28672, INT_MAX};
+    static const int smss[] = {1, 8, 78, 114, 132};
+    long checked = 0;
+    for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
+        for (size_t b = 0; b < sizeof ks / sizeof ks[0]; b++)
+            for (size_t d = 0; d < sizeof smss / sizeof smss[0]; d++) {
+                const int N = ns[a], K = ks[b], sms = smss[d];
+                const int cs = carve_tc_stream_cluster(N, K, sms);
+                const int64_t tiles = (N + 63LL) / 64, steps = (K + 63LL) / 64;
+                int64_t hi = steps / 4 < 8 ? steps / 4 : 8, lo = (2LL * sms + tiles - 1) / tiles;
+                if (hi < 1)
+                    hi = 1;
+                if (lo > hi)
+                    lo = hi;
+                checked++;
+                test_checks++;
+                int bad = cs < 1 || cs > 8 || cs < lo || cs > hi || tiles * cs > CARVE_MAX_GRID;
+                /* The cheapest in [lo, hi], the smallest of the cheapest. */
+                for (int64_t c = lo; !bad && c <= hi; c++) {
+                    const int64_t mc = stream_model(N, K, sms, (int)c), mine = stream_model(N, K, sms, cs);
+                    bad |= mc < mine || (mc == mine && c < cs);
+                }
+                bad |= carve_tc_stream_cost(N, K, sms, cs) != stream_model(N, K, sms, cs);
+                if (bad) {
+                    char msg[128];
+                    snprintf(msg, sizeof msg, "N %d K %d on %d SMs: cluster %d (range %lld..%lld)", N, K, sms, cs,
+                             (long long)lo, (long long)hi);
+                    test_fail(__FILE__, __LINE__, "stream cluster size", msg);
+                }
+            }
+    printf("stream_cluster: %ld shapes\n", checked);
+    /* The decode projections of issue 29 on 132 SMs: every SM gets two
+     * blocks of the grid (tiles * cluster) or the cluster is at its limit. */
+    static const int proj[][2] = {{4096, 4096},  {11008, 4096}, {4096, 11008}, {14336, 4096},
+                                  {4096, 14336}, {8192, 8192},  {28672, 8192}, {8192, 28672}, {12288, 4096}};
+    for (size_t i = 0; i < sizeof proj / sizeof proj[0]; i++) {
+        const int cs = carve_tc_stream_cluster(proj[i][0], proj[i][1], 132);
+        const int64_t tiles = (proj[i][0] + 63) / 64;
+        CHECK(tiles * cs >= 2 * 132 || cs == 8);
+    }
+    CHECK(carve_tc_stream_cluster(4096, 4096, 132) == 8);
+    CHECK(carve_tc_stream_cluster(28672, 8192, 132) <= 2); /* 448 tiles: the columns alone nearly fill it */
+    CHECK(carve_tc_stream_cluster(13, 17, 132) == 1);      /* one step of k: one block */
+
+    /* Forced sizes. */
+    CHECK(carve_tc_stream_clamp_cluster(0, 4096) == 1 && carve_tc_stream_clamp_cluster(-2, 4096) == 1);
+    CHECK(carve_tc_stream_clamp_cluster(5, 4096) == 5);
+    CHECK(carve_tc_stream_clamp_cluster(64, 4096) == 8);
+    CHECK(carve_tc_stream_clamp_cluster(8, 512) == 2);  /* 8 steps: 2 blocks of 4 warps */
+    CHECK(carve_tc_stream_clamp_cluster(8, 17) == 1);
+    CHECK(carve_tc_stream_clamp_cluster(3, INT_MAX) == 3);
+
+    /* The warps' runs of k steps. */
+    static const int64_t units[] = {1, 2, 3, 5, 31, 32, 33, 64, 100, 448, ((int64_t)INT_MAX + 63) / 64};
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+        for (int runs = 4; runs <= 32; runs += 4) {
+            int64_t prev = carve_tc_stream_run_begin(units[i], 0, runs), lo = INT64_MAX, hi = 0;
+            int bad = prev != 0;
+            for (int r = 1; r <= runs; r++) {
+                const int64_t b = carve_tc_stream_run_begin(units[i], r, runs), size = b - prev;
+                lo = size < lo ? size : lo;
+                hi = size > hi ? size : hi;
+                prev = b;
+            }
+            bad |= prev != units[i] || hi - lo > 1 || lo != units[i] / runs;
+            test_checks++;
+            if (bad) {
+                char msg[96];
+                snprintf(msg, sizeof msg, "%lld steps, %d runs: sizes %lld..%lld", (long long)units[i], runs,
+                         (long long)lo, (long long)hi);
+                test_fail(__FILE__, __LINE__, "stream runs share the k steps", msg);
+            }
+        }
+}
+
 int main(void) {
+    check_stream();
     check_choose_splits();
     check_split_begin();
     check_clamp();

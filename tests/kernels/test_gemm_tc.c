@@ -125,30 +125,39 @@ typedef struct {
     carve_dtype ab, c;
     float alpha, beta;
     int pad; /* leading dimensions rounded up to a multiple of 8, plus 8 */
-    int path; /* 1 wgmma, 2 mma */
+    int path; /* CARVE_GEMM_PATH: 0 auto (the streaming kernel where the plan takes it), 1 wgmma, 2 mma */
     int splits; /* CARVE_GEMM_SPLITK for the call; 0: unset (the plan chooses) */
     int ws; /* the arena passed to carve_gemm: 0 the test's, 1 NULL, 2 g_small */
     int want_path, want_splits; /* for ws 2: what must run (else the plan's prediction) */
     carve_stream stream; /* NULL: the legacy default stream */
 } tcase;
 
-static double worst_err[2][3]; /* [path-1][c type]: max |d| / max|ref| seen */
+static double worst_err[3][3]; /* [path ran: wgmma, mma, stream][c type]: max |d| / max|ref| seen */
 
 static const char *tname(carve_dtype t) { return t == CARVE_DTYPE_F32 ? "f32" : t == CARVE_DTYPE_F16 ? "f16" : "bf16"; }
 
 static int ld_of(int need, int pad) { return pad ? ((need + 7) / 8) * 8 + 8 : need; }
 
 /* What carve_gemm must run for c (buffers from the arena: 256-byte
- * aligned): the path, the split factor and the copies (bits as
- * carve__gemm_tc_last_copies), from the plan (lib/kernels/gemm_tc_plan.h)
- * and whether the call has workspace. */
+ * aligned): the path (2 the streaming kernel, 1 wgmma, 0 mma.sync), the
+ * split factor (the streaming kernel: its cluster size) and the copies
+ * (bits as carve__gemm_tc_last_copies), from the plan
+ * (lib/kernels/gemm_tc_plan.h) and whether the call has workspace. */
 static void predict(const tcase *c, int lda, int ldb, int *path, int *splits, int *copies) {
     const int row = c->order == CARVE_ROW_MAJOR;
     const int M = row ? c->m : c->n, N = row ? c->n : c->m;
     const int bad_a = lda % 8 != 0, bad_b = ldb % 8 != 0;
     *path = 0, *splits = 1, *copies = 0;
-    if (c->path != 1 || g_cc != 90)
+    if (c->path == 2 || g_cc != 90)
         return;
+    /* The canonical B is the caller's B (row-major) or A (column-major);
+     * it is K-major when that operand is transposed. */
+    const int b_kmajor = row ? c->tb == CARVE_TRANS : c->ta == CARVE_TRANS;
+    if (c->path == 0 && carve_tc_stream_takes(M, b_kmajor, !bad_b)) {
+        *path = 2;
+        *splits = c->splits ? carve_tc_stream_clamp_cluster(c->splits, c->k) : carve_tc_stream_cluster(N, c->k, g_sms);
+        return;
+    }
     const int bn = carve_tc_choose_bn(M, N, g_sms);
     const int s = c->splits ? carve_tc_clamp_splits(c->splits, M, N, c->k, bn)
                             : carve_tc_choose_splits(M, N, c->k, bn, g_sms);
@@ -214,7 +223,7 @@ static void run_case(carve_arena *arena, cublasHandle_t h, const tcase *c) {
     }
     CUDA_OK(cudaMemcpy(dR, hR, csz * 4, cudaMemcpyHostToDevice));
 
-    setenv("CARVE_GEMM_PATH", c->path == 1 ? "wgmma" : "mma", 1);
+    setenv("CARVE_GEMM_PATH", c->path == 0 ? "auto" : c->path == 1 ? "wgmma" : "mma", 1);
     if (c->splits) {
         char sv[16];
         snprintf(sv, sizeof sv, "%d", c->splits);
@@ -330,14 +339,15 @@ static void run_case(carve_arena *arena, cublasHandle_t h, const tcase *c) {
     }
     double rel = maxref > 0 ? maxd / maxref : maxd;
     int ci = c->c == CARVE_DTYPE_F32 ? 0 : c->c == CARVE_DTYPE_F16 ? 1 : 2;
-    int pi = ran == 1 ? 0 : 1;
+    int pi = ran == 1 ? 0 : ran == 2 ? 2 : 1;
     if (rel > worst_err[pi][ci])
         worst_err[pi][ci] = rel;
-    if (!ok || c->m * (double)c->n * c->k >= 1e9 || splits > 1 || copies || c->ws)
+    if (!ok || c->m * (double)c->n * c->k >= 1e9 || splits > 1 || copies || c->ws || ran == 2)
         printf("%s %s m=%d n=%d k=%d %s%s %s->%s ld=%d,%d,%d alpha=%g beta=%g path=%s splits=%d copies=%d ws=%d: "
                "max|d|=%.3g max|ref|=%.3g%s\n",
                ok ? "ok  " : "FAIL", row ? "row" : "col", c->m, c->n, c->k, c->ta ? "T" : "N", c->tb ? "T" : "N",
-               tname(c->ab), tname(c->c), lda, ldb, ldc, c->alpha, c->beta, ran == 1 ? "wgmma" : "mma", splits,
+               tname(c->ab), tname(c->c), lda, ldb, ldc, c->alpha, c->beta,
+               ran == 2 ? "stream" : ran == 1 ? "wgmma" : "mma", splits,
                copies, c->ws, maxd, maxref, ok ? "" : "  <---");
 
     carve_free(arena, dA);
@@ -628,6 +638,54 @@ static int workspace_cases(carve_arena *arena, cublasHandle_t h) {
     return n;
 }
 
+/* Decode shapes on the plan's own path (CARVE_GEMM_PATH=auto): the
+ * streaming kernel where it takes the call (canonical M <= 32, B N-major on
+ * 16-byte rows), wgmma or mma.sync elsewhere, and predict() says which.
+ * Every layout in turn; for column-major calls the shape's m and n swap, so
+ * that the canonical M (the caller's n) is the small one. m = 1, 3, 8, 16,
+ * 17, 32 and 33 (the first past the crossover), n and k that are not
+ * multiples of 8 (the last group of columns loads element by element; the
+ * last k step is cut), beta 0 and 0.5, both input and output types,
+ * padded and dense leading dimensions (dense odd rows of B go to wgmma
+ * through a copy), the plan's cluster size and forced ones (1 to 8, so
+ * every size of the cluster's reduction runs), and a NULL arena (the
+ * streaming kernel needs no workspace). */
+static int stream_cases(carve_arena *arena, cublasHandle_t h, int quick) {
+    static const int full[][3] = {
+        {1, 4096, 4096}, {3, 4100, 4103}, {8, 11008, 4096}, {16, 4096, 14336}, {32, 4096, 4096},
+        {1, 1000, 1001}, {3, 65, 17},     {8, 7, 129},      {16, 1, 64},       {32, 200, 1},
+        {17, 4101, 333}, {31, 8200, 3000}, {33, 4096, 1000},
+    };
+    static const int small[][3] = {
+        {1, 1000, 1001}, {3, 65, 17}, {8, 7, 129}, {16, 130, 300}, {32, 200, 65}, {17, 77, 333}, {33, 64, 200},
+    };
+    const int (*sh)[3] = quick ? small : full;
+    const int nsh = quick ? (int)(sizeof small / sizeof small[0]) : (int)(sizeof full / sizeof full[0]);
+    int n = 0;
+    for (int si = 0; si < nsh; si++)
+        for (int lay = 0; lay < 8; lay++) {
+            const int col = lay & 4;
+            tcase c = base_case(col ? sh[si][1] : sh[si][0], col ? sh[si][0] : sh[si][1], sh[si][2], lay, lay + si);
+            c.path = 0;
+            c.beta = (lay + si) % 2 ? 0.5f : 0.f;
+            c.pad = (lay + si) % 3 != 0;
+            c.splits = (lay + 2 * si) % 4 == 1 ? 1 + (lay + si) % 8 : 0;
+            c.ws = (lay + si) % 5 == 4; /* NULL arena */
+            run_case(arena, h, &c);
+            n++;
+        }
+    /* Every cluster size on one shape that has a step for each warp of 8
+     * blocks, row-major NN, both output types. */
+    for (int s = 1; s <= 8; s++) {
+        tcase c = base_case(quick ? 5 : 19, quick ? 264 : 2056, quick ? 2049 : 4100, 0, s);
+        c.path = 0;
+        c.splits = s;
+        run_case(arena, h, &c);
+        n++;
+    }
+    return n;
+}
+
 int main(void) {
     ktest_require_device();
     const int quick = ktest_quick();
@@ -696,11 +754,14 @@ int main(void) {
     ncases = split_k_cases(arena, h, quick);
     ncases += workspace_cases(arena, h);
     printf("gemm_tc: %d split-K and workspace cases in %.1f s\n", ncases, ktest_now() - t0);
-    static const char *cn[3] = {"f32", "f16", "bf16"};
-    for (int p = 0; p < 2; p++)
+    t0 = ktest_now();
+    ncases = stream_cases(arena, h, quick);
+    printf("gemm_tc: %d decode (streaming kernel) cases in %.1f s\n", ncases, ktest_now() - t0);
+    static const char *cn[3] = {"f32", "f16", "bf16"}, *pn[3] = {"wgmma", "mma", "stream"};
+    for (int p = 0; p < 3; p++)
         for (int ci = 0; ci < 3; ci++)
-            printf("gemm_tc: worst max|carve - cublas| / max|cublas|, path %s, output %s: %.3g\n",
-                   p == 0 ? "wgmma" : "mma", cn[ci], worst_err[p][ci]);
+            printf("gemm_tc: worst max|carve - cublas| / max|cublas|, path %s, output %s: %.3g\n", pn[p], cn[ci],
+                   worst_err[p][ci]);
 
     cublasDestroy(h);
     CHECK_ARENA(arena);

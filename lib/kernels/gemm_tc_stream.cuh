@@ -1,0 +1,237 @@
+/*
+ * gemm_tc_stream.cuh — carve_gemm's streaming kernel for decode shapes: a
+ * canonical problem of at most 32 rows (CARVE_TC_STREAM_MAX_M) whose B is
+ * N-major (row k of B contiguous along n), on Hopper (thread block
+ * clusters; sm_90a object).
+ *
+ * The one idea: such a product is a read of B, so the kernel reads every
+ * element of B exactly once, 16 bytes a load, with every SM busy, and
+ * feeds mma.sync straight from the loaded registers. A thread (group g,
+ * thread t of its quad, as mma.sync numbers them) loads rows 4t .. 4t+3 of
+ * a 16-row k step at columns 8g .. 8g+7: a warp reads 16 rows x 64 columns,
+ * 128 contiguous bytes a row. Eight m16n8k16 products use them: product j
+ * takes column 8g + j of the thread's vectors as its column g, and k slots
+ * (2t, 2t+1, 2t+8, 2t+9) stand for rows 4t .. 4t+3, a permutation of k that
+ * A's fragments follow too (A is staged in shared memory, K-major, so a
+ * fragment is one 8-byte read). Two byte permutes turn two rows of 8
+ * columns into the (k, k+1) pairs a B fragment holds. So product j's output
+ * column 2t is C's column 16t + j and column 2t+1 is 16t + 8 + j.
+ *
+ * Work: a block of CARVE_TC_STREAM_WARPS warps owns 64 columns; the blocks
+ * of one cluster (cs of them, gemm_tc_plan.h chooses) own the same columns,
+ * and the 4 * cs warps share k in runs of 64-row steps that differ by one
+ * step at most. Each warp stages A's rows for its step in its own slice of
+ * shared memory (only __syncwarp between warps' steps), so no block
+ * barrier sits in the main loop. Rows past M are zero fragments, rows of k
+ * past K are zeros in both operands, columns past N load zeros and are not
+ * stored; a last group of fewer than 8 columns loads element by element.
+ *
+ * The reduction: every warp writes its fp32 sums to its block's shared
+ * memory; after a cluster barrier the threads of the cluster share the
+ * outputs, and each adds the 4 * cs sums of its outputs in one fixed order
+ * (block rank, then warp) through distributed shared memory, then stores
+ * alpha * sum + beta * C as the other paths do (store_out). No workspace,
+ * no atomics, one launch: the same call gives the same bits every time.
+ */
+#ifndef CARVE_GEMM_TC_STREAM_CUH
+#define CARVE_GEMM_TC_STREAM_CUH
+
+#include <cooperative_groups.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#include "gemm_tc_common.cuh"
+#include "gemm_tc_mma.cuh"
+#include "gemm_tc_plan.h"
+
+namespace carve_tc {
+
+constexpr int kStWarps = CARVE_TC_STREAM_WARPS, kStThreads = kStWarps * 32;
+constexpr int kStCols = CARVE_TC_STREAM_COLS, kStUnit = CARVE_TC_STREAM_UNIT;
+/* Staged A rows: a step's 64 k plus 16 of padding (160 bytes), so that the
+ * 8-byte fragment reads of a half warp (4 rows x 4 threads) hit 32
+ * distinct banks, and 16-byte stores stay aligned. */
+constexpr int kStLdA = kStUnit + 16;
+static_assert(kStCols == 64 && kStUnit == 64, "the fragment layout below is for 64 columns and 64-row steps");
+
+struct StreamParams {
+    const void *A;
+    const void *B;
+    long long lda, ldb;
+    int a_vec;    /* A K-major with 16-byte rows: staged with 16-byte loads */
+    int clusters; /* blocks per 64 columns (the cluster size) */
+    EpiParams ep;
+};
+
+/* A block's shared memory: the warps' staged A during the main loop, then
+ * the warps' sums (33 floats a row: the reduction's reads, which walk
+ * columns, spread over banks). */
+template <int MT>
+union StreamSmem {
+    uint16_t a[kStWarps][16 * MT][kStLdA];
+    float red[kStWarps][MT * 32][33];
+};
+
+/* 16 bytes of B, read once: no L1 allocation. */
+__device__ __forceinline__ uint4 ld_b16(const uint16_t *p) {
+    uint4 v;
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+        : "l"(p));
+    return v;
+}
+
+/* The first `valid` (0 to 7) elements at p, zeros after. */
+__device__ __forceinline__ uint4 ld_b_tail(const uint16_t *p, int valid) {
+    uint32_t w[4] = {0, 0, 0, 0};
+#pragma unroll
+    for (int e = 0; e < 8; e++)
+        if (e < valid)
+            w[e >> 1] |= (uint32_t)p[e] << (16 * (e & 1));
+    return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+__device__ __forceinline__ uint32_t word(const uint4 &v, int i) {
+    return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+
+/* Rows 0 .. M-1 of A for k0 .. k0+63 into sa (K-major), zeros past K. */
+template <bool AK>
+__device__ __forceinline__ void stage_a(uint16_t (*sa)[kStLdA], const StreamParams &p, long long k0, int lane) {
+    const uint16_t *A = static_cast<const uint16_t *>(p.A);
+    const int M = p.ep.M, K = p.ep.K;
+    if (AK && p.a_vec && k0 + kStUnit <= K) {
+        for (int i = lane; i < M * (kStUnit / 8); i += 32) {
+            const int m = i >> 3, c = (i & 7) * 8;
+            *reinterpret_cast<uint4 *>(&sa[m][c]) = *reinterpret_cast<const uint4 *>(A + m * p.lda + k0 + c);
+        }
+    } else if (AK) {
+        for (int i = lane; i < M * kStUnit; i += 32) {
+            const int m = i / kStUnit, kk = i % kStUnit;
+            const long long k = k0 + kk;
+            sa[m][kk] = k < K ? A[m * p.lda + k] : (uint16_t)0;
+        }
+    } else { /* A[k * lda + m]: lanes along m, the stored rows */
+        for (int i = lane; i < M * kStUnit; i += 32) {
+            const int kk = i / M, m = i - kk * M;
+            const long long k = k0 + kk;
+            sa[m][kk] = k < K ? A[k * p.lda + m] : (uint16_t)0;
+        }
+    }
+}
+
+/* MT: 16-row tiles of A (M <= 16 * MT). AK: A K-major (else M-major). */
+template <typename T, int MT, bool AK>
+__global__ void __launch_bounds__(kStThreads, MT == 1 ? 4 : 3) stream_gemm_kernel(const StreamParams p) {
+    namespace cg = cooperative_groups;
+    __shared__ __align__(16) StreamSmem<MT> sm;
+    cg::cluster_group cluster = cg::this_cluster();
+    const int cs = p.clusters, rank = (int)cluster.block_rank();
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int M = p.ep.M, N = p.ep.N, K = p.ep.K;
+    const long long nbase = (long long)(blockIdx.x / cs) * kStCols, n0 = nbase + 8 * g;
+    const int nvalid = N - n0 >= 8 ? 8 : N - n0 > 0 ? (int)(N - n0) : 0;
+    const uint16_t *B = static_cast<const uint16_t *>(p.B) + (nvalid > 0 ? n0 : 0);
+
+    /* This warp's run of k steps. */
+    const long long units = carve_tiles(K, kStUnit);
+    const int runs = cs * kStWarps, run = rank * kStWarps + warp;
+    const long long ub = carve_tc_stream_run_begin(units, run, runs);
+    const long long ue = carve_tc_stream_run_begin(units, run + 1, runs);
+
+    bool row_ok[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) {
+        row_ok[mt][0] = 16 * mt + g < M;
+        row_ok[mt][1] = 16 * mt + g + 8 < M;
+    }
+    float acc[MT][8][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int r = 0; r < 4; r++)
+                acc[mt][j][r] = 0.f;
+
+    uint16_t(*sa)[kStLdA] = sm.a[warp];
+    for (long long u = ub; u < ue; u++) {
+        const long long k0 = u * kStUnit;
+        /* B first: its loads are in flight while A is staged. */
+        uint4 bv[4][4];
+#pragma unroll
+        for (int s = 0; s < 4; s++)
+#pragma unroll
+            for (int r = 0; r < 4; r++) {
+                const long long row = k0 + 16 * s + 4 * t + r;
+                const uint16_t *src = B + row * p.ldb;
+                if (row < K && nvalid == 8)
+                    bv[s][r] = ld_b16(src);
+                else if (row < K && nvalid > 0)
+                    bv[s][r] = ld_b_tail(src, nvalid);
+                else
+                    bv[s][r] = make_uint4(0, 0, 0, 0);
+            }
+        __syncwarp(); /* the last step's fragment reads are done */
+        stage_a<AK>(sa, p, k0, lane);
+        __syncwarp();
+#pragma unroll
+        for (int s = 0; s < 4; s++) {
+            uint32_t a[MT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+                const uint2 z = make_uint2(0, 0);
+                const uint2 lo = row_ok[mt][0] ? *reinterpret_cast<const uint2 *>(&sa[16 * mt + g][16 * s + 4 * t]) : z;
+                const uint2 hi =
+                    row_ok[mt][1] ? *reinterpret_cast<const uint2 *>(&sa[16 * mt + g + 8][16 * s + 4 * t]) : z;
+                a[mt][0] = lo.x, a[mt][1] = hi.x, a[mt][2] = lo.y, a[mt][3] = hi.y;
+            }
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                const uint32_t sel = (j & 1) ? 0x7632u : 0x5410u;
+                uint32_t b[2];
+                b[0] = __byte_perm(word(bv[s][0], j >> 1), word(bv[s][1], j >> 1), sel);
+                b[1] = __byte_perm(word(bv[s][2], j >> 1), word(bv[s][3], j >> 1), sel);
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++)
+                    mma16816<T>(acc[mt][j], a[mt], b);
+            }
+        }
+    }
+
+    __syncthreads(); /* the sums overlay every warp's staged A */
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int r = 0; r < 4; r++)
+                sm.red[warp][(mt * 8 + j) * 4 + r][lane] = acc[mt][j][r];
+    cluster.sync(); /* every block's sums are written and visible */
+
+    /* Output (row, col) of this tile: product j = col % 8, its column
+     * 2t + e (col = 16t + 8e + j), register 2 * (row's half) + e of lane
+     * 4 * (row % 8) + t, in 16-row tile row / 16. */
+    for (int o = rank * kStThreads + threadIdx.x; o < M * kStCols; o += cs * kStThreads) {
+        const int row = o / kStCols, col = o % kStCols;
+        const long long n = nbase + col;
+        if (n >= N)
+            continue;
+        const int rr = row & 15, e = (col >> 3) & 1;
+        const int slot = ((row >> 4) * 8 + (col & 7)) * 4 + (rr >> 3) * 2 + e, ln = (rr & 7) * 4 + (col >> 4);
+        float sum = 0.f;
+        for (int q = 0; q < cs; q++) {
+            const StreamSmem<MT> *rs = cluster.map_shared_rank(&sm, q);
+#pragma unroll
+            for (int w = 0; w < kStWarps; w++)
+                sum += rs->red[w][slot][ln];
+        }
+        store_out<T>(p.ep, row, (int)n, sum);
+    }
+    cluster.sync(); /* no block leaves while another reads its sums */
+}
+
+}  // namespace carve_tc
+
+#endif
