@@ -118,7 +118,11 @@ typedef enum carve_transpose { CARVE_NO_TRANS = 0, CARVE_TRANS = 1 } carve_trans
  * (4 bytes for f32, 2 for f16 and bf16).
  *
  * arena: an arena of the cuda or cuda_driver backend for workspace, or
- * NULL. On Hopper (compute capability 9.0) the work runs as warpgroup MMA
+ * NULL. On Hopper (compute capability 9.0) a product of at most 32 rows
+ * (m row-major, n column-major) whose weight operand is not transposed
+ * (row-major B, column-major A) and has rows on 16 bytes runs on a
+ * streaming kernel that needs no workspace (docs/kernels.md, "Decode
+ * shapes"); the rest runs as warpgroup MMA
  * fed by TMA, which may take workspace from the arena with one carve_alloc
  * on stream s (docs/kernels.md, "Workspace"): split-K partials when the
  * output has fewer tiles than the device has SMs (decode shapes), and an
@@ -130,7 +134,8 @@ typedef enum carve_transpose { CARVE_NO_TRANS = 0, CARVE_TRANS = 1 } carve_trans
  * cannot give it) the result is the same: the call runs unsplit, and on
  * mma.sync when an operand needed a copy. On sm_80 and later the work runs
  * as mma.sync. The environment variable CARVE_GEMM_PATH=wgmma|mma|auto
- * forces a path (for tests).
+ * forces a path (for tests; wgmma also keeps small products off the
+ * streaming kernel).
  *
  * Returns CARVE_OK; CARVE_ERR_INVALID for m, n or k <= 0, leading
  * dimensions below the minimum, unknown order, transpose or type values,
