@@ -119,10 +119,10 @@ typedef enum carve_transpose { CARVE_NO_TRANS = 0, CARVE_TRANS = 1 } carve_trans
  *
  * arena: an arena of the cuda or cuda_driver backend for workspace, or
  * NULL. On Hopper (compute capability 9.0) a product of at most 32 rows
- * (m row-major, n column-major) whose weight operand is not transposed
- * (row-major B, column-major A) and has rows on 16 bytes runs on a
- * streaming kernel that needs no workspace (docs/kernels.md, "Decode
- * shapes"); the rest runs as warpgroup MMA
+ * (m row-major, n column-major) whose weight operand (row-major B,
+ * column-major A) has rows on 16 bytes runs on a streaming kernel that
+ * needs no workspace (docs/kernels.md, "Decode shapes"); the rest runs as
+ * warpgroup MMA
  * fed by TMA, which may take workspace from the arena with one carve_alloc
  * on stream s (docs/kernels.md, "Workspace"): split-K partials when the
  * output has fewer tiles than the device has SMs (decode shapes), and an

@@ -11,7 +11,11 @@
  * 28672 x 8192, 8192 x 28672) at m = 1, 8, 32, 128, 512, 2048, 8192; odd
  * sizes (999 x 1023 x 1001, 4097 x 4095 x 4093, 1 x 1 x 1, 7 x 13 x 17,
  * 3 x 50257 x 768) and issue 29's decode gaps (16 x 12288 x 4096,
- * 128 x 4096 x 14336): 72 in all; --quick keeps 12.
+ * 128 x 4096 x 14336); then decode with B transposed (kind decode-nt: B
+ * stored n x k, ldb = k, the layout of x @ W^T with a weight of out x in
+ * features) for n x k = 4096 x 4096, 14336 x 4096, 4096 x 14336,
+ * 28672 x 8192, 8192 x 28672 at m = 1, 8, 32: 87 in all; --quick keeps
+ * 13.
  *
  * Method: operands and workspace carved from one CUDA arena on one stream;
  * 3 warm-up calls each, then repetitions interleaved (carve, cuBLAS, ...),
@@ -74,6 +78,7 @@ static __global__ void compare_kernel(const __nv_bfloat16 *c, const __nv_bfloat1
 struct Shape {
     int m, n, k;
     const char *kind;
+    bool tb = false; /* B stored n x k (transposed), ldb = k */
 };
 
 struct Row {
@@ -116,6 +121,13 @@ static std::vector<Shape> shapes(bool quick) {
     v.push_back({16, 12288, 4096, "decode"});
     if (!quick)
         v.push_back({128, 4096, 14336, "decode"});
+    const std::vector<NK> nt = quick ? std::vector<NK>{{4096, 4096}}
+                                     : std::vector<NK>{{4096, 4096}, {14336, 4096}, {4096, 14336}, {28672, 8192},
+                                                       {8192, 28672}};
+    const std::vector<int> ntm = quick ? std::vector<int>{8} : std::vector<int>{1, 8, 32};
+    for (const NK &p : nt)
+        for (int m : ntm)
+            v.push_back({m, p.n, p.k, "decode-nt", true});
     return v;
 }
 
@@ -173,7 +185,7 @@ int main(int argc, char **argv) {
     unsigned *dcmp = nullptr;
     CK(cudaMalloc(&dcmp, 3 * sizeof(unsigned)));
 
-    printf("bench_gemm_sweep on %s (%d SMs), bf16 in, fp32 accumulate, bf16 out, row-major NN, median of %d reps;"
+    printf("bench_gemm_sweep on %s (%d SMs), bf16 in, fp32 accumulate, bf16 out, row-major NN (decode-nt: NT), median of %d reps;"
            " memory bandwidth %.0f GB/s (%s)\n",
            prop.name, prop.multiProcessorCount, reps, bw / 1e9, bw_src);
     cudaEvent_t e0, e1;
@@ -195,18 +207,19 @@ int main(int argc, char **argv) {
         fill_kernel<<<1024, 256, 0, st>>>((__nv_bfloat16 *)B, bn, 2);
         auto run = [&](int which) {
             if (which == 1) {
-                cublasStatus_t cs = cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, s.n, s.m, s.k, &alpha, B, CUDA_R_16BF,
-                                                 s.n, A, CUDA_R_16BF, s.k, &beta, R, CUDA_R_16BF, s.n,
-                                                 CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+                /* Row-major C = A op(B) is column-major C^T = op(B)^T A^T. */
+                cublasStatus_t cs = cublasGemmEx(h, s.tb ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, s.n, s.m, s.k,
+                                                 &alpha, B, CUDA_R_16BF, s.tb ? s.k : s.n, A, CUDA_R_16BF, s.k,
+                                                 &beta, R, CUDA_R_16BF, s.n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
                 if (cs != CUBLAS_STATUS_SUCCESS) {
                     fprintf(stderr, "cublasGemmEx %dx%dx%d: status %d\n", s.m, s.n, s.k, (int)cs);
                     exit(1);
                 }
                 return;
             }
-            carve_status cs = carve_gemm(arena, (carve_stream)st, CARVE_ROW_MAJOR, CARVE_NO_TRANS, CARVE_NO_TRANS,
-                                         s.m, s.n, s.k, alpha, A, s.k, B, s.n, beta, C, s.n, CARVE_DTYPE_BF16,
-                                         CARVE_DTYPE_BF16);
+            carve_status cs = carve_gemm(arena, (carve_stream)st, CARVE_ROW_MAJOR, CARVE_NO_TRANS,
+                                         s.tb ? CARVE_TRANS : CARVE_NO_TRANS, s.m, s.n, s.k, alpha, A, s.k, B,
+                                         s.tb ? s.k : s.n, beta, C, s.n, CARVE_DTYPE_BF16, CARVE_DTYPE_BF16);
             if (cs != CARVE_OK) {
                 fprintf(stderr, "carve_gemm %dx%dx%d: %s\n", s.m, s.n, s.k, carve_last_error(NULL));
                 exit(1);
@@ -271,7 +284,7 @@ int main(int argc, char **argv) {
         const double bytes = 2.0 * ((double)s.m * s.k + (double)s.k * s.n + (double)s.m * s.n);
         const double floor_ms = bytes / bw * 1e3;
         char roof_c[32] = "-", roof_b[32] = "-";
-        if (s.m <= 256) {
+        if (s.m <= 256) { /* decode and decode-nt */
             snprintf(roof_c, sizeof roof_c, "%.2f", floor_ms / r.carve_ms);
             snprintf(roof_b, sizeof roof_b, "%.2f", floor_ms / r.cublas_ms);
         }
@@ -307,10 +320,10 @@ int main(int argc, char **argv) {
             const double bytes = 2.0 * ((double)s.m * s.k + (double)s.k * s.n + (double)s.m * s.n);
             const double floor_ms = bytes / bw * 1e3;
             fprintf(f, "  {\"kind\": \"%s\", \"m\": %d, \"n\": %d, \"k\": %d, \"path\": \"%s\", \"splits\": %d, "
-                       "\"copies\": %d, \"carve_ms\": %.6f, \"cublas_ms\": %.6f, \"carve_tflops\": %.3f, "
+                       "\"copies\": %d, \"transb\": %s, \"carve_ms\": %.6f, \"cublas_ms\": %.6f, \"carve_tflops\": %.3f, "
                        "\"cublas_tflops\": %.3f, \"ratio\": %.4f",
                     s.kind, s.m, s.n, s.k, r.path == 2 ? "stream" : r.path == 1 ? "wgmma" : "mma", r.splits,
-                    r.copies, r.carve_ms,
+                    r.copies, s.tb ? "true" : "false", r.carve_ms,
                     r.cublas_ms, fl / r.carve_ms / 1e9, fl / r.cublas_ms / 1e9, r.cublas_ms / r.carve_ms);
             if (s.m <= 256)
                 fprintf(f, ", \"roofline_carve\": %.4f, \"roofline_cublas\": %.4f", floor_ms / r.carve_ms,

@@ -14,7 +14,7 @@
  * column-major call computes C^T = op(B)^T op(A)^T, swapping the operands).
  * Paths: on devices of compute capability 9.0 when the sm_90a object is
  * built, the streaming kernel for decode shapes (gemm_tc_stream.cuh: at most
- * 32 rows, B N-major on 16-byte rows; gemm_tc_plan.h says why) and wgmma
+ * 32 rows, B on 16-byte rows; gemm_tc_plan.h says why) and wgmma
  * for the rest; mma.sync everywhere else. CARVE_GEMM_PATH=wgmma|mma|auto
  * overrides the choice.
  *
@@ -123,8 +123,9 @@ cudaError_t launch_layout(const Problem &pr, const CUtensorMap &ma, const CUtens
                        : launch<BN, T, false, false>(pr, ma, mb, ep, sp);
 }
 
-/* The streaming kernel for 16 * MT rows at most, A K-major or M-major; the
- * grid is the 64-column tiles times the cluster size, one cluster a tile. */
+/* The streaming kernel for 16 * MT rows at most, A and B in either layout;
+ * the grid is the 64-column tiles times the cluster size, one cluster a
+ * tile. */
 template <typename T, int MT>
 cudaError_t stream_layout(const Problem &pr, const StreamParams &sp) {
     const int64_t tiles = carve_tiles(pr.N, kStCols);
@@ -140,8 +141,13 @@ cudaError_t stream_layout(const Problem &pr, const StreamParams &sp) {
     attr[0].val.clusterDim.z = 1;
     cfg.attrs = attr;
     cfg.numAttrs = 1;
-    cudaError_t e = pr.a_kmajor ? cudaLaunchKernelEx(&cfg, stream_gemm_kernel<T, MT, true>, sp)
-                                : cudaLaunchKernelEx(&cfg, stream_gemm_kernel<T, MT, false>, sp);
+    cudaError_t e;
+    if (pr.b_kmajor)
+        e = pr.a_kmajor ? cudaLaunchKernelEx(&cfg, stream_gemm_kernel<T, MT, true, true>, sp)
+                        : cudaLaunchKernelEx(&cfg, stream_gemm_kernel<T, MT, false, true>, sp);
+    else
+        e = pr.a_kmajor ? cudaLaunchKernelEx(&cfg, stream_gemm_kernel<T, MT, true, false>, sp)
+                        : cudaLaunchKernelEx(&cfg, stream_gemm_kernel<T, MT, false, false>, sp);
     if (e != cudaSuccess)
         (void)cudaGetLastError(); /* reported through the return value */
     if (e == cudaErrorInvalidClusterSize)
@@ -154,8 +160,8 @@ cudaError_t stream_layout(const Problem &pr, const StreamParams &sp) {
 extern "C" cudaError_t carve_gemm_tc_stream_run(const Problem *pp, int clusters, const char **why) {
     const Problem &pr = *pp;
     const bool b_rows = (uintptr_t)pr.B % 16 == 0 && pr.ldb % 8 == 0;
-    if (!carve_tc_stream_takes(pr.M, pr.b_kmajor, b_rows)) {
-        *why = "the streaming kernel takes M <= 32 with an N-major B on 16-byte rows";
+    if (!carve_tc_stream_takes(pr.M, b_rows)) {
+        *why = "the streaming kernel takes M <= 32 with B on 16-byte rows";
         return cudaErrorNotSupported;
     }
     if (clusters < 1 || clusters > CARVE_TC_STREAM_MAX_CLUSTER) {
@@ -526,7 +532,7 @@ extern "C" carve_status carve_gemm(carve_arena *arena, carve_stream s, carve_ord
     carve_status freed = CARVE_OK;
 #ifdef CARVE_GEMM_TC_HAVE_SM90A
     if (want == 0 && device_cc() == 90 &&
-        carve_tc_stream_takes(pr.M, pr.b_kmajor, (uintptr_t)pr.B % 16 == 0 && pr.ldb % 8 == 0)) {
+        carve_tc_stream_takes(pr.M, (uintptr_t)pr.B % 16 == 0 && pr.ldb % 8 == 0)) {
         /* Decode shapes: the streaming kernel, no workspace. */
         const int forced = splitk_env();
         const int clusters = forced ? carve_tc_stream_clamp_cluster(forced, pr.K)

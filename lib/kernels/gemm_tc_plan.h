@@ -24,8 +24,8 @@
  * tiles, and S <= CARVE_TC_MAX_SPLITS. The constants are estimates, not fits: the
  * sweep (bench/kernels/bench_gemm_sweep.cu) is how to check them.
  *
- * Decode shapes with few rows (M <= CARVE_TC_STREAM_MAX_M) and an N-major
- * B skip the wgmma tile altogether: the streaming kernel
+ * Decode shapes with few rows (M <= CARVE_TC_STREAM_MAX_M) and B rows on
+ * 16 bytes skip the wgmma tile altogether: the streaming kernel
  * (gemm_tc_stream.cuh) reads each element of B once, with 16-byte loads,
  * from every SM. Its cost argument and its cluster size are below
  * (carve_tc_stream_takes, carve_tc_stream_cluster).
@@ -140,7 +140,7 @@ static inline uint64_t carve_tc_partial_bytes(int M, int N, int splits) {
     return carve_tc_ws_round(mn * 4u * (uint64_t)splits);
 }
 
-/* ---- the streaming kernel (decode: M <= 32, B N-major) ------------------
+/* ---- the streaming kernel (decode: M <= 32, B rows on 16 bytes) --------
  *
  * A product with few rows is a read of B (K x N, 2 bytes an element) and
  * little else: at M = 32, 2*M flops per 2 bytes of B is 32 flop/byte, a
@@ -151,8 +151,8 @@ static inline uint64_t carve_tc_partial_bytes(int M, int N, int splits) {
  * a fifth of the 10 us that 32 MB of B take at 3.35 TB/s).
  *
  * The streaming kernel instead gives each warp 64 columns of B and a run of
- * k, loads 16 rows x 64 columns per mma.sync step with one 16-byte load per
- * thread per row (row k of an N-major B is contiguous along n), and splits
+ * k, loads them with 16-byte loads whose registers are the mma.sync
+ * fragments (along n for an N-major B, along k for a K-major one), and splits
  * k over the CARVE_TC_STREAM_WARPS warps of a block and over the blocks of
  * a thread block cluster (CARVE_TC_STREAM_MAX_CLUSTER at most, the portable
  * size), whose partial sums meet in distributed shared memory: no
@@ -172,11 +172,11 @@ static inline uint64_t carve_tc_partial_bytes(int M, int N, int splits) {
 #define CARVE_TC_STREAM_MIN_BLOCKS 2  /* blocks an SM should hold at least (8 warps) */
 
 /* Whether the streaming kernel takes a canonical problem of M rows: M from
- * 1 to CARVE_TC_STREAM_MAX_M, B N-major (b_kmajor 0), and B's rows on 16
- * bytes (b_rows_aligned: a 16-byte aligned base and ldb a multiple of 8
- * elements). A, C, n and k may be anything the API accepts. */
-static inline int carve_tc_stream_takes(int M, int b_kmajor, int b_rows_aligned) {
-    return M >= 1 && M <= CARVE_TC_STREAM_MAX_M && !b_kmajor && b_rows_aligned;
+ * 1 to CARVE_TC_STREAM_MAX_M and B's rows on 16 bytes (b_rows_aligned: a
+ * 16-byte aligned base and ldb a multiple of 8 elements), B in either
+ * layout. A, C, n and k may be anything the API accepts. */
+static inline int carve_tc_stream_takes(int M, int b_rows_aligned) {
+    return M >= 1 && M <= CARVE_TC_STREAM_MAX_M && b_rows_aligned;
 }
 
 /* The cost of cluster size cs for the streaming kernel, in units of one

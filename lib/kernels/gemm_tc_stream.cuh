@@ -1,21 +1,30 @@
 /*
  * gemm_tc_stream.cuh — carve_gemm's streaming kernel for decode shapes: a
- * canonical problem of at most 32 rows (CARVE_TC_STREAM_MAX_M) whose B is
- * N-major (row k of B contiguous along n), on Hopper (thread block
- * clusters; sm_90a object).
+ * canonical problem of at most 32 rows (CARVE_TC_STREAM_MAX_M) whose B has
+ * rows on 16 bytes, N-major (row k of B contiguous along n) or K-major
+ * (column n contiguous along k: a weight stored out-features x
+ * in-features), on Hopper (thread block clusters; sm_90a object).
  *
  * The one idea: such a product is a read of B, so the kernel reads every
  * element of B exactly once, 16 bytes a load, with every SM busy, and
- * feeds mma.sync straight from the loaded registers. A thread (group g,
- * thread t of its quad, as mma.sync numbers them) loads rows 4t .. 4t+3 of
- * a 16-row k step at columns 8g .. 8g+7: a warp reads 16 rows x 64 columns,
- * 128 contiguous bytes a row. Eight m16n8k16 products use them: product j
- * takes column 8g + j of the thread's vectors as its column g, and k slots
- * (2t, 2t+1, 2t+8, 2t+9) stand for rows 4t .. 4t+3, a permutation of k that
- * A's fragments follow too (A is staged in shared memory, K-major, so a
- * fragment is one 8-byte read). Two byte permutes turn two rows of 8
- * columns into the (k, k+1) pairs a B fragment holds. So product j's output
- * column 2t is C's column 16t + j and column 2t+1 is 16t + 8 + j.
+ * feeds mma.sync straight from the loaded registers, choosing which k each
+ * fragment slot stands for so that the loads need no shuffling. Thread
+ * (group g, thread t of its quad, as mma.sync numbers them) of a warp:
+ *  - N-major: loads rows 4t .. 4t+3 of a 16-row k step at columns
+ *    8g .. 8g+7: a warp reads 16 rows x 64 columns, 128 contiguous bytes a
+ *    row. Eight m16n8k16 products use them: product j takes column 8g + j
+ *    of the thread's vectors as its column g, and k slots (2t, 2t+1, 2t+8,
+ *    2t+9) stand for rows 4t .. 4t+3. Two byte permutes turn two rows of 8
+ *    columns into the (k, k+1) pairs a B fragment holds. Product j's output
+ *    column 2t is C's column 16t + j, column 2t+1 is 16t + 8 + j.
+ *  - K-major: loads column 8j + g at rows 32h + 8t .. +7 of a 64-row step
+ *    (j = 0..7, h = 0, 1): 128 contiguous bytes of each column a step.
+ *    Product j of k step s takes column 8j + g as its column g, and its k
+ *    slots stand for rows 32(s/2) + 8t + 4(s%2) .. +3, whose pairs are
+ *    words of the loaded vector as they are. Product j's output column c
+ *    is C's column 8j + c.
+ * A's fragments follow the same permutation of k (A is staged in shared
+ * memory, K-major, so a fragment is one 8-byte read).
  *
  * Work: a block of CARVE_TC_STREAM_WARPS warps owns 64 columns; the blocks
  * of one cluster (cs of them, gemm_tc_plan.h chooses) own the same columns,
@@ -121,9 +130,15 @@ __device__ __forceinline__ void stage_a(uint16_t (*sa)[kStLdA], const StreamPara
     }
 }
 
-/* MT: 16-row tiles of A (M <= 16 * MT). AK: A K-major (else M-major). */
-template <typename T, int MT, bool AK>
-__global__ void __launch_bounds__(kStThreads, MT == 1 ? 4 : 3) stream_gemm_kernel(const StreamParams p) {
+/* Blocks an SM holds (the register budget, 65536 / (128 * blocks)): the
+ * most at which ptxas (CUDA 13.0) spills nothing. */
+template <int MT, bool BKM>
+constexpr int kStMinBlocks = MT == 1 ? (BKM ? 3 : 4) : (BKM ? 2 : 3);
+
+/* MT: 16-row tiles of A (M <= 16 * MT). AK: A K-major (else M-major).
+ * BKM: B K-major (else N-major). */
+template <typename T, int MT, bool AK, bool BKM>
+__global__ void __launch_bounds__(kStThreads, kStMinBlocks<MT, BKM>) stream_gemm_kernel(const StreamParams p) {
     namespace cg = cooperative_groups;
     __shared__ __align__(16) StreamSmem<MT> sm;
     cg::cluster_group cluster = cg::this_cluster();
@@ -132,7 +147,19 @@ __global__ void __launch_bounds__(kStThreads, MT == 1 ? 4 : 3) stream_gemm_kerne
     const int M = p.ep.M, N = p.ep.N, K = p.ep.K;
     const long long nbase = (long long)(blockIdx.x / cs) * kStCols, n0 = nbase + 8 * g;
     const int nvalid = N - n0 >= 8 ? 8 : N - n0 > 0 ? (int)(N - n0) : 0;
-    const uint16_t *B = static_cast<const uint16_t *>(p.B) + (nvalid > 0 ? n0 : 0);
+    /* N-major: this thread's 8 columns; K-major: its column 8j + g is
+     * B + j * jstep (valid when bit j of jvalid is set). */
+    const uint16_t *B = static_cast<const uint16_t *>(p.B);
+    const long long jstep = 8 * p.ldb;
+    unsigned jvalid = 0;
+    if (!BKM && nvalid > 0)
+        B += n0;
+    if (BKM) {
+        B += (nbase + g) * p.ldb;
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            jvalid |= (nbase + 8 * j + g < N ? 1u : 0u) << j;
+    }
 
     /* This warp's run of k steps. */
     const long long units = carve_tiles(K, kStUnit);
@@ -158,41 +185,70 @@ __global__ void __launch_bounds__(kStThreads, MT == 1 ? 4 : 3) stream_gemm_kerne
     uint16_t(*sa)[kStLdA] = sm.a[warp];
     for (long long u = ub; u < ue; u++) {
         const long long k0 = u * kStUnit;
-        /* B first: its loads are in flight while A is staged. */
-        uint4 bv[4][4];
+        /* B first: its loads are in flight while A is staged. N-major:
+         * bv[s][r] is row 16s + 4t + r of the step at columns 8g .. 8g+7.
+         * K-major: bv[j][h] is column 8j + g at rows 32h + 8t .. +7. */
+        uint4 bv[BKM ? 8 : 4][BKM ? 2 : 4];
+        if constexpr (!BKM) {
 #pragma unroll
-        for (int s = 0; s < 4; s++)
+            for (int s = 0; s < 4; s++)
 #pragma unroll
-            for (int r = 0; r < 4; r++) {
-                const long long row = k0 + 16 * s + 4 * t + r;
-                const uint16_t *src = B + row * p.ldb;
-                if (row < K && nvalid == 8)
-                    bv[s][r] = ld_b16(src);
-                else if (row < K && nvalid > 0)
-                    bv[s][r] = ld_b_tail(src, nvalid);
-                else
-                    bv[s][r] = make_uint4(0, 0, 0, 0);
+                for (int r = 0; r < 4; r++) {
+                    const long long row = k0 + 16 * s + 4 * t + r;
+                    const uint16_t *src = B + row * p.ldb;
+                    if (row < K && nvalid == 8)
+                        bv[s][r] = ld_b16(src);
+                    else if (row < K && nvalid > 0)
+                        bv[s][r] = ld_b_tail(src, nvalid);
+                    else
+                        bv[s][r] = make_uint4(0, 0, 0, 0);
+                }
+        } else {
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const long long k = k0 + 32 * h + 8 * t;
+                const int kvalid = K - k >= 8 ? 8 : K - k > 0 ? (int)(K - k) : 0;
+#pragma unroll
+                for (int j = 0; j < 8; j++) {
+                    const uint16_t *src = B + j * jstep + k;
+                    const bool ok = (jvalid >> j) & 1u;
+                    if (ok && kvalid == 8)
+                        bv[j][h] = ld_b16(src);
+                    else if (ok && kvalid > 0)
+                        bv[j][h] = ld_b_tail(src, kvalid);
+                    else
+                        bv[j][h] = make_uint4(0, 0, 0, 0);
+                }
             }
+        }
         __syncwarp(); /* the last step's fragment reads are done */
         stage_a<AK>(sa, p, k0, lane);
         __syncwarp();
 #pragma unroll
         for (int s = 0; s < 4; s++) {
+            /* The step's k slots (2t, 2t+1, 2t+8, 2t+9) are rows kofs ..
+             * kofs+3 of this thread's quad: N-major 4t .. 4t+3 of the
+             * step's 16; K-major 4 of the 8 rows of a 16-byte load. */
+            const int kofs = BKM ? 32 * (s >> 1) + 8 * t + 4 * (s & 1) : 16 * s + 4 * t;
             uint32_t a[MT][4];
 #pragma unroll
             for (int mt = 0; mt < MT; mt++) {
                 const uint2 z = make_uint2(0, 0);
-                const uint2 lo = row_ok[mt][0] ? *reinterpret_cast<const uint2 *>(&sa[16 * mt + g][16 * s + 4 * t]) : z;
-                const uint2 hi =
-                    row_ok[mt][1] ? *reinterpret_cast<const uint2 *>(&sa[16 * mt + g + 8][16 * s + 4 * t]) : z;
+                const uint2 lo = row_ok[mt][0] ? *reinterpret_cast<const uint2 *>(&sa[16 * mt + g][kofs]) : z;
+                const uint2 hi = row_ok[mt][1] ? *reinterpret_cast<const uint2 *>(&sa[16 * mt + g + 8][kofs]) : z;
                 a[mt][0] = lo.x, a[mt][1] = hi.x, a[mt][2] = lo.y, a[mt][3] = hi.y;
             }
 #pragma unroll
             for (int j = 0; j < 8; j++) {
-                const uint32_t sel = (j & 1) ? 0x7632u : 0x5410u;
                 uint32_t b[2];
-                b[0] = __byte_perm(word(bv[s][0], j >> 1), word(bv[s][1], j >> 1), sel);
-                b[1] = __byte_perm(word(bv[s][2], j >> 1), word(bv[s][3], j >> 1), sel);
+                if constexpr (!BKM) {
+                    const uint32_t sel = (j & 1) ? 0x7632u : 0x5410u;
+                    b[0] = __byte_perm(word(bv[s][0], j >> 1), word(bv[s][1], j >> 1), sel);
+                    b[1] = __byte_perm(word(bv[s][2], j >> 1), word(bv[s][3], j >> 1), sel);
+                } else {
+                    b[0] = word(bv[j][s >> 1], 2 * (s & 1));
+                    b[1] = word(bv[j][s >> 1], 2 * (s & 1) + 1);
+                }
 #pragma unroll
                 for (int mt = 0; mt < MT; mt++)
                     mma16816<T>(acc[mt][j], a[mt], b);
@@ -210,16 +266,20 @@ __global__ void __launch_bounds__(kStThreads, MT == 1 ? 4 : 3) stream_gemm_kerne
                 sm.red[warp][(mt * 8 + j) * 4 + r][lane] = acc[mt][j][r];
     cluster.sync(); /* every block's sums are written and visible */
 
-    /* Output (row, col) of this tile: product j = col % 8, its column
-     * 2t + e (col = 16t + 8e + j), register 2 * (row's half) + e of lane
-     * 4 * (row % 8) + t, in 16-row tile row / 16. */
+    /* Output (row, col) of this tile: register 2 * (row's half) + e of
+     * lane 4 * (row % 8) + t, in 16-row tile row / 16, of product j where
+     * N-major: j = col % 8, col = 16t + 8e + j (product j's column 2t + e
+     * is column 8 (2t + e) + j of the vectors); K-major: j = col / 8,
+     * col = 8j + 2t + e (product j's column g is B's column 8j + g). */
     for (int o = rank * kStThreads + threadIdx.x; o < M * kStCols; o += cs * kStThreads) {
         const int row = o / kStCols, col = o % kStCols;
         const long long n = nbase + col;
         if (n >= N)
             continue;
-        const int rr = row & 15, e = (col >> 3) & 1;
-        const int slot = ((row >> 4) * 8 + (col & 7)) * 4 + (rr >> 3) * 2 + e, ln = (rr & 7) * 4 + (col >> 4);
+        const int rr = row & 15;
+        const int j = BKM ? col >> 3 : col & 7, e = BKM ? col & 1 : (col >> 3) & 1;
+        const int tq = BKM ? (col & 7) >> 1 : col >> 4;
+        const int slot = ((row >> 4) * 8 + j) * 4 + (rr >> 3) * 2 + e, ln = (rr & 7) * 4 + tq;
         float sum = 0.f;
         for (int q = 0; q < cs; q++) {
             const StreamSmem<MT> *rs = cluster.map_shared_rank(&sm, q);

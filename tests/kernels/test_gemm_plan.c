@@ -17,8 +17,8 @@
  *  - copies pay from one whole k tile (64) on; copy_ld is the next
  *    multiple of 8, without overflow at INT_MAX;
  *    partial_bytes refuses (UINT64_MAX) what would pass 2^62 bytes;
- *  - the streaming kernel (decode): it takes 1 to 32 rows with an N-major B
- *    on 16-byte rows and nothing else; its cluster size is the cheapest of
+ *  - the streaming kernel (decode): it takes 1 to 32 rows with B on 16-byte
+ *    rows and nothing else; its cluster size is the cheapest of
  *    the cost model the header documents (recomputed here) between the
  *    size that gives every SM two blocks and the size that leaves every
  *    warp a k step, 1 to 8, the grid within a launch's limit, up to
@@ -172,13 +172,12 @@ static int64_t stream_model(int N, int K, int sms, int cs) {
 
 static void check_stream(void) {
     /* What it takes. */
-    CHECK(!carve_tc_stream_takes(0, 0, 1));
+    CHECK(!carve_tc_stream_takes(0, 1));
     for (int m = 1; m <= 32; m++)
-        CHECK(carve_tc_stream_takes(m, 0, 1));
-    CHECK(!carve_tc_stream_takes(33, 0, 1) && !carve_tc_stream_takes(256, 0, 1));
-    CHECK(!carve_tc_stream_takes(INT_MAX, 0, 1));
-    CHECK(!carve_tc_stream_takes(1, 1, 1)); /* K-major B: the wgmma path */
-    CHECK(!carve_tc_stream_takes(1, 0, 0)); /* rows off 16 bytes: the wgmma path */
+        CHECK(carve_tc_stream_takes(m, 1));
+    CHECK(!carve_tc_stream_takes(33, 1) && !carve_tc_stream_takes(256, 1));
+    CHECK(!carve_tc_stream_takes(INT_MAX, 1));
+    CHECK(!carve_tc_stream_takes(1, 0)); /* rows off 16 bytes: the wgmma path */
 
     static const int ns[] = {1, 7, 8, 63, 64, 65, 1000, 4096, 11008, 12288, 14336, 28672, 50257, INT_MAX};
     static const int ks[] = {1, 17, 63, 64, 65, 255, 256, 257, 768, 1001, 4096, 11008, 14336, 28672, INT_MAX};

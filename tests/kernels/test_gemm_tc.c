@@ -150,10 +150,8 @@ static void predict(const tcase *c, int lda, int ldb, int *path, int *splits, in
     *path = 0, *splits = 1, *copies = 0;
     if (c->path == 2 || g_cc != 90)
         return;
-    /* The canonical B is the caller's B (row-major) or A (column-major);
-     * it is K-major when that operand is transposed. */
-    const int b_kmajor = row ? c->tb == CARVE_TRANS : c->ta == CARVE_TRANS;
-    if (c->path == 0 && carve_tc_stream_takes(M, b_kmajor, !bad_b)) {
+    /* The canonical B is the caller's B (row-major) or A (column-major). */
+    if (c->path == 0 && carve_tc_stream_takes(M, row ? !bad_b : !bad_a)) {
         *path = 2;
         *splits = c->splits ? carve_tc_stream_clamp_cluster(c->splits, c->k) : carve_tc_stream_cluster(N, c->k, g_sms);
         return;
@@ -639,17 +637,19 @@ static int workspace_cases(carve_arena *arena, cublasHandle_t h) {
 }
 
 /* Decode shapes on the plan's own path (CARVE_GEMM_PATH=auto): the
- * streaming kernel where it takes the call (canonical M <= 32, B N-major on
- * 16-byte rows), wgmma or mma.sync elsewhere, and predict() says which.
- * Every layout in turn; for column-major calls the shape's m and n swap, so
- * that the canonical M (the caller's n) is the small one. m = 1, 3, 8, 16,
- * 17, 32 and 33 (the first past the crossover), n and k that are not
- * multiples of 8 (the last group of columns loads element by element; the
- * last k step is cut), beta 0 and 0.5, both input and output types,
- * padded and dense leading dimensions (dense odd rows of B go to wgmma
- * through a copy), the plan's cluster size and forced ones (1 to 8, so
- * every size of the cluster's reduction runs), and a NULL arena (the
- * streaming kernel needs no workspace). */
+ * streaming kernel where it takes the call (canonical M <= 32, B on 16-byte
+ * rows), wgmma or mma.sync elsewhere, and predict() says which. Every
+ * layout in turn (A and B each K-major or MN-major: the kernel's four
+ * variants); for column-major calls the shape's m and n swap, so that the
+ * canonical M (the caller's n) is the small one. m = 1, 3, 8, 16, 17, 32
+ * and 33 (the first past the crossover), n and k that are not multiples
+ * of 8 (the last group of columns of an N-major B, the last 8 rows of a
+ * K-major one, load element by element; the last k step is cut), beta 0
+ * and 0.5, both input and output types, padded and dense leading
+ * dimensions (dense odd rows of B go to wgmma through a copy), the plan's
+ * cluster size and forced ones (1 to 8, so every size of the cluster's
+ * reduction runs), and a NULL arena (the streaming kernel needs no
+ * workspace). */
 static int stream_cases(carve_arena *arena, cublasHandle_t h, int quick) {
     static const int full[][3] = {
         {1, 4096, 4096}, {3, 4100, 4103}, {8, 11008, 4096}, {16, 4096, 14336}, {32, 4096, 4096},
@@ -675,11 +675,12 @@ static int stream_cases(carve_arena *arena, cublasHandle_t h, int quick) {
             n++;
         }
     /* Every cluster size on one shape that has a step for each warp of 8
-     * blocks, row-major NN, both output types. */
-    for (int s = 1; s <= 8; s++) {
-        tcase c = base_case(quick ? 5 : 19, quick ? 264 : 2056, quick ? 2049 : 4100, 0, s);
+     * blocks, row-major NN and NT (B N-major and K-major), both output
+     * types. */
+    for (int s = 1; s <= 16; s++) {
+        tcase c = base_case(quick ? 5 : 19, quick ? 264 : 2056, quick ? 2049 : 4100, s > 8, s);
         c.path = 0;
-        c.splits = s;
+        c.splits = 1 + (s - 1) % 8;
         run_case(arena, h, &c);
         n++;
     }
