@@ -185,8 +185,8 @@ int main(int argc, char **argv) {
     unsigned *dcmp = nullptr;
     CK(cudaMalloc(&dcmp, 3 * sizeof(unsigned)));
 
-    printf("bench_gemm_sweep on %s (%d SMs), bf16 in, fp32 accumulate, bf16 out, row-major NN (decode-nt: NT), median of %d reps;"
-           " memory bandwidth %.0f GB/s (%s)\n",
+    printf("bench_gemm_sweep on %s (%d SMs), bf16 in, fp32 accumulate, bf16 out, row-major NN (decode-nt: NT),"
+           " median of %d reps; memory bandwidth %.0f GB/s (%s)\n",
            prop.name, prop.multiProcessorCount, reps, bw / 1e9, bw_src);
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
@@ -320,8 +320,8 @@ int main(int argc, char **argv) {
             const double bytes = 2.0 * ((double)s.m * s.k + (double)s.k * s.n + (double)s.m * s.n);
             const double floor_ms = bytes / bw * 1e3;
             fprintf(f, "  {\"kind\": \"%s\", \"m\": %d, \"n\": %d, \"k\": %d, \"path\": \"%s\", \"splits\": %d, "
-                       "\"copies\": %d, \"transb\": %s, \"carve_ms\": %.6f, \"cublas_ms\": %.6f, \"carve_tflops\": %.3f, "
-                       "\"cublas_tflops\": %.3f, \"ratio\": %.4f",
+                       "\"copies\": %d, \"transb\": %s, \"carve_ms\": %.6f, \"cublas_ms\": %.6f, "
+                       "\"carve_tflops\": %.3f, \"cublas_tflops\": %.3f, \"ratio\": %.4f",
                     s.kind, s.m, s.n, s.k, r.path == 2 ? "stream" : r.path == 1 ? "wgmma" : "mma", r.splits,
                     r.copies, s.tb ? "true" : "false", r.carve_ms,
                     r.cublas_ms, fl / r.carve_ms / 1e9, fl / r.cublas_ms / 1e9, r.cublas_ms / r.carve_ms);

@@ -143,8 +143,8 @@ int main(int argc, char **argv) {
     for (const Row &r : rows) {
         double fl = 2.0 * r.m * r.n * (double)r.k;
         printf("| %d | %d | %d | %s | %.1f | %.1f | %.1f | %.2f |\n", r.m, r.n, r.k,
-               r.path == 2 ? "stream" : r.path == 1 ? "wgmma" : "mma", fl / r.carve_ms / 1e9, fl / r.mma_ms / 1e9, fl / r.cublas_ms / 1e9,
-               r.cublas_ms / r.carve_ms);
+               r.path == 2 ? "stream" : r.path == 1 ? "wgmma" : "mma", fl / r.carve_ms / 1e9, fl / r.mma_ms / 1e9,
+               fl / r.cublas_ms / 1e9, r.cublas_ms / r.carve_ms);
     }
     cublasDestroy(h);
     carve_arena_destroy(arena);
