@@ -41,17 +41,29 @@
  * (block rank, then warp) through distributed shared memory, then stores
  * alpha * sum + beta * C as the other paths do (store_out). No workspace,
  * no atomics, one launch: the same call gives the same bits every time.
+ *
+ * CARVE_GEMM_EMU: the kernel also compiles as plain C++ against an
+ * emulation layer (tests/kernels/stream_emu.h) that runs a cluster's
+ * threads as host threads and provides what this file takes from CUDA
+ * (the cluster, the warp's mma.sync, the 16-byte load, shared memory,
+ * EpiParams and store_out), so its indexing, edges and synchronization
+ * are tested without a GPU (tests/kernels/test_gemm_stream_emu.cpp).
  */
 #ifndef CARVE_GEMM_TC_STREAM_CUH
 #define CARVE_GEMM_TC_STREAM_CUH
 
+#include <stdint.h>
+
+#ifndef CARVE_GEMM_EMU
 #include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#include <stdint.h>
 
 #include "gemm_tc_common.cuh"
 #include "gemm_tc_mma.cuh"
+/* A block's shared memory, one variable of type `type`. */
+#define CARVE_STREAM_SMEM(type, name) __shared__ __align__(16) type name
+#endif
 #include "gemm_tc_plan.h"
 
 namespace carve_tc {
@@ -82,6 +94,7 @@ union StreamSmem {
     float red[kStWarps][MT * 32][33];
 };
 
+#ifndef CARVE_GEMM_EMU
 /* 16 bytes of B, read once: no L1 allocation. */
 __device__ __forceinline__ uint4 ld_b16(const uint16_t *p) {
     uint4 v;
@@ -90,6 +103,7 @@ __device__ __forceinline__ uint4 ld_b16(const uint16_t *p) {
         : "l"(p));
     return v;
 }
+#endif
 
 /* The first `valid` (0 to 7) elements at p, zeros after. */
 __device__ __forceinline__ uint4 ld_b_tail(const uint16_t *p, int valid) {
@@ -140,7 +154,7 @@ constexpr int kStMinBlocks = MT == 1 ? (BKM ? 3 : 4) : (BKM ? 2 : 3);
 template <typename T, int MT, bool AK, bool BKM>
 __global__ void __launch_bounds__(kStThreads, kStMinBlocks<MT, BKM>) stream_gemm_kernel(const StreamParams p) {
     namespace cg = cooperative_groups;
-    __shared__ __align__(16) StreamSmem<MT> sm;
+    CARVE_STREAM_SMEM(StreamSmem<MT>, sm);
     cg::cluster_group cluster = cg::this_cluster();
     const int cs = p.clusters, rank = (int)cluster.block_rank();
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
