@@ -123,11 +123,10 @@ cudaError_t launch_layout(const Problem &pr, const CUtensorMap &ma, const CUtens
                        : launch<BN, T, false, false>(pr, ma, mb, ep, sp);
 }
 
-/* The streaming kernel for 16 * MT rows at most, A and B in either layout;
- * the grid is the 64-column tiles times the cluster size, one cluster a
- * tile. */
-template <typename T, int MT>
-cudaError_t stream_layout(const Problem &pr, const StreamParams &sp) {
+/* The streaming kernel, A and B in either layout (stream_dispatch picks
+ * the instance); the grid is the 64-column tiles times the cluster size,
+ * one cluster a tile. */
+cudaError_t stream_launch(const Problem &pr, const StreamParams &sp) {
     const int64_t tiles = carve_tiles(pr.N, kStCols);
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3((unsigned)(tiles * sp.clusters), 1, 1);
@@ -141,13 +140,9 @@ cudaError_t stream_layout(const Problem &pr, const StreamParams &sp) {
     attr[0].val.clusterDim.z = 1;
     cfg.attrs = attr;
     cfg.numAttrs = 1;
-    cudaError_t e;
-    if (pr.b_kmajor)
-        e = pr.a_kmajor ? cudaLaunchKernelEx(&cfg, stream_gemm_kernel<T, MT, true, true>, sp)
-                        : cudaLaunchKernelEx(&cfg, stream_gemm_kernel<T, MT, false, true>, sp);
-    else
-        e = pr.a_kmajor ? cudaLaunchKernelEx(&cfg, stream_gemm_kernel<T, MT, true, false>, sp)
-                        : cudaLaunchKernelEx(&cfg, stream_gemm_kernel<T, MT, false, false>, sp);
+    const cudaError_t e = stream_dispatch(pr.bf16, pr.M, pr.a_kmajor, pr.b_kmajor, [&](auto kernel) {
+        return cudaLaunchKernelEx(&cfg, kernel, sp);
+    });
     if (e != cudaSuccess)
         (void)cudaGetLastError(); /* reported through the return value */
     if (e == cudaErrorInvalidClusterSize)
@@ -159,8 +154,7 @@ cudaError_t stream_layout(const Problem &pr, const StreamParams &sp) {
 
 extern "C" cudaError_t carve_gemm_tc_stream_run(const Problem *pp, int clusters, const char **why) {
     const Problem &pr = *pp;
-    const bool b_rows = (uintptr_t)pr.B % 16 == 0 && pr.ldb % 8 == 0;
-    if (!carve_tc_stream_takes(pr.M, b_rows)) {
+    if (!carve_tc_stream_takes(pr.M, carve_tc_stream_b_rows((uintptr_t)pr.B, pr.ldb))) {
         *why = "the streaming kernel takes M <= 32 with B on 16-byte rows";
         return cudaErrorNotSupported;
     }
@@ -168,12 +162,9 @@ extern "C" cudaError_t carve_gemm_tc_stream_run(const Problem *pp, int clusters,
         *why = "cluster size out of range";
         return cudaErrorNotSupported;
     }
-    const bool a_vec = pr.a_kmajor && (uintptr_t)pr.A % 16 == 0 && pr.lda % 8 == 0;
-    const StreamParams sp{pr.A, pr.B, pr.lda, pr.ldb, a_vec ? 1 : 0, clusters,
-                          EpiParams{pr.C, pr.ldc, pr.M, pr.N, pr.K, pr.alpha, pr.beta, pr.c_f32 ? 1 : 0}};
-    if (pr.M <= 16)
-        return pr.bf16 ? stream_layout<__nv_bfloat16, 1>(pr, sp) : stream_layout<__half, 1>(pr, sp);
-    return pr.bf16 ? stream_layout<__nv_bfloat16, 2>(pr, sp) : stream_layout<__half, 2>(pr, sp);
+    const StreamParams sp = stream_params(pr.A, pr.lda, pr.a_kmajor, pr.B, pr.ldb, clusters,
+                                          EpiParams{pr.C, pr.ldc, pr.M, pr.N, pr.K, pr.alpha, pr.beta, pr.c_f32 ? 1 : 0});
+    return stream_launch(pr, sp);
 }
 
 extern "C" bool carve_gemm_tc_wgmma_ready(void) { return get_encode() != nullptr; }
@@ -532,7 +523,7 @@ extern "C" carve_status carve_gemm(carve_arena *arena, carve_stream s, carve_ord
     carve_status freed = CARVE_OK;
 #ifdef CARVE_GEMM_TC_HAVE_SM90A
     if (want == 0 && device_cc() == 90 &&
-        carve_tc_stream_takes(pr.M, (uintptr_t)pr.B % 16 == 0 && pr.ldb % 8 == 0)) {
+        carve_tc_stream_takes(pr.M, carve_tc_stream_b_rows((uintptr_t)pr.B, pr.ldb))) {
         /* Decode shapes: the streaming kernel, no workspace. */
         const int forced = splitk_env();
         const int clusters = forced ? carve_tc_stream_clamp_cluster(forced, pr.K)

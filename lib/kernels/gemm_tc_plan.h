@@ -171,12 +171,31 @@ static inline uint64_t carve_tc_partial_bytes(int M, int N, int splits) {
 #define CARVE_TC_STREAM_MAX_CLUSTER 8 /* blocks of a cluster (the portable limit) */
 #define CARVE_TC_STREAM_MIN_BLOCKS 2  /* blocks an SM should hold at least (8 warps) */
 
+/* Whether B (either layout) has its rows on 16 bytes, as the streaming
+ * kernel's 16-byte loads need: a 16-byte aligned base and ldb a multiple
+ * of 8 elements. */
+static inline int carve_tc_stream_b_rows(uintptr_t b, int64_t ldb) {
+    return b % 16 == 0 && ldb % 8 == 0;
+}
+
 /* Whether the streaming kernel takes a canonical problem of M rows: M from
- * 1 to CARVE_TC_STREAM_MAX_M and B's rows on 16 bytes (b_rows_aligned: a
- * 16-byte aligned base and ldb a multiple of 8 elements), B in either
- * layout. A, C, n and k may be anything the API accepts. */
+ * 1 to CARVE_TC_STREAM_MAX_M and B's rows on 16 bytes (b_rows_aligned,
+ * carve_tc_stream_b_rows), B in either layout. A, C, n and k may be
+ * anything the API accepts. */
 static inline int carve_tc_stream_takes(int M, int b_rows_aligned) {
     return M >= 1 && M <= CARVE_TC_STREAM_MAX_M && b_rows_aligned;
+}
+
+/* Whether the kernel stages A with 16-byte loads: A K-major with a 16-byte
+ * aligned base and lda a multiple of 8 elements (every row, and every
+ * 64-element step of it, on 16 bytes); otherwise element by element. */
+static inline int carve_tc_stream_a_vec(int a_kmajor, uintptr_t a, int64_t lda) {
+    return a_kmajor && a % 16 == 0 && lda % 8 == 0;
+}
+
+/* The 16-row tiles of A the kernel is built for: 1 for M <= 16, else 2. */
+static inline int carve_tc_stream_mt(int M) {
+    return M <= 16 ? 1 : 2;
 }
 
 /* The cost of cluster size cs for the streaming kernel, in units of one

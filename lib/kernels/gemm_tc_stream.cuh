@@ -306,6 +306,51 @@ __global__ void __launch_bounds__(kStThreads, kStMinBlocks<MT, BKM>) stream_gemm
     cluster.sync(); /* no block leaves while another reads its sums */
 }
 
+/* The host's side of a launch, shared with the CPU tests (which drive the
+ * kernel through these two as gemm_tc.cu does). The kernel's parameters
+ * for a canonical problem: */
+inline StreamParams stream_params(const void *A, long long lda, bool a_kmajor, const void *B, long long ldb,
+                                  int clusters, const EpiParams &ep) {
+    StreamParams sp;
+    sp.A = A, sp.B = B, sp.lda = lda, sp.ldb = ldb;
+    sp.a_vec = carve_tc_stream_a_vec(a_kmajor, (uintptr_t)A, lda);
+    sp.clusters = clusters;
+    sp.ep = ep;
+    return sp;
+}
+
+/* launch(kernel), with the instance of stream_gemm_kernel a problem of M
+ * rows (at most CARVE_TC_STREAM_MAX_M) needs: the operands' type, the
+ * 16-row tiles (carve_tc_stream_mt), A's and B's layouts; stream_instance
+ * numbers the instances 0 to kStInstances - 1. */
+constexpr int kStInstances = 16;
+inline int stream_instance(bool bf16, int M, bool a_kmajor, bool b_kmajor) {
+    return (bf16 ? 8 : 0) | (carve_tc_stream_mt(M) == 2 ? 4 : 0) | (a_kmajor ? 2 : 0) | (b_kmajor ? 1 : 0);
+}
+template <class Launch>
+auto stream_dispatch(bool bf16, int M, bool a_kmajor, bool b_kmajor, Launch &&launch) {
+    using H = __half;
+    using BF = __nv_bfloat16;
+    switch (stream_instance(bf16, M, a_kmajor, b_kmajor)) {
+    case 0: return launch(stream_gemm_kernel<H, 1, false, false>);
+    case 1: return launch(stream_gemm_kernel<H, 1, false, true>);
+    case 2: return launch(stream_gemm_kernel<H, 1, true, false>);
+    case 3: return launch(stream_gemm_kernel<H, 1, true, true>);
+    case 4: return launch(stream_gemm_kernel<H, 2, false, false>);
+    case 5: return launch(stream_gemm_kernel<H, 2, false, true>);
+    case 6: return launch(stream_gemm_kernel<H, 2, true, false>);
+    case 7: return launch(stream_gemm_kernel<H, 2, true, true>);
+    case 8: return launch(stream_gemm_kernel<BF, 1, false, false>);
+    case 9: return launch(stream_gemm_kernel<BF, 1, false, true>);
+    case 10: return launch(stream_gemm_kernel<BF, 1, true, false>);
+    case 11: return launch(stream_gemm_kernel<BF, 1, true, true>);
+    case 12: return launch(stream_gemm_kernel<BF, 2, false, false>);
+    case 13: return launch(stream_gemm_kernel<BF, 2, false, true>);
+    case 14: return launch(stream_gemm_kernel<BF, 2, true, false>);
+    default: return launch(stream_gemm_kernel<BF, 2, true, true>);
+    }
+}
+
 }  // namespace carve_tc
 
 #endif

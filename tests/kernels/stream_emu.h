@@ -6,17 +6,17 @@
  * One thread block cluster runs at a time, every thread of it a host
  * thread: __syncwarp, __syncthreads and the cluster barrier are
  * std::barriers over the warp, the block and the cluster; each block's
- * shared memory is its own buffer filled with 0xFF bytes (NaN as bf16 and
- * as fp32, so a read of anything never written poisons the output), and
+ * shared memory is its own buffer filled with 0xFF bytes (NaN as bf16,
+ * fp16 and fp32, so a read of anything never written poisons the output), and
  * map_shared_rank moves a pointer from the caller's block to another's.
- * mma.sync m16n8k16 (bf16 in, fp32 accumulate) is a warp-wide exchange
+ * mma.sync m16n8k16 (bf16 or fp16 in, fp32 accumulate) is a warp-wide exchange
  * through per-warp slots that reads each lane's fragments where the PTX
  * ISA puts them (written out again here from the ISA, not from the
  * kernel); products and sums in double, rounded once per instruction. The
  * 16-byte load of B aborts when its address is not 16-byte aligned, as it
  * would fault on the device. EpiParams and store_out are the ones of
- * gemm_tc_common.cuh and gemm_tc_mma.cuh, written for the host (bf16 or
- * fp32 C).
+ * gemm_tc_common.cuh and gemm_tc_mma.cuh, written for the host (fp32 C,
+ * or C of the operands' type).
  */
 #ifndef CARVE_STREAM_EMU_H
 #define CARVE_STREAM_EMU_H
@@ -52,6 +52,9 @@ struct emu_dim3 {
 };
 
 struct __nv_bfloat16 {
+    uint16_t bits;
+};
+struct __half {
     uint16_t bits;
 };
 
@@ -177,8 +180,44 @@ inline uint16_t f_to_bf16(float f) { /* round to nearest even (finite values) */
     u += 0x7FFFu + ((u >> 16) & 1u);
     return (uint16_t)(u >> 16);
 }
+inline float half_to_f(uint16_t h) {
+    const int e = (h >> 10) & 31, m = h & 1023;
+    const float mag = e == 31 ? (m ? NAN : INFINITY) : e == 0 ? ldexpf((float)m, -24) : ldexpf((float)(m | 1024), e - 25);
+    return (h & 0x8000u) ? -mag : mag;
+}
+inline uint16_t f_to_half(float f) { /* round to nearest even */
+    const uint16_t sign = std::signbit(f) ? 0x8000u : 0u;
+    const float a = fabsf(f);
+    if (std::isnan(a))
+        return 0x7E00u;
+    if (a >= 65520.f) /* rounds past the largest finite, 65504 */
+        return sign | 0x7C00u;
+    int e;
+    frexpf(a, &e); /* a = x * 2^e, 0.5 <= x < 1 */
+    const int q = e - 11 < -24 ? -24 : e - 11; /* the unit of the last place */
+    const float units = nearbyintf(ldexpf(a, -q)); /* exact scaling; the default mode rounds to even */
+    const uint32_t u = (uint32_t)units;
+    if (q == -24) /* subnormal, or the first normal reached by rounding */
+        return sign | (uint16_t)u;
+    if (u == 2048) /* rounded up to the next binade */
+        return sign | (uint16_t)(((q + 1 + 25) << 10));
+    return sign | (uint16_t)(((q + 25) << 10) | (u & 1023));
+}
+template <typename T>
+inline float to_f(uint16_t h);
+template <>
+inline float to_f<__nv_bfloat16>(uint16_t h) { return bf16_to_f(h); }
+template <>
+inline float to_f<__half>(uint16_t h) { return half_to_f(h); }
+template <typename T>
+inline uint16_t from_f(float f);
+template <>
+inline uint16_t from_f<__nv_bfloat16>(float f) { return f_to_bf16(f); }
+template <>
+inline uint16_t from_f<__half>(float f) { return f_to_half(f); }
 
-/* As gemm_tc_mma.cuh: alpha * acc + beta * C, C not read when beta is 0. */
+/* As gemm_tc_mma.cuh: alpha * acc + beta * C, C not read when beta is 0;
+ * a 16-bit C is of the operands' type T. */
 template <typename T>
 inline void store_out(const EpiParams &p, int r, int c, float acc) {
     float v = p.alpha * acc;
@@ -190,12 +229,12 @@ inline void store_out(const EpiParams &p, int r, int c, float acc) {
     } else {
         uint16_t *C = static_cast<uint16_t *>(p.C) + (long long)r * p.ldc + c;
         if (p.beta != 0.f)
-            v = fmaf(p.beta, bf16_to_f(*C), v);
-        *C = f_to_bf16(v);
+            v = fmaf(p.beta, to_f<T>(*C), v);
+        *C = from_f<T>(v);
     }
 }
 
-/* mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32, lane = 4 * group + t
+/* mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}.{bf16,f16}.f32, lane = 4 * group + t
  * (PTX ISA, "Matrix Fragments for mma.m16n8k16"): A (16 x 16) element i of
  * the 8 a lane holds (register i / 2, half i % 2) is at row g (i < 2 or
  * 4 <= i < 6, else g + 8), column 2t + (i & 1) (+ 8 for i >= 4); B
@@ -214,11 +253,11 @@ inline void mma16816(float *d, const uint32_t *a, const uint32_t *b) {
         const int g = l >> 2, t = l & 3;
         for (int i = 0; i < 8; i++) {
             const int row = (i < 2 || (i >= 4 && i < 6)) ? g : g + 8, col = 2 * t + (i & 1) + (i >= 4 ? 8 : 0);
-            A[row][col] = bf16_to_f((uint16_t)(w.a[l][i / 2] >> (16 * (i & 1))));
+            A[row][col] = to_f<T>((uint16_t)(w.a[l][i / 2] >> (16 * (i & 1))));
         }
         for (int i = 0; i < 4; i++) {
             const int row = 2 * t + (i & 1) + (i >= 2 ? 8 : 0);
-            B[row][g] = bf16_to_f((uint16_t)(w.b[l][i / 2] >> (16 * (i & 1))));
+            B[row][g] = to_f<T>((uint16_t)(w.b[l][i / 2] >> (16 * (i & 1))));
         }
     }
     const int g = lane >> 2, t = lane & 3;

@@ -18,11 +18,14 @@
  *    multiple of 8, without overflow at INT_MAX;
  *    partial_bytes refuses (UINT64_MAX) what would pass 2^62 bytes;
  *  - the streaming kernel (decode): it takes 1 to 32 rows with B on 16-byte
- *    rows and nothing else; its cluster size is the cheapest of
- *    the cost model the header documents (recomputed here) between the
- *    size that gives every SM two blocks and the size that leaves every
- *    warp a k step, 1 to 8, the grid within a launch's limit, up to
- *    INT_MAX; the 7B and 70B projections at m <= 32 give every SM two
+ *    rows and nothing else (the base and ldb checks gemm_tc.cu makes, and
+ *    when A is staged by 16 bytes, are carve_tc_stream_b_rows and
+ *    carve_tc_stream_a_vec; the kernel's row tiles carve_tc_stream_mt);
+ *    its cluster size is the cheapest of the cost model the header
+ *    documents (recomputed here) between the size that gives every SM two
+ *    blocks and the size that leaves every warp a k step, 1 to 8, the grid
+ *    within a launch's limit, for n and k up to INT_MAX on devices of 1, 8,
+ *    78, 114 and 132 SMs; the 7B and 70B projections at m <= 32 give every SM two
  *    blocks; a forced size is clamped the same way; the warps' runs of k
  *    steps cover every step once, sizes differing by one at most.
  */
@@ -178,6 +181,21 @@ static void check_stream(void) {
     CHECK(!carve_tc_stream_takes(33, 1) && !carve_tc_stream_takes(256, 1));
     CHECK(!carve_tc_stream_takes(INT_MAX, 1));
     CHECK(!carve_tc_stream_takes(1, 0)); /* rows off 16 bytes: the wgmma path */
+    /* B's rows (the base and ldb gemm_tc.cu passes): 16-byte base and ldb a
+     * multiple of 8, whatever else; the ldb of n near INT_MAX too. */
+    CHECK(carve_tc_stream_b_rows(0x1000, 8) && carve_tc_stream_b_rows(0x1010, 4096));
+    CHECK(carve_tc_stream_b_rows(0x1000, INT_MAX - 7) && !carve_tc_stream_b_rows(0x1000, INT_MAX));
+    CHECK(!carve_tc_stream_b_rows(0x1002, 4096) && !carve_tc_stream_b_rows(0x1008, 4096));
+    CHECK(!carve_tc_stream_b_rows(0x1000, 4100) && !carve_tc_stream_b_rows(0x1000, 1));
+    /* A staged by 16 bytes only K-major with a 16-byte base and lda a
+     * multiple of 8; M-major A always element by element. */
+    CHECK(carve_tc_stream_a_vec(1, 0x2000, 64) && carve_tc_stream_a_vec(1, 0x2010, 8));
+    CHECK(!carve_tc_stream_a_vec(0, 0x2000, 64));
+    CHECK(!carve_tc_stream_a_vec(1, 0x2002, 64) && !carve_tc_stream_a_vec(1, 0x2008, 64));
+    CHECK(!carve_tc_stream_a_vec(1, 0x2000, 65) && !carve_tc_stream_a_vec(1, 0x2000, 4));
+    /* The kernel's 16-row tiles: one to 16 rows, two to 32. */
+    for (int m = 1; m <= 32; m++)
+        CHECK(carve_tc_stream_mt(m) == (m <= 16 ? 1 : 2));
 
     static const int ns[] = {1, 7, 8, 63, 64, 65, 1000, 4096, 11008, 12288, 14336, 28672, 50257, INT_MAX};
     static const int ks[] = {1, 17, 63, 64, 65, 255, 256, 257, 768, 1001, 4096, 11008, 14336, 28672, INT_MAX};

@@ -3,27 +3,32 @@
  * (lib/kernels/gemm_tc_stream.cuh) run on host threads through
  * stream_emu.h, against an exact reference. Needs no GPU.
  *
- * Inputs are j/64 for integers j in [-64, 64] (exact in bf16): every
- * product is exact and every partial sum stays below 2^24 units of 2^-12,
- * so each fp32 output must equal the exact result (a bf16 C: the exact
- * result rounded to nearest even), whatever the order of the additions. A
- * case fails on any wrong element, on a written element of C's padding
- * (columns n .. ldc), on a NaN (C starts as NaN when beta is 0, and shared
- * memory starts as NaN, so an output never written or a fragment read from
- * shared memory never written shows), and aborts on a misaligned 16-byte
- * load of B. Every matrix is allocated to its last element exactly, so an
- * AddressSanitizer build also proves that nothing past A, B or C is read.
+ * Inputs are j/64 for integers j in [-64, 64] (exact in bf16 and fp16):
+ * every product is exact and every partial sum stays below 2^24 units of
+ * 2^-12, so each fp32 output must equal the exact result (a 16-bit C: the
+ * exact result rounded to nearest even in the operands' type), whatever
+ * the order of the additions. A case fails on any wrong element, on a
+ * written element of C's padding (columns n .. ldc), on a NaN (C starts as
+ * NaN when beta is 0, and shared memory starts as NaN, so an output never
+ * written or a fragment read from shared memory never written shows), and
+ * aborts on a misaligned 16-byte load of B. Every matrix is allocated to
+ * its last element exactly, so an AddressSanitizer build also proves that
+ * nothing past A, B or C is read; A sometimes starts 2 bytes past 16 (the
+ * 16-byte staging must not take it: UndefinedBehaviorSanitizer reports a
+ * misaligned vector load). The launch goes through gemm_tc.cu's own host
+ * code: stream_params (which chooses the staging of A) and stream_dispatch
+ * (which chooses the kernel's instance).
  *
  * Cases: both layouts of A (K-major, with 16-byte rows and without; and
- * M-major) and of B (N-major, K-major), M from 1 to 32 (one and two 16-row
- * tiles), n and k that are not multiples of 8 or 64 (the element-wise last
- * column group of an N-major B and last rows of a K-major one, the cut last
- * k step, warps with no k step at all), cluster sizes 1 to 8, alpha and
- * beta, fp32 and bf16 C. The grid is all of it: every cluster of every
- * case runs. Under ThreadSanitizer (slow with a thousand threads a
- * cluster) each shape runs one layout of the four, in turn; a data race
- * between the warps' staging, the block's reuse of shared memory and the
- * cluster's reduction shows there as a report.
+ * M-major) and of B (N-major, K-major), bf16 and fp16 operands, M from 1
+ * to 32 (one and two 16-row tiles), n and k that are not multiples of 8 or
+ * 64 (the element-wise last column group of an N-major B and last rows of
+ * a K-major one, the cut last k step, warps with no k step at all),
+ * cluster sizes 1 to 8, alpha and beta, fp32 and 16-bit C. The grid is all
+ * of it: every cluster of every case runs. Under ThreadSanitizer (slow with
+ * a thousand threads a cluster) each shape runs the one layout it names; a
+ * data race between the warps' staging, the block's reuse of shared memory
+ * and the cluster's reduction shows there as a report.
  */
 #include "stream_emu.h"
 
@@ -61,16 +66,12 @@ void *exact_alloc(size_t elems, size_t size) {
 
 struct Case {
     int M, N, K, cs;
-    bool ak, a_rows16, bkm, c_f32;
+    bool ak, a_rows16, a_off, bkm, c_f32, bf16;
     float alpha, beta;
 };
 
-template <int MT, bool AK, bool BKM>
-void launch(const StreamParams &p, int tiles) {
-    for (int i = 0; i < tiles; i++)
-        stream_emu::run_cluster(carve_tc::stream_gemm_kernel<__nv_bfloat16, MT, AK, BKM>, p, (unsigned)i,
-                                p.clusters, sizeof(StreamSmem<MT>));
-}
+float to_f(bool bf16, uint16_t h) { return bf16 ? carve_tc::bf16_to_f(h) : carve_tc::half_to_f(h); }
+uint16_t from_f(bool bf16, float f) { return bf16 ? carve_tc::f_to_bf16(f) : carve_tc::f_to_half(f); }
 
 void run(const Case &c) {
     /* Stored shapes: A K-major M x K (lda >= K), else K x M (lda >= M);
@@ -80,21 +81,22 @@ void run(const Case &c) {
     const int b_rows = c.bkm ? c.N : c.K, b_cols = c.bkm ? c.K : c.N;
     const long long ldb = (b_cols + 7) / 8 * 8 + (c.N % 2 ? 8 : 0);
     const long long ldc = c.N + 3;
+    const size_t off = c.a_off ? 1 : 0; /* A's first element 2 bytes past 16 */
     const size_t an = (size_t)(a_rows - 1) * lda + a_cols, bn = (size_t)(b_rows - 1) * ldb + b_cols;
     const size_t cn = (size_t)(c.M - 1) * ldc + c.N, cel = c.c_f32 ? 4 : 2;
-    uint16_t *A = (uint16_t *)exact_alloc(an, 2), *B = (uint16_t *)exact_alloc(bn, 2);
+    uint16_t *A0 = (uint16_t *)exact_alloc(an + off, 2), *A = A0 + off, *B = (uint16_t *)exact_alloc(bn, 2);
     unsigned char *C = (unsigned char *)exact_alloc(cn, cel), *C0 = (unsigned char *)exact_alloc(cn, cel);
     std::vector<double> a((size_t)c.M * c.K), b((size_t)c.K * c.N);
     for (size_t i = 0; i < an; i++)
-        A[i] = carve_tc::f_to_bf16(next_val());
+        A[i] = from_f(c.bf16, next_val());
     for (size_t i = 0; i < bn; i++)
-        B[i] = carve_tc::f_to_bf16(next_val());
+        B[i] = from_f(c.bf16, next_val());
     for (int m = 0; m < c.M; m++)
         for (int k = 0; k < c.K; k++)
-            a[(size_t)m * c.K + k] = carve_tc::bf16_to_f(c.ak ? A[m * lda + k] : A[k * lda + m]);
+            a[(size_t)m * c.K + k] = to_f(c.bf16, c.ak ? A[m * lda + k] : A[k * lda + m]);
     for (int k = 0; k < c.K; k++)
         for (int n = 0; n < c.N; n++)
-            b[(size_t)k * c.N + n] = carve_tc::bf16_to_f(c.bkm ? B[n * ldb + k] : B[k * ldb + n]);
+            b[(size_t)k * c.N + n] = to_f(c.bf16, c.bkm ? B[n * ldb + k] : B[k * ldb + n]);
     if (c.beta == 0.f) {
         memset(C0, 0xFF, cn * cel); /* NaN: must not be read */
     } else {
@@ -103,30 +105,21 @@ void run(const Case &c) {
             if (c.c_f32)
                 memcpy(C0 + 4 * i, &v, 4);
             else {
-                const uint16_t h = carve_tc::f_to_bf16(v);
+                const uint16_t h = from_f(c.bf16, v);
                 memcpy(C0 + 2 * i, &h, 2);
             }
         }
     }
     memcpy(C, C0, cn * cel);
 
-    StreamParams p;
-    p.A = A, p.B = B, p.lda = lda, p.ldb = ldb;
-    p.a_vec = c.ak && (uintptr_t)A % 16 == 0 && lda % 8 == 0;
-    p.clusters = c.cs;
-    p.ep = carve_tc::EpiParams{C, ldc, c.M, c.N, c.K, c.alpha, c.beta, c.c_f32 ? 1 : 0};
+    const StreamParams p = carve_tc::stream_params(
+        A, lda, c.ak, B, ldb, c.cs, carve_tc::EpiParams{C, ldc, c.M, c.N, c.K, c.alpha, c.beta, c.c_f32 ? 1 : 0});
     const int tiles = carve_tiles(c.N, CARVE_TC_STREAM_COLS);
-    if (c.M <= 16) {
-        if (c.ak)
-            c.bkm ? launch<1, true, true>(p, tiles) : launch<1, true, false>(p, tiles);
-        else
-            c.bkm ? launch<1, false, true>(p, tiles) : launch<1, false, false>(p, tiles);
-    } else {
-        if (c.ak)
-            c.bkm ? launch<2, true, true>(p, tiles) : launch<2, true, false>(p, tiles);
-        else
-            c.bkm ? launch<2, false, true>(p, tiles) : launch<2, false, false>(p, tiles);
-    }
+    const size_t smem = carve_tc_stream_mt(c.M) == 1 ? sizeof(StreamSmem<1>) : sizeof(StreamSmem<2>);
+    carve_tc::stream_dispatch(c.bf16, c.M, c.ak, c.bkm, [&](auto kernel) {
+        for (int i = 0; i < tiles; i++)
+            stream_emu::run_cluster(kernel, p, (unsigned)i, p.clusters, smem);
+    });
 
     long wrong = 0, pad = 0;
     for (int m = 0; m < c.M; m++)
@@ -150,10 +143,10 @@ void run(const Case &c) {
                 uint16_t c0, h;
                 memcpy(&c0, C0 + 2 * i, 2);
                 if (c.beta != 0.f)
-                    want = fmaf(c.beta, carve_tc::bf16_to_f(c0), want);
-                want = carve_tc::bf16_to_f(carve_tc::f_to_bf16(want));
+                    want = fmaf(c.beta, to_f(c.bf16, c0), want);
+                want = to_f(c.bf16, from_f(c.bf16, want));
                 memcpy(&h, C + 2 * i, 2);
-                got = carve_tc::bf16_to_f(h);
+                got = to_f(c.bf16, h);
             }
             if (!(got == want)) {
                 if (wrong < 3)
@@ -164,11 +157,17 @@ void run(const Case &c) {
     checks += 2;
     const bool ok = wrong == 0 && pad == 0;
     failures += !ok;
-    printf("%s M=%d N=%d K=%d cluster %d, A %s%s, B %s, C %s, alpha %g beta %g: %ld wrong, %ld padding written\n",
-           ok ? "ok  " : "FAIL", c.M, c.N, c.K, c.cs, c.ak ? "K-major" : "M-major",
-           c.ak ? (p.a_vec ? " (16-byte rows)" : " (odd rows)") : "", c.bkm ? "K-major" : "N-major",
-           c.c_f32 ? "f32" : "bf16", c.alpha, c.beta, wrong, pad);
-    free(A);
+    printf("%s %s M=%d N=%d K=%d cluster %d, A %s%s%s, B %s, C %s, alpha %g beta %g: %ld wrong, %ld padding "
+           "written\n",
+           ok ? "ok  " : "FAIL", c.bf16 ? "bf16" : "fp16", c.M, c.N, c.K, c.cs, c.ak ? "K-major" : "M-major",
+           c.ak ? (p.a_vec ? " (16-byte rows)" : " (rows staged element-wise)") : "", c.a_off ? " at 16 + 2 bytes" : "",
+           c.bkm ? "K-major" : "N-major", c.c_f32 ? "f32" : c.bf16 ? "bf16" : "fp16", c.alpha, c.beta, wrong, pad);
+    if (p.a_vec != (c.ak && !c.a_off && lda % 8 == 0)) {
+        printf("FAIL stream_params: A staged %s, want %s\n", p.a_vec ? "by 16 bytes" : "element-wise",
+               p.a_vec ? "element-wise" : "by 16 bytes");
+        failures++;
+    }
+    free(A0);
     free(B);
     free(C);
     free(C0);
@@ -177,28 +176,36 @@ void run(const Case &c) {
 }  // namespace
 
 int main() {
-    static const int shapes[][4] = {
-        /* M, N, K, cluster */
-        {1, 64, 64, 1},   {3, 70, 130, 1},  {8, 7, 129, 1},   {16, 130, 300, 2}, {17, 77, 333, 1},
-        {32, 65, 520, 2}, {5, 72, 600, 3},  {1, 1, 1, 1},     {32, 200, 17, 1},  {13, 63, 257, 2},
-        {2, 129, 2100, 8}, {24, 9, 1000, 4},
+    /* M, N, K, cluster, and the layout ThreadSanitizer runs (bit 1: A
+     * M-major, bit 0: B K-major). Two shapes are there for the
+     * synchronization: 3 x 70 x 600 in one block, A K-major and B N-major,
+     * needs the __syncwarp between a warp's last fragment reads of a step
+     * and its staging of the next; 20 x 70 x 2100 in clusters of 8 needs
+     * the cluster barrier before a block exits. */
+    static const int shapes[][5] = {
+        {1, 64, 64, 1, 1},   {3, 70, 130, 1, 2},   {8, 7, 129, 1, 3},   {16, 130, 300, 2, 0}, {17, 77, 333, 1, 1},
+        {32, 65, 520, 2, 2}, {5, 72, 600, 3, 3},   {1, 1, 1, 1, 0},     {32, 200, 17, 1, 1},  {13, 63, 257, 2, 2},
+        {2, 129, 2100, 8, 3}, {24, 9, 1000, 4, 0}, {9, 66, 1300, 5, 1}, {30, 40, 1600, 6, 2}, {4, 100, 1800, 7, 3},
+        {3, 70, 600, 1, 0},  {20, 70, 2100, 8, 1},
     };
+    setvbuf(stdout, nullptr, _IOLBF, 0); /* the cases before a fault (which ends the process) stay on record */
 #if defined(__SANITIZE_THREAD__)
     const bool every_layout = false;
 #else
     const bool every_layout = true;
 #endif
-    int i = 0, si = 0;
+    int i = 0;
     for (const auto &s : shapes) {
-        si++;
         for (int layout = 0; layout < 4; layout++, i++) {
-            if (!every_layout && layout != si % 4)
+            if (!every_layout && layout != s[4])
                 continue;
             Case c;
             c.M = s[0], c.N = s[1], c.K = s[2], c.cs = s[3];
             c.ak = !(layout & 2);
             c.bkm = layout & 1;
             c.a_rows16 = i % 3 != 0;
+            c.a_off = i % 5 == 2;
+            c.bf16 = i % 7 != 3 && i % 7 != 6;
             c.c_f32 = i % 2 == 0;
             c.alpha = i % 3 == 1 ? 1.5f : 1.f;
             c.beta = i % 4 >= 2 ? 0.5f : 0.f;
