@@ -5,16 +5,25 @@
  *
  * One thread block cluster runs at a time, every thread of it a host
  * thread: __syncwarp, __syncthreads and the cluster barrier are
- * std::barriers over the warp, the block and the cluster; each block's
- * shared memory is its own buffer filled with 0xFF bytes (NaN as bf16,
- * fp16 and fp32, so a read of anything never written poisons the output), and
- * map_shared_rank moves a pointer from the caller's block to another's.
- * mma.sync m16n8k16 (bf16 or fp16 in, fp32 accumulate) is a warp-wide exchange
+ * std::barriers over the warp, the block and the cluster (each orders
+ * memory, as its CUDA namesake does); each block's shared memory is its
+ * own mapping filled with 0xFF bytes (NaN as bf16, fp16 and fp32, so a
+ * read of anything never written poisons the output), map_shared_rank
+ * moves a pointer from the caller's block to another's, and when the last
+ * thread of a block returns its shared memory becomes unreadable
+ * (PROT_NONE), so a read of it through distributed shared memory after
+ * its block has exited faults, as it may on the device. mma.sync
+ * m16n8k16 (bf16 or fp16 in, fp32 accumulate) is a warp-wide exchange
  * through per-warp slots that reads each lane's fragments where the PTX
  * ISA puts them (written out again here from the ISA, not from the
- * kernel); products and sums in double, rounded once per instruction. The
- * 16-byte load of B aborts when its address is not 16-byte aligned, as it
- * would fault on the device. EpiParams and store_out are the ones of
+ * kernel); products and sums in double, rounded once per instruction.
+ * mma.sync orders no memory, so neither does the exchange: its slots and
+ * counters are relaxed atomics, its waits are futex calls, and the only
+ * ordering it has comes from fences, which ThreadSanitizer does not
+ * model. A kernel that relies on an mma to separate two warps' shared
+ * memory accesses therefore shows there as a data race. The 16-byte load
+ * of B aborts when its address is not 16-byte aligned, as it would fault
+ * on the device. EpiParams and store_out are the ones of
  * gemm_tc_common.cuh and gemm_tc_mma.cuh, written for the host (fp32 C,
  * or C of the operands' type).
  */
@@ -24,14 +33,22 @@
 #define CARVE_GEMM_EMU 1
 
 #include <barrier>
+#include <climits>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <atomic>
 #include <memory>
 #include <thread>
 #include <vector>
+
+#include <linux/futex.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #define __global__
 #define __device__
@@ -70,16 +87,26 @@ inline uint32_t __byte_perm(uint32_t x, uint32_t y, uint32_t s) {
 
 namespace stream_emu {
 
+/* A warp: the barrier of __syncwarp, and the mma exchange's slots for the
+ * lanes' fragments and two counters that only grow (lanes that have
+ * written their fragments for an instruction, lanes that have read
+ * everyone's), all accessed with relaxed atomics. */
 struct Warp {
     std::barrier<> bar{32};
+    uint32_t arrived = 0, left = 0;
     uint32_t a[32][4], b[32][2];
 };
 
 struct Block {
-    explicit Block(size_t bytes) : bar(128), mem(new unsigned char[bytes + 16]) {
-        smem = mem.get();
-        while ((uintptr_t)smem & 15u)
-            smem++;
+    explicit Block(size_t bytes) : bar(128), threads(128) {
+        const long page = sysconf(_SC_PAGESIZE);
+        map_bytes = (bytes + (size_t)page - 1) / (size_t)page * (size_t)page;
+        void *m = mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED) {
+            fprintf(stderr, "stream_emu: no memory for a block's shared memory\n");
+            abort();
+        }
+        smem = static_cast<unsigned char *>(m);
         memset(smem, 0xFF, bytes);
         for (Warp *&w : warps)
             w = new Warp;
@@ -87,10 +114,12 @@ struct Block {
     ~Block() {
         for (Warp *w : warps)
             delete w;
+        munmap(smem, map_bytes);
     }
     std::barrier<> bar;
-    std::unique_ptr<unsigned char[]> mem;
+    std::atomic<int> threads; /* threads of the block still running */
     unsigned char *smem;
+    size_t map_bytes;
     Warp *warps[4];
 };
 
@@ -103,10 +132,32 @@ struct Cluster {
 inline Cluster *cluster = nullptr;
 inline thread_local emu_dim3 tid, bid;
 inline thread_local unsigned rank;
+inline thread_local uint32_t mma_calls; /* mma instructions this thread has issued */
+
+/* The shared memory of blocks that have exited, for the fault handler:
+ * [lo, hi) and the block's rank; written before the mapping is protected. */
+struct Exited {
+    std::atomic<uintptr_t> lo, hi;
+    std::atomic<unsigned> rank;
+};
+inline Exited exited[8];
 
 [[noreturn]] inline void die(const char *what, const void *p) {
     fprintf(stderr, "stream_emu: %s (%p) in block %u thread %u\n", what, p, bid.x, tid.x);
     abort();
+}
+
+inline void on_fault(int, siginfo_t *si, void *) {
+    const uintptr_t a = (uintptr_t)si->si_addr;
+    for (const Exited &e : exited)
+        if (a >= e.lo.load(std::memory_order_relaxed) && a < e.hi.load(std::memory_order_relaxed)) {
+            static const char msg[] = "stream_emu: read of a block's shared memory after the block exited "
+                                      "(distributed shared memory needs a cluster barrier before exit)\n";
+            (void)!write(2, msg, sizeof msg - 1);
+            _exit(3);
+        }
+    signal(SIGSEGV, SIG_DFL);
+    raise(SIGSEGV);
 }
 
 inline Block &block() { return *cluster->blocks[rank]; }
@@ -117,9 +168,19 @@ inline unsigned char *block_smem() { return block().smem; }
  * memory. */
 template <class Kernel, class P>
 void run_cluster(Kernel kernel, const P &p, unsigned index, int cs, size_t smem_bytes) {
+    static const bool handler = [] {
+        struct sigaction sa = {};
+        sa.sa_sigaction = on_fault;
+        sa.sa_flags = SA_SIGINFO;
+        sigemptyset(&sa.sa_mask);
+        return sigaction(SIGSEGV, &sa, nullptr) == 0;
+    }();
+    (void)handler;
     Cluster c(cs);
     for (int r = 0; r < cs; r++)
         c.blocks.emplace_back(new Block(smem_bytes));
+    for (Exited &e : exited)
+        e.lo.store(0, std::memory_order_relaxed), e.hi.store(0, std::memory_order_relaxed);
     cluster = &c;
     std::vector<std::thread> pool;
     pool.reserve((size_t)cs * 128);
@@ -128,11 +189,50 @@ void run_cluster(Kernel kernel, const P &p, unsigned index, int cs, size_t smem_
             rank = (unsigned)(i / 128);
             tid = emu_dim3{(unsigned)(i % 128), 0, 0};
             bid = emu_dim3{index * (unsigned)cs + rank, 0, 0};
+            mma_calls = 0;
             kernel(p);
+            Block &b = block();
+            if (b.threads.fetch_sub(1) == 1) { /* the block's last thread: its shared memory goes away */
+                Exited &e = exited[rank];
+                e.rank.store(rank, std::memory_order_relaxed);
+                e.lo.store((uintptr_t)b.smem, std::memory_order_relaxed);
+                e.hi.store((uintptr_t)b.smem + b.map_bytes, std::memory_order_relaxed);
+                if (mprotect(b.smem, b.map_bytes, PROT_NONE) != 0)
+                    die("mprotect failed", b.smem);
+            }
         });
     for (std::thread &t : pool)
         t.join();
     cluster = nullptr;
+}
+
+/* A fence: ordering on the host, and no happens-before edge for
+ * ThreadSanitizer, which does not model fences (GCC says so with -Wtsan;
+ * here that is the point). */
+#if defined(__SANITIZE_THREAD__) && defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wtsan"
+#endif
+inline void fence(std::memory_order o) { std::atomic_thread_fence(o); }
+#if defined(__SANITIZE_THREAD__) && defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+/* Wait until the counter at p reaches `target` (relaxed loads, futex
+ * sleeps: nothing ThreadSanitizer takes for synchronization). */
+inline void wait_for(uint32_t *p, uint32_t target) {
+    for (;;) {
+        const uint32_t v = __atomic_load_n(p, __ATOMIC_RELAXED);
+        if ((int32_t)(v - target) >= 0)
+            return;
+        syscall(SYS_futex, p, FUTEX_WAIT_PRIVATE, v, nullptr, nullptr, 0);
+    }
+}
+
+/* Count this lane in at p; the lane that completes `target` wakes the rest. */
+inline void count_in(uint32_t *p, uint32_t target) {
+    if (__atomic_add_fetch(p, 1u, __ATOMIC_RELAXED) == target)
+        syscall(SYS_futex, p, FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
 }
 
 }  // namespace stream_emu
@@ -234,30 +334,54 @@ inline void store_out(const EpiParams &p, int r, int c, float acc) {
     }
 }
 
-/* mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}.{bf16,f16}.f32, lane = 4 * group + t
- * (PTX ISA, "Matrix Fragments for mma.m16n8k16"): A (16 x 16) element i of
- * the 8 a lane holds (register i / 2, half i % 2) is at row g (i < 2 or
- * 4 <= i < 6, else g + 8), column 2t + (i & 1) (+ 8 for i >= 4); B
- * (16 x 8) element i of 4 (register i / 2) at row 2t + (i & 1) (+ 8 for
- * i >= 2), column g; C (16 x 8) c_i at row g (+ 8 for i >= 2), column
- * 2t + (i & 1). */
+/* mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}.{bf16,f16}.f32, lane =
+ * 4 * group + t (PTX ISA, "Matrix Fragments for mma.m16n8k16"): A (16 x
+ * 16) element i of the 8 a lane holds (register i / 2, half i % 2) is at
+ * row g (i < 2 or 4 <= i < 6, else g + 8), column 2t + (i & 1) (+ 8 for
+ * i >= 4); B (16 x 8) element i of 4 (register i / 2) at row 2t + (i & 1)
+ * (+ 8 for i >= 2), column g; C (16 x 8) c_i at row g (+ 8 for i >= 2),
+ * column 2t + (i & 1).
+ *
+ * The exchange of call c (every lane of a warp makes the same calls, in
+ * the same order): wait until all 32 lanes have read call c - 1's slots,
+ * write this lane's, count in as arrived, wait for all 32, read every
+ * lane's, count in as left. Fences keep it correct on the host; all
+ * accesses are relaxed atomics, so no happens-before edge between lanes
+ * comes from it. */
 template <typename T>
 inline void mma16816(float *d, const uint32_t *a, const uint32_t *b) {
     stream_emu::Warp &w = *stream_emu::block().warps[stream_emu::tid.x >> 5];
     const int lane = stream_emu::tid.x & 31;
-    memcpy(w.a[lane], a, sizeof w.a[lane]);
-    memcpy(w.b[lane], b, sizeof w.b[lane]);
-    w.bar.arrive_and_wait();
+    const uint32_t c = stream_emu::mma_calls++;
+    stream_emu::wait_for(&w.left, 32u * c);
+    stream_emu::fence(std::memory_order_acquire);
+    for (int i = 0; i < 4; i++)
+        __atomic_store_n(&w.a[lane][i], a[i], __ATOMIC_RELAXED);
+    for (int i = 0; i < 2; i++)
+        __atomic_store_n(&w.b[lane][i], b[i], __ATOMIC_RELAXED);
+    stream_emu::fence(std::memory_order_release);
+    stream_emu::count_in(&w.arrived, 32u * (c + 1));
+    stream_emu::wait_for(&w.arrived, 32u * (c + 1));
+    stream_emu::fence(std::memory_order_acquire);
+    uint32_t ra[32][4], rb[32][2];
+    for (int l = 0; l < 32; l++) {
+        for (int i = 0; i < 4; i++)
+            ra[l][i] = __atomic_load_n(&w.a[l][i], __ATOMIC_RELAXED);
+        for (int i = 0; i < 2; i++)
+            rb[l][i] = __atomic_load_n(&w.b[l][i], __ATOMIC_RELAXED);
+    }
+    stream_emu::fence(std::memory_order_release); /* the reads are done before the slots are refilled */
+    stream_emu::count_in(&w.left, 32u * (c + 1));
     double A[16][16], B[16][8];
     for (int l = 0; l < 32; l++) {
         const int g = l >> 2, t = l & 3;
         for (int i = 0; i < 8; i++) {
             const int row = (i < 2 || (i >= 4 && i < 6)) ? g : g + 8, col = 2 * t + (i & 1) + (i >= 4 ? 8 : 0);
-            A[row][col] = to_f<T>((uint16_t)(w.a[l][i / 2] >> (16 * (i & 1))));
+            A[row][col] = to_f<T>((uint16_t)(ra[l][i / 2] >> (16 * (i & 1))));
         }
         for (int i = 0; i < 4; i++) {
             const int row = 2 * t + (i & 1) + (i >= 2 ? 8 : 0);
-            B[row][g] = to_f<T>((uint16_t)(w.b[l][i / 2] >> (16 * (i & 1))));
+            B[row][g] = to_f<T>((uint16_t)(rb[l][i / 2] >> (16 * (i & 1))));
         }
     }
     const int g = lane >> 2, t = lane & 3;
@@ -268,7 +392,6 @@ inline void mma16816(float *d, const uint32_t *a, const uint32_t *b) {
             sum += A[row][kk] * B[kk][col];
         d[i] = (float)sum;
     }
-    w.bar.arrive_and_wait(); /* nobody refills the slots before everyone has read them */
 }
 
 /* The 16-byte load of B. */

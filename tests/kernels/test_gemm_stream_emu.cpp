@@ -28,7 +28,9 @@
  * of it: every cluster of every case runs. Under ThreadSanitizer (slow with
  * a thousand threads a cluster) each shape runs the one layout it names; a
  * data race between the warps' staging, the block's reuse of shared memory
- * and the cluster's reduction shows there as a report.
+ * and the cluster's reduction shows there as a report (stream_emu.h's mma
+ * orders no memory, so a missing __syncwarp shows too), and a block whose
+ * shared memory is read after it exited faults in every build.
  */
 #include "stream_emu.h"
 
