@@ -11,6 +11,9 @@
  *  - bf16 1 x 1 x (2^31 - 8), 16-byte rows: wgmma (BK 64) where the device
  *    has it, and mma.sync with cp.async (BK 32);
  *  - bf16 1 x 1 x (2^31 - 1): mma.sync with element-wise loads;
+ *  - bf16 1 x 1 x (2^31 - 8) under CARVE_GEMM_PATH=auto: the streaming
+ *    kernel on Hopper (one row of A, B's row on 16 bytes), its 2^25 k
+ *    steps in runs over a cluster of 8 blocks; mma.sync elsewhere;
  *  - CARVE_TEST_LIMITS=all: every fp32 variant at 1 x 4 x (2^31 - 4) too
  *    (by estimate, 2^31 k steps of 256 cycles: about five minutes for the
  *    128 x 256 ones, two and a half for 128 x 128; not yet measured).
@@ -27,7 +30,10 @@
  *  - bf16 (2^31 - 1) x 1 x 1 and 1 x (2^31 - 1) x 1, bf16 C (mma.sync,
  *    element-wise; 4 + 4 GiB);
  *  - bf16 (2^31 - 1) x 1 x 8 with 16-byte rows, fp32 C (wgmma on Hopper;
- *    32 + 8 GiB).
+ *    32 + 8 GiB);
+ *  - bf16 1 x (2^31 - 8) x 1, B's row on 16 bytes (ldb a multiple of 8),
+ *    bf16 C, under the automatic choice: the streaming kernel on Hopper
+ *    (2^25 clusters of one block; 4 + 4 GiB), mma.sync elsewhere.
  * A case the device has no memory for is skipped, and said so.
  * CARVE_TEST_LIMITS=k or =mn runs one half. CARVE_TEST_QUICK=1 (the
  * compute-sanitizer runs) skips the whole test (exit 77). Exits 77 without a
@@ -40,7 +46,8 @@
 #include "kernels/gemm_variants.h"
 #include "ktest.h"
 
-/* Internal (lib/kernels/gemm_tc.cu): 1 wgmma, 0 mma.sync, -1 nothing. */
+/* Internal (lib/kernels/gemm_tc.cu): 2 the streaming kernel, 1 wgmma, 0
+ * mma.sync, -1 nothing. */
 int carve__gemm_tc_last_path(void);
 
 static int g_cc;
@@ -177,17 +184,18 @@ static void k_near_int_max(int all_variants) {
         }
     }
     if (do_bf16) {
-        static const char *const names[3] = {"carve_gemm bf16 wgmma", "carve_gemm bf16 mma",
-                                             "carve_gemm bf16 mma elementwise"};
-        for (int i = 0; i < 3; i++) {
+        static const char *const names[4] = {"carve_gemm bf16 wgmma", "carve_gemm bf16 mma",
+                                             "carve_gemm bf16 mma elementwise", "carve_gemm bf16 auto (stream)"};
+        static const char *const paths[4] = {"wgmma", "mma", "mma", "auto"};
+        for (int i = 0; i < 4; i++) {
             const int k = i == 2 ? k1 : kb8;
             NEW_CASE(names[i], k, 1);
-            setenv("CARVE_GEMM_PATH", i == 0 ? "wgmma" : "mma", 1);
+            setenv("CARVE_GEMM_PATH", paths[i], 1);
             /* A 1 x k, B stored transposed (1 x k): both rows of k. */
             c->st = carve_gemm(NULL, (carve_stream)c->s, CARVE_ROW_MAJOR, CARVE_NO_TRANS, CARVE_TRANS, 1, 1, k, 1.f,
                                Ah, k, Bh, k, 0.f, c->C, 1, CARVE_DTYPE_BF16, CARVE_DTYPE_F32);
             c->path = carve__gemm_tc_last_path();
-            c->want_path = i == 0 && g_cc == 90 ? 1 : i == 0 ? -1 : 0;
+            c->want_path = i == 0 && g_cc == 90 ? 1 : i == 0 ? -1 : i == 3 && g_cc == 90 ? 2 : 0;
         }
         unsetenv("CARVE_GEMM_PATH");
     }
@@ -292,11 +300,15 @@ static void mn_f32(int m_big) {
 }
 
 /* bf16 in; k = 1 (element-wise mma.sync, bf16 C) or m big with k = 8 and
- * lda = ldb = 8 (16-byte rows: wgmma on Hopper, fp32 C). */
-static void mn_bf16(int m_big, int k) {
-    const int M = m_big ? INT_MAX : 1, N = m_big ? 1 : INT_MAX;
+ * lda = ldb = 8 (16-byte rows: wgmma on Hopper, fp32 C). n_big_rows16:
+ * 1 x (2^31 - 8) x 1 instead, B's one row on 16 bytes (ldb a multiple of
+ * 8): the streaming kernel on Hopper, with its grid of 2^25 clusters of
+ * one block and its last column at 2^31 - 9. */
+static void mn_bf16(int m_big, int k, int n_big_rows16) {
+    const int M = m_big ? INT_MAX : 1, N = m_big ? 1 : n_big_rows16 ? INT_MAX - 7 : INT_MAX;
     const int c_f32 = k == 8;
-    const size_t xbytes = (size_t)INT_MAX * (size_t)k * 2, cbytes = (size_t)INT_MAX * (c_f32 ? 4 : 2);
+    const size_t big = m_big ? (size_t)M : (size_t)N;
+    const size_t xbytes = big * (size_t)k * 2, cbytes = big * (c_f32 ? 4 : 2);
     char what[96];
     snprintf(what, sizeof what, "carve_gemm bf16 %d x %d x %d -> %s", M, N, k, c_f32 ? "f32" : "bf16");
     if (!enough_memory(xbytes + cbytes, what))
@@ -321,22 +333,24 @@ static void mn_bf16(int m_big, int k) {
                         N, CARVE_DTYPE_BF16, ct);
     const int path = carve__gemm_tc_last_path();
     CHECK_OK(NULL, st);
-    if (c_f32 && g_cc == 90)
+    if (g_cc == 90 && n_big_rows16)
+        CHECK(path == 2);
+    else if (c_f32 && g_cc == 90)
         CHECK(path == 1);
     else
         CHECK(path == 0);
     CUDA_OK(cudaDeviceSynchronize());
     const float exact = (float)k * 2.f * float_of_bf16(0x3F3F); /* 1.4921875 * k: exact in both types */
     if (c_f32) {
-        check_all(what, C, (size_t)INT_MAX, 4, &exact);
+        check_all(what, C, big, 4, &exact);
     } else {
         const uint16_t want = bf16_of(exact);
-        check_all(what, C, (size_t)INT_MAX, 2, &want);
+        check_all(what, C, big, 2, &want);
     }
     CUDA_OK(cudaFree(X));
     CUDA_OK(cudaFree(y));
     CUDA_OK(cudaFree(C));
-    printf("  (%.1f s, path %s)\n", ktest_now() - t0, path == 1 ? "wgmma" : "mma");
+    printf("  (%.1f s, path %s)\n", ktest_now() - t0, path == 2 ? "stream" : path == 1 ? "wgmma" : "mma");
 }
 
 int main(void) {
@@ -362,9 +376,10 @@ int main(void) {
         mn_f32(1);
         mn_f32(0);
         if (g_cc >= 80) {
-            mn_bf16(1, 1);
-            mn_bf16(0, 1);
-            mn_bf16(1, 8);
+            mn_bf16(1, 1, 0);
+            mn_bf16(0, 1, 0);
+            mn_bf16(1, 8, 0);
+            mn_bf16(0, 1, 1);
         }
     }
     CHECK(ktest_free_bytes() + ((size_t)64 << 20) >= free_before);

@@ -23,7 +23,9 @@
  * (misaligned pointers, grids past the limit, a host arena) must return
  * CARVE_ERR_INVALID; legal layouts at the edges of the rules (operands on 2
  * bytes, C on its element size only, C in A's padding columns) must come
- * out exact, on the path expected. Exits 77 without a device.
+ * out exact, on the path expected: at m = 70 with the path forced, and at
+ * m = 5, 7 and 20 under CARVE_GEMM_PATH=auto, where the streaming kernel
+ * (B on 16-byte rows) takes them on Hopper. Exits 77 without a device.
  *
  * Workspace (docs/kernels.md, "Workspace"): on Hopper, operands whose rows
  * break TMA's rules (lda or ldb not a multiple of 8, a base not on 16
@@ -51,7 +53,7 @@
 #include "ktest.h"
 
 /* Internal (lib/kernels/gemm_tc.cu), about the calling thread's last
- * carve_gemm: the path (1 wgmma, 0 mma.sync, -1 nothing launched), the
+ * carve_gemm: the path (2 the streaming kernel, 1 wgmma, 0 mma.sync, -1 nothing launched), the
  * split-K factor (0 when nothing launched), and which operands went through
  * an aligned copy (bit 0: A, bit 1: B). */
 int carve__gemm_tc_last_path(void);
@@ -432,9 +434,9 @@ static void check_bad_arguments(carve_arena *arena) {
  * (lda = ldc = 2k, C = A + k elements, bf16 C). Inputs j/64: every sum is
  * exact in fp32, so C must equal the exact product (rounded to nearest even
  * for a bf16 C) on every path. want_path: 1 wgmma, 0 mma.sync. */
-static void edge_layout(carve_arena *arena, carve_arena *ws, const char *name, size_t a_off, size_t b_off,
+static void edge_layout(carve_arena *arena, carve_arena *ws, int m, const char *name, size_t a_off, size_t b_off,
                         size_t c_off, carve_dtype ct, int c_in_a_pad, const char *path, int want_path) {
-    const int m = 70, n = 40, k = 72; /* a whole k tile and a part: copies pay */
+    const int n = 40, k = 72; /* a whole k tile and a part: copies pay */
     const int lda = c_in_a_pad ? 2 * k : k, ldb = n, ldc = c_in_a_pad ? lda : n;
     const size_t cel = ct == CARVE_DTYPE_F32 ? 4 : 2;
     const size_t asz = (size_t)m * lda, bsz = (size_t)k * ldb, csz = (size_t)m * ldc;
@@ -521,7 +523,7 @@ static void edge_layout(carve_arena *arena, carve_arena *ws, const char *name, s
         test_fail(__FILE__, __LINE__, "edge layout path", d);
     }
     printf("%s %s (path %s)\n", wrong || a_changed || pad_changed || ran != want_path ? "FAIL" : "ok  ", name,
-           ran == 1 ? "wgmma" : "mma");
+           ran == 2 ? "stream" : ran == 1 ? "wgmma" : "mma");
     CHECK_OK(arena, carve_free(arena, pa));
     CHECK_OK(arena, carve_free(arena, pb));
     CHECK_OK(arena, carve_free(arena, pc));
@@ -534,23 +536,36 @@ static void edge_layout(carve_arena *arena, carve_arena *ws, const char *name, s
 
 static void edge_layouts(carve_arena *arena) {
     const int wg = g_cc == 90 ? 1 : 0; /* where the wgmma path exists */
+    const int st = g_cc == 90 ? 2 : 0; /* where the streaming kernel exists */
+    const carve_dtype f32 = CARVE_DTYPE_F32, bf16 = CARVE_DTYPE_BF16;
     /* Operands on 2 bytes but not 16: legal; wgmma through aligned copies
      * with workspace, mma.sync without. */
-    edge_layout(arena, arena, "A, B 2 and 6 bytes in, fp32 C 4 bytes in", 2, 6, 4, CARVE_DTYPE_F32, 0, "wgmma", wg);
+    edge_layout(arena, arena, 70, "A, B 2 and 6 bytes in, fp32 C 4 bytes in", 2, 6, 4, f32, 0, "wgmma", wg);
     if (wg)
         CHECK(carve__gemm_tc_last_copies() == 3);
-    edge_layout(arena, NULL, "A, B 2 and 6 bytes in, no workspace", 2, 6, 4, CARVE_DTYPE_F32, 0, "wgmma", 0);
-    edge_layout(arena, arena, "A 2 bytes in, bf16 C", 2, 0, 0, CARVE_DTYPE_BF16, 0, "wgmma", wg);
+    edge_layout(arena, NULL, 70, "A, B 2 and 6 bytes in, no workspace", 2, 6, 4, f32, 0, "wgmma", 0);
+    edge_layout(arena, arena, 70, "A 2 bytes in, bf16 C", 2, 0, 0, bf16, 0, "wgmma", wg);
     if (wg)
         CHECK(carve__gemm_tc_last_copies() == 1);
     /* C only on its own element size: both paths' epilogues. */
-    edge_layout(arena, arena, "bf16 C 2 bytes in", 0, 0, 2, CARVE_DTYPE_BF16, 0, "wgmma", wg);
-    edge_layout(arena, arena, "fp32 C 4 bytes in", 0, 0, 4, CARVE_DTYPE_F32, 0, "wgmma", wg);
-    edge_layout(arena, arena, "fp32 C 4 bytes in, mma.sync", 0, 0, 4, CARVE_DTYPE_F32, 0, "mma", 0);
+    edge_layout(arena, arena, 70, "bf16 C 2 bytes in", 0, 0, 2, bf16, 0, "wgmma", wg);
+    edge_layout(arena, arena, 70, "fp32 C 4 bytes in", 0, 0, 4, f32, 0, "wgmma", wg);
+    edge_layout(arena, arena, 70, "fp32 C 4 bytes in, mma.sync", 0, 0, 4, f32, 0, "mma", 0);
     /* C in A's padding columns: no byte in common, legal (it used to be
      * refused by comparing spans). */
-    edge_layout(arena, arena, "C in A's padding", 0, 0, 0, CARVE_DTYPE_BF16, 1, "wgmma", wg);
-    edge_layout(arena, arena, "C in A's padding, mma.sync", 0, 0, 0, CARVE_DTYPE_BF16, 1, "mma", 0);
+    edge_layout(arena, arena, 70, "C in A's padding", 0, 0, 0, bf16, 1, "wgmma", wg);
+    edge_layout(arena, arena, 70, "C in A's padding, mma.sync", 0, 0, 0, bf16, 1, "mma", 0);
+    /* Decode shapes (m <= 32) under the automatic choice: with B on 16
+     * bytes the streaming kernel takes them on Hopper, whatever A and C
+     * are (A staged element by element, C stored element by element);
+     * with B off 16 bytes it does not. No workspace: the streaming kernel
+     * needs none. */
+    edge_layout(arena, NULL, 20, "m 20: A 2 bytes in, fp32 C 4 bytes in, auto", 2, 0, 4, f32, 0, "auto", st);
+    edge_layout(arena, NULL, 20, "m 20: A 2 bytes in, bf16 C 2 bytes in, auto", 2, 0, 2, bf16, 0, "auto", st);
+    edge_layout(arena, NULL, 7, "m 7: bf16 C 2 bytes in, auto", 0, 0, 2, bf16, 0, "auto", st);
+    edge_layout(arena, NULL, 20, "m 20: C in A's padding, auto", 0, 0, 0, bf16, 1, "auto", st);
+    edge_layout(arena, NULL, 5, "m 5: C in A's padding, auto", 0, 0, 0, bf16, 1, "auto", st);
+    edge_layout(arena, arena, 20, "m 20: B 6 bytes in, auto", 0, 6, 0, f32, 0, "auto", wg);
 }
 
 /* ---- split-K and workspace ------------------------------------------------ */
