@@ -123,16 +123,65 @@ cudaError_t launch_layout(const Problem &pr, const CUtensorMap &ma, const CUtens
                        : launch<BN, T, false, false>(pr, ma, mb, ep, sp);
 }
 
+/* A cluster of `cs` blocks of a streaming kernel instance on a device: 0
+ * not asked yet, 1 the device can place one, 2 it cannot (cs blocks that
+ * fit no GPC: a MIG instance or an MPS client with a few SMs). */
+constexpr int kStMaxDevices = 64;
+std::atomic<signed char> g_placeable[kStMaxDevices][kStInstances][CARVE_TC_STREAM_MAX_CLUSTER];
+
+/* The largest cluster size up to `cs` that the device can place for this
+ * instance (cudaOccupancyMaxActiveClusters > 0, asked once per device,
+ * instance and size, so a call pays one cudaGetDevice and an atomic load);
+ * a size the query cannot judge (another error) counts as placeable, and
+ * the launch judges it. 1 at least. */
+int placeable_cluster(const Problem &pr, const cudaLaunchConfig_t &base, int cs) {
+    int dev = -1;
+    if (cudaGetDevice(&dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        dev = -1;
+    }
+    const int inst = stream_instance(pr.bf16, pr.M, pr.a_kmajor, pr.b_kmajor);
+    for (; cs > 1; cs--) {
+        std::atomic<signed char> *slot = dev >= 0 && dev < kStMaxDevices ? &g_placeable[dev][inst][cs - 1] : nullptr;
+        int known = slot ? slot->load(std::memory_order_relaxed) : 0;
+        if (known == 0) {
+            cudaLaunchConfig_t cfg = base;
+            cudaLaunchAttribute attr[1];
+            attr[0].id = cudaLaunchAttributeClusterDimension;
+            attr[0].val.clusterDim.x = (unsigned)cs;
+            attr[0].val.clusterDim.y = 1;
+            attr[0].val.clusterDim.z = 1;
+            cfg.gridDim = dim3((unsigned)cs, 1, 1);
+            cfg.attrs = attr;
+            cfg.numAttrs = 1;
+            int n = 0;
+            const cudaError_t e = stream_dispatch(pr.bf16, pr.M, pr.a_kmajor, pr.b_kmajor, [&](auto kernel) {
+                return cudaOccupancyMaxActiveClusters(&n, kernel, &cfg);
+            });
+            if (e != cudaSuccess)
+                (void)cudaGetLastError();
+            known = e == cudaSuccess ? (n > 0 ? 1 : 2) : e == cudaErrorInvalidClusterSize ? 2 : 1;
+            if (slot)
+                slot->store((signed char)known, std::memory_order_relaxed);
+        }
+        if (known == 1)
+            break;
+    }
+    return cs;
+}
+
 /* The streaming kernel, A and B in either layout (stream_dispatch picks
  * the instance); the grid is the 64-column tiles times the cluster size,
- * one cluster a tile. */
-cudaError_t stream_launch(const Problem &pr, const StreamParams &sp) {
+ * one cluster a tile. *cs: the planned cluster size in, the launched one
+ * out (smaller where the device cannot place the planned one). */
+cudaError_t stream_launch(const Problem &pr, StreamParams sp, int *cs) {
     const int64_t tiles = carve_tiles(pr.N, kStCols);
     cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)(tiles * sp.clusters), 1, 1);
     cfg.blockDim = dim3(kStThreads, 1, 1);
     cfg.dynamicSmemBytes = 0;
     cfg.stream = pr.stream;
+    sp.clusters = *cs = placeable_cluster(pr, cfg, sp.clusters);
+    cfg.gridDim = dim3((unsigned)(tiles * sp.clusters), 1, 1);
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeClusterDimension;
     attr[0].val.clusterDim.x = (unsigned)sp.clusters;
@@ -152,19 +201,22 @@ cudaError_t stream_launch(const Problem &pr, const StreamParams &sp) {
 
 }  // namespace
 
-extern "C" cudaError_t carve_gemm_tc_stream_run(const Problem *pp, int clusters, const char **why) {
+extern "C" cudaError_t carve_gemm_tc_stream_run(const Problem *pp, int *clusters, const char **why) {
     const Problem &pr = *pp;
     if (!carve_tc_stream_takes(pr.M, carve_tc_stream_b_rows((uintptr_t)pr.B, pr.ldb))) {
         *why = "the streaming kernel takes M <= 32 with B on 16-byte rows";
         return cudaErrorNotSupported;
     }
-    if (clusters < 1 || clusters > CARVE_TC_STREAM_MAX_CLUSTER) {
+    if (*clusters < 1 || *clusters > CARVE_TC_STREAM_MAX_CLUSTER) {
         *why = "cluster size out of range";
         return cudaErrorNotSupported;
     }
-    const StreamParams sp = stream_params(pr.A, pr.lda, pr.a_kmajor, pr.B, pr.ldb, clusters,
+    const StreamParams sp = stream_params(pr.A, pr.lda, pr.a_kmajor, pr.B, pr.ldb, *clusters,
                                           EpiParams{pr.C, pr.ldc, pr.M, pr.N, pr.K, pr.alpha, pr.beta, pr.c_f32 ? 1 : 0});
-    return stream_launch(pr, sp);
+    const cudaError_t e = stream_launch(pr, sp, clusters);
+    if (e == cudaErrorNotSupported)
+        *why = "the device refused the cluster size";
+    return e;
 }
 
 extern "C" bool carve_gemm_tc_wgmma_ready(void) { return get_encode() != nullptr; }
@@ -526,10 +578,10 @@ extern "C" carve_status carve_gemm(carve_arena *arena, carve_stream s, carve_ord
         carve_tc_stream_takes(pr.M, carve_tc_stream_b_rows((uintptr_t)pr.B, pr.ldb))) {
         /* Decode shapes: the streaming kernel, no workspace. */
         const int forced = splitk_env();
-        const int clusters = forced ? carve_tc_stream_clamp_cluster(forced, pr.K)
-                                    : carve_tc_stream_cluster(pr.N, pr.K, device_sms());
+        int clusters = forced ? carve_tc_stream_clamp_cluster(forced, pr.K)
+                              : carve_tc_stream_cluster(pr.N, pr.K, device_sms());
         const char *why = nullptr;
-        e = carve_gemm_tc_stream_run(&pr, clusters, &why);
+        e = carve_gemm_tc_stream_run(&pr, &clusters, &why);
         if (e == cudaSuccess) {
             t_last_path = 2;
             t_last_splits = clusters;

@@ -68,12 +68,15 @@ extern "C" cudaError_t carve_gemm_tc_wgmma_run(const carve_tc::Problem *p, const
                                                const char **why);
 
 /* Launch the streaming kernel (gemm_tc_stream.cuh, sm_90a object) for a
- * problem carve_tc_stream_takes accepts, with `clusters` blocks per 64
- * columns (carve_tc_stream_cluster). Returns cudaSuccess when launched;
- * cudaErrorNotSupported when the problem is not one it takes (*why says
- * why): the caller goes on to the wgmma path; any other error is a launch
- * failure. */
-extern "C" cudaError_t carve_gemm_tc_stream_run(const carve_tc::Problem *p, int clusters, const char **why);
+ * problem carve_tc_stream_takes accepts, with *clusters blocks per 64
+ * columns (carve_tc_stream_cluster), or the largest smaller size the
+ * device can place (cudaOccupancyMaxActiveClusters: a MIG instance or an
+ * MPS client may have no GPC with room for 8); *clusters is the size
+ * launched. Returns cudaSuccess when launched; cudaErrorNotSupported when
+ * the problem is not one it takes or the launch refused the cluster size
+ * (cudaErrorInvalidClusterSize; *why says why): the caller goes on to the
+ * wgmma path; any other error is a launch failure. */
+extern "C" cudaError_t carve_gemm_tc_stream_run(const carve_tc::Problem *p, int *clusters, const char **why);
 
 /* Whether the driver offers what the wgmma path needs (the tensor-map
  * encoder), so that the caller plans for it (sm_90a object). */
