@@ -160,7 +160,9 @@ static inline uint64_t carve_tc_partial_bytes(int M, int N, int splits) {
  *
  * The crossover, M <= 32: the accumulators cost 32 registers a thread per
  * 16 rows, next to 64 for the B loads in flight; at M = 32 a thread holds
- * about 170 registers (3 blocks of 128 threads an SM). Beyond 32 rows the
+ * 168 registers with an N-major B (3 blocks of 128 threads an SM) and
+ * 194-204 with a K-major one (2 blocks; docs/kernels.md has ptxas's
+ * table). Beyond 32 rows the
  * warps an SM holds, and with them the bytes in flight, fall, while the
  * wgmma path's 128-row tile reuses each B tile for more rows and its
  * split-K reduction weighs less next to its larger k loops. */
