@@ -211,8 +211,8 @@ extern "C" cudaError_t carve_gemm_tc_stream_run(const Problem *pp, int *clusters
         *why = "cluster size out of range";
         return cudaErrorNotSupported;
     }
-    const StreamParams sp = stream_params(pr.A, pr.lda, pr.a_kmajor, pr.B, pr.ldb, *clusters,
-                                          EpiParams{pr.C, pr.ldc, pr.M, pr.N, pr.K, pr.alpha, pr.beta, pr.c_f32 ? 1 : 0});
+    const EpiParams ep{pr.C, pr.ldc, pr.M, pr.N, pr.K, pr.alpha, pr.beta, pr.c_f32 ? 1 : 0};
+    const StreamParams sp = stream_params(pr.A, pr.lda, pr.a_kmajor, pr.B, pr.ldb, *clusters, ep);
     const cudaError_t e = stream_launch(pr, sp, clusters);
     if (e == cudaErrorNotSupported)
         *why = "the device refused the cluster size";

@@ -282,7 +282,9 @@ inline uint16_t f_to_bf16(float f) { /* round to nearest even (finite values) */
 }
 inline float half_to_f(uint16_t h) {
     const int e = (h >> 10) & 31, m = h & 1023;
-    const float mag = e == 31 ? (m ? NAN : INFINITY) : e == 0 ? ldexpf((float)m, -24) : ldexpf((float)(m | 1024), e - 25);
+    const float mag = e == 31 ? (m ? NAN : INFINITY)
+                      : e == 0  ? ldexpf((float)m, -24)
+                                : ldexpf((float)(m | 1024), e - 25);
     return (h & 0x8000u) ? -mag : mag;
 }
 inline uint16_t f_to_half(float f) { /* round to nearest even */
