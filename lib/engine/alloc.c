@@ -746,19 +746,73 @@ carve_status carve_alloc_aligned(carve_arena *a, size_t size, size_t align, carv
     return hand_out(a, p, b, rs, size, out);
 }
 
+#if CARVE_CHECKS >= 2
+void (*carve__owner_read_hook)(void);
+#define OWNER_READ_HOOK()                                                                                              \
+    do {                                                                                                               \
+        void (*hook_)(void) = CARVE_LOAD_ACQ(&carve__owner_read_hook);                                                 \
+        if (hook_)                                                                                                     \
+            hook_();                                                                                                   \
+    } while (0)
+#else
+#define OWNER_READ_HOOK() ((void)0)
+#endif
+
 /* The pool that owns the span holding addr, locked; NULL when addr is in no
- * span. The caller still has to find addr among the pool's live blocks. */
+ * span. The caller still has to find addr among the pool's live blocks, and
+ * ask owner_recheck before it calls a miss a bad pointer. */
 static carve_pool *owner_locked(carve_arena *a, uintptr_t addr) {
     if (addr & (CARVE_ALIGNMENT - 1))
         return NULL;
     carve_block *span = carve_pagemap_get(&a->pmap, addr);
     if (!span)
         return NULL;
+    OWNER_READ_HOOK();
     carve_pool *p = CARVE_LOAD_ACQ(&span->u.r.pool);
     if (!p)
         return NULL;
     carve_spin_lock(&p->lock);
     return p;
+}
+
+/* After owner_locked's answer missed (no pool, or no live block at addr in
+ * the pool it locked, since unlocked). owner_locked reads the address map and
+ * the span's pool without a lock, and another thread cutting or giving back
+ * that span meanwhile (heap.c's cut_out, carve_heap_give; memory moving
+ * between streams) can leave the record it read naming another pool, or
+ * none, while the buffer at addr stays live in its own: a live buffer
+ * refused as a bad pointer, and an interposer told that a buffer of carve's
+ * is not. A live block never changes pool, and the map's entries for a
+ * pool's ranges change only under that pool's lock (a heap range's under
+ * the heap lock): so look again, and answer "no live buffer" only when the
+ * map, read under the lock of the pool (or heap) its record names, still
+ * names that record, and that pool still has no live block at addr. The
+ * pool with *b (taken out when take), locked; NULL, nothing locked. */
+static carve_pool *owner_recheck(carve_arena *a, uintptr_t addr, int take, carve_block **b) {
+    if (addr & (CARVE_ALIGNMENT - 1))
+        return NULL;
+    for (;;) {
+        carve_block *span = carve_pagemap_get(&a->pmap, addr);
+        if (!span)
+            return NULL;
+        carve_pool *p = CARVE_LOAD_ACQ(&span->u.r.pool);
+        if (!p) {
+            carve_mutex_lock(&a->heap.lock);
+            int same = carve_pagemap_get(&a->pmap, addr) == span && !CARVE_LOAD_ACQ(&span->u.r.pool);
+            carve_mutex_unlock(&a->heap.lock);
+            if (same)
+                return NULL;
+            continue;
+        }
+        carve_spin_lock(&p->lock);
+        *b = take ? carve_blockmap_take(&p->map, addr) : carve_blockmap_get(&p->map, addr);
+        if (*b)
+            return p;
+        int same = carve_pagemap_get(&a->pmap, addr) == span && CARVE_LOAD_ACQ(&span->u.r.pool) == p;
+        carve_spin_unlock(&p->lock);
+        if (same)
+            return NULL;
+    }
 }
 
 /* The pool of the live buffer that starts at ptr, locked, with its block in
@@ -767,15 +821,16 @@ static carve_pool *owner_locked(carve_arena *a, uintptr_t addr) {
  * whose own lookup is on the fast path. */
 static carve_pool *live_locked(carve_arena *a, const void *ptr, int take, carve_block **b) {
     uintptr_t addr = (uintptr_t)ptr;
-    carve_pool *p = ptr ? owner_locked(a, addr) : NULL;
-    if (!p)
+    if (!ptr)
         return NULL;
-    *b = take ? carve_blockmap_take(&p->map, addr) : carve_blockmap_get(&p->map, addr);
-    if (!*b) {
+    carve_pool *p = owner_locked(a, addr);
+    if (p) {
+        *b = take ? carve_blockmap_take(&p->map, addr) : carve_blockmap_get(&p->map, addr);
+        if (*b)
+            return p;
         carve_spin_unlock(&p->lock);
-        return NULL;
     }
-    return p;
+    return owner_recheck(a, addr, take, b);
 }
 
 static carve_status bad_pointer(carve_arena *a, const char *fn, void *ptr) {
@@ -865,12 +920,13 @@ carve_status carve_free(carve_arena *a, void *ptr) {
         return CARVE_OK;
     uintptr_t addr = (uintptr_t)ptr;
     carve_pool *p = owner_locked(a, addr);
-    if (CARVE_UNLIKELY(!p))
-        return bad_pointer(a, "carve_free", ptr);
-    carve_block *b = carve_blockmap_take(&p->map, addr);
+    carve_block *b = CARVE_LIKELY(p != NULL) ? carve_blockmap_take(&p->map, addr) : NULL;
     if (CARVE_UNLIKELY(!b)) {
-        carve_spin_unlock(&p->lock);
-        return bad_pointer(a, "carve_free", ptr);
+        if (p)
+            carve_spin_unlock(&p->lock);
+        p = owner_recheck(a, addr, 1, &b);
+        if (!p)
+            return bad_pointer(a, "carve_free", ptr);
     }
     carve_uses *u = NULL;
     if (CARVE_UNLIKELY(b->flags != 0)) { /* other streams' uses, a tag, an abandoned arena */
