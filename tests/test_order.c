@@ -457,6 +457,47 @@ static void case7(void) {
     em_destroy(m);
 }
 
+/* Case 10: as case 7, but no free block of S1 holds S2's request whole:
+ * X (40 MiB) is free at the back of S1's mapped memory with unmapped room
+ * after it, and S2 asks for 44 MiB, past the arena's budget. A window of
+ * S1's span (X's granules and two of the room after them) may move to S2,
+ * which then maps the two granules only (alloc.c's vmm_adopt_window), but
+ * only once a completed fence of S1 covers X's granules. With the fence
+ * not complete (complete 0: X's kernel still queued), S2 must not get X's
+ * memory (the oracle also checks that nothing freed on S1 is handed out
+ * before S1's work on it is done); with it complete, the window moves. */
+static void case10(int complete) {
+    carve_arena *a = arena("limit=256MiB");
+    em_model *m = em_attach(a);
+    void *s2 = alloc_on(m, a, 4096, S2);
+    void *k = alloc_on(m, a, 2 * MiB, S1), *w = alloc_on(m, a, 4096, S1);
+    void *x = alloc_on(m, a, 40 * MiB, S1);
+    for (int i = 0; i < 64; i++)
+        free_it(m, a, alloc_on(m, a, 4096, S1));
+    unsigned long rec = em_records_on(m, S1);
+    free_it(m, a, x);
+    free_it(m, a, w);
+    CHECK(em_records_on(m, S1) == rec + 1); /* the fence covering X's granules */
+    if (complete)
+        em_advance(m, S1, em_queued(m, S1)); /* the fence completes */
+    uint64_t moved = a->heap.nmoved, maps = a->heap.nreserve;
+    void *b = alloc_on(m, a, 44 * MiB, S2);
+    if (complete) { /* X's granules came over, and two granules were mapped */
+        CHECK(overlap(b, 44 * MiB, x, 40 * MiB));
+        CHECK(a->heap.nmoved == moved + 20 && a->heap.nreserve == maps + 2);
+    } else { /* the memory came from elsewhere */
+        CHECK(!overlap(b, 44 * MiB, x, 40 * MiB));
+        CHECK(a->heap.nmoved == moved && a->heap.nreserve == maps + 22);
+    }
+    CHECK_ARENA(a);
+    em_check_stats(m);
+    free_it(m, a, b);
+    free_it(m, a, k);
+    free_it(m, a, s2);
+    CHECK(em_violations(m) == 0);
+    em_destroy(m);
+}
+
 /* Case 8: a graph pool's memory while carve_graph_pool_release waits for
  * the device. S1 routed to a graph pool g: x (40 MiB), k, w allocated, x
  * and w freed (the uncaptured run); everything done; then a launch of the
@@ -691,6 +732,9 @@ int main(void) {
     case6("vmm=0,limit=64MiB");
     printf("case 7 (free mapped memory moving between streams)\n");
     case7();
+    printf("case 10 (a window of free mapped memory and room moving between streams)\n");
+    case10(0);
+    case10(1);
     printf("case 8 (a graph pool released while a launch is queued)\n");
     case8();
     printf("case 9 (frees during another thread's capture)\n");

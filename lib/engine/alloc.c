@@ -390,6 +390,91 @@ __attribute__((noinline, cold)) static carve_block *vmm_adopt(carve_arena *a, ca
     return NULL;
 }
 
+/* Pool lock held, virtual-memory mode, several streams: no free block of
+ * another stream holds rs bytes whole (vmm_adopt), and p would map need
+ * granules for them. A window of another stream's span may still hold
+ * them: the whole granules at the back of a FREE block whose frees a
+ * completed fence of that stream shows done, and the UNMAPPED room right
+ * after it. The mapped part moves to p as a span of its own (as vmm_adopt
+ * moves it, no driver call), the room it needs of the rest goes back to the
+ * heap and that span grows into it: p then maps only the granules of the
+ * window that were never mapped, fewer than need, where it would otherwise
+ * map all of them (and the other stream's free memory would be unmapped
+ * one day to make room). The stream whose window gives the most mapped
+ * memory is taken. Returns 1 when a window moved (p's new span ends in an
+ * UNMAPPED block after a FREE one: vmm_place finds it), else 0. */
+__attribute__((noinline, cold)) static int vmm_adopt_window(carve_arena *a, carve_pool *p, unsigned cls, size_t rs,
+                                                          size_t need) {
+    const size_t G = CARVE_SEGMENT_GRANULE;
+    size_t n = carve_align_up(rs, G);
+    if (carve_slab_reserve(&p->slab, 2) != 0 || carve_blockmap_reserve(&p->map) != 0)
+        return 0;
+    for (carve_pool *q = CARVE_LOAD_ACQ(&a->pools); q; q = q->next_all) {
+        if (q == p || CARVE_LOAD(&q->graph) || !carve_spin_trylock(&q->lock))
+            continue;
+        carve_block *bl = NULL, *bu = NULL;
+        uintptr_t blo = 0, bhi = 0;
+        int polled = 0;
+        for (carve_block *u = q->unmapped[cls]; u; u = u->fnext) {
+            carve_block *l = u->prev, *span = u->span;
+            uintptr_t mid = u->addr, lo, mlo, mhi;
+            if (!l || l->state != CARVE_B_FREE)
+                continue;
+            lo = carve_align_up(l->addr, G);
+            /* Whole mappings move (maps.h: a mapping stays inside one span). */
+            if (lo < mid && carve_maps_find(&a->maps, lo, &mlo, &mhi, NULL) && mlo < lo)
+                lo = mhi;
+            if (lo >= mid || mid - lo + u->size < n)
+                continue;
+            uintptr_t hi = lo + n > mid ? carve_align_up(lo + n, G) : mid;
+            /* The span keeps something after the window (a span is never
+             * cut whole), and the window maps fewer granules than p would. */
+            if (hi >= span->addr + span->size || (hi - mid) / G >= need || (bl && mid - lo <= bhi - blo))
+                continue;
+            int done = carve_vmm_runs_done(l, lo, mid, q->vdone);
+            if (!done && !polled) {
+                polled = 1;
+                carve_vmm_fences_poll(a, q);
+                done = carve_vmm_runs_done(l, lo, mid, q->vdone);
+            }
+            if (!done)
+                continue;
+            bl = l;
+            bu = u;
+            blo = lo;
+            bhi = hi;
+        }
+        carve_block *moved = NULL;
+        if (bl && carve_slab_reserve(&q->slab, 3) == 0) {
+            uintptr_t mid = bu->addr;
+            carve_mutex_lock(&a->heap.lock);
+            moved = carve_pool_give_mapped(q, bl, blo, mid, p);
+            if (moved && bhi > mid && carve_pool_give_front(q, bu, bhi) != 0) {
+                /* host memory ran out for the records: the mapped part alone moves */
+                bhi = mid;
+            }
+            carve_mutex_unlock(&a->heap.lock);
+        }
+        carve_spin_unlock(&q->lock);
+        if (moved) {
+            carve_block *blk = carve_slab_get(&p->slab);
+            carve_pool_install_span(p, moved, blk);
+            carve_vmm_adopted(p, blk);
+            __atomic_add_fetch(&a->heap.nmoved, (uint64_t)(moved->size / G), __ATOMIC_RELAXED);
+            if (bhi > moved->addr + moved->size) {
+                size_t want = bhi - (moved->addr + moved->size);
+                carve_mutex_lock(&a->heap.lock);
+                size_t added = carve_heap_extend(a, moved, want, want);
+                carve_mutex_unlock(&a->heap.lock);
+                if (added)
+                    carve_pool_extend_span(p, moved, added, carve_slab_get(&p->slab));
+            }
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* Pool lock held, virtual-memory mode, and no FREE block holds rs bytes.
  * Look at every UNMAPPED block of the class with its FREE neighbours: the
  * request can sit at the front of that window (using the FREE block before
@@ -408,9 +493,14 @@ __attribute__((noinline, cold)) static carve_block *vmm_place(carve_arena *a, ca
     carve_block *best = NULL;
     size_t best_need = SIZE_MAX;
     uintptr_t best_x = 0;
-    int best_back = 0;
+    int best_back = 0, window = 0;
     carve_block *m0;
     *st = CARVE_OK;
+scan:
+    best = NULL;
+    best_need = SIZE_MAX;
+    best_x = 0;
+    best_back = 0;
     for (carve_block *u = p->unmapped[cls]; u; u = u->fnext) {
         carve_block *l = u->prev && u->prev->state == CARVE_B_FREE ? u->prev : NULL;
         carve_block *r = u->next && u->next->state == CARVE_B_FREE ? u->next : NULL;
@@ -433,10 +523,18 @@ __attribute__((noinline, cold)) static carve_block *vmm_place(carve_arena *a, ca
     }
     /* Mapping would first unmap free granules somewhere: another stream's
      * free mapped memory, where it holds the request, comes over instead. */
-    if ((!best || best_need) && CARVE_LOAD(&a->multi) &&
-        carve_vmm_would_unmap(a, p, best ? best_need * G : carve_align_up(rs, G)) &&
-        (m0 = vmm_adopt(a, p, cls, rs)))
-        return m0;
+    if ((!best || best_need) && CARVE_LOAD(&a->multi) && !window &&
+        carve_vmm_would_unmap(a, p, best ? best_need * G : carve_align_up(rs, G))) {
+        if ((m0 = vmm_adopt(a, p, cls, rs)))
+            return m0;
+        /* Else a window of another stream's mapped memory and room, where
+         * it needs fewer granules mapped than any place of p's own. */
+        if (!(flags & CARVE_ALLOC_HELD) &&
+            vmm_adopt_window(a, p, cls, rs, best ? best_need : carve_align_up(rs, G) / G + 1)) {
+            window = 1;
+            goto scan;
+        }
+    }
     if (!best)
         return NULL;
     if (best_need && (flags & CARVE_ALLOC_HELD)) { /* mapping more is the caller's to decide */

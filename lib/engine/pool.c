@@ -572,6 +572,27 @@ carve_block *carve_pool_give_mapped(carve_pool *q, carve_block *f, uintptr_t lo,
     return moved;
 }
 
+int carve_pool_give_front(carve_pool *q, carve_block *u, uintptr_t hi) {
+    carve_block *span = u->span, *right;
+    uintptr_t lo = u->addr;
+    CARVE_ASSERT_INTERNAL(u->state == CARVE_B_UNMAPPED && span->addr == lo && span->u.r.first == u &&
+                          hi % CARVE_SEGMENT_GRANULE == 0 && hi > lo && hi <= lo + u->size &&
+                          hi < span->addr + span->size);
+    if (carve_heap_cut(q->arena, span, lo, hi, &right) != 0)
+        return -1;
+    CARVE_ASSERT_INTERNAL(right == NULL && span->addr == hi);
+    if (hi < lo + u->size) { /* u keeps its back */
+        u->size -= hi - lo;
+        u->addr = hi;
+    } else { /* u goes whole: the span starts with the block after it */
+        carve_vmm_list_remove(q, u);
+        span->u.r.first = u->next;
+        u->next->prev = NULL;
+        carve_slab_put(&q->slab, u);
+    }
+    return 0;
+}
+
 void carve_pool_install_span(carve_pool *p, carve_block *span, carve_block *blk) {
     blk->addr = span->addr;
     blk->size = span->size;

@@ -68,6 +68,13 @@ size_t carve_pool_give_room(carve_pool *p, int free_too, int own) CARVE_INTERNAL
  * out (nothing changed). */
 carve_block *carve_pool_give_mapped(carve_pool *q, carve_block *f, uintptr_t lo, uintptr_t hi,
                                     carve_pool *to) CARVE_INTERNAL;
+/* Pool and heap locks held, virtual-memory mode: UNMAPPED block u starts
+ * its span, which goes on past hi (a granule boundary inside or at the end
+ * of u): [u->addr, hi) goes back to the heap as a free range (it holds no
+ * memory, so any stream may take it at once), the span starting at hi.
+ * 0 on success; -1 when host memory ran out for the records (nothing
+ * changed). */
+int carve_pool_give_front(carve_pool *q, carve_block *u, uintptr_t hi) CARVE_INTERNAL;
 /* Pool lock held. The span grew by added bytes at its end: merge them into
  * its last block if free (UNMAPPED in virtual-memory mode, where what the
  * heap adds holds no memory yet), else append blk (a spare record, consumed
