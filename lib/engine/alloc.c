@@ -357,25 +357,48 @@ __attribute__((noinline, cold)) static carve_block *vmm_adopt(carve_arena *a, ca
     for (carve_pool *q = CARVE_LOAD_ACQ(&a->pools); q; q = q->next_all) {
         if (q == p || CARVE_LOAD(&q->graph) || !carve_spin_trylock(&q->lock))
             continue; /* (a graph pool's memory stays its graphs' until released) */
-        carve_block *moved = NULL, *f = carve_index_find_fit(&q->index[cls], n + 2 * G - 2);
-        uintptr_t lo = f ? carve_align_up(f->addr, G) : 0, hi = lo + n, mlo, mhi;
-        /* Whole mappings move (the driver unmaps whole mappings only, and a
-         * mapping stays inside one span: maps.h). */
-        if (f && carve_maps_find(&a->maps, lo, &mlo, &mhi, NULL) && mlo < lo)
-            hi = (lo = mhi) + n;
-        if (f && carve_maps_find(&a->maps, hi - G, &mlo, &mhi, NULL))
-            hi = mhi;
-        if (f && hi <= carve_align_down(f->addr + f->size, G) &&
-            !(lo == f->span->addr && hi == f->span->addr + f->span->size)) {
-            int done = carve_vmm_runs_done(f, lo, hi, q->vdone);
-            if (!done) {
-                carve_vmm_fences_poll(a, q);
-                done = carve_vmm_runs_done(f, lo, hi, q->vdone);
+        carve_block *moved = NULL;
+        int polled = 0, looked = 0;
+        /* The free blocks of q that may hold the request, smallest class
+         * first (at most CARVE_VMM_ADOPT_LOOK of them: q's lock is held):
+         * the first whose granules a completed fence covers moves. (The
+         * first fitting block alone was often one whose frees were not
+         * yet done, where another was.) */
+        const carve_index *ix = &q->index[cls];
+        unsigned fl, sl;
+        carve_index_class(n, &fl, &sl);
+        while (!moved && looked < CARVE_VMM_ADOPT_LOOK && carve_index_next_class(ix, &fl, &sl)) {
+            for (carve_block *f = ix->heads[fl][sl]; f && !moved && looked < CARVE_VMM_ADOPT_LOOK; f = f->fnext) {
+                looked++;
+                uintptr_t lo = carve_align_up(f->addr, G), hi = lo + n, mlo, mhi;
+                if (f->size < n || hi > carve_align_down(f->addr + f->size, G))
+                    continue;
+                /* Whole mappings move (the driver unmaps whole mappings
+                 * only, and a mapping stays inside one span: maps.h). */
+                if (carve_maps_find(&a->maps, lo, &mlo, &mhi, NULL) && mlo < lo)
+                    hi = (lo = mhi) + n;
+                if (carve_maps_find(&a->maps, hi - G, &mlo, &mhi, NULL))
+                    hi = mhi;
+                if (hi > carve_align_down(f->addr + f->size, G) ||
+                    (lo == f->span->addr && hi == f->span->addr + f->span->size))
+                    continue;
+                int done = carve_vmm_runs_done(f, lo, hi, q->vdone);
+                if (!done && !polled) {
+                    polled = 1;
+                    carve_vmm_fences_poll(a, q);
+                    done = carve_vmm_runs_done(f, lo, hi, q->vdone);
+                }
+                if (done) {
+                    carve_mutex_lock(&a->heap.lock);
+                    moved = carve_pool_give_mapped(q, f, lo, hi, p);
+                    carve_mutex_unlock(&a->heap.lock);
+                    if (!moved) /* host memory ran out */
+                        looked = CARVE_VMM_ADOPT_LOOK;
+                }
             }
-            if (done) {
-                carve_mutex_lock(&a->heap.lock);
-                moved = carve_pool_give_mapped(q, f, lo, hi, p);
-                carve_mutex_unlock(&a->heap.lock);
+            if (++sl == CARVE_SL_COUNT) {
+                sl = 0;
+                fl++;
             }
         }
         carve_spin_unlock(&q->lock);

@@ -56,6 +56,7 @@
 #define CARVE_VMM_SLACK_MAX 256
 #define CARVE_VMM_SLACK_STEP 10
 #define CARVE_VMM_HYSTERESIS_DIV 50
+#define CARVE_VMM_ADOPT_LOOK 32 /* another stream's free blocks looked at, at most, for one that may move */
 #define CARVE_VMM_IDLE_DIV 4 /* several streams: the arena's budget is at least 1/4 above their touched peak */
 /* A request that had to replace free memory at the arena's peak and comes
  * back with the same size at the same touched peak (a loop's step) is
