@@ -33,6 +33,12 @@
  *  9. Both modes: a buffer also used on the legacy stream, freed while
  *     another thread captures a blocking stream, answered CARVE_ERR_BACKEND
  *     and stayed live; now it is freed and waits until the capture is over.
+ * 10. Default mode: as 7, for a window (the back of a free block and the
+ *     unmapped room after it, alloc.c's vmm_adopt_window): it moves only
+ *     once a completed fence covers the free block's granules (the test
+ *     fails with that check removed), and the taker then maps the room's
+ *     granules only. (explore_order moves windows too, with events
+ *     completing in its random orders.)
  */
 #include <pthread.h>
 #include <time.h>

@@ -484,6 +484,7 @@ __attribute__((noinline, cold)) static int vmm_adopt_window(carve_arena *a, carv
             carve_pool_install_span(p, moved, blk);
             carve_vmm_adopted(p, blk);
             __atomic_add_fetch(&a->heap.nmoved, (uint64_t)(moved->size / G), __ATOMIC_RELAXED);
+            __atomic_add_fetch(&a->heap.nwindows, 1, __ATOMIC_RELAXED);
             if (bhi > moved->addr + moved->size) {
                 size_t want = bhi - (moved->addr + moved->size);
                 carve_mutex_lock(&a->heap.lock);

@@ -129,6 +129,7 @@ typedef struct carve_heap {
     uint64_t nreserve, nrelease;
     uint64_t nmoved;          /* virtual-memory mode: mapped granules moved from one stream to
                                  another without the driver (atomic) */
+    uint64_t nwindows;        /* of those moves, windows (alloc.c's vmm_adopt_window; atomic) */
     uint64_t span_events;     /* empty-span events recorded so far (atomic): each one's number, in
                                  the order they were recorded, is its span's u.r.seq (block.h) */
     size_t vpeak;             /* virtual-memory mode: the most bytes all pools touched at once, as seen
