@@ -470,31 +470,27 @@ __attribute__((noinline, cold)) static int vmm_adopt_window(carve_arena *a, carv
         carve_block *moved = NULL;
         if (bl && carve_slab_reserve(&q->slab, 3) == 0) {
             uintptr_t mid = bu->addr;
+            /* One stretch under the heap lock, so that no other stream takes
+             * the room between the moves and the growth into it. */
             carve_mutex_lock(&a->heap.lock);
             moved = carve_pool_give_mapped(q, bl, blo, mid, p);
-            if (moved && bhi > mid && carve_pool_give_front(q, bu, bhi) != 0) {
-                /* host memory ran out for the records: the mapped part alone moves */
-                bhi = mid;
+            if (moved) {
+                if (bhi > mid && carve_pool_give_front(q, bu, bhi) != 0)
+                    bhi = mid; /* host memory ran out for the records: the mapped part alone moves */
+                carve_block *blk = carve_slab_get(&p->slab);
+                carve_pool_install_span(p, moved, blk);
+                carve_vmm_adopted(p, blk);
+                size_t added = bhi > mid ? carve_heap_extend(a, moved, bhi - mid, bhi - mid) : 0;
+                if (added)
+                    carve_pool_extend_span(p, moved, added, carve_slab_get(&p->slab));
+                __atomic_add_fetch(&a->heap.nmoved, (uint64_t)((mid - blo) / G), __ATOMIC_RELAXED);
+                __atomic_add_fetch(&a->heap.nwindows, 1, __ATOMIC_RELAXED);
             }
             carve_mutex_unlock(&a->heap.lock);
         }
         carve_spin_unlock(&q->lock);
-        if (moved) {
-            carve_block *blk = carve_slab_get(&p->slab);
-            carve_pool_install_span(p, moved, blk);
-            carve_vmm_adopted(p, blk);
-            __atomic_add_fetch(&a->heap.nmoved, (uint64_t)(moved->size / G), __ATOMIC_RELAXED);
-            __atomic_add_fetch(&a->heap.nwindows, 1, __ATOMIC_RELAXED);
-            if (bhi > moved->addr + moved->size) {
-                size_t want = bhi - (moved->addr + moved->size);
-                carve_mutex_lock(&a->heap.lock);
-                size_t added = carve_heap_extend(a, moved, want, want);
-                carve_mutex_unlock(&a->heap.lock);
-                if (added)
-                    carve_pool_extend_span(p, moved, added, carve_slab_get(&p->slab));
-            }
+        if (moved)
             return 1;
-        }
     }
     return 0;
 }
