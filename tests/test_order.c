@@ -39,6 +39,10 @@
  *     fails with that check removed), and the taker then maps the room's
  *     granules only. (explore_order moves windows too, with events
  *     completing in its random orders.)
+ * 11. Default mode: as 7, for a join (alloc.c's vmm_join): the free mapped
+ *     front of S1's span, right after S2's span, joins S2's span only once
+ *     a completed fence covers its granules (the test fails with that
+ *     check removed), and S2's request then lies across the joint.
  */
 #include <pthread.h>
 #include <time.h>
@@ -504,6 +508,48 @@ static void case10(int complete) {
     em_destroy(m);
 }
 
+/* Case 11: S2's span comes first, S1's right after it. X (40 MiB) is the
+ * front of S1's span, freed; S2 asks for 41 MiB, past the arena's budget:
+ * no free block of S1 holds it whole (vmm_adopt), but X with the free end
+ * of S2's span does. X's granules may leave S1 and join S2's span
+ * (vmm_join), but only once a completed fence of S1 covers them. With the
+ * fence not complete (complete 0), S2 must not get X's memory (the oracle
+ * also checks every allocation against S1's queued work); with it
+ * complete, X joins S2's span and the request lies on it. */
+static void case11(int complete) {
+    carve_arena *a = arena("limit=256MiB");
+    em_model *m = em_attach(a);
+    void *s2 = alloc_on(m, a, 4096, S2);
+    void *x = alloc_on(m, a, 40 * MiB, S1);
+    void *w = alloc_on(m, a, 4096, S1), *k = alloc_on(m, a, 2 * MiB, S1);
+    CHECK((uintptr_t)s2 < (uintptr_t)x); /* S2's span, then S1's */
+    for (int i = 0; i < 64; i++)
+        free_it(m, a, alloc_on(m, a, 4096, S1));
+    unsigned long rec = em_records_on(m, S1);
+    free_it(m, a, x);
+    free_it(m, a, w);
+    CHECK(em_records_on(m, S1) == rec + 1); /* the fence covering X's granules */
+    if (complete)
+        em_advance(m, S1, em_queued(m, S1)); /* the fence completes */
+    uint64_t moved = a->heap.nmoved, joins = a->heap.njoins;
+    void *b = alloc_on(m, a, 41 * MiB, S2);
+    if (complete) { /* X's granules joined S2's span, and the request lies on them */
+        CHECK(overlap(b, 41 * MiB, x, 40 * MiB));
+        CHECK(a->heap.njoins == joins + 1 && a->heap.nmoved == moved + 20);
+    } else { /* the memory came from elsewhere */
+        CHECK(!overlap(b, 41 * MiB, x, 40 * MiB));
+        CHECK(a->heap.njoins == joins);
+    }
+    CHECK_ARENA(a);
+    em_check_stats(m);
+    free_it(m, a, b);
+    free_it(m, a, k);
+    free_it(m, a, s2);
+    CHECK_ARENA(a);
+    CHECK(em_violations(m) == 0);
+    em_destroy(m);
+}
+
 /* Case 8: a graph pool's memory while carve_graph_pool_release waits for
  * the device. S1 routed to a graph pool g: x (40 MiB), k, w allocated, x
  * and w freed (the uncaptured run); everything done; then a launch of the
@@ -741,6 +787,9 @@ int main(void) {
     printf("case 10 (a window of free mapped memory and room moving between streams)\n");
     case10(0);
     case10(1);
+    printf("case 11 (free mapped memory at the edge of a span joining the next stream's span)\n");
+    case11(0);
+    case11(1);
     printf("case 8 (a graph pool released while a launch is queued)\n");
     case8();
     printf("case 9 (frees during another thread's capture)\n");

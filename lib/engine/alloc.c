@@ -413,6 +413,246 @@ __attribute__((noinline, cold)) static carve_block *vmm_adopt(carve_arena *a, ca
     return NULL;
 }
 
+/* A stretch of free address space across the joint of two spans, in
+ * address order: mapped (FREE) or not (UNMAPPED) pieces. */
+typedef struct join_piece {
+    uintptr_t lo, hi;
+    int mapped;
+} join_piece;
+
+/* The free pieces of span s at its edge (its start when front, else its
+ * end), walking inward, filled into v from the edge outward; returns their
+ * count, at most CARVE_VMM_JOIN_LOOK. With q == NULL, s is the taker's:
+ * its FREE and UNMAPPED blocks up to the first live one (its own pool's:
+ * no fence needed, partial granules kept). Else s is pool q's (locked) and
+ * the piece is what may leave it: the whole granules of the FREE block at
+ * the edge, where a completed fence of q covers them (q's fences polled
+ * once); never a live block, a partial granule, or UNMAPPED room (joined
+ * too, the room raised CNN serving's footprint from 1.35 to 1.57 of its
+ * peak). s keeps at least a granule, and the far end of the piece never
+ * cuts a mapping of several granules (maps.h). */
+static int join_pieces(carve_arena *a, carve_pool *q, carve_block *s, int front, join_piece *v, int *polled) {
+    const size_t G = CARVE_SEGMENT_GRANULE;
+    int n = 0;
+    /* (q's span keeps a granule at its far end from the joint.) */
+    uintptr_t limit_lo = s->addr + (q && !front ? G : 0), limit_hi = s->addr + s->size - (q && front ? G : 0);
+    for (carve_block *b = front ? s->u.r.first : s->u.r.last; b && n < CARVE_VMM_JOIN_LOOK;
+         b = front ? b->next : b->prev) {
+        uintptr_t lo = b->addr, hi = b->addr + b->size;
+        int mapped = b->state == CARVE_B_FREE;
+        if (!mapped && b->state != CARVE_B_UNMAPPED)
+            break;
+        if (q && !mapped)
+            break;
+        if (q && mapped) {
+            uintptr_t glo = carve_align_up(lo, G), ghi = carve_align_down(hi, G);
+            if ((front ? glo != lo : ghi != hi) || ghi <= glo)
+                break;
+            lo = glo;
+            hi = ghi;
+        }
+        if (q) { /* the span keeps a granule */
+            lo = lo < limit_lo ? limit_lo : lo;
+            hi = hi > limit_hi ? limit_hi : hi;
+            if (hi <= lo)
+                break;
+        }
+        if (q && mapped) {
+            int done = carve_vmm_runs_done(b, lo, hi, q->vdone);
+            if (!done && !*polled) {
+                *polled = 1;
+                carve_vmm_fences_poll(a, q);
+                done = carve_vmm_runs_done(b, lo, hi, q->vdone);
+            }
+            if (!done)
+                break;
+        }
+        v[n].lo = lo;
+        v[n].hi = hi;
+        v[n].mapped = mapped;
+        n++;
+        if (q && (front ? hi != b->addr + b->size : lo != b->addr))
+            break; /* cut short: what follows stays */
+    }
+    /* Whole mappings only: the far end of q's pieces moves back to the
+     * edge of a mapping that reaches past it. */
+    while (q && n) {
+        join_piece *e = &v[n - 1];
+        uintptr_t at = front ? e->hi - G : e->lo, mlo, mhi;
+        if (!e->mapped || !carve_maps_find(&a->maps, at, &mlo, &mhi, NULL) ||
+            (front ? mhi <= e->hi : mlo >= e->lo))
+            break;
+        if (front ? mlo > e->lo : mhi < e->hi) {
+            if (front)
+                e->hi = mlo;
+            else
+                e->lo = mhi;
+            break;
+        }
+        n--;
+    }
+    return n;
+}
+
+/* The fewest granules a request of rs bytes maps in the stretch v[0..n)
+ * (address order), placed as vmm_place places it (at the front or the back
+ * of an UNMAPPED piece with its mapped neighbours, or in a mapped piece),
+ * among the places that reach past joint on the far side (after: above it,
+ * else below it); *reach gets how far into the far side that place reaches
+ * (granule-aligned). SIZE_MAX when none holds it. */
+static size_t join_need(const join_piece *v, int n, uintptr_t joint, int after, size_t rs, uintptr_t *reach) {
+    const size_t G = CARVE_SEGMENT_GRANULE;
+    size_t best = SIZE_MAX;
+    for (int i = 0; i < n; i++) {
+        uintptr_t lo = v[i].lo, hi = v[i].hi, ua = lo, ub = hi;
+        if (!v[i].mapped) {
+            if (i > 0 && v[i - 1].mapped)
+                lo = v[i - 1].lo;
+            if (i + 1 < n && v[i + 1].mapped)
+                hi = v[i + 1].hi;
+        } else if (i + 1 < n && !v[i + 1].mapped) {
+            continue; /* its UNMAPPED neighbour's windows hold it */
+        } else if (i > 0 && !v[i - 1].mapped) {
+            continue;
+        }
+        if (hi - lo < rs)
+            continue;
+        size_t need;
+        uintptr_t at;
+        if (v[i].mapped) {
+            need = 0;
+            at = after ? lo : hi - rs;
+        } else {
+            uintptr_t end = lo + rs, x = hi - rs;
+            size_t front = end <= ua ? 0 : (carve_align_up(end < ub ? end : ub, G) - ua) / G;
+            size_t back = x >= ub ? 0 : (ub - carve_align_down(x > ua ? x : ua, G)) / G;
+            int use_back = back < front;
+            need = use_back ? back : front;
+            at = use_back ? x : lo;
+        }
+        if (after ? at + rs <= joint : at >= joint)
+            continue; /* no need of the other stream's memory */
+        if (need < best) {
+            best = need;
+            *reach = after ? carve_align_up(at + rs, G) : carve_align_down(at, G);
+            if (v[i].mapped) /* a mapped piece is taken whole (a block holds it from its start) */
+                *reach = after ? hi : lo;
+        }
+    }
+    return best;
+}
+
+/* Pool lock held, virtual-memory mode, several streams: p would map need
+ * granules for rs bytes (mapping would first unmap), and no free block of
+ * another stream holds them whole (vmm_adopt). Where another stream's span
+ * lies right after (or before) a span of p, and its free mapped edge, whose
+ * frees a completed fence of that stream shows done, together with p's
+ * free edge holds the request with fewer granules mapped than p's own best
+ * place, that edge leaves the other stream, still mapped (no driver call:
+ * carve_pool_give_mapped), and joins p's span (carve_pool_join): free
+ * memory on either side of the joint becomes one block of p, whatever
+ * stream freed it. Of all joints, the one that maps fewest is taken. The
+ * other pool is try-locked (p's lock is held) and a graph pool is passed
+ * over. Returns 1 when an edge was joined (then a FREE block of p holds rs
+ * bytes, or vmm_place finds the place), else 0. */
+__attribute__((noinline, cold)) static int vmm_join(carve_arena *a, carve_pool *p, unsigned cls, size_t rs,
+                                                  size_t need) {
+    carve_block *bs = NULL;
+    carve_pool *bq = NULL;
+    int bafter = 0;
+    uintptr_t breach = 0;
+    size_t bneed = need;
+    join_piece v[2 * CARVE_VMM_JOIN_LOOK];
+    carve_mutex_lock(&a->heap.lock); /* the ranges next to p's spans stay where they are */
+    for (carve_block *s = p->spans; s; s = s->fnext) {
+        if (s->cls != cls)
+            continue;
+        for (int after = 0; after < 2; after++) {
+            carve_block *t = after ? s->next : s->prev;
+            carve_pool *q = t && t->state == CARVE_B_SPAN ? CARVE_LOAD(&t->u.r.pool) : NULL;
+            if (!q || q == p || t->cls != cls || CARVE_LOAD(&q->graph) || !carve_spin_trylock(&q->lock))
+                continue;
+            join_piece mine[CARVE_VMM_JOIN_LOOK], theirs[CARVE_VMM_JOIN_LOOK];
+            int polled = 0;
+            int nm = join_pieces(a, NULL, s, !after, mine, &polled);
+            int nt = join_pieces(a, q, t, after, theirs, &polled);
+            carve_spin_unlock(&q->lock);
+            if (!nt)
+                continue;
+            /* Address order, the pieces at the joint merged where both are
+             * mapped or both not. */
+            int n = 0;
+            join_piece *lo = after ? mine : theirs, *hi = after ? theirs : mine;
+            int nlo = after ? nm : nt, nhi = after ? nt : nm;
+            for (int i = nlo - 1; i >= 0; i--)
+                v[n++] = lo[i];
+            for (int i = 0; i < nhi; i++) {
+                if (i == 0 && n && v[n - 1].mapped == hi[0].mapped && v[n - 1].hi == hi[0].lo)
+                    v[n - 1].hi = hi[0].hi;
+                else
+                    v[n++] = hi[i];
+            }
+            uintptr_t reach = 0, joint = after ? s->addr + s->size : s->addr;
+            size_t k = join_need(v, n, joint, after, rs, &reach);
+            if (k < bneed) {
+                bneed = k;
+                bs = s;
+                bq = q;
+                bafter = after;
+                breach = reach;
+            }
+        }
+    }
+    int joined = 0;
+    if (bs && carve_spin_trylock(&bq->lock)) {
+        const size_t G = CARVE_SEGMENT_GRANULE;
+        carve_block *s = bs;
+        /* The other stream's blocks from the joint on, one at a time, each
+         * checked again as it goes (its lock was dropped meanwhile). */
+        while (bafter ? s->addr + s->size < breach : s->addr > breach) {
+            carve_block *t = bafter ? s->next : s->prev;
+            if (!t || t->state != CARVE_B_SPAN || CARVE_LOAD(&t->u.r.pool) != bq)
+                break;
+            join_piece e[CARVE_VMM_JOIN_LOOK];
+            int polled = 0;
+            if (!join_pieces(a, bq, t, bafter, e, &polled))
+                break;
+            uintptr_t lo = e[0].lo, hi = e[0].hi;
+            if (bafter ? hi > breach : lo < breach) {
+                if (bafter)
+                    hi = breach;
+                else
+                    lo = breach;
+            }
+            uintptr_t mlo, mhi;
+            if (e[0].mapped && carve_maps_find(&a->maps, bafter ? hi - G : lo, &mlo, &mhi, NULL)) {
+                /* A mapping is cut by no edge: it moves whole (the far
+                 * end of e[0] cuts none). */
+                if (bafter && mhi > hi)
+                    hi = mhi < e[0].hi ? mhi : e[0].hi;
+                if (!bafter && mlo < lo)
+                    lo = mlo > e[0].lo ? mlo : e[0].lo;
+            }
+            carve_block *b = bafter ? t->u.r.first : t->u.r.last, *moved;
+            if (carve_slab_reserve(&p->slab, 1) != 0)
+                break;
+            if (!(moved = carve_pool_give_mapped(bq, b, lo, hi, p)))
+                break;
+            carve_block *blk = carve_slab_get(&p->slab);
+            carve_pool_install_span(p, moved, blk);
+            carve_vmm_adopted(p, blk);
+            __atomic_add_fetch(&a->heap.nmoved, (uint64_t)(moved->size / G), __ATOMIC_RELAXED);
+            s = carve_pool_join(p, s, moved);
+            joined = 1;
+        }
+        carve_spin_unlock(&bq->lock);
+        if (joined)
+            __atomic_add_fetch(&a->heap.njoins, 1, __ATOMIC_RELAXED);
+    }
+    carve_mutex_unlock(&a->heap.lock);
+    return joined;
+}
+
 /* Pool lock held, virtual-memory mode, several streams: no free block of
  * another stream holds rs bytes whole (vmm_adopt), and p would map need
  * granules for them. A window of another stream's span may still hold
@@ -547,6 +787,14 @@ scan:
         carve_vmm_would_unmap(a, p, best ? best_need * G : carve_align_up(rs, G))) {
         if ((m0 = vmm_adopt(a, p, cls, rs)))
             return m0;
+        /* Else the free edge of another stream's span next to one of p's,
+         * joined to it: one range, whatever stream freed what. */
+        if (vmm_join(a, p, cls, rs, best ? best_need : carve_align_up(rs, G) / G + 1)) {
+            window = 1;
+            if ((m0 = carve_index_find_fit(&p->index[cls], rs)))
+                return m0;
+            goto scan;
+        }
         /* Else a window of another stream's mapped memory and room, where
          * it needs fewer granules mapped than any place of p's own. */
         if (!(flags & CARVE_ALLOC_HELD) &&

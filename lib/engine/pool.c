@@ -593,6 +593,82 @@ int carve_pool_give_front(carve_pool *q, carve_block *u, uintptr_t hi) {
     return 0;
 }
 
+carve_block *carve_pool_join(carve_pool *p, carve_block *keep, carve_block *gone) {
+    carve_arena *a = p->arena;
+    carve_index *ix = &p->index[keep->cls];
+    int after = gone->addr == keep->addr + keep->size;
+    carve_block *l = after ? keep : gone, *r = after ? gone : keep;
+    CARVE_ASSERT_INTERNAL(a->vmm && keep->state == CARVE_B_SPAN && gone->state == CARVE_B_SPAN &&
+                          CARVE_LOAD(&keep->u.r.pool) == p && CARVE_LOAD(&gone->u.r.pool) == p &&
+                          keep->cls == gone->cls && gone->u.r.nlive == 0 && l->next == r &&
+                          l->addr + l->size == r->addr && l->u.r.seg == r->u.r.seg);
+    /* Its empty-span event goes with it (and keep's, where keep is empty
+     * too: the joined span then moves to another stream only after a
+     * device synchronization, as one emptied with no event does). */
+    carve_pool_span_refilled(p, gone);
+    if (keep->u.r.nlive == 0)
+        carve_pool_span_refilled(p, keep);
+    for (carve_block *x = gone->u.r.first; x; x = x->next)
+        x->span = keep;
+    carve_block *lb = l->u.r.last, *rb = r->u.r.first, *first = l->u.r.first, *last = r->u.r.last;
+    if (lb->state == CARVE_B_FREE && rb->state == CARVE_B_FREE) {
+        /* (Both edges are granule boundaries: lb's whole granules and rb's
+         * are the joined block's, lb's runs first.) */
+        carve_block *nx = rb->next;
+        size_t size = lb->size + rb->size;
+        carve_index_remove(ix, rb);
+        carve_vmm_ring_absorb(p, lb, rb);
+        lb->next = nx;
+        if (nx)
+            nx->prev = lb;
+        else
+            last = lb;
+        carve_index_resize(ix, lb, size);
+    } else if (lb->state == CARVE_B_UNMAPPED && rb->state == CARVE_B_UNMAPPED) {
+        carve_block *nx = rb->next;
+        carve_vmm_list_remove(p, rb);
+        lb->size += rb->size;
+        lb->next = nx;
+        if (nx)
+            nx->prev = lb;
+        else
+            last = lb;
+        carve_slab_put(&p->slab, rb);
+    } else {
+        lb->next = rb;
+        rb->prev = lb;
+    }
+    /* The heap's list of ranges loses gone. */
+    if (after) {
+        keep->next = gone->next;
+        if (keep->next)
+            keep->next->prev = keep;
+    } else {
+        keep->prev = gone->prev;
+        if (keep->prev)
+            keep->prev->next = keep;
+        else
+            keep->u.r.seg->first = keep;
+    }
+    keep->addr = l->addr;
+    keep->size = l->size + r->size;
+    keep->u.r.first = first;
+    keep->u.r.last = last;
+    keep->u.r.unmapped += gone->u.r.unmapped;
+    /* Its ends are ends of what the map answers already; nothing lives in
+     * it, but keep's buffers may be freed meanwhile: no node is replaced. */
+    carve_pagemap_set(&a->pmap, gone->addr, gone->size, keep, 1);
+    if (gone->fprev)
+        gone->fprev->fnext = gone->fnext;
+    else
+        p->spans = gone->fnext;
+    if (gone->fnext)
+        gone->fnext->fprev = gone->fprev;
+    p->nspans--;
+    carve_slab_put(&a->heap.slab, gone);
+    return keep;
+}
+
 void carve_pool_install_span(carve_pool *p, carve_block *span, carve_block *blk) {
     blk->addr = span->addr;
     blk->size = span->size;

@@ -75,6 +75,13 @@ carve_block *carve_pool_give_mapped(carve_pool *q, carve_block *f, uintptr_t lo,
  * 0 on success; -1 when host memory ran out for the records (nothing
  * changed). */
 int carve_pool_give_front(carve_pool *q, carve_block *u, uintptr_t hi) CARVE_INTERNAL;
+/* Pool and heap locks held, virtual-memory mode: spans keep and gone of p
+ * are neighbours in address order (either side), and gone holds no live
+ * block: they become one span, keep's record, so that p's region is one
+ * range across them (its FREE or UNMAPPED blocks at the joint merge).
+ * gone's record goes back to the heap; no live buffer can be looked up
+ * through it (none lies in it, and p's lock is held). Returns keep. */
+carve_block *carve_pool_join(carve_pool *p, carve_block *keep, carve_block *gone) CARVE_INTERNAL;
 /* Pool lock held. The span grew by added bytes at its end: merge them into
  * its last block if free (UNMAPPED in virtual-memory mode, where what the
  * heap adds holds no memory yet), else append blk (a spare record, consumed
