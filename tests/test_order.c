@@ -43,6 +43,14 @@
  *     front of S1's span, right after S2's span, joins S2's span only once
  *     a completed fence covers its granules (the test fails with that
  *     check removed), and S2's request then lies across the joint.
+ * 12. Default mode: a stream past the limit whose own free granules no
+ *     fence shows done yet, and no other stream's free memory to unmap:
+ *     the one device synchronization made to trim the others (vmm.c's
+ *     trim_others, with the taker's pool locked) shows its own granules
+ *     done too, and they are unmapped then (the request succeeds after one
+ *     wait, not after a trim of the others, a second one at the limit and
+ *     the out-of-memory path's reclaim); none before the kernel queued
+ *     before their free has run (the oracle).
  */
 #include <pthread.h>
 #include <time.h>
@@ -550,6 +558,41 @@ static void case11(int complete) {
     em_destroy(m);
 }
 
+/* Case 12: under a 64 MiB limit, S1 holds X (30 MiB) and L (2 MiB, after
+ * X), then S2 2 MiB (nothing of S2's is free); S1 queues a kernel on X and
+ * frees it (no fence of S1 covers it: the kernel has not run). S1 then
+ * asks for 40 MiB, which X's place cannot hold: X's granules must go to
+ * make room under the limit, and only the device synchronization can show
+ * them done. (Without the own trim, 4 waits: the trim of the others, a
+ * second one at the limit, the out-of-memory path's reclaim.) */
+static void count_wait(void *arg, int device_wide, carve_stream s) {
+    (void)s;
+    if (device_wide)
+        (*(int *)arg)++;
+}
+
+static void case12(void) {
+    carve_arena *a = arena("limit=64MiB");
+    em_model *m = em_attach(a);
+    void *x = alloc_on(m, a, 30 * MiB, S1), *l = alloc_on(m, a, 2 * MiB, S1);
+    void *s2 = alloc_on(m, a, 2 * MiB, S2);
+    free_it(m, a, x);
+    CHECK(em_done(m, S1) < em_queued(m, S1)); /* the kernel on X has not run */
+    int waits = 0;
+    em_on_wait(m, count_wait, &waits);
+    void *y = alloc_on(m, a, 40 * MiB, S1);
+    em_on_wait(m, NULL, NULL);
+    CHECK(y != NULL && waits == 1);
+    CHECK(carve_memory_reserved(a) <= 64 * MiB);
+    CHECK_ARENA(a);
+    em_check_stats(m);
+    free_it(m, a, y);
+    free_it(m, a, l);
+    free_it(m, a, s2);
+    CHECK(em_violations(m) == 0);
+    em_destroy(m);
+}
+
 /* Case 8: a graph pool's memory while carve_graph_pool_release waits for
  * the device. S1 routed to a graph pool g: x (40 MiB), k, w allocated, x
  * and w freed (the uncaptured run); everything done; then a launch of the
@@ -790,6 +833,8 @@ int main(void) {
     printf("case 11 (free mapped memory at the edge of a span joining the next stream's span)\n");
     case11(0);
     case11(1);
+    printf("case 12 (a stream's own free granules unmapped after the synchronization that trims the others)\n");
+    case12();
     printf("case 8 (a graph pool released while a launch is queued)\n");
     case8();
     printf("case 9 (frees during another thread's capture)\n");

@@ -425,12 +425,12 @@ typedef struct join_piece {
  * count, at most CARVE_VMM_JOIN_LOOK. With q == NULL, s is the taker's:
  * its FREE and UNMAPPED blocks up to the first live one (its own pool's:
  * no fence needed, partial granules kept). Else s is pool q's (locked) and
- * the piece is what may leave it: the whole granules of the FREE block at
- * the edge, where a completed fence of q covers them (q's fences polled
- * once); never a live block, a partial granule, or UNMAPPED room (joined
- * too, the room raised CNN serving's footprint from 1.35 to 1.57 of its
- * peak). s keeps at least a granule, and the far end of the piece never
- * cuts a mapping of several granules (maps.h). */
+ * the pieces are what may leave it: UNMAPPED room (it holds no memory: no
+ * fence needed) and the whole granules of FREE blocks that a completed
+ * fence of q covers (q's fences polled once), up to a live block, a
+ * partial granule or a FREE block whose frees are not yet done. s keeps at
+ * least a granule, and the far end of the pieces never cuts a mapping of
+ * several granules (maps.h). */
 static int join_pieces(carve_arena *a, carve_pool *q, carve_block *s, int front, join_piece *v, int *polled) {
     const size_t G = CARVE_SEGMENT_GRANULE;
     int n = 0;
@@ -441,8 +441,6 @@ static int join_pieces(carve_arena *a, carve_pool *q, carve_block *s, int front,
         uintptr_t lo = b->addr, hi = b->addr + b->size;
         int mapped = b->state == CARVE_B_FREE;
         if (!mapped && b->state != CARVE_B_UNMAPPED)
-            break;
-        if (q && !mapped)
             break;
         if (q && mapped) {
             uintptr_t glo = carve_align_up(lo, G), ghi = carve_align_down(hi, G);
@@ -545,16 +543,18 @@ static size_t join_need(const join_piece *v, int n, uintptr_t joint, int after, 
 /* Pool lock held, virtual-memory mode, several streams: p would map need
  * granules for rs bytes (mapping would first unmap), and no free block of
  * another stream holds them whole (vmm_adopt). Where another stream's span
- * lies right after (or before) a span of p, and its free mapped edge, whose
- * frees a completed fence of that stream shows done, together with p's
- * free edge holds the request with fewer granules mapped than p's own best
- * place, that edge leaves the other stream, still mapped (no driver call:
- * carve_pool_give_mapped), and joins p's span (carve_pool_join): free
- * memory on either side of the joint becomes one block of p, whatever
- * stream freed it. Of all joints, the one that maps fewest is taken. The
- * other pool is try-locked (p's lock is held) and a graph pool is passed
- * over. Returns 1 when an edge was joined (then a FREE block of p holds rs
- * bytes, or vmm_place finds the place), else 0. */
+ * lies right after (or before) a span of p, and its free edge (UNMAPPED
+ * room, and mapped memory whose frees a completed fence of that stream
+ * shows done) together with p's free edge holds the request with fewer
+ * granules mapped than p's own best place, that edge leaves the other
+ * stream (no driver call: carve_pool_give_unmapped, carve_pool_give_mapped)
+ * and joins p's span (carve_pool_join): free memory on either side of the
+ * joint becomes one block of p, whatever stream freed it, and the room
+ * there is p's to grow into, next to the other stream's memory. Of all
+ * joints, the one that maps fewest is taken. The other pool is try-locked
+ * (p's lock is held) and a graph pool is passed over. Returns 1 when an
+ * edge was joined (then a FREE block of p holds rs bytes, or vmm_place
+ * finds the place), else 0. */
 __attribute__((noinline, cold)) static int vmm_join(carve_arena *a, carve_pool *p, unsigned cls, size_t rs,
                                                   size_t need) {
     carve_block *bs = NULL;
@@ -636,18 +636,22 @@ __attribute__((noinline, cold)) static int vmm_join(carve_arena *a, carve_pool *
             carve_block *b = bafter ? t->u.r.first : t->u.r.last, *moved;
             if (carve_slab_reserve(&p->slab, 1) != 0)
                 break;
-            if (!(moved = carve_pool_give_mapped(bq, b, lo, hi, p)))
+            moved = e[0].mapped ? carve_pool_give_mapped(bq, b, lo, hi, p) : carve_pool_give_unmapped(bq, b, lo, hi, p);
+            if (!moved)
                 break;
             carve_block *blk = carve_slab_get(&p->slab);
             carve_pool_install_span(p, moved, blk);
-            carve_vmm_adopted(p, blk);
-            __atomic_add_fetch(&a->heap.nmoved, (uint64_t)(moved->size / G), __ATOMIC_RELAXED);
+            if (e[0].mapped) {
+                carve_vmm_adopted(p, blk);
+                __atomic_add_fetch(&a->heap.nmoved, (uint64_t)(moved->size / G), __ATOMIC_RELAXED);
+            }
             s = carve_pool_join(p, s, moved);
             joined = 1;
         }
         carve_spin_unlock(&bq->lock);
         if (joined)
             __atomic_add_fetch(&a->heap.njoins, 1, __ATOMIC_RELAXED);
+
     }
     carve_mutex_unlock(&a->heap.lock);
     return joined;

@@ -593,6 +593,38 @@ int carve_pool_give_front(carve_pool *q, carve_block *u, uintptr_t hi) {
     return 0;
 }
 
+carve_block *carve_pool_give_unmapped(carve_pool *q, carve_block *u, uintptr_t lo, uintptr_t hi, carve_pool *to) {
+    carve_block *span = u->span, *right;
+    const size_t G = CARVE_SEGMENT_GRANULE;
+    CARVE_ASSERT_INTERNAL(u->state == CARVE_B_UNMAPPED && lo % G == 0 && hi % G == 0 && lo >= u->addr &&
+                          hi <= u->addr + u->size && lo < hi &&
+                          ((lo == span->addr && span->u.r.first == u) ||
+                           (hi == span->addr + span->size && span->u.r.last == u)));
+    carve_block *moved = carve_heap_move(q->arena, span, lo, hi, to, &right);
+    if (!moved)
+        return NULL;
+    CARVE_ASSERT_INTERNAL(right == NULL);
+    span->u.r.unmapped -= (hi - lo) / G;
+    moved->u.r.unmapped = (hi - lo) / G; /* it holds no memory: installed as one UNMAPPED block */
+    if (lo > u->addr) { /* u keeps its front: the span's back went */
+        u->size = lo - u->addr;
+    } else if (hi < u->addr + u->size) { /* u keeps its back: the span's front went */
+        u->size -= hi - lo;
+        u->addr = hi;
+    } else { /* u goes whole, at the span's front or back */
+        carve_vmm_list_remove(q, u);
+        if (span->u.r.first == u) {
+            span->u.r.first = u->next;
+            u->next->prev = NULL;
+        } else {
+            span->u.r.last = u->prev;
+            u->prev->next = NULL;
+        }
+        carve_slab_put(&q->slab, u);
+    }
+    return moved;
+}
+
 carve_block *carve_pool_join(carve_pool *p, carve_block *keep, carve_block *gone) {
     carve_arena *a = p->arena;
     carve_index *ix = &p->index[keep->cls];

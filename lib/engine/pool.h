@@ -75,6 +75,14 @@ carve_block *carve_pool_give_mapped(carve_pool *q, carve_block *f, uintptr_t lo,
  * 0 on success; -1 when host memory ran out for the records (nothing
  * changed). */
 int carve_pool_give_front(carve_pool *q, carve_block *u, uintptr_t hi) CARVE_INTERNAL;
+/* Pool q's lock, pool to's lock and the heap lock held, virtual-memory
+ * mode: the granules [lo, hi) of q's UNMAPPED block u, at the front or the
+ * back of its span (which keeps some of its range), leave q as a new span
+ * of pool to holding no memory (one UNMAPPED block once to installs it:
+ * carve_pool_install_span). No fence is needed: nothing is mapped there.
+ * NULL when host memory ran out (nothing changed). */
+carve_block *carve_pool_give_unmapped(carve_pool *q, carve_block *u, uintptr_t lo, uintptr_t hi,
+                                      carve_pool *to) CARVE_INTERNAL;
 /* Pool and heap locks held, virtual-memory mode: spans keep and gone of p
  * are neighbours in address order (either side), and gone holds no live
  * block: they become one span, keep's record, so that p's region is one
