@@ -131,8 +131,9 @@ typedef struct carve_heap {
     uint64_t nmoved;          /* virtual-memory mode: mapped granules moved from one stream to
                                  another without the driver (atomic) */
     uint64_t nwindows;        /* of those moves, windows (alloc.c's vmm_adopt_window; atomic) */
-    uint64_t njoins;          /* of those moves, joins: another stream's free edge taken into the
-                                 span next to it (alloc.c's vmm_join; atomic) */
+    uint64_t njoins;          /* joins: another stream's free edge or unmapped room taken into the
+                                 span next to it (alloc.c's vmm_join; atomic; a join of room
+                                 alone moves no mapped granule) */
     uint64_t span_events;     /* empty-span events recorded so far (atomic): each one's number, in
                                  the order they were recorded, is its span's u.r.seq (block.h) */
     size_t vpeak;             /* virtual-memory mode: the most bytes all pools touched at once, as seen
