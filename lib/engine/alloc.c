@@ -339,6 +339,19 @@ static carve_block *pool_refill(carve_arena *a, carve_pool *p, unsigned cls, siz
 
 static inline __attribute__((always_inline)) carve_block *block_split(carve_pool *p, carve_block *b, size_t rs);
 
+/* q's lock held, q another stream's pool: whether a completed fence of q
+ * covers every run of b's free granules in [lo, hi); q's fences are polled
+ * at most once per look (*polled), when the answer is no without them. */
+static int runs_done_polled(carve_arena *a, carve_pool *q, carve_block *b, uintptr_t lo, uintptr_t hi, int *polled) {
+    int done = carve_vmm_runs_done(b, lo, hi, q->vdone);
+    if (!done && !*polled) {
+        *polled = 1;
+        carve_vmm_fences_poll(a, q);
+        done = carve_vmm_runs_done(b, lo, hi, q->vdone);
+    }
+    return done;
+}
+
 /* Pool lock held, virtual-memory mode, several streams, and p would map
  * granules for rs bytes. Memory moves between streams here without the
  * driver: another stream's free mapped granules that the device is done
@@ -382,13 +395,7 @@ __attribute__((noinline, cold)) static carve_block *vmm_adopt(carve_arena *a, ca
                 if (hi > carve_align_down(f->addr + f->size, G) ||
                     (lo == f->span->addr && hi == f->span->addr + f->span->size))
                     continue;
-                int done = carve_vmm_runs_done(f, lo, hi, q->vdone);
-                if (!done && !polled) {
-                    polled = 1;
-                    carve_vmm_fences_poll(a, q);
-                    done = carve_vmm_runs_done(f, lo, hi, q->vdone);
-                }
-                if (done) {
+                if (runs_done_polled(a, q, f, lo, hi, &polled)) {
                     carve_mutex_lock(&a->heap.lock);
                     moved = carve_pool_give_mapped(q, f, lo, hi, p);
                     carve_mutex_unlock(&a->heap.lock);
@@ -456,13 +463,7 @@ static int join_pieces(carve_arena *a, carve_pool *q, carve_block *s, int front,
                 break;
         }
         if (q && mapped) {
-            int done = carve_vmm_runs_done(b, lo, hi, q->vdone);
-            if (!done && !*polled) {
-                *polled = 1;
-                carve_vmm_fences_poll(a, q);
-                done = carve_vmm_runs_done(b, lo, hi, q->vdone);
-            }
-            if (!done)
+            if (!runs_done_polled(a, q, b, lo, hi, polled))
                 break;
         }
         v[n].lo = lo;
@@ -698,13 +699,7 @@ __attribute__((noinline, cold)) static int vmm_adopt_window(carve_arena *a, carv
              * cut whole), and the window maps fewer granules than p would. */
             if (hi >= span->addr + span->size || (hi - mid) / G >= need || (bl && mid - lo <= bhi - blo))
                 continue;
-            int done = carve_vmm_runs_done(l, lo, mid, q->vdone);
-            if (!done && !polled) {
-                polled = 1;
-                carve_vmm_fences_poll(a, q);
-                done = carve_vmm_runs_done(l, lo, mid, q->vdone);
-            }
-            if (!done)
+            if (!runs_done_polled(a, q, l, lo, mid, &polled))
                 continue;
             bl = l;
             bu = u;
