@@ -437,8 +437,9 @@ static inline carve_status carve_arena_get_config(const carve_arena *arena, carv
  * (its stream's peak; with several streams, one budget for the arena) first
  * unmaps free ones that events show the device is done with; with one
  * stream it waits for such an event on its own stream only when none shows
- * enough, with several it synchronizes the device and unmaps other
- * streams' free granules instead (carve_stats.num_syncs counts every wait).
+ * enough, with several it synchronizes the device and unmaps free granules
+ * of the other streams and its own instead (carve_stats.num_syncs counts
+ * every wait).
  */
 CARVE_API carve_status carve_alloc(carve_arena *arena, size_t size, carve_stream stream,
                                    void **out);

@@ -33,6 +33,24 @@
  *  9. Both modes: a buffer also used on the legacy stream, freed while
  *     another thread captures a blocking stream, answered CARVE_ERR_BACKEND
  *     and stayed live; now it is freed and waits until the capture is over.
+ * 10. Default mode: as 7, for a window (the back of a free block and the
+ *     unmapped room after it, alloc.c's vmm_adopt_window): it moves only
+ *     once a completed fence covers the free block's granules (the test
+ *     fails with that check removed), and the taker then maps the room's
+ *     granules only. (explore_order moves windows too, with events
+ *     completing in its random orders.)
+ * 11. Default mode: as 7, for a join (alloc.c's vmm_join): the free mapped
+ *     front of S1's span, right after S2's span, joins S2's span only once
+ *     a completed fence covers its granules (the test fails with that
+ *     check removed), and S2's request then lies across the joint.
+ * 12. Default mode: a stream past the limit whose own free granules no
+ *     fence shows done yet, and no other stream's free memory to unmap:
+ *     the one device synchronization made to trim the others (vmm.c's
+ *     trim_others, with the taker's pool locked) shows its own granules
+ *     done too, and they are unmapped then (the request succeeds after one
+ *     wait, not after a trim of the others, a second one at the limit and
+ *     the out-of-memory path's reclaim); none before the kernel queued
+ *     before their free has run (the oracle).
  */
 #include <pthread.h>
 #include <time.h>
@@ -457,6 +475,124 @@ static void case7(void) {
     em_destroy(m);
 }
 
+/* Case 10: as case 7, but no free block of S1 holds S2's request whole:
+ * X (40 MiB) is free at the back of S1's mapped memory with unmapped room
+ * after it, and S2 asks for 44 MiB, past the arena's budget. A window of
+ * S1's span (X's granules and two of the room after them) may move to S2,
+ * which then maps the two granules only (alloc.c's vmm_adopt_window), but
+ * only once a completed fence of S1 covers X's granules. With the fence
+ * not complete (complete 0: X's kernel still queued), S2 must not get X's
+ * memory (the oracle also checks that nothing freed on S1 is handed out
+ * before S1's work on it is done); with it complete, the window moves. */
+static void case10(int complete) {
+    carve_arena *a = arena("limit=256MiB");
+    em_model *m = em_attach(a);
+    void *s2 = alloc_on(m, a, 4096, S2);
+    void *k = alloc_on(m, a, 2 * MiB, S1), *w = alloc_on(m, a, 4096, S1);
+    void *x = alloc_on(m, a, 40 * MiB, S1);
+    for (int i = 0; i < 64; i++)
+        free_it(m, a, alloc_on(m, a, 4096, S1));
+    unsigned long rec = em_records_on(m, S1);
+    free_it(m, a, x);
+    free_it(m, a, w);
+    CHECK(em_records_on(m, S1) == rec + 1); /* the fence covering X's granules */
+    if (complete)
+        em_advance(m, S1, em_queued(m, S1)); /* the fence completes */
+    uint64_t moved = a->heap.nmoved, maps = a->heap.nreserve;
+    void *b = alloc_on(m, a, 44 * MiB, S2);
+    if (complete) { /* X's granules came over, and two granules were mapped */
+        CHECK(overlap(b, 44 * MiB, x, 40 * MiB));
+        CHECK(a->heap.nmoved == moved + 20 && a->heap.nreserve == maps + 2);
+    } else { /* the memory came from elsewhere */
+        CHECK(!overlap(b, 44 * MiB, x, 40 * MiB));
+        CHECK(a->heap.nmoved == moved && a->heap.nreserve == maps + 22);
+    }
+    CHECK_ARENA(a);
+    em_check_stats(m);
+    free_it(m, a, b);
+    free_it(m, a, k);
+    free_it(m, a, s2);
+    CHECK(em_violations(m) == 0);
+    em_destroy(m);
+}
+
+/* Case 11: S2's span comes first, S1's right after it. X (40 MiB) is the
+ * front of S1's span, freed; S2 asks for 41 MiB, past the arena's budget:
+ * no free block of S1 holds it whole (vmm_adopt), but X with the free end
+ * of S2's span does. X's granules may leave S1 and join S2's span
+ * (vmm_join), but only once a completed fence of S1 covers them. With the
+ * fence not complete (complete 0), S2 must not get X's memory (the oracle
+ * also checks every allocation against S1's queued work); with it
+ * complete, X joins S2's span and the request lies on it. */
+static void case11(int complete) {
+    carve_arena *a = arena("limit=256MiB");
+    em_model *m = em_attach(a);
+    void *s2 = alloc_on(m, a, 4096, S2);
+    void *x = alloc_on(m, a, 40 * MiB, S1);
+    void *w = alloc_on(m, a, 4096, S1), *k = alloc_on(m, a, 2 * MiB, S1);
+    CHECK((uintptr_t)s2 < (uintptr_t)x); /* S2's span, then S1's */
+    for (int i = 0; i < 64; i++)
+        free_it(m, a, alloc_on(m, a, 4096, S1));
+    unsigned long rec = em_records_on(m, S1);
+    free_it(m, a, x);
+    free_it(m, a, w);
+    CHECK(em_records_on(m, S1) == rec + 1); /* the fence covering X's granules */
+    if (complete)
+        em_advance(m, S1, em_queued(m, S1)); /* the fence completes */
+    uint64_t moved = a->heap.nmoved, joins = a->heap.njoins;
+    void *b = alloc_on(m, a, 41 * MiB, S2);
+    if (complete) { /* X's granules joined S2's span, and the request lies on them */
+        CHECK(overlap(b, 41 * MiB, x, 40 * MiB));
+        CHECK(a->heap.njoins == joins + 1 && a->heap.nmoved == moved + 20);
+    } else { /* the memory came from elsewhere */
+        CHECK(!overlap(b, 41 * MiB, x, 40 * MiB));
+        CHECK(a->heap.njoins == joins);
+    }
+    CHECK_ARENA(a);
+    em_check_stats(m);
+    free_it(m, a, b);
+    free_it(m, a, k);
+    free_it(m, a, s2);
+    CHECK_ARENA(a);
+    CHECK(em_violations(m) == 0);
+    em_destroy(m);
+}
+
+/* Case 12: under a 64 MiB limit, S1 holds X (30 MiB) and L (2 MiB, after
+ * X), then S2 2 MiB (nothing of S2's is free); S1 queues a kernel on X and
+ * frees it (no fence of S1 covers it: the kernel has not run). S1 then
+ * asks for 40 MiB, which X's place cannot hold: X's granules must go to
+ * make room under the limit, and only the device synchronization can show
+ * them done. (Without the own trim, 4 waits: the trim of the others, a
+ * second one at the limit, the out-of-memory path's reclaim.) */
+static void count_wait(void *arg, int device_wide, carve_stream s) {
+    (void)s;
+    if (device_wide)
+        (*(int *)arg)++;
+}
+
+static void case12(void) {
+    carve_arena *a = arena("limit=64MiB");
+    em_model *m = em_attach(a);
+    void *x = alloc_on(m, a, 30 * MiB, S1), *l = alloc_on(m, a, 2 * MiB, S1);
+    void *s2 = alloc_on(m, a, 2 * MiB, S2);
+    free_it(m, a, x);
+    CHECK(em_done(m, S1) < em_queued(m, S1)); /* the kernel on X has not run */
+    int waits = 0;
+    em_on_wait(m, count_wait, &waits);
+    void *y = alloc_on(m, a, 40 * MiB, S1);
+    em_on_wait(m, NULL, NULL);
+    CHECK(y != NULL && waits == 1);
+    CHECK(carve_memory_reserved(a) <= 64 * MiB);
+    CHECK_ARENA(a);
+    em_check_stats(m);
+    free_it(m, a, y);
+    free_it(m, a, l);
+    free_it(m, a, s2);
+    CHECK(em_violations(m) == 0);
+    em_destroy(m);
+}
+
 /* Case 8: a graph pool's memory while carve_graph_pool_release waits for
  * the device. S1 routed to a graph pool g: x (40 MiB), k, w allocated, x
  * and w freed (the uncaptured run); everything done; then a launch of the
@@ -691,6 +827,14 @@ int main(void) {
     case6("vmm=0,limit=64MiB");
     printf("case 7 (free mapped memory moving between streams)\n");
     case7();
+    printf("case 10 (a window of free mapped memory and room moving between streams)\n");
+    case10(0);
+    case10(1);
+    printf("case 11 (free mapped memory at the edge of a span joining the next stream's span)\n");
+    case11(0);
+    case11(1);
+    printf("case 12 (a stream's own free granules unmapped after the synchronization that trims the others)\n");
+    case12();
     printf("case 8 (a graph pool released while a launch is queued)\n");
     case8();
     printf("case 9 (frees during another thread's capture)\n");

@@ -203,8 +203,19 @@ static void test_reset_excludes_maps(void) {
         reader r = {a, {0}, 0};
         pthread_t th;
         CHECK(pthread_create(&th, NULL, reset_peaks, &r) == 0);
-        usleep(50 * 1000);
-        int map_started = carve_spin_trylock(&pool->lock);
+        /* Until the reset holds the stream's lock (it then waits for the
+         * heap lock): on a loaded machine the thread may take a while to
+         * get there, so look every millisecond, for 5 s at most. */
+        int map_started = 1;
+        for (int i = 0; i < 5000 && map_started; i++) {
+            map_started = carve_spin_trylock(&pool->lock);
+            if (map_started) {
+                carve_spin_unlock(&pool->lock);
+                usleep(1000);
+            }
+        }
+        if (map_started) /* the reset never held it: a map could start */
+            map_started = carve_spin_trylock(&pool->lock);
         carve_mutex_unlock(&a->heap.lock);
         if (map_started) {
             usleep(20 * 1000); /* the reset reads and stores meanwhile */

@@ -36,6 +36,8 @@ command -v python3 >/dev/null || need_apt+=(python3)
 command -v cmake >/dev/null || need_apt+=(cmake)
 command -v pkg-config >/dev/null || need_apt+=(pkg-config)
 [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || need_apt+=(python3-venv)
+# integrations/ggml/make_gpt2.py writes its model with numpy (suite tools: make_gpt2).
+[ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import numpy' 2>/dev/null || need_apt+=(python3-numpy)
 sudo_cmd=""; [ "$(id -u)" != 0 ] && sudo_cmd=sudo
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "installing: ${need_apt[*]}"

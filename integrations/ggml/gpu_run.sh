@@ -7,9 +7,10 @@
 #            for sm_90 and its GPT-2 programs, unmodified; then with
 #            ggml-carve.patch, the adapter and the programs linked through
 #            it (about 5 minutes on 16 cores; once per machine).
-#   model    a GPT-2 with random weights from its configuration
-#            (make_gpt2.py, transformers; nothing downloaded), converted by
-#            ggml's own examples/gpt-2/convert-h5-to-ggml.py.
+#   model    a GPT-2 (small, fp16) with random weights, written by
+#            make_gpt2.py (numpy; nothing downloaded) in the layout ggml's
+#            GPT-2 programs load (ggml's convert-h5-to-ggml.py does not fit
+#            today's transformers checkpoints: the programs refuse its file).
 #   measure  measure.py: ggml's own VMM and legacy pools, carve-run over
 #            each, and the program linked through the adapter; tokens,
 #            tokens/s (prompt and generation), peak reserved and nvidia-smi
@@ -52,14 +53,12 @@ fi
 
 if [ "$STEP" = model ] || [ "$STEP" = all ]; then
   if python3 integrations/ggml/make_gpt2.py "$WORK/gpt2" --size "${GGML_GPT2_SIZE:-small}" 2>&1 |
-       tee -a "$OUT/run.log" &&
-     python3 .vendor/ggml/examples/gpt-2/convert-h5-to-ggml.py "$WORK/gpt2" >"$OUT/convert.log" 2>&1 &&
+       tee -a "$OUT/run.log" && [ "${PIPESTATUS[0]}" = 0 ] &&
      [ -s "$WORK/gpt2/ggml-model.bin" ]; then
-    echo "PASS model: GPT-2 with random weights converted by ggml's converter ($(du -h "$WORK/gpt2/ggml-model.bin" | cut -f1))" |
+    echo "PASS model: GPT-2 with random weights in ggml's model file ($(du -h "$WORK/gpt2/ggml-model.bin" | cut -f1))" |
       tee -a "$OUT/run.log"
   else
-    tail -20 "$OUT/convert.log" 2>/dev/null
-    echo "FAIL model (see $OUT/run.log, $OUT/convert.log)" | tee -a "$OUT/run.log"
+    echo "FAIL model (see $OUT/run.log)" | tee -a "$OUT/run.log"
     exit 1
   fi
 fi

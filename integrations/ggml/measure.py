@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """measure.py — ggml's GPT-2 programs on ggml's own pools and on carve, compared.
 
-The one idea: run the same converted model (make_gpt2.py, then ggml's own
-converter) through the same unmodified program in five ways, taking turns
+The one idea: run the same model (written by make_gpt2.py in ggml's own
+model-file layout) through the same unmodified program in five ways, taking turns
 so that drift hits every way alike, and hold each against the plain run:
 
   ggml-vmm          gpt-2-backend as built by ggml (its VMM pool; the baseline)
@@ -359,7 +359,7 @@ def write_results(args, run, R, summary, P, idle):
                     f"{fmt_mib(s['vmm_pool_peak'])} | {gpu_mem} |")
     md = [f"# ggml's GPT-2 on carve ({time.strftime('%Y-%m-%d')})", "",
           f"GPU: {gpu}; carve {commit}; ggml {ggml}; GPT-2 with random weights "
-          f"({os.environ.get('GGML_GPT2_SIZE', 'small')}), f16, all layers on the GPU; prompt {P} tokens, "
+          f"({os.environ.get('GGML_GPT2_SIZE', 'small')}), fp16 weights, all layers on the GPU; prompt {P} tokens, "
           f"{args.gen} generated, greedy (--top_k 1, seed 42); medians of {args.reps} rounds, the ways taking "
           f"turns. Ratios: against ggml's own pool of the same kind (carve-run over the legacy pool against "
           f"the legacy pool; the others against the VMM pool). GPU memory: nvidia-smi's peak during the run "

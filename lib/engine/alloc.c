@@ -339,6 +339,19 @@ static carve_block *pool_refill(carve_arena *a, carve_pool *p, unsigned cls, siz
 
 static inline __attribute__((always_inline)) carve_block *block_split(carve_pool *p, carve_block *b, size_t rs);
 
+/* q's lock held, q another stream's pool: whether a completed fence of q
+ * covers every run of b's free granules in [lo, hi); q's fences are polled
+ * at most once per look (*polled), when the answer is no without them. */
+static int runs_done_polled(carve_arena *a, carve_pool *q, carve_block *b, uintptr_t lo, uintptr_t hi, int *polled) {
+    int done = carve_vmm_runs_done(b, lo, hi, q->vdone);
+    if (!done && !*polled) {
+        *polled = 1;
+        carve_vmm_fences_poll(a, q);
+        done = carve_vmm_runs_done(b, lo, hi, q->vdone);
+    }
+    return done;
+}
+
 /* Pool lock held, virtual-memory mode, several streams, and p would map
  * granules for rs bytes. Memory moves between streams here without the
  * driver: another stream's free mapped granules that the device is done
@@ -357,25 +370,42 @@ __attribute__((noinline, cold)) static carve_block *vmm_adopt(carve_arena *a, ca
     for (carve_pool *q = CARVE_LOAD_ACQ(&a->pools); q; q = q->next_all) {
         if (q == p || CARVE_LOAD(&q->graph) || !carve_spin_trylock(&q->lock))
             continue; /* (a graph pool's memory stays its graphs' until released) */
-        carve_block *moved = NULL, *f = carve_index_find_fit(&q->index[cls], n + 2 * G - 2);
-        uintptr_t lo = f ? carve_align_up(f->addr, G) : 0, hi = lo + n, mlo, mhi;
-        /* Whole mappings move (the driver unmaps whole mappings only, and a
-         * mapping stays inside one span: maps.h). */
-        if (f && carve_maps_find(&a->maps, lo, &mlo, &mhi, NULL) && mlo < lo)
-            hi = (lo = mhi) + n;
-        if (f && carve_maps_find(&a->maps, hi - G, &mlo, &mhi, NULL))
-            hi = mhi;
-        if (f && hi <= carve_align_down(f->addr + f->size, G) &&
-            !(lo == f->span->addr && hi == f->span->addr + f->span->size)) {
-            int done = carve_vmm_runs_done(f, lo, hi, q->vdone);
-            if (!done) {
-                carve_vmm_fences_poll(a, q);
-                done = carve_vmm_runs_done(f, lo, hi, q->vdone);
+        carve_block *moved = NULL;
+        int polled = 0, looked = 0;
+        /* The free blocks of q that may hold the request, smallest class
+         * first (at most CARVE_VMM_ADOPT_LOOK of them: q's lock is held):
+         * the first whose granules a completed fence covers moves. (The
+         * first fitting block alone was often one whose frees were not
+         * yet done, where another was.) */
+        const carve_index *ix = &q->index[cls];
+        unsigned fl, sl;
+        carve_index_class(n, &fl, &sl);
+        while (!moved && looked < CARVE_VMM_ADOPT_LOOK && carve_index_next_class(ix, &fl, &sl)) {
+            for (carve_block *f = ix->heads[fl][sl]; f && !moved && looked < CARVE_VMM_ADOPT_LOOK; f = f->fnext) {
+                looked++;
+                uintptr_t lo = carve_align_up(f->addr, G), hi = lo + n, mlo, mhi;
+                if (f->size < n || hi > carve_align_down(f->addr + f->size, G))
+                    continue;
+                /* Whole mappings move (the driver unmaps whole mappings
+                 * only, and a mapping stays inside one span: maps.h). */
+                if (carve_maps_find(&a->maps, lo, &mlo, &mhi, NULL) && mlo < lo)
+                    hi = (lo = mhi) + n;
+                if (carve_maps_find(&a->maps, hi - G, &mlo, &mhi, NULL))
+                    hi = mhi;
+                if (hi > carve_align_down(f->addr + f->size, G) ||
+                    (lo == f->span->addr && hi == f->span->addr + f->span->size))
+                    continue;
+                if (runs_done_polled(a, q, f, lo, hi, &polled)) {
+                    carve_mutex_lock(&a->heap.lock);
+                    moved = carve_pool_give_mapped(q, f, lo, hi, p);
+                    carve_mutex_unlock(&a->heap.lock);
+                    if (!moved) /* host memory ran out */
+                        looked = CARVE_VMM_ADOPT_LOOK;
+                }
             }
-            if (done) {
-                carve_mutex_lock(&a->heap.lock);
-                moved = carve_pool_give_mapped(q, f, lo, hi, p);
-                carve_mutex_unlock(&a->heap.lock);
+            if (++sl == CARVE_SL_COUNT) {
+                sl = 0;
+                fl++;
             }
         }
         carve_spin_unlock(&q->lock);
@@ -388,6 +418,320 @@ __attribute__((noinline, cold)) static carve_block *vmm_adopt(carve_arena *a, ca
         }
     }
     return NULL;
+}
+
+/* A stretch of free address space across the joint of two spans, in
+ * address order: mapped (FREE) or not (UNMAPPED) pieces. */
+typedef struct join_piece {
+    uintptr_t lo, hi;
+    int mapped;
+} join_piece;
+
+/* The free pieces of span s at its edge (its start when front, else its
+ * end), walking inward, filled into v from the edge outward; returns their
+ * count, at most CARVE_VMM_JOIN_LOOK. With q == NULL, s is the taker's:
+ * its FREE and UNMAPPED blocks up to the first live one (its own pool's:
+ * no fence needed, partial granules kept). Else s is pool q's (locked) and
+ * the pieces are what may leave it: UNMAPPED room (it holds no memory: no
+ * fence needed) and the whole granules of FREE blocks that a completed
+ * fence of q covers (q's fences polled once), up to a live block, a
+ * partial granule or a FREE block whose frees are not yet done. s keeps at
+ * least a granule, and the far end of the pieces never cuts a mapping of
+ * several granules (maps.h). */
+static int join_pieces(carve_arena *a, carve_pool *q, carve_block *s, int front, join_piece *v, int *polled) {
+    const size_t G = CARVE_SEGMENT_GRANULE;
+    int n = 0;
+    /* (q's span keeps a granule at its far end from the joint.) */
+    uintptr_t limit_lo = s->addr + (q && !front ? G : 0), limit_hi = s->addr + s->size - (q && front ? G : 0);
+    for (carve_block *b = front ? s->u.r.first : s->u.r.last; b && n < CARVE_VMM_JOIN_LOOK;
+         b = front ? b->next : b->prev) {
+        uintptr_t lo = b->addr, hi = b->addr + b->size;
+        int mapped = b->state == CARVE_B_FREE;
+        if (!mapped && b->state != CARVE_B_UNMAPPED)
+            break;
+        if (q && mapped) {
+            uintptr_t glo = carve_align_up(lo, G), ghi = carve_align_down(hi, G);
+            if ((front ? glo != lo : ghi != hi) || ghi <= glo)
+                break;
+            lo = glo;
+            hi = ghi;
+        }
+        if (q) { /* the span keeps a granule */
+            lo = lo < limit_lo ? limit_lo : lo;
+            hi = hi > limit_hi ? limit_hi : hi;
+            if (hi <= lo)
+                break;
+        }
+        if (q && mapped) {
+            if (!runs_done_polled(a, q, b, lo, hi, polled))
+                break;
+        }
+        v[n].lo = lo;
+        v[n].hi = hi;
+        v[n].mapped = mapped;
+        n++;
+        if (q && (front ? hi != b->addr + b->size : lo != b->addr))
+            break; /* cut short: what follows stays */
+    }
+    /* Whole mappings only: the far end of q's pieces moves back to the
+     * edge of a mapping that reaches past it. */
+    while (q && n) {
+        join_piece *e = &v[n - 1];
+        uintptr_t at = front ? e->hi - G : e->lo, mlo, mhi;
+        if (!e->mapped || !carve_maps_find(&a->maps, at, &mlo, &mhi, NULL) ||
+            (front ? mhi <= e->hi : mlo >= e->lo))
+            break;
+        if (front ? mlo > e->lo : mhi < e->hi) {
+            if (front)
+                e->hi = mlo;
+            else
+                e->lo = mhi;
+            break;
+        }
+        n--;
+    }
+    return n;
+}
+
+/* The fewest granules a request of rs bytes maps in the stretch v[0..n)
+ * (address order), placed as vmm_place places it (at the front or the back
+ * of an UNMAPPED piece with its mapped neighbours, or in a mapped piece),
+ * among the places that reach past joint on the far side (after: above it,
+ * else below it); *reach gets how far into the far side that place reaches
+ * (granule-aligned). SIZE_MAX when none holds it. */
+static size_t join_need(const join_piece *v, int n, uintptr_t joint, int after, size_t rs, uintptr_t *reach) {
+    const size_t G = CARVE_SEGMENT_GRANULE;
+    size_t best = SIZE_MAX;
+    for (int i = 0; i < n; i++) {
+        uintptr_t lo = v[i].lo, hi = v[i].hi, ua = lo, ub = hi;
+        if (!v[i].mapped) {
+            if (i > 0 && v[i - 1].mapped)
+                lo = v[i - 1].lo;
+            if (i + 1 < n && v[i + 1].mapped)
+                hi = v[i + 1].hi;
+        } else if (i + 1 < n && !v[i + 1].mapped) {
+            continue; /* its UNMAPPED neighbour's windows hold it */
+        } else if (i > 0 && !v[i - 1].mapped) {
+            continue;
+        }
+        if (hi - lo < rs)
+            continue;
+        size_t need;
+        uintptr_t at;
+        if (v[i].mapped) {
+            need = 0;
+            at = after ? lo : hi - rs;
+        } else {
+            uintptr_t end = lo + rs, x = hi - rs;
+            size_t front = end <= ua ? 0 : (carve_align_up(end < ub ? end : ub, G) - ua) / G;
+            size_t back = x >= ub ? 0 : (ub - carve_align_down(x > ua ? x : ua, G)) / G;
+            int use_back = back < front;
+            need = use_back ? back : front;
+            at = use_back ? x : lo;
+        }
+        if (after ? at + rs <= joint : at >= joint)
+            continue; /* no need of the other stream's memory */
+        if (need < best) {
+            best = need;
+            *reach = after ? carve_align_up(at + rs, G) : carve_align_down(at, G);
+            if (v[i].mapped) /* a mapped piece is taken whole (a block holds it from its start) */
+                *reach = after ? hi : lo;
+        }
+    }
+    return best;
+}
+
+/* Pool lock held, virtual-memory mode, several streams: p would map need
+ * granules for rs bytes (mapping would first unmap), and no free block of
+ * another stream holds them whole (vmm_adopt). Where another stream's span
+ * lies right after (or before) a span of p, and its free edge (UNMAPPED
+ * room, and mapped memory whose frees a completed fence of that stream
+ * shows done) together with p's free edge holds the request with fewer
+ * granules mapped than p's own best place, that edge leaves the other
+ * stream (no driver call: carve_pool_give_unmapped, carve_pool_give_mapped)
+ * and joins p's span (carve_pool_join): free memory on either side of the
+ * joint becomes one block of p, whatever stream freed it, and the room
+ * there is p's to grow into, next to the other stream's memory. Of all
+ * joints, the one that maps fewest is taken. The other pool is try-locked
+ * (p's lock is held) and a graph pool is passed over. Returns 1 when an
+ * edge was joined (then a FREE block of p holds rs bytes, or vmm_place
+ * finds the place), else 0. */
+__attribute__((noinline, cold)) static int vmm_join(carve_arena *a, carve_pool *p, unsigned cls, size_t rs,
+                                                  size_t need) {
+    carve_block *bs = NULL;
+    carve_pool *bq = NULL;
+    int bafter = 0;
+    uintptr_t breach = 0;
+    size_t bneed = need;
+    join_piece v[2 * CARVE_VMM_JOIN_LOOK];
+    carve_mutex_lock(&a->heap.lock); /* the ranges next to p's spans stay where they are */
+    for (carve_block *s = p->spans; s; s = s->fnext) {
+        if (s->cls != cls)
+            continue;
+        for (int after = 0; after < 2; after++) {
+            carve_block *t = after ? s->next : s->prev;
+            carve_pool *q = t && t->state == CARVE_B_SPAN ? CARVE_LOAD(&t->u.r.pool) : NULL;
+            if (!q || q == p || t->cls != cls || CARVE_LOAD(&q->graph) || !carve_spin_trylock(&q->lock))
+                continue;
+            join_piece mine[CARVE_VMM_JOIN_LOOK], theirs[CARVE_VMM_JOIN_LOOK];
+            int polled = 0;
+            int nm = join_pieces(a, NULL, s, !after, mine, &polled);
+            int nt = join_pieces(a, q, t, after, theirs, &polled);
+            carve_spin_unlock(&q->lock);
+            if (!nt)
+                continue;
+            /* Address order, the pieces at the joint merged where both are
+             * mapped or both not. */
+            int n = 0;
+            join_piece *lo = after ? mine : theirs, *hi = after ? theirs : mine;
+            int nlo = after ? nm : nt, nhi = after ? nt : nm;
+            for (int i = nlo - 1; i >= 0; i--)
+                v[n++] = lo[i];
+            for (int i = 0; i < nhi; i++) {
+                if (i == 0 && n && v[n - 1].mapped == hi[0].mapped && v[n - 1].hi == hi[0].lo)
+                    v[n - 1].hi = hi[0].hi;
+                else
+                    v[n++] = hi[i];
+            }
+            uintptr_t reach = 0, joint = after ? s->addr + s->size : s->addr;
+            size_t k = join_need(v, n, joint, after, rs, &reach);
+            if (k < bneed) {
+                bneed = k;
+                bs = s;
+                bq = q;
+                bafter = after;
+                breach = reach;
+            }
+        }
+    }
+    int joined = 0;
+    if (bs && carve_spin_trylock(&bq->lock)) {
+        const size_t G = CARVE_SEGMENT_GRANULE;
+        carve_block *s = bs;
+        /* The other stream's blocks from the joint on, one at a time, each
+         * checked again as it goes (its lock was dropped meanwhile). */
+        while (bafter ? s->addr + s->size < breach : s->addr > breach) {
+            carve_block *t = bafter ? s->next : s->prev;
+            if (!t || t->state != CARVE_B_SPAN || CARVE_LOAD(&t->u.r.pool) != bq)
+                break;
+            join_piece e[CARVE_VMM_JOIN_LOOK];
+            int polled = 0;
+            if (!join_pieces(a, bq, t, bafter, e, &polled))
+                break;
+            uintptr_t lo = e[0].lo, hi = e[0].hi;
+            if (bafter ? hi > breach : lo < breach) {
+                if (bafter)
+                    hi = breach;
+                else
+                    lo = breach;
+            }
+            uintptr_t mlo, mhi;
+            if (e[0].mapped && carve_maps_find(&a->maps, bafter ? hi - G : lo, &mlo, &mhi, NULL)) {
+                /* A mapping is cut by no edge: it moves whole (the far
+                 * end of e[0] cuts none). */
+                if (bafter && mhi > hi)
+                    hi = mhi < e[0].hi ? mhi : e[0].hi;
+                if (!bafter && mlo < lo)
+                    lo = mlo > e[0].lo ? mlo : e[0].lo;
+            }
+            carve_block *b = bafter ? t->u.r.first : t->u.r.last, *moved;
+            if (carve_slab_reserve(&p->slab, 1) != 0)
+                break;
+            moved = e[0].mapped ? carve_pool_give_mapped(bq, b, lo, hi, p) : carve_pool_give_unmapped(bq, b, lo, hi, p);
+            if (!moved)
+                break;
+            carve_block *blk = carve_slab_get(&p->slab);
+            carve_pool_install_span(p, moved, blk);
+            if (e[0].mapped) {
+                carve_vmm_adopted(p, blk);
+                __atomic_add_fetch(&a->heap.nmoved, (uint64_t)(moved->size / G), __ATOMIC_RELAXED);
+            }
+            s = carve_pool_join(p, s, moved);
+            joined = 1;
+        }
+        carve_spin_unlock(&bq->lock);
+        if (joined)
+            __atomic_add_fetch(&a->heap.njoins, 1, __ATOMIC_RELAXED);
+
+    }
+    carve_mutex_unlock(&a->heap.lock);
+    return joined;
+}
+
+/* Pool lock held, virtual-memory mode, several streams: no free block of
+ * another stream holds rs bytes whole (vmm_adopt), and p would map need
+ * granules for them. A window of another stream's span may still hold
+ * them: the whole granules at the back of a FREE block whose frees a
+ * completed fence of that stream shows done, and the UNMAPPED room right
+ * after it. The mapped part moves to p as a span of its own (as vmm_adopt
+ * moves it, no driver call), the room it needs of the rest goes back to the
+ * heap and that span grows into it: p then maps only the granules of the
+ * window that were never mapped, fewer than need, where it would otherwise
+ * map all of them (and the other stream's free memory would be unmapped
+ * one day to make room). The stream whose window gives the most mapped
+ * memory is taken. Returns 1 when a window moved (p's new span ends in an
+ * UNMAPPED block after a FREE one: vmm_place finds it), else 0. */
+__attribute__((noinline, cold)) static int vmm_adopt_window(carve_arena *a, carve_pool *p, unsigned cls, size_t rs,
+                                                          size_t need) {
+    const size_t G = CARVE_SEGMENT_GRANULE;
+    size_t n = carve_align_up(rs, G);
+    if (carve_slab_reserve(&p->slab, 2) != 0 || carve_blockmap_reserve(&p->map) != 0)
+        return 0;
+    for (carve_pool *q = CARVE_LOAD_ACQ(&a->pools); q; q = q->next_all) {
+        if (q == p || CARVE_LOAD(&q->graph) || !carve_spin_trylock(&q->lock))
+            continue;
+        carve_block *bl = NULL, *bu = NULL;
+        uintptr_t blo = 0, bhi = 0;
+        int polled = 0;
+        for (carve_block *u = q->unmapped[cls]; u; u = u->fnext) {
+            carve_block *l = u->prev, *span = u->span;
+            uintptr_t mid = u->addr, lo, mlo, mhi;
+            if (!l || l->state != CARVE_B_FREE)
+                continue;
+            lo = carve_align_up(l->addr, G);
+            /* Whole mappings move (maps.h: a mapping stays inside one span). */
+            if (lo < mid && carve_maps_find(&a->maps, lo, &mlo, &mhi, NULL) && mlo < lo)
+                lo = mhi;
+            if (lo >= mid || mid - lo + u->size < n)
+                continue;
+            uintptr_t hi = lo + n > mid ? carve_align_up(lo + n, G) : mid;
+            /* The span keeps something after the window (a span is never
+             * cut whole), and the window maps fewer granules than p would. */
+            if (hi >= span->addr + span->size || (hi - mid) / G >= need || (bl && mid - lo <= bhi - blo))
+                continue;
+            if (!runs_done_polled(a, q, l, lo, mid, &polled))
+                continue;
+            bl = l;
+            bu = u;
+            blo = lo;
+            bhi = hi;
+        }
+        carve_block *moved = NULL;
+        if (bl && carve_slab_reserve(&q->slab, 3) == 0) {
+            uintptr_t mid = bu->addr;
+            /* One stretch under the heap lock, so that no other stream takes
+             * the room between the moves and the growth into it. */
+            carve_mutex_lock(&a->heap.lock);
+            moved = carve_pool_give_mapped(q, bl, blo, mid, p);
+            if (moved) {
+                if (bhi > mid && carve_pool_give_front(q, bu, bhi) != 0)
+                    bhi = mid; /* host memory ran out for the records: the mapped part alone moves */
+                carve_block *blk = carve_slab_get(&p->slab);
+                carve_pool_install_span(p, moved, blk);
+                carve_vmm_adopted(p, blk);
+                size_t added = bhi > mid ? carve_heap_extend(a, moved, bhi - mid, bhi - mid) : 0;
+                if (added)
+                    carve_pool_extend_span(p, moved, added, carve_slab_get(&p->slab));
+                __atomic_add_fetch(&a->heap.nmoved, (uint64_t)((mid - blo) / G), __ATOMIC_RELAXED);
+                __atomic_add_fetch(&a->heap.nwindows, 1, __ATOMIC_RELAXED);
+            }
+            carve_mutex_unlock(&a->heap.lock);
+        }
+        carve_spin_unlock(&q->lock);
+        if (moved)
+            return 1;
+    }
+    return 0;
 }
 
 /* Pool lock held, virtual-memory mode, and no FREE block holds rs bytes.
@@ -408,9 +752,14 @@ __attribute__((noinline, cold)) static carve_block *vmm_place(carve_arena *a, ca
     carve_block *best = NULL;
     size_t best_need = SIZE_MAX;
     uintptr_t best_x = 0;
-    int best_back = 0;
+    int best_back = 0, window = 0;
     carve_block *m0;
     *st = CARVE_OK;
+scan:
+    best = NULL;
+    best_need = SIZE_MAX;
+    best_x = 0;
+    best_back = 0;
     for (carve_block *u = p->unmapped[cls]; u; u = u->fnext) {
         carve_block *l = u->prev && u->prev->state == CARVE_B_FREE ? u->prev : NULL;
         carve_block *r = u->next && u->next->state == CARVE_B_FREE ? u->next : NULL;
@@ -433,10 +782,26 @@ __attribute__((noinline, cold)) static carve_block *vmm_place(carve_arena *a, ca
     }
     /* Mapping would first unmap free granules somewhere: another stream's
      * free mapped memory, where it holds the request, comes over instead. */
-    if ((!best || best_need) && CARVE_LOAD(&a->multi) &&
-        carve_vmm_would_unmap(a, p, best ? best_need * G : carve_align_up(rs, G)) &&
-        (m0 = vmm_adopt(a, p, cls, rs)))
-        return m0;
+    if ((!best || best_need) && CARVE_LOAD(&a->multi) && !window &&
+        carve_vmm_would_unmap(a, p, best ? best_need * G : carve_align_up(rs, G))) {
+        if ((m0 = vmm_adopt(a, p, cls, rs)))
+            return m0;
+        /* Else the free edge of another stream's span next to one of p's,
+         * joined to it: one range, whatever stream freed what. */
+        if (vmm_join(a, p, cls, rs, best ? best_need : carve_align_up(rs, G) / G + 1)) {
+            window = 1;
+            if ((m0 = carve_index_find_fit(&p->index[cls], rs)))
+                return m0;
+            goto scan;
+        }
+        /* Else a window of another stream's mapped memory and room, where
+         * it needs fewer granules mapped than any place of p's own. */
+        if (!(flags & CARVE_ALLOC_HELD) &&
+            vmm_adopt_window(a, p, cls, rs, best ? best_need : carve_align_up(rs, G) / G + 1)) {
+            window = 1;
+            goto scan;
+        }
+    }
     if (!best)
         return NULL;
     if (best_need && (flags & CARVE_ALLOC_HELD)) { /* mapping more is the caller's to decide */
@@ -746,19 +1111,73 @@ carve_status carve_alloc_aligned(carve_arena *a, size_t size, size_t align, carv
     return hand_out(a, p, b, rs, size, out);
 }
 
+#if CARVE_CHECKS >= 2
+void (*carve__owner_read_hook)(void);
+#define OWNER_READ_HOOK()                                                                                              \
+    do {                                                                                                               \
+        void (*hook_)(void) = CARVE_LOAD_ACQ(&carve__owner_read_hook);                                                 \
+        if (hook_)                                                                                                     \
+            hook_();                                                                                                   \
+    } while (0)
+#else
+#define OWNER_READ_HOOK() ((void)0)
+#endif
+
 /* The pool that owns the span holding addr, locked; NULL when addr is in no
- * span. The caller still has to find addr among the pool's live blocks. */
+ * span. The caller still has to find addr among the pool's live blocks, and
+ * ask owner_recheck before it calls a miss a bad pointer. */
 static carve_pool *owner_locked(carve_arena *a, uintptr_t addr) {
     if (addr & (CARVE_ALIGNMENT - 1))
         return NULL;
     carve_block *span = carve_pagemap_get(&a->pmap, addr);
     if (!span)
         return NULL;
+    OWNER_READ_HOOK();
     carve_pool *p = CARVE_LOAD_ACQ(&span->u.r.pool);
     if (!p)
         return NULL;
     carve_spin_lock(&p->lock);
     return p;
+}
+
+/* After owner_locked's answer missed (no pool, or no live block at addr in
+ * the pool it locked, since unlocked). owner_locked reads the address map and
+ * the span's pool without a lock, and another thread cutting or giving back
+ * that span meanwhile (heap.c's cut_out, carve_heap_give; memory moving
+ * between streams) can leave the record it read naming another pool, or
+ * none, while the buffer at addr stays live in its own: a live buffer
+ * refused as a bad pointer, and an interposer told that a buffer of carve's
+ * is not. A live block never changes pool, and the map's entries for a
+ * pool's ranges change only under that pool's lock (a heap range's under
+ * the heap lock): so look again, and answer "no live buffer" only when the
+ * map, read under the lock of the pool (or heap) its record names, still
+ * names that record, and that pool still has no live block at addr. The
+ * pool with *b (taken out when take), locked; NULL, nothing locked. */
+static carve_pool *owner_recheck(carve_arena *a, uintptr_t addr, int take, carve_block **b) {
+    if (addr & (CARVE_ALIGNMENT - 1))
+        return NULL;
+    for (;;) {
+        carve_block *span = carve_pagemap_get(&a->pmap, addr);
+        if (!span)
+            return NULL;
+        carve_pool *p = CARVE_LOAD_ACQ(&span->u.r.pool);
+        if (!p) {
+            carve_mutex_lock(&a->heap.lock);
+            int same = carve_pagemap_get(&a->pmap, addr) == span && !CARVE_LOAD_ACQ(&span->u.r.pool);
+            carve_mutex_unlock(&a->heap.lock);
+            if (same)
+                return NULL;
+            continue;
+        }
+        carve_spin_lock(&p->lock);
+        *b = take ? carve_blockmap_take(&p->map, addr) : carve_blockmap_get(&p->map, addr);
+        if (*b)
+            return p;
+        int same = carve_pagemap_get(&a->pmap, addr) == span && CARVE_LOAD_ACQ(&span->u.r.pool) == p;
+        carve_spin_unlock(&p->lock);
+        if (same)
+            return NULL;
+    }
 }
 
 /* The pool of the live buffer that starts at ptr, locked, with its block in
@@ -767,15 +1186,16 @@ static carve_pool *owner_locked(carve_arena *a, uintptr_t addr) {
  * whose own lookup is on the fast path. */
 static carve_pool *live_locked(carve_arena *a, const void *ptr, int take, carve_block **b) {
     uintptr_t addr = (uintptr_t)ptr;
-    carve_pool *p = ptr ? owner_locked(a, addr) : NULL;
-    if (!p)
+    if (!ptr)
         return NULL;
-    *b = take ? carve_blockmap_take(&p->map, addr) : carve_blockmap_get(&p->map, addr);
-    if (!*b) {
+    carve_pool *p = owner_locked(a, addr);
+    if (p) {
+        *b = take ? carve_blockmap_take(&p->map, addr) : carve_blockmap_get(&p->map, addr);
+        if (*b)
+            return p;
         carve_spin_unlock(&p->lock);
-        return NULL;
     }
-    return p;
+    return owner_recheck(a, addr, take, b);
 }
 
 static carve_status bad_pointer(carve_arena *a, const char *fn, void *ptr) {
@@ -865,12 +1285,13 @@ carve_status carve_free(carve_arena *a, void *ptr) {
         return CARVE_OK;
     uintptr_t addr = (uintptr_t)ptr;
     carve_pool *p = owner_locked(a, addr);
-    if (CARVE_UNLIKELY(!p))
-        return bad_pointer(a, "carve_free", ptr);
-    carve_block *b = carve_blockmap_take(&p->map, addr);
+    carve_block *b = CARVE_LIKELY(p != NULL) ? carve_blockmap_take(&p->map, addr) : NULL;
     if (CARVE_UNLIKELY(!b)) {
-        carve_spin_unlock(&p->lock);
-        return bad_pointer(a, "carve_free", ptr);
+        if (p)
+            carve_spin_unlock(&p->lock);
+        p = owner_recheck(a, addr, 1, &b);
+        if (!p)
+            return bad_pointer(a, "carve_free", ptr);
     }
     carve_uses *u = NULL;
     if (CARVE_UNLIKELY(b->flags != 0)) { /* other streams' uses, a tag, an abandoned arena */

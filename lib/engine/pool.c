@@ -572,6 +572,135 @@ carve_block *carve_pool_give_mapped(carve_pool *q, carve_block *f, uintptr_t lo,
     return moved;
 }
 
+int carve_pool_give_front(carve_pool *q, carve_block *u, uintptr_t hi) {
+    carve_block *span = u->span, *right;
+    uintptr_t lo = u->addr;
+    CARVE_ASSERT_INTERNAL(u->state == CARVE_B_UNMAPPED && span->addr == lo && span->u.r.first == u &&
+                          hi % CARVE_SEGMENT_GRANULE == 0 && hi > lo && hi <= lo + u->size &&
+                          hi < span->addr + span->size);
+    if (carve_heap_cut(q->arena, span, lo, hi, &right) != 0)
+        return -1;
+    CARVE_ASSERT_INTERNAL(right == NULL && span->addr == hi);
+    if (hi < lo + u->size) { /* u keeps its back */
+        u->size -= hi - lo;
+        u->addr = hi;
+    } else { /* u goes whole: the span starts with the block after it */
+        carve_vmm_list_remove(q, u);
+        span->u.r.first = u->next;
+        u->next->prev = NULL;
+        carve_slab_put(&q->slab, u);
+    }
+    return 0;
+}
+
+carve_block *carve_pool_give_unmapped(carve_pool *q, carve_block *u, uintptr_t lo, uintptr_t hi, carve_pool *to) {
+    carve_block *span = u->span, *right;
+    const size_t G = CARVE_SEGMENT_GRANULE;
+    CARVE_ASSERT_INTERNAL(u->state == CARVE_B_UNMAPPED && lo % G == 0 && hi % G == 0 && lo >= u->addr &&
+                          hi <= u->addr + u->size && lo < hi &&
+                          ((lo == span->addr && span->u.r.first == u) ||
+                           (hi == span->addr + span->size && span->u.r.last == u)));
+    carve_block *moved = carve_heap_move(q->arena, span, lo, hi, to, &right);
+    if (!moved)
+        return NULL;
+    CARVE_ASSERT_INTERNAL(right == NULL);
+    span->u.r.unmapped -= (hi - lo) / G;
+    moved->u.r.unmapped = (hi - lo) / G; /* it holds no memory: installed as one UNMAPPED block */
+    if (lo > u->addr) { /* u keeps its front: the span's back went */
+        u->size = lo - u->addr;
+    } else if (hi < u->addr + u->size) { /* u keeps its back: the span's front went */
+        u->size -= hi - lo;
+        u->addr = hi;
+    } else { /* u goes whole, at the span's front or back */
+        carve_vmm_list_remove(q, u);
+        if (span->u.r.first == u) {
+            span->u.r.first = u->next;
+            u->next->prev = NULL;
+        } else {
+            span->u.r.last = u->prev;
+            u->prev->next = NULL;
+        }
+        carve_slab_put(&q->slab, u);
+    }
+    return moved;
+}
+
+carve_block *carve_pool_join(carve_pool *p, carve_block *keep, carve_block *gone) {
+    carve_arena *a = p->arena;
+    carve_index *ix = &p->index[keep->cls];
+    int after = gone->addr == keep->addr + keep->size;
+    carve_block *l = after ? keep : gone, *r = after ? gone : keep;
+    CARVE_ASSERT_INTERNAL(a->vmm && keep->state == CARVE_B_SPAN && gone->state == CARVE_B_SPAN &&
+                          CARVE_LOAD(&keep->u.r.pool) == p && CARVE_LOAD(&gone->u.r.pool) == p &&
+                          keep->cls == gone->cls && gone->u.r.nlive == 0 && l->next == r &&
+                          l->addr + l->size == r->addr && l->u.r.seg == r->u.r.seg);
+    /* Its empty-span event goes with it (and keep's, where keep is empty
+     * too: the joined span then moves to another stream only after a
+     * device synchronization, as one emptied with no event does). */
+    carve_pool_span_refilled(p, gone);
+    if (keep->u.r.nlive == 0)
+        carve_pool_span_refilled(p, keep);
+    for (carve_block *x = gone->u.r.first; x; x = x->next)
+        x->span = keep;
+    carve_block *lb = l->u.r.last, *rb = r->u.r.first, *first = l->u.r.first, *last = r->u.r.last;
+    if (lb->state == CARVE_B_FREE && rb->state == CARVE_B_FREE) {
+        /* (Both edges are granule boundaries: lb's whole granules and rb's
+         * are the joined block's, lb's runs first.) */
+        carve_block *nx = rb->next;
+        size_t size = lb->size + rb->size;
+        carve_index_remove(ix, rb);
+        carve_vmm_ring_absorb(p, lb, rb);
+        lb->next = nx;
+        if (nx)
+            nx->prev = lb;
+        else
+            last = lb;
+        carve_index_resize(ix, lb, size);
+    } else if (lb->state == CARVE_B_UNMAPPED && rb->state == CARVE_B_UNMAPPED) {
+        carve_block *nx = rb->next;
+        carve_vmm_list_remove(p, rb);
+        lb->size += rb->size;
+        lb->next = nx;
+        if (nx)
+            nx->prev = lb;
+        else
+            last = lb;
+        carve_slab_put(&p->slab, rb);
+    } else {
+        lb->next = rb;
+        rb->prev = lb;
+    }
+    /* The heap's list of ranges loses gone. */
+    if (after) {
+        keep->next = gone->next;
+        if (keep->next)
+            keep->next->prev = keep;
+    } else {
+        keep->prev = gone->prev;
+        if (keep->prev)
+            keep->prev->next = keep;
+        else
+            keep->u.r.seg->first = keep;
+    }
+    keep->addr = l->addr;
+    keep->size = l->size + r->size;
+    keep->u.r.first = first;
+    keep->u.r.last = last;
+    keep->u.r.unmapped += gone->u.r.unmapped;
+    /* Its ends are ends of what the map answers already; nothing lives in
+     * it, but keep's buffers may be freed meanwhile: no node is replaced. */
+    carve_pagemap_set(&a->pmap, gone->addr, gone->size, keep, 1);
+    if (gone->fprev)
+        gone->fprev->fnext = gone->fnext;
+    else
+        p->spans = gone->fnext;
+    if (gone->fnext)
+        gone->fnext->fprev = gone->fprev;
+    p->nspans--;
+    carve_slab_put(&a->heap.slab, gone);
+    return keep;
+}
+
 void carve_pool_install_span(carve_pool *p, carve_block *span, carve_block *blk) {
     blk->addr = span->addr;
     blk->size = span->size;

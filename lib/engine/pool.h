@@ -68,6 +68,28 @@ size_t carve_pool_give_room(carve_pool *p, int free_too, int own) CARVE_INTERNAL
  * out (nothing changed). */
 carve_block *carve_pool_give_mapped(carve_pool *q, carve_block *f, uintptr_t lo, uintptr_t hi,
                                     carve_pool *to) CARVE_INTERNAL;
+/* Pool and heap locks held, virtual-memory mode: UNMAPPED block u starts
+ * its span, which goes on past hi (a granule boundary inside or at the end
+ * of u): [u->addr, hi) goes back to the heap as a free range (it holds no
+ * memory, so any stream may take it at once), the span starting at hi.
+ * 0 on success; -1 when host memory ran out for the records (nothing
+ * changed). */
+int carve_pool_give_front(carve_pool *q, carve_block *u, uintptr_t hi) CARVE_INTERNAL;
+/* Pool q's lock, pool to's lock and the heap lock held, virtual-memory
+ * mode: the granules [lo, hi) of q's UNMAPPED block u, at the front or the
+ * back of its span (which keeps some of its range), leave q as a new span
+ * of pool to holding no memory (one UNMAPPED block once to installs it:
+ * carve_pool_install_span). No fence is needed: nothing is mapped there.
+ * NULL when host memory ran out (nothing changed). */
+carve_block *carve_pool_give_unmapped(carve_pool *q, carve_block *u, uintptr_t lo, uintptr_t hi,
+                                      carve_pool *to) CARVE_INTERNAL;
+/* Pool and heap locks held, virtual-memory mode: spans keep and gone of p
+ * are neighbours in address order (either side), and gone holds no live
+ * block: they become one span, keep's record, so that p's region is one
+ * range across them (its FREE or UNMAPPED blocks at the joint merge).
+ * gone's record goes back to the heap; no live buffer can be looked up
+ * through it (none lies in it, and p's lock is held). Returns keep. */
+carve_block *carve_pool_join(carve_pool *p, carve_block *keep, carve_block *gone) CARVE_INTERNAL;
 /* Pool lock held. The span grew by added bytes at its end: merge them into
  * its last block if free (UNMAPPED in virtual-memory mode, where what the
  * heap adds holds no memory yet), else append blk (a spare record, consumed

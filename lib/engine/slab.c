@@ -7,6 +7,7 @@
  */
 #include "engine/slab.h"
 
+#include <stddef.h>
 #include <string.h>
 
 struct carve_slab_chunk {
@@ -35,10 +36,19 @@ int carve_slab_grow(carve_slab *s) {
     return 0;
 }
 
+/* Cleared around the span's pool, which is cleared with an atomic store: a
+ * lookup that read this record's address from the address map before the
+ * record was given back and taken again may still read that field (alloc.c,
+ * owner_locked; it then asks again under a lock, owner_recheck), and must
+ * see the old pool or NULL, never a pointer torn by memset. */
 carve_block *carve_slab_get_clear(carve_slab *s) {
     carve_block *b = carve_slab_get(s);
-    if (b)
-        memset(b, 0, sizeof(*b));
+    if (b) {
+        size_t at = offsetof(carve_block, u.r.pool), end = at + sizeof(b->u.r.pool);
+        memset(b, 0, at);
+        memset((char *)b + end, 0, sizeof(*b) - end);
+        __atomic_store_n(&b->u.r.pool, (struct carve_pool *)NULL, __ATOMIC_RELAXED);
+    }
     return b;
 }
 

@@ -56,6 +56,8 @@
 #define CARVE_VMM_SLACK_MAX 256
 #define CARVE_VMM_SLACK_STEP 10
 #define CARVE_VMM_HYSTERESIS_DIV 50
+#define CARVE_VMM_ADOPT_LOOK 32 /* another stream's free blocks looked at, at most, for one that may move */
+#define CARVE_VMM_JOIN_LOOK 8   /* blocks looked at on each side of a joint of two streams' spans */
 #define CARVE_VMM_IDLE_DIV 4 /* several streams: the arena's budget is at least 1/4 above their touched peak */
 /* A request that had to replace free memory at the arena's peak and comes
  * back with the same size at the same touched peak (a loop's step) is
@@ -128,6 +130,10 @@ typedef struct carve_heap {
     uint64_t nreserve, nrelease;
     uint64_t nmoved;          /* virtual-memory mode: mapped granules moved from one stream to
                                  another without the driver (atomic) */
+    uint64_t nwindows;        /* of those moves, windows (alloc.c's vmm_adopt_window; atomic) */
+    uint64_t njoins;          /* joins: another stream's free edge or unmapped room taken into the
+                                 span next to it (alloc.c's vmm_join; atomic; a join of room
+                                 alone moves no mapped granule) */
     uint64_t span_events;     /* empty-span events recorded so far (atomic): each one's number, in
                                  the order they were recorded, is its span's u.r.seq (block.h) */
     size_t vpeak;             /* virtual-memory mode: the most bytes all pools touched at once, as seen

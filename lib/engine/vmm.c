@@ -826,8 +826,15 @@ static size_t make_room(carve_arena *a, carve_pool *p, size_t must, size_t want,
  * work queued after it, and with the pool locked nothing is freed until
  * the trim is over, so everything its clock counts was let go before the
  * wait. A pool whose lock is busy is passed over (waiting for it while
- * holding p's could deadlock with its holder doing the same). */
-static void trim_others(carve_arena *a, carve_pool *p, size_t want) {
+ * holding p's could deadlock with its holder doing the same). The same
+ * synchronization shows p's own granules done (p's lock was held all
+ * along): where the others fall short, p's go too (none in keep), those
+ * its fences did not yet show done included. (Memory a stream took from
+ * others is stamped as let go by it when it came, so no fence of its own
+ * covers it at first: without this, what others gave it could be unmapped
+ * by no one, and mapping went past the budget; CNN serving with joined
+ * room held 1.57 times its peak.) */
+static void trim_others(carve_arena *a, carve_pool *p, size_t want, const carve_keep *keep) {
     size_t n = CARVE_LOAD(&a->npools), k = 0;
     carve_pool **held = malloc(n * sizeof(*held));
     if (!held)
@@ -835,12 +842,17 @@ static void trim_others(carve_arena *a, carve_pool *p, size_t want) {
     for (carve_pool *q = CARVE_LOAD_ACQ(&a->pools); q && k < n; q = q->next_all)
         if (q != p && carve_spin_trylock(&q->lock))
             held[k++] = q;
-    if (k > 0 && carve_wait_device(a, p->stream) == CARVE_OK) {
+    int own = p->vdone != p->vclock; /* p let go granules no fence shows done yet */
+    if ((k > 0 || own) && carve_wait_device(a, p->stream) == CARVE_OK) {
         size_t done = 0;
         for (size_t i = 0; i < k && done < want; i++) {
             carve_pool *q = held[i];
             carve_vmm_fences_synced(a, q);
             done += carve_vmm_trim_pool(a, q, want - done, NULL, q->vdone);
+        }
+        if (own && done < want) {
+            carve_vmm_fences_synced(a, p);
+            done += carve_vmm_trim_pool(a, p, want - done, keep, p->vdone);
         }
     }
     for (size_t i = 0; i < k; i++)
@@ -1052,7 +1064,7 @@ carve_status carve_vmm_map(carve_arena *a, carve_pool *p, carve_block *span, uin
             *r = (struct carve_vrepeat){req, __atomic_load_n(&p->touched_peak, __ATOMIC_RELAXED)};
         }
         if (multi && got < must)
-            trim_others(a, p, must - got);
+            trim_others(a, p, must - got, keep);
     }
     /* Counted against the limit while the driver maps (atomically: mapping
      * streams do not queue on the heap lock; two at the limit may both be
@@ -1066,7 +1078,7 @@ carve_status carve_vmm_map(carve_arena *a, carve_pool *p, carve_block *span, uin
     size_t used = __atomic_add_fetch(&h->inflight, need, __ATOMIC_SEQ_CST) + CARVE_LOAD(&h->reserved);
     size_t limit = __atomic_load_n(&a->limit, __ATOMIC_SEQ_CST);
     if (used > limit && CARVE_LOAD(&a->multi)) { /* at the limit: other streams' free granules too */
-        trim_others(a, p, used - limit);
+        trim_others(a, p, used - limit, keep);
         used = CARVE_LOAD(&h->inflight) + CARVE_LOAD(&h->reserved);
     }
     if (used > limit) {

@@ -1138,7 +1138,7 @@ void carve_ctx_stream_created(carve_stream s, unsigned flags) {
         }
         if (norphans == cap_orphans) { /* no memory to remember it: ordered reuse cannot count on it */
             pthread_mutex_unlock(&table_lock);
-            carve_q_mark_unordered();
+            carve_q_mark_unordered("a stream with no room left to track it");
             return;
         }
         orphans[norphans++] = (orphan){cur, s, flags};
@@ -1265,6 +1265,7 @@ void carve_ctx_each(void (*fn)(carve_arena *arena, int device, const carve_ctx_c
         counts.passthrough = __atomic_load_n(&c->n.passthrough, __ATOMIC_RELAXED);
         counts.ns_in_carve = __atomic_load_n(&c->n.ns_in_carve, __ATOMIC_RELAXED);
         carve_q_counts(c->q, &counts.epochs, &counts.ordered, &counts.drains, &counts.room_waits, &counts.held_peak);
+        counts.unordered_why = carve_q_unordered_why(c->q);
         fn(c->arena, c->device, &counts, arg);
     }
     free(list);

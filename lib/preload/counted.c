@@ -136,7 +136,7 @@ CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void 
     /* A handle of a granule can be exported and mapped elsewhere, where no
      * work waits for this process's streams: ordered reuse (quarantine.c)
      * ends at the first one the program asks for. */
-    carve_q_mark_unordered();
+    carve_q_mark_unordered("cuMemRetainAllocationHandle");
     CUresult r = CALL_REAL(Retain, handle, addr);
     if (r == CUDA_SUCCESS && handle && counting)
         carve_meter_retain_handle(*handle);

@@ -357,7 +357,7 @@ CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr) {
     }
     /* Another process's work on an exported segment waits for no stream
      * of this one: ordered reuse (quarantine.c) ends here. */
-    carve_q_mark_unordered();
+    carve_q_mark_unordered("cuIpcGetMemHandle");
     return CALL_REAL(IpcGetMemHandle, pHandle, dptr);
 }
 
@@ -370,43 +370,43 @@ CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr) {
 
 CUresult cuCtxEnablePeerAccess(CUcontext peer, unsigned int flags) {
     resolve();
-    carve_q_mark_unordered();
+    carve_q_mark_unordered("cuCtxEnablePeerAccess");
     return CALL_REAL(EnablePeerAccess, peer, flags);
 }
 
 CUresult cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev) {
     resolve();
-    carve_q_mark_unordered();
+    carve_q_mark_unordered("cuCtxCreate");
     return CALL_REAL(CtxCreate_v1, pctx, flags, dev);
 }
 
 CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev) {
     resolve();
-    carve_q_mark_unordered();
+    carve_q_mark_unordered("cuCtxCreate_v2");
     return CALL_REAL(CtxCreate_v2, pctx, flags, dev);
 }
 
 CUresult cuCtxCreate_v3(CUcontext *pctx, void *params, int nparams, unsigned int flags, CUdevice dev) {
     resolve();
-    carve_q_mark_unordered();
+    carve_q_mark_unordered("cuCtxCreate_v3");
     return CALL_REAL(CtxCreate_v3, pctx, params, nparams, flags, dev);
 }
 
 CUresult cuCtxCreate_v4(CUcontext *pctx, void *params, unsigned int flags, CUdevice dev) {
     resolve();
-    carve_q_mark_unordered();
+    carve_q_mark_unordered("cuCtxCreate_v4");
     return CALL_REAL(CtxCreate_v4, pctx, params, flags, dev);
 }
 
 CUresult cuGreenCtxCreate(void **phCtx, void *desc, CUdevice dev, unsigned int flags) {
     resolve();
-    carve_q_mark_unordered();
+    carve_q_mark_unordered("cuGreenCtxCreate");
     return CALL_REAL(GreenCtxCreate, phCtx, desc, dev, flags);
 }
 
 CUresult cuGreenCtxStreamCreate(CUstream *phStream, void *greenCtx, unsigned int flags, int priority) {
     resolve();
-    carve_q_mark_unordered();
+    carve_q_mark_unordered("cuGreenCtxStreamCreate");
     return CALL_REAL(GreenCtxStreamCreate, phStream, greenCtx, flags, priority);
 }
 
@@ -419,7 +419,7 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
     int first = -1;
     if (!__atomic_compare_exchange_n(&first_device, &first, (int)dev, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE) &&
         first != (int)dev)
-        carve_q_mark_unordered();
+        carve_q_mark_unordered("cuDevicePrimaryCtxRetain of a second device");
     return CALL_REAL(PrimaryCtxRetain, pctx, dev);
 }
 

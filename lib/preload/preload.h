@@ -200,8 +200,12 @@ void carve_q_counts(carve_quarantine *q, uint64_t *epochs, uint64_t *ordered, ui
 /* Ordered reuse (quarantine.c) ends for good: another context, a peer
  * access or a stream carve cannot see may run work on carve's memory that
  * waits for no legacy-stream event. Waits for every context's barrier.
- * Thread-safe; a driver wait, once. */
-void carve_q_mark_unordered(void) CARVE_INTERNAL;
+ * Thread-safe; a driver wait, once. why: what ended it (a string
+ * constant; the first is kept for the report). */
+void carve_q_mark_unordered(const char *why) CARVE_INTERNAL;
+/* What ended ordered reuse for q, first (the call's name, "a non-blocking
+ * stream", "--no-ordered-reuse", ...), or NULL while it holds. */
+const char *carve_q_unordered_why(carve_quarantine *q) CARVE_INTERNAL;
 /* Wait for every context's barrier (thread-safe). */
 void carve_q_settle_all(void) CARVE_INTERNAL;
 /* In a child of a process with contexts (carve_ctx_fork): the two above do
@@ -234,6 +238,7 @@ typedef struct carve_ctx carve_ctx;
 typedef struct carve_ctx_counts {
     uint64_t allocs, frees, async_allocs, async_frees, ooms, passthrough, epochs, ordered, drains, room_waits, ns_in_carve;
     size_t held_peak; /* the most bytes of unordered frees waiting at once */
+    const char *unordered_why; /* what ended ordered reuse, or NULL (carve_q_unordered_why) */
 } carve_ctx_counts;
 
 /* The state of the calling thread's current CUDA context, with its arena

@@ -132,6 +132,8 @@ static pthread_mutex_t all_lock = PTHREAD_MUTEX_INITIALIZER;
 static carve_quarantine *all_head;
 static unsigned all_live;
 int carve_q_unordered;
+/* What ended ordered reuse first, for the report (a string constant). */
+static const char *unordered_why;
 /* carve_q_mark_unordered: settled once every barrier was waited for (a
  * later caller waits on mark_lock until then); fork_child, in a child of a
  * process with contexts, where the parent's locks may be held for good. */
@@ -187,12 +189,16 @@ carve_quarantine *carve_q_create(carve_arena *arena, struct CUctx_st *ctx) {
     q->all_next = all_head;
     all_head = q;
     const char *ordered = getenv("CARVE_RUN_ORDERED"); /* carve-run --no-ordered-reuse: "0" */
-    if (ordered && !strcmp(ordered, "0"))
+    if (ordered && !strcmp(ordered, "0")) {
+        const char *none = NULL;
+        __atomic_compare_exchange_n(&unordered_why, &none, "--no-ordered-reuse", 0, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE);
         __atomic_store_n(&carve_q_unordered, 1, __ATOMIC_RELEASE);
+    }
     unsigned live = __atomic_add_fetch(&all_live, 1, __ATOMIC_ACQ_REL);
     pthread_mutex_unlock(&all_lock);
     if (live > 1)
-        carve_q_mark_unordered();
+        carve_q_mark_unordered("a second context");
     return q;
 }
 
@@ -476,7 +482,7 @@ void carve_q_settle_all(void) {
     pthread_mutex_unlock(&all_lock);
 }
 
-void carve_q_mark_unordered(void) {
+void carve_q_mark_unordered(const char *why) {
     if (__atomic_load_n(&settled, __ATOMIC_ACQUIRE) || __atomic_load_n(&fork_child, __ATOMIC_ACQUIRE))
         return;
     /* Every caller returns only once the barriers were waited for, not only
@@ -484,6 +490,8 @@ void carve_q_mark_unordered(void) {
      * flag comes first, so that no epoch closes in order after its wait. */
     pthread_mutex_lock(&mark_lock);
     if (!settled) {
+        if (!__atomic_load_n(&unordered_why, __ATOMIC_ACQUIRE))
+            __atomic_store_n(&unordered_why, why, __ATOMIC_RELEASE);
         __atomic_store_n(&carve_q_unordered, 1, __ATOMIC_RELEASE);
         carve_q_settle_all();
         __atomic_store_n(&settled, 1, __ATOMIC_RELEASE);
@@ -683,6 +691,18 @@ size_t carve_q_held(carve_quarantine *q) {
     size_t held = q->held;
     pthread_mutex_unlock(&q->lock);
     return held;
+}
+
+const char *carve_q_unordered_why(carve_quarantine *q) {
+    pthread_mutex_lock(&q->lock);
+    int nb = q->nb_ever;
+    pthread_mutex_unlock(&q->lock);
+    const char *why = __atomic_load_n(&unordered_why, __ATOMIC_ACQUIRE);
+    if (why)
+        return why;
+    if (nb)
+        return "a non-blocking stream";
+    return __atomic_load_n(&carve_q_unordered, __ATOMIC_ACQUIRE) ? "another context" : NULL;
 }
 
 void carve_q_counts(carve_quarantine *q, uint64_t *epochs, uint64_t *ordered, uint64_t *drains,

@@ -272,13 +272,14 @@ static void report_one(carve_arena *a, int device, const carve_ctx_counts *n, vo
     say("carve-run: device %d: %llu allocations and %llu frees (%llu and %llu stream-ordered), %llu out of "
         "memory, %llu calls passed to the driver, %llu driver reserves; %.1f ms in carve (%.0f ns a call); "
         "%llu epochs of unordered frees (%llu given back as they closed, at most %s waiting at once), %llu waits, "
-        "%llu of them before growing",
+        "%llu of them before growing; ordered reuse %s%s",
         device, (unsigned long long)(n->allocs + n->async_allocs), (unsigned long long)(n->frees + n->async_frees),
         (unsigned long long)n->async_allocs, (unsigned long long)n->async_frees, (unsigned long long)n->ooms,
         (unsigned long long)n->passthrough, (unsigned long long)s.num_backend_allocs, (double)n->ns_in_carve / 1e6,
         calls ? (double)n->ns_in_carve / (double)calls : 0.0, (unsigned long long)n->epochs,
         (unsigned long long)n->ordered, carve_format_bytes(b4, sizeof(b4), n->held_peak), (unsigned long long)(n->drains + n->room_waits),
-        (unsigned long long)n->room_waits);
+        (unsigned long long)n->room_waits, n->unordered_why ? "ended by " : "on to the end",
+        n->unordered_why ? n->unordered_why : "");
     if (r->json) {
         fprintf(r->json,
                 "%s{\"device\": %d, \"peak_requested_bytes\": %zu, \"peak_allocated_bytes\": %zu, "
@@ -289,7 +290,7 @@ static void report_one(carve_arena *a, int device, const carve_ctx_counts *n, vo
                 "\"unordered_free_epochs\": %llu, \"unordered_free_ordered_epochs\": %llu, "
                 "\"unordered_free_peak_bytes\": %zu, \"waits\": %llu, "
                 "\"waits_before_growing\": %llu, \"arena_event_records\": %llu, "
-                "\"arena_event_queries\": %llu, \"arena_syncs\": %llu}",
+                "\"arena_event_queries\": %llu, \"arena_syncs\": %llu, \"ordered_reuse_ended_by\": %s%s%s}",
                 r->first ? "" : ", ", device, s.requested_bytes_peak, s.allocated_bytes_peak, s.reserved_bytes_peak,
                 fp, s.limit_bytes, s.reserved_bytes, (unsigned long long)s.num_live,
                 (unsigned long long)(n->allocs + n->async_allocs), (unsigned long long)(n->frees + n->async_frees),
@@ -299,7 +300,8 @@ static void report_one(carve_arena *a, int device, const carve_ctx_counts *n, vo
                 (unsigned long long)n->epochs, (unsigned long long)n->ordered, n->held_peak,
                 (unsigned long long)(n->drains + n->room_waits),
                 (unsigned long long)n->room_waits, (unsigned long long)s.num_event_records, (unsigned long long)s.num_event_queries,
-                (unsigned long long)s.num_syncs);
+                (unsigned long long)s.num_syncs, n->unordered_why ? "\"" : "",
+                n->unordered_why ? n->unordered_why : "null", n->unordered_why ? "\"" : "");
     }
     r->first = 0;
 }

@@ -230,8 +230,22 @@ def main():
     # through the event recorded on the legacy stream), or a non-blocking
     # stream / a context made after the reuse (the interposer waits for that
     # event when it is made). The mock's oracle counts any race.
-    for how in ("legacy", "blocking", "nb-later", "ctx-later"):
-        rc, out, err = run([run_tool, "--", app, "ordered", how])
+    # The report names what ended ordered reuse (null while it held).
+    ended_by = {"legacy": None, "blocking": None, "nb-later": "a non-blocking stream", "ctx-later": "cuCtxCreate"}
+    for how in ("legacy", "blocking", "nb-later", "ctx-later", "off"):
+        rjson = os.path.join(tmp, f"ordered-{how}.json")
+        off = ["--no-ordered-reuse"] if how == "off" else []
+        rc, out, err = run([run_tool, f"--report={rjson}"] + off + ["--", app, "ordered", "legacy" if off else how])
+        try:
+            with open(rjson) as f:
+                why = json.load(f)["devices"][0]["ordered_reuse_ended_by"]
+        except (OSError, ValueError, KeyError, IndexError) as e:
+            why = f"no report ({e})"
+        want = "--no-ordered-reuse" if off else ended_by[how]
+        check(why == want or (how == "ctx-later" and isinstance(why, str) and why.startswith("cuCtxCreate")),
+              f"the report's ordered_reuse_ended_by, next use {how}: {why!r} (expected {want!r})")
+        if off:
+            continue
         line = ok_line(out, "ordered " + how) or ""
         m = re.search(r"reused=1 .* kernels queued at the reuse (\d+), after the next use (\d+); 0 violations", line)
         waited = how in ("nb-later", "ctx-later")

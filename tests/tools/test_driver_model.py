@@ -43,9 +43,9 @@ share per mapping, 19 us):
 
 The serving workloads of bench/traces/synthetic (gen_serving.py) are not
 checked here yet: today they miss these bars by far (CNN serving with a
-batch size per request on three streams: 18196 ns cold and 17139 warm; the
-decoder: 188 and 148; docs/design.md, "Why memory still does not move",
-says why), which is what the next policy is for (docs/design.md,
+batch size per request on three streams: 19110 ns cold and 15213 warm; the
+decoder: 190 and 127; docs/design.md, "Why memory still does not move" and
+"Windows (measured)", says why), which is what the next policy is for (docs/design.md,
 "The driver's cost"); run this script on them to see.
 
 CARVE_TEST_DRIVER_WARM (default 2) sets the warm passes.

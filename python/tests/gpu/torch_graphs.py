@@ -94,6 +94,24 @@ def nondeterministic(caught):
     return seen
 
 
+def live_dump(tag):
+    """With CARVE_TEST_LIVE_DUMP=DIR (carve only): carve's snapshot at this
+    point, and the CUDA tensors Python still reaches (count, bytes), to tell
+    a buffer the program holds from one nobody freed."""
+    where = os.environ.get("CARVE_TEST_LIVE_DUMP")
+    if not where or not common.is_carve(a.mode):
+        return
+    import json
+    import carve
+    os.makedirs(where, exist_ok=True)
+    tensors = [o for o in gc.get_objects() if isinstance(o, torch.Tensor) and o.is_cuda]
+    out.setdefault("python_cuda_tensors", {})[tag] = {
+        "count": len(tensors),
+        "bytes": sum(t.untyped_storage().nbytes() for t in tensors)}
+    with open(os.path.join(where, f"{a.case}-{tag}.json"), "w") as f:
+        json.dump(carve.memory_snapshot(0), f)
+
+
 def gpt2_graph():
     """GPT-2 (2 layers, random weights, no dropout) trained by SGD: warm up
     on a side stream, capture forward, loss, backward and the optimizer step
@@ -140,6 +158,7 @@ def gpt2_graph():
         opt.zero_grad(set_to_none=True)
         settle()
         out["before_capture"] = common.levels(torch, a.mode)
+        live_dump("before_capture")
 
         g = torch.cuda.CUDAGraph()
         static_x.copy_(batch().cuda())
@@ -173,6 +192,7 @@ def gpt2_graph():
         opt.zero_grad(set_to_none=True)
         settle()
         out["after_release"] = common.levels(torch, a.mode)
+        live_dump("after_release")
 
 
 def compile_case():

@@ -191,7 +191,12 @@ part bench-pairs
 # cuMemAlloc/cuMemFree (libdropin_floor.so: what the runtime layer itself
 # costs), 4 KiB pairs in BENCH_REPS processes each (default 5), taking
 # turns: one process differs from the next by far more than carve's share.
+# Every such process runs on the same core (BENCH_CPU, default 2; taskset
+# where there is one): left to the scheduler, processes landing on other
+# cores spread the static runtime's pair over 116-181 ns on one H100 host.
 FLOOR=$BUILD/tests/dropin/libdropin_floor.so
+PIN=()
+command -v taskset >/dev/null && taskset -c "${BENCH_CPU:-2}" true 2>/dev/null && PIN=(taskset -c "${BENCH_CPU:-2}")
 "$OUT/bin/app_static" bench >"$OUT/bench-plain.log" 2>&1
 "$OUT/bin/app_shared" bench >"$OUT/bench-shared-plain.log" 2>&1
 "$OUT/bin/app_driver" bench >"$OUT/bench-driver-plain.log" 2>&1
@@ -199,11 +204,11 @@ FLOOR=$BUILD/tests/dropin/libdropin_floor.so
 grep -q "^OK" "$OUT/bench-carve.log" && pass "bench pairs" "$(grep -m1 '4096 B' "$OUT/bench-carve.log")" ||
   fail "bench pairs" "see $OUT/bench-carve.log"
 for rep in $(seq "${BENCH_REPS:-5}"); do
-  "$RUN" -- "$OUT/bin/app_static" bench-small >"$OUT/bench-static-carve.$rep.log" 2>&1
-  LD_PRELOAD=$FLOOR "$OUT/bin/app_static" bench-small >"$OUT/bench-static-floor.$rep.log" 2>&1
-  "$RUN" -- "$OUT/bin/app_shared" bench-small >"$OUT/bench-shared-carve.$rep.log" 2>&1
-  LD_PRELOAD=$FLOOR "$OUT/bin/app_shared" bench-small >"$OUT/bench-shared-floor.$rep.log" 2>&1
-  "$RUN" -- "$OUT/bin/app_driver" bench-small >"$OUT/bench-driver-carve.$rep.log" 2>&1
+  "${PIN[@]}" "$RUN" -- "$OUT/bin/app_static" bench-small >"$OUT/bench-static-carve.$rep.log" 2>&1
+  LD_PRELOAD=$FLOOR "${PIN[@]}" "$OUT/bin/app_static" bench-small >"$OUT/bench-static-floor.$rep.log" 2>&1
+  "${PIN[@]}" "$RUN" -- "$OUT/bin/app_shared" bench-small >"$OUT/bench-shared-carve.$rep.log" 2>&1
+  LD_PRELOAD=$FLOOR "${PIN[@]}" "$OUT/bin/app_shared" bench-small >"$OUT/bench-shared-floor.$rep.log" 2>&1
+  "${PIN[@]}" "$RUN" -- "$OUT/bin/app_driver" bench-small >"$OUT/bench-driver-carve.$rep.log" 2>&1
 done
 # the shared runtime's cudaMalloc, cudaFree, cudaMallocAsync and
 # cudaFreeAsync are the interposer's own exports
