@@ -118,7 +118,7 @@ typedef enum carve_transpose { CARVE_NO_TRANS = 0, CARVE_TRANS = 1 } carve_trans
  * (4 bytes for f32, 2 for f16 and bf16).
  *
  * arena: an arena of the cuda or cuda_driver backend for workspace, or
- * NULL. On Hopper (compute capability 9.0) a product of at most 32 rows
+ * NULL. On Hopper (compute capability 9.0) a product of at most 16 rows
  * (m row-major, n column-major) whose weight operand (row-major B,
  * column-major A) has rows on 16 bytes runs on a streaming kernel that
  * needs no workspace (docs/kernels.md, "Decode shapes"); the rest runs as
@@ -133,9 +133,10 @@ typedef enum carve_transpose { CARVE_NO_TRANS = 0, CARVE_TRANS = 1 } carve_trans
  * Without workspace (NULL arena, an arena of another device, or one that
  * cannot give it) the result is the same: the call runs unsplit, and on
  * mma.sync when an operand needed a copy. On sm_80 and later the work runs
- * as mma.sync. The environment variable CARVE_GEMM_PATH=wgmma|mma|auto
- * forces a path (for tests; wgmma also keeps small products off the
- * streaming kernel).
+ * as mma.sync. The environment variable CARVE_GEMM_PATH=wgmma|mma|stream|auto
+ * forces a path (for tests and benchmarks; wgmma also keeps small products
+ * off the streaming kernel; stream puts on it every product it can take,
+ * up to 32 rows, and leaves the rest to the automatic choice).
  *
  * Returns CARVE_OK; CARVE_ERR_INVALID for m, n or k <= 0, leading
  * dimensions below the minimum, unknown order, transpose or type values,

@@ -14,9 +14,10 @@
  * column-major call computes C^T = op(B)^T op(A)^T, swapping the operands).
  * Paths: on devices of compute capability 9.0 when the sm_90a object is
  * built, the streaming kernel for decode shapes (gemm_tc_stream.cuh: at most
- * 32 rows, B on 16-byte rows; gemm_tc_plan.h says why) and wgmma
- * for the rest; mma.sync everywhere else. CARVE_GEMM_PATH=wgmma|mma|auto
- * overrides the choice.
+ * 16 rows, B on 16-byte rows; gemm_tc_plan.h says why, with the figures)
+ * and wgmma for the rest; mma.sync everywhere else.
+ * CARVE_GEMM_PATH=wgmma|mma|stream|auto overrides the choice (stream: the
+ * streaming kernel for every problem it can take, up to 32 rows).
  *
  * The wgmma path may take workspace from the call's arena, once per call,
  * on the call's stream (gemm_tc_plan.h plans it, gemm_tc_ws.cuh has the
@@ -327,9 +328,12 @@ cudaError_t run_mma(const Problem &pr) {
     return vec ? mma_layout<__half, true>(pr, ep) : mma_layout<__half, false>(pr, ep);
 }
 
-/* CARVE_GEMM_PATH: 0 auto, 1 wgmma, 2 mma (read on every call: cheap, and
- * tests switch it between calls). wgmma keeps decode shapes off the
- * streaming kernel too: only auto (or unset) lets the plan choose it. */
+/* CARVE_GEMM_PATH: 0 auto, 1 wgmma, 2 mma, 3 stream (read on every call:
+ * cheap, and tests and benchmarks switch it between calls). wgmma keeps
+ * decode shapes off the streaming kernel; stream puts every problem the
+ * kernel can take on it (up to 32 rows, where the plan stops at 16:
+ * carve_tc_stream_chosen) and leaves the rest to the plan. Anything else
+ * is auto. */
 int path_env() {
     const char *v = getenv("CARVE_GEMM_PATH");
     if (!v || !*v || strcmp(v, "auto") == 0)
@@ -338,6 +342,8 @@ int path_env() {
         return 1;
     if (strcmp(v, "mma") == 0)
         return 2;
+    if (strcmp(v, "stream") == 0)
+        return 3;
     return 0;
 }
 
@@ -574,8 +580,8 @@ extern "C" carve_status carve_gemm(carve_arena *arena, carve_stream s, carve_ord
     cudaError_t e = cudaErrorNotSupported;
     carve_status freed = CARVE_OK;
 #ifdef CARVE_GEMM_TC_HAVE_SM90A
-    if (want == 0 && device_cc() == 90 &&
-        carve_tc_stream_takes(pr.M, carve_tc_stream_b_rows((uintptr_t)pr.B, pr.ldb))) {
+    if ((want == 0 || want == 3) && device_cc() == 90 &&
+        carve_tc_stream_chosen(pr.M, carve_tc_stream_b_rows((uintptr_t)pr.B, pr.ldb), want == 3)) {
         /* Decode shapes: the streaming kernel, no workspace. */
         const int forced = splitk_env();
         int clusters = forced ? carve_tc_stream_clamp_cluster(forced, pr.K)

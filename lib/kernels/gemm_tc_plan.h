@@ -24,11 +24,13 @@
  * tiles, and S <= CARVE_TC_MAX_SPLITS. The constants are estimates, not fits: the
  * sweep (bench/kernels/bench_gemm_sweep.cu) is how to check them.
  *
- * Decode shapes with few rows (M <= CARVE_TC_STREAM_MAX_M) and B rows on
- * 16 bytes skip the wgmma tile altogether: the streaming kernel
+ * Decode shapes with few rows (M <= CARVE_TC_STREAM_PLAN_MAX_M) and B rows
+ * on 16 bytes skip the wgmma tile altogether: the streaming kernel
  * (gemm_tc_stream.cuh) reads each element of B once, with 16-byte loads,
- * from every SM. Its cost argument and its cluster size are below
- * (carve_tc_stream_takes, carve_tc_stream_cluster).
+ * from every SM. It can take up to CARVE_TC_STREAM_MAX_M rows, but the plan
+ * gives it only the rows where it measured faster (carve_tc_stream_chosen).
+ * Its cost argument and its cluster size are below (carve_tc_stream_takes,
+ * carve_tc_stream_cluster).
  *
  * Plain C, host only, so the CPU tests check it (tests/kernels/
  * test_gemm_plan.c); gemm_tc.cu uses it to plan each call.
@@ -158,14 +160,15 @@ static inline uint64_t carve_tc_partial_bytes(int M, int N, int splits) {
  * size), whose partial sums meet in distributed shared memory: no
  * workspace, no second launch, and a fixed order of additions.
  *
- * The crossover, M <= 32: the accumulators cost 32 registers a thread per
+ * The kernel's limit, M <= 32: the accumulators cost 32 registers a thread per
  * 16 rows, next to 64 for the B loads in flight; at M = 32 a thread holds
  * 168 registers with an N-major B (3 blocks of 128 threads an SM) and
  * 194-204 with a K-major one (2 blocks; docs/kernels.md has ptxas's
- * table). Beyond 32 rows the
- * warps an SM holds, and with them the bytes in flight, fall, while the
- * wgmma path's 128-row tile reuses each B tile for more rows and its
- * split-K reduction weighs less next to its larger k loops. */
+ * table). Beyond 32 rows the warps an SM holds, and with them the bytes
+ * in flight, fall, while the wgmma path's 128-row tile reuses each B tile
+ * for more rows and its split-K reduction weighs less next to its larger k
+ * loops. The plan's line is lower, where the kernel measured faster
+ * (CARVE_TC_STREAM_PLAN_MAX_M, below). */
 #define CARVE_TC_STREAM_MAX_M 32      /* rows (canonical M) the streaming kernel takes */
 #define CARVE_TC_STREAM_COLS 64       /* columns of a block (and of each of its warps) */
 #define CARVE_TC_STREAM_UNIT 64       /* k rows a warp loads per step of its loop */
@@ -186,6 +189,42 @@ static inline int carve_tc_stream_b_rows(uintptr_t b, int64_t ldb) {
  * anything the API accepts. */
 static inline int carve_tc_stream_takes(int M, int b_rows_aligned) {
     return M >= 1 && M <= CARVE_TC_STREAM_MAX_M && b_rows_aligned;
+}
+
+/* ---- where the plan chooses it: M <= 16, measured ----------------------
+ *
+ * bench_gemm_sweep --check on an H100 80GB HBM3 (132 SMs; bench/results/
+ * 2026-11-26-h100-decode), carve / cuBLAS time on the decode projections
+ * (row-major NN, every row on the streaming kernel, results equal to
+ * cuBLAS's), beside the wgmma path with split-K at the same shapes on an
+ * H200 before the streaming kernel existed (bench/results/2026-11-26-h200;
+ * another card, so only indicative):
+ *
+ *   m = 1:  stream 0.76-1.12 (8 shapes)       wgmma (H200) 0.42-0.74
+ *   m = 8:  stream 0.55-0.96 (8 shapes)       wgmma (H200) 0.44-0.73
+ *   m = 16: stream 1.00 (16 x 12288 x 4096)   wgmma (H200) 0.59
+ *   m = 32: stream 0.24-0.60 (8 shapes)       wgmma (H200) 0.51-0.92
+ *
+ * Shape by shape, the streaming kernel's ratio is the higher at every
+ * m = 1 shape, at 6 of 8 at m = 8 and at the one m = 16 shape, and the
+ * lower at every m = 32 shape, by up to three times (4096 x 4096: 0.24
+ * against 0.76). The kernel's work per 16-row tile does not depend on M,
+ * and M = 17..32 is a second tile, so the rule stops at the first tile:
+ * M <= 16. Its m = 16 evidence is one shape, and rows 17 to 31 were not
+ * measured; bench_gemm_sweep times both paths at m = 1 .. 32 on one card
+ * (docs/kernels.md) to move the line. CARVE_GEMM_PATH=stream still runs
+ * M up to CARVE_TC_STREAM_MAX_M on the kernel (gemm_tc.cu). */
+#define CARVE_TC_STREAM_PLAN_MAX_M 16 /* rows (canonical M) the plan gives the streaming kernel */
+
+/* Whether a call runs on the streaming kernel where the device has it:
+ * with `forced` (CARVE_GEMM_PATH=stream), every problem the kernel takes
+ * (carve_tc_stream_takes: 1 to 32 rows, B on 16-byte rows); otherwise the
+ * plan's choice, those of them with at most CARVE_TC_STREAM_PLAN_MAX_M
+ * rows. The rest go to the wgmma path. */
+static inline int carve_tc_stream_chosen(int M, int b_rows_aligned, int forced) {
+    if (!carve_tc_stream_takes(M, b_rows_aligned))
+        return 0;
+    return forced || M <= CARVE_TC_STREAM_PLAN_MAX_M;
 }
 
 /* Whether the kernel stages A with 16-byte loads: A K-major with a 16-byte

@@ -12,8 +12,9 @@
  *    has it, and mma.sync with cp.async (BK 32);
  *  - bf16 1 x 1 x (2^31 - 1): mma.sync with element-wise loads;
  *  - bf16 1 x 1 x (2^31 - 8) under CARVE_GEMM_PATH=auto: the streaming
- *    kernel on Hopper (one row of A, B's row on 16 bytes), its 2^25 k
- *    steps in runs over a cluster of 8 blocks; mma.sync elsewhere;
+ *    kernel on Hopper (one row of A, within the plan's 16; B's row on 16
+ *    bytes), its 2^25 k steps in runs over a cluster of 8 blocks; mma.sync
+ *    elsewhere;
  *  - CARVE_TEST_LIMITS=all: every fp32 variant at 1 x 4 x (2^31 - 4) too
  *    (by estimate, 2^31 k steps of 256 cycles: about five minutes for the
  *    128 x 256 ones, two and a half for 128 x 128; not yet measured).
@@ -34,6 +35,9 @@
  *  - bf16 1 x (2^31 - 8) x 1, B's row on 16 bytes (ldb a multiple of 8),
  *    bf16 C, under the automatic choice: the streaming kernel on Hopper
  *    (2^25 clusters of one block; 4 + 4 GiB), mma.sync elsewhere.
+ * Every decode case here has one row, which the plan still gives the
+ * streaming kernel (it stops at 16 rows: gemm_tc_plan.h), so none needs
+ * CARVE_GEMM_PATH=stream; test_gemm_tc forces it for 17 to 32 rows.
  * A case the device has no memory for is skipped, and said so.
  * CARVE_TEST_LIMITS=k or =mn runs one half. CARVE_TEST_QUICK=1 (the
  * compute-sanitizer runs) skips the whole test (exit 77). Exits 77 without a

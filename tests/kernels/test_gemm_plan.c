@@ -18,9 +18,12 @@
  *    multiple of 8, without overflow at INT_MAX;
  *    partial_bytes refuses (UINT64_MAX) what would pass 2^62 bytes;
  *  - the streaming kernel (decode): it takes 1 to 32 rows with B on 16-byte
- *    rows and nothing else (the base and ldb checks gemm_tc.cu makes, and
- *    when A is staged by 16 bytes, are carve_tc_stream_b_rows and
- *    carve_tc_stream_a_vec; the kernel's row tiles carve_tc_stream_mt);
+ *    rows and nothing else; the plan gives it 1 to 16 of them and
+ *    CARVE_GEMM_PATH=stream all of them (carve_tc_stream_chosen at m = 1,
+ *    8, 16, 17, 32, 33; neither with B off 16 bytes); the base and ldb
+ *    checks gemm_tc.cu makes, and when A is staged by 16 bytes, are
+ *    carve_tc_stream_b_rows and carve_tc_stream_a_vec; the kernel's row
+ *    tiles carve_tc_stream_mt;
  *    its cluster size is the cheapest of the cost model the header
  *    documents (recomputed here) between the size that gives every SM two
  *    blocks and the size that leaves every warp a k step, 1 to 8, the grid
@@ -181,6 +184,30 @@ static void check_stream(void) {
     CHECK(!carve_tc_stream_takes(33, 1) && !carve_tc_stream_takes(256, 1));
     CHECK(!carve_tc_stream_takes(INT_MAX, 1));
     CHECK(!carve_tc_stream_takes(1, 0)); /* rows off 16 bytes: the wgmma path */
+    /* What the plan gives it (M <= 16, measured) and what
+     * CARVE_GEMM_PATH=stream gives it (all it takes), either side of both
+     * lines; nothing with B's rows off 16 bytes, forced or not. */
+    static const struct {
+        int m, plan, forced;
+    } lines[] = {{1, 1, 1}, {8, 1, 1}, {16, 1, 1}, {17, 0, 1}, {32, 0, 1}, {33, 0, 0}};
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
+        const int m = lines[i].m;
+        if (carve_tc_stream_chosen(m, 1, 0) != lines[i].plan || carve_tc_stream_chosen(m, 1, 1) != lines[i].forced ||
+            carve_tc_stream_chosen(m, 0, 0) || carve_tc_stream_chosen(m, 0, 1)) {
+            char msg[96];
+            snprintf(msg, sizeof msg, "m %d: plan %d (want %d), forced %d (want %d), rows off 16 bytes %d %d", m,
+                     carve_tc_stream_chosen(m, 1, 0), lines[i].plan, carve_tc_stream_chosen(m, 1, 1),
+                     lines[i].forced, carve_tc_stream_chosen(m, 0, 0), carve_tc_stream_chosen(m, 0, 1));
+            test_fail(__FILE__, __LINE__, "where the streaming kernel runs", msg);
+        }
+        test_checks++;
+    }
+    CHECK(!carve_tc_stream_chosen(0, 1, 0) && !carve_tc_stream_chosen(0, 1, 1));
+    CHECK(!carve_tc_stream_chosen(INT_MAX, 1, 1) && !carve_tc_stream_chosen(-1, 1, 1));
+    /* The plan's line within what the kernel takes: forcing only adds rows. */
+    for (int m = -1; m <= 64; m++)
+        CHECK(carve_tc_stream_chosen(m, 1, 1) == carve_tc_stream_takes(m, 1) &&
+              (!carve_tc_stream_chosen(m, 1, 0) || carve_tc_stream_chosen(m, 1, 1)));
     /* B's rows (the base and ldb gemm_tc.cu passes): 16-byte base and ldb a
      * multiple of 8, whatever else; the ldb of n near INT_MAX too. */
     CHECK(carve_tc_stream_b_rows(0x1000, 8) && carve_tc_stream_b_rows(0x1010, 4096));

@@ -23,9 +23,11 @@
  * (misaligned pointers, grids past the limit, a host arena) must return
  * CARVE_ERR_INVALID; legal layouts at the edges of the rules (operands on 2
  * bytes, C on its element size only, C in A's padding columns) must come
- * out exact, on the path expected: at m = 70 with the path forced, and at
- * m = 5, 7 and 20 under CARVE_GEMM_PATH=auto, where the streaming kernel
- * (B on 16-byte rows) takes them on Hopper. Exits 77 without a device.
+ * out exact, on the path expected: at m = 70 with the path forced, at
+ * m = 5 and 7 under CARVE_GEMM_PATH=auto, where the streaming kernel
+ * (B on 16-byte rows) takes them on Hopper, and at m = 20 under
+ * CARVE_GEMM_PATH=stream (the plan gives m = 17..32 to wgmma; forcing
+ * keeps them on the streaming kernel). Exits 77 without a device.
  *
  * Workspace (docs/kernels.md, "Workspace"): on Hopper, operands whose rows
  * break TMA's rules (lda or ldb not a multiple of 8, a base not on 16
@@ -127,7 +129,8 @@ typedef struct {
     carve_dtype ab, c;
     float alpha, beta;
     int pad; /* leading dimensions rounded up to a multiple of 8, plus 8 */
-    int path; /* CARVE_GEMM_PATH: 0 auto (the streaming kernel where the plan takes it), 1 wgmma, 2 mma */
+    int path; /* CARVE_GEMM_PATH: 0 auto (the streaming kernel where the plan chooses it), 1 wgmma, 2 mma,
+               * 3 stream (the streaming kernel wherever it takes the call) */
     int splits; /* CARVE_GEMM_SPLITK for the call; 0: unset (the plan chooses) */
     int ws; /* the arena passed to carve_gemm: 0 the test's, 1 NULL, 2 g_small */
     int want_path, want_splits; /* for ws 2: what must run (else the plan's prediction) */
@@ -144,7 +147,8 @@ static int ld_of(int need, int pad) { return pad ? ((need + 7) / 8) * 8 + 8 : ne
  * aligned): the path (2 the streaming kernel, 1 wgmma, 0 mma.sync), the
  * split factor (the streaming kernel: its cluster size) and the copies
  * (bits as carve__gemm_tc_last_copies), from the plan
- * (lib/kernels/gemm_tc_plan.h) and whether the call has workspace. */
+ * (lib/kernels/gemm_tc_plan.h: carve_tc_stream_chosen, M <= 16 under auto,
+ * every M it takes under stream) and whether the call has workspace. */
 static void predict(const tcase *c, int lda, int ldb, int *path, int *splits, int *copies) {
     const int row = c->order == CARVE_ROW_MAJOR;
     const int M = row ? c->m : c->n, N = row ? c->n : c->m;
@@ -153,7 +157,7 @@ static void predict(const tcase *c, int lda, int ldb, int *path, int *splits, in
     if (c->path == 2 || g_cc != 90)
         return;
     /* The canonical B is the caller's B (row-major) or A (column-major). */
-    if (c->path == 0 && carve_tc_stream_takes(M, row ? !bad_b : !bad_a)) {
+    if ((c->path == 0 || c->path == 3) && carve_tc_stream_chosen(M, row ? !bad_b : !bad_a, c->path == 3)) {
         *path = 2;
         *splits = c->splits ? carve_tc_stream_clamp_cluster(c->splits, c->k) : carve_tc_stream_cluster(N, c->k, g_sms);
         return;
@@ -223,7 +227,8 @@ static void run_case(carve_arena *arena, cublasHandle_t h, const tcase *c) {
     }
     CUDA_OK(cudaMemcpy(dR, hR, csz * 4, cudaMemcpyHostToDevice));
 
-    setenv("CARVE_GEMM_PATH", c->path == 0 ? "auto" : c->path == 1 ? "wgmma" : "mma", 1);
+    static const char *const path_names[4] = {"auto", "wgmma", "mma", "stream"};
+    setenv("CARVE_GEMM_PATH", path_names[c->path], 1);
     if (c->splits) {
         char sv[16];
         snprintf(sv, sizeof sv, "%d", c->splits);
@@ -555,17 +560,25 @@ static void edge_layouts(carve_arena *arena) {
      * refused by comparing spans). */
     edge_layout(arena, arena, 70, "C in A's padding", 0, 0, 0, bf16, 1, "wgmma", wg);
     edge_layout(arena, arena, 70, "C in A's padding, mma.sync", 0, 0, 0, bf16, 1, "mma", 0);
-    /* Decode shapes (m <= 32) under the automatic choice: with B on 16
-     * bytes the streaming kernel takes them on Hopper, whatever A and C
-     * are (A staged element by element, C stored element by element);
-     * with B off 16 bytes it does not. No workspace: the streaming kernel
-     * needs none. */
-    edge_layout(arena, NULL, 20, "m 20: A 2 bytes in, fp32 C 4 bytes in, auto", 2, 0, 4, f32, 0, "auto", st);
-    edge_layout(arena, NULL, 20, "m 20: A 2 bytes in, bf16 C 2 bytes in, auto", 2, 0, 2, bf16, 0, "auto", st);
+    /* Decode shapes: with B on 16 bytes the streaming kernel takes them on
+     * Hopper, whatever A and C are (A staged element by element, C stored
+     * element by element), under the automatic choice at m <= 16 and under
+     * CARVE_GEMM_PATH=stream up to 32 rows (the kernel's two 16-row tiles);
+     * with B off 16 bytes it takes none, forced or not. No workspace: the
+     * streaming kernel needs none. */
+    edge_layout(arena, NULL, 20, "m 20: A 2 bytes in, fp32 C 4 bytes in, stream", 2, 0, 4, f32, 0, "stream", st);
+    edge_layout(arena, NULL, 20, "m 20: A 2 bytes in, bf16 C 2 bytes in, stream", 2, 0, 2, bf16, 0, "stream", st);
     edge_layout(arena, NULL, 7, "m 7: bf16 C 2 bytes in, auto", 0, 0, 2, bf16, 0, "auto", st);
-    edge_layout(arena, NULL, 20, "m 20: C in A's padding, auto", 0, 0, 0, bf16, 1, "auto", st);
+    edge_layout(arena, NULL, 16, "m 16: A 2 bytes in, fp32 C 4 bytes in, auto", 2, 0, 4, f32, 0, "auto", st);
+    edge_layout(arena, NULL, 20, "m 20: C in A's padding, stream", 0, 0, 0, bf16, 1, "stream", st);
     edge_layout(arena, NULL, 5, "m 5: C in A's padding, auto", 0, 0, 0, bf16, 1, "auto", st);
-    edge_layout(arena, arena, 20, "m 20: B 6 bytes in, auto", 0, 6, 0, f32, 0, "auto", wg);
+    edge_layout(arena, arena, 20, "m 20: B 6 bytes in, stream", 0, 6, 0, f32, 0, "stream", wg);
+    /* Past the plan's line (m 17) the automatic choice is wgmma: through a
+     * copy of A (2 bytes in) with workspace, mma.sync without. */
+    edge_layout(arena, arena, 17, "m 17: A 2 bytes in, fp32 C 4 bytes in, auto", 2, 0, 4, f32, 0, "auto", wg);
+    if (wg)
+        CHECK(carve__gemm_tc_last_copies() == 1);
+    edge_layout(arena, NULL, 17, "m 17: A 2 bytes in, no workspace, auto", 2, 0, 4, f32, 0, "auto", 0);
 }
 
 /* ---- split-K and workspace ------------------------------------------------ */
@@ -652,8 +665,11 @@ static int workspace_cases(carve_arena *arena, cublasHandle_t h) {
 }
 
 /* Decode shapes on the plan's own path (CARVE_GEMM_PATH=auto): the
- * streaming kernel where it takes the call (canonical M <= 32, B on 16-byte
- * rows), wgmma or mma.sync elsewhere, and predict() says which. Every
+ * streaming kernel where the plan chooses it (canonical M <= 16, B on
+ * 16-byte rows), wgmma or mma.sync elsewhere, and predict() says which;
+ * the shapes past the plan's line (m = 17 .. 33) run again under
+ * CARVE_GEMM_PATH=stream, which keeps m = 17 .. 32 on the streaming kernel
+ * (its second 16-row tile) and sends m = 33 to wgmma all the same. Every
  * layout in turn (A and B each K-major or MN-major: the kernel's four
  * variants); for column-major calls the shape's m and n swap, so that the
  * canonical M (the caller's n) is the small one. m = 1, 3, 8, 16, 17, 32
@@ -677,24 +693,29 @@ static int stream_cases(carve_arena *arena, cublasHandle_t h, int quick) {
     const int (*sh)[3] = quick ? small : full;
     const int nsh = quick ? (int)(sizeof small / sizeof small[0]) : (int)(sizeof full / sizeof full[0]);
     int n = 0;
-    for (int si = 0; si < nsh; si++)
-        for (int lay = 0; lay < 8; lay++) {
-            const int col = lay & 4;
-            tcase c = base_case(col ? sh[si][1] : sh[si][0], col ? sh[si][0] : sh[si][1], sh[si][2], lay, lay + si);
-            c.path = 0;
-            c.beta = (lay + si) % 2 ? 0.5f : 0.f;
-            c.pad = (lay + si) % 3 != 0;
-            c.splits = (lay + 2 * si) % 4 == 1 ? 1 + (lay + si) % 8 : 0;
-            c.ws = (lay + si) % 5 == 4; /* NULL arena */
-            run_case(arena, h, &c);
-            n++;
-        }
+    for (int si = 0; si < nsh; si++) {
+        const int forced_too = sh[si][0] > CARVE_TC_STREAM_PLAN_MAX_M;
+        for (int path = 0; path <= (forced_too ? 3 : 0); path += 3)
+            for (int lay = 0; lay < 8; lay++) {
+                const int col = lay & 4;
+                tcase c = base_case(col ? sh[si][1] : sh[si][0], col ? sh[si][0] : sh[si][1], sh[si][2], lay,
+                                    lay + si + path);
+                c.path = path;
+                c.beta = (lay + si + path) % 2 ? 0.5f : 0.f;
+                c.pad = (lay + si) % 3 != 0;
+                c.splits = (lay + 2 * si) % 4 == 1 ? 1 + (lay + si) % 8 : 0;
+                c.ws = (lay + si) % 5 == 4; /* NULL arena */
+                run_case(arena, h, &c);
+                n++;
+            }
+    }
     /* Every cluster size on one shape that has a step for each warp of 8
      * blocks, row-major NN and NT (B N-major and K-major), both output
-     * types. */
+     * types; m = 19 (two row tiles) under CARVE_GEMM_PATH=stream, m = 5
+     * (one) in quick mode under the plan's choice. */
     for (int s = 1; s <= 16; s++) {
         tcase c = base_case(quick ? 5 : 19, quick ? 264 : 2056, quick ? 2049 : 4100, s > 8, s);
-        c.path = 0;
+        c.path = quick ? 0 : 3;
         c.splits = 1 + (s - 1) % 8;
         run_case(arena, h, &c);
         n++;
