@@ -8,14 +8,14 @@
  * give rows TMA cannot read in place). Shapes: squares 256 .. 16384; the
  * projections of 7B- and 70B-class decoders (n x k = 4096 x 4096,
  * 11008 x 4096, 4096 x 11008, 14336 x 4096, 4096 x 14336, 8192 x 8192,
- * 28672 x 8192, 8192 x 28672) at m = 1, 8, 32, 128, 512, 2048, 8192; odd
- * sizes (999 x 1023 x 1001, 4097 x 4095 x 4093, 1 x 1 x 1, 7 x 13 x 17,
- * 3 x 50257 x 768) and issue 29's decode gaps (16 x 12288 x 4096,
- * 128 x 4096 x 14336); then decode with B transposed (kind decode-nt: B
- * stored n x k, ldb = k, the layout of x @ W^T with a weight of out x in
- * features) for n x k = 4096 x 4096, 14336 x 4096, 4096 x 14336,
- * 28672 x 8192, 8192 x 28672 at m = 1, 8, 32: 87 in all; --quick keeps
- * 13.
+ * 28672 x 8192, 8192 x 28672) at m = 1, 2, 4, 8, 16, 24, 32, 128, 512,
+ * 2048, 8192; odd sizes (999 x 1023 x 1001, 4097 x 4095 x 4093, 1 x 1 x 1,
+ * 7 x 13 x 17, 3 x 50257 x 768) and issue 29's decode gaps
+ * (16 x 12288 x 4096, 128 x 4096 x 14336); then decode with B transposed
+ * (kind decode-nt: B stored n x k, ldb = k, the layout of x @ W^T with a
+ * weight of out x in features) for n x k = 4096 x 4096, 14336 x 4096,
+ * 4096 x 14336, 28672 x 8192, 8192 x 28672 at m = 1, 2, 4, 8, 16, 24, 32:
+ * 139 in all; --quick keeps 13.
  *
  * Method: operands and workspace carved from one CUDA arena on one stream;
  * 3 warm-up calls each, then repetitions interleaved (carve, cuBLAS, ...),
@@ -28,12 +28,24 @@
  * for decode shapes; wgmma; mma), its split-K factor (for stream, the
  * cluster size: blocks per 64 columns) and the operands it copied (A, B).
  *
+ * Both paths on decode rows: rows of kind decode and decode-nt with
+ * m <= 32 (what the streaming kernel can take) also time carve under
+ * CARVE_GEMM_PATH=stream and under CARVE_GEMM_PATH=wgmma, interleaved with
+ * the plan's call and cuBLAS's in the same repetitions, so the two paths
+ * meet on one card whichever the plan picks (it gives the streaming kernel
+ * m <= 16: lib/kernels/gemm_tc_plan.h). The row gives each forced path's
+ * carve / cuBLAS (and the path that ran, where it is not the one asked:
+ * mma.sync off Hopper), and a summary per m gives both ranges and on how
+ * many shapes the streaming kernel was the faster. The plan's column keeps
+ * whatever CARVE_GEMM_PATH the benchmark was started with.
+ *
  * --check: after the timing, C is poisoned, both libraries run once more,
  * and a kernel compares every element: max |carve - cuBLAS| / max |cuBLAS|
  * must be at most 2^-6 (two units in the last place of the largest bf16
  * element; the inputs are j/64, so both fp32 sums are exact and the
- * results are in fact equal) and no element NaN. The exit status is 1 when
- * any shape fails.
+ * results are in fact equal) and no element NaN; on the rows that time
+ * both paths, each forced path is checked the same way (C poisoned before
+ * each). The exit status is 1 when any shape fails.
  *
  * Usage: bench_gemm_sweep [--quick] [--reps N] [--check] [--json FILE] [--bw GB/s]
  */
@@ -46,11 +58,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "carve.h"
 #include "carve_kernels.h"
 #include "bench_cuda.cuh"
+#include "kernels/gemm_tc_plan.h"
 
 extern "C" int carve__gemm_tc_last_path(void);
 extern "C" int carve__gemm_tc_last_splits(void);
@@ -81,14 +95,21 @@ struct Shape {
     bool tb = false; /* B stored n x k (transposed), ldb = k */
 };
 
+/* The calls a row times: carve as planned, cuBLAS, and on the rows that
+ * compare both paths carve under CARVE_GEMM_PATH=stream and =wgmma. */
+enum { kPlan, kCublas, kStream, kWgmma, kCalls };
+
 struct Row {
     Shape s;
-    double carve_ms = 0, cublas_ms = 0;
-    int path = -1, splits = 0, copies = 0;
-    double rel = -1;
-    unsigned nans = 0;
+    bool both = false;  /* times kStream and kWgmma too */
+    double ms[kCalls] = {};
+    int path[kCalls] = {-1, -1, -1, -1}, splits[kCalls] = {}, copies = 0;
+    double rel[kCalls] = {-1, -1, -1, -1};
+    unsigned nans[kCalls] = {};
     bool checked = false, ok = true;
 };
+
+static const char *path_name(int p) { return p == 2 ? "stream" : p == 1 ? "wgmma" : "mma"; }
 
 static double median(std::vector<float> v) {
     std::sort(v.begin(), v.end());
@@ -107,7 +128,8 @@ static std::vector<Shape> shapes(bool quick) {
     const std::vector<NK> proj = quick ? std::vector<NK>{{4096, 4096}, {14336, 4096}}
                                        : std::vector<NK>{{4096, 4096},  {11008, 4096}, {4096, 11008}, {14336, 4096},
                                                          {4096, 14336}, {8192, 8192},  {28672, 8192}, {8192, 28672}};
-    const std::vector<int> ms = quick ? std::vector<int>{1, 128, 2048} : std::vector<int>{1, 8, 32, 128, 512, 2048, 8192};
+    const std::vector<int> ms = quick ? std::vector<int>{1, 128, 2048}
+                                      : std::vector<int>{1, 2, 4, 8, 16, 24, 32, 128, 512, 2048, 8192};
     for (const NK &p : proj)
         for (int m : ms)
             v.push_back({m, p.n, p.k, m <= 256 ? "decode" : "prefill"});
@@ -124,7 +146,7 @@ static std::vector<Shape> shapes(bool quick) {
     const std::vector<NK> nt = quick ? std::vector<NK>{{4096, 4096}}
                                      : std::vector<NK>{{4096, 4096}, {14336, 4096}, {4096, 14336}, {28672, 8192},
                                                        {8192, 28672}};
-    const std::vector<int> ntm = quick ? std::vector<int>{8} : std::vector<int>{1, 8, 32};
+    const std::vector<int> ntm = quick ? std::vector<int>{8} : std::vector<int>{1, 2, 4, 8, 16, 24, 32};
     for (const NK &p : nt)
         for (int m : ntm)
             v.push_back({m, p.n, p.k, "decode-nt", true});
@@ -192,10 +214,29 @@ int main(int argc, char **argv) {
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
     const float alpha = 1.f, beta = 0.f;
+    /* The plan's call runs under the CARVE_GEMM_PATH the benchmark was
+     * started with; the forced calls set their own around each call. */
+    const char *env_path = getenv("CARVE_GEMM_PATH");
+    std::string start_path = env_path ? env_path : "";
+    const bool had_path = env_path != nullptr;
+    auto set_path = [&](int which) {
+        if (which == kStream)
+            setenv("CARVE_GEMM_PATH", "stream", 1);
+        else if (which == kWgmma)
+            setenv("CARVE_GEMM_PATH", "wgmma", 1);
+        else if (had_path)
+            setenv("CARVE_GEMM_PATH", start_path.c_str(), 1);
+        else
+            unsetenv("CARVE_GEMM_PATH");
+    };
     std::vector<Row> rows;
     for (const Shape &s : shapes(quick)) {
         Row r;
         r.s = s;
+        r.both = !strncmp(s.kind, "decode", 6) && s.m <= CARVE_TC_STREAM_MAX_M;
+        std::vector<int> calls = {kPlan, kCublas};
+        if (r.both)
+            calls.insert(calls.end(), {kStream, kWgmma});
         void *A, *B, *C, *R;
         const size_t an = (size_t)s.m * s.k, bn = (size_t)s.k * s.n, cn = (size_t)s.m * s.n;
         if (carve_alloc(arena, an * 2, st, &A) != CARVE_OK || carve_alloc(arena, bn * 2, st, &B) != CARVE_OK ||
@@ -205,8 +246,10 @@ int main(int argc, char **argv) {
         }
         fill_kernel<<<1024, 256, 0, st>>>((__nv_bfloat16 *)A, an, 1);
         fill_kernel<<<1024, 256, 0, st>>>((__nv_bfloat16 *)B, bn, 2);
+        /* CARVE_GEMM_PATH is set by the caller of run (set_path), outside
+         * the timed interval. */
         auto run = [&](int which) {
-            if (which == 1) {
+            if (which == kCublas) {
                 /* Row-major C = A op(B) is column-major C^T = op(B)^T A^T. */
                 cublasStatus_t cs = cublasGemmEx(h, s.tb ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, s.n, s.m, s.k,
                                                  &alpha, B, CUDA_R_16BF, s.tb ? s.k : s.n, A, CUDA_R_16BF, s.k,
@@ -224,16 +267,20 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "carve_gemm %dx%dx%d: %s\n", s.m, s.n, s.k, carve_last_error(NULL));
                 exit(1);
             }
-            r.path = carve__gemm_tc_last_path();
-            r.splits = carve__gemm_tc_last_splits();
-            r.copies = carve__gemm_tc_last_copies();
+            r.path[which] = carve__gemm_tc_last_path();
+            r.splits[which] = carve__gemm_tc_last_splits();
+            if (which == kPlan)
+                r.copies = carve__gemm_tc_last_copies();
         };
         for (int w = 0; w < 3; w++)
-            for (int which = 0; which < 2; which++)
+            for (int which : calls) {
+                set_path(which);
                 run(which);
-        std::vector<float> t[2];
+            }
+        std::vector<float> t[kCalls];
         for (int i = 0; i < reps; i++)
-            for (int which = 0; which < 2; which++) {
+            for (int which : calls) {
+                set_path(which);
                 CK(cudaEventRecord(e0, st));
                 run(which);
                 CK(cudaEventRecord(e1, st));
@@ -242,27 +289,33 @@ int main(int argc, char **argv) {
                 CK(cudaEventElapsedTime(&ms, e0, e1));
                 t[which].push_back(ms);
             }
-        r.carve_ms = median(t[0]);
-        r.cublas_ms = median(t[1]);
+        for (int which : calls)
+            r.ms[which] = median(t[which]);
         if (check) {
-            CK(cudaMemsetAsync(C, 0xFF, cn * 2, st)); /* NaN: every element must be written */
-            CK(cudaMemsetAsync(R, 0xFF, cn * 2, st));
-            run(0);
-            run(1);
-            CK(cudaMemsetAsync(dcmp, 0, 3 * sizeof(unsigned), st));
-            compare_kernel<<<256, 256, 0, st>>>((const __nv_bfloat16 *)C, (const __nv_bfloat16 *)R, cn, dcmp);
-            CK(cudaGetLastError());
-            unsigned hc[3];
-            CK(cudaMemcpyAsync(hc, dcmp, sizeof hc, cudaMemcpyDeviceToHost, st));
-            CK(cudaStreamSynchronize(st));
-            float md, mr;
-            memcpy(&md, &hc[0], 4);
-            memcpy(&mr, &hc[1], 4);
+            CK(cudaMemsetAsync(R, 0xFF, cn * 2, st)); /* NaN: every element must be written */
+            run(kCublas);
+            for (int which : calls) {
+                if (which == kCublas)
+                    continue;
+                CK(cudaMemsetAsync(C, 0xFF, cn * 2, st));
+                set_path(which);
+                run(which);
+                CK(cudaMemsetAsync(dcmp, 0, 3 * sizeof(unsigned), st));
+                compare_kernel<<<256, 256, 0, st>>>((const __nv_bfloat16 *)C, (const __nv_bfloat16 *)R, cn, dcmp);
+                CK(cudaGetLastError());
+                unsigned hc[3];
+                CK(cudaMemcpyAsync(hc, dcmp, sizeof hc, cudaMemcpyDeviceToHost, st));
+                CK(cudaStreamSynchronize(st));
+                float md, mr;
+                memcpy(&md, &hc[0], 4);
+                memcpy(&mr, &hc[1], 4);
+                r.nans[which] = hc[2];
+                r.rel[which] = mr > 0 ? md / mr : md;
+                r.ok = r.ok && r.nans[which] == 0 && r.rel[which] <= 1.0 / 64;
+            }
             r.checked = true;
-            r.nans = hc[2];
-            r.rel = mr > 0 ? md / mr : md;
-            r.ok = r.nans == 0 && r.rel <= 1.0 / 64;
         }
+        set_path(kPlan);
         carve_free(arena, A);
         carve_free(arena, B);
         carve_free(arena, C);
@@ -272,10 +325,22 @@ int main(int argc, char **argv) {
         fprintf(stderr, "  %d x %d x %d done\n", s.m, s.n, s.k);
     }
 
+    /* A forced path's carve / cuBLAS, with the path that ran when it is not
+     * the one asked (mma.sync off Hopper; wgmma where the streaming kernel
+     * refused the call). */
+    auto forced = [](const Row &r, int which, char *buf, size_t len) {
+        if (!r.both) {
+            snprintf(buf, len, "-");
+            return;
+        }
+        const int asked = which == kStream ? 2 : 1;
+        snprintf(buf, len, "%.2f%s%s%s", r.ms[kCublas] / r.ms[which], r.path[which] == asked ? "" : " (",
+                 r.path[which] == asked ? "" : path_name(r.path[which]), r.path[which] == asked ? "" : ")");
+    };
     printf("| kind | m | n | k | path | splits | copied | carve TFLOP/s | cuBLAS TFLOP/s | carve / cuBLAS | carve / "
-           "roofline | cuBLAS / roofline |%s\n",
+           "roofline | cuBLAS / roofline | stream / cuBLAS | wgmma / cuBLAS | wgmma splits |%s\n",
            check ? " max rel err | check |" : "");
-    printf("|---|---:|---:|---:|---|---:|---|---:|---:|---:|---:|---:|%s\n", check ? "---:|---|" : "");
+    printf("|---|---:|---:|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|%s\n", check ? "---:|---|" : "");
     int failed = 0;
     double worst_ratio = 1e30;
     for (const Row &r : rows) {
@@ -283,21 +348,51 @@ int main(int argc, char **argv) {
         const double fl = 2.0 * s.m * s.n * (double)s.k;
         const double bytes = 2.0 * ((double)s.m * s.k + (double)s.k * s.n + (double)s.m * s.n);
         const double floor_ms = bytes / bw * 1e3;
-        char roof_c[32] = "-", roof_b[32] = "-";
+        char roof_c[32] = "-", roof_b[32] = "-", fs[32], fw[32], ws[16] = "-";
         if (s.m <= 256) { /* decode and decode-nt */
-            snprintf(roof_c, sizeof roof_c, "%.2f", floor_ms / r.carve_ms);
-            snprintf(roof_b, sizeof roof_b, "%.2f", floor_ms / r.cublas_ms);
+            snprintf(roof_c, sizeof roof_c, "%.2f", floor_ms / r.ms[kPlan]);
+            snprintf(roof_b, sizeof roof_b, "%.2f", floor_ms / r.ms[kCublas]);
         }
+        forced(r, kStream, fs, sizeof fs);
+        forced(r, kWgmma, fw, sizeof fw);
+        if (r.both)
+            snprintf(ws, sizeof ws, "%d", r.splits[kWgmma]);
         const char *cp = r.copies == 3 ? "A,B" : r.copies == 1 ? "A" : r.copies == 2 ? "B" : "-";
-        const char *path = r.path == 2 ? "stream" : r.path == 1 ? "wgmma" : "mma";
-        printf("| %s | %d | %d | %d | %s | %d | %s | %.1f | %.1f | %.2f | %s | %s |", s.kind, s.m, s.n, s.k,
-               path, r.splits, cp, fl / r.carve_ms / 1e9, fl / r.cublas_ms / 1e9,
-               r.cublas_ms / r.carve_ms, roof_c, roof_b);
-        if (check)
-            printf(" %.3g | %s |", r.rel, r.ok ? "ok" : "FAIL");
+        printf("| %s | %d | %d | %d | %s | %d | %s | %.1f | %.1f | %.2f | %s | %s | %s | %s | %s |", s.kind, s.m, s.n,
+               s.k, path_name(r.path[kPlan]), r.splits[kPlan], cp, fl / r.ms[kPlan] / 1e9, fl / r.ms[kCublas] / 1e9,
+               r.ms[kCublas] / r.ms[kPlan], roof_c, roof_b, fs, fw, ws);
+        if (check) {
+            double worst = 0;
+            for (int which : {kPlan, kStream, kWgmma})
+                worst = std::max(worst, r.rel[which]);
+            printf(" %.3g | %s |", worst, r.ok ? "ok" : "FAIL");
+        }
         printf("\n");
         failed += !r.ok;
-        worst_ratio = std::min(worst_ratio, r.cublas_ms / r.carve_ms);
+        worst_ratio = std::min(worst_ratio, r.ms[kCublas] / r.ms[kPlan]);
+    }
+    /* Both paths per m, over the rows that timed both (decode and
+     * decode-nt together): the ranges of carve / cuBLAS and on how many
+     * shapes the streaming kernel took less time than wgmma. */
+    std::vector<int> both_m;
+    for (const Row &r : rows)
+        if (r.both && std::find(both_m.begin(), both_m.end(), r.s.m) == both_m.end())
+            both_m.push_back(r.s.m);
+    std::sort(both_m.begin(), both_m.end());
+    for (int m : both_m) {
+        double slo = 1e30, shi = 0, wlo = 1e30, whi = 0;
+        int shapes_m = 0, stream_faster = 0;
+        for (const Row &r : rows) {
+            if (!r.both || r.s.m != m)
+                continue;
+            const double sr = r.ms[kCublas] / r.ms[kStream], wr = r.ms[kCublas] / r.ms[kWgmma];
+            slo = std::min(slo, sr), shi = std::max(shi, sr), wlo = std::min(wlo, wr), whi = std::max(whi, wr);
+            shapes_m++;
+            stream_faster += r.ms[kStream] < r.ms[kWgmma];
+        }
+        printf("bench_gemm_sweep: m = %d: carve / cuBLAS stream %.2f-%.2f, wgmma %.2f-%.2f; stream faster on %d of %d "
+               "shapes (the plan gives stream m <= %d)\n",
+               m, slo, shi, wlo, whi, stream_faster, shapes_m, CARVE_TC_STREAM_PLAN_MAX_M);
     }
     printf("bench_gemm_sweep: %zu shapes, lowest carve / cuBLAS %.2f%s\n", rows.size(), worst_ratio,
            check ? (failed ? ", check FAILED" : ", every result within tolerance") : "");
@@ -322,15 +417,26 @@ int main(int argc, char **argv) {
             fprintf(f, "  {\"kind\": \"%s\", \"m\": %d, \"n\": %d, \"k\": %d, \"path\": \"%s\", \"splits\": %d, "
                        "\"copies\": %d, \"transb\": %s, \"carve_ms\": %.6f, \"cublas_ms\": %.6f, "
                        "\"carve_tflops\": %.3f, \"cublas_tflops\": %.3f, \"ratio\": %.4f",
-                    s.kind, s.m, s.n, s.k, r.path == 2 ? "stream" : r.path == 1 ? "wgmma" : "mma", r.splits,
-                    r.copies, s.tb ? "true" : "false", r.carve_ms,
-                    r.cublas_ms, fl / r.carve_ms / 1e9, fl / r.cublas_ms / 1e9, r.cublas_ms / r.carve_ms);
+                    s.kind, s.m, s.n, s.k, path_name(r.path[kPlan]), r.splits[kPlan], r.copies,
+                    s.tb ? "true" : "false", r.ms[kPlan], r.ms[kCublas], fl / r.ms[kPlan] / 1e9,
+                    fl / r.ms[kCublas] / 1e9, r.ms[kCublas] / r.ms[kPlan]);
             if (s.m <= 256)
-                fprintf(f, ", \"roofline_carve\": %.4f, \"roofline_cublas\": %.4f", floor_ms / r.carve_ms,
-                        floor_ms / r.cublas_ms);
+                fprintf(f, ", \"roofline_carve\": %.4f, \"roofline_cublas\": %.4f", floor_ms / r.ms[kPlan],
+                        floor_ms / r.ms[kCublas]);
             if (r.checked)
-                fprintf(f, ", \"max_rel_err\": %.6g, \"nans\": %u, \"check\": %s", r.rel, r.nans,
+                fprintf(f, ", \"max_rel_err\": %.6g, \"nans\": %u, \"check\": %s", r.rel[kPlan], r.nans[kPlan],
                         r.ok ? "true" : "false");
+            for (int which : {kStream, kWgmma}) {
+                if (!r.both)
+                    break;
+                const char *p = which == kStream ? "stream" : "wgmma";
+                fprintf(f, ", \"%s_path\": \"%s\", \"%s_splits\": %d, \"%s_ms\": %.6f, \"%s_ratio\": %.4f", p,
+                        path_name(r.path[which]), p, r.splits[which], p, r.ms[which], p, r.ms[kCublas] / r.ms[which]);
+                if (s.m <= 256)
+                    fprintf(f, ", \"%s_roofline\": %.4f", p, floor_ms / r.ms[which]);
+                if (r.checked)
+                    fprintf(f, ", \"%s_max_rel_err\": %.6g, \"%s_nans\": %u", p, r.rel[which], p, r.nans[which]);
+            }
             fprintf(f, "}%s\n", i + 1 < rows.size() ? "," : "");
         }
         fprintf(f, "]}\n");
