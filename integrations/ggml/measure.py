@@ -18,7 +18,10 @@ the same text (tokens print as "<ID>", make_gpt2.py). Speed: prompt tokens/s
 = prompt tokens / predict time of a run that generates one token (the
 prompt alone is evaluated); generation tokens/s = N / (predict time of a
 run generating N + 1 tokens - that of the one-token run of the same
-round); medians over the rounds. Memory: carve's peak reserved bytes (its
+round); medians over the rounds. Every run loads its kernels eagerly
+(CUDA_MODULE_LOADING=EAGER: lazy loading would time the first use of each
+kernel inside the prompt or the first tokens) and is pinned to the same
+cores (GGML_RUN_CPUS). Memory: carve's peak reserved bytes (its
 report), and the GPU's memory in use (nvidia-smi, sampled every 100 ms,
 peak over the run minus the idle reading). Then: a --limit too small for
 the weights and one too small for the KV cache (carve-run and linked) must
@@ -161,14 +164,17 @@ class Runner:
         args = ["-m", self.model, "-p", PROMPT, "-s", "42", "--top_k", "1", "-ngl", "99", "-c", "1024", "-b", "32",
                 "--ignore-eos", "-t", "4", "-n", str(n)] + list(extra)
         argv = pre + args
-        env = dict(os.environ, **env_add)
+        # Kernels load as the context is made (not lazily inside the first
+        # prompt or token timed), and every run on the same cores: both vary
+        # from process to process far more than 2%.
+        env = dict(os.environ, CUDA_MODULE_LOADING="EAGER", **env_add)
         self.commands.setdefault((mode, program), " ".join(f"{k}={shlex.quote(v)}" for k, v in env_add.items()
                                                              if k != "GGML_CARVE_REPORT") + " " +
                                  " ".join(shlex.quote(a) for a in argv))
         with GpuSampler() as gpu:
             t0 = time.time()
             p = subprocess.run(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               errors="replace", timeout=300)
+                               errors="replace", timeout=300, preexec_fn=pin)
             wall = time.time() - t0
         with open(os.path.join(self.logs, name + ".log"), "w") as f:
             f.write(f"$ {' '.join(shlex.quote(a) for a in argv)}\n# env {env_add}\n# rc {p.returncode}, "
@@ -203,6 +209,28 @@ class Runner:
                 m = re.search(r"peak_reserved_bytes=(\d+)", body)
                 r["carve_peak_reserved"] = int(m.group(1)) if m else None
         return r
+
+
+def run_cpus():
+    """The cores every run is pinned to: GGML_RUN_CPUS ("2-5", "1,3"), else
+    the four after the first of those this process may use (the first is
+    left to the sampler and the shell), else all of them."""
+    spec = os.environ.get("GGML_RUN_CPUS", "")
+    if spec:
+        cpus = set()
+        for part in spec.split(","):
+            lo, _, hi = part.partition("-")
+            cpus.update(range(int(lo), int(hi or lo) + 1))
+        return cpus
+    have = sorted(os.sched_getaffinity(0))
+    return set(have[1:5]) if len(have) >= 5 else set(have)
+
+
+CPUS = run_cpus()
+
+
+def pin():
+    os.sched_setaffinity(0, CPUS)
 
 
 def median(xs):
@@ -361,7 +389,7 @@ def write_results(args, run, R, summary, P, idle):
           f"GPU: {gpu}; carve {commit}; ggml {ggml}; GPT-2 with random weights "
           f"({os.environ.get('GGML_GPT2_SIZE', 'small')}), fp16 weights, all layers on the GPU; prompt {P} tokens, "
           f"{args.gen} generated, greedy (--top_k 1, seed 42); medians of {args.reps} rounds, the ways taking "
-          f"turns. Ratios: against ggml's own pool of the same kind (carve-run over the legacy pool against "
+          f"turns, every run with CUDA_MODULE_LOADING=EAGER on cores {','.join(map(str, sorted(CPUS)))}. Ratios: against ggml's own pool of the same kind (carve-run over the legacy pool against "
           f"the legacy pool; the others against the VMM pool). GPU memory: nvidia-smi's peak during the run "
           f"less {idle} MiB in use while idle (the CUDA context, cuBLAS and the model's buffers included).", "",
           "| way | prompt tokens/s | generation tokens/s | carve peak reserved | ggml VMM pool peak "

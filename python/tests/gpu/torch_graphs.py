@@ -95,21 +95,33 @@ def nondeterministic(caught):
 
 
 def live_dump(tag):
-    """With CARVE_TEST_LIVE_DUMP=DIR (carve only): carve's snapshot at this
+    """With CARVE_TEST_LIVE_DUMP=DIR: carve's snapshot (carve only) at this
     point, and the CUDA tensors Python still reaches (count, bytes), to tell
-    a buffer the program holds from one nobody freed."""
+    a buffer the program holds from one nobody freed (the tensors under
+    PyTorch's allocator too, to compare)."""
     where = os.environ.get("CARVE_TEST_LIVE_DUMP")
-    if not where or not common.is_carve(a.mode):
+    if not where:
         return
-    import json
-    import carve
-    os.makedirs(where, exist_ok=True)
     tensors = [o for o in gc.get_objects() if isinstance(o, torch.Tensor) and o.is_cuda]
+    shapes = {}
+    for t in tensors:
+        key = f"{tuple(t.shape)} {t.dtype}"
+        shapes[key] = shapes.get(key, 0) + 1
+    holders = {}
+    for t in sorted(tensors, key=lambda t: -t.untyped_storage().nbytes())[:8]:
+        names = sorted({type(r).__name__ for r in gc.get_referrers(t) if r is not tensors})
+        holders[f"{tuple(t.shape)} {t.dtype}"] = names[:8]
     out.setdefault("python_cuda_tensors", {})[tag] = {
         "count": len(tensors),
-        "bytes": sum(t.untyped_storage().nbytes() for t in tensors)}
-    with open(os.path.join(where, f"{a.case}-{tag}.json"), "w") as f:
-        json.dump(carve.memory_snapshot(0), f)
+        "bytes": sum(t.untyped_storage().nbytes() for t in tensors),
+        "shapes": dict(sorted(shapes.items(), key=lambda kv: -kv[1])[:20]),
+        "largest_held_by": holders}
+    if common.is_carve(a.mode):
+        import json
+        import carve
+        os.makedirs(where, exist_ok=True)
+        with open(os.path.join(where, f"{a.case}-{a.mode}-{tag}.json"), "w") as f:
+            json.dump(carve.memory_snapshot(0), f)
 
 
 def gpt2_graph():

@@ -310,8 +310,12 @@ for w in "gpt2-train:--model gpt2 --steps 20 --batch 8 --seq 512" "resnet50-infe
   grep -qE "^(PASS|FAIL)" "$OUT/torch-$name-verdict.txt" || fail "torch $name" "no verdict (see $OUT/torch-$name-*)"
 done
 cat "$OUT/torch-compare.txt"
-PYTORCH_NO_CUDA_MEMORY_CACHING=1 "$RUN" --trace "$OUT/torch_gpt2_nocache.csv.gz" -- \
-  python3 "$HERE/torch_train.py" --model gpt2 --steps 8 --batch 8 --seq 512 >"$OUT/torch-trace.json" 2>&1 &&
+# The same run as gpt2-train's, traced, with its report: its footprint on the
+# GPU beside the replay of its own trace (here with carve-replay; on the CPU
+# through carve-run and the mock driver, tests/dropin/replay_app.c) tells
+# what the live run adds (threads, timing) from what the sequence holds.
+PYTORCH_NO_CUDA_MEMORY_CACHING=1 "$RUN" --trace "$OUT/torch_gpt2_nocache.csv.gz" --report="$OUT/torch-trace-report.json" -- \
+  python3 "$HERE/torch_train.py" --model gpt2 --steps 20 --batch 8 --seq 512 >"$OUT/torch-trace.json" 2>&1 &&
   pass "torch gpt2: trace recorded" "$(ls -la "$OUT/torch_gpt2_nocache.csv.gz" | awk '{print $5}') bytes" ||
   fail "torch gpt2: trace recorded" "see $OUT/torch-trace.json"
 "$REPLAY" -q "$OUT/torch_gpt2_nocache.csv.gz" >"$OUT/torch-trace-replay.txt" 2>&1 || true
