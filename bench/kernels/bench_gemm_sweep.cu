@@ -33,11 +33,13 @@
  * CARVE_GEMM_PATH=stream and under CARVE_GEMM_PATH=wgmma, interleaved with
  * the plan's call and cuBLAS's in the same repetitions, so the two paths
  * meet on one card whichever the plan picks (it gives the streaming kernel
- * m <= 16: lib/kernels/gemm_tc_plan.h). The row gives each forced path's
- * carve / cuBLAS (and the path that ran, where it is not the one asked:
- * mma.sync off Hopper), and a summary per m gives both ranges and on how
- * many shapes the streaming kernel was the faster. The plan's column keeps
- * whatever CARVE_GEMM_PATH the benchmark was started with.
+ * m <= 4, and m <= 8 where n >= 12288: lib/kernels/gemm_tc_plan.h). The
+ * row gives each forced path's carve / cuBLAS (and the path that ran,
+ * where it is not the one asked: mma.sync off Hopper), and a summary per m
+ * gives both ranges, on how many shapes the streaming kernel was the
+ * faster, and on how many the plan's call ran on the faster of the two.
+ * The plan's column keeps whatever CARVE_GEMM_PATH the benchmark was
+ * started with.
  *
  * --check: after the timing, C is poisoned, both libraries run once more,
  * and a kernel compares every element: max |carve - cuBLAS| / max |cuBLAS|
@@ -372,8 +374,9 @@ int main(int argc, char **argv) {
         worst_ratio = std::min(worst_ratio, r.ms[kCublas] / r.ms[kPlan]);
     }
     /* Both paths per m, over the rows that timed both (decode and
-     * decode-nt together): the ranges of carve / cuBLAS and on how many
-     * shapes the streaming kernel took less time than wgmma. */
+     * decode-nt together): the ranges of carve / cuBLAS, on how many
+     * shapes the streaming kernel took less time than wgmma, and on how
+     * many the plan's call ran on the one of the two that took less. */
     std::vector<int> both_m;
     for (const Row &r : rows)
         if (r.both && std::find(both_m.begin(), both_m.end(), r.s.m) == both_m.end())
@@ -381,18 +384,21 @@ int main(int argc, char **argv) {
     std::sort(both_m.begin(), both_m.end());
     for (int m : both_m) {
         double slo = 1e30, shi = 0, wlo = 1e30, whi = 0;
-        int shapes_m = 0, stream_faster = 0;
+        int shapes_m = 0, stream_faster = 0, plan_faster = 0;
         for (const Row &r : rows) {
             if (!r.both || r.s.m != m)
                 continue;
             const double sr = r.ms[kCublas] / r.ms[kStream], wr = r.ms[kCublas] / r.ms[kWgmma];
             slo = std::min(slo, sr), shi = std::max(shi, sr), wlo = std::min(wlo, wr), whi = std::max(whi, wr);
             shapes_m++;
-            stream_faster += r.ms[kStream] < r.ms[kWgmma];
+            const bool sf = r.ms[kStream] < r.ms[kWgmma];
+            stream_faster += sf;
+            plan_faster += (r.path[kPlan] == 2 && sf) || (r.path[kPlan] == 1 && !sf);
         }
         printf("bench_gemm_sweep: m = %d: carve / cuBLAS stream %.2f-%.2f, wgmma %.2f-%.2f; stream faster on %d of %d "
-               "shapes (the plan gives stream m <= %d)\n",
-               m, slo, shi, wlo, whi, stream_faster, shapes_m, CARVE_TC_STREAM_PLAN_MAX_M);
+               "shapes, the plan's path on %d (it gives stream m <= %d, and m <= %d where n >= %d)\n",
+               m, slo, shi, wlo, whi, stream_faster, shapes_m, plan_faster, CARVE_TC_STREAM_PLAN_MAX_M,
+               CARVE_TC_STREAM_WIDE_MAX_M, CARVE_TC_STREAM_WIDE_N);
     }
     printf("bench_gemm_sweep: %zu shapes, lowest carve / cuBLAS %.2f%s\n", rows.size(), worst_ratio,
            check ? (failed ? ", check FAILED" : ", every result within tolerance") : "");

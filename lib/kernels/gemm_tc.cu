@@ -14,7 +14,8 @@
  * column-major call computes C^T = op(B)^T op(A)^T, swapping the operands).
  * Paths: on devices of compute capability 9.0 when the sm_90a object is
  * built, the streaming kernel for decode shapes (gemm_tc_stream.cuh: at most
- * 16 rows, B on 16-byte rows; gemm_tc_plan.h says why, with the figures)
+ * 4 rows, or 8 with at least 12288 columns, B on 16-byte rows;
+ * gemm_tc_plan.h says why, with the figures)
  * and wgmma for the rest; mma.sync everywhere else.
  * CARVE_GEMM_PATH=wgmma|mma|stream|auto overrides the choice (stream: the
  * streaming kernel for every problem it can take, up to 32 rows).
@@ -331,9 +332,9 @@ cudaError_t run_mma(const Problem &pr) {
 /* CARVE_GEMM_PATH: 0 auto, 1 wgmma, 2 mma, 3 stream (read on every call:
  * cheap, and tests and benchmarks switch it between calls). wgmma keeps
  * decode shapes off the streaming kernel; stream puts every problem the
- * kernel can take on it (up to 32 rows, where the plan stops at 16:
- * carve_tc_stream_chosen) and leaves the rest to the plan. Anything else
- * is auto. */
+ * kernel can take on it (up to 32 rows, where the plan stops at 4, or 8
+ * for wide outputs: carve_tc_stream_chosen) and leaves the rest to the
+ * plan. Anything else is auto. */
 int path_env() {
     const char *v = getenv("CARVE_GEMM_PATH");
     if (!v || !*v || strcmp(v, "auto") == 0)
@@ -581,7 +582,7 @@ extern "C" carve_status carve_gemm(carve_arena *arena, carve_stream s, carve_ord
     carve_status freed = CARVE_OK;
 #ifdef CARVE_GEMM_TC_HAVE_SM90A
     if ((want == 0 || want == 3) && device_cc() == 90 &&
-        carve_tc_stream_chosen(pr.M, carve_tc_stream_b_rows((uintptr_t)pr.B, pr.ldb), want == 3)) {
+        carve_tc_stream_chosen(pr.M, pr.N, carve_tc_stream_b_rows((uintptr_t)pr.B, pr.ldb), want == 3)) {
         /* Decode shapes: the streaming kernel, no workspace. */
         const int forced = splitk_env();
         int clusters = forced ? carve_tc_stream_clamp_cluster(forced, pr.K)

@@ -24,11 +24,12 @@
  * tiles, and S <= CARVE_TC_MAX_SPLITS. The constants are estimates, not fits: the
  * sweep (bench/kernels/bench_gemm_sweep.cu) is how to check them.
  *
- * Decode shapes with few rows (M <= CARVE_TC_STREAM_PLAN_MAX_M) and B rows
- * on 16 bytes skip the wgmma tile altogether: the streaming kernel
- * (gemm_tc_stream.cuh) reads each element of B once, with 16-byte loads,
- * from every SM. It can take up to CARVE_TC_STREAM_MAX_M rows, but the plan
- * gives it only the rows where it measured faster (carve_tc_stream_chosen).
+ * Decode shapes with few rows (M <= 4, or M <= 8 for outputs of at least
+ * 12288 columns) and B rows on 16 bytes skip the wgmma tile altogether: the
+ * streaming kernel (gemm_tc_stream.cuh) reads each element of B once, with
+ * 16-byte loads, from every SM. It can take up to CARVE_TC_STREAM_MAX_M
+ * rows, but the plan gives it only the shapes where it measured faster
+ * than wgmma on the same card (carve_tc_stream_chosen).
  * Its cost argument and its cluster size are below (carve_tc_stream_takes,
  * carve_tc_stream_cluster).
  *
@@ -168,7 +169,7 @@ static inline uint64_t carve_tc_partial_bytes(int M, int N, int splits) {
  * in flight, fall, while the wgmma path's 128-row tile reuses each B tile
  * for more rows and its split-K reduction weighs less next to its larger k
  * loops. The plan's line is lower, where the kernel measured faster
- * (CARVE_TC_STREAM_PLAN_MAX_M, below). */
+ * (carve_tc_stream_chosen, below). */
 #define CARVE_TC_STREAM_MAX_M 32      /* rows (canonical M) the streaming kernel takes */
 #define CARVE_TC_STREAM_COLS 64       /* columns of a block (and of each of its warps) */
 #define CARVE_TC_STREAM_UNIT 64       /* k rows a warp loads per step of its loop */
@@ -191,40 +192,54 @@ static inline int carve_tc_stream_takes(int M, int b_rows_aligned) {
     return M >= 1 && M <= CARVE_TC_STREAM_MAX_M && b_rows_aligned;
 }
 
-/* ---- where the plan chooses it: M <= 16, measured ----------------------
+/* ---- where the plan chooses it: few rows, or wide outputs ------------
  *
- * bench_gemm_sweep --check on an H100 80GB HBM3 (132 SMs; bench/results/
- * 2026-11-26-h100-decode), carve / cuBLAS time on the decode projections
- * (row-major NN, every row on the streaming kernel, results equal to
- * cuBLAS's), beside the wgmma path with split-K at the same shapes on an
- * H200 before the streaming kernel existed (bench/results/2026-11-26-h200;
- * another card, so only indicative):
+ * bench_gemm_sweep --check on one H100 80GB HBM3 (132 SMs, cuBLAS 13.1;
+ * bench/results/2026-11-26-h100-decode2) timed both paths forced, in the
+ * same repetitions, on 8 decoder projections (row-major NN) and 5 with B
+ * transposed at each m (14 at m = 16 with issue 29's 16 x 12288 x 4096),
+ * every result equal to cuBLAS's. carve / cuBLAS:
  *
- *   m = 1:  stream 0.76-1.12 (8 shapes)       wgmma (H200) 0.42-0.74
- *   m = 8:  stream 0.55-0.96 (8 shapes)       wgmma (H200) 0.44-0.73
- *   m = 16: stream 1.00 (16 x 12288 x 4096)   wgmma (H200) 0.59
- *   m = 32: stream 0.24-0.60 (8 shapes)       wgmma (H200) 0.51-0.92
+ *   m = 1:  stream 0.80-1.17, wgmma 0.66-0.99; stream faster on 10 of 13
+ *   m = 2:  stream 0.75-1.10, wgmma 0.65-1.01; stream faster on 10 of 13
+ *   m = 4:  stream 0.69-1.08, wgmma 0.65-1.00; stream faster on 9 of 13
+ *   m = 8:  stream 0.56-0.99, wgmma 0.71-1.00; stream faster on 4 of 13
+ *   m = 16: stream 0.43-1.01, wgmma 0.72-1.00; stream faster on 3 of 14
+ *   m = 24: stream 0.29-0.72, wgmma 0.72-1.09; stream faster on 0 of 13
+ *   m = 32: stream 0.25-0.72, wgmma 0.73-1.03; stream faster on 0 of 13
  *
- * Shape by shape, the streaming kernel's ratio is the higher at every
- * m = 1 shape, at 6 of 8 at m = 8 and at the one m = 16 shape, and the
- * lower at every m = 32 shape, by up to three times (4096 x 4096: 0.24
- * against 0.76). The kernel's work per 16-row tile does not depend on M,
- * and M = 17..32 is a second tile, so the rule stops at the first tile:
- * M <= 16. Its m = 16 evidence is one shape, and rows 17 to 31 were not
- * measured; bench_gemm_sweep times both paths at m = 1 .. 32 on one card
- * (docs/kernels.md) to move the line. CARVE_GEMM_PATH=stream still runs
- * M up to CARVE_TC_STREAM_MAX_M on the kernel (gemm_tc.cu). */
-#define CARVE_TC_STREAM_PLAN_MAX_M 16 /* rows (canonical M) the plan gives the streaming kernel */
+ * So the streaming kernel belongs at M <= 4 (CARVE_TC_STREAM_PLAN_MAX_M).
+ * Shape by shape, the 4 shapes it wins at m = 8 are the 4 of at least
+ * 12288 columns (14336 x 4096 and 28672 x 8192, n x k, in both layouts:
+ * its time 0.71-0.89 of wgmma's), and it loses all 9 narrower ones
+ * (11008 columns and fewer: 1.06-1.41). Hence the rule: M <= 4, or M <= 8
+ * with N >= 12288 (CARVE_TC_STREAM_WIDE_MAX_M, CARVE_TC_STREAM_WIDE_N). On
+ * the 92 shapes timed it picks the faster path on 79, against 75 for
+ * M <= 4 alone and 62 for the earlier line at M <= 16 (which compared the
+ * streaming kernel on an H100 with wgmma on an H200: bench/results/
+ * 2026-11-26-h100-decode), and costs 1.4% more time than always picking
+ * the faster one (M <= 4: 2.8%, M <= 16: 4.5%). At m = 16 the wide shapes
+ * split (12288 x 4096 and 28672 x 8192 faster on the streaming kernel,
+ * 0.75-0.92; 14336 x 4096 slower, 1.03-1.23), so M = 9 to 16 stays on
+ * wgmma. Not measured: m = 5 to 7 (taken from m = 4 and 8, which agree
+ * for the wide shapes), widths between 11008 and 14336, and why wide
+ * outputs suit the kernel. CARVE_GEMM_PATH=stream still runs M up to
+ * CARVE_TC_STREAM_MAX_M on the kernel (gemm_tc.cu). */
+#define CARVE_TC_STREAM_PLAN_MAX_M 4     /* rows (canonical M) the plan gives the streaming kernel at any N */
+#define CARVE_TC_STREAM_WIDE_MAX_M 8     /* rows it gives it when C is wide, */
+#define CARVE_TC_STREAM_WIDE_N 12288     /* at least this many columns (canonical N) */
 
-/* Whether a call runs on the streaming kernel where the device has it:
- * with `forced` (CARVE_GEMM_PATH=stream), every problem the kernel takes
- * (carve_tc_stream_takes: 1 to 32 rows, B on 16-byte rows); otherwise the
- * plan's choice, those of them with at most CARVE_TC_STREAM_PLAN_MAX_M
- * rows. The rest go to the wgmma path. */
-static inline int carve_tc_stream_chosen(int M, int b_rows_aligned, int forced) {
+/* Whether a call of M x N (canonical) runs on the streaming kernel where
+ * the device has it: with `forced` (CARVE_GEMM_PATH=stream), every problem
+ * the kernel takes (carve_tc_stream_takes: 1 to 32 rows, B on 16-byte
+ * rows); otherwise the plan's choice among them, M <= 4, or M <= 8 with
+ * N >= 12288 (above). The rest go to the wgmma path. */
+static inline int carve_tc_stream_chosen(int M, int N, int b_rows_aligned, int forced) {
     if (!carve_tc_stream_takes(M, b_rows_aligned))
         return 0;
-    return forced || M <= CARVE_TC_STREAM_PLAN_MAX_M;
+    if (forced || M <= CARVE_TC_STREAM_PLAN_MAX_M)
+        return 1;
+    return M <= CARVE_TC_STREAM_WIDE_MAX_M && N >= CARVE_TC_STREAM_WIDE_N;
 }
 
 /* Whether the kernel stages A with 16-byte loads: A K-major with a 16-byte

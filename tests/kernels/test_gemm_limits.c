@@ -36,8 +36,9 @@
  *    bf16 C, under the automatic choice: the streaming kernel on Hopper
  *    (2^25 clusters of one block; 4 + 4 GiB), mma.sync elsewhere.
  * Every decode case here has one row, which the plan still gives the
- * streaming kernel (it stops at 16 rows: gemm_tc_plan.h), so none needs
- * CARVE_GEMM_PATH=stream; test_gemm_tc forces it for 17 to 32 rows.
+ * streaming kernel (it stops at 4 rows, 8 for wide outputs:
+ * gemm_tc_plan.h), so none needs CARVE_GEMM_PATH=stream; test_gemm_tc
+ * forces it for the rows past the plan's line, up to 32.
  * A case the device has no memory for is skipped, and said so.
  * CARVE_TEST_LIMITS=k or =mn runs one half. CARVE_TEST_QUICK=1 (the
  * compute-sanitizer runs) skips the whole test (exit 77). Exits 77 without a

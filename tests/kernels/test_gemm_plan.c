@@ -18,9 +18,11 @@
  *    multiple of 8, without overflow at INT_MAX;
  *    partial_bytes refuses (UINT64_MAX) what would pass 2^62 bytes;
  *  - the streaming kernel (decode): it takes 1 to 32 rows with B on 16-byte
- *    rows and nothing else; the plan gives it 1 to 16 of them and
- *    CARVE_GEMM_PATH=stream all of them (carve_tc_stream_chosen at m = 1,
- *    8, 16, 17, 32, 33; neither with B off 16 bytes); the base and ldb
+ *    rows and nothing else; the plan gives it 1 to 4 of them, and 5 to 8
+ *    for outputs of at least 12288 columns, and CARVE_GEMM_PATH=stream all
+ *    of them (carve_tc_stream_chosen either side of each line: m = 4, 5,
+ *    8, 9, 16, 17, 32, 33 and n = 12287, 12288; neither with B off 16
+ *    bytes; fewer rows or more columns never leave it); the base and ldb
  *    checks gemm_tc.cu makes, and when A is staged by 16 bytes, are
  *    carve_tc_stream_b_rows and carve_tc_stream_a_vec; the kernel's row
  *    tiles carve_tc_stream_mt;
@@ -184,30 +186,45 @@ static void check_stream(void) {
     CHECK(!carve_tc_stream_takes(33, 1) && !carve_tc_stream_takes(256, 1));
     CHECK(!carve_tc_stream_takes(INT_MAX, 1));
     CHECK(!carve_tc_stream_takes(1, 0)); /* rows off 16 bytes: the wgmma path */
-    /* What the plan gives it (M <= 16, measured) and what
-     * CARVE_GEMM_PATH=stream gives it (all it takes), either side of both
-     * lines; nothing with B's rows off 16 bytes, forced or not. */
+    /* What the plan gives it (M <= 4, or M <= 8 with N >= 12288: measured)
+     * and what CARVE_GEMM_PATH=stream gives it (all it takes), either side
+     * of every line; nothing with B's rows off 16 bytes, forced or not. */
     static const struct {
-        int m, plan, forced;
-    } lines[] = {{1, 1, 1}, {8, 1, 1}, {16, 1, 1}, {17, 0, 1}, {32, 0, 1}, {33, 0, 0}};
+        int m, n, plan, forced;
+    } lines[] = {
+        {1, 1, 1, 1},      {1, 4096, 1, 1},    {4, 4096, 1, 1},    {4, INT_MAX, 1, 1}, /* any width */
+        {5, 1, 0, 1},      {5, 4096, 0, 1},    {5, 12287, 0, 1},   {5, 12288, 1, 1},   /* wide only */
+        {8, 11008, 0, 1},  {8, 12287, 0, 1},   {8, 12288, 1, 1},   {8, 28672, 1, 1},   {8, INT_MAX, 1, 1},
+        {9, 12288, 0, 1},  {9, INT_MAX, 0, 1}, {16, 4096, 0, 1},   {16, 12288, 0, 1},  {16, 28672, 0, 1},
+        {17, 28672, 0, 1}, {32, 28672, 0, 1},  {33, 28672, 0, 0},  {33, 1, 0, 0},      /* forced only; none */
+    };
     for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
-        const int m = lines[i].m;
-        if (carve_tc_stream_chosen(m, 1, 0) != lines[i].plan || carve_tc_stream_chosen(m, 1, 1) != lines[i].forced ||
-            carve_tc_stream_chosen(m, 0, 0) || carve_tc_stream_chosen(m, 0, 1)) {
-            char msg[96];
-            snprintf(msg, sizeof msg, "m %d: plan %d (want %d), forced %d (want %d), rows off 16 bytes %d %d", m,
-                     carve_tc_stream_chosen(m, 1, 0), lines[i].plan, carve_tc_stream_chosen(m, 1, 1),
-                     lines[i].forced, carve_tc_stream_chosen(m, 0, 0), carve_tc_stream_chosen(m, 0, 1));
+        const int m = lines[i].m, n = lines[i].n;
+        const int plan = carve_tc_stream_chosen(m, n, 1, 0), forced = carve_tc_stream_chosen(m, n, 1, 1);
+        const int off = carve_tc_stream_chosen(m, n, 0, 0) + carve_tc_stream_chosen(m, n, 0, 1);
+        if (plan != lines[i].plan || forced != lines[i].forced || off) {
+            char msg[128];
+            snprintf(msg, sizeof msg, "m %d n %d: plan %d (want %d), forced %d (want %d), rows off 16 bytes %d", m, n,
+                     plan, lines[i].plan, forced, lines[i].forced, off);
             test_fail(__FILE__, __LINE__, "where the streaming kernel runs", msg);
         }
         test_checks++;
     }
-    CHECK(!carve_tc_stream_chosen(0, 1, 0) && !carve_tc_stream_chosen(0, 1, 1));
-    CHECK(!carve_tc_stream_chosen(INT_MAX, 1, 1) && !carve_tc_stream_chosen(-1, 1, 1));
-    /* The plan's line within what the kernel takes: forcing only adds rows. */
+    CHECK(!carve_tc_stream_chosen(0, 4096, 1, 0) && !carve_tc_stream_chosen(0, 4096, 1, 1));
+    CHECK(!carve_tc_stream_chosen(INT_MAX, 4096, 1, 1) && !carve_tc_stream_chosen(-1, 4096, 1, 1));
+    /* Forcing gives it all it takes and only adds rows to the plan's; the
+     * plan keeps a call on it with fewer rows or more columns. */
+    static const int line_ns[] = {1, 4096, 12287, 12288, 28672, INT_MAX};
     for (int m = -1; m <= 64; m++)
-        CHECK(carve_tc_stream_chosen(m, 1, 1) == carve_tc_stream_takes(m, 1) &&
-              (!carve_tc_stream_chosen(m, 1, 0) || carve_tc_stream_chosen(m, 1, 1)));
+        for (size_t j = 0; j < sizeof line_ns / sizeof line_ns[0]; j++) {
+            const int n = line_ns[j], plan = carve_tc_stream_chosen(m, n, 1, 0);
+            CHECK(carve_tc_stream_chosen(m, n, 1, 1) == carve_tc_stream_takes(m, 1) &&
+                  (!plan || carve_tc_stream_chosen(m, n, 1, 1)));
+            if (plan && m > 1)
+                CHECK(carve_tc_stream_chosen(m - 1, n, 1, 0));
+            if (plan && j + 1 < sizeof line_ns / sizeof line_ns[0])
+                CHECK(carve_tc_stream_chosen(m, line_ns[j + 1], 1, 0));
+        }
     /* B's rows (the base and ldb gemm_tc.cu passes): 16-byte base and ldb a
      * multiple of 8, whatever else; the ldb of n near INT_MAX too. */
     CHECK(carve_tc_stream_b_rows(0x1000, 8) && carve_tc_stream_b_rows(0x1010, 4096));

@@ -32,10 +32,12 @@
  * CARVE_ERR_INVALID; legal layouts at the edges of the rules (operands on 2
  * bytes, C on its element size only, C in A's padding columns) must come
  * out exact, on the path expected: at m = 70 with the path forced, at
- * m = 5 and 7 under CARVE_GEMM_PATH=auto, where the streaming kernel
- * (B on 16-byte rows) takes them on Hopper, and at m = 20 under
- * CARVE_GEMM_PATH=stream (the plan gives m = 17..32 to wgmma; forcing
- * keeps them on the streaming kernel). Exits 77 without a device.
+ * m = 3 and 4 under CARVE_GEMM_PATH=auto, where the streaming kernel
+ * (B on 16-byte rows) takes them on Hopper, at m = 5 and 16 under auto,
+ * where wgmma does (40 columns: past the plan's line), and at m = 20
+ * under CARVE_GEMM_PATH=stream (the plan gives m = 5..32 to wgmma unless
+ * the output is wide; forcing keeps them on the streaming kernel). Exits
+ * 77 without a device.
  *
  * Workspace (docs/kernels.md, "Workspace"): on Hopper, operands whose rows
  * break TMA's rules (lda or ldb not a multiple of 8, a base not on 16
@@ -107,8 +109,9 @@ static int ld_of(int need, int pad) { return pad ? ((need + 7) / 8) * 8 + 8 : ne
  * aligned): the path (2 the streaming kernel, 1 wgmma, 0 mma.sync), the
  * split factor (the streaming kernel: its cluster size) and the copies
  * (bits as carve__gemm_tc_last_copies), from the plan
- * (lib/kernels/gemm_tc_plan.h: carve_tc_stream_chosen, M <= 16 under auto,
- * every M it takes under stream) and whether the call has workspace. */
+ * (lib/kernels/gemm_tc_plan.h: carve_tc_stream_chosen, M <= 4 or M <= 8
+ * with N >= 12288 under auto, every M it takes under stream) and whether
+ * the call has workspace. */
 static void predict(const tcase *c, int lda, int ldb, int *path, int *splits, int *copies) {
     const int row = c->order == CARVE_ROW_MAJOR;
     const int M = row ? c->m : c->n, N = row ? c->n : c->m;
@@ -117,7 +120,7 @@ static void predict(const tcase *c, int lda, int ldb, int *path, int *splits, in
     if (c->path == 2 || g_cc != 90)
         return;
     /* The canonical B is the caller's B (row-major) or A (column-major). */
-    if ((c->path == 0 || c->path == 3) && carve_tc_stream_chosen(M, row ? !bad_b : !bad_a, c->path == 3)) {
+    if ((c->path == 0 || c->path == 3) && carve_tc_stream_chosen(M, N, row ? !bad_b : !bad_a, c->path == 3)) {
         *path = 2;
         *splits = c->splits ? carve_tc_stream_clamp_cluster(c->splits, c->k) : carve_tc_stream_cluster(N, c->k, g_sms);
         return;
@@ -499,23 +502,24 @@ static void edge_layouts(carve_arena *arena) {
     edge_layout(arena, arena, 70, "C in A's padding, mma.sync", 0, 0, 0, bf16, 1, "mma", 0);
     /* Decode shapes: with B on 16 bytes the streaming kernel takes them on
      * Hopper, whatever A and C are (A staged element by element, C stored
-     * element by element), under the automatic choice at m <= 16 and under
+     * element by element), under the automatic choice at m <= 4 and under
      * CARVE_GEMM_PATH=stream up to 32 rows (the kernel's two 16-row tiles);
      * with B off 16 bytes it takes none, forced or not. No workspace: the
      * streaming kernel needs none. */
     edge_layout(arena, NULL, 20, "m 20: A 2 bytes in, fp32 C 4 bytes in, stream", 2, 0, 4, f32, 0, "stream", st);
     edge_layout(arena, NULL, 20, "m 20: A 2 bytes in, bf16 C 2 bytes in, stream", 2, 0, 2, bf16, 0, "stream", st);
-    edge_layout(arena, NULL, 7, "m 7: bf16 C 2 bytes in, auto", 0, 0, 2, bf16, 0, "auto", st);
-    edge_layout(arena, NULL, 16, "m 16: A 2 bytes in, fp32 C 4 bytes in, auto", 2, 0, 4, f32, 0, "auto", st);
+    edge_layout(arena, NULL, 3, "m 3: bf16 C 2 bytes in, auto", 0, 0, 2, bf16, 0, "auto", st);
+    edge_layout(arena, NULL, 4, "m 4: A 2 bytes in, fp32 C 4 bytes in, auto", 2, 0, 4, f32, 0, "auto", st);
     edge_layout(arena, NULL, 20, "m 20: C in A's padding, stream", 0, 0, 0, bf16, 1, "stream", st);
-    edge_layout(arena, NULL, 5, "m 5: C in A's padding, auto", 0, 0, 0, bf16, 1, "auto", st);
+    edge_layout(arena, NULL, 3, "m 3: C in A's padding, auto", 0, 0, 0, bf16, 1, "auto", st);
     edge_layout(arena, arena, 20, "m 20: B 6 bytes in, stream", 0, 6, 0, f32, 0, "stream", wg);
-    /* Past the plan's line (m 17) the automatic choice is wgmma: through a
-     * copy of A (2 bytes in) with workspace, mma.sync without. */
-    edge_layout(arena, arena, 17, "m 17: A 2 bytes in, fp32 C 4 bytes in, auto", 2, 0, 4, f32, 0, "auto", wg);
+    /* Past the plan's line (m 5 with 40 columns) the automatic choice is
+     * wgmma: through a copy of A (2 bytes in) with workspace, mma.sync
+     * without. */
+    edge_layout(arena, arena, 5, "m 5: A 2 bytes in, fp32 C 4 bytes in, auto", 2, 0, 4, f32, 0, "auto", wg);
     if (wg)
         CHECK(carve__gemm_tc_last_copies() == 1);
-    edge_layout(arena, NULL, 17, "m 17: A 2 bytes in, no workspace, auto", 2, 0, 4, f32, 0, "auto", 0);
+    edge_layout(arena, NULL, 16, "m 16: A 2 bytes in, no workspace, auto", 2, 0, 4, f32, 0, "auto", 0);
 }
 
 /* ---- split-K and workspace ------------------------------------------------ */
@@ -602,36 +606,41 @@ static int workspace_cases(carve_arena *arena, cublasHandle_t h) {
 }
 
 /* Decode shapes on the plan's own path (CARVE_GEMM_PATH=auto): the
- * streaming kernel where the plan chooses it (canonical M <= 16, B on
- * 16-byte rows), wgmma or mma.sync elsewhere, and predict() says which;
- * the shapes past the plan's line (m = 17 .. 33) run again under
- * CARVE_GEMM_PATH=stream, which keeps m = 17 .. 32 on the streaming kernel
- * (its second 16-row tile) and sends m = 33 to wgmma all the same. Every
- * layout in turn (A and B each K-major or MN-major: the kernel's four
- * variants); for column-major calls the shape's m and n swap, so that the
- * canonical M (the caller's n) is the small one. m = 1, 3, 8, 16, 17, 32
- * and 33 (the first past the crossover), n and k that are not multiples
- * of 8 (the last group of columns of an N-major B, the last 8 rows of a
- * K-major one, load element by element; the last k step is cut), beta 0
- * and 0.5, both input and output types, padded and dense leading
- * dimensions (dense odd rows of B go to wgmma through a copy), the plan's
- * cluster size and forced ones (1 to 8, so every size of the cluster's
- * reduction runs), and a NULL arena (the streaming kernel needs no
- * workspace). */
+ * streaming kernel where the plan chooses it (canonical M <= 4, or M <= 8
+ * with N >= 12288; B on 16-byte rows), wgmma or mma.sync elsewhere, and
+ * predict() says which. Every shape the plan gives wgmma (m = 7 and 8 on
+ * narrower outputs, m = 16 .. 33) runs again under CARVE_GEMM_PATH=stream,
+ * which keeps up to 32 rows on the streaming kernel (17 .. 32: its second
+ * 16-row tile) and sends m = 33 to wgmma all the same. Every layout in
+ * turn (A and B each K-major or MN-major: the kernel's four variants); for
+ * column-major calls the shape's m and n swap, so that the canonical M
+ * (the caller's n) is the small one. m = 1, 3, 6 and 8 on 12288 and 14336
+ * columns (the wide step), 7 on 12280 (just narrower), 8 on 11008 and 7,
+ * 16, 17, 31, 32 and 33 (the first past the kernel's limit), n and k that
+ * are not multiples of 8 (the last group of columns of an N-major B, the
+ * last 8 rows of a K-major one, load element by element; the last k step
+ * is cut), beta 0 and 0.5, both input and output types, padded and dense
+ * leading dimensions (dense odd rows of B go to wgmma through a copy), the
+ * plan's cluster size and forced ones (1 to 8, so every size of the
+ * cluster's reduction runs), and a NULL arena (the streaming kernel needs
+ * no workspace). */
 static int stream_cases(carve_arena *arena, cublasHandle_t h, int quick) {
     static const int full[][3] = {
         {1, 4096, 4096}, {3, 4100, 4103}, {8, 11008, 4096}, {16, 4096, 14336}, {32, 4096, 4096},
         {1, 1000, 1001}, {3, 65, 17},     {8, 7, 129},      {16, 1, 64},       {32, 200, 1},
-        {17, 4101, 333}, {31, 8200, 3000}, {33, 4096, 1000},
+        {17, 4101, 333}, {31, 8200, 3000}, {33, 4096, 1000}, {6, 12288, 1000}, {8, 14336, 4096},
+        {7, 12280, 300},
     };
     static const int small[][3] = {
-        {1, 1000, 1001}, {3, 65, 17}, {8, 7, 129}, {16, 130, 300}, {32, 200, 65}, {17, 77, 333}, {33, 64, 200},
+        {1, 1000, 1001}, {3, 65, 17},     {8, 7, 129},  {16, 130, 300}, {32, 200, 65},
+        {17, 77, 333},   {33, 64, 200},   {6, 12288, 72},
     };
     const int (*sh)[3] = quick ? small : full;
     const int nsh = quick ? (int)(sizeof small / sizeof small[0]) : (int)(sizeof full / sizeof full[0]);
     int n = 0;
     for (int si = 0; si < nsh; si++) {
-        const int forced_too = sh[si][0] > CARVE_TC_STREAM_PLAN_MAX_M;
+        /* Canonical M and N are the shape's m and n in both orders. */
+        const int forced_too = !carve_tc_stream_chosen(sh[si][0], sh[si][1], 1, 0);
         for (int path = 0; path <= (forced_too ? 3 : 0); path += 3)
             for (int lay = 0; lay < 8; lay++) {
                 const int col = lay & 4;
@@ -648,10 +657,10 @@ static int stream_cases(carve_arena *arena, cublasHandle_t h, int quick) {
     }
     /* Every cluster size on one shape that has a step for each warp of 8
      * blocks, row-major NN and NT (B N-major and K-major), both output
-     * types; m = 19 (two row tiles) under CARVE_GEMM_PATH=stream, m = 5
+     * types; m = 19 (two row tiles) under CARVE_GEMM_PATH=stream, m = 4
      * (one) in quick mode under the plan's choice. */
     for (int s = 1; s <= 16; s++) {
-        tcase c = base_case(quick ? 5 : 19, quick ? 264 : 2056, quick ? 2049 : 4100, s > 8, s);
+        tcase c = base_case(quick ? 4 : 19, quick ? 264 : 2056, quick ? 2049 : 4100, s > 8, s);
         c.path = quick ? 0 : 3;
         c.splits = 1 + (s - 1) % 8;
         run_case(arena, h, &c);
