@@ -18,12 +18,13 @@ the same text (tokens print as "<ID>", make_gpt2.py). Speed: prompt tokens/s
 = prompt tokens / predict time of a run that generates one token (the
 prompt alone is evaluated); generation tokens/s = N / (predict time of a
 run generating N + 1 tokens - that of the one-token run of the same
-round); medians over the rounds. Every run loads its kernels eagerly
-(CUDA_MODULE_LOADING=EAGER: lazy loading would time the first use of each
-kernel inside the prompt or the first tokens) and is pinned to the same
-cores (GGML_RUN_CPUS). Memory: carve's peak reserved bytes (its
+round); medians over the rounds. Every run is pinned to the same cores
+(GGML_RUN_CPUS), and nothing samples the GPU while a timed run goes on
+(nvidia-smi's queries take the driver's locks the program's launches
+need). Memory: carve's peak reserved bytes (its
 report), and the GPU's memory in use (nvidia-smi, sampled every 100 ms,
-peak over the run minus the idle reading). Then: a --limit too small for
+peak over the run minus the idle reading) in one more run of each way,
+after the timed rounds. Then: a --limit too small for
 the weights and one too small for the KV cache (carve-run and linked) must
 end in ggml's own out-of-memory path, not a crash; a --trace of the legacy
 pool's run must replay with carve-replay; gpt-2-sched and gpt-2-batched
@@ -110,6 +111,17 @@ class GpuSampler:
             self.thread.join(timeout=2)
 
 
+class NoSampler:
+    """For timed runs: no peak (None)."""
+    peak = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        pass
+
+
 def idle_memory(device="0"):
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits", "-i", device],
@@ -156,7 +168,7 @@ class Runner:
             return argv + ["--", exe], env
         return [exe], env
 
-    def run(self, mode, n, program="backend", extra=(), limit=None, trace=None, tag=""):
+    def run(self, mode, n, program="backend", extra=(), limit=None, trace=None, tag="", sample=True):
         self.count += 1
         name = f"{self.count:03d}-{program}-{mode}-n{n}{tag}"
         report = os.path.join(self.logs, name + ".report")
@@ -164,14 +176,11 @@ class Runner:
         args = ["-m", self.model, "-p", PROMPT, "-s", "42", "--top_k", "1", "-ngl", "99", "-c", "1024", "-b", "32",
                 "--ignore-eos", "-t", "4", "-n", str(n)] + list(extra)
         argv = pre + args
-        # Kernels load as the context is made (not lazily inside the first
-        # prompt or token timed), and every run on the same cores: both vary
-        # from process to process far more than 2%.
-        env = dict(os.environ, CUDA_MODULE_LOADING="EAGER", **env_add)
+        env = dict(os.environ, **env_add)
         self.commands.setdefault((mode, program), " ".join(f"{k}={shlex.quote(v)}" for k, v in env_add.items()
                                                              if k != "GGML_CARVE_REPORT") + " " +
                                  " ".join(shlex.quote(a) for a in argv))
-        with GpuSampler() as gpu:
+        with (GpuSampler() if sample else NoSampler()) as gpu:
             t0 = time.time()
             p = subprocess.run(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                errors="replace", timeout=300, preexec_fn=pin)
@@ -266,9 +275,11 @@ def main():
     for rep in range(args.reps):
         order = MODES[rep % len(MODES):] + MODES[:rep % len(MODES)]
         for mode in order:
-            one = run.run(mode, 1)
-            full = run.run(mode, args.gen + 1)
+            one = run.run(mode, 1, sample=False)
+            full = run.run(mode, args.gen + 1, sample=False)
             rounds[mode].append((one, full))
+    # The GPU's memory in use, sampled in one more run of each way (untimed).
+    sampled = {mode: run.run(mode, args.gen + 1, tag="-memory") for mode in MODES}
     base = rounds["ggml-vmm"][0][1]
     if not R.check(base["rc"] == 0 and base["predict_ms"], "ggml-vmm: gpt-2-backend runs on the GPU",
                    f"rc {base['rc']}, {base['log']}"):
@@ -288,7 +299,7 @@ def main():
                           if f["predict_ms"] and o["predict_ms"] and f["predict_ms"] > o["predict_ms"]])
         summary[mode] = {
             "prompt_tps": prompt_tps, "gen_tps": gen_tps,
-            "gpu_peak_mib": median([f["gpu_peak_mib"] - idle for f in fulls if f["gpu_peak_mib"]]),
+            "gpu_peak_mib": sampled[mode]["gpu_peak_mib"] - idle if sampled[mode]["gpu_peak_mib"] else None,
             "carve_peak_reserved": median([f["carve_peak_reserved"] for f in fulls]),
             "vmm_pool_peak": median([f["vmm_pool_peak"] for f in fulls]),
             "command": run.commands.get((mode, "backend"), ""),
@@ -389,7 +400,9 @@ def write_results(args, run, R, summary, P, idle):
           f"GPU: {gpu}; carve {commit}; ggml {ggml}; GPT-2 with random weights "
           f"({os.environ.get('GGML_GPT2_SIZE', 'small')}), fp16 weights, all layers on the GPU; prompt {P} tokens, "
           f"{args.gen} generated, greedy (--top_k 1, seed 42); medians of {args.reps} rounds, the ways taking "
-          f"turns, every run with CUDA_MODULE_LOADING=EAGER on cores {','.join(map(str, sorted(CPUS)))}. Ratios: against ggml's own pool of the same kind (carve-run over the legacy pool against "
+          f"turns, every run on cores {','.join(map(str, sorted(CPUS)))} with nothing sampling the GPU (its "
+          f"memory from one more run of each way). Ratios: against ggml's own pool of the same kind (carve-run "
+          f"over the legacy pool against "
           f"the legacy pool; the others against the VMM pool). GPU memory: nvidia-smi's peak during the run "
           f"less {idle} MiB in use while idle (the CUDA context, cuBLAS and the model's buffers included).", "",
           "| way | prompt tokens/s | generation tokens/s | carve peak reserved | ggml VMM pool peak "

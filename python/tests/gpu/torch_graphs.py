@@ -21,6 +21,7 @@ as a failed check with its message, not as a crash without one.
 """
 
 import gc
+import inspect
 import os
 import shutil
 import sys
@@ -94,6 +95,38 @@ def nondeterministic(caught):
     return seen
 
 
+def holder_chains(obj, mine, depth=6, width=4):
+    """What keeps obj alive: chains of referrers up to `depth` steps, each
+    step a type name (a dict with a few of its keys, a frame with its code's
+    name and line), leaving out the dump's own lists, tuples and frames."""
+    def name(r):
+        if isinstance(r, dict):
+            return "dict{" + ",".join(str(k)[:24] for k in list(r)[:4]) + "}"
+        if inspect.isframe(r):
+            return f"frame {r.f_code.co_name}:{r.f_lineno}"
+        return type(r).__name__
+    here = sys._getframe()
+    chains, level, seen = [], [(obj, ())], []
+    for _ in range(depth):
+        nxt = []
+        skip = set(mine) | {id(here), id(level), id(nxt), id(seen)} | {id(x) for x in level} | \
+            {id(x[1]) for x in level} | {id(x) for x in seen}
+        for o, path in level:
+            refs = [r for r in gc.get_referrers(o) if id(r) not in skip]
+            seen.append(refs)
+            if not refs:
+                chains.append(" <- ".join(path) or "(nothing)")
+            for r in refs[:width]:
+                item = (r, path + (name(r),))
+                skip.add(id(item))
+                skip.add(id(item[1]))
+                nxt.append(item)
+        level = nxt[:width * width]
+    chains += [" <- ".join(p) + " <- ..." for _, p in level]
+    del level, here, seen
+    return chains[:12]
+
+
 def live_dump(tag):
     """With CARVE_TEST_LIVE_DUMP=DIR: carve's snapshot (carve only) at this
     point, and the CUDA tensors Python still reaches (count, bytes), to tell
@@ -108,9 +141,11 @@ def live_dump(tag):
         key = f"{tuple(t.shape)} {t.dtype}"
         shapes[key] = shapes.get(key, 0) + 1
     holders = {}
-    for t in sorted(tensors, key=lambda t: -t.untyped_storage().nbytes())[:8]:
-        names = sorted({type(r).__name__ for r in gc.get_referrers(t) if r is not tensors})
-        holders[f"{tuple(t.shape)} {t.dtype}"] = names[:8]
+    largest = sorted(tensors, key=lambda t: -t.untyped_storage().nbytes())[:4]
+    mine = {id(tensors), id(largest), id(sys._getframe())}
+    for t in largest:
+        holders[f"{tuple(t.shape)} {t.dtype}"] = holder_chains(t, mine)
+    del largest
     out.setdefault("python_cuda_tensors", {})[tag] = {
         "count": len(tensors),
         "bytes": sum(t.untyped_storage().nbytes() for t in tensors),
