@@ -49,12 +49,15 @@ extern "C" {
 
 /* Stream numbers are small: a line naming a stream at or above this is malformed. */
 #define CARVE_TRACE_MAX_STREAMS 1024u
+/* Thread numbers too: a "#thread,<k>" tag at or above this is malformed. */
+#define CARVE_TRACE_MAX_THREADS 4096u
 
 typedef struct carve_trace_event {
     uint32_t slot;    /* dense buffer slot: 0 .. nslots-1, reused after the free */
     uint32_t stream;  /* trace stream number */
     uint64_t size;    /* bytes, for allocations; 0 for frees */
     uint8_t  op;      /* 'a' or 'f' */
+    uint16_t thread;  /* trace thread number (0 in a trace with no "#thread" tags) */
 } carve_trace_event;
 
 typedef struct carve_trace {
@@ -62,6 +65,7 @@ typedef struct carve_trace {
     size_t n;                          /* clean events: every f matches an earlier a of the same slot */
     size_t nslots;                     /* peak number of simultaneously live ids */
     uint32_t nstreams;                 /* 1 + largest stream number seen (1 for an empty trace) */
+    uint32_t nthreads;                 /* 1 + largest thread number of an event (1 with no tags) */
     uint64_t peak_requested;           /* peak of the sum of live sizes (saturates at UINT64_MAX) */
     uint64_t total_alloc_bytes;        /* sum of all allocation sizes (saturates) */
     size_t nallocs, nfrees;
@@ -116,6 +120,10 @@ CARVE_API carve_status carve_trace_writer_open(const char *path, const char *tit
 /* Append "a,0x<id>,<size>,<stream>,@<t_ns>" / "f,0x<id>,@<t_ns>" / "# text";
  * t_ns is the event's time in nanoseconds since the recording began (the
  * trace format's @<ns>; the routing layer's recorder passes exactly that).
+ * An event is the calling thread's: threads are numbered in the order of
+ * their first event written (0, 1, ...; past CARVE_TRACE_MAX_THREADS - 1
+ * they share the last number), and an event of another thread than the
+ * last one written is preceded by a "#thread,<k>" tag line.
  * What is written always loads clean: a free of an id with no allocation
  * written before it (and none since its last free) is left out, and an
  * allocation of an id still live is preceded by the free it missed (its

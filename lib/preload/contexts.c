@@ -736,13 +736,44 @@ static void give_back_ready(carve_thread *t) {
         return;
     carve_arena *a = t->bc->arena;
     carve_pending_release_begin();
-    for (; t->head != t->ready; t->head++) {
-        uintptr_t p = t->ptr[AT(t->head)];
-        t->bytes -= t->size[AT(t->head)];
+    unsigned h = t->head;
+    for (; h != t->ready; h++) {
+        uintptr_t p = t->ptr[AT(h)];
+        t->bytes -= t->size[AT(h)];
         (void)carve_free(a, (void *)p);
         carve_pending_clear(p);
     }
+    /* Another thread may do this (alloc_grow) while the owner glances at
+     * head without the lock. */
+    __atomic_store_n(&t->head, h, __ATOMIC_RELAXED);
     carve_pending_release_end();
+}
+
+/* What threads other than self keep of c's frees, for an allocation that
+ * would grow the arena: the buffers whose epochs completed go back to
+ * carve, the others (waiting for their epochs, or in a batch) join the open
+ * epoch, which carve_q_make_room may give back at once. A thread that has
+ * stopped allocating (a backward pass's thread during the forward pass)
+ * otherwise keeps them until its own next call. Returns the bytes taken. */
+static NOINLINE size_t take_from_others(carve_ctx *c, const carve_thread *self) {
+    size_t taken = 0;
+    pthread_mutex_lock(&threads_lock);
+    for (carve_thread *t = threads; t; t = t->next) {
+        if (t == self)
+            continue;
+        carve_spin_lock(&t->lock);
+        if (t->bc == c && t->head != t->tail) {
+            size_t had = t->bytes;
+            if (t->ngroups)
+                promote(t);
+            give_back_ready(t);
+            hand_over(t, t->head, 1);
+            taken += had - t->bytes;
+        }
+        carve_spin_unlock(&t->lock);
+    }
+    pthread_mutex_unlock(&threads_lock);
+    return taken;
 }
 
 /* Every POLL_EVERY calls of a thread: give back what has completed, join
@@ -845,7 +876,8 @@ static NOINLINE int alloc_failed(carve_ctx *c, carve_thread *t, carve_status st,
 
 /* An allocation from what the arena holds failed with st: the arena would
  * have to grow. First what this thread keeps that nobody reused goes back,
- * then the quarantine's epochs the device is done with,
+ * then the quarantine's epochs the device is done with, then what other
+ * threads keep (take_from_others) and the epochs once more,
  * oldest first, waiting for the oldest while the closed epochs hold more
  * than a sliver of the arena (1 / ROOM_SLACK_DIV of what it holds): memory
  * waiting for a GPU that runs behind then never decides the footprint, and
@@ -871,6 +903,11 @@ static NOINLINE int alloc_grow(carve_ctx *c, carve_thread *t, carve_status st, s
         size_t slack = carve_memory_reserved(c->arena) / ROOM_SLACK_DIV;
         while (st == CARVE_ERR_OOM && carve_q_make_room(c->q, slack))
             st = carve_alloc_flags(c->arena, size, stream, CARVE_ALLOC_HELD, &p);
+        if (st == CARVE_ERR_OOM && __atomic_load_n(&c->batched, __ATOMIC_RELAXED) && take_from_others(c, t)) {
+            st = carve_alloc_flags(c->arena, size, stream, CARVE_ALLOC_HELD, &p);
+            while (st == CARVE_ERR_OOM && carve_q_make_room(c->q, slack))
+                st = carve_alloc_flags(c->arena, size, stream, CARVE_ALLOC_HELD, &p);
+        }
         if (st == CARVE_ERR_OOM)
             st = carve_alloc_flags(c->arena, size, stream, CARVE_ALLOC_REPLACE, &p);
     }

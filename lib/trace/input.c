@@ -157,6 +157,7 @@ int carve_trace_load_path(const char *path, carve_trace *t, void (*progress)(siz
         return -1;
     memset(t, 0, sizeof(*t));
     t->nstreams = 1;
+    t->nthreads = 1;
     if (!path) {
         snprintf(t->diag, sizeof(t->diag), "no trace path given");
         return -1;
@@ -171,6 +172,7 @@ int carve_trace_load_path(const char *path, carve_trace *t, void (*progress)(siz
     if (close_input(&in, err, sizeof(err)) != 0) {
         carve_trace_free(t);
         t->nstreams = 1;
+        t->nthreads = 1;
         snprintf(t->diag, sizeof(t->diag), "%s", err);
         return -1;
     }

@@ -67,8 +67,8 @@ static void write_json(FILE *out, const carve_replay_report *p, const carve_repl
     fprintf(out, ", \"backend\": \"%s\", \"growth\": %d, \"vmm\": %d, \"initial_bytes\": %zu, \"limit_bytes\": %zu",
             carve_backend_str(c->backend), c->growth ? 1 : 0, r->vmm ? 1 : 0, r->initial_bytes,
             s->limit_bytes == SIZE_MAX ? (size_t)0 : s->limit_bytes);
-    fprintf(out, ", \"events\": %zu, \"allocs\": %zu, \"frees\": %zu, \"streams\": %u, \"slots\": %zu",
-            t->n, t->nallocs, t->nfrees, t->nstreams, t->nslots);
+    fprintf(out, ", \"events\": %zu, \"allocs\": %zu, \"frees\": %zu, \"streams\": %u, \"threads\": %u, \"slots\": %zu",
+            t->n, t->nallocs, t->nfrees, t->nstreams, t->nthreads, t->nslots);
     fprintf(out, ", \"skipped_lines\": %zu, \"diag\": ", t->nbad);
     json_string(out, t->diag);
     fprintf(out, ", \"peak_requested_bytes\": %llu, \"total_alloc_bytes\": %llu",
@@ -177,8 +177,9 @@ static void write_text(FILE *out, const carve_replay_report *p, const carve_repl
     fprintf(out, "  arena            %s backend, growth %s%s, initial %s, limit %s\n", carve_backend_str(c->backend),
             c->growth ? "on" : "off", r->vmm ? ", virtual-memory mode" : ", segments", bytes(b1, sizeof(b1), r->initial_bytes),
             s->limit_bytes == SIZE_MAX ? "none" : bytes(b2, sizeof(b2), s->limit_bytes));
-    fprintf(out, "  events           %zu (%zu allocs, %zu frees), %u stream%s, %zu slots\n", t->n, t->nallocs,
-            t->nfrees, t->nstreams, t->nstreams == 1 ? "" : "s", t->nslots);
+    fprintf(out, "  events           %zu (%zu allocs, %zu frees), %u stream%s, %u thread%s, %zu slots\n", t->n,
+            t->nallocs, t->nfrees, t->nstreams, t->nstreams == 1 ? "" : "s", t->nthreads, t->nthreads == 1 ? "" : "s",
+            t->nslots);
     if (t->nbad)
         fprintf(out, "  skipped lines    %zu: %s\n", t->nbad, t->diag);
     else

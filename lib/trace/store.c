@@ -11,6 +11,8 @@
  * Every CARVE_STORE_MARK_EVERY-th event writes its stream out and has its
  * byte offset kept, so any range decodes from the mark before it; a replay
  * decodes a chunk into a small array, untimed, then times the chunk.
+ * Threads change seldom (a trace of one thread never): they are kept apart,
+ * as runs of events of one thread, found by bisection when a range starts.
  */
 #include "trace/store.h"
 
@@ -75,6 +77,13 @@ int carve_store_push(struct carve_trace_store *s, const carve_trace_event *e) {
     int mark = s->n % CARVE_STORE_MARK_EVERY == 0;
     if (grow((void **)&s->bytes, &s->cap, s->len + MAX_EVENT_BYTES, 1, (size_t)1 << 16) != 0)
         return -1;
+    if (e->thread != s->thread) {
+        if (grow((void **)&s->runs, &s->cap_runs, s->nruns + 1, sizeof(*s->runs), 64) != 0)
+            return -1;
+        s->runs[s->nruns].first = s->n;
+        s->runs[s->nruns++].thread = e->thread;
+        s->thread = e->thread;
+    }
     if (mark && grow((void **)&s->marks, &s->cap_marks, s->nmarks + 1, sizeof(*s->marks), 64) != 0)
         return -1;
     if (mark) {
@@ -110,6 +119,13 @@ void carve_store_shrink(struct carve_trace_store *s) {
             s->cap = s->len;
         }
     }
+    if (s->nruns && s->nruns < s->cap_runs) {
+        struct carve_thread_run *r = realloc(s->runs, s->nruns * sizeof(*r));
+        if (r) {
+            s->runs = r;
+            s->cap_runs = s->nruns;
+        }
+    }
     if (s->nmarks && s->nmarks < s->cap_marks) {
         uint64_t *m = realloc(s->marks, s->nmarks * sizeof(*m));
         if (m) {
@@ -124,6 +140,7 @@ void carve_store_free(struct carve_trace_store *s) {
         return;
     free(s->bytes);
     free(s->marks);
+    free(s->runs);
     free(s);
 }
 
@@ -139,6 +156,17 @@ size_t carve_trace_events(const carve_trace *t, size_t first, carve_trace_event 
     size_t k = first / CARVE_STORE_MARK_EVERY * CARVE_STORE_MARK_EVERY;
     const uint8_t *p = s->bytes + s->marks[first / CARVE_STORE_MARK_EVERY];
     uint32_t stream = 0;
+    /* The last run that starts at or before first (lo runs do), and the next. */
+    size_t lo = 0, hi = s->nruns;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->runs[mid].first <= first)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    uint32_t thread = lo ? s->runs[lo - 1].thread : 0;
+    size_t next_run = lo;
     size_t got = 0;
     for (; got < max; k++) {
         uint64_t hdr, v;
@@ -160,6 +188,9 @@ size_t carve_trace_events(const carve_trace *t, size_t first, carve_trace_event 
         e->stream = stream;
         e->size = size;
         e->op = hdr & F_FREE ? 'f' : 'a';
+        if (next_run < s->nruns && s->runs[next_run].first == k)
+            thread = s->runs[next_run++].thread;
+        e->thread = (uint16_t)thread;
     }
     return got;
 }

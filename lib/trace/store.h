@@ -20,12 +20,18 @@ struct carve_trace_store {
     size_t nmarks, cap_marks;
     size_t n;           /* events appended */
     uint32_t stream;    /* stream of the last event appended (UINT32_MAX: none yet, or a mark) */
+    struct carve_thread_run {
+        size_t first;   /* the run's first event */
+        uint32_t thread;
+    } *runs;            /* where the thread changes (none while it is 0) */
+    size_t nruns, cap_runs;
+    uint32_t thread;    /* thread of the last event appended */
 };
 
 /* A new, empty store; NULL when host memory ran out. */
 struct carve_trace_store *carve_store_new(void) CARVE_INTERNAL;
-/* Append one event; 0, or -1 when host memory ran out (the store is then
- * unchanged). */
+/* Append one event (its thread included); 0, or -1 when host memory ran
+ * out (the store is then unchanged). */
 int carve_store_push(struct carve_trace_store *s, const carve_trace_event *e) CARVE_INTERNAL;
 /* Give back the slack of the doubling buffers. */
 void carve_store_shrink(struct carve_trace_store *s) CARVE_INTERNAL;

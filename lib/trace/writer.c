@@ -23,6 +23,13 @@
  * still live (its memory went back without a free: an arena destroyed with
  * buffers in it, a context reset) gets the free it missed written first.
  * Both are counted in a comment line at the close.
+ *
+ * Each event's thread is written too, as a small number given in order of
+ * first appearance (a thread-local that remembers, for the writer it was
+ * given by, the number): a "#thread,<k>" tag line before an event whose
+ * thread is not the last event's. The first thread is 0 and needs no tag,
+ * so a trace of one thread reads as before, and to readers that do not
+ * know the tag it is a comment.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -51,8 +58,18 @@ struct carve_trace_writer {
     int busy;         /* someone is writing buf out (atomic) */
     id_map live;      /* ids allocated and not freed (under lock); no table: not tracked */
     uint64_t dropped_frees, implied_frees;
+    uint64_t serial;      /* this writer among all opened (thread numbers are per writer) */
+    uint32_t nthreads;    /* numbers given (under lock) */
+    uint32_t last_thread; /* of the last event written (under lock) */
     char buf[BUF_BYTES];
 };
+
+static uint64_t writers_opened;
+/* The calling thread's number in the writer of that serial. */
+static __thread struct {
+    uint64_t serial;
+    uint32_t k;
+} my_thread;
 
 /* Write all of [p, p+n) to fd; 0 or -1. Async-signal-safe. */
 static int write_all(int fd, const char *p, size_t n) {
@@ -104,6 +121,22 @@ static void put(carve_trace_writer *w, const char *line, size_t n) {
     }
 }
 
+/* Lock held. Before the line of an event of the calling thread: its tag
+ * when the last event was another thread's. A thread past the last number
+ * shares it. */
+static void put_thread(carve_trace_writer *w) {
+    if (my_thread.serial != w->serial) {
+        my_thread.serial = w->serial;
+        my_thread.k = w->nthreads < CARVE_TRACE_MAX_THREADS ? w->nthreads++ : CARVE_TRACE_MAX_THREADS - 1;
+    }
+    if (my_thread.k != w->last_thread) {
+        char tag[32];
+        int k = snprintf(tag, sizeof(tag), "#thread,%u\n", my_thread.k);
+        put(w, tag, (size_t)k);
+        w->last_thread = my_thread.k;
+    }
+}
+
 static carve_status done(carve_trace_writer *w) {
     int failed = w->failed;
     pthread_mutex_unlock(&w->lock);
@@ -127,6 +160,7 @@ carve_status carve_trace_writer_open(const char *path, const char *title, carve_
     if (!w)
         return carve_fail_host(NULL, CARVE_ERR_OOM, 1, "carve_trace_writer_open: host memory exhausted");
     pthread_mutex_init(&w->lock, NULL);
+    w->serial = __atomic_add_fetch(&writers_opened, 1, __ATOMIC_RELAXED);
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
         carve_status st = carve_fail(NULL, CARVE_ERR_BACKEND, "cannot create the trace %s: %s", path, strerror(errno));
@@ -184,6 +218,7 @@ carve_status carve_trace_writer_alloc(carve_trace_writer *w, uint64_t id, uint64
     int k = snprintf(line, sizeof(line), "a,0x%llx,%llu,%u,@%llu\n", (unsigned long long)id,
                      (unsigned long long)size, stream, (unsigned long long)t_ns);
     pthread_mutex_lock(&w->lock);
+    put_thread(w);
     if (w->live.e) {
         id_entry *e = id_map_find(&w->live, id);
         if (e->val1) { /* still live: its memory went back without a free */
@@ -217,6 +252,7 @@ carve_status carve_trace_writer_free(carve_trace_writer *w, uint64_t id, uint64_
         }
         id_map_remove(&w->live, e);
     }
+    put_thread(w);
     put(w, line, (size_t)k);
     return done(w);
 }

@@ -105,7 +105,7 @@ class CarveStats10(ctypes.Structure):
 class CarveTrace(ctypes.Structure):
     _fields_ = [
         ("ev", ctypes.c_void_p), ("n", c_size), ("nslots", c_size), ("nstreams", ctypes.c_uint32),
-        ("peak_requested", ctypes.c_uint64), ("total_alloc_bytes", ctypes.c_uint64),
+        ("nthreads", ctypes.c_uint32), ("peak_requested", ctypes.c_uint64), ("total_alloc_bytes", ctypes.c_uint64),
         ("nallocs", c_size), ("nfrees", c_size), ("nbad", c_size), ("diag", ctypes.c_char * 512),
     ]
 

@@ -190,7 +190,7 @@ int main(void) {
     F(carve_config, vmm) F(carve_config, fail_backend_status) F(carve_config, name) F(carve_config, size)
     F(carve_config, peers) F(carve_config, peer_devices) F(carve_config, ipc)
     S(carve_stats) F(carve_stats, num_live) F(carve_stats, num_ooms)
-    S(carve_trace) F(carve_trace, nstreams) F(carve_trace, peak_requested) F(carve_trace, nbad) F(carve_trace, diag)
+    S(carve_trace) F(carve_trace, nstreams) F(carve_trace, nthreads) F(carve_trace, peak_requested) F(carve_trace, nbad) F(carve_trace, diag)
     S(carve_replay_streams) F(carve_replay_streams, real)
     S(carve_replay_result) F(carve_replay_result, nooms) F(carve_replay_result, seconds) F(carve_replay_result, error)
     S(carve_replay_rec) F(carve_replay_rec, ncols)
@@ -220,4 +220,4 @@ def test_structure_layouts_match_the_headers(tmp_path):
         want = ctypes.sizeof(py) if field == "sizeof" else getattr(py, field).offset
         assert int(value) == want, f"{t}.{field}: C says {value}, ctypes says {want}"
         checked += 1
-    assert checked == 30
+    assert checked == 31

@@ -19,10 +19,18 @@
  * the program prints what the driver did since the last one, on a line
  * "step N: ..." (cuMemMap and cuMemUnmap calls, cuMemAlloc and cuMemFree
  * calls carve made, cuMemCreate calls, device waits, bytes mapped now), so
- * that the churn of a mode shows step by step.
+ * that the churn of a mode shows step by step. "#thread,K" says that the
+ * events after it were thread K's (docs/trace-format.md): each thread of
+ * the trace replays its events on a thread of its own (thread 0 on the
+ * main thread), in the recorded order, one event at a time: a turn counter
+ * under a lock, and a thread waits on a condition variable until the next
+ * event is its own. So whatever carve-run keeps per thread is kept as in
+ * the recorded run. A trace without tags runs on one thread.
  *
  * Usage: dropin_replay [LAG]   (default 64)
  */
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,67 +81,166 @@ static slot *find(unsigned long long key, int make) {
     return tab[i].p || make ? &tab[i] : NULL;
 }
 
+/* The trace, read whole before the replay starts. */
+typedef struct event {
+    char op;                 /* 'a', 'f', or 's' (a "#step" line) */
+    uint16_t thread;
+    unsigned long long key;
+    size_t size;
+} event;
+static event *evs;
+static size_t nev;
+
+static size_t live, peak, n, live_n;
+static unsigned long long events, step_events;
+static unsigned step;
+static counts last;
+static unsigned lag;
+
+/* Whose turn it is: evs[turn] runs next, on the thread of evs[turn].thread. */
+static pthread_mutex_t turn_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t turn_moved = PTHREAD_COND_INITIALIZER;
+static size_t turn;
+static CUcontext ctx;
+
+static void read_trace(void) {
+    char line[256];
+    size_t cap_ev = 1 << 16;
+    unsigned thread = 0;
+    evs = malloc(cap_ev * sizeof(*evs));
+    while (evs && fgets(line, sizeof(line), stdin)) {
+        event e = {0, (uint16_t)thread, 0, 0};
+        if (strncmp(line, "#step", 5) == 0) {
+            e.op = 's';
+        } else if (strncmp(line, "#thread,", 8) == 0) {
+            thread = (unsigned)strtoul(line + 8, NULL, 10);
+            if (thread >= 4096)
+                thread = 0;
+            continue;
+        } else if ((line[0] == 'a' || line[0] == 'f') && line[1] == ',') {
+            char *end;
+            e.op = line[0];
+            e.key = strtoull(line + 2, &end, 0);
+            if (e.op == 'a')
+                e.size = (size_t)strtoull(end + 1, NULL, 0);
+        } else {
+            continue;
+        }
+        if (nev == cap_ev) {
+            cap_ev *= 2;
+            event *more = realloc(evs, cap_ev * sizeof(*evs));
+            if (!more) {
+                free(evs);
+                evs = NULL;
+                break;
+            }
+            evs = more;
+        }
+        evs[nev++] = e;
+    }
+    if (!evs) {
+        printf("FAIL out of host memory reading the trace\n");
+        exit(1);
+    }
+}
+
+/* Replay one event (its thread's turn). 0, or 1 when an allocation failed. */
+static int replay_one(const event *e) {
+    if (e->op == 's') {
+        print_step(step++, events - step_events, &last);
+        step_events = events;
+        return 0;
+    }
+    if (e->op == 'a') {
+        size_t size = e->size;
+        if (!size || live_n * 2 >= cap)
+            return 0;
+        slot *s = find(e->key, 1);
+        CUdeviceptr p = 0;
+        CUresult r = cuMemAlloc_v2(&p, size);
+        if (r) {
+            printf("FAIL allocation %zu of %zu bytes: %d\n", n, size, r);
+            return 1;
+        }
+        *s = (slot){e->key, p, size};
+        live_n++;
+        live += size;
+        if (live > peak)
+            peak = live;
+        mock_cuda_own(p, size, NULL, 0);
+        CU(mock_cuda_launch(CU_STREAM_LEGACY, p, size));
+        n++;
+    } else {
+        slot *s = find(e->key, 0);
+        if (!s)
+            return 0;
+        mock_cuda_disown(s->p);
+        CU(cuMemFree_v2(s->p));
+        live -= s->size;
+        live_n--;
+        /* remove, shifting back what probed past it */
+        size_t i = (size_t)(s - tab), mask = cap - 1;
+        tab[i].p = 0;
+        for (size_t j = (i + 1) & mask; tab[j].p; j = (j + 1) & mask) {
+            slot x = tab[j];
+            tab[j].p = 0;
+            *find(x.key, 1) = x;
+        }
+    }
+    if (++events % lag == 0)
+        mock_cuda_complete_all();
+    return 0;
+}
+
+/* The replay of thread k's events: each waits for its turn. A failed
+ * allocation ends the program, as it did with one thread. */
+static void *replay_thread(void *arg) {
+    unsigned k = (unsigned)(uintptr_t)arg;
+    if (k)
+        CU(cuCtxSetCurrent(ctx));
+    pthread_mutex_lock(&turn_lock);
+    for (;;) {
+        while (turn < nev && evs[turn].thread != k)
+            pthread_cond_wait(&turn_moved, &turn_lock);
+        if (turn == nev)
+            break;
+        pthread_mutex_unlock(&turn_lock);
+        if (replay_one(&evs[turn]))
+            exit(1);
+        pthread_mutex_lock(&turn_lock);
+        turn++;
+        if (turn == nev || evs[turn].thread != k)
+            pthread_cond_broadcast(&turn_moved);
+    }
+    pthread_mutex_unlock(&turn_lock);
+    return NULL;
+}
+
 int main(int argc, char **argv) {
-    unsigned lag = argc > 1 ? (unsigned)atoi(argv[1]) : 64;
-    CUcontext ctx;
+    lag = argc > 1 ? (unsigned)atoi(argv[1]) : 64;
+    if (!lag)
+        lag = 1;
     CU(cuInit(0));
     CU(cuDevicePrimaryCtxRetain(&ctx, 0));
     CU(cuCtxSetCurrent(ctx));
     tab = calloc(cap, sizeof(*tab));
-    char line[256];
-    size_t live = 0, peak = 0, n = 0, live_n = 0;
-    unsigned long long events = 0, step_events = 0;
-    unsigned step = 0;
-    counts last = counts_now();
-    while (fgets(line, sizeof(line), stdin)) {
-        if (strncmp(line, "#step", 5) == 0) {
-            print_step(step++, events - step_events, &last);
-            step_events = events;
-            continue;
+    read_trace();
+    unsigned nthreads = 1;
+    for (size_t i = 0; i < nev; i++)
+        if (evs[i].thread >= nthreads)
+            nthreads = evs[i].thread + 1u;
+    last = counts_now();
+    pthread_t *th = calloc(nthreads, sizeof(*th));
+    for (unsigned k = 1; k < nthreads; k++)
+        if (pthread_create(&th[k], NULL, replay_thread, (void *)(uintptr_t)k) != 0) {
+            printf("FAIL cannot start replay thread %u\n", k);
+            return 1;
         }
-        if (line[0] == '#' || (line[0] != 'a' && line[0] != 'f') || line[1] != ',')
-            continue;
-        char *end;
-        unsigned long long key = strtoull(line + 2, &end, 0);
-        if (line[0] == 'a') {
-            size_t size = (size_t)strtoull(end + 1, NULL, 0);
-            if (!size || live_n * 2 >= cap)
-                continue;
-            slot *s = find(key, 1);
-            CUdeviceptr p = 0;
-            CUresult r = cuMemAlloc_v2(&p, size);
-            if (r) {
-                printf("FAIL allocation %zu of %zu bytes: %d\n", n, size, r);
-                return 1;
-            }
-            *s = (slot){key, p, size};
-            live_n++;
-            live += size;
-            if (live > peak)
-                peak = live;
-            mock_cuda_own(p, size, NULL, 0);
-            CU(mock_cuda_launch(CU_STREAM_LEGACY, p, size));
-            n++;
-        } else {
-            slot *s = find(key, 0);
-            if (!s)
-                continue;
-            mock_cuda_disown(s->p);
-            CU(cuMemFree_v2(s->p));
-            live -= s->size;
-            live_n--;
-            /* remove, shifting back what probed past it */
-            size_t i = (size_t)(s - tab), mask = cap - 1;
-            tab[i].p = 0;
-            for (size_t j = (i + 1) & mask; tab[j].p; j = (j + 1) & mask) {
-                slot x = tab[j];
-                tab[j].p = 0;
-                *find(x.key, 1) = x;
-            }
-        }
-        if (++events % lag == 0)
-            mock_cuda_complete_all();
-    }
+    replay_thread(NULL);
+    for (unsigned k = 1; k < nthreads; k++)
+        pthread_join(th[k], NULL);
+    free(th);
+    free(evs);
     mock_cuda_complete_all();
     if (step)
         print_step(step, events - step_events, &last);
@@ -146,9 +253,9 @@ int main(int argc, char **argv) {
         printf("FAIL %llu violations: %s\n", bad, why);
     unsigned long long creates, pool_allocs;
     mock_cuda_memory_calls(&creates, &pool_allocs);
-    printf("%s replay %zu allocations, requested peak %zu, device peak %zu, ratio %.4f, %llu violations, "
-           "%llu cuMemCreate\n",
-           failures || bad ? "FAIL" : "OK", n, peak, device_peak, peak ? (double)device_peak / (double)peak : 0.0, bad,
-           creates);
+    printf("%s replay %zu allocations, %u thread%s, requested peak %zu, device peak %zu, ratio %.4f, "
+           "%llu violations, %llu cuMemCreate\n",
+           failures || bad ? "FAIL" : "OK", n, nthreads, nthreads == 1 ? "" : "s", peak, device_peak,
+           peak ? (double)device_peak / (double)peak : 0.0, bad, creates);
     return failures || bad ? 1 : 0;
 }

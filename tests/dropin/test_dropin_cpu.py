@@ -66,7 +66,7 @@ RUN_TOOL = None
 MODE_ARGS = []
 
 
-def run(args, env_extra=None, timeout=240):
+def run(args, env_extra=None, timeout=240, stdin=None):
     env = dict(os.environ)
     env["LD_LIBRARY_PATH"] = MOCK + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
     for k in ("CARVE_CONF", "CARVE_RUN_TRACE", "CARVE_RUN_REPORT", "CARVE_RUN_SVG", "LD_PRELOAD"):
@@ -77,8 +77,13 @@ def run(args, env_extra=None, timeout=240):
     if RUNTIME and (args[0] == RUN_TOOL or "libcarve_preload" in env.get("LD_PRELOAD", "")):
         # beside the interposer (carve-run puts it in front of what is there)
         env["LD_PRELOAD"] = env["LD_PRELOAD"] + ":" + RUNTIME if env.get("LD_PRELOAD") else RUNTIME
-    p = subprocess.run(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout,
-                       universal_newlines=True)
+    f = open(stdin) if stdin else None
+    try:
+        p = subprocess.run(args, env=env, stdin=f, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout,
+                           universal_newlines=True)
+    finally:
+        if f:
+            f.close()
     return p.returncode, p.stdout, p.stderr
 
 
@@ -840,6 +845,31 @@ def main():
             check(d is not None and g is not None and d <= 1.02 and d <= g,
                   f"lag {lag}: the default mode holds at most 1.02 times the requested peak, however far the GPU "
                   f"is behind, and no more than segments mode: {d} vs {g}")
+
+    part("threads")
+    # ---- what one thread keeps, for another thread's allocation ---------------
+    # Thread 0 allocates twelve 1 MiB buffers, thread 1 frees them all (as
+    # autograd's thread frees the forward pass's activations), thread 0 asks
+    # for 12 MiB: what thread 1 keeps of its frees (a joined batch waiting
+    # for its epoch, a batch that has joined none, buffers ready for its own
+    # reuse) must serve it before the arena grows. It did not: thread 1 made
+    # no call after its frees, the allocation gave back only its own
+    # thread's buffers, and the arena grew by 12 MiB (device peak twice the
+    # requested peak, in both modes). dropin_replay runs each "#thread,K"
+    # part of the trace on a thread of its own, in order.
+    mib = 1 << 20
+    lines = [f"a,{i},{mib}" for i in range(1, 13)] + ["#thread,1"] + [f"f,{i}" for i in range(1, 13)]
+    lines += ["#thread,0", f"a,100,{12 * mib}"]
+    two = os.path.join(tmp, "two-threads.csv")
+    with open(two, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    rc, out, err = run([run_tool, "--", os.path.join(MOCK, "dropin_replay"), "1"],
+                       env_extra={"MOCK_CUDA_MEM": str(1 << 30)}, stdin=two)
+    line = ok_line(out, "replay") or ""
+    m = re.search(r", 2 threads, requested peak (\d+), device peak (\d+)", line)
+    check(rc == 0 and m and int(m.group(2)) < int(m.group(1)) + 12 * mib,
+          f"another thread's frees serve an allocation before the arena grows (device peak under requested peak "
+          f"+ 12 MiB): {out}{err}")
 
     part("trace")
     if FULL:

@@ -8,6 +8,7 @@
  * Inputs are strings opened with fmemopen, so each case reads as the text
  * it feeds. Ends with "N checks, M failed"; exit status 1 on any failure.
  */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,7 +57,8 @@ static carve_trace_event *all_events(const carve_trace *t) {
 }
 
 static int same_event(const carve_trace_event *a, const carve_trace_event *b) {
-    return a->slot == b->slot && a->stream == b->stream && a->size == b->size && a->op == b->op;
+    return a->slot == b->slot && a->stream == b->stream && a->size == b->size && a->op == b->op &&
+           a->thread == b->thread;
 }
 
 /* Load a trace held in memory (len bytes, NUL bytes allowed). */
@@ -150,10 +152,15 @@ static void test_good(void) {
     CHECK(t.nbad == 0);
     CHECK(t.diag[0] == '\0');
     CHECK(t.nstreams == 4);
+    CHECK(t.nthreads == 1); /* no thread tags: every event is thread 0's */
     CHECK(t.nslots == 3);
     CHECK(t.peak_requested == 2150);
     CHECK(t.total_alloc_bytes == 2450);
     carve_trace_event *ev = all_events(&t);
+    int thread0 = 1;
+    for (size_t i = 0; i < t.n; i++)
+        thread0 &= ev[i].thread == 0;
+    CHECK(thread0);
     CHECK(ev[0].op == 'a' && ev[0].size == 100 && ev[0].stream == 0);
     CHECK(ev[1].stream == 3 && ev[1].size == 2000);
     CHECK(ev[2].stream == 1 && ev[2].size == 50);
@@ -638,6 +645,164 @@ static void test_writer(void) {
     unlink(path);
 }
 
+/* "#thread,<k>" tags: the events after one are thread k's, the first ones
+ * thread 0's; a comment that only looks like a tag is a comment; a bad tag
+ * is a malformed line that changes nothing. */
+static void test_threads(void) {
+    carve_trace t;
+    const char *text =
+        "a,1,100\n"              /* thread 0: no tag yet */
+        "#thread,2\n"
+        "a,2,200\n"
+        "f,1\n"                  /* thread 2 frees thread 0's buffer */
+        "# thread,5\n"           /* a comment */
+        "#threads,5\n"           /* a comment */
+        "#thread,x\n"            /* not a number: skipped */
+        "#thread,4096\n"         /* past CARVE_TRACE_MAX_THREADS: skipped */
+        "#thread,1,2\n"          /* too many fields: skipped */
+        "#thread,0x1\n"          /* decimal only: skipped */
+        "a,3,300\n"              /* still thread 2 */
+        "  #thread, 1 \n"        /* blanks are allowed as around any field */
+        "f,2,@77\n"
+        "#thread,0\n"
+        "#thread,7\n"            /* a tag with no event after it counts for nothing */
+        "f,3\n";
+    CHECK(load(text, &t) == 0);
+    CHECK(t.n == 6 && t.nbad == 4);
+    CHECK_DIAG(&t, "line 7: not a number");
+    CHECK_DIAG(&t, "line 8: thread number too large");
+    CHECK_DIAG(&t, "line 9: too many fields");
+    CHECK(t.nthreads == 8);
+    carve_trace_event *ev = all_events(&t);
+    if (t.n == 6) {
+        CHECK(ev[0].thread == 0 && ev[1].thread == 2 && ev[2].thread == 2 && ev[3].thread == 2);
+        CHECK(ev[4].thread == 1 && ev[5].thread == 7);
+    }
+    free(ev);
+    check_clean(&t);
+    carve_trace_free(&t);
+
+    /* A tag at the end changes nothing counted. */
+    CHECK(load("a,1,5\n#thread,3\n", &t) == 0 && t.n == 1 && t.nthreads == 1 && t.nbad == 0);
+    carve_trace_free(&t);
+
+    /* Threads that change every few events, over many store marks: any
+     * range decodes the threads a whole decode gives. */
+    enum { N = 3 * 4096 + 77 };
+    size_t cap = (size_t)N * 40, len = 0;
+    char *big = malloc(cap);
+    uint16_t *want = malloc(N * sizeof(*want));
+    uint32_t th = 0;
+    for (size_t i = 0; i < N; i++) {
+        if (rnd() % 5 == 0) {
+            th = (uint32_t)(rnd() % 3 ? rnd() % 4 : rnd() % CARVE_TRACE_MAX_THREADS);
+            len += (size_t)snprintf(big + len, cap - len, "#thread,%u\n", th);
+        }
+        want[i] = (uint16_t)th;
+        len += (size_t)snprintf(big + len, cap - len, "a,%zu,%zu\n", i, i * 512);
+    }
+    CHECK(load_mem(big, len, &t) == 0 && t.n == N && t.nbad == 0);
+    ev = all_events(&t);
+    int same = 1;
+    uint32_t most = 0;
+    for (size_t i = 0; i < N; i++) {
+        same &= ev[i].thread == want[i];
+        if (want[i] > most)
+            most = want[i];
+    }
+    CHECK(same);
+    CHECK(t.nthreads == most + 1);
+    static const size_t firsts[] = {0, 1, 4095, 4096, 4097, 8191, 9000, N - 1};
+    for (size_t j = 0; j < sizeof(firsts) / sizeof(firsts[0]); j++) {
+        carve_trace_event part[300];
+        size_t got = carve_trace_events(&t, firsts[j], part, 300);
+        int ok = got == (N - firsts[j] < 300 ? N - firsts[j] : 300);
+        for (size_t i = 0; i < got; i++)
+            ok &= same_event(&part[i], &ev[firsts[j] + i]);
+        CHECK(ok);
+    }
+    free(ev);
+    carve_trace_free(&t);
+    free(big);
+    free(want);
+}
+
+/* The writer numbers threads in the order of their first event and tags
+ * an event of another thread than the last; one thread writes no tag. */
+typedef struct writer_job {
+    carve_trace_writer *w;
+    uint64_t id;
+} writer_job;
+
+static void *writer_thread(void *arg) {
+    writer_job *j = arg;
+    carve_trace_writer_free(j->w, j->id, 10);
+    carve_trace_writer_alloc(j->w, j->id + 1, 64, 0, 11);
+    return NULL;
+}
+
+static void test_writer_threads(void) {
+    char path[] = "/tmp/carve-test-writer-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    if (fd < 0)
+        return;
+    close(fd);
+    carve_trace_writer *w;
+    CHECK(carve_trace_writer_open(path, "threads", &w) == CARVE_OK);
+    CHECK(carve_trace_writer_alloc(w, 0x100, 512, 0, 1) == CARVE_OK);
+    CHECK(carve_trace_writer_alloc(w, 0x200, 1024, 0, 2) == CARVE_OK);
+    writer_job a = {w, 0x100}, b = {w, 0x200};
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, writer_thread, &a) == 0 && pthread_join(th, NULL) == 0);
+    CHECK(pthread_create(&th, NULL, writer_thread, &b) == 0 && pthread_join(th, NULL) == 0);
+    CHECK(carve_trace_writer_free(w, 0x101, 3) == CARVE_OK);
+    CHECK(carve_trace_writer_close(w) == CARVE_OK);
+    FILE *f = fopen(path, "rb");
+    carve_trace t;
+    CHECK(f && carve_trace_load(f, &t, NULL, NULL) == 0);
+    CHECK(t.nbad == 0 && t.n == 7 && t.nthreads == 3);
+    if (t.n == 7) {
+        carve_trace_event *ev = all_events(&t);
+        static const uint16_t want[7] = {0, 0, 1, 1, 2, 2, 0};
+        int ok = 1;
+        for (int i = 0; i < 7; i++)
+            ok &= ev[i].thread == want[i];
+        CHECK(ok);
+        free(ev);
+    }
+    carve_trace_free(&t);
+    char text[2048] = "";
+    if (f) {
+        rewind(f);
+        size_t got = fread(text, 1, sizeof(text) - 1, f);
+        text[got] = '\0';
+        fclose(f);
+    }
+    CHECK(strstr(text, "#thread,0\n") && strstr(text, "#thread,1\n") && strstr(text, "#thread,2\n"));
+    unlink(path);
+
+    /* One thread: no tag at all, as traces were before threads were written. */
+    memcpy(path + sizeof(path) - 7, "XXXXXX", 6);
+    fd = mkstemp(path);
+    CHECK(fd >= 0);
+    if (fd < 0)
+        return;
+    close(fd);
+    CHECK(carve_trace_writer_open(path, NULL, &w) == CARVE_OK);
+    CHECK(carve_trace_writer_alloc(w, 1, 8, 0, 1) == CARVE_OK && carve_trace_writer_free(w, 1, 2) == CARVE_OK);
+    CHECK(carve_trace_writer_close(w) == CARVE_OK);
+    f = fopen(path, "rb");
+    text[0] = '\0';
+    if (f) {
+        size_t got = fread(text, 1, sizeof(text) - 1, f);
+        text[got] = '\0';
+        fclose(f);
+    }
+    CHECK(text[0] && !strstr(text, "#thread"));
+    unlink(path);
+}
+
 /* The replay functions take the caller's carve_config by its size, as
  * carve_arena_create does: one from an older carve.h (CARVE_CONFIG_SIZE_MIN
  * bytes, allocated to the byte so that a read past it is caught under
@@ -710,6 +875,8 @@ int main(void) {
     test_store();
     test_not_a_trace();
     test_writer();
+    test_threads();
+    test_writer_threads();
     test_sized_config();
     test_progress();
     test_io_error();
