@@ -14,6 +14,7 @@ where the output's name ends in .gz.
 """
 import argparse
 import gzip
+import io
 import sys
 
 
@@ -33,10 +34,9 @@ def one_stream(line):
 
 def open_in(path):
     raw = sys.stdin.buffer if path == "-" else open(path, "rb")
-    head = raw.peek(2)[:2] if hasattr(raw, "peek") else b""
-    if head == b"\x1f\x8b":
+    if raw.peek(2)[:2] == b"\x1f\x8b":
         return gzip.open(raw, "rt")
-    return open(raw.fileno(), "rt", closefd=path != "-") if path == "-" else open(path, "rt")
+    return io.TextIOWrapper(raw)
 
 
 def main():
