@@ -61,12 +61,15 @@ struct carve_trace_writer {
     uint64_t serial;      /* this writer among all opened (thread numbers are per writer) */
     uint32_t nthreads;    /* numbers given (under lock) */
     uint32_t last_thread; /* of the last event written (under lock) */
+    uint64_t thread_id[CARVE_TRACE_MAX_THREADS]; /* the thread given each number (my_thread.id) */
     char buf[BUF_BYTES];
 };
 
-static uint64_t writers_opened;
-/* The calling thread's number in the writer of that serial. */
+static uint64_t writers_opened, threads_seen;
+/* The calling thread: an id of its own (never reused in the process), and
+ * its number in the writer of that serial, the one it wrote to last. */
 static __thread struct {
+    uint64_t id;
     uint64_t serial;
     uint32_t k;
 } my_thread;
@@ -126,8 +129,22 @@ static void put(carve_trace_writer *w, const char *line, size_t n) {
  * shares it. */
 static void put_thread(carve_trace_writer *w) {
     if (my_thread.serial != w->serial) {
+        /* Another writer since this thread's last event here: look its
+         * number up (one thread writing to two writers in turn keeps its
+         * number in each). */
+        if (!my_thread.id)
+            my_thread.id = __atomic_add_fetch(&threads_seen, 1, __ATOMIC_RELAXED);
+        uint32_t k = 0;
+        while (k < w->nthreads && w->thread_id[k] != my_thread.id)
+            k++;
+        if (k == w->nthreads) {
+            if (k < CARVE_TRACE_MAX_THREADS)
+                w->thread_id[w->nthreads++] = my_thread.id;
+            else
+                k = CARVE_TRACE_MAX_THREADS - 1;
+        }
         my_thread.serial = w->serial;
-        my_thread.k = w->nthreads < CARVE_TRACE_MAX_THREADS ? w->nthreads++ : CARVE_TRACE_MAX_THREADS - 1;
+        my_thread.k = k;
     }
     if (my_thread.k != w->last_thread) {
         char tag[32];

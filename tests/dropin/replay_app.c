@@ -106,16 +106,28 @@ static CUcontext ctx;
 static void read_trace(void) {
     char line[256];
     size_t cap_ev = 1 << 16;
-    unsigned thread = 0;
+    unsigned thread = 0, last_event_thread = 0;
     evs = malloc(cap_ev * sizeof(*evs));
     while (evs && fgets(line, sizeof(line), stdin)) {
         event e = {0, (uint16_t)thread, 0, 0};
         if (strncmp(line, "#step", 5) == 0) {
             e.op = 's';
+            e.thread = (uint16_t)last_event_thread; /* runs in the turn of the event before it */
         } else if (strncmp(line, "#thread,", 8) == 0) {
-            thread = (unsigned)strtoul(line + 8, NULL, 10);
-            if (thread >= 4096)
-                thread = 0;
+            /* As the loader reads it (docs/trace-format.md): decimal
+             * digits between optional blanks, below 4096; anything else is
+             * a malformed line and the thread stays what it was. */
+            const char *p = line + 8;
+            while (*p == ' ' || *p == '\t')
+                p++;
+            unsigned long k = 0;
+            int digits = 0;
+            while (*p >= '0' && *p <= '9' && k < 4096)
+                k = k * 10 + (unsigned long)(*p++ - '0'), digits++;
+            while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')
+                p++;
+            if (digits && !*p && k < 4096)
+                thread = (unsigned)k;
             continue;
         } else if ((line[0] == 'a' || line[0] == 'f') && line[1] == ',') {
             char *end;
@@ -123,6 +135,7 @@ static void read_trace(void) {
             e.key = strtoull(line + 2, &end, 0);
             if (e.op == 'a')
                 e.size = (size_t)strtoull(end + 1, NULL, 0);
+            last_event_thread = thread;
         } else {
             continue;
         }

@@ -870,6 +870,21 @@ def main():
     check(rc == 0 and m and int(m.group(2)) < int(m.group(1)) + 12 * mib,
           f"another thread's frees serve an allocation before the arena grows (device peak under requested peak "
           f"+ 12 MiB): {out}{err}")
+    # Tags as the loader reads them (docs/trace-format.md): a bad one leaves
+    # the thread as it was, and "#step" takes no thread of its own. The
+    # replay once read "#thread,4x" as 4 and "#thread,2,7" as 2, and a tag
+    # before a last "#step" started a thread that ran nothing.
+    for name, text, threads in (("bad-tags", "#thread,3\na,1,1048576\n#thread,4x\na,2,1048576\n#thread,2,7\n"
+                                              "f,1\nf,2\n", 4),
+                                ("step-tag", "a,1,1048576\nf,1\n#thread,7\n#step\n", 1)):
+        path = os.path.join(tmp, name + ".csv")
+        with open(path, "w") as f:
+            f.write(text)
+        rc, out, err = run([run_tool, "--", os.path.join(MOCK, "dropin_replay"), "1"],
+                           env_extra={"MOCK_CUDA_MEM": str(1 << 30)}, stdin=path)
+        line = ok_line(out, "replay") or ""
+        want = f", {threads} thread{'s' if threads > 1 else ''},"
+        check(rc == 0 and want in line, f"{name}: the replay's threads are the loader's ({threads}): {out}{err}")
 
     part("trace")
     if FULL:

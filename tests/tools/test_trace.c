@@ -801,6 +801,33 @@ static void test_writer_threads(void) {
     }
     CHECK(text[0] && !strstr(text, "#thread"));
     unlink(path);
+
+    /* One thread writing to two writers in turn keeps its number in each:
+     * no tag in either (it was given a new number at every switch). */
+    char pa[] = "/tmp/carve-test-writer-XXXXXX", pb[] = "/tmp/carve-test-writer-XXXXXX";
+    int fa = mkstemp(pa), fb = mkstemp(pb);
+    CHECK(fa >= 0 && fb >= 0);
+    if (fa < 0 || fb < 0)
+        return;
+    close(fa);
+    close(fb);
+    carve_trace_writer *wa, *wb;
+    CHECK(carve_trace_writer_open(pa, "A", &wa) == CARVE_OK && carve_trace_writer_open(pb, "B", &wb) == CARVE_OK);
+    for (uint64_t i = 1; i <= 3; i++) {
+        CHECK(carve_trace_writer_alloc(wa, 0x1000 * i, 4096, 0, i) == CARVE_OK);
+        CHECK(carve_trace_writer_alloc(wb, 0x1000 * i, 4096, 0, i) == CARVE_OK);
+    }
+    CHECK(carve_trace_writer_close(wa) == CARVE_OK && carve_trace_writer_close(wb) == CARVE_OK);
+    const char *both[2] = {pa, pb};
+    for (int i = 0; i < 2; i++) {
+        f = fopen(both[i], "rb");
+        CHECK(f && carve_trace_load(f, &t, NULL, NULL) == 0);
+        CHECK(t.n == 3 && t.nthreads == 1);
+        carve_trace_free(&t);
+        if (f)
+            fclose(f);
+        unlink(both[i]);
+    }
 }
 
 /* The replay functions take the caller's carve_config by its size, as
