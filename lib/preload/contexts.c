@@ -50,7 +50,8 @@
  * marked live in carve, so the common loop of allocating and freeing the
  * same sizes skips carve_alloc's search and split and carve_free's merge.
  * What is not reused by the thread's next look (POLL_EVERY calls) goes back
- * to carve. Everything a thread holds is handed over to the quarantine
+ * to carve, and what a thread that has stopped calling holds is taken by
+ * another thread's look (take_from_others). Everything a thread holds is handed over to the quarantine
  * (joining its open epoch, which is later and so always safe) when memory
  * is short, at the thread's exit, when it frees into another context, at the
  * report and when a context goes away; destroying a stream takes the
@@ -133,6 +134,8 @@ typedef struct carve_thread {
     int slot;      /* its entry in releasing[], or -1 */
     carve_ctx *nc; /* whose calls the counts are (changed by the owner under threads_lock) */
     uint64_t count[4]; /* written by the owner only */
+    unsigned looks;      /* its looks at the epochs so far (look_around; under lock) */
+    unsigned looks_seen; /* looks when another thread's look last saw it (under lock) */
     struct carve_thread *prev, *next;
 } carve_thread;
 enum { ALLOCS, FREES, ASYNC_ALLOCS, ASYNC_FREES };
@@ -158,6 +161,7 @@ static unsigned generation; /* atomic: bumped when a context goes away */
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static carve_thread *threads; /* every thread's record */
+static unsigned nthreads;     /* records in threads (changed under threads_lock; read atomically) */
 static pthread_mutex_t threads_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* The buffer each thread's stream-ordered free is giving back right now (0:
@@ -227,6 +231,7 @@ static void thread_gone(void *arg) {
         threads = t->next;
     if (t->next)
         t->next->prev = t->prev;
+    __atomic_store_n(&nthreads, nthreads - 1, __ATOMIC_RELAXED);
     if (t->slot >= 0)
         slot_taken[t->slot] = 0;
     pthread_mutex_unlock(&threads_lock);
@@ -247,6 +252,7 @@ static NOINLINE carve_thread *thread_new(void) {
     if (threads)
         threads->prev = t;
     threads = t;
+    __atomic_store_n(&nthreads, nthreads + 1, __ATOMIC_RELAXED);
     t->slot = -1;
     for (int i = 0; i < MAX_SLOTS && t->slot < 0; i++)
         if (!slot_taken[i]) {
@@ -749,20 +755,27 @@ static void give_back_ready(carve_thread *t) {
     carve_pending_release_end();
 }
 
-/* What threads other than self keep of c's frees, for an allocation that
- * would grow the arena: the buffers whose epochs completed go back to
- * carve, the others (waiting for their epochs, or in a batch) join the open
- * epoch, which carve_q_make_room may give back at once. A thread that has
- * stopped allocating (a backward pass's thread during the forward pass)
- * otherwise keeps them until its own next call. Returns the bytes taken. */
-static NOINLINE size_t take_from_others(carve_ctx *c, const carve_thread *self) {
+/* What threads other than self keep of c's frees: the buffers whose
+ * epochs completed go back to carve, the others (waiting for their epochs,
+ * or in a batch) join the open epoch, which carve_q_make_room may give back
+ * at once. A thread that has stopped calling (a backward pass's thread
+ * during the forward pass) otherwise keeps them until its own next call.
+ * All of it for an allocation that would grow the arena; with quiet (a
+ * look, which never waits for threads_lock), only what threads keep that
+ * made no look of their own since another thread's look last saw them
+ * (fewer than 2 * POLL_EVERY calls while self made POLL_EVERY): left out
+ * of carve until the arena would grow, those buffers made the allocations
+ * meanwhile go elsewhere and cut up the free memory. Returns the bytes
+ * taken. */
+static NOINLINE size_t take_from_others(carve_ctx *c, const carve_thread *self, int quiet) {
     size_t taken = 0;
-    pthread_mutex_lock(&threads_lock);
+    if (quiet ? pthread_mutex_trylock(&threads_lock) != 0 : pthread_mutex_lock(&threads_lock) != 0)
+        return 0;
     for (carve_thread *t = threads; t; t = t->next) {
         if (t == self)
             continue;
         carve_spin_lock(&t->lock);
-        if (t->bc == c && t->head != t->tail) {
+        if (t->bc == c && t->head != t->tail && (!quiet || t->looks == t->looks_seen)) {
             size_t had = t->bytes;
             if (t->ngroups)
                 promote(t);
@@ -770,22 +783,28 @@ static NOINLINE size_t take_from_others(carve_ctx *c, const carve_thread *self) 
             hand_over(t, t->head, 1);
             taken += had - t->bytes;
         }
+        if (quiet)
+            t->looks_seen = t->looks;
         carve_spin_unlock(&t->lock);
     }
     pthread_mutex_unlock(&threads_lock);
     return taken;
 }
 
-/* Every POLL_EVERY calls of a thread: give back what has completed, join
- * the thread's batch to the epoch if no free joined it since the last time
- * (a thread that stopped freeing does not keep its frees out of epochs),
- * and give back to carve its reusable buffers if none was reused since the
- * last time. */
+/* Every POLL_EVERY calls of a thread: take what other threads that have
+ * stopped calling keep of c's frees (take_from_others), give back what has
+ * completed, join the thread's batch to the epoch if no free joined it
+ * since the last time (a thread that stopped freeing does not keep its
+ * frees out of epochs), and give back to carve its reusable buffers if
+ * none was reused since the last time. */
 static NOINLINE void look_around(carve_ctx *c) {
     carve_thread *t = me.t;
     enter_carve(t);
+    if (__atomic_load_n(&nthreads, __ATOMIC_RELAXED) > 1 && __atomic_load_n(&c->batched, __ATOMIC_RELAXED))
+        (void)take_from_others(c, t, 1);
     if (t && t->bc) {
         carve_spin_lock(&t->lock);
+        t->looks++;
         if (me.reused == me.reused_seen)
             give_back_ready(t);
         if (me.batched == me.batched_seen)
@@ -903,7 +922,7 @@ static NOINLINE int alloc_grow(carve_ctx *c, carve_thread *t, carve_status st, s
         size_t slack = carve_memory_reserved(c->arena) / ROOM_SLACK_DIV;
         while (st == CARVE_ERR_OOM && carve_q_make_room(c->q, slack))
             st = carve_alloc_flags(c->arena, size, stream, CARVE_ALLOC_HELD, &p);
-        if (st == CARVE_ERR_OOM && __atomic_load_n(&c->batched, __ATOMIC_RELAXED) && take_from_others(c, t)) {
+        if (st == CARVE_ERR_OOM && __atomic_load_n(&c->batched, __ATOMIC_RELAXED) && take_from_others(c, t, 0)) {
             st = carve_alloc_flags(c->arena, size, stream, CARVE_ALLOC_HELD, &p);
             while (st == CARVE_ERR_OOM && carve_q_make_room(c->q, slack))
                 st = carve_alloc_flags(c->arena, size, stream, CARVE_ALLOC_HELD, &p);
