@@ -120,6 +120,8 @@ static void read_trace(void) {
             const char *p = line + 8;
             while (*p == ' ' || *p == '\t')
                 p++;
+            if (*p == '+')
+                p++;
             unsigned long k = 0;
             int digits = 0;
             while (*p >= '0' && *p <= '9' && k < 4096)

@@ -100,8 +100,26 @@ static void ref_line(ref_trace *r, const char *s, size_t len) {
         s++, len--;
     while (len && blank(s[len - 1]))
         len--;
-    if (len == 0 || s[0] == '#')
+    if (len == 0)
         return;
+    if (s[0] == '#') {
+        /* A comment, but for a "#thread,<k>" tag (docs/trace-format.md),
+         * which is malformed unless its one field is a number below
+         * CARVE_TRACE_MAX_THREADS (the events' threads are not compared). */
+        static const char tag[] = "#thread,";
+        if (len < sizeof(tag) - 1 || memcmp(s, tag, sizeof(tag) - 1) != 0)
+            return;
+        const char *f = s + sizeof(tag) - 1;
+        size_t fl = len - (sizeof(tag) - 1);
+        while (fl && blank(*f))
+            f++, fl--;
+        while (fl && blank(f[fl - 1]))
+            fl--;
+        uint64_t k;
+        if (fl == 0 || memchr(f, ',', fl) || !ref_number(f, fl, 0, &k) || k >= CARVE_TRACE_MAX_THREADS)
+            r->malformed++;
+        return;
+    }
     char op = s[0];
     size_t i = 1;
     while (i < len && blank(s[i]))
