@@ -606,16 +606,23 @@ static void test_not_a_trace(void) {
     free(zeros);
 }
 
+/* Make an empty file at path (a mkstemp template, filled in): 1 when made. */
+static int temp_file(char *path) {
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    if (fd < 0)
+        return 0;
+    close(fd);
+    return 1;
+}
+
 /* The writer: a free of an id it never wrote an allocation for is left out,
  * an allocation of an id still live gets its missed free first, and the
  * trace loads clean. */
 static void test_writer(void) {
     char path[] = "/tmp/carve-test-writer-XXXXXX";
-    int fd = mkstemp(path);
-    CHECK(fd >= 0);
-    if (fd < 0)
+    if (!temp_file(path))
         return;
-    close(fd);
     carve_trace_writer *w;
     CHECK(carve_trace_writer_open(path, "test", &w) == CARVE_OK);
     CHECK(carve_trace_writer_free(w, 0x77, 1) == CARVE_OK);          /* never allocated: left out */
@@ -743,11 +750,8 @@ static void *writer_thread(void *arg) {
 
 static void test_writer_threads(void) {
     char path[] = "/tmp/carve-test-writer-XXXXXX";
-    int fd = mkstemp(path);
-    CHECK(fd >= 0);
-    if (fd < 0)
+    if (!temp_file(path))
         return;
-    close(fd);
     carve_trace_writer *w;
     CHECK(carve_trace_writer_open(path, "threads", &w) == CARVE_OK);
     CHECK(carve_trace_writer_alloc(w, 0x100, 512, 0, 1) == CARVE_OK);
@@ -784,11 +788,8 @@ static void test_writer_threads(void) {
 
     /* One thread: no tag at all, as traces were before threads were written. */
     memcpy(path + sizeof(path) - 7, "XXXXXX", 6);
-    fd = mkstemp(path);
-    CHECK(fd >= 0);
-    if (fd < 0)
+    if (!temp_file(path))
         return;
-    close(fd);
     CHECK(carve_trace_writer_open(path, NULL, &w) == CARVE_OK);
     CHECK(carve_trace_writer_alloc(w, 1, 8, 0, 1) == CARVE_OK && carve_trace_writer_free(w, 1, 2) == CARVE_OK);
     CHECK(carve_trace_writer_close(w) == CARVE_OK);
@@ -805,12 +806,8 @@ static void test_writer_threads(void) {
     /* One thread writing to two writers in turn keeps its number in each:
      * no tag in either (it was given a new number at every switch). */
     char pa[] = "/tmp/carve-test-writer-XXXXXX", pb[] = "/tmp/carve-test-writer-XXXXXX";
-    int fa = mkstemp(pa), fb = mkstemp(pb);
-    CHECK(fa >= 0 && fb >= 0);
-    if (fa < 0 || fb < 0)
+    if (!temp_file(pa) || !temp_file(pb))
         return;
-    close(fa);
-    close(fb);
     carve_trace_writer *wa, *wb;
     CHECK(carve_trace_writer_open(pa, "A", &wa) == CARVE_OK && carve_trace_writer_open(pb, "B", &wb) == CARVE_OK);
     for (uint64_t i = 1; i <= 3; i++) {
