@@ -27,7 +27,9 @@
 #        ResNet-50 inference with a batch size that changes every step;
 #        the same losses / outputs as PyTorch's own allocator, step time
 #        within 2% of it, reserved peak at most 1.05 times the requested
-#        peak and at most expandable segments' (table in torch-compare.txt);
+#        peak (carve-run's report), and the device memory the driver sees
+#        the process hold at most expandable segments' (each run watched
+#        by mem_watch.py; table in torch-compare.txt);
 #        a trace of the training recorded through carve-run;
 #   5.   CuPy: the same results; (6. JAX: under 8)
 #   7.   compute-sanitizer memcheck under carve-run: program 1 (streams) in
@@ -63,7 +65,7 @@
 #   MEMCHECK_TIMEOUT: seconds per memcheck run (default 300); MEMCHECK_ROUNDS:
 #   rounds of the destroyed-stream sequence under memcheck (default 10);
 #   DROPIN_GPU_ONLY=c: the C/CUDA programs, memcheck and the benchmark only
-#   (no PyTorch, CuPy or JAX); DROPIN_GPU_BUILD_ONLY=1: build the programs
+#   (no PyTorch, CuPy or JAX); DROPIN_GPU_ONLY=torch: part 4 only; DROPIN_GPU_BUILD_ONLY=1: build the programs
 #   and stop (works without a GPU).
 # Prints PASS/FAIL per check and a closing "N passed, N failed"; exits 1 on
 # a failure, 77 when there is no GPU.
@@ -111,6 +113,7 @@ expect() {
 }
 json() { python3 -c "import json,sys; d=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); print($2)" "$1"; }
 
+if [ "${DROPIN_GPU_ONLY:-}" != torch ]; then
 # ---- 1-3: C/CUDA programs, in every mode -------------------------------------
 part c-programs
 MODES="default segments fixed"
@@ -277,6 +280,7 @@ pair_aim "pair: static cudart" "^cudaMalloc\+cudaFree +static" 150
 pair_aim "pair: shared cudart" "^cudaMalloc\+cudaFree +shared" 100
 pair_aim "pair: driver API" "^cuMemAlloc\+cuMemFree +driver" 100
 
+fi # (DROPIN_GPU_ONLY=torch skips parts 1-3, 7 and the benchmark)
 if [ "${DROPIN_GPU_ONLY:-}" = c ]; then
   part end
   echo "total $((SECONDS - T0)) s" >>"$OUT/timings.txt"
@@ -289,17 +293,22 @@ fi
 # its cache off under carve-run in the default mode; compare_torch.py judges.
 part torch
 TT="python3 $HERE/torch_train.py"
-echo "workload         requested  own-cache expandable     carve   ratio   own-ms  expand-ms  carve-ms" >"$OUT/torch-compare.txt"
-echo "(GiB: requested = PyTorch's allocated peak with its own cache; reserved peaks; ratio = carve / requested)" >>"$OUT/torch-compare.txt"
+echo "workload         requested allocated own-cache expandable     carve   ratio  dev-own  dev-exp dev-carve   own-ms  expand-ms  carve-ms" >"$OUT/torch-compare.txt"
+echo "(GiB: requested = the carve run's requested peak (carve-run's report); allocated = PyTorch's allocated peak with its own cache;" >>"$OUT/torch-compare.txt"
+echo " own-cache, expandable, carve = reserved peaks; ratio = carve / requested; dev-* = device memory the driver saw each process hold)" >>"$OUT/torch-compare.txt"
 for w in "gpt2-train:--model gpt2 --steps 20 --batch 8 --seq 512" "resnet50-infer:--model resnet50-infer --steps 40"; do
   name=${w%%:*}; args=${w#*:}
-  $TT $args >"$OUT/torch-$name-native.json" 2>"$OUT/torch-$name-native.err"
-  PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True $TT $args >"$OUT/torch-$name-expandable.json" \
+  # each run watched from outside (nvidia-smi twice a second: reserved
+  # memory only grows in all three, so its peak stays until the end)
+  WW() { local w=$OUT/torch-$name-$1-watch.json; shift; python3 "$HERE/mem_watch.py" "$w" --interval 0.5 -- "$@"; }
+  WW native $TT $args >"$OUT/torch-$name-native.json" 2>"$OUT/torch-$name-native.err"
+  PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True WW expandable $TT $args >"$OUT/torch-$name-expandable.json" \
     2>"$OUT/torch-$name-expandable.err"
-  PYTORCH_NO_CUDA_MEMORY_CACHING=1 "$RUN" --report="$OUT/torch-$name-carve-report.json" -- $TT $args \
+  PYTORCH_NO_CUDA_MEMORY_CACHING=1 WW carve "$RUN" --report="$OUT/torch-$name-carve-report.json" -- $TT $args \
     >"$OUT/torch-$name-carve.json" 2>"$OUT/torch-$name-carve.err"
   python3 "$HERE/compare_torch.py" "$name" "$OUT/torch-$name-native.json" "$OUT/torch-$name-expandable.json" \
-    "$OUT/torch-$name-carve.json" "$OUT/torch-$name-carve-report.json" >"$OUT/torch-$name-verdict.txt" 2>&1
+    "$OUT/torch-$name-carve.json" "$OUT/torch-$name-carve-report.json" "$OUT/torch-$name-native-watch.json" \
+    "$OUT/torch-$name-expandable-watch.json" "$OUT/torch-$name-carve-watch.json" >"$OUT/torch-$name-verdict.txt" 2>&1
   while IFS= read -r line; do
     case $line in
       PASS*) body=${line#PASS }; pass "${body%% | *}" "${body#* | }";;
@@ -319,6 +328,13 @@ PYTORCH_NO_CUDA_MEMORY_CACHING=1 "$RUN" --trace "$OUT/torch_gpt2_nocache.csv.gz"
   pass "torch gpt2: trace recorded" "$(ls -la "$OUT/torch_gpt2_nocache.csv.gz" | awk '{print $5}') bytes" ||
   fail "torch gpt2: trace recorded" "see $OUT/torch-trace.json"
 "$REPLAY" -q "$OUT/torch_gpt2_nocache.csv.gz" >"$OUT/torch-trace-replay.txt" 2>&1 || true
+
+if [ "${DROPIN_GPU_ONLY:-}" = torch ]; then
+  part end
+  echo "total $((SECONDS - T0)) s" >>"$OUT/timings.txt"
+  echo "$passed passed, $failed failed"
+  [ $failed = 0 ]; exit
+fi
 
 # ---- 5: CuPy ---------------------------------------------------------------------
 part cupy

@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""test_compare_torch.py — the judge of the PyTorch drop-in checks
+(tests/dropin/gpu/compare_torch.py) on made-up runs, with no GPU: each
+check passes and fails where it should, the footprint is judged against
+carve-run's requested peak and not PyTorch's allocated one, the device
+memory against expandable segments' as the watch files say (a watch that
+found no reading of the process fails), and without watch files the
+reserved peaks are compared as before.
+
+Usage: test_compare_torch.py   (prints "N passed, N failed"; exit 1 on a failure)
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+JUDGE = os.path.join(HERE, "gpu", "compare_torch.py")
+GiB = 1 << 30
+passed = failed = 0
+
+
+def check(ok, what):
+    global passed, failed
+    print(f"{'PASS' if ok else 'FAIL'} {what}", flush=True)
+    if ok:
+        passed += 1
+    else:
+        failed += 1
+
+
+def judge(d, native, expandable, carve, report, watches=None):
+    """Writes the runs, runs the judge; returns (exit code, {check name: PASS/FAIL}, ROW fields)."""
+    files = []
+    for name, obj in [("native", native), ("expandable", expandable), ("carve", carve), ("report", report)] + \
+            ([("wn", watches[0]), ("wx", watches[1]), ("wc", watches[2])] if watches else []):
+        path = os.path.join(d, name + ".json")
+        with open(path, "w") as f:
+            # a program's own lines before its JSON, as torch_train.py's runs may print
+            f.write("some line a program printed\n" + json.dumps(obj) + "\n" if name == "carve" else json.dumps(obj))
+        files.append(path)
+    p = subprocess.run([sys.executable, JUDGE, "w"] + files, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       universal_newlines=True)
+    verdicts, row = {}, None
+    for line in p.stdout.splitlines():
+        if line.startswith(("PASS ", "FAIL ")):
+            verdicts[line[5:].split(" | ")[0].split(": ", 1)[1]] = line[:4]
+        elif line.startswith("ROW "):
+            row = line.split()[1:]
+    return p.returncode, verdicts, row
+
+
+def run(steps_ms=100.0, losses=(1.0, 0.5), reserved=8.2, requested=8.15, allocated=8.09, expandable=8.11,
+        held=(9.4, 8.78, 8.77), samples=(40, 40, 40), carve_losses=None, carve_ms=None):
+    native = {"steps": len(losses), "losses": list(losses), "outputs": [], "step_ms_median": steps_ms,
+              "torch_max_memory_allocated": int(allocated * GiB), "torch_max_memory_reserved": int(9.0 * GiB)}
+    exp = dict(native, torch_max_memory_reserved=int(expandable * GiB))
+    carve = dict(native, losses=list(carve_losses or losses), step_ms_median=carve_ms or steps_ms,
+                 torch_max_memory_allocated=0, torch_max_memory_reserved=0)
+    report = {"devices": [{"peak_reserved_bytes": int(reserved * GiB), "peak_requested_bytes": int(requested * GiB),
+                           "footprint_ratio": reserved / requested, "unordered_free_peak_bytes": 0,
+                           "waits_before_growing": 0}]}
+    watches = None if held is None else [{"peak_bytes": int(h * GiB), "samples": s, "method": "process", "rc": 0}
+                                         for h, s in zip(held, samples)]
+    return native, exp, carve, report, watches
+
+
+def main():
+    with tempfile.TemporaryDirectory() as d:
+        rc, v, row = judge(d, *run())
+        check(rc == 0 and list(v.values()) == ["PASS"] * 4 and len(v) == 4,
+              f"all four checks pass on good runs ({v})")
+        check(row is not None and len(row) == 13 and row[1] == "8.150" and row[2] == "8.090" and row[9] == "8.770",
+              f"ROW: requested, allocated, ... the three device figures, the three step times ({row})")
+        # the footprint is reserved / carve-run's requested peak, not PyTorch's allocated one
+        _, v, _ = judge(d, *run(reserved=8.2, requested=8.15, allocated=7.0))
+        check(v.get("reserved peak at most 1.05 x requested peak") == "PASS",
+              "footprint judged against carve-run's requested peak (PyTorch's allocated far below)")
+        _, v, _ = judge(d, *run(reserved=8.2, requested=7.7, allocated=8.15))
+        check(v.get("reserved peak at most 1.05 x requested peak") == "FAIL",
+              "footprint 1.065 of carve-run's requested peak fails (PyTorch's allocated close)")
+        # device memory, as the driver saw each process
+        _, v, _ = judge(d, *run(held=(9.4, 8.77, 8.80)))
+        name = "device memory at most expandable segments' (as the driver sees the process)"
+        check(v.get(name) == "FAIL", "the carve run's process holding more than expandable segments' fails")
+        _, v, _ = judge(d, *run(held=(9.4, 8.77, 8.77), reserved=8.2, expandable=8.11))
+        check(v.get(name) == "PASS", "equal device memory passes, whatever the reserved peaks say")
+        _, v, _ = judge(d, *run(samples=(40, 40, 0)))
+        check(v.get(name) == "FAIL", "a watch that found no reading of the carve run's process fails")
+        # without watch files: the reserved peaks, as before
+        rc, v, row = judge(d, *run(held=None, reserved=8.2, expandable=8.11))
+        check(rc == 0 and v.get("reserved peak at most expandable segments'") == "FAIL" and name not in v,
+              f"without watch files the reserved peaks are compared ({v})")
+        _, v, _ = judge(d, *run(held=None, reserved=8.0, expandable=8.11))
+        check(v.get("reserved peak at most expandable segments'") == "PASS", "... and pass where carve's is lower")
+        # results and speed
+        _, v, _ = judge(d, *run(carve_losses=(1.0, 0.25)))
+        check(v.get("same losses as PyTorch's own allocator") == "FAIL", "a different loss fails")
+        _, v, _ = judge(d, *run(carve_ms=102.5))
+        check(v.get("step time within 2% of PyTorch's own cache") == "FAIL", "2.5% slower fails")
+        _, v, _ = judge(d, *run(carve_ms=101.9))
+        check(v.get("step time within 2% of PyTorch's own cache") == "PASS", "1.9% slower passes")
+        p = subprocess.run([sys.executable, JUDGE, "w", "a", "b"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        check(p.returncode == 2, "a wrong number of arguments: exit 2")
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
