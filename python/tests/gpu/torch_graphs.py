@@ -113,6 +113,7 @@ def holder_chains(obj, mine, depth=6, width=4):
             {id(x[1]) for x in level} | {id(x) for x in seen}
         for o, path in level:
             refs = [r for r in gc.get_referrers(o) if id(r) not in skip]
+            skip.add(id(refs))  # a list of referrers refers to them too: not a holder
             seen.append(refs)
             if not refs:
                 chains.append(" <- ".join(path) or "(nothing)")
