@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
 """test_compare_torch.py — the judge of the PyTorch drop-in checks
 (tests/dropin/gpu/compare_torch.py) on made-up runs, with no GPU: each
-check passes and fails where it should, the footprint is judged against
-carve-run's requested peak and not PyTorch's allocated one, the device
-memory against expandable segments' as the watch files say (a watch that
-found no reading of the process fails), and without watch files the
+check passes and fails where it should; the footprint is judged against
+PyTorch's allocated peak plus what the driver saw allocated outside
+PyTorch's allocator (never carve-run's own requested peak, which counts
+its quarantine); the device memory against expandable segments' as the
+watch files say, carve's at least its reserved peak plus what the process
+held beside it; a run that exited non-zero, watches that read differently,
+a watch with no reading, a report with no device and numbers that are
+missing or zero are failures, never passes; without watch files the
 reserved peaks are compared as before.
 
 Usage: test_compare_torch.py   (prints "N passed, N failed"; exit 1 on a failure)
@@ -52,42 +56,70 @@ def judge(d, native, expandable, carve, report, watches=None):
 
 
 def run(steps_ms=100.0, losses=(1.0, 0.5), reserved=8.2, requested=8.15, allocated=8.09, expandable=8.11,
-        held=(9.4, 8.78, 8.77), samples=(40, 40, 40), carve_losses=None, carve_ms=None):
+        held=(9.4, 8.78, 8.77), samples=(40, 40, 40), carve_losses=None, carve_ms=None, at_exit=None,
+        last_c=None, rcs=(0, 0, 0), methods=("process",) * 3):
     native = {"steps": len(losses), "losses": list(losses), "outputs": [], "step_ms_median": steps_ms,
               "torch_max_memory_allocated": int(allocated * GiB), "torch_max_memory_reserved": int(9.0 * GiB)}
     exp = dict(native, torch_max_memory_reserved=int(expandable * GiB))
     carve = dict(native, losses=list(carve_losses or losses), step_ms_median=carve_ms or steps_ms,
                  torch_max_memory_allocated=0, torch_max_memory_reserved=0)
     report = {"devices": [{"peak_reserved_bytes": int(reserved * GiB), "peak_requested_bytes": int(requested * GiB),
+                           "reserved_bytes_at_exit": int((reserved if at_exit is None else at_exit) * GiB),
                            "footprint_ratio": reserved / requested, "unordered_free_peak_bytes": 0,
                            "waits_before_growing": 0}]}
-    watches = None if held is None else [{"peak_bytes": int(h * GiB), "samples": s, "method": "process", "rc": 0}
-                                         for h, s in zip(held, samples)]
+    watches = None if held is None else [
+        {"peak_bytes": int(h * GiB), "last_bytes": int(h * GiB), "samples": s, "method": m, "rc": rc}
+        for h, s, m, rc in zip(held, samples, methods, rcs)]
+    if watches and last_c is not None:
+        watches[2]["last_bytes"] = int(last_c * GiB)
     return native, exp, carve, report, watches
 
 
 def main():
+    fp = "reserved peak at most 1.05 x requested peak"
+    runs_ok = "the three runs exited 0, their memory read alike"
     with tempfile.TemporaryDirectory() as d:
         rc, v, row = judge(d, *run())
-        check(rc == 0 and list(v.values()) == ["PASS"] * 4 and len(v) == 4,
-              f"all four checks pass on good runs ({v})")
-        check(row is not None and len(row) == 13 and row[1] == "8.150" and row[2] == "8.090" and row[9] == "8.770",
+        check(rc == 0 and list(v.values()) == ["PASS"] * 5 and len(v) == 5,
+              f"all five checks pass on good runs ({v})")
+        # requested = allocated 8.09 + (8.78 - 8.11) - (8.77 - 8.2) = 8.19 GiB
+        check(row is not None and len(row) == 13 and row[1] == "8.190" and row[2] == "8.090" and row[9] == "8.770",
               f"ROW: requested, allocated, ... the three device figures, the three step times ({row})")
-        # the footprint is reserved / carve-run's requested peak, not PyTorch's allocated one
-        _, v, _ = judge(d, *run(reserved=8.2, requested=8.15, allocated=7.0))
-        check(v.get("reserved peak at most 1.05 x requested peak") == "PASS",
-              "footprint judged against carve-run's requested peak (PyTorch's allocated far below)")
-        _, v, _ = judge(d, *run(reserved=8.2, requested=7.7, allocated=8.15))
-        check(v.get("reserved peak at most 1.05 x requested peak") == "FAIL",
-              "footprint 1.065 of carve-run's requested peak fails (PyTorch's allocated close)")
+        # the footprint: PyTorch's allocated peak plus what was allocated outside it, not carve-run's own
+        # requested peak (which counts the quarantine)
+        _, v, _ = judge(d, *run(reserved=8.2, requested=8.2, allocated=7.0))
+        check(v.get(fp) == "FAIL", "footprint against PyTorch's allocated peak (+0.1 GiB outside), not carve-run's")
+        _, v, _ = judge(d, *run(reserved=8.2, requested=8.2, allocated=7.9))
+        check(v.get(fp) == "PASS", "... within 1.05 of it passes")
+        _, v, _ = judge(d, *run(held=(9.4, 8.11 + 0.05, 8.2 + 0.6), reserved=8.2, allocated=7.7, expandable=8.11))
+        check(v.get(fp) == "FAIL", "nothing allocated outside (the expandable run held less beside its pool)")
+        # carve's memory shrank before the last reading: its figure is its peak plus what it held beside it
+        _, v, row = judge(d, *run(held=(9.4, 8.78, 8.5), reserved=8.2, at_exit=7.9, last_c=8.5))
+        check(v.get("device memory at most expandable segments' (as the driver sees the process)") == "FAIL"
+              and row[9] == "8.800", f"carve's device figure at least its reserved peak + what it held beside ({row})")
+        # the runs themselves
+        rc, v, _ = judge(d, *run(rcs=(0, 0, -11)))
+        check(rc == 0 and v.get(runs_ok) == "FAIL", "a carve run that crashed fails, whatever the other checks")
+        _, v, _ = judge(d, *run(methods=("process", "device", "process")))
+        check(v.get(runs_ok) == "FAIL", "watches that read differently (process / device) fail")
+        bad_report = run()
+        bad_report[3]["devices"] = []
+        rc, v, _ = judge(d, *bad_report)
+        check(rc == 1 and list(v.values()) == ["FAIL"], f"a report with no device: one FAIL, exit 1 ({v})")
+        rc, v, _ = judge(d, *run(steps_ms=0.0))
+        check(rc == 1 and list(v.values()) == ["FAIL"], f"a native step time of 0: one FAIL, exit 1 ({v})")
+        no_alloc = run()
+        del no_alloc[0]["torch_max_memory_allocated"]
+        rc, v, _ = judge(d, *no_alloc)
+        check(rc == 1 and list(v.values()) == ["FAIL"], f"a missing allocated peak: one FAIL, no PASS before it ({v})")
         # device memory, as the driver saw each process
         _, v, _ = judge(d, *run(held=(9.4, 8.77, 8.80)))
         name = "device memory at most expandable segments' (as the driver sees the process)"
         check(v.get(name) == "FAIL", "the carve run's process holding more than expandable segments' fails")
         _, v, _ = judge(d, *run(held=(9.4, 8.77, 8.77), reserved=8.2, expandable=8.11))
         check(v.get(name) == "PASS", "equal device memory passes, whatever the reserved peaks say")
-        _, v, _ = judge(d, *run(samples=(40, 40, 0)))
-        check(v.get(name) == "FAIL", "a watch that found no reading of the carve run's process fails")
+        rc, v, _ = judge(d, *run(samples=(40, 40, 0)))
+        check(rc == 1 and list(v.values()) == ["FAIL"], "a watch that found no reading of the carve run's process fails")
         # without watch files: the reserved peaks, as before
         rc, v, row = judge(d, *run(held=None, reserved=8.2, expandable=8.11))
         check(rc == 0 and v.get("reserved peak at most expandable segments'") == "FAIL" and name not in v,

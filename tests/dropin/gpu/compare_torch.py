@@ -5,30 +5,42 @@ allocator (native), with its expandable segments, and with its cache off
 under carve-run (carve, with carve-run's --report).
 
 Checks, each printed as "PASS name | detail" or "FAIL name | detail":
+  - the runs: every watched run (mem_watch.py) exited 0, and the three
+    watches read the memory the same way (all of the process, or all of
+    the device);
   - same results: the losses (training) or each step's outputs (inference)
     of the carve run equal the native run's, bit for bit;
   - step time: the carve run's median step at most 2% above native's;
-  - footprint: carve's reserved peak at most 1.05 times the requested peak
-    of the carve run, as carve-run's report counts it (the program's live
-    buffers, and those a thread freed that carve-run keeps for its reuse);
-    PyTorch's own allocated peak in the native run is printed beside it. The
-    two differ: with its cache off every allocation of the process reaches
-    carve-run, also those made outside PyTorch's allocator, which its count
-    leaves out (32 MiB and 1 KiB more per thread that runs a matrix product,
-    cuBLAS's by their size and moment; the live sets at both peaks are in
-    bench/results/2026-11-26-h100f);
+  - footprint: carve's reserved peak at most 1.05 times the program's
+    requested peak. That is PyTorch's allocated peak in the native run plus
+    what the process allocates outside PyTorch's allocator, which its count
+    leaves out and carve-run serves (with its cache off every allocation of
+    the process reaches carve-run: 32 MiB and 1 KiB more per thread that
+    runs a matrix product, cuBLAS's by their size and moment; the live sets
+    at both peaks are in bench/results/2026-11-26-h100f). That part is read
+    from the driver: what the expandable run's process held beyond
+    PyTorch's reserved memory, less what the carve run's held beyond
+    carve's (the CUDA context is in both). Not carve-run's own requested
+    peak, which counts buffers waiting in its quarantine as requested.
+    Without the watch files, PyTorch's allocated peak alone;
   - against expandable segments: the device memory the driver saw the carve
-    run's process hold (its peak, mem_watch.py) at most what it saw the
-    expandable run's hold: the same program, the same CUDA context, every
-    byte counted whoever allocated it. Without the watch files, carve's
+    run's process hold at most what it saw the expandable run's hold: the
+    same program, the same CUDA context, every byte counted whoever
+    allocated it. carve's memory can shrink during the run (it unmaps), so
+    carve's figure is at least its reserved peak (report) plus what the
+    process held beside carve's memory at the last reading; PyTorch's
+    reserved memory never shrinks here. Without the watch files, carve's
     reserved peak against PyTorch's reserved peak with expandable segments
     (which leaves out what cuBLAS allocated itself).
+An input that cannot be read or judged is one FAIL line ("judge"), and the
+exit status is 1; 0 otherwise, whatever the verdicts.
 Then one line of figures for the table (prefixed "ROW").
 
 Usage: compare_torch.py NAME NATIVE.json EXPANDABLE.json CARVE.json CARVE_REPORT.json
                         [NATIVE-watch.json EXPANDABLE-watch.json CARVE-watch.json]
 """
 import json
+import math
 import sys
 
 
@@ -42,6 +54,82 @@ def last_json(path):
         return json.loads(text.splitlines()[-1])
 
 
+def number(d, key, what, positive=True):
+    """d[key] as a finite number (positive unless told), or ValueError naming it."""
+    v = d.get(key) if isinstance(d, dict) else None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or \
+            (positive and v <= 0):
+        raise ValueError(f"{what}: {key} is {v!r}")
+    return v
+
+
+def judge(name, runs):
+    """The verdict lines and the ROW line, or ValueError/KeyError/TypeError."""
+    lines = []
+    say = lines.append
+    n, x, c, r = runs["native"], runs["expandable"], runs["carve"], runs["report"]
+    watched = "wc" in runs
+    if watched:
+        w = {k: runs[k] for k in ("wn", "wx", "wc")}
+        bad = [f"{k}: rc {v.get('rc')!r}" for k, v in w.items() if v.get("rc") != 0]
+        methods = {v.get("method") for v in w.values()}
+        say(f"{'PASS' if not bad and len(methods) == 1 else 'FAIL'} {name}: the three runs exited 0, "
+            f"their memory read alike | " + ("; ".join(bad) or "rc 0, 0, 0") +
+            f"; read by {', '.join(sorted(str(m) for m in methods))}")
+    infer = bool(n.get("outputs"))
+    key = "outputs" if infer else "losses"
+    same = bool(n.get(key)) and n[key] == c.get(key) and len(n[key]) == n["steps"]
+    say(f"{'PASS' if same else 'FAIL'} {name}: same {key} as PyTorch's own allocator | "
+        f"{len(n.get(key) or [])} steps, last {(c.get(key) or ['-'])[-1]} vs {(n.get(key) or ['-'])[-1]}"
+        f" (expandable segments {'the same' if x.get(key) == n.get(key) else 'differ'})")
+    tn = number(n, "step_ms_median", "native run")
+    tc = number(c, "step_ms_median", "carve run")
+    tx = number(x, "step_ms_median", "expandable run")
+    say(f"{'PASS' if tc <= 1.02 * tn else 'FAIL'} {name}: step time within 2% of PyTorch's own cache | "
+        f"{tc:.2f} ms vs {tn:.2f} ms ({100 * (tc / tn - 1):+.1f}%; expandable segments {tx:.2f} ms)")
+    devs = r.get("devices") or []
+    if not devs:
+        raise ValueError("carve-run's report names no device: carve served nothing")
+    dev = devs[0]
+    reserved = number(dev, "peak_reserved_bytes", "carve-run's report")
+    at_exit = number(dev, "reserved_bytes_at_exit", "carve-run's report", positive=False)
+    allocated = number(n, "torch_max_memory_allocated", "native run")
+    xr = number(x, "torch_max_memory_reserved", "expandable run")
+    nr = number(n, "torch_max_memory_reserved", "native run")
+    held = {"wn": 0, "wx": 0, "wc": 0}
+    outside = 0
+    if watched:
+        for k in held:
+            if not w[k].get("samples"):
+                raise ValueError(f"{k}: no reading of the process")
+            held[k] = number(w[k], "peak_bytes", k)
+        last_c = number(w["wc"], "last_bytes", "wc", positive=False)
+        # beside carve's memory at the last reading (the context); carve's peak on top
+        held["wc"] = max(held["wc"], last_c - at_exit + reserved)
+        # what carve served that PyTorch's count leaves out
+        outside = max(0, (held["wx"] - xr) - (last_c - at_exit))
+    requested = allocated + outside
+    ratio = reserved / requested
+    say(f"{'PASS' if ratio <= 1.05 else 'FAIL'} {name}: reserved peak at most 1.05 x requested peak | "
+        f"{reserved / 2**30:.3f} GiB for {requested / 2**30:.3f} GiB = {ratio:.3f} (PyTorch's allocated peak "
+        f"{allocated / 2**30:.3f} GiB + {outside / 2**20:.0f} MiB allocated outside it; carve-run's own requested "
+        f"peak {dev.get('peak_requested_bytes', 0) / 2**30:.3f} GiB, quarantine at most "
+        f"{dev.get('unordered_free_peak_bytes', 0) / 2**30:.3f} GiB, "
+        f"{dev.get('waits_before_growing', '-')} waits before growing)")
+    if watched:
+        ok = held["wc"] <= held["wx"]
+        say(f"{'PASS' if ok else 'FAIL'} {name}: device memory at most expandable segments' (as the driver sees the process) | "
+            f"{held['wc'] / 2**30:.3f} GiB vs {held['wx'] / 2**30:.3f} GiB (PyTorch's own cache {held['wn'] / 2**30:.3f} GiB; "
+            f"reserved peaks {reserved / 2**30:.3f} vs {xr / 2**30:.3f} GiB)")
+    else:
+        say(f"{'PASS' if reserved <= xr else 'FAIL'} {name}: reserved peak at most expandable segments' | "
+            f"{reserved / 2**30:.3f} GiB vs {xr / 2**30:.3f} GiB (PyTorch's own cache {nr / 2**30:.3f} GiB)")
+    say(f"ROW {name:16s} {requested / 2**30:9.3f} {allocated / 2**30:9.3f} {nr / 2**30:9.3f} "
+        f"{xr / 2**30:9.3f} {reserved / 2**30:9.3f} {ratio:7.3f} {held['wn'] / 2**30:8.3f} {held['wx'] / 2**30:8.3f} "
+        f"{held['wc'] / 2**30:8.3f} {tn:9.2f} {tx:9.2f} {tc:9.2f}")
+    return lines
+
+
 def main():
     if len(sys.argv) not in (6, 9):
         print(__doc__, file=sys.stderr)
@@ -52,42 +140,15 @@ def main():
         try:
             runs[key] = last_json(path)
         except (OSError, ValueError, IndexError) as e:
-            print(f"FAIL {name}: results | {key} run unreadable ({path}: {e})")
+            print(f"FAIL {name}: judge | {key} run unreadable ({path}: {e})")
             return 1
-    n, x, c, r = runs["native"], runs["expandable"], runs["carve"], runs["report"]
-    infer = bool(n.get("outputs"))
-    key = "outputs" if infer else "losses"
-    same = n.get(key) and n[key] == c.get(key) and len(n[key]) == n["steps"]
-    print(f"{'PASS' if same else 'FAIL'} {name}: same {key} as PyTorch's own allocator | "
-          f"{len(n.get(key) or [])} steps, last {(c.get(key) or ['-'])[-1]} vs {(n.get(key) or ['-'])[-1]}"
-          f" (expandable segments {'the same' if x.get(key) == n.get(key) else 'differ'})")
-    tn, tc, tx = n["step_ms_median"], c["step_ms_median"], x["step_ms_median"]
-    print(f"{'PASS' if tc <= 1.02 * tn else 'FAIL'} {name}: step time within 2% of PyTorch's own cache | "
-          f"{tc:.2f} ms vs {tn:.2f} ms ({100 * (tc / tn - 1):+.1f}%; expandable segments {tx:.2f} ms)")
-    dev = r["devices"][0]
-    reserved = dev["peak_reserved_bytes"]
-    requested = dev["peak_requested_bytes"]
-    allocated = n["torch_max_memory_allocated"]
-    ratio = reserved / requested if requested else float("inf")
-    print(f"{'PASS' if ratio <= 1.05 else 'FAIL'} {name}: reserved peak at most 1.05 x requested peak | "
-          f"{reserved / 2**30:.3f} GiB for {requested / 2**30:.3f} GiB = {ratio:.3f} (PyTorch's allocated peak "
-          f"with its own cache {allocated / 2**30:.3f} GiB, {reserved / allocated if allocated else 0:.3f}; "
-          f"quarantine at most {dev.get('unordered_free_peak_bytes', 0) / 2**30:.3f} GiB, "
-          f"{dev.get('waits_before_growing', '-')} waits before growing)")
-    xr = x["torch_max_memory_reserved"]
-    if "wc" in runs:
-        held = {k: runs[k]["peak_bytes"] if runs[k].get("samples") else 0 for k in ("wn", "wx", "wc")}
-        ok = 0 < held["wc"] <= held["wx"]
-        print(f"{'PASS' if ok else 'FAIL'} {name}: device memory at most expandable segments' (as the driver sees the process) | "
-              f"{held['wc'] / 2**30:.3f} GiB vs {held['wx'] / 2**30:.3f} GiB (PyTorch's own cache {held['wn'] / 2**30:.3f} GiB; "
-              f"reserved peaks {reserved / 2**30:.3f} vs {xr / 2**30:.3f} GiB)")
-    else:
-        held = {"wn": 0, "wx": 0, "wc": 0}
-        print(f"{'PASS' if reserved <= xr else 'FAIL'} {name}: reserved peak at most expandable segments' | "
-              f"{reserved / 2**30:.3f} GiB vs {xr / 2**30:.3f} GiB (PyTorch's own cache {n['torch_max_memory_reserved'] / 2**30:.3f} GiB)")
-    print(f"ROW {name:16s} {requested / 2**30:9.3f} {allocated / 2**30:9.3f} {n['torch_max_memory_reserved'] / 2**30:9.3f} "
-          f"{xr / 2**30:9.3f} {reserved / 2**30:9.3f} {ratio:7.3f} {held['wn'] / 2**30:8.3f} {held['wx'] / 2**30:8.3f} "
-          f"{held['wc'] / 2**30:8.3f} {tn:9.2f} {tx:9.2f} {tc:9.2f}")
+    try:
+        lines = judge(name, runs)
+    except (ValueError, KeyError, TypeError, AttributeError, ZeroDivisionError) as e:
+        print(f"FAIL {name}: judge | the runs cannot be judged: {type(e).__name__}: {e}")
+        return 1
+    for line in lines:
+        print(line)
     return 0
 
 

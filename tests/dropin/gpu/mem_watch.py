@@ -13,8 +13,9 @@ its reading before the command is taken instead (method "device"), which
 is the process's own only while nothing else runs on the GPU.
 
 Writes one JSON object to OUT: pid, method ("process" or "device"),
-peak_bytes, samples (readings that found the process, or of the device),
-rc; exits with the command's status.
+peak_bytes, last_bytes (the last reading before the process ended),
+samples (readings that found the process, or of the device), rc; exits
+with the command's status.
 
 Usage: mem_watch.py OUT.json [--interval SECONDS] -- COMMAND [ARGS...]
 """
@@ -64,20 +65,21 @@ def main():
     cmd = args[args.index("--") + 1:]
     before = device_used()
     p = subprocess.Popen(cmd)
-    peak, samples, dev_peak, dev_samples = 0, 0, 0, 0
+    peak, last, samples, dev_peak, dev_last, dev_samples = 0, 0, 0, 0, 0, 0
     while p.poll() is None:
         b = used_bytes(p.pid)
         if b:
             samples += 1
-            peak = max(peak, b)
+            peak, last = max(peak, b), b
         d = device_used()
         if d is not None and before is not None:
             dev_samples += 1
-            dev_peak = max(dev_peak, d - before)
+            dev_peak, dev_last = max(dev_peak, d - before), d - before
         time.sleep(interval)
-    result = {"pid": p.pid, "method": "process", "peak_bytes": peak, "samples": samples, "rc": p.returncode}
+    result = {"pid": p.pid, "method": "process", "peak_bytes": peak, "last_bytes": last, "samples": samples,
+              "rc": p.returncode}
     if not samples:
-        result.update(method="device", peak_bytes=dev_peak, samples=dev_samples)
+        result.update(method="device", peak_bytes=dev_peak, last_bytes=dev_last, samples=dev_samples)
     with open(out_path, "w") as f:
         json.dump(result, f)
         f.write("\n")

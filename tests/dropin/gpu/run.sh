@@ -298,9 +298,14 @@ echo "(GiB: requested = the carve run's requested peak (carve-run's report); all
 echo " own-cache, expandable, carve = reserved peaks; ratio = carve / requested; dev-* = device memory the driver saw each process hold)" >>"$OUT/torch-compare.txt"
 for w in "gpt2-train:--model gpt2 --steps 20 --batch 8 --seq 512" "resnet50-infer:--model resnet50-infer --steps 40"; do
   name=${w%%:*}; args=${w#*:}
-  # each run watched from outside (nvidia-smi twice a second: reserved
-  # memory only grows in all three, so its peak stays until the end)
+  # each run watched from outside (nvidia-smi twice a second, and its exit
+  # status): PyTorch's reserved memory never shrinks in these runs, so its
+  # peak stays until the end; carve's may (it unmaps), and compare_torch.py
+  # takes carve's figure as at least its reserved peak from the report plus
+  # what the process held beside it at the last reading. A stale report
+  # from an earlier run must not be judged: each is removed first.
   WW() { local w=$OUT/torch-$name-$1-watch.json; shift; python3 "$HERE/mem_watch.py" "$w" --interval 0.5 -- "$@"; }
+  rm -f "$OUT/torch-$name-carve-report.json"
   WW native $TT $args >"$OUT/torch-$name-native.json" 2>"$OUT/torch-$name-native.err"
   PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True WW expandable $TT $args >"$OUT/torch-$name-expandable.json" \
     2>"$OUT/torch-$name-expandable.err"
@@ -308,7 +313,9 @@ for w in "gpt2-train:--model gpt2 --steps 20 --batch 8 --seq 512" "resnet50-infe
     >"$OUT/torch-$name-carve.json" 2>"$OUT/torch-$name-carve.err"
   python3 "$HERE/compare_torch.py" "$name" "$OUT/torch-$name-native.json" "$OUT/torch-$name-expandable.json" \
     "$OUT/torch-$name-carve.json" "$OUT/torch-$name-carve-report.json" "$OUT/torch-$name-native-watch.json" \
-    "$OUT/torch-$name-expandable-watch.json" "$OUT/torch-$name-carve-watch.json" >"$OUT/torch-$name-verdict.txt" 2>&1
+    "$OUT/torch-$name-expandable-watch.json" "$OUT/torch-$name-carve-watch.json" >"$OUT/torch-$name-verdict.txt" 2>&1 ||
+    grep -q "^FAIL" "$OUT/torch-$name-verdict.txt" ||
+    echo "FAIL $name: judge | compare_torch.py failed without a FAIL line" >>"$OUT/torch-$name-verdict.txt"
   while IFS= read -r line; do
     case $line in
       PASS*) body=${line#PASS }; pass "${body%% | *}" "${body#* | }";;
