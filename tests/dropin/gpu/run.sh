@@ -294,7 +294,7 @@ fi
 part torch
 TT="python3 $HERE/torch_train.py"
 echo "workload         requested allocated own-cache expandable     carve   ratio  dev-own  dev-exp dev-carve   own-ms  expand-ms  carve-ms" >"$OUT/torch-compare.txt"
-echo "(GiB: requested = the carve run's requested peak (carve-run's report); allocated = PyTorch's allocated peak with its own cache;" >>"$OUT/torch-compare.txt"
+echo "(GiB: requested = allocated = PyTorch's allocated peak with its own cache (what it allocates outside its allocator not counted);" >>"$OUT/torch-compare.txt"
 echo " own-cache, expandable, carve = reserved peaks; ratio = carve / requested; dev-* = device memory the driver saw each process hold)" >>"$OUT/torch-compare.txt"
 for w in "gpt2-train:--model gpt2 --steps 20 --batch 8 --seq 512" "resnet50-infer:--model resnet50-infer --steps 40"; do
   name=${w%%:*}; args=${w#*:}
@@ -302,10 +302,11 @@ for w in "gpt2-train:--model gpt2 --steps 20 --batch 8 --seq 512" "resnet50-infe
   # status): PyTorch's reserved memory never shrinks in these runs, so its
   # peak stays until the end; carve's may (it unmaps), and compare_torch.py
   # takes carve's figure as at least its reserved peak from the report plus
-  # what the process held beside it at the last reading. A stale report
-  # from an earlier run must not be judged: each is removed first.
+  # what the native process held beside PyTorch's memory at its last
+  # reading. Stale files from an earlier run must not be judged: the
+  # report and the watches are removed first.
   WW() { local w=$OUT/torch-$name-$1-watch.json; shift; python3 "$HERE/mem_watch.py" "$w" --interval 0.5 -- "$@"; }
-  rm -f "$OUT/torch-$name-carve-report.json"
+  rm -f "$OUT/torch-$name-carve-report.json" "$OUT/torch-$name-"{native,expandable,carve}-watch.json
   WW native $TT $args >"$OUT/torch-$name-native.json" 2>"$OUT/torch-$name-native.err"
   PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True WW expandable $TT $args >"$OUT/torch-$name-expandable.json" \
     2>"$OUT/torch-$name-expandable.err"
