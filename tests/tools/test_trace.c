@@ -616,6 +616,17 @@ static int temp_file(char *path) {
     return 1;
 }
 
+/* The file f (NULL: none) read again from its start into text (cap bytes,
+ * NUL-terminated), and closed. */
+static void read_back(FILE *f, char *text, size_t cap) {
+    if (!f)
+        return;
+    rewind(f);
+    size_t got = fread(text, 1, cap - 1, f);
+    text[got] = '\0';
+    fclose(f);
+}
+
 /* The writer: a free of an id it never wrote an allocation for is left out,
  * an allocation of an id still live gets its missed free first, and the
  * trace loads clean. */
@@ -641,12 +652,7 @@ static void test_writer(void) {
     CHECK(t.peak_requested == 301);
     carve_trace_free(&t);
     char text[2048] = "";
-    if (f) {
-        rewind(f);
-        size_t got = fread(text, 1, sizeof(text) - 1, f);
-        text[got] = '\0';
-        fclose(f);
-    }
+    read_back(f, text, sizeof(text));
     CHECK(strstr(text, "2 frees of ids never allocated in this trace left out") != NULL);
     CHECK(strstr(text, "1 frees written before an allocation of an id still live") != NULL);
     unlink(path);
@@ -777,12 +783,7 @@ static void test_writer_threads(void) {
     }
     carve_trace_free(&t);
     char text[2048] = "";
-    if (f) {
-        rewind(f);
-        size_t got = fread(text, 1, sizeof(text) - 1, f);
-        text[got] = '\0';
-        fclose(f);
-    }
+    read_back(f, text, sizeof(text));
     CHECK(strstr(text, "#thread,0\n") && strstr(text, "#thread,1\n") && strstr(text, "#thread,2\n"));
     unlink(path);
 
@@ -793,13 +794,8 @@ static void test_writer_threads(void) {
     CHECK(carve_trace_writer_open(path, NULL, &w) == CARVE_OK);
     CHECK(carve_trace_writer_alloc(w, 1, 8, 0, 1) == CARVE_OK && carve_trace_writer_free(w, 1, 2) == CARVE_OK);
     CHECK(carve_trace_writer_close(w) == CARVE_OK);
-    f = fopen(path, "rb");
     text[0] = '\0';
-    if (f) {
-        size_t got = fread(text, 1, sizeof(text) - 1, f);
-        text[got] = '\0';
-        fclose(f);
-    }
+    read_back(fopen(path, "rb"), text, sizeof(text));
     CHECK(text[0] && !strstr(text, "#thread"));
     unlink(path);
 
