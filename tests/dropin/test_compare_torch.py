@@ -56,22 +56,19 @@ def judge(d, native, expandable, carve, report, watches=None):
 
 
 def run(steps_ms=100.0, losses=(1.0, 0.5), reserved=8.2, requested=8.15, allocated=8.09, expandable=8.11,
-        held=(9.4, 8.78, 8.77), samples=(40, 40, 40), carve_losses=None, carve_ms=None, at_exit=None,
-        last_c=None, rcs=(0, 0, 0), methods=("process",) * 3):
+        held=(9.4, 8.78, 8.77), samples=(40, 40, 40), carve_losses=None, carve_ms=None,
+        rcs=(0, 0, 0), methods=("process",) * 3):
     native = {"steps": len(losses), "losses": list(losses), "outputs": [], "step_ms_median": steps_ms,
               "torch_max_memory_allocated": int(allocated * GiB), "torch_max_memory_reserved": int(9.0 * GiB)}
     exp = dict(native, torch_max_memory_reserved=int(expandable * GiB))
     carve = dict(native, losses=list(carve_losses or losses), step_ms_median=carve_ms or steps_ms,
                  torch_max_memory_allocated=0, torch_max_memory_reserved=0)
     report = {"devices": [{"peak_reserved_bytes": int(reserved * GiB), "peak_requested_bytes": int(requested * GiB),
-                           "reserved_bytes_at_exit": int((reserved if at_exit is None else at_exit) * GiB),
                            "footprint_ratio": reserved / requested, "unordered_free_peak_bytes": 0,
                            "waits_before_growing": 0}]}
     watches = None if held is None else [
         {"peak_bytes": int(h * GiB), "last_bytes": int(h * GiB), "samples": s, "method": m, "rc": rc}
         for h, s, m, rc in zip(held, samples, methods, rcs)]
-    if watches and last_c is not None:
-        watches[2]["last_bytes"] = int(last_c * GiB)
     return native, exp, carve, report, watches
 
 

@@ -458,7 +458,7 @@ def compile_skip(c, d):
 
 def graphs_checks(r):
     """CUDA graphs under carve.torch as under PyTorch's allocator: the runs of
-    each case (returned, for memcheck_checks) and their verdicts."""
+    each case (returned) and their verdicts."""
     runs = {}
     if not want("torch_graphs"):
         return runs
