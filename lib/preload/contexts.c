@@ -1054,7 +1054,8 @@ static NOINLINE int hold_slow(carve_ctx *c, carve_thread *t, uintptr_t ptr, size
 /* A stream-ordered free. It claims the buffer as any free does, but holds
  * the mark only until carve has the buffer back, and says so in its
  * thread's slot first: whoever sees the mark sees the slot. */
-static NOINLINE int free_ordered(uintptr_t ptr, carve_stream stream, void (*trace)(uintptr_t), carve_ctx **out) {
+static NOINLINE int free_ordered(uintptr_t ptr, carve_stream stream, void (*saw)(carve_ctx *, uintptr_t, size_t),
+                                 carve_ctx **out) {
     carve_thread *t = thread_self();
     uintptr_t *slot = t && t->slot >= 0 ? &releasing[t->slot] : NULL;
     if (slot)
@@ -1074,8 +1075,8 @@ static NOINLINE int free_ordered(uintptr_t ptr, carve_stream stream, void (*trac
         return CARVE_CTX_NOT_OURS;
     }
     *out = c;
-    if (trace)
-        trace(ptr);
+    if (saw)
+        saw(c, ptr, size);
     count(t, c, ASYNC_FREES);
     /* On another stream, carve records an event on that stream at the
      * free, which cannot be done while any capture is in progress; the
@@ -1103,12 +1104,13 @@ static NOINLINE int free_ordered(uintptr_t ptr, carve_stream stream, void (*trac
     return hold_slow(c, t, ptr, size, own, m == 0);
 }
 
-int carve_ctx_free(uintptr_t ptr, int ordered, carve_stream stream, void (*trace)(uintptr_t), carve_ctx **out) {
+int carve_ctx_free(uintptr_t ptr, int ordered, carve_stream stream, void (*saw)(carve_ctx *, uintptr_t, size_t),
+                   carve_ctx **out) {
     *out = NULL;
     if (ptr & (CARVE_ALIGNMENT - 1))
         return CARVE_CTX_NOT_OURS; /* no buffer of carve begins there */
     if (ordered)
-        return free_ordered(ptr, stream, trace, out);
+        return free_ordered(ptr, stream, saw, out);
     /* Mark it waiting before anything else: of two frees of one buffer,
      * racing or not, stream-ordered or not, exactly one gets the mark. */
     int m = carve_pending_mark(ptr);
@@ -1124,8 +1126,8 @@ int carve_ctx_free(uintptr_t ptr, int ordered, carve_stream stream, void (*trace
     }
     *out = c;
     carve_thread *t = thread_self();
-    if (trace)
-        trace(ptr);
+    if (saw)
+        saw(c, ptr, size);
     count(t, c, FREES);
     return hold(c, t, ptr, size, own, m == 0);
 }

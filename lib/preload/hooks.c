@@ -188,8 +188,8 @@ static inline CUresult do_alloc(CUdeviceptr *dptr, size_t size, CUstream stream,
         r = carve_ctx_alloc(size, s, 0, &p, &c);
     if (CARVE_LIKELY(r == CUDA_SUCCESS)) {
         *dptr = (CUdeviceptr)p;
-        if (CARVE_UNLIKELY(carve_run.tracing))
-            carve_session_trace_alloc(p, size, s);
+        if (CARVE_UNLIKELY(carve_run.watching))
+            carve_session_saw_alloc(c, p, size, s);
         carve_clock_out(c, t);
         return r;
     }
@@ -266,7 +266,7 @@ static inline CUresult do_free(CUdeviceptr dptr, CUstream stream, int ordered, i
          * treated as unordered: kept until all earlier work has completed. */
         int use_stream = ordered && !is_default_stream(stream) && !captured(stream, ptsz);
         r = carve_ctx_free((uintptr_t)dptr, use_stream, (carve_stream)stream,
-                           carve_run.tracing ? carve_session_trace_free : NULL, &c);
+                           carve_run.watching ? carve_session_saw_free : NULL, &c);
     }
     if (CARVE_LIKELY(r != CARVE_CTX_NOT_OURS)) {
         carve_clock_out(c, t);

@@ -278,10 +278,11 @@ int carve_ctx_alloc(size_t size, carve_stream stream, int try_only, uintptr_t *o
  * accepted. Returns CUDA_SUCCESS, CUDA_ERROR_INVALID_VALUE (freed already
  * and waiting, or being freed by another call), or CARVE_CTX_NOT_OURS when
  * no arena has ptr as a live buffer.
- * trace (may be NULL) is called with ptr once the free is accepted and
- * before the memory can be reused; *owner is the buffer's context. */
+ * saw (may be NULL) is called with the buffer's context, ptr and its size
+ * once the free is accepted and before the memory can be reused; *owner is
+ * the buffer's context. */
 #define CARVE_CTX_NOT_OURS (-1)
-int carve_ctx_free(uintptr_t ptr, int ordered, carve_stream stream, void (*trace)(uintptr_t),
+int carve_ctx_free(uintptr_t ptr, int ordered, carve_stream stream, void (*saw)(carve_ctx *, uintptr_t, size_t),
                    carve_ctx **owner) CARVE_INTERNAL;
 /* cuMemGetInfo on device as the program should see it from context c
  * (NULL: one carve does not serve): total = the cap (the driver's total
@@ -352,6 +353,7 @@ typedef struct carve_session {
     int ready;              /* options read, hooks may serve: 1; 2 with failures to inject */
     int report;             /* --report given */
     int tracing;            /* --trace or --svg given */
+    int watching;           /* tracing or report: the hooks tell of every call carve serves */
     int quiet;              /* no messages on stderr */
     uint64_t t0_ns;         /* start of the run (CLOCK_MONOTONIC) */
 } carve_session;
@@ -362,6 +364,11 @@ uint64_t carve_session_now(void) CARVE_INTERNAL;
 /* Trace events (no-ops without --trace): stream is the CUstream handle. */
 void carve_session_trace_alloc(uintptr_t ptr, size_t size, carve_stream stream) CARVE_INTERNAL;
 void carve_session_trace_free(uintptr_t ptr) CARVE_INTERNAL;
+/* A buffer of c's arena the program got (size bytes, as asked) or gave
+ * back, while carve_run.watching: traced, and counted in the program's
+ * live bytes of c's device under --report (the report's peak_live_bytes). */
+void carve_session_saw_alloc(carve_ctx *c, uintptr_t ptr, size_t size, carve_stream stream) CARVE_INTERNAL;
+void carve_session_saw_free(carve_ctx *c, uintptr_t ptr, size_t size) CARVE_INTERNAL;
 /* A context whose arena could not be made: say why, once per device. */
 void carve_session_warn(int device, const char *why) CARVE_INTERNAL;
 /* An allocation the program did not get: say why, once per device. */

@@ -213,8 +213,8 @@ static inline int served_alloc(void **devPtr, size_t size, cudaStream_t stream) 
         return 0;
     }
     *devPtr = (void *)p;
-    if (CARVE_UNLIKELY(carve_run.tracing))
-        carve_session_trace_alloc(p, size, s);
+    if (CARVE_UNLIKELY(carve_run.watching))
+        carve_session_saw_alloc(c, p, size, s);
     carve_clock_out(c, t);
     return 1;
 }
@@ -226,7 +226,7 @@ static inline int served_free(void *devPtr, int ordered, cudaStream_t stream) {
     uint64_t t = carve_clock_in();
     carve_ctx *c = NULL;
     int r = carve_ctx_free((uintptr_t)devPtr, ordered && (uintptr_t)stream > 2, (carve_stream)stream,
-                           carve_run.tracing ? carve_session_trace_free : NULL, &c);
+                           carve_run.watching ? carve_session_saw_free : NULL, &c);
     if (r != CUDA_SUCCESS)
         return 0; /* not carve's, or refused: the runtime asks the hooks, which say so again */
     carve_clock_out(c, t);

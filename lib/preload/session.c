@@ -163,6 +163,7 @@ static void init_once(void) {
         trace_is_temp = 1;
     }
     carve_run.tracing = trace_path[0] != 0;
+    carve_run.watching = carve_run.tracing || carve_run.report;
     pthread_atfork(fork_prepare, fork_parent, fork_child);
     __atomic_store_n(&carve_run.ready, carve_faults_armed ? 2 : 1, __ATOMIC_RELEASE);
 }
@@ -226,6 +227,29 @@ void carve_session_trace_free(uintptr_t ptr) {
         carve_trace_writer_free(w, ptr, carve_session_now() - carve_run.t0_ns);
 }
 
+/* The program's own live bytes in carve's buffers, per device, and their
+ * peak: counted at its calls, so that what carve keeps after a free (a
+ * thread's reusable buffers, the quarantine) is not counted. */
+static size_t live[64], live_peak[64];
+
+void carve_session_saw_alloc(carve_ctx *c, uintptr_t ptr, size_t size, carve_stream stream) {
+    carve_session_trace_alloc(ptr, size, stream);
+    int d = carve_ctx_device(c);
+    if (!carve_run.report || d < 0 || d >= 64)
+        return;
+    size_t now = __atomic_add_fetch(&live[d], size, __ATOMIC_RELAXED);
+    size_t peak = __atomic_load_n(&live_peak[d], __ATOMIC_RELAXED);
+    while (now > peak && !__atomic_compare_exchange_n(&live_peak[d], &peak, now, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
+}
+
+void carve_session_saw_free(carve_ctx *c, uintptr_t ptr, size_t size) {
+    carve_session_trace_free(ptr);
+    int d = carve_ctx_device(c);
+    if (carve_run.report && d >= 0 && d < 64)
+        __atomic_sub_fetch(&live[d], size, __ATOMIC_RELAXED);
+}
+
 void carve_session_oom(int device, size_t size, const char *why) {
     if (device >= 0 && device < 64 && __atomic_exchange_n(&oom_said[device], 1, __ATOMIC_RELAXED))
         return;
@@ -262,11 +286,13 @@ static void report_one(carve_arena *a, int device, const carve_ctx_counts *n, vo
     carve_stats s;
     carve_get_stats(a, &s);
     double fp = s.requested_bytes_peak ? (double)s.reserved_bytes_peak / (double)s.requested_bytes_peak : 0;
+    size_t lp = device >= 0 && device < 64 ? __atomic_load_n(&live_peak[device], __ATOMIC_RELAXED) : 0;
+    double lfp = lp ? (double)s.reserved_bytes_peak / (double)lp : 0;
     uint64_t calls = n->allocs + n->frees + n->async_allocs + n->async_frees;
-    char b1[32], b2[32], b3[32], b4[32];
-    say("carve-run: device %d: peak requested %s, peak allocated %s, peak reserved %s (footprint %.3f), "
-        "limit %s",
-        device, carve_format_bytes(b1, sizeof(b1), s.requested_bytes_peak),
+    char b1[32], b2[32], b3[32], b4[32], b5[32];
+    say("carve-run: device %d: the program's live peak %s (footprint %.3f); the arena's peak requested %s (with "
+        "what carve kept after frees), peak allocated %s, peak reserved %s (footprint %.3f), limit %s",
+        device, carve_format_bytes(b5, sizeof(b5), lp), lfp, carve_format_bytes(b1, sizeof(b1), s.requested_bytes_peak),
         carve_format_bytes(b2, sizeof(b2), s.allocated_bytes_peak), carve_format_bytes(b3, sizeof(b3), s.reserved_bytes_peak),
         fp, carve_format_bytes(b4, sizeof(b4), s.limit_bytes));
     say("carve-run: device %d: %llu allocations and %llu frees (%llu and %llu stream-ordered), %llu out of "
@@ -282,7 +308,8 @@ static void report_one(carve_arena *a, int device, const carve_ctx_counts *n, vo
         n->unordered_why ? n->unordered_why : "");
     if (r->json) {
         fprintf(r->json,
-                "%s{\"device\": %d, \"peak_requested_bytes\": %zu, \"peak_allocated_bytes\": %zu, "
+                "%s{\"device\": %d, \"peak_live_bytes\": %zu, \"live_footprint_ratio\": %.6f, "
+                "\"peak_requested_bytes\": %zu, \"peak_allocated_bytes\": %zu, "
                 "\"peak_reserved_bytes\": %zu, \"footprint_ratio\": %.6f, \"limit_bytes\": %zu, "
                 "\"reserved_bytes_at_exit\": %zu, \"live_buffers_at_exit\": %llu, \"allocs\": %llu, \"frees\": %llu, "
                 "\"async_allocs\": %llu, \"async_frees\": %llu, \"ooms\": %llu, \"passthrough_calls\": %llu, "
@@ -291,7 +318,7 @@ static void report_one(carve_arena *a, int device, const carve_ctx_counts *n, vo
                 "\"unordered_free_peak_bytes\": %zu, \"waits\": %llu, "
                 "\"waits_before_growing\": %llu, \"arena_event_records\": %llu, "
                 "\"arena_event_queries\": %llu, \"arena_syncs\": %llu, \"ordered_reuse_ended_by\": %s%s%s}",
-                r->first ? "" : ", ", device, s.requested_bytes_peak, s.allocated_bytes_peak, s.reserved_bytes_peak,
+                r->first ? "" : ", ", device, lp, lfp, s.requested_bytes_peak, s.allocated_bytes_peak, s.reserved_bytes_peak,
                 fp, s.limit_bytes, s.reserved_bytes, (unsigned long long)s.num_live,
                 (unsigned long long)(n->allocs + n->async_allocs), (unsigned long long)(n->frees + n->async_frees),
                 (unsigned long long)n->async_allocs, (unsigned long long)n->async_frees, (unsigned long long)n->ooms,

@@ -2,8 +2,9 @@
 """test_compare_torch.py — the judge of the PyTorch drop-in checks
 (tests/dropin/gpu/compare_torch.py) on made-up runs, with no GPU: each
 check passes and fails where it should; the footprint is judged against
-PyTorch's allocated peak (never carve-run's own requested peak, which
-counts its quarantine); the device memory against expandable segments' as
+the program's live peak from carve-run's report (never the arena's
+requested peak, which counts the quarantine), or PyTorch's allocated peak
+when the report has none; the device memory against expandable segments' as
 the watch files say, carve's at least its reserved peak plus what the
 native process held beside PyTorch's memory, however the readings fell
 (carve growing or shrinking between them); a run that exited non-zero,
@@ -55,7 +56,7 @@ def judge(d, native, expandable, carve, report, watches=None):
     return p.returncode, verdicts, row
 
 
-def run(steps_ms=100.0, losses=(1.0, 0.5), reserved=8.2, requested=8.15, allocated=8.09, expandable=8.11,
+def run(steps_ms=100.0, losses=(1.0, 0.5), reserved=8.2, requested=8.15, live=8.09, allocated=8.09, expandable=8.11,
         held=(9.4, 8.78, 8.77), samples=(40, 40, 40), carve_losses=None, carve_ms=None,
         rcs=(0, 0, 0), methods=("process",) * 3):
     native = {"steps": len(losses), "losses": list(losses), "outputs": [], "step_ms_median": steps_ms,
@@ -66,6 +67,8 @@ def run(steps_ms=100.0, losses=(1.0, 0.5), reserved=8.2, requested=8.15, allocat
     report = {"devices": [{"peak_reserved_bytes": int(reserved * GiB), "peak_requested_bytes": int(requested * GiB),
                            "footprint_ratio": reserved / requested, "unordered_free_peak_bytes": 0,
                            "waits_before_growing": 0}]}
+    if live is not None:
+        report["devices"][0].update(peak_live_bytes=int(live * GiB), live_footprint_ratio=reserved / live)
     watches = None if held is None else [
         {"peak_bytes": int(h * GiB), "last_bytes": int(h * GiB), "samples": s, "method": m, "rc": rc}
         for h, s, m, rc in zip(held, samples, methods, rcs)]
@@ -80,19 +83,30 @@ def main():
         check(rc == 0 and list(v.values()) == ["PASS"] * 5 and len(v) == 5,
               f"all five checks pass on good runs ({v})")
         check(row is not None and len(row) == 13 and row[1] == "8.090" and row[2] == "8.090" and row[9] == "8.770",
-              f"ROW: requested (= allocated), allocated, ... the three device figures, the step times ({row})")
-        # the footprint: PyTorch's allocated peak, not carve-run's own requested peak (which counts the quarantine)
-        _, v, _ = judge(d, *run(reserved=8.2, requested=8.2, allocated=7.0))
-        check(v.get(fp) == "FAIL", "footprint against PyTorch's allocated peak, not carve-run's requested peak")
-        _, v, _ = judge(d, *run(reserved=8.2, requested=8.2, allocated=7.9))
+              f"ROW: requested (= live), allocated, ... the three device figures, the step times ({row})")
+        # the footprint: the program's live peak, not the arena's requested peak (which counts the quarantine)
+        # nor PyTorch's allocated peak (which leaves out what the program allocates beside PyTorch's allocator)
+        _, v, row = judge(d, *run(reserved=8.2, requested=8.2, live=7.0, allocated=8.1))
+        check(v.get(fp) == "FAIL" and row[1] == "7.000",
+              f"footprint against the program's live peak, not the arena's requested peak nor PyTorch's ({row})")
+        _, v, row = judge(d, *run(reserved=8.2, requested=8.2, live=7.9, allocated=7.0))
+        check(v.get(fp) == "PASS" and row[1] == "7.900", f"... within 1.05 of it passes ({row})")
+        # a report without a live peak: PyTorch's allocated peak, never the arena's requested peak
+        _, v, _ = judge(d, *run(reserved=8.2, requested=8.2, live=None, allocated=7.0))
+        check(v.get(fp) == "FAIL", "without a live peak: against PyTorch's allocated peak")
+        _, v, _ = judge(d, *run(reserved=8.2, requested=8.2, live=None, allocated=7.9))
         check(v.get(fp) == "PASS", "... within 1.05 of it passes")
+        bad_live = run()
+        bad_live[3]["devices"][0]["peak_live_bytes"] = 0
+        rc, v, _ = judge(d, *bad_live)
+        check(rc == 1 and "FAIL" in v.values() and v.get(fp) is None, f"a live peak of 0: FAIL, exit 1 ({v})")
         dm = "device memory at most expandable segments' (as the driver sees the process)"
         # carve's figure is at least its reserved peak + what the native process held beside PyTorch's
         # memory (9.4 - 9.0 = 0.4 GiB), whatever the carve watch saw: a peak between readings, or carve
         # growing after the last one
         _, v, row = judge(d, *run(held=(9.4, 8.78, 8.5), reserved=8.5))
         check(v.get(dm) == "FAIL" and row[9] == "8.900", f"carve's peak missed by the readings still counts ({row})")
-        _, v, row = judge(d, *run(held=(9.4, 8.78, 0.7), reserved=1.5, allocated=0.79, expandable=0.9))
+        _, v, row = judge(d, *run(held=(9.4, 8.78, 0.7), reserved=1.5, live=0.79, allocated=0.79, expandable=0.9))
         check(v.get(dm) == "PASS" and row[9] == "1.900" and v.get(fp) == "FAIL",
               f"carve grown after its last reading: its figure from its peak, its footprint from the report ({row})")
         bad_native = run()

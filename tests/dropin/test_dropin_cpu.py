@@ -906,13 +906,27 @@ def main():
         path = os.path.join(tmp, f"gpt2-{name}.csv")
         with open(path, "w") as g:
             g.write("\n".join(l for l in lines if keep(l)) + "\n")
-        rc, out, err = run([run_tool, "--", os.path.join(MOCK, "dropin_replay"), "64"],
+        rjson = os.path.join(tmp, f"gpt2-{name}.json")
+        rc, out, err = run([run_tool, f"--report={rjson}", "--", os.path.join(MOCK, "dropin_replay"), "64"],
                            env_extra={"MOCK_CUDA_MEM": str(16 << 30)}, stdin=path, timeout=300)
         m = re.search(r", (\d+) threads?, requested peak (\d+), device peak (\d+), .*, 0 violations",
                       ok_line(out, "replay") or "")
         check(rc == 0 and m, f"GPT-2 training with its threads replayed ({name}): {out}{err}")
         if m:
             peaks[name] = (int(m.group(1)), int(m.group(2)), int(m.group(3)))
+            # The report's live peak is the program's own, counted at its
+            # calls: exactly the replay's requested peak, although carve
+            # keeps freed buffers (a thread's reusable ones, the quarantine)
+            # and the arena's requested peak counts them.
+            try:
+                with open(rjson) as f:
+                    d = json.load(f)["devices"][0]
+                check(d["peak_live_bytes"] == int(m.group(2)) and d["peak_requested_bytes"] >= d["peak_live_bytes"]
+                      and abs(d["live_footprint_ratio"] - d["peak_reserved_bytes"] / d["peak_live_bytes"]) < 1e-5,
+                      f"GPT-2 ({name}): the report's peak_live_bytes is the program's requested peak "
+                      f"{m.group(2)}: {d['peak_live_bytes']} (arena's {d['peak_requested_bytes']})")
+            except (OSError, ValueError, KeyError, IndexError) as e:
+                check(False, f"GPT-2 ({name}): the report has peak_live_bytes ({e})")
     if len(peaks) == 2:
         (n2, r2, d2), (n1, r1, d1) = peaks["threads"], peaks["one"]
         print(f"GPT-2 training, device peak with its 2 threads {d2}, on one thread {d1} ({d2 / d1:.4f})")

@@ -11,15 +11,19 @@ Checks, each printed as "PASS name | detail" or "FAIL name | detail":
   - same results: the losses (training) or each step's outputs (inference)
     of the carve run equal the native run's, bit for bit;
   - step time: the carve run's median step at most 2% above native's;
-  - footprint: carve's reserved peak at most 1.05 times PyTorch's
-    allocated peak in the native run. Strict: with its cache off every
-    allocation of the process reaches carve-run, also those made outside
-    PyTorch's allocator, which its count leaves out (32 MiB and 1 KiB more
-    per thread that runs a matrix product, cuBLAS's by their size and
+  - footprint: carve's reserved peak at most 1.05 times the program's
+    live peak (the report's peak_live_bytes: the most bytes of carve's
+    buffers the program held at once, counted at its own allocations and
+    frees, so that what carve keeps after a free, for a thread's reuse or
+    in the quarantine, is not in it). With its cache off every allocation
+    of the process reaches carve-run, also those made outside PyTorch's
+    allocator, which PyTorch's allocated peak leaves out (32 MiB and 1 KiB
+    more per thread that runs a matrix product, cuBLAS's by their size and
     moment; the live sets at both peaks are in
-    bench/results/2026-11-26-h100f), so carve's ratio carries them. Printed
-    beside: carve-run's own requested peak (which also counts the buffers
-    waiting in its quarantine, so it is no judge);
+    bench/results/2026-11-26-h100f); printed beside. A report without a
+    live peak (an older carve-run) is judged against PyTorch's allocated
+    peak instead, which is strict. The arena's requested peak (it counts
+    what waits in the quarantine) is never the judge;
   - against expandable segments: the device memory the driver saw the carve
     run's process hold at most what it saw the expandable run's hold: the
     same program, the same CUDA context, every byte counted whoever
@@ -107,12 +111,17 @@ def judge(name, runs):
         if beside <= 0:
             raise ValueError(f"the native run's last reading is not above PyTorch's reserved peak ({beside} B)")
         held["wc"] = max(held["wc"], reserved + beside)
-    requested = allocated
+    if "peak_live_bytes" in dev:
+        requested = number(dev, "peak_live_bytes", "carve-run's report")
+        what = f"the program's live peak; PyTorch's allocated peak {allocated / 2**30:.3f} GiB, {reserved / allocated:.3f}"
+    else:
+        requested = allocated
+        what = "PyTorch's allocated peak: the report has no live peak"
     ratio = reserved / requested
     say(f"{'PASS' if ratio <= 1.05 else 'FAIL'} {name}: reserved peak at most 1.05 x requested peak | "
-        f"{reserved / 2**30:.3f} GiB for {requested / 2**30:.3f} GiB = {ratio:.3f} (PyTorch's allocated peak; "
-        f"carve-run's own requested peak {dev.get('peak_requested_bytes', 0) / 2**30:.3f} GiB, "
-        f"{reserved / max(1, dev.get('peak_requested_bytes', 0)):.3f}, with what waits in its quarantine, at most "
+        f"{reserved / 2**30:.3f} GiB for {requested / 2**30:.3f} GiB = {ratio:.3f} ({what}; "
+        f"the arena's requested peak {dev.get('peak_requested_bytes', 0) / 2**30:.3f} GiB, "
+        f"with what waits in its quarantine, at most "
         f"{dev.get('unordered_free_peak_bytes', 0) / 2**30:.3f} GiB; "
         f"{dev.get('waits_before_growing', '-')} waits before growing)")
     if watched:
