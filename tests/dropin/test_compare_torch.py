@@ -5,8 +5,9 @@ check passes and fails where it should; the footprint is judged against
 the program's live peak from carve-run's report (never the arena's
 requested peak, which counts the quarantine), or PyTorch's allocated peak
 when the report has none; the device memory against expandable segments' as
-the watch files say, carve's at least its reserved peak plus what the
-native process held beside PyTorch's memory, however the readings fell
+the watch files say, carve's at least its reserved peak plus what its own
+process held beside carve's memory at rest at the end (else what the
+native process held beside PyTorch's memory), however the readings fell
 (carve growing or shrinking between them); a run that exited non-zero,
 watches that read differently, a watch with no reading, a report with no
 device and numbers that are missing or zero are failures, never passes;
@@ -58,7 +59,7 @@ def judge(d, native, expandable, carve, report, watches=None):
 
 def run(steps_ms=100.0, losses=(1.0, 0.5), reserved=8.2, requested=8.15, live=8.09, allocated=8.09, expandable=8.11,
         held=(9.4, 8.78, 8.77), samples=(40, 40, 40), carve_losses=None, carve_ms=None,
-        rcs=(0, 0, 0), methods=("process",) * 3):
+        rcs=(0, 0, 0), methods=("process",) * 3, carve_same=1, at_exit=None):
     native = {"steps": len(losses), "losses": list(losses), "outputs": [], "step_ms_median": steps_ms,
               "torch_max_memory_allocated": int(allocated * GiB), "torch_max_memory_reserved": int(9.0 * GiB)}
     exp = dict(native, torch_max_memory_reserved=int(expandable * GiB))
@@ -69,9 +70,13 @@ def run(steps_ms=100.0, losses=(1.0, 0.5), reserved=8.2, requested=8.15, live=8.
                            "waits_before_growing": 0}]}
     if live is not None:
         report["devices"][0].update(peak_live_bytes=int(live * GiB), live_footprint_ratio=reserved / live)
+    if at_exit is not None:
+        report["devices"][0]["reserved_bytes_at_exit"] = int(at_exit * GiB)
     watches = None if held is None else [
         {"peak_bytes": int(h * GiB), "last_bytes": int(h * GiB), "samples": s, "method": m, "rc": rc}
         for h, s, m, rc in zip(held, samples, methods, rcs)]
+    if watches:
+        watches[2]["last_same"] = carve_same
     return native, exp, carve, report, watches
 
 
@@ -109,6 +114,20 @@ def main():
         _, v, row = judge(d, *run(held=(9.4, 8.78, 0.7), reserved=1.5, live=0.79, allocated=0.79, expandable=0.9))
         check(v.get(dm) == "PASS" and row[9] == "1.900" and v.get(fp) == "FAIL",
               f"carve grown after its last reading: its figure from its peak, its footprint from the report ({row})")
+        # carve's own memory beside its arena, read at rest at the end (3 readings alike): its last reading
+        # less its reserved bytes at exit (8.7 - 8.2 = 0.5 GiB), not the native process's (9.6 - 9.0 = 0.6 GiB,
+        # which holds buffers carve's arena holds already)
+        _, v, row = judge(d, *run(held=(9.6, 8.78, 8.7), reserved=8.2, carve_same=3, at_exit=8.2))
+        check(v.get(dm) == "PASS" and row[9] == "8.700", f"settled: carve's own memory beside its arena ({row})")
+        _, v, row = judge(d, *run(held=(9.6, 8.78, 8.7), reserved=8.2, carve_same=2, at_exit=8.2))
+        check(v.get(dm) == "FAIL" and row[9] == "8.800", f"not settled (2 readings alike): the native's ({row})")
+        _, v, row = judge(d, *run(held=(9.6, 8.78, 8.7), reserved=8.2, carve_same=3))
+        check(v.get(dm) == "FAIL" and row[9] == "8.800", f"no reserved bytes at exit: the native's ({row})")
+        _, v, row = judge(d, *run(held=(9.6, 8.78, 8.1), reserved=8.2, carve_same=5, at_exit=8.2))
+        check(v.get(dm) == "FAIL" and row[9] == "8.800", f"a last reading under carve's reserved bytes: the native's ({row})")
+        # a reserved peak above the settled end still counts in full
+        _, v, row = judge(d, *run(held=(9.6, 8.78, 8.5), reserved=8.4, carve_same=3, at_exit=8.0))
+        check(v.get(dm) == "FAIL" and row[9] == "8.900", f"settled: reserved peak + own memory beside it ({row})")
         bad_native = run()
         bad_native[4][0]["last_bytes"] = int(8.9 * GiB)  # below PyTorch's reserved 9.0 GiB: a wrong reading
         rc, v, _ = judge(d, *bad_native)

@@ -28,14 +28,18 @@ Checks, each printed as "PASS name | detail" or "FAIL name | detail":
     run's process hold at most what it saw the expandable run's hold: the
     same program, the same CUDA context, every byte counted whoever
     allocated it. carve's memory can shrink during the run (it unmaps) and
-    the readings are a second or so apart, so carve's figure is at least
-    its reserved peak (report) plus what the native run's process held
-    beside PyTorch's reserved memory at its last reading (the context and
-    what is allocated outside PyTorch's allocator: more than the carve
-    run's process holds beside carve's memory, whose reserved bytes
-    include the latter). PyTorch's reserved memory never shrinks in these
-    runs. Without the watch files, carve's reserved peak against PyTorch's
-    reserved peak with expandable segments.
+    the readings are half a second or more apart, so carve's figure is at
+    least its reserved peak (report) plus what its process held beside
+    carve's memory: its last reading less carve's reserved bytes at exit,
+    where the watch saw the process hold still at the end (at least
+    SETTLED readings in a row alike: torch_train.py --settle; what the
+    context holds only grows, so the end is its most); otherwise, what the
+    native run's process held beside PyTorch's reserved memory at its last
+    reading (the context and what is allocated outside PyTorch's
+    allocator, which carve's reserved bytes hold already: strict by that
+    much). PyTorch's reserved memory never shrinks in these runs. Without
+    the watch files, carve's reserved peak against PyTorch's reserved peak
+    with expandable segments.
 An input that cannot be read or judged is one FAIL line ("judge"), and the
 exit status is 1; 0 otherwise, whatever the verdicts.
 Then one line of figures for the table (prefixed "ROW").
@@ -57,6 +61,8 @@ def last_json(path):
     except ValueError:
         return json.loads(text.splitlines()[-1])
 
+
+SETTLED = 3  # readings in a row alike at the end of a watch: the process held still
 
 def number(d, key, what, positive=True):
     """d[key] as a finite number (positive unless told), or ValueError naming it."""
@@ -106,10 +112,16 @@ def judge(name, runs):
                 raise ValueError(f"{k}: no reading of the process")
             held[k] = number(w[k], "peak_bytes", k)
         # what the native process held beside PyTorch's reserved memory at the
-        # end (PyTorch's reserved bytes never shrink): carve's peak on top of it
+        # end (PyTorch's reserved bytes never shrink)
         beside = number(w["wn"], "last_bytes", "wn") - nr
         if beside <= 0:
             raise ValueError(f"the native run's last reading is not above PyTorch's reserved peak ({beside} B)")
+        beside_what = "the native process's"
+        # what the carve process held beside carve's memory, read at rest at the end
+        at_exit = dev.get("reserved_bytes_at_exit")
+        if w["wc"].get("last_same", 0) >= SETTLED and isinstance(at_exit, int) and \
+                0 < number(w["wc"], "last_bytes", "wc") - at_exit:
+            beside, beside_what = w["wc"]["last_bytes"] - at_exit, "its own, at rest"
         held["wc"] = max(held["wc"], reserved + beside)
     if "peak_live_bytes" in dev:
         requested = number(dev, "peak_live_bytes", "carve-run's report")
@@ -128,7 +140,9 @@ def judge(name, runs):
         ok = held["wc"] <= held["wx"]
         say(f"{'PASS' if ok else 'FAIL'} {name}: device memory at most expandable segments' (as the driver sees the process) | "
             f"{held['wc'] / 2**30:.3f} GiB vs {held['wx'] / 2**30:.3f} GiB (PyTorch's own cache {held['wn'] / 2**30:.3f} GiB; "
-            f"reserved peaks {reserved / 2**30:.3f} vs {xr / 2**30:.3f} GiB)")
+            f"reserved peaks {reserved / 2**30:.3f} vs {xr / 2**30:.3f} GiB; carve's figure: the most of its readings, "
+            f"{w['wc']['peak_bytes'] / 2**30:.3f} GiB, and its reserved peak + {beside / 2**20:.0f} MiB beside it "
+            f"({beside_what}))")
     else:
         say(f"{'PASS' if reserved <= xr else 'FAIL'} {name}: reserved peak at most expandable segments' | "
             f"{reserved / 2**30:.3f} GiB vs {xr / 2**30:.3f} GiB (PyTorch's own cache {nr / 2**30:.3f} GiB)")

@@ -14,8 +14,9 @@ is the process's own only while nothing else runs on the GPU.
 
 Writes one JSON object to OUT: pid, method ("process" or "device"),
 peak_bytes, last_bytes (the last reading before the process ended),
-samples (readings that found the process, or of the device), rc; exits
-with the command's status.
+last_same (how many readings in a row at the end gave last_bytes: the
+process held still that long), samples (readings that found the process,
+or of the device), rc; exits with the command's status.
 
 Usage: mem_watch.py OUT.json [--interval SECONDS] -- COMMAND [ARGS...]
 """
@@ -65,21 +66,24 @@ def main():
     cmd = args[args.index("--") + 1:]
     before = device_used()
     p = subprocess.Popen(cmd)
-    peak, last, samples, dev_peak, dev_last, dev_samples = 0, 0, 0, 0, 0, 0
+    peak, last, same, samples, dev_peak, dev_last, dev_same, dev_samples = 0, 0, 0, 0, 0, 0, 0, 0
     while p.poll() is None:
         b = used_bytes(p.pid)
         if b:
             samples += 1
+            same = same + 1 if b == last else 1
             peak, last = max(peak, b), b
         d = device_used()
         if d is not None and before is not None:
             dev_samples += 1
+            dev_same = dev_same + 1 if d - before == dev_last else 1
             dev_peak, dev_last = max(dev_peak, d - before), d - before
         time.sleep(interval)
-    result = {"pid": p.pid, "method": "process", "peak_bytes": peak, "last_bytes": last, "samples": samples,
-              "rc": p.returncode}
+    result = {"pid": p.pid, "method": "process", "peak_bytes": peak, "last_bytes": last, "last_same": same,
+              "samples": samples, "rc": p.returncode}
     if not samples:
-        result.update(method="device", peak_bytes=dev_peak, last_bytes=dev_last, samples=dev_samples)
+        result.update(method="device", peak_bytes=dev_peak, last_bytes=dev_last, last_same=dev_same,
+                      samples=dev_samples)
     with open(out_path, "w") as f:
         json.dump(result, f)
         f.write("\n")

@@ -305,10 +305,12 @@ for w in "gpt2-train:--model gpt2 --steps 20 --batch 8 --seq 512" "resnet50-infe
   # status): PyTorch's reserved memory never shrinks in these runs, so its
   # peak stays until the end; carve's may (it unmaps), and compare_torch.py
   # takes carve's figure as at least its reserved peak from the report plus
-  # what the native process held beside PyTorch's memory at its last
-  # reading. Stale files from an earlier run must not be judged: the
-  # report and the watches are removed first.
+  # what the carve process held beside carve's memory at the end (each run
+  # holds still for 2 s before it exits, --settle, so that the watch's last
+  # readings see it at rest). Stale files from an earlier run must not be
+  # judged: the report and the watches are removed first.
   WW() { local w=$OUT/torch-$name-$1-watch.json; shift; python3 "$HERE/mem_watch.py" "$w" --interval 0.5 -- "$@"; }
+  args="$args --settle 2"
   rm -f "$OUT/torch-$name-carve-report.json" "$OUT/torch-$name-"{native,expandable,carve}-watch.json
   WW native $TT $args >"$OUT/torch-$name-native.json" 2>"$OUT/torch-$name-native.err"
   PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True WW expandable $TT $args >"$OUT/torch-$name-expandable.json" \

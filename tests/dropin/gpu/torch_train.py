@@ -35,6 +35,8 @@ def main():
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--seq", type=int, default=512)
     ap.add_argument("--batches", default="8,64,1,32,16,48,4,24", help="inference: batch sizes, taken in turn")
+    ap.add_argument("--settle", type=float, default=0.0,
+                    help="seconds to hold everything still after the report (for a watch's last readings)")
     a = ap.parse_args()
     infer = a.model == "resnet50-infer"
     batches = [int(b) for b in a.batches.split(",")]
@@ -88,7 +90,10 @@ def main():
         "torch_max_memory_reserved": torch.cuda.max_memory_reserved(),
         "torch_max_memory_allocated": torch.cuda.max_memory_allocated(),
         "no_caching": os.environ.get("PYTORCH_NO_CUDA_MEMORY_CACHING", ""),
-    }))
+    }), flush=True)
+    if a.settle > 0:  # every tensor still alive, nothing allocated or freed
+        torch.cuda.synchronize()
+        time.sleep(a.settle)
     return 0
 
 
