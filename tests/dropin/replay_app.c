@@ -27,6 +27,11 @@
  * event is its own. So whatever carve-run keeps per thread is kept as in
  * the recorded run. A trace without tags runs on one thread.
  *
+ * With DROPIN_REPLAY_NONBLOCKING=1 the program first makes a non-blocking
+ * stream (and never uses it), as cuDNN or NCCL do in a PyTorch process:
+ * carve-run's quarantine then waits for its epochs' events (unordered
+ * reuse), as it does for such a program on a GPU.
+ *
  * Usage: dropin_replay [LAG]   (default 64)
  */
 #include <pthread.h>
@@ -238,6 +243,10 @@ int main(int argc, char **argv) {
     CU(cuInit(0));
     CU(cuDevicePrimaryCtxRetain(&ctx, 0));
     CU(cuCtxSetCurrent(ctx));
+    const char *nb = getenv("DROPIN_REPLAY_NONBLOCKING");
+    CUstream side = NULL;
+    if (nb && strcmp(nb, "1") == 0)
+        CU(cuStreamCreate(&side, 0x1 /* CU_STREAM_NON_BLOCKING */));
     tab = calloc(cap, sizeof(*tab));
     read_trace();
     unsigned nthreads = 1;
