@@ -373,8 +373,8 @@ int main(int argc, char **argv) {
     char line[512];
     snprintf(line, sizeof(line),
              "ab_gpt2: ggml's gpt-2-backend (unmodified) called %d times in one process: %d pairs of rounds (ABBA) "
-             "after %d warm-up pairs, %d tokens generated, prompt %ld tokens; switch %s\n",
-             calls_made, o.pairs, o.warmup, o.gen, prompt_tokens,
+             "after %d warm-up pair%s, %d tokens generated, prompt %ld tokens; switch %s\n",
+             calls_made, o.pairs, o.warmup, o.warmup == 1 ? "" : "s", o.gen, prompt_tokens,
              serve_fn ? "carve_run_serve (carve / the driver)" : "none (A/A: both arms the same)");
     text += line;
     text += "pair arm    prompt_ms    full_ms  prompt_tok/s  gen_tok/s\n";

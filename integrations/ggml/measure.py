@@ -350,7 +350,8 @@ def ab_markdown(ab, pairs, warmup, gen):
     md = ["## carve-run's effect inside one process", "",
           f"ab-gpt2: gpt-2-backend's unmodified main called again and again in one process under carve-run, carve "
           f"serving every allocation of one round and the driver every allocation of the next "
-          f"(carve_run_serve), {pairs} pairs of rounds in ABBA order after {warmup} warm-up pairs; a round is a "
+          f"(carve_run_serve), {pairs} pairs of rounds in ABBA order after {warmup} warm-up "
+          f"pair{'' if warmup == 1 else 's'}; a round is a "
           f"one-token run (prompt tokens/s) and a {gen + 1}-token run (generation tokens/s from the difference). "
           f"Ratio: carve / driver, per pair; the median over the pairs with its 95% rank interval; PASS within "
           f"{1 - AB_BAND:.2f}-{1 + AB_BAND:.2f}, not judgeable (FAIL) when the interval is wider than that.", "",
