@@ -1,6 +1,9 @@
 // header_test.cpp — one public header (HEADER, set by the build) compiles
-// alone as C++ with -pedantic-errors, and links. Built once per header.
+// alone as C++ with -pedantic-errors, and links. Built once per header;
+// carve.h comes after it, for the headers that do not include it
+// (carve_run.h).
 #include HEADER
+#include "carve.h"
 
 int main() {
     carve_config c;

@@ -18,9 +18,16 @@
 # every token (the KV cache views move), so ggml should capture none of them
 # (their GGML_CARVE_REPORT counts captured allocations), but it compares each
 # graph's nodes with the last one's. WORK/bin/carve-graphs.txt says which
-# build this was (ON/OFF); measure.py notes it.
+# build this was (ON/OFF); measure.py notes it. The first stage also builds
+# ab-gpt2 (ab_gpt2.cpp: gpt-2-backend's unmodified main called many times in
+# one process, for measure.py's in-process A/B of carve-run).
 #
-# Usage: integrations/ggml/build.sh [WORK]        (default build-ggml)
+# With cpu as the second argument, only ggml's CPU backend, gpt-2-backend
+# and ab-gpt2, from .vendor/ggml as it is, into WORK/cpu/bin (no CUDA, no
+# carve, no GPU): the build ab_cpu_smoke.sh runs ab-gpt2 in, to show that
+# gpt-2-backend's main can be called again and again in one process.
+#
+# Usage: integrations/ggml/build.sh [WORK] [cpu]   (default build-ggml)
 # Environment: GGML_CUDA_ARCH (default 90), JOBS (default nproc),
 #   GGML_CARVE_FA (default OFF: ggml's flash-attention kernels, which the
 #   GPT-2 programs do not use, built as stubs; ON for llama.cpp-like builds),
@@ -30,6 +37,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$(pwd)
 WORK=${1:-build-ggml}
+MODE=${2:-gpu}
+case "$MODE" in gpu|cpu) ;; *) echo "build.sh: the second argument is cpu or nothing, not '$MODE'" >&2; exit 1;; esac
 mkdir -p "$WORK"
 WORK=$(cd "$WORK" && pwd)
 ARCH=${GGML_CUDA_ARCH:-90}
@@ -57,6 +66,19 @@ if [ "$(cat .vendor/ggml/PINNED_COMMIT 2>/dev/null)" != "$pin" ]; then
   exit 1
 fi
 
+if [ "$MODE" = cpu ]; then
+  cmake -S integrations/ggml -B "$WORK/cpu/build" "${gen[@]}" -DGGML_SOURCE_DIR="$root/.vendor/ggml" \
+    -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=OFF -DBUILD_SHARED_LIBS=OFF -DGGML_BUILD_TESTS=OFF \
+    -DGGML_BUILD_EXAMPLES=OFF -DGGML_CARVE=OFF >"$WORK/cpu-configure.log" 2>&1 ||
+    { tail -40 "$WORK/cpu-configure.log"; exit 1; }
+  cmake --build "$WORK/cpu/build" -j "$JOBS" --target gpt-2-backend ab-gpt2 >"$WORK/cpu-build.log" 2>&1 ||
+    { tail -40 "$WORK/cpu-build.log"; exit 1; }
+  mkdir -p "$WORK/cpu/bin"
+  cp "$WORK/cpu/build/bin/gpt-2-backend" "$WORK/cpu/build/bin/ab-gpt2" "$WORK/cpu/bin/"
+  stamp "ggml $pin for the CPU: gpt-2-backend and ab-gpt2 in $WORK/cpu/bin"
+  exit 0
+fi
+
 # 1. carve: the library, carve-run and its interposer, installed with the CMake package.
 if [ ! -f "$WORK/carve/build.ninja" ]; then
   meson setup "$WORK/carve" --buildtype=release -Dtests=false -Dbenchmarks=false -Dpython_package=disabled \
@@ -79,11 +101,12 @@ cmake -S integrations/ggml -B "$WORK/build" "${gen[@]}" -DGGML_SOURCE_DIR="$src"
   -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$ARCH" -DBUILD_SHARED_LIBS=OFF -DGGML_CUDA_NCCL=OFF \
   -DGGML_CUDA_FA="$FA" -DGGML_CUDA_GRAPHS=OFF -DGGML_BUILD_TESTS=OFF -DGGML_BUILD_EXAMPLES=OFF -DGGML_CARVE=OFF \
   -DCMAKE_PREFIX_PATH="$WORK/prefix" >"$WORK/ggml-configure.log" 2>&1 || { tail -40 "$WORK/ggml-configure.log"; exit 1; }
-cmake --build "$WORK/build" -j "$JOBS" --target gpt-2-backend gpt-2-sched gpt-2-batched \
+cmake --build "$WORK/build" -j "$JOBS" --target gpt-2-backend gpt-2-sched gpt-2-batched ab-gpt2 \
   >"$WORK/ggml-build.log" 2>&1 || { tail -40 "$WORK/ggml-build.log"; exit 1; }
 mkdir -p "$WORK/bin"
 for p in backend sched batched; do cp "$WORK/build/bin/gpt-2-$p" "$WORK/bin/"; done
-stamp "ggml $pin (unmodified) and its GPT-2 programs in $WORK/bin"
+cp "$WORK/build/bin/ab-gpt2" "$WORK/bin/"
+stamp "ggml $pin (unmodified), its GPT-2 programs and ab-gpt2 in $WORK/bin"
 
 # 3. The patch, the adapter, the programs linked through it.
 apply

@@ -15,18 +15,26 @@
 #            each, and the program linked through the adapter; tokens,
 #            tokens/s (prompt and generation), peak reserved and nvidia-smi
 #            memory, a --limit too small, --trace with carve-replay, the
-#            other GPT-2 programs, ggml-carve-models. Writes
+#            other GPT-2 programs, ggml-carve-models, and carve-run's
+#            effect inside one process (ab-gpt2). Writes
 #            OUT/results.md and OUT/results.json; PASS/FAIL lines.
-#   all      the three in turn (the default).
+#   ab       measure.py --only ab: carve-run's effect on tokens/s inside
+#            one process alone (ab-gpt2 turning carve-run's measurement
+#            switch between rounds, over each of ggml's pools; estimated
+#            at about 3 minutes with the default 24 pairs). Writes OUT/results-ab.md
+#            and OUT/results-ab.json.
+#   all      build, model and measure in turn (the default).
 #
-# Usage: integrations/ggml/gpu_run.sh OUT [build|model|measure|all]
+# Usage: integrations/ggml/gpu_run.sh OUT [build|model|measure|ab|all]
 # Environment: GGML_WORK (default build-ggml), GGML_GPT2_SIZE (small,
 #   medium, large, xl; default small), GGML_RUN_REPS (5), GGML_GEN_TOKENS
-#   (256), and build.sh's GGML_CUDA_ARCH, JOBS, GGML_CARVE_FA.
+#   (256), GGML_AB_PAIRS (24), GGML_AB_WARMUP (1), and build.sh's
+#   GGML_CUDA_ARCH, JOBS, GGML_CARVE_FA, GGML_CARVE_GRAPHS.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-OUT=${1:?usage: gpu_run.sh OUT [build|model|measure|all]}
+OUT=${1:?usage: gpu_run.sh OUT [build|model|measure|ab|all]}
 STEP=${2:-all}
+case "$STEP" in build|model|measure|ab|all) ;; *) echo "gpu_run.sh: unknown step '$STEP'" >&2; exit 2;; esac
 WORK=${GGML_WORK:-build-ggml}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
@@ -63,8 +71,9 @@ if [ "$STEP" = model ] || [ "$STEP" = all ]; then
   fi
 fi
 
-if [ "$STEP" = measure ] || [ "$STEP" = all ]; then
-  python3 integrations/ggml/measure.py --work "$WORK" --out "$OUT" 2>&1 | tee -a "$OUT/run.log"
+if [ "$STEP" = measure ] || [ "$STEP" = ab ] || [ "$STEP" = all ]; then
+  only=(); [ "$STEP" = ab ] && only=(--only ab)
+  python3 integrations/ggml/measure.py --work "$WORK" --out "$OUT" "${only[@]}" 2>&1 | tee -a "$OUT/run.log"
   rc=${PIPESTATUS[0]}
   # Everything but the summary in one file (what comes back from a device run is a few files).
   tar -czf "$OUT/logs.tar.gz" -C "$OUT" logs 2>/dev/null && rm -rf "$OUT/logs"

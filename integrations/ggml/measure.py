@@ -30,10 +30,30 @@ end in ggml's own out-of-memory path, not a crash; a --trace of the legacy
 pool's run must replay with carve-replay; gpt-2-sched and gpt-2-batched
 must print the same text every way; ggml-carve-models must pass.
 
+Then carve-run's effect measured inside ONE process (the ways above differ
+from process to process by 10-17% in predict time on an H100, too much for
+a 2% check): ab-gpt2 (ab_gpt2.cpp) runs gpt-2-backend's unmodified main
+many times in one process under carve-run, turning carve-run's measurement
+switch (carve_run_serve, include/carve_run.h) between rounds, so that
+carve serves every allocation of one round and the driver every allocation
+of the next, in pairs ordered ABBA; twice, over ggml's VMM pool (carve-run)
+and over its legacy pool (carve-run-legacy). Each pair gives the ratio
+carve / driver of prompt and of generation tokens/s (defined as above); the
+check is the median ratio over the pairs with its 95% rank interval: PASS
+when the median is within 2% (0.98 to 1.02); FAIL when it is not, and also
+when the interval is wider than that band (0.04): the check is then not
+judgeable, which never counts as a pass. Every call must print the same
+tokens.
+
 Writes OUT/results.md, OUT/results.json and OUT/logs/; prints PASS/FAIL
 lines and "N passed, N failed". Exit 0 when all pass, 1 otherwise.
+--only ab runs the in-process A/B alone (results-ab.md, results-ab.json).
 
-Usage: measure.py --work WORK --out OUT [--reps 5] [--gen 256]
+Usage: measure.py --work WORK --out OUT [--reps 5] [--gen 256] [--only ab]
+                  [--ab-pairs 24] [--ab-warmup 1]
+Environment: GGML_RUN_REPS, GGML_GEN_TOKENS, GGML_AB_PAIRS, GGML_AB_WARMUP
+(the defaults of those options), GGML_RUN_CPUS (the cores every run is
+pinned to).
 """
 
 import argparse
@@ -149,6 +169,11 @@ class Runner:
         except OSError:
             self.graphs = "?"
 
+    def gpt2_args(self):
+        """The arguments of every GPT-2 run but -n: greedy, every layer on the GPU."""
+        return ["-m", self.model, "-p", PROMPT, "-s", "42", "--top_k", "1", "-ngl", "99", "-c", "1024", "-b", "32",
+                "--ignore-eos", "-t", "4"]
+
     def command(self, mode, program, report, limit=None, trace=None):
         """(argv prefix, environment additions) for one way of running program."""
         env = {}
@@ -173,8 +198,7 @@ class Runner:
         name = f"{self.count:03d}-{program}-{mode}-n{n}{tag}"
         report = os.path.join(self.logs, name + ".report")
         pre, env_add = self.command(mode, program, report, limit, trace)
-        args = ["-m", self.model, "-p", PROMPT, "-s", "42", "--top_k", "1", "-ngl", "99", "-c", "1024", "-b", "32",
-                "--ignore-eos", "-t", "4", "-n", str(n)] + list(extra)
+        args = self.gpt2_args() + ["-n", str(n)] + list(extra)
         argv = pre + args
         env = dict(os.environ, **env_add)
         self.commands.setdefault((mode, program), " ".join(f"{k}={shlex.quote(v)}" for k, v in env_add.items()
@@ -251,20 +275,134 @@ def fmt_mib(b):
     return "-" if b is None else f"{b / 2**20:.0f} MiB"
 
 
+AB_BAND = 0.02  # "within 2%": the median ratio carve / driver between 0.98 and 1.02
+AB_WAYS = (("carve-run", "over ggml's VMM pool, whose cuMemCreate memory carve counts but does not serve"),
+           ("carve-run-legacy", "over ggml's legacy pool, all of ggml's memory carve's"))
+
+
+def judge_ab(fig):
+    """The verdict on one figure of ab-gpt2's JSON (its "prompt" or "gen":
+    median_ratio, lo, hi, coverage, n): (passed, words). PASS when the median
+    ratio carve / driver is within AB_BAND of 1; FAIL when it is not, and
+    when the check is not judgeable: no interval (too few pairs) or one
+    wider than the band (2 * AB_BAND)."""
+    fig = fig if isinstance(fig, dict) else {}
+    m, lo, hi, n = fig.get("median_ratio"), fig.get("lo"), fig.get("hi"), fig.get("n", 0)
+    band = f"{1 - AB_BAND:.2f}-{1 + AB_BAND:.2f}"
+    if not isinstance(m, (int, float)):
+        return False, "not measured"
+    if not isinstance(lo, (int, float)) or not isinstance(hi, (int, float)):
+        return False, f"not judgeable: median ratio {m:.4f}, but {n} pairs are too few for a 95% interval"
+    words = (f"median ratio {m:.4f}, {100 * fig.get('coverage', 0):.1f}% interval {lo:.4f}-{hi:.4f} over {n} pairs; "
+             f"medians {fig.get('carve_median_tps') or 0:.0f} (carve) and {fig.get('plain_median_tps') or 0:.0f} "
+             f"(driver) tokens/s")
+    if hi - lo > 2 * AB_BAND:
+        return False, f"not judgeable: {words}: the interval is wider than the band {band}"
+    if abs(m - 1) > AB_BAND:
+        return False, f"{words}: the median is outside {band}"
+    return True, f"{words}: within {band}"
+
+
+def ab_step(run, R, pairs, warmup):
+    """ab-gpt2 under carve-run over each of ggml's pools: its JSON by way."""
+    results = {}
+    ab = os.path.join(run.bin, "ab-gpt2")
+    for way, what in AB_WAYS:
+        tag = f"ab-{way}"
+        js, txt, report = (os.path.join(run.logs, tag + ext) for ext in (".json", ".txt", ".report"))
+        for path in (js, txt):
+            if os.path.exists(path):
+                os.unlink(path)
+        env_add = {"LD_PRELOAD": run.shim} if way == "carve-run-legacy" else {}
+        argv = [run.carve_run, f"--report={report}", "--", ab, "--pairs", str(pairs), "--warmup", str(warmup),
+                "--gen", str(run.gen), "--json", js, "--text", txt, "--"] + run.gpt2_args()
+        t0 = time.time()
+        try:
+            p = subprocess.run(argv, env=dict(os.environ, **env_add), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, errors="replace", timeout=300 + 60 * (pairs + warmup), preexec_fn=pin)
+            rc, out, err = p.returncode, p.stdout, p.stderr
+        except subprocess.TimeoutExpired as e:
+            rc, out, err = None, "", f"timed out after {e.timeout} s"
+        wall = time.time() - t0
+        command = " ".join(f"{k}={shlex.quote(v)}" for k, v in env_add.items()) + " " + \
+            " ".join(shlex.quote(a) for a in argv)
+        with open(os.path.join(run.logs, tag + ".log"), "w") as f:
+            f.write(f"$ {command}\n# rc {rc}, {wall:.1f} s\n--- stdout\n{out}\n--- stderr\n{err}")
+        try:
+            with open(js) as f:
+                d = json.load(f)
+        except (OSError, ValueError):
+            d = {}
+        ran = rc == 0 and d.get("complete") is True and d.get("same_tokens") is True and d.get("switch") is True
+        R.check(ran, f"{way} in one process ({what}): ab-gpt2 turned carve-run's switch between rounds, "
+                     f"the same tokens in all {d.get('calls', 0)} calls", f"rc {rc}, {wall:.0f} s, logs/{tag}.log")
+        for key, name in (("prompt", "prompt processing"), ("gen", "generation")):
+            passed, words = judge_ab(d.get(key)) if ran else (False, "not measured")
+            R.check(passed, f"{way} in one process: {name} tokens/s with carve within 2% of the driver's", words)
+        results[way] = dict(d, command=command.strip(), rc=rc, wall_s=round(wall, 1))
+    return results
+
+
+def ab_markdown(ab, pairs, warmup, gen):
+    """The A/B's part of results.md."""
+    if not ab:
+        return []
+    md = ["## carve-run's effect inside one process", "",
+          f"ab-gpt2: gpt-2-backend's unmodified main called again and again in one process under carve-run, carve "
+          f"serving every allocation of one round and the driver every allocation of the next "
+          f"(carve_run_serve), {pairs} pairs of rounds in ABBA order after {warmup} warm-up "
+          f"pair{'' if warmup == 1 else 's'}; a round is a "
+          f"one-token run (prompt tokens/s) and a {gen + 1}-token run (generation tokens/s from the difference). "
+          f"Ratio: carve / driver, per pair; the median over the pairs with its 95% rank interval; PASS within "
+          f"{1 - AB_BAND:.2f}-{1 + AB_BAND:.2f}, not judgeable (FAIL) when the interval is wider than that.", "",
+          "| way | prompt: median ratio (interval) | generation: median ratio (interval) | calls | seconds |",
+          "|---|---|---|---|---|"]
+    for way, _ in AB_WAYS:
+        d = ab.get(way, {})
+
+        def cell(key):
+            f = d.get(key) if isinstance(d.get(key), dict) else {}
+            if not isinstance(f.get("median_ratio"), (int, float)):
+                return "-"
+            if not isinstance(f.get("lo"), (int, float)):
+                return f"{f['median_ratio']:.4f} (no interval)"
+            return f"{f['median_ratio']:.4f} ({f['lo']:.4f}-{f['hi']:.4f})"
+        md.append(f"| {way} | {cell('prompt')} | {cell('gen')} | {d.get('calls', '-')} | {d.get('seconds', '-')} |")
+    md.append("")
+    for way, _ in AB_WAYS:
+        if ab.get(way, {}).get("command"):
+            md.append(f"- {way}: `{ab[way]['command']}`")
+    return md + [""]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--work", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--reps", type=int, default=int(os.environ.get("GGML_RUN_REPS", "5")))
     ap.add_argument("--gen", type=int, default=int(os.environ.get("GGML_GEN_TOKENS", "256")))
+    ap.add_argument("--only", choices=("all", "ab"), default="all",
+                    help="ab: only the in-process A/B of carve-run (ab-gpt2)")
+    ap.add_argument("--ab-pairs", type=int, default=int(os.environ.get("GGML_AB_PAIRS", "24")),
+                    help="pairs of rounds of the in-process A/B (four calls a pair, each loading the model)")
+    ap.add_argument("--ab-warmup", type=int, default=int(os.environ.get("GGML_AB_WARMUP", "1")),
+                    help="pairs run first and not counted")
     args = ap.parse_args()
     R = Results()
     run = Runner(args.work, args.out, args.gen)
-    for path in [run.model, run.carve_run, run.replay, run.shim] + \
-            [os.path.join(run.bin, f"gpt-2-{p}{s}") for p in ("backend", "sched", "batched") for s in ("", "-carve")]:
+    needed = [run.model, run.carve_run, run.shim, os.path.join(run.bin, "ab-gpt2")]
+    if args.only == "all":
+        needed += [run.replay] + [os.path.join(run.bin, f"gpt-2-{p}{s}") for p in ("backend", "sched", "batched")
+                                  for s in ("", "-carve")]
+    for path in needed:
         if not os.path.exists(path):
             R.check(False, f"{path} exists (gpu_run.sh build and model first)")
             return 1
+    if args.only == "ab":
+        ab = ab_step(run, R, args.ab_pairs, args.ab_warmup)
+        write_ab_results(args, run, R, ab)
+        print(f"{R.passed} passed, {R.failed} failed")
+        return 0 if R.failed == 0 else 1
     idle = idle_memory()
     R.info(f"GPU memory in use while idle: {idle} MiB (subtracted from the peaks below)")
     R.info(f"carve-linked: ggml patched and built with CUDA graphs {run.graphs} (GGML_CARVE_GRAPHS; "
@@ -368,20 +506,47 @@ def main():
             R.info("ggml-carve-models: " + line[5:])
     R.check(p.returncode == 0, "ggml-carve-models exits 0", f"rc {p.returncode}")
 
-    write_results(args, run, R, summary, P, idle)
+    # 6. carve-run's effect inside one process (ab-gpt2).
+    ab = ab_step(run, R, args.ab_pairs, args.ab_warmup)
+
+    write_results(args, run, R, summary, P, idle, ab)
     print(f"{R.passed} passed, {R.failed} failed")
     return 0 if R.failed == 0 else 1
 
 
-def write_results(args, run, R, summary, P, idle):
-    def sh(cmd):
-        try:
-            return subprocess.run(cmd, capture_output=True, text=True, timeout=30).stdout.strip()
-        except (OSError, subprocess.TimeoutExpired):
-            return "?"
+def sh(cmd):
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return "?"
+
+
+def setting():
+    """(GPU, carve's commit, ggml's pinned commit)."""
     gpu = sh(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"])
     commit = sh(["git", "rev-parse", "--short", "HEAD"])
     ggml = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "PINNED_COMMIT")).read().strip()
+    return gpu, commit, ggml
+
+
+def write_ab_results(args, run, R, ab):
+    """--only ab: OUT/results-ab.md and OUT/results-ab.json."""
+    gpu, commit, ggml = setting()
+    md = [f"# ggml's GPT-2 under carve-run, in one process ({time.strftime('%Y-%m-%d')})", "",
+          f"GPU: {gpu}; carve {commit}; ggml {ggml}; GPT-2 with random weights "
+          f"({os.environ.get('GGML_GPT2_SIZE', 'small')}), greedy; cores {','.join(map(str, sorted(CPUS)))}.", ""] + \
+        ab_markdown(ab, args.ab_pairs, args.ab_warmup, args.gen) + \
+        ["## Checks", "", "```"] + R.lines + [f"{R.passed} passed, {R.failed} failed", "```", ""]
+    with open(os.path.join(run.out, "results-ab.md"), "w") as f:
+        f.write("\n".join(md))
+    with open(os.path.join(run.out, "results-ab.json"), "w") as f:
+        json.dump({"gpu": gpu, "carve": commit, "ggml": ggml, "gen_tokens": args.gen, "ab_pairs": args.ab_pairs,
+                   "ab_warmup": args.ab_warmup, "band": AB_BAND, "ab": ab, "checks": R.lines, "passed": R.passed,
+                   "failed": R.failed}, f, indent=1)
+
+
+def write_results(args, run, R, summary, P, idle, ab):
+    gpu, commit, ggml = setting()
     rows = []
     names = {"ggml-vmm": "ggml, its VMM pool (unmodified)", "ggml-legacy": "ggml, its legacy pool (unmodified)",
              "carve-run": "carve-run (VMM pool counted, not carved)",
@@ -407,14 +572,16 @@ def write_results(args, run, R, summary, P, idle):
           f"less {idle} MiB in use while idle (the CUDA context, cuBLAS and the model's buffers included).", "",
           "| way | prompt tokens/s | generation tokens/s | carve peak reserved | ggml VMM pool peak "
           "(cuMemCreate) | GPU memory (nvidia-smi) |", "|---|---|---|---|---|---|"] + rows + \
-         ["", "## Checks", "", "```"] + R.lines + [f"{R.passed} passed, {R.failed} failed", "```", "",
-                                                    "## Commands", ""] + \
+         [""] + ab_markdown(ab, args.ab_pairs, args.ab_warmup, args.gen) + \
+         ["## Checks", "", "```"] + R.lines + [f"{R.passed} passed, {R.failed} failed", "```", "",
+                                              "## Commands", ""] + \
          [f"- {names[m]}: `{summary[m]['command']}`" for m in MODES] + [""]
     with open(os.path.join(run.out, "results.md"), "w") as f:
         f.write("\n".join(md))
     with open(os.path.join(run.out, "results.json"), "w") as f:
         json.dump({"gpu": gpu, "carve": commit, "ggml": ggml, "prompt_tokens": P, "gen_tokens": args.gen,
-                   "reps": args.reps, "idle_mib": idle, "summary": summary, "checks": R.lines,
+                   "reps": args.reps, "idle_mib": idle, "summary": summary, "ab_pairs": args.ab_pairs,
+                   "ab_warmup": args.ab_warmup, "band": AB_BAND, "ab": ab, "checks": R.lines,
                    "passed": R.passed, "failed": R.failed}, f, indent=1)
 
 

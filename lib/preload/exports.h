@@ -1,8 +1,9 @@
 /*
  * exports.h — every symbol the interposer exports in the driver's and the
  * runtime's names, with the driver ABI's signatures (hooks.c and lookup.c
- * define them). A program or library that links, dlsym()s or
- * cuGetProcAddress()es one of these names gets carve's function.
+ * define them), and carve-run's own measurement switch (carve_run.h). A
+ * program or library that links, dlsym()s or cuGetProcAddress()es one of
+ * these names gets carve's function.
  */
 #ifndef CARVE_PRELOAD_EXPORTS_H
 #define CARVE_PRELOAD_EXPORTS_H
@@ -48,6 +49,9 @@ CARVE_EXPORT CUresult cuCtxCreate_v3(CUcontext *pctx, void *params, int nparams,
 CARVE_EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, void *params, unsigned int flags, CUdevice dev);
 CARVE_EXPORT CUresult cuGreenCtxCreate(void **phCtx, void *desc, CUdevice dev, unsigned int flags);
 CARVE_EXPORT CUresult cuGreenCtxStreamCreate(CUstream *phStream, void *greenCtx, unsigned int flags, int priority);
+
+/* hooks.c: the measurement switch (include/carve_run.h) */
+CARVE_EXPORT int carve_run_serve(int on);
 
 /* counted.c: passed through to the driver, counted against the cap */
 CARVE_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const void *prop,

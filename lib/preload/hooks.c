@@ -14,11 +14,16 @@
  * before CUDA is up, allocations on a stream that is being captured into a
  * graph (the driver must make those graph nodes itself). What goes to the
  * driver is counted against the cap (meter.c) and given back when freed;
- * failures injected on purpose (faults.c) come first.
+ * failures injected on purpose (faults.c) come first. carve-run's
+ * measurement switch (carve_run_serve, include/carve_run.h) lives here too:
+ * while it is off, new allocations take the driver's way, on the branch the
+ * hooks already take when not everything is plain.
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "carve_run.h"
 #include "preload/exports.h"
 #include "preload/preload.h"
 #include "preload/timing.h"
@@ -79,7 +84,7 @@ static struct {
     green_stream_fn GreenCtxStreamCreate;
 } real;
 
-static int resolved; /* atomic: 0 not yet; 1 ready; 2 ready, with failures to inject (faults.c) */
+static int resolved; /* atomic: CARVE_READY_* as carve_run.ready, 0 until resolve_all ran */
 
 static void resolve_all(void) {
     carve_faults_init();
@@ -125,7 +130,11 @@ static void resolve_all(void) {
     R(GreenCtxCreate, "cuGreenCtxCreate");
     R(GreenCtxStreamCreate, "cuGreenCtxStreamCreate");
 #undef R
-    __atomic_store_n(&resolved, carve_faults_armed ? 2 : 1, __ATOMIC_RELEASE);
+    /* From 0 only: a second resolve_all racing the first leaves a switch
+     * that carve_run_serve turned meanwhile as it is. */
+    int none = 0;
+    __atomic_compare_exchange_n(&resolved, &none, carve_faults_armed ? CARVE_READY_FAULTS : CARVE_READY_SERVE, 0,
+                                __ATOMIC_RELEASE, __ATOMIC_RELAXED);
 }
 
 static inline void resolve(void) {
@@ -169,16 +178,27 @@ static int captured(CUstream s, int ptsz) {
 static NOINLINE CUresult alloc_not_served(CUdeviceptr *dptr, size_t size, CUstream stream, int ordered, int ptsz,
                                           CUresult r, carve_ctx *c);
 
-/* An allocation when not everything is plain: resolve, and say whether the
- * call is one that is to fail on purpose (nothing is allocated then). */
-static NOINLINE int alloc_first(CUdeviceptr *dptr, size_t size) {
+static NOINLINE CUresult alloc_passed(CUdeviceptr *dptr, size_t size, CUstream stream, int ordered, int ptsz);
+
+/* An allocation when not everything is plain: resolve; then the answer to a
+ * call that is to fail on purpose (CUDA_ERROR_OUT_OF_MEMORY, nothing
+ * allocated), the driver's while carve_run_serve has turned serving off, or
+ * CARVE_CTX_NOT_SERVED: serve it as usual. */
+static NOINLINE CUresult alloc_first(CUdeviceptr *dptr, size_t size, CUstream stream, int ordered, int ptsz) {
     resolve();
-    return carve_faults_armed && dptr && size && carve_fault_next();
+    if (carve_faults_armed && dptr && size && carve_fault_next())
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (__atomic_load_n(&resolved, __ATOMIC_ACQUIRE) == CARVE_READY_PASS)
+        return alloc_passed(dptr, size, stream, ordered, ptsz);
+    return CARVE_CTX_NOT_SERVED;
 }
 
 static inline CUresult do_alloc(CUdeviceptr *dptr, size_t size, CUstream stream, int ordered, int ptsz) {
-    if (CARVE_UNLIKELY(__atomic_load_n(&resolved, __ATOMIC_ACQUIRE) != 1) && alloc_first(dptr, size))
-        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (CARVE_UNLIKELY(__atomic_load_n(&resolved, __ATOMIC_ACQUIRE) != CARVE_READY_SERVE)) {
+        CUresult first = alloc_first(dptr, size, stream, ordered, ptsz);
+        if (first != CARVE_CTX_NOT_SERVED)
+            return first;
+    }
     uint64_t t = carve_clock_in();
     uintptr_t p = 0;
     carve_ctx *c = NULL;
@@ -252,6 +272,22 @@ static CUresult alloc_not_served(CUdeviceptr *dptr, size_t size, CUstream stream
     return r;
 }
 
+/* An allocation while carve_run_serve has turned serving off: the driver's,
+ * as any allocation passed through (counted against the cap). Where the
+ * driver has no memory left for it, carve first gives back what the
+ * context's arena holds cached or waiting (cuMemGetInfo counts that memory
+ * as the program's to have, and would be wrong otherwise), and the driver
+ * is asked once more. */
+static CUresult alloc_passed(CUdeviceptr *dptr, size_t size, CUstream stream, int ordered, int ptsz) {
+    CUresult r = alloc_not_served(dptr, size, stream, ordered, ptsz, CARVE_CTX_NOT_SERVED, NULL);
+    if (r == CUDA_ERROR_OUT_OF_MEMORY && !(ordered && captured(stream, ptsz))) {
+        carve_ctx *c = carve_ctx_current();
+        if (c && carve_ctx_make_room(c))
+            r = alloc_not_served(dptr, size, stream, ordered, ptsz, CARVE_CTX_NOT_SERVED, NULL);
+    }
+    return r;
+}
+
 static NOINLINE CUresult free_not_ours(CUdeviceptr dptr, CUstream stream, int ordered, int ptsz);
 
 static inline CUresult do_free(CUdeviceptr dptr, CUstream stream, int ordered, int ptsz) {
@@ -261,7 +297,7 @@ static inline CUresult do_free(CUdeviceptr dptr, CUstream stream, int ordered, i
     uint64_t t = carve_clock_in();
     carve_ctx *c = NULL;
     CUresult r = CARVE_CTX_NOT_OURS;
-    if (CARVE_LIKELY(carve_run.ready)) {
+    if (CARVE_LIKELY(__atomic_load_n(&carve_run.ready, __ATOMIC_RELAXED))) {
         /* On a default stream, or on a stream being captured, a free is
          * treated as unordered: kept until all earlier work has completed. */
         int use_stream = ordered && !is_default_stream(stream) && !captured(stream, ptsz);
@@ -313,6 +349,32 @@ CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStre
 CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) { return do_free(dptr, hStream, 1, 0); }
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) { return do_free(dptr, hStream, 1, 1); }
 
+/* ---- the measurement switch (include/carve_run.h) ------------------------ *
+ * One state for both kinds of entry point: carve_run.ready, which the
+ * runtime exports read, and this file's resolved, which the driver hooks
+ * read, change together under a lock (taken around fork, so that a child
+ * never finds it held). Frees never look at the switch. */
+static pthread_mutex_t serve_lock = PTHREAD_MUTEX_INITIALIZER;
+static void serve_lock_take(void) { pthread_mutex_lock(&serve_lock); }
+static void serve_lock_give(void) { pthread_mutex_unlock(&serve_lock); }
+__attribute__((constructor)) static void serve_fork_safe(void) {
+    pthread_atfork(serve_lock_take, serve_lock_give, serve_lock_give);
+}
+
+int carve_run_serve(int on) {
+    resolve();
+    serve_lock_take();
+    int was = __atomic_load_n(&carve_run.ready, __ATOMIC_ACQUIRE), r = -1;
+    if (was != CARVE_READY_NOT_YET) { /* not a child that serves nothing */
+        int now = !on ? CARVE_READY_PASS : carve_faults_armed ? CARVE_READY_FAULTS : CARVE_READY_SERVE;
+        __atomic_store_n(&resolved, now, __ATOMIC_RELEASE);
+        __atomic_store_n(&carve_run.ready, now, __ATOMIC_RELEASE);
+        r = was != CARVE_READY_PASS;
+    }
+    serve_lock_give();
+    return r;
+}
+
 /* What the program can still obtain under the cap: from a context carve
  * serves, with its arena's cached memory; from one it does not serve (an
  * arena that could not be made, a context taken away right now), the cap
@@ -335,7 +397,7 @@ CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes) {
 CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
     resolve();
     CUresult r = CALL_REAL(DeviceTotalMem, bytes, dev);
-    if (r != CUDA_SUCCESS || !bytes || !carve_run.ready)
+    if (r != CUDA_SUCCESS || !bytes || !__atomic_load_n(&carve_run.ready, __ATOMIC_RELAXED))
         return r;
     size_t cap = carve_meter_cap((int)dev);
     if (cap >= CARVE_SEGMENT_GRANULE && cap < *bytes)

@@ -349,8 +349,20 @@ int carve_ctx_fork(int stage) CARVE_INTERNAL;
 void carve_signals_watch(void (*finish_trace)(void)) CARVE_INTERNAL;
 
 /* ---- session.c ---- */
+/* What carve_run.ready (and hooks.c's own copy) says an allocation of the
+ * program meets. Every value but 0 lets frees be served (carve's pointers to
+ * carve, others to the driver); the hooks take their likely path only at
+ * CARVE_READY_SERVE, so the rarer states cost the fast path nothing. */
+enum {
+    CARVE_READY_NOT_YET = 0, /* options not read yet, or a forked child of a process that used CUDA:
+                                every call passes to the driver */
+    CARVE_READY_SERVE = 1,   /* carve serves */
+    CARVE_READY_FAULTS = 2,  /* carve serves, failures are injected (faults.c) */
+    CARVE_READY_PASS = 3,    /* carve_run_serve(0): new allocations go to the driver (counted against
+                                the cap, failures injected as ever) until carve_run_serve(1) */
+};
 typedef struct carve_session {
-    int ready;              /* options read, hooks may serve: 1; 2 with failures to inject */
+    int ready;              /* CARVE_READY_*, atomic */
     int report;             /* --report given */
     int tracing;            /* --trace or --svg given */
     int watching;           /* tracing or report: the hooks tell of every call carve serves */

@@ -182,12 +182,14 @@ static inline int plain(void) {
     return CARVE_LIKELY(__atomic_load_n(&carve_run.ready, __ATOMIC_ACQUIRE)) && !carve_capture_active();
 }
 
-/* An allocation with failures to inject, or before the options are read:
- * whether it may be served here. Numbered here unless it goes to the real
- * runtime for another reason (its driver hook numbers it then); one that
- * is to fail goes to the runtime with a note that fails its driver call. */
+/* An allocation with failures to inject, before the options are read, or
+ * while carve_run_serve has turned serving off: whether it may be served
+ * here. Numbered here unless it goes to the real runtime for another reason
+ * (its driver hook numbers it then, and passes it to the driver while
+ * serving is off); one that is to fail goes to the runtime with a note that
+ * fails its driver call. */
 static __attribute__((noinline)) int may_serve_numbered(int ready) {
-    if (ready != 2 || carve_capture_active())
+    if (ready != CARVE_READY_FAULTS || carve_capture_active())
         return 0;
     if (carve_fault_number()) {
         carve_fault_note(1);

@@ -419,7 +419,7 @@ static void count_one(carve_arena *a, int device, const carve_ctx_counts *n, voi
 }
 
 __attribute__((destructor)) static void at_exit(void) {
-    if (!carve_run.ready || getpid() != owner)
+    if (!__atomic_load_n(&carve_run.ready, __ATOMIC_RELAXED) || getpid() != owner)
         return;
     if (writer) {
         if (carve_trace_writer_close(writer) != CARVE_OK)

@@ -58,6 +58,7 @@ CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s);
 CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height, unsigned elem);
 CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t size, unsigned flags);
 CUresult cuMemGetInfo_v2(size_t *f, size_t *t);
+CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr d);
 typedef struct {
     char reserved[64];
 } CUipcMemHandle;

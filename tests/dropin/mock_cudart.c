@@ -146,8 +146,9 @@ EXPORT cudaError_t cudaFree(void *p) {
     return from_driver(drv.MemFree((CUdeviceptr)(uintptr_t)p));
 }
 
-static cudaError_t malloc_async(void **p, size_t size, CUstream s,
-                                CUresult (*fn)(CUdeviceptr *, size_t, CUstream)) {
+/* The driver's function is read once enter() has found it: this may be
+ * the process's first call into the runtime. */
+static cudaError_t malloc_async(void **p, size_t size, CUstream s, int ptsz) {
     cudaError_t e = enter();
     if (e != cudaSuccess)
         return e;
@@ -155,17 +156,17 @@ static cudaError_t malloc_async(void **p, size_t size, CUstream s,
         return fail(cudaErrorInvalidValue);
     *p = NULL;
     CUdeviceptr d = 0;
-    e = from_driver(fn(&d, size, s));
+    e = from_driver((ptsz ? drv.MemAllocAsync_ptsz : drv.MemAllocAsync)(&d, size, s));
     if (e == cudaSuccess)
         *p = (void *)(uintptr_t)d;
     return e;
 }
 
 EXPORT cudaError_t cudaMallocAsync(void **p, size_t size, CUstream s) {
-    return malloc_async(p, size, s, drv.MemAllocAsync);
+    return malloc_async(p, size, s, 0);
 }
 EXPORT cudaError_t cudaMallocAsync_ptsz(void **p, size_t size, CUstream s) {
-    return malloc_async(p, size, s, drv.MemAllocAsync_ptsz);
+    return malloc_async(p, size, s, 1);
 }
 
 EXPORT cudaError_t cudaFreeAsync(void *p, CUstream s) {

@@ -17,6 +17,8 @@ The cap counts memory taken behind carve's back (cuMemCreate as PyTorch's
 expandable segments, ggml and NCCL use it, pitched and pool allocations),
 and failures injected with --fail-every / --fail-at reach the program at
 exactly the calls asked for, through every entry point (dropin_fault_app).
+The measurement switch (carve_run_serve) sends new allocations to the driver
+and back, each buffer's free going to its owner (dropin_serve_app).
 Also carve-run's option checking.
 
 Every carve-run below runs in carve-run's default mode (virtual-memory
@@ -638,6 +640,62 @@ def main():
             calls = dict((m.group(2), int(m.group(1))) for m in re.finditer(r"dropin_floor +(\d+) (\S+)\n", err))
             check(rc == 0 and calls.get("cuMemAlloc", 0) >= 3000 and calls.get("cuMemFree", 0) >= 3000,
                   f"the runtime floor counts the driver calls a pair makes: {calls} {err[-300:]}")
+
+    part("switch")
+    # ---- the measurement switch (include/carve_run.h, serve_app.c) ----------
+    # carve_run_serve(0) from the program: its new allocations are the
+    # driver's through every entry point (the runtime's through the real
+    # runtime), carve's buffers made before still go back to carve when
+    # freed meanwhile (on another thread, stream-ordered or not), the
+    # driver's to the driver after carve_run_serve(1), which serves again.
+    # cuMemGetInfo while off: exact; what carve holds cached is the
+    # program's to have from the driver, under a cap and on a device that
+    # small alike. The report counts carve's calls and the driver's apart.
+    serve_app = os.path.join(MOCK, "dropin_serve_app")
+    for limit, env in (([], {}), (["--limit", "64MiB"], {}), ([], {"MOCK_CUDA_MEM": str(64 << 20)})):
+        rjson = os.path.join(tmp, "serve.json")
+        if os.path.exists(rjson):
+            os.unlink(rjson)
+        rc, out, err = run([run_tool] + limit + [f"--report={rjson}", "--", serve_app, "serve"], env, timeout=120)
+        line = ok_line(out, "serve") or ""
+        m = re.search(r"carve_allocs=(\d+) driver_allocs=(\d+)", line)
+        check(rc == 0 and m, f"the switch {limit} {env}: allocations while off are the driver's, frees go to their "
+                             f"owner, carve serves again when on: {out}{err}")
+        try:
+            with open(rjson) as f:
+                rep = json.load(f)
+            d, k = rep["devices"][0], rep["counted"][0]["kinds"]["driver"]
+            n_carve, n_driver = (int(x) for x in m.groups()) if m else (-1, -1)
+            check(d["allocs"] == n_carve and d["frees"] == n_carve and k["allocations"] == n_driver
+                  and k["bytes_at_exit"] == 0,
+                  f"the switch {limit} {env}: the report counts carve's allocations and frees ({n_carve}) and the "
+                  f"driver's ({n_driver}), none of the driver's left: {d} {k}")
+        except (OSError, ValueError, KeyError, IndexError) as e:
+            check(False, f"the switch's report ({e}): {out}{err}")
+    # Turned every 100 us by one thread while four allocate and free through
+    # every entry point and hand buffers to each other (the TSan build runs
+    # this too): every buffer intact until its free, no free refused or
+    # reaching the wrong owner, nothing of the driver's left at exit.
+    rjson = os.path.join(tmp, "serve-threads.json")
+    rc, out, err = run([run_tool, f"--report={rjson}", "--", serve_app, "serve-threads",
+                        os.environ.get("DROPIN_SERVE_ROUNDS", "3000")], timeout=300)
+    line = ok_line(out, "serve-threads")
+    check(rc == 0 and line, f"the switch turned while four threads allocate and free: {out}{err}")
+    try:
+        with open(rjson) as f:
+            rep = json.load(f)
+        d, k = rep["devices"][0], rep["counted"][0]["kinds"]["driver"]
+        m = re.search(r"(\d+) buffers the driver's, (\d+) carve's", line or "")
+        check(m and d["allocs"] == d["frees"] == int(m.group(2)) and k["allocations"] == int(m.group(1))
+              and k["bytes_at_exit"] == 0,
+              f"the switch turned under threads: the report counts every thread's calls by owner, none of the "
+              f"driver's memory left: {d} {k} {line}")
+    except (OSError, ValueError, KeyError, IndexError) as e:
+        check(False, f"the switch's report under threads ({e}): {out}{err}")
+    # Not under carve-run there is no switch to find.
+    if FULL:
+        rc, out, err = run([serve_app, "serve"])
+        check(rc == 1 and "no carve_run_serve in this process" in out, f"no switch without carve-run: {out}{err}")
 
     part("faults")
     # ---- fault injection through carve-run --------------------------------
