@@ -20,15 +20,15 @@
 #            OUT/results.md and OUT/results.json; PASS/FAIL lines.
 #   ab       measure.py --only ab: carve-run's effect on tokens/s inside
 #            one process alone (ab-gpt2 turning carve-run's measurement
-#            switch between rounds, over each of ggml's pools; estimated
-#            at about 3 minutes with the default 24 pairs). Writes OUT/results-ab.md
+#            switch between rounds, over each of ggml's pools; about 6
+#            minutes on an H100 with the default 120 pairs). Writes OUT/results-ab.md
 #            and OUT/results-ab.json.
 #   all      build, model and measure in turn (the default).
 #
 # Usage: integrations/ggml/gpu_run.sh OUT [build|model|measure|ab|all]
 # Environment: GGML_WORK (default build-ggml), GGML_GPT2_SIZE (small,
 #   medium, large, xl; default small), GGML_RUN_REPS (5), GGML_GEN_TOKENS
-#   (256), GGML_AB_PAIRS (24), GGML_AB_WARMUP (1), and build.sh's
+#   (256), GGML_AB_PAIRS (120), GGML_AB_WARMUP (1), and build.sh's
 #   GGML_CUDA_ARCH, JOBS, GGML_CARVE_FA, GGML_CARVE_GRAPHS.
 set -uo pipefail
 cd "$(dirname "$0")/../.."

@@ -383,7 +383,7 @@ def main():
     ap.add_argument("--gen", type=int, default=int(os.environ.get("GGML_GEN_TOKENS", "256")))
     ap.add_argument("--only", choices=("all", "ab"), default="all",
                     help="ab: only the in-process A/B of carve-run (ab-gpt2)")
-    ap.add_argument("--ab-pairs", type=int, default=int(os.environ.get("GGML_AB_PAIRS", "24")),
+    ap.add_argument("--ab-pairs", type=int, default=int(os.environ.get("GGML_AB_PAIRS", "120")),
                     help="pairs of rounds of the in-process A/B (four calls a pair, each loading the model)")
     ap.add_argument("--ab-warmup", type=int, default=int(os.environ.get("GGML_AB_WARMUP", "1")),
                     help="pairs run first and not counted")
