@@ -18,7 +18,8 @@ the same text (tokens print as "<ID>", make_gpt2.py). Speed: prompt tokens/s
 = prompt tokens / predict time of a run that generates one token (the
 prompt alone is evaluated); generation tokens/s = N / (predict time of a
 run generating N + 1 tokens - that of the one-token run of the same
-round); medians over the rounds. Every run is pinned to the same cores
+round); medians over the rounds, tabled and printed as INFO lines (between
+processes they are figures, not a judge). Every run is pinned to the same cores
 (GGML_RUN_CPUS), and nothing samples the GPU while a timed run goes on
 (nvidia-smi's queries take the driver's locks the program's launches
 need). Memory: carve's peak reserved bytes (its
@@ -450,8 +451,11 @@ def main():
             if s[key] and b[key]:
                 ratio = s[key] / b[key]
                 s[key + "_ratio"] = ratio
-                R.check(ratio >= 0.98, f"{mode}: {what} tokens/s within 2% of {ref}",
-                        f"{s[key]:.0f} against {b[key]:.0f} tokens/s ({ratio:.3f})")
+                # Between processes the same program's timing spreads 10-17%
+                # (bench/results/2026-11-26-h100f/ggml-noise): a figure for the
+                # table, not a judge; the in-process A/B (step 6) judges carve-run.
+                R.info(f"{mode}: {what} tokens/s against {ref}, between processes: "
+                       f"{s[key]:.0f} against {b[key]:.0f} tokens/s ({ratio:.3f})")
             else:
                 R.check(False, f"{mode}: {what} tokens/s measured")
 
