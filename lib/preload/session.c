@@ -288,6 +288,7 @@ static void report_one(carve_arena *a, int device, const carve_ctx_counts *n, vo
     double fp = s.requested_bytes_peak ? (double)s.reserved_bytes_peak / (double)s.requested_bytes_peak : 0;
     size_t lp = device >= 0 && device < 64 ? __atomic_load_n(&live_peak[device], __ATOMIC_RELAXED) : 0;
     double lfp = lp ? (double)s.reserved_bytes_peak / (double)lp : 0;
+    size_t live_now = device >= 0 && device < 64 ? __atomic_load_n(&live[device], __ATOMIC_RELAXED) : 0;
     uint64_t calls = n->allocs + n->frees + n->async_allocs + n->async_frees;
     char b1[32], b2[32], b3[32], b4[32], b5[32];
     say("carve-run: device %d: the program's live peak %s (footprint %.3f); the arena's peak requested %s (with "
@@ -311,7 +312,8 @@ static void report_one(carve_arena *a, int device, const carve_ctx_counts *n, vo
                 "%s{\"device\": %d, \"peak_live_bytes\": %zu, \"live_footprint_ratio\": %.6f, "
                 "\"peak_requested_bytes\": %zu, \"peak_allocated_bytes\": %zu, "
                 "\"peak_reserved_bytes\": %zu, \"footprint_ratio\": %.6f, \"limit_bytes\": %zu, "
-                "\"reserved_bytes_at_exit\": %zu, \"live_buffers_at_exit\": %llu, \"allocs\": %llu, \"frees\": %llu, "
+                "\"reserved_bytes_at_exit\": %zu, \"live_bytes_at_exit\": %zu, \"live_buffers_at_exit\": %llu, "
+                "\"allocs\": %llu, \"frees\": %llu, "
                 "\"async_allocs\": %llu, \"async_frees\": %llu, \"ooms\": %llu, \"passthrough_calls\": %llu, "
                 "\"driver_reserves\": %llu, \"driver_releases\": %llu, \"ns_in_carve\": %llu, "
                 "\"unordered_free_epochs\": %llu, \"unordered_free_ordered_epochs\": %llu, "
@@ -319,7 +321,7 @@ static void report_one(carve_arena *a, int device, const carve_ctx_counts *n, vo
                 "\"waits_before_growing\": %llu, \"arena_event_records\": %llu, "
                 "\"arena_event_queries\": %llu, \"arena_syncs\": %llu, \"ordered_reuse_ended_by\": %s%s%s}",
                 r->first ? "" : ", ", device, lp, lfp, s.requested_bytes_peak, s.allocated_bytes_peak, s.reserved_bytes_peak,
-                fp, s.limit_bytes, s.reserved_bytes, (unsigned long long)s.num_live,
+                fp, s.limit_bytes, s.reserved_bytes, live_now, (unsigned long long)s.num_live,
                 (unsigned long long)(n->allocs + n->async_allocs), (unsigned long long)(n->frees + n->async_frees),
                 (unsigned long long)n->async_allocs, (unsigned long long)n->async_frees, (unsigned long long)n->ooms,
                 (unsigned long long)n->passthrough, (unsigned long long)s.num_backend_allocs,

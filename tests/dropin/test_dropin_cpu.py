@@ -960,6 +960,14 @@ def main():
     with gzip.open(src, "rt") as f:
         lines = f.read().splitlines()
     peaks = {}
+    live_keys = {}  # what the trace never frees: the report's live_bytes_at_exit
+    for l in lines:
+        f = l.split(",")
+        if f[0] == "a":
+            live_keys[f[1]] = int(f[2])
+        elif f[0] == "f":
+            live_keys.pop(f[1], None)
+    left = sum(live_keys.values())
     for name, keep in (("threads", lambda l: True), ("one", lambda l: not l.startswith("#thread,"))):
         path = os.path.join(tmp, f"gpt2-{name}.csv")
         with open(path, "w") as g:
@@ -980,9 +988,11 @@ def main():
                 with open(rjson) as f:
                     d = json.load(f)["devices"][0]
                 check(d["peak_live_bytes"] == int(m.group(2)) and d["peak_requested_bytes"] >= d["peak_live_bytes"]
+                      and d["live_bytes_at_exit"] == left
                       and abs(d["live_footprint_ratio"] - d["peak_reserved_bytes"] / d["peak_live_bytes"]) < 1e-5,
                       f"GPT-2 ({name}): the report's peak_live_bytes is the program's requested peak "
-                      f"{m.group(2)}: {d['peak_live_bytes']} (arena's {d['peak_requested_bytes']})")
+                      f"{m.group(2)}: {d['peak_live_bytes']} (arena's {d['peak_requested_bytes']}); "
+                      f"live_bytes_at_exit what it never freed, {left}: {d['live_bytes_at_exit']}")
             except (OSError, ValueError, KeyError, IndexError) as e:
                 check(False, f"GPT-2 ({name}): the report has peak_live_bytes ({e})")
     if len(peaks) == 2:
