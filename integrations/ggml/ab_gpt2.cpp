@@ -397,6 +397,7 @@ int main(int argc, char **argv) {
                      ", \"gen\": " + std::to_string(o.gen) + ", \"prompt_tokens\": " + std::to_string(prompt_tokens) +
                      ", \"calls\": " + std::to_string(calls_made) + ", \"complete\": " + (ok ? "true" : "false") +
                      ", \"same_tokens\": " + (same ? "true" : "false") + ", \"seconds\": " + num(seconds, 3) +
+                     ", \"bad_rounds\": " + std::to_string(bad_rounds) +
                      ", \"text_sample\": " + quoted(first_full.substr(0, 200)) + ",\n \"rounds\": [";
     for (size_t i = 0; i < rounds.size(); i++) {
         const auto &r = rounds[i];

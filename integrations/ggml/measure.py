@@ -59,6 +59,7 @@ pinned to).
 
 import argparse
 import json
+import math
 import os
 import re
 import shlex
@@ -277,23 +278,38 @@ def fmt_mib(b):
 
 
 AB_BAND = 0.02  # "within 2%": the median ratio carve / driver between 0.98 and 1.02
+AB_MIN_PAIRS = 6  # fewer pairs judge nothing
 AB_WAYS = (("carve-run", "over ggml's VMM pool, whose cuMemCreate memory carve counts but does not serve"),
            ("carve-run-legacy", "over ggml's legacy pool, all of ggml's memory carve's"))
 
 
-def judge_ab(fig):
+def real(v):
+    """Whether v is a finite number (a JSON bool is not one)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def judge_ab(fig, pairs=None):
     """The verdict on one figure of ab-gpt2's JSON (its "prompt" or "gen":
     median_ratio, lo, hi, coverage, n): (passed, words). PASS when the median
     ratio carve / driver is within AB_BAND of 1; FAIL when it is not, and
-    when the check is not judgeable: no interval (too few pairs) or one
-    wider than the band (2 * AB_BAND)."""
+    when the check is not judgeable: no interval (too few pairs), one
+    wider than the band (2 * AB_BAND), an interval that does not hold its
+    median, fewer than AB_MIN_PAIRS pairs, or (pairs given: the pairs run)
+    more than a tenth of them without a figure (the rest would be a
+    selection)."""
     fig = fig if isinstance(fig, dict) else {}
     m, lo, hi, n = fig.get("median_ratio"), fig.get("lo"), fig.get("hi"), fig.get("n", 0)
     band = f"{1 - AB_BAND:.2f}-{1 + AB_BAND:.2f}"
-    if not isinstance(m, (int, float)):
+    if not real(m):
         return False, "not measured"
-    if not isinstance(lo, (int, float)) or not isinstance(hi, (int, float)):
+    if not isinstance(n, int) or isinstance(n, bool) or n < AB_MIN_PAIRS:
+        return False, f"not judgeable: median ratio {m:.4f} over {n} pairs (at least {AB_MIN_PAIRS} needed)"
+    if pairs and n < 0.9 * pairs:
+        return False, f"not judgeable: median ratio {m:.4f} over {n} of {pairs} pairs (the others gave no figure)"
+    if not real(lo) or not real(hi):
         return False, f"not judgeable: median ratio {m:.4f}, but {n} pairs are too few for a 95% interval"
+    if not lo <= m <= hi:
+        return False, f"not judgeable: median ratio {m:.4f} outside its interval {lo:.4f}-{hi:.4f}"
     words = (f"median ratio {m:.4f}, {100 * fig.get('coverage', 0):.1f}% interval {lo:.4f}-{hi:.4f} over {n} pairs; "
              f"medians {fig.get('carve_median_tps') or 0:.0f} (carve) and {fig.get('plain_median_tps') or 0:.0f} "
              f"(driver) tokens/s")
@@ -338,7 +354,7 @@ def ab_step(run, R, pairs, warmup):
         R.check(ran, f"{way} in one process ({what}): ab-gpt2 turned carve-run's switch between rounds, "
                      f"the same tokens in all {d.get('calls', 0)} calls", f"rc {rc}, {wall:.0f} s, logs/{tag}.log")
         for key, name in (("prompt", "prompt processing"), ("gen", "generation")):
-            passed, words = judge_ab(d.get(key)) if ran else (False, "not measured")
+            passed, words = judge_ab(d.get(key), d.get("pairs")) if ran else (False, "not measured")
             R.check(passed, f"{way} in one process: {name} tokens/s with carve within 2% of the driver's", words)
         results[way] = dict(d, command=command.strip(), rc=rc, wall_s=round(wall, 1))
     return results

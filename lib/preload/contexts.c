@@ -636,6 +636,21 @@ static void hide(carve_ctx *c) {
     __atomic_add_fetch(&generation, 1, __ATOMIC_RELEASE);
 }
 
+void carve_ctx_count_live(carve_ctx *c, ptrdiff_t bytes) {
+    if (bytes < 0) { /* never below 0: a free racing the context's end finds it 0 already */
+        size_t cur = __atomic_load_n(&c->n.live, __ATOMIC_RELAXED), less = (size_t)-bytes;
+        while (!__atomic_compare_exchange_n(&c->n.live, &cur, cur > less ? cur - less : 0, 1, __ATOMIC_RELAXED,
+                                            __ATOMIC_RELAXED)) {
+        }
+        return;
+    }
+    size_t now = __atomic_add_fetch(&c->n.live, (size_t)bytes, __ATOMIC_RELAXED);
+    size_t peak = __atomic_load_n(&c->n.live_peak, __ATOMIC_RELAXED);
+    while (now > peak &&
+           !__atomic_compare_exchange_n(&c->n.live_peak, &peak, now, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
+}
+
 /* c's context is gone (hidden already or not; table_lock held). The driver
  * freed the context's memory itself, but not what belongs to no context:
  * the granules of virtual-memory mode go back now. The arena's records are
@@ -651,6 +666,7 @@ static void forget(carve_ctx *c) {
         take_batches(c, TAKE_ALL, 0); /* joined to a gone quarantine: marks cleared */
     }
     carve_arena_abandon(c->arena);
+    __atomic_store_n(&c->n.live, 0, __ATOMIC_RELAXED); /* the driver freed what the program held */
 }
 
 /* The driver destroys or resets ctx (hide_now) or may reset it (a primary
@@ -1324,6 +1340,8 @@ void carve_ctx_each(void (*fn)(carve_arena *arena, int device, const carve_ctx_c
         counts.ns_in_carve = __atomic_load_n(&c->n.ns_in_carve, __ATOMIC_RELAXED);
         carve_q_counts(c->q, &counts.epochs, &counts.ordered, &counts.drains, &counts.room_waits, &counts.held_peak);
         counts.unordered_why = carve_q_unordered_why(c->q);
+        counts.live = __atomic_load_n(&c->n.live, __ATOMIC_RELAXED);
+        counts.live_peak = __atomic_load_n(&c->n.live_peak, __ATOMIC_RELAXED);
         fn(c->arena, c->device, &counts, arg);
     }
     free(list);

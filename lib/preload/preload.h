@@ -238,6 +238,8 @@ typedef struct carve_ctx carve_ctx;
 typedef struct carve_ctx_counts {
     uint64_t allocs, frees, async_allocs, async_frees, ooms, passthrough, epochs, ordered, drains, room_waits, ns_in_carve;
     size_t held_peak; /* the most bytes of unordered frees waiting at once */
+    size_t live, live_peak; /* the program's own live bytes in the arena and their peak (under --report,
+                               carve_ctx_count_live); live is 0 once the context is gone */
     const char *unordered_why; /* what ended ordered reuse, or NULL (carve_q_unordered_why) */
 } carve_ctx_counts;
 
@@ -321,6 +323,10 @@ void carve_ctx_settled(struct CUctx_st *ctx, int freed) CARVE_INTERNAL;
 /* The context's device, its arena (NULL when it could not be made), and the
  * explanation of its last failure. */
 carve_arena *carve_ctx_arena(const carve_ctx *c) CARVE_INTERNAL;
+/* The program got (bytes > 0) or gave back (bytes < 0) a buffer of c's
+ * arena: its live bytes and their peak (carve_ctx_counts.live, live_peak).
+ * Thread-safe, lock-free. */
+void carve_ctx_count_live(carve_ctx *c, ptrdiff_t bytes) CARVE_INTERNAL;
 int carve_ctx_device(const carve_ctx *c) CARVE_INTERNAL;
 const char *carve_ctx_last_error(const carve_ctx *c) CARVE_INTERNAL;
 /* Time spent inside the hooks, with --report: carve_ctx_sample says whether

@@ -227,27 +227,20 @@ void carve_session_trace_free(uintptr_t ptr) {
         carve_trace_writer_free(w, ptr, carve_session_now() - carve_run.t0_ns);
 }
 
-/* The program's own live bytes in carve's buffers, per device, and their
- * peak: counted at its calls, so that what carve keeps after a free (a
- * thread's reusable buffers, the quarantine) is not counted. */
-static size_t live[64], live_peak[64];
-
+/* The program's own live bytes in carve's buffers, per context, and their
+ * peak (carve_ctx_count_live): counted at its calls, so that what carve
+ * keeps after a free (a thread's reusable buffers, the quarantine) is not
+ * counted. */
 void carve_session_saw_alloc(carve_ctx *c, uintptr_t ptr, size_t size, carve_stream stream) {
     carve_session_trace_alloc(ptr, size, stream);
-    int d = carve_ctx_device(c);
-    if (!carve_run.report || d < 0 || d >= 64)
-        return;
-    size_t now = __atomic_add_fetch(&live[d], size, __ATOMIC_RELAXED);
-    size_t peak = __atomic_load_n(&live_peak[d], __ATOMIC_RELAXED);
-    while (now > peak && !__atomic_compare_exchange_n(&live_peak[d], &peak, now, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-    }
+    if (carve_run.report)
+        carve_ctx_count_live(c, (ptrdiff_t)size);
 }
 
 void carve_session_saw_free(carve_ctx *c, uintptr_t ptr, size_t size) {
     carve_session_trace_free(ptr);
-    int d = carve_ctx_device(c);
-    if (carve_run.report && d >= 0 && d < 64)
-        __atomic_sub_fetch(&live[d], size, __ATOMIC_RELAXED);
+    if (carve_run.report)
+        carve_ctx_count_live(c, -(ptrdiff_t)size);
 }
 
 void carve_session_oom(int device, size_t size, const char *why) {
@@ -286,9 +279,9 @@ static void report_one(carve_arena *a, int device, const carve_ctx_counts *n, vo
     carve_stats s;
     carve_get_stats(a, &s);
     double fp = s.requested_bytes_peak ? (double)s.reserved_bytes_peak / (double)s.requested_bytes_peak : 0;
-    size_t lp = device >= 0 && device < 64 ? __atomic_load_n(&live_peak[device], __ATOMIC_RELAXED) : 0;
+    size_t lp = n->live_peak;
     double lfp = lp ? (double)s.reserved_bytes_peak / (double)lp : 0;
-    size_t live_now = device >= 0 && device < 64 ? __atomic_load_n(&live[device], __ATOMIC_RELAXED) : 0;
+    size_t live_now = n->live;
     uint64_t calls = n->allocs + n->frees + n->async_allocs + n->async_frees;
     char b1[32], b2[32], b3[32], b4[32], b5[32];
     say("carve-run: device %d: the program's live peak %s (footprint %.3f); the arena's peak requested %s (with "

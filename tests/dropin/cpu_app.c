@@ -911,6 +911,30 @@ static void mode_granules(void) {
  * early). Then destroyed for good: every granule and range goes back, at a
  * cost (driver calls) in proportion to what was mapped, not to the address
  * space reserved. */
+/* The report's live peak is per context: a context destroyed with 64 MiB
+ * live (the driver frees it), then two contexts with 64 MiB live each at
+ * once; every arena's peak_live_bytes is 64 MiB (test_dropin_cpu reads the
+ * report). */
+static void mode_livectx(void) {
+    CUcontext prim = NULL, a = NULL, b = NULL, c = NULL;
+    CUdeviceptr p, q, r;
+    CU(cuCtxGetCurrent(&prim));
+    CU(cuCtxCreate_v2(&a, 0, 0));
+    CU(cuMemAlloc_v2(&p, 64 * MIB));
+    CU(cuCtxDestroy_v2(a));
+    CU(cuCtxCreate_v2(&b, 0, 0));
+    CU(cuMemAlloc_v2(&q, 64 * MIB));
+    CU(cuCtxCreate_v2(&c, 0, 0));
+    CU(cuMemAlloc_v2(&r, 64 * MIB));
+    CU(cuMemFree_v2(r));
+    CU(cuCtxSetCurrent(b));
+    CU(cuMemFree_v2(q));
+    CU(cuCtxDestroy_v2(c));
+    CU(cuCtxDestroy_v2(b));
+    CU(cuCtxSetCurrent(prim));
+    printf("%s livectx\n", failures ? "FAIL" : "OK");
+}
+
 static void mode_ownctx(void) {
     CUcontext prim = NULL, mine = NULL;
     CU(cuCtxGetCurrent(&prim));
@@ -1032,7 +1056,7 @@ static void mode_dying(void) {
 int main(int argc, char **argv) {
     if (argc != 2 && !(argc == 3 && (!strcmp(argv[1], "expandable") || !strcmp(argv[1], "ordered")))) {
         fprintf(stderr, "usage: dropin_cpu_app basic|lookup|foreign|info|oom|quarantine|reuse|threads|loop|fork|"
-                        "capture|doublefree|batches|reset|vmm|kinds|granules|ownctx|ipc|dying\n       dropin_cpu_app expandable MIB\n"
+                        "capture|doublefree|batches|reset|vmm|kinds|granules|ownctx|ipc|dying|livectx\n       dropin_cpu_app expandable MIB\n"
                         "       dropin_cpu_app ordered legacy|blocking|nb-later|ctx-later\n");
         return 2;
     }
@@ -1084,6 +1108,8 @@ int main(int argc, char **argv) {
         mode_ipc();
     else if (!strcmp(m, "dying"))
         mode_dying();
+    else if (!strcmp(m, "livectx"))
+        mode_livectx();
     else {
         fprintf(stderr, "dropin_cpu_app: unknown mode %s\n", m);
         return 2;

@@ -82,6 +82,7 @@ def run(steps_ms=100.0, losses=(1.0, 0.5), reserved=8.2, requested=8.15, live=8.
 
 def main():
     fp = "reserved peak at most 1.05 x requested peak"
+    dm = "device memory at most expandable segments' (as the driver sees the process)"
     runs_ok = "the three runs exited 0, their memory read alike"
     with tempfile.TemporaryDirectory() as d:
         rc, v, row = judge(d, *run())
@@ -101,11 +102,16 @@ def main():
         check(v.get(fp) == "FAIL", "without a live peak: against PyTorch's allocated peak")
         _, v, _ = judge(d, *run(reserved=8.2, requested=8.2, live=None, allocated=7.9))
         check(v.get(fp) == "PASS", "... within 1.05 of it passes")
+        rc, v, _ = judge(d, *run(reserved=8.2, live=20.0))
+        check(rc == 1 and v.get(fp) is None and "FAIL" in v.values(),
+              f"a live peak above the reserved peak: FAIL, exit 1, no footprint verdict ({v})")
+        # reserved bytes at exit above the reserved peak: not a reading at rest to trust
+        _, v, row = judge(d, *run(held=(9.6, 8.78, 8.7), reserved=8.2, carve_same=3, at_exit=8.3))
+        check(v.get(dm) == "FAIL" and row[9] == "8.800", f"at exit above the peak: the native's ({row})")
         bad_live = run()
         bad_live[3]["devices"][0]["peak_live_bytes"] = 0
         rc, v, _ = judge(d, *bad_live)
         check(rc == 1 and "FAIL" in v.values() and v.get(fp) is None, f"a live peak of 0: FAIL, exit 1 ({v})")
-        dm = "device memory at most expandable segments' (as the driver sees the process)"
         # carve's figure is at least its reserved peak + what the native process held beside PyTorch's
         # memory (9.4 - 9.0 = 0.4 GiB), whatever the carve watch saw: a peak between readings, or carve
         # growing after the last one
@@ -159,7 +165,7 @@ def main():
         rc, v, row = judge(d, *run(held=None, reserved=8.2, expandable=8.11))
         check(rc == 0 and v.get("reserved peak at most expandable segments'") == "FAIL" and name not in v,
               f"without watch files the reserved peaks are compared ({v})")
-        _, v, _ = judge(d, *run(held=None, reserved=8.0, expandable=8.11))
+        _, v, _ = judge(d, *run(held=None, reserved=8.0, live=7.9, expandable=8.11))
         check(v.get("reserved peak at most expandable segments'") == "PASS", "... and pass where carve's is lower")
         # results and speed
         _, v, _ = judge(d, *run(carve_losses=(1.0, 0.25)))

@@ -1002,6 +1002,21 @@ def main():
               f"GPT-2's two threads hold at most 0.5% more than the same events on one thread: "
               f"{n2} threads {d2} B, {n1} thread {d1} B, requested peak {r2} and {r1} B")
 
+    # The live peak is each context's own: a context destroyed with 64 MiB
+    # live, then two contexts holding 64 MiB each at once, all on device 0.
+    # One count per device once gave 128 MiB (a footprint of 0.5) for both.
+    rjson = os.path.join(tmp, "livectx.json")
+    rc, out, err = run([run_tool, f"--report={rjson}", "--", app, "livectx"])
+    try:
+        with open(rjson) as f:
+            devs = json.load(f)["devices"]
+        check(rc == 0 and len(devs) == 3 and all(d["peak_live_bytes"] == 64 << 20 and d["live_footprint_ratio"] >= 1.0
+                                                 and d["live_bytes_at_exit"] == 0 for d in devs),
+              f"livectx: every context's live peak is its own 64 MiB: "
+              f"{[(d['peak_live_bytes'], d['live_footprint_ratio'], d['live_bytes_at_exit']) for d in devs]} {err}")
+    except (OSError, ValueError, KeyError) as e:
+        check(False, f"livectx: the report ({e}): {out}{err}")
+
     part("trace")
     if FULL:
         # ---- trace, report, picture --------------------------------------------

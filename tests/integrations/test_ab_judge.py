@@ -41,13 +41,26 @@ def judge_cases(measure):
         (fig(1.025, 1.015, 1.035), False, "outside"),
         (fig(1.0, 0.95, 1.03), False, "not judgeable"),      # 0.08 wide: wider than the band
         (fig(0.99, 0.969, 1.011), False, "not judgeable"),    # 0.042 wide, though the median is inside
-        (fig(1.0, None, None, n=5), False, "too few"),
+        (fig(1.0, None, None, n=5), False, "at least 6"),
+        (fig(1.0, None, None, n=8), False, "too few"),
         (None, False, "not measured"),
         ({"median_ratio": None, "lo": None, "hi": None, "n": 0}, False, "not measured"),
+        # what no run can give, or a json.load of ab-gpt2's output could: never a pass
+        (fig(float("nan"), float("nan"), float("nan"), n=0), False, "not measured"),
+        (fig(1.0, float("nan"), float("nan")), False, "too few"),
+        (fig(1.0, 1.01, 0.99), False, "outside its interval"),  # lo above hi
+        (fig(1.0, 1.005, 1.015), False, "outside its interval"),  # the median below its interval
+        (fig(1.0, 0.99, 1.01, n=1), False, "at least 6"),
+        ({"median_ratio": True, "lo": True, "hi": True, "n": 120}, False, "not measured"),
+        (fig(1.0, 0.99, 1.01, n=True), False, "at least 6"),
     ]
     for f, want, word in cases:
         ok, words = measure.judge_ab(f)
         check(ok == want and word in words, f"judge_ab({f}) = {ok}, {words!r}: wanted {want} saying {word!r}")
+    # pairs that gave no figure: 6 of 120 judged would be a selection
+    for n, pairs, want in ((6, 120, False), (107, 120, False), (108, 120, True), (24, 24, True)):
+        ok, words = measure.judge_ab(fig(1.0, 0.99, 1.01, n=n), pairs)
+        check(ok == want and (want or "pairs" in words), f"judge_ab(n={n}, pairs={pairs}) = {ok}, {words!r}")
 
 
 STUB_RUN = """#!/bin/sh

@@ -119,12 +119,15 @@ def judge(name, runs):
         beside_what = "the native process's"
         # what the carve process held beside carve's memory, read at rest at the end
         at_exit = dev.get("reserved_bytes_at_exit")
-        if w["wc"].get("last_same", 0) >= SETTLED and isinstance(at_exit, int) and \
+        if w["wc"].get("last_same", 0) >= SETTLED and isinstance(at_exit, int) and at_exit <= reserved and \
                 0 < number(w["wc"], "last_bytes", "wc") - at_exit:
             beside, beside_what = w["wc"]["last_bytes"] - at_exit, "its own, at rest"
         held["wc"] = max(held["wc"], reserved + beside)
     if "peak_live_bytes" in dev:
         requested = number(dev, "peak_live_bytes", "carve-run's report")
+        if requested > reserved:
+            raise ValueError(f"carve-run's report: a live peak of {requested} B above its reserved peak of "
+                             f"{reserved} B (the program cannot hold more than carve reserved)")
         what = f"the program's live peak; PyTorch's allocated peak {allocated / 2**30:.3f} GiB, {reserved / allocated:.3f}"
     else:
         requested = allocated
