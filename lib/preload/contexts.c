@@ -1183,6 +1183,14 @@ int carve_ctx_mem_info(carve_ctx *c, int device, size_t *free_bytes, size_t *tot
 
 /* ---- streams ------------------------------------------------------------ */
 
+void carve_ctx_stream_creating(unsigned flags) {
+    if (!(flags & CU_STREAM_NON_BLOCKING) || forked || me.making)
+        return;
+    carve_ctx *c = carve_ctx_current();
+    if (c && c->q)
+        carve_q_nonblocking_coming(c->q);
+}
+
 void carve_ctx_stream_created(carve_stream s, unsigned flags) {
     if (!s || forked || me.making) /* making: carve's own backend's calls */
         return;

@@ -489,6 +489,7 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
 
 CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags) {
     resolve();
+    carve_ctx_stream_creating(Flags); /* before the stream exists (quarantine.c, ordered reuse) */
     CUresult r = CALL_REAL(StreamCreate, phStream, Flags);
     if (r == CUDA_SUCCESS && phStream)
         carve_ctx_stream_created((carve_stream)*phStream, Flags);
@@ -497,6 +498,7 @@ CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags) {
 
 CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority) {
     resolve();
+    carve_ctx_stream_creating(flags);
     CUresult r = CALL_REAL(StreamCreateWithPriority, phStream, flags, priority);
     if (r == CUDA_SUCCESS && phStream)
         carve_ctx_stream_created((carve_stream)*phStream, flags);

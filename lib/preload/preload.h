@@ -212,6 +212,11 @@ void carve_q_settle_all(void) CARVE_INTERNAL;
  * nothing from now on (the parent's locks may be held for good). */
 void carve_q_forked(void) CARVE_INTERNAL;
 extern int carve_q_unordered CARVE_INTERNAL;
+/* A non-blocking stream is about to be made in q's context (before the
+ * driver makes it): reuse stops being ordered and the barrier is waited
+ * for first, so that when the stream exists the work before every buffer
+ * reused in order has completed. Once per quarantine. */
+void carve_q_nonblocking_coming(carve_quarantine *q) CARVE_INTERNAL;
 /* Streams of the context, made and destroyed. Epochs record an event on
  * each non-blocking one; destroying any records its last event (every later
  * epoch waits for it) and gives back the epochs while the stream exists; a
@@ -293,6 +298,10 @@ int carve_ctx_free(uintptr_t ptr, int ordered, carve_stream stream, void (*saw)(
  * the driver has), plus what c's arena holds cached or waiting. Returns a
  * CUresult. */
 int carve_ctx_mem_info(carve_ctx *c, int device, size_t *free_bytes, size_t *total_bytes) CARVE_INTERNAL;
+/* The calling thread is about to make a stream with flags (before the
+ * driver call): a non-blocking one ends ordered reuse in the current
+ * context first (carve_q_nonblocking_coming). */
+void carve_ctx_stream_creating(unsigned flags) CARVE_INTERNAL;
 /* Streams the current context creates and destroys (non-blocking ones are
  * waited for by frees that name no stream). */
 void carve_ctx_stream_created(carve_stream s, unsigned flags) CARVE_INTERNAL;

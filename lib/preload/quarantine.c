@@ -57,8 +57,11 @@
  * as a stream-ordered allocator does. That event is kept, the context's
  * "barrier": when the first non-blocking stream is made, another context
  * appears or a peer access is granted, the reused memory may meet work that
- * does not wait for it, so the barrier is waited for first
- * (carve_q_settle_all, with this thread's capture mode relaxed for the
+ * does not wait for it, so the barrier is waited for first (for a
+ * non-blocking stream, before the driver makes it: carve_q_nonblocking_coming,
+ * so that no other thread is handed, while the stream exists, a buffer
+ * whose earlier work is still queued; otherwise carve_q_settle_all, with
+ * this thread's capture mode relaxed for the
  * wait; every caller of carve_q_mark_unordered returns only once it is
  * over); from then on epochs complete as above.
  *
@@ -752,6 +755,15 @@ static int settle_handle(carve_quarantine *q, carve_stream s) {
     }
     drop_done_tails(q);
     return pending;
+}
+
+void carve_q_nonblocking_coming(carve_quarantine *q) {
+    pthread_mutex_lock(&q->lock);
+    if (!q->nb_ever) {
+        q->nb_ever = 1;
+        settle_barrier(q);
+    }
+    pthread_mutex_unlock(&q->lock);
 }
 
 void carve_q_stream_created(carve_quarantine *q, carve_stream s, int nonblocking) {

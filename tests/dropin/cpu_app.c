@@ -911,6 +911,40 @@ static void mode_granules(void) {
  * early). Then destroyed for good: every granule and range goes back, at a
  * cost (driver calls) in proportion to what was mapped, not to the address
  * space reserved. */
+/* Ordered reuse ends before the first non-blocking stream exists: buffers
+ * freed with work still queued on the legacy stream go back in order; an
+ * allocation made in the moment the driver has made the stream but the
+ * call has not returned (another thread's, in a real program) must not get
+ * one of them while that work is queued, since the stream waits for no
+ * legacy-stream event (the oracle checks). It once did: the barrier was
+ * waited for only after the driver made the stream. */
+static void nb_window_alloc(void) {
+    CUdeviceptr p;
+    CU(cuMemAlloc_v2(&p, 3 * MIB));
+    CHECK(!mock_cuda_own(p, 3 * MIB, NULL, 0));
+    mock_cuda_disown(p);
+    CU(cuMemFree_v2(p));
+}
+
+static void mode_nb_window(void) {
+    CUdeviceptr p[8];
+    for (int i = 0; i < 8; i++) {
+        CU(cuMemAlloc_v2(&p[i], 3 * MIB));
+        CHECK(!mock_cuda_own(p[i], 3 * MIB, NULL, 0));
+        CU(mock_cuda_launch(NULL, p[i], 3 * MIB)); /* queued, not completed */
+    }
+    for (int i = 0; i < 8; i++) {
+        mock_cuda_disown(p[i]);
+        CU(cuMemFree_v2(p[i]));
+    }
+    mock_cuda_on_stream_create(nb_window_alloc);
+    CUstream s;
+    CU(cuStreamCreate(&s, 0x1 /* CU_STREAM_NON_BLOCKING */));
+    CU(cuStreamDestroy_v2(s));
+    mock_cuda_complete_all();
+    printf("%s nb-window\n", failures ? "FAIL" : "OK");
+}
+
 /* The report's live peak is per context: a context destroyed with 64 MiB
  * live (the driver frees it), then two contexts with 64 MiB live each at
  * once; every arena's peak_live_bytes is 64 MiB (test_dropin_cpu reads the
@@ -1056,7 +1090,7 @@ static void mode_dying(void) {
 int main(int argc, char **argv) {
     if (argc != 2 && !(argc == 3 && (!strcmp(argv[1], "expandable") || !strcmp(argv[1], "ordered")))) {
         fprintf(stderr, "usage: dropin_cpu_app basic|lookup|foreign|info|oom|quarantine|reuse|threads|loop|fork|"
-                        "capture|doublefree|batches|reset|vmm|kinds|granules|ownctx|ipc|dying|livectx\n       dropin_cpu_app expandable MIB\n"
+                        "capture|doublefree|batches|reset|vmm|kinds|granules|ownctx|ipc|dying|livectx|nb-window\n       dropin_cpu_app expandable MIB\n"
                         "       dropin_cpu_app ordered legacy|blocking|nb-later|ctx-later\n");
         return 2;
     }
@@ -1110,6 +1144,8 @@ int main(int argc, char **argv) {
         mode_dying();
     else if (!strcmp(m, "livectx"))
         mode_livectx();
+    else if (!strcmp(m, "nb-window"))
+        mode_nb_window();
     else {
         fprintf(stderr, "dropin_cpu_app: unknown mode %s\n", m);
         return 2;

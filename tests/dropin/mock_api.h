@@ -116,6 +116,9 @@ void mock_cuda_vmm_stats(size_t *reserved_now, size_t *mapped_now, size_t *peak_
 int mock_cuda_stale_stream_uses(void);
 unsigned long long mock_cuda_ctx_allocs(CUcontext ctx);
 void mock_cuda_fail_destroys(int n);
+/* fn runs once, inside the next cuStreamCreate, once the stream exists and
+ * before the call returns: what another thread could do in that moment. */
+void mock_cuda_on_stream_create(void (*fn)(void));
 /* The device model: work queued on streams, completed on command, and the
  * oracle that checks every range handed out (mock_cuda.c). */
 CUresult mock_cuda_launch(CUstream s, CUdeviceptr p, size_t n);

@@ -1379,6 +1379,9 @@ EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr d) {
 
 /* ---- streams, captures, events, graphs ------------------------------------- */
 
+static void (*on_stream_create)(void); /* mock_cuda_on_stream_create (atomic) */
+EXPORT void mock_cuda_on_stream_create(void (*fn)(void)) { __atomic_store_n(&on_stream_create, fn, __ATOMIC_RELEASE); }
+
 EXPORT CUresult cuStreamCreate(CUstream *s, unsigned flags) {
     ENTER();
     pthread_mutex_lock(&lock);
@@ -1386,6 +1389,9 @@ EXPORT CUresult cuStreamCreate(CUstream *s, unsigned flags) {
     CUresult r = !c ? INVALID_CONTEXT : (*s = new_stream(c, flags & 1 ? NONBLOCKING : BLOCKING, flags)) ? OK
                                                                                                      : OUT_OF_MEMORY;
     pthread_mutex_unlock(&lock);
+    void (*fn)(void) = __atomic_exchange_n(&on_stream_create, NULL, __ATOMIC_ACQ_REL);
+    if (fn && r == OK)
+        fn();
     return r;
 }
 EXPORT CUresult cuStreamCreateWithPriority(CUstream *s, unsigned flags, int prio) {

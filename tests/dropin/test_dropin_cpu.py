@@ -484,6 +484,15 @@ def main():
     check(rc == 0 and "OK dying 72 of 72 contexts destroyed at once; the refused one: free 0, alloc 0, free 0; "
           "after reset 0 MiB reserved, 0 MiB mapped; 0 violations" in out, f"72 contexts going at once: {out}{err}")
 
+    # Ordered reuse ends before the first non-blocking stream exists: an
+    # allocation made while the driver makes it (another thread's, in the
+    # moment before the call returns) gets no buffer whose earlier work is
+    # still queued (the oracle). The barrier was once waited for only after
+    # the driver had made the stream (about 1 run in 100 of three threads
+    # freeing and allocating while one made the stream).
+    rc, out, err = run([run_tool, "--", app, "nb-window"], timeout=120)
+    check(rc == 0 and "OK nb-window" in out, f"no buffer reused in order while a non-blocking stream exists: {out}{err}")
+
     # The driver failing each virtual-memory call in turn (every third call
     # of one function, in the mock): the program gets every allocation, and
     # what the cap counts at exit is what carve holds.
