@@ -49,7 +49,12 @@
  * both paths, each forced path is checked the same way (C poisoned before
  * each). The exit status is 1 when any shape fails.
  *
- * Usage: bench_gemm_sweep [--quick] [--reps N] [--check] [--json FILE] [--bw GB/s]
+ * --mid times only 12 mid-size, prefill and odd shapes (squares 1024 ..
+ * 8192, four prefill projections, two odd sizes): the ones where the tile
+ * width and the grid decide, to compare them (CARVE_GEMM_BN,
+ * CARVE_GEMM_PERSIST=0) in a few seconds.
+ *
+ * Usage: bench_gemm_sweep [--quick | --mid] [--reps N] [--check] [--json FILE] [--bw GB/s]
  */
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -118,6 +123,21 @@ static double median(std::vector<float> v) {
     return v[v.size() / 2];
 }
 
+/* --mid: the shapes where the tile grid and the epilogue decide (mid
+ * sizes, prefill, odd), for comparing tile widths and grids quickly. */
+static std::vector<Shape> mid_shapes() {
+    std::vector<Shape> v;
+    for (int s : {1024, 2048, 3072, 4096, 6144, 8192})
+        v.push_back({s, s, s, "square"});
+    v.push_back({2048, 14336, 4096, "prefill"});
+    v.push_back({4096, 4096, 14336, "prefill"});
+    v.push_back({512, 4096, 4096, "prefill"});
+    v.push_back({2048, 4096, 4096, "prefill"});
+    v.push_back({999, 1023, 1001, "odd"});
+    v.push_back({4097, 4095, 4093, "odd"});
+    return v;
+}
+
 static std::vector<Shape> shapes(bool quick) {
     std::vector<Shape> v;
     const std::vector<int> sq = quick ? std::vector<int>{1024, 4096}
@@ -156,13 +176,15 @@ static std::vector<Shape> shapes(bool quick) {
 }
 
 int main(int argc, char **argv) {
-    bool quick = false, check = false;
+    bool quick = false, check = false, mid = false;
     int reps = 30;
     const char *json = nullptr;
     double bw_arg = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick"))
             quick = true;
+        else if (!strcmp(argv[i], "--mid"))
+            mid = true;
         else if (!strcmp(argv[i], "--check"))
             check = true;
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
@@ -172,7 +194,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--bw") && i + 1 < argc)
             bw_arg = atof(argv[++i]);
         else {
-            fprintf(stderr, "usage: %s [--quick] [--reps N] [--check] [--json FILE] [--bw GB/s]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--quick | --mid] [--reps N] [--check] [--json FILE] [--bw GB/s]\n", argv[0]);
             return 2;
         }
     }
@@ -232,7 +254,7 @@ int main(int argc, char **argv) {
             unsetenv("CARVE_GEMM_PATH");
     };
     std::vector<Row> rows;
-    for (const Shape &s : shapes(quick)) {
+    for (const Shape &s : mid ? mid_shapes() : shapes(quick)) {
         Row r;
         r.s = s;
         r.both = !strncmp(s.kind, "decode", 6) && s.m <= CARVE_TC_STREAM_MAX_M;

@@ -86,7 +86,7 @@ bool make_map(encode_fn enc, CUtensorMap *map, bool bf16, const void *base, long
 
 template <int BN, typename T, bool AK, bool BKM>
 cudaError_t launch(const Problem &pr, const CUtensorMap &ma, const CUtensorMap &mb, const EpiParams &ep,
-                   const SplitParams &sp) {
+                   const SplitParams &sp, int grid) {
     auto kern = wgmma_gemm_kernel<BN, T, AK, BKM>;
     constexpr int smem = WgCfg<BN>::kSmem;
     static std::atomic<int> ready{0};
@@ -97,10 +97,12 @@ cudaError_t launch(const Problem &pr, const CUtensorMap &ma, const CUtensorMap &
             return e;
         ready.store(1, std::memory_order_release);
     }
-    /* The tiles: at most the 128 x 128 grid args.c checked; times the
-     * splits, within the limit (carve_tc_clamp_splits, or fewer tiles than
-     * SMs when the heuristic split). */
-    const int64_t blocks = carve_grid(pr.M, pr.N, kWgBM, BN) * sp.splits;
+    /* The units: tiles, at most the 128 x 128 grid args.c checked, times
+     * the splits, within the limit (carve_tc_clamp_splits, or fewer tiles
+     * than SMs when the heuristic split); the persistent grid, fewer. */
+    int64_t blocks = carve_grid(pr.M, pr.N, kWgBM, BN) * sp.splits;
+    if (grid > 0 && grid < blocks)
+        blocks = grid;
     kern<<<(unsigned)blocks, kWgThreads, smem, pr.stream>>>(ma, mb, ep, sp);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) { /* the opt-in may be gone (device reset): once more */
@@ -117,12 +119,19 @@ cudaError_t launch(const Problem &pr, const CUtensorMap &ma, const CUtensorMap &
 
 template <int BN, typename T>
 cudaError_t launch_layout(const Problem &pr, const CUtensorMap &ma, const CUtensorMap &mb, const EpiParams &ep,
-                          const SplitParams &sp) {
+                          const SplitParams &sp, int grid) {
     if (pr.a_kmajor)
-        return pr.b_kmajor ? launch<BN, T, true, true>(pr, ma, mb, ep, sp)
-                           : launch<BN, T, true, false>(pr, ma, mb, ep, sp);
-    return pr.b_kmajor ? launch<BN, T, false, true>(pr, ma, mb, ep, sp)
-                       : launch<BN, T, false, false>(pr, ma, mb, ep, sp);
+        return pr.b_kmajor ? launch<BN, T, true, true>(pr, ma, mb, ep, sp, grid)
+                           : launch<BN, T, true, false>(pr, ma, mb, ep, sp, grid);
+    return pr.b_kmajor ? launch<BN, T, false, true>(pr, ma, mb, ep, sp, grid)
+                       : launch<BN, T, false, false>(pr, ma, mb, ep, sp, grid);
+}
+
+template <int BN>
+cudaError_t launch_type(const Problem &pr, const CUtensorMap &ma, const CUtensorMap &mb, const EpiParams &ep,
+                        const SplitParams &sp, int grid) {
+    return pr.bf16 ? launch_layout<BN, __nv_bfloat16>(pr, ma, mb, ep, sp, grid)
+                   : launch_layout<BN, __half>(pr, ma, mb, ep, sp, grid);
 }
 
 /* A cluster of `cs` blocks of a streaming kernel instance on a device: 0
@@ -234,7 +243,7 @@ extern "C" cudaError_t carve_gemm_tc_wgmma_run(const Problem *pp, const WgPlan *
         *why = "the driver has no cuTensorMapEncodeTiled";
         return cudaErrorNotSupported;
     }
-    const int bn = plan->bn == 256 ? 256 : 128;
+    const int bn = plan->bn == 256 || plan->bn == 192 ? plan->bn : 128;
     const SplitParams sp{plan->partial, plan->splits > 1 && plan->partial ? plan->splits : 1};
 
     CUtensorMap ma, mb;
@@ -248,10 +257,10 @@ extern "C" cudaError_t carve_gemm_tc_wgmma_run(const Problem *pp, const WgPlan *
     }
     EpiParams ep{pr.C, pr.ldc, pr.M, pr.N, pr.K, pr.alpha, pr.beta, pr.c_f32 ? 1 : 0};
     if (bn == 256)
-        return pr.bf16 ? launch_layout<256, __nv_bfloat16>(pr, ma, mb, ep, sp)
-                       : launch_layout<256, __half>(pr, ma, mb, ep, sp);
-    return pr.bf16 ? launch_layout<128, __nv_bfloat16>(pr, ma, mb, ep, sp)
-                   : launch_layout<128, __half>(pr, ma, mb, ep, sp);
+        return launch_type<256>(pr, ma, mb, ep, sp, plan->grid);
+    if (bn == 192)
+        return launch_type<192>(pr, ma, mb, ep, sp, plan->grid);
+    return launch_type<128>(pr, ma, mb, ep, sp, plan->grid);
 }
 
 #else
@@ -354,6 +363,22 @@ int path_env() {
  * carve_tc_clamp_splits; 1 turns split-K off) and clusters of N blocks on
  * the streaming kernel (clamped by carve_tc_stream_clamp_cluster). For
  * tests and benchmarks. */
+/* CARVE_GEMM_BN=128|192|256 forces the wgmma tile width (tests and
+ * benchmarks); anything else leaves the plan's. */
+int bn_env() {
+    const char *v = getenv("CARVE_GEMM_BN");
+    if (!v || !*v)
+        return 0;
+    return strcmp(v, "128") == 0 ? 128 : strcmp(v, "192") == 0 ? 192 : strcmp(v, "256") == 0 ? 256 : 0;
+}
+
+/* CARVE_GEMM_PERSIST=0 launches the wgmma kernel one block a unit (the
+ * one-tile kernel, for comparison); the default is the persistent grid. */
+bool persist_env() {
+    const char *v = getenv("CARVE_GEMM_PERSIST");
+    return !(v && strcmp(v, "0") == 0);
+}
+
 int splitk_env() {
     const char *v = getenv("CARVE_GEMM_SPLITK");
     if (!v || !*v)
@@ -473,7 +498,8 @@ cudaError_t run_wgmma(carve_arena *arena, const Problem &pr, int flip, carve_sta
     const bool copy_a = !tma_ok_one(pr.A, pr.lda), copy_b = !tma_ok_one(pr.B, pr.ldb);
     if ((copy_a || copy_b) && !carve_tc_copy_pays(pr.K))
         return cudaErrorNotSupported; /* short k: mma.sync is as quick as the copies' launches */
-    const int bn = carve_tc_choose_bn(pr.M, pr.N, sms);
+    const int forced_bn = bn_env();
+    const int bn = forced_bn ? forced_bn : carve_tc_choose_bn(pr.M, pr.N, sms);
     const int forced = splitk_env();
     int splits = forced ? carve_tc_clamp_splits(forced, pr.M, pr.N, pr.K, bn)
                         : carve_tc_choose_splits(pr.M, pr.N, pr.K, bn, sms);
@@ -508,7 +534,8 @@ cudaError_t run_wgmma(carve_arena *arena, const Problem &pr, int flip, carve_sta
         q.ldb = carve_tc_copy_ld(sb.cols);
         e = launch_copy(pr.B, pr.ldb, base + pbytes + abytes, sb, pr.stream, sms);
     }
-    const WgPlan plan{bn, splits, splits > 1 ? reinterpret_cast<float *>(base) : nullptr};
+    const int grid = persist_env() ? carve_tc_persist_grid(carve_grid(pr.M, pr.N, CARVE_TC_BM, bn) * splits, sms) : 0;
+    const WgPlan plan{bn, splits, splits > 1 ? reinterpret_cast<float *>(base) : nullptr, grid};
     const char *why = nullptr;
     if (e == cudaSuccess)
         e = carve_gemm_tc_wgmma_run(&q, &plan, &why);

@@ -46,14 +46,17 @@ struct EpiParams {
     int c_f32;
 };
 
-/* The wgmma launch the caller planned (gemm_tc_plan.h): tile width bn (128
- * or 256) and the split-K factor; with splits > 1, partial holds splits
- * slices of M x N fp32 (workspace from the arena) and the kernel writes
- * there, not to C: the caller queues the reduction (gemm_tc_ws.cuh). */
+/* The wgmma launch the caller planned (gemm_tc_plan.h): tile width bn (128,
+ * 192 or 256), the split-K factor and the grid (the persistent kernel's
+ * blocks, at most one an SM; 0: one block a unit); with splits > 1,
+ * partial holds splits slices of M x N fp32 (workspace from the arena) and
+ * the kernel writes there, not to C: the caller queues the reduction
+ * (gemm_tc_ws.cuh). */
 struct WgPlan {
     int bn;
     int splits;
     float *partial;
+    int grid;
 };
 
 }  // namespace carve_tc

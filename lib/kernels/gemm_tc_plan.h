@@ -50,10 +50,49 @@
 #define CARVE_TC_REDUCE_COST 3     /* the reduction's launch, in k-tile units (~2 us) */
 #define CARVE_TC_WS_ALIGN 256      /* each workspace piece starts on this (TMA needs 16) */
 
-/* The wide tile (128 x 256) when it still gives every SM a block, else the
- * narrow one (128 x 128). */
+/* The tile width (128, 192 or 256 columns; 128 rows each) for an M x N
+ * output on a device of sms SMs. The persistent kernel runs the tiles in
+ * waves of sms; a wave takes about as long as one tile, which is about
+ * BN + CARVE_TC_TILE_FIXED in the units of 64 columns of k work (wider
+ * tiles do more per byte of A they load, and every tile pays its
+ * epilogue). So the width with the fewest waves times that wins, the
+ * widest on ties:
+ *
+ *   cost(BN) = ceil(tiles(BN) / sms) * (BN + CARVE_TC_TILE_FIXED)
+ *
+ * 3072 x 3072 on 132 SMs: 256 wide, 288 tiles, 3 waves (the last a sixth
+ * full); 192 wide, 384 tiles, the same 3 waves of narrower tiles: 192.
+ * 4096 x 4096: 4 waves of 256 against 6 of 192 and 8 of 128: 256. Where
+ * every width fits in one wave (decode, small outputs) the narrowest wins:
+ * more blocks, each with a shorter tile, and split-K (below) fills the rest.
+ * CARVE_TC_TILE_FIXED is an estimate, not a fit: the sweep (bench/kernels/
+ * bench_gemm_sweep.cu, with CARVE_GEMM_BN forcing each width) checks it. */
+#define CARVE_TC_TILE_FIXED 32
+
 static inline int carve_tc_choose_bn(int M, int N, int sms) {
-    return carve_grid(M, N, CARVE_TC_BM, 256) >= sms ? 256 : 128;
+    static const int widths[3] = {256, 192, 128};
+    if (sms <= 0)
+        sms = 1;
+    int best = 256;
+    int64_t best_cost = -1;
+    for (int i = 0; i < 3; i++) {
+        const int64_t waves = (carve_grid(M, N, CARVE_TC_BM, widths[i]) + sms - 1) / sms;
+        const int64_t cost = waves * (widths[i] + CARVE_TC_TILE_FIXED);
+        if (best_cost < 0 || cost < best_cost) {
+            best_cost = cost;
+            best = widths[i];
+        }
+    }
+    return best;
+}
+
+/* The persistent kernel's grid for `units` tiles (times the split-K
+ * shares): one block an SM at most (a block takes a whole SM's shared
+ * memory), never more blocks than units. */
+static inline int carve_tc_persist_grid(int64_t units, int sms) {
+    if (sms <= 0)
+        sms = 1;
+    return units < (int64_t)sms ? (int)units : sms;
 }
 
 /* The split-K factor for an M x N x K problem with BN-wide tiles on a

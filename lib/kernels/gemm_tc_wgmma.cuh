@@ -1,10 +1,19 @@
 /*
  * gemm_tc_wgmma.cuh — the Hopper tensor-core GEMM path (sm_90a only):
  * warpgroup MMA (wgmma.mma_async) reading both operands from shared memory
- * that TMA (cp.async.bulk.tensor) fills, in a ring of kWgStages stages
+ * that TMA (cp.async.bulk.tensor) fills, in a ring of stages (4 for the
+ * 256-wide tile, 5 for 192, 6 for 128: as many as shared memory holds)
  * guarded by mbarriers.
  *
- * Block tile 128 x BN x 64 (BN = 256 or 128), 3 warpgroups: warpgroup 0 is
+ * Persistent: the launch has at most one block per SM (the caller's grid,
+ * WgPlan.grid), and block b takes units b, b + grid, b + 2 * grid, ... of
+ * the tiles (times the split-K shares), so that while its consumers write
+ * one tile's C the producer already loads the next tile's first stages,
+ * and no block pays a launch, a barrier setup or an empty pipeline per
+ * tile. A grid of one block per unit is the one-tile kernel
+ * (CARVE_GEMM_PERSIST=0, for comparison).
+ *
+ * Block tile 128 x BN x 64 (BN = 256, 192 or 128), 3 warpgroups: warpgroup 0 is
  * the producer (one thread issues the TMA loads; its registers are given
  * back with setmaxnreg), warpgroups 1 and 2 each compute 64 x BN with
  * m64nBNk16 wgmma, accumulators in registers. Stage s is "full" when its
@@ -17,17 +26,18 @@
  * operand is rows/64 boxes of (64 mn) x (64 k), each 8 KiB. The tensor maps
  * describe the real matrix extents, so TMA zero-fills everything past the
  * edge (partial tiles in M, N and K need no special code) and the epilogue
- * masks its stores. TMA needs 16-byte aligned bases and row strides; the
+ * masks its stores. The epilogue writes the two neighbouring columns a
+ * thread holds as one access where C's base and ldc allow (store_pair). TMA needs 16-byte aligned bases and row strides; the
  * caller checks that (carve_tc_tma_ok) and otherwise uses mma.sync.
  *
  * The tensor maps are made with cuTensorMapEncodeTiled, found through
  * cudaGetDriverEntryPointByVersion so that libcarve does not link libcuda,
  * and passed to the kernel as __grid_constant__ parameters.
  *
- * Split-K: with SplitParams.splits = S > 1 the grid is S times the tile
- * count; block b computes tile b % tiles over the S-th share b / tiles of
+ * Split-K: with SplitParams.splits = S > 1 there are S times as many units
+ * as tiles; unit u computes tile u % tiles over the S-th share u / tiles of
  * the k tiles (carve_tc_split_begin) and writes its fp32 sums, unscaled, to
- * slice b / tiles of the partials (S slices of M x N, row stride N); the
+ * slice u / tiles of the partials (S slices of M x N, row stride N); the
  * reduction (gemm_tc_ws.cuh) adds the slices in order and applies alpha and
  * beta. With S = 1 the kernel is the plain one, epilogue included.
  */
@@ -45,7 +55,7 @@
 
 namespace carve_tc {
 
-constexpr int kWgBM = 128, kWgBK = 64, kWgStages = 4, kWgThreads = 384;
+constexpr int kWgBM = 128, kWgBK = 64, kWgThreads = 384;
 static_assert(kWgBM == CARVE_TC_BM && kWgBK == CARVE_TC_BK, "the plan (gemm_tc_plan.h) counts these tiles");
 
 /* Split-K (above): partial is S slices of M x N fp32 when splits > 1,
@@ -57,12 +67,14 @@ struct SplitParams {
 
 template <int BN>
 struct WgCfg {
+    /* Stages of the ring: as many as fit (227 KiB of shared memory a block). */
+    static constexpr int kStages = BN == 256 ? 4 : BN == 192 ? 5 : 6;
     static constexpr int kABytes = kWgBM * kWgBK * 2;
     static constexpr int kBBytes = BN * kWgBK * 2;
     static constexpr int kStageBytes = kABytes + kBBytes;
     /* 1 KiB of slack to align the ring to the 1024-byte swizzle atom, then
      * the barriers. */
-    static constexpr int kSmem = 1024 + kWgStages * kStageBytes + 2 * kWgStages * 8;
+    static constexpr int kSmem = 1024 + kStages * kStageBytes + 2 * kStages * 8;
 };
 
 /* ---- PTX wrappers -------------------------------------------------------- */
@@ -217,10 +229,65 @@ __device__ __forceinline__ void wgmma_n256(float *d, uint64_t da, uint64_t db, i
                      : "l"(da), "l"(db), "r"(scale_d), "n"(TA), "n"(TB));
 }
 
+/* m64n192k16, fp32 accumulators d[0..96) in wgmma's fragment order. */
+template <bool BF16, int TA, int TB>
+__device__ __forceinline__ void wgmma_n192(float *d, uint64_t da, uint64_t db, int scale_d) {
+    if (BF16)
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 "
+                     "{"
+                     "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+                     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+                     "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+                     "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63,"
+                     "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79,"
+                     "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
+                     "}, %96, %97, p, 1, 1, %99, %100;\n}\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                       "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                       "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                       "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+                       "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+                       "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                       "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                       "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+                       "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+                       "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+                       "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+                       "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
+                     : "l"(da), "l"(db), "r"(scale_d), "n"(TA), "n"(TB));
+    else
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n192k16.f32.f16.f16 "
+                     "{"
+                     "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+                     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+                     "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+                     "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63,"
+                     "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79,"
+                     "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
+                     "}, %96, %97, p, 1, 1, %99, %100;\n}\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                       "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                       "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                       "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+                       "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+                       "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                       "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                       "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+                       "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+                       "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+                       "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+                       "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
+                     : "l"(da), "l"(db), "r"(scale_d), "n"(TA), "n"(TB));
+}
+
 template <int BN, bool BF16, int TA, int TB>
 __device__ __forceinline__ void wgmma_tile(float *d, uint64_t da, uint64_t db, int scale_d) {
     if (BN == 256)
         wgmma_n256<BF16, TA, TB>(d, da, db, scale_d);
+    else if (BN == 192)
+        wgmma_n192<BF16, TA, TB>(d, da, db, scale_d);
     else
         wgmma_n128<BF16, TA, TB>(d, da, db, scale_d);
 }
@@ -238,39 +305,98 @@ __device__ __forceinline__ uint64_t operand_desc(uint32_t base, int mn0, int k0)
     return smem_desc(base + (mn0 / 64) * 8192 + k0 * 128, 8192, 1024);
 }
 
+/* Where unit u of the launch lies: units are the output tiles times the
+ * split-K factor; unit u is split u / tiles of tile u % tiles. Tiles go in
+ * groups of 8 tile rows, column by column within a group, so that the
+ * blocks running at once share rows of A and columns of B in L2. */
+struct WgUnit {
+    int m0, n0;           /* the tile's first row and column */
+    int split;            /* which share of k */
+    int kt_first, ktiles; /* the share: k tiles kt_first .. kt_first + ktiles - 1 */
+};
+
+template <int BN>
+__device__ __forceinline__ WgUnit wg_unit(int u, const EpiParams &p, int splits) {
+    const int tiles_m = carve_tiles(p.M, kWgBM), tiles_n = carve_tiles(p.N, BN);
+    const int tiles = tiles_m * tiles_n; /* the launch's units fit an int (the grid args.c checked) */
+    WgUnit w;
+    w.split = u / tiles;
+    const int bid = u - w.split * tiles, per_group = 8 * tiles_n;
+    const int first_m = (bid / per_group) * 8;
+    const int gsize = tiles_m - first_m < 8 ? tiles_m - first_m : 8;
+    const int tm = first_m + (bid % per_group) % gsize, tn = (bid % per_group) / gsize;
+    w.m0 = tm * kWgBM;
+    w.n0 = tn * BN;
+    const int ktiles_all = carve_tiles(p.K, kWgBK); /* (K + BK - 1) / BK overflows near INT_MAX */
+    w.kt_first = carve_tc_split_begin(ktiles_all, w.split, splits);
+    w.ktiles = carve_tc_split_begin(ktiles_all, w.split + 1, splits) - w.kt_first;
+    return w;
+}
+
+/* Two neighbouring elements of one row of C, columns c and c + 1 (c even),
+ * as one 4-byte (16-bit C) or 8-byte (fp32 C) access; the caller knows the
+ * pair is inside C and aligned (wg_pairs_ok). */
+template <typename T>
+struct alignas(2 * sizeof(T)) WgPair {
+    T x, y;
+};
+
+template <typename T>
+__device__ __forceinline__ void store_pair(const EpiParams &p, int r, int c, float a0, float a1) {
+    float v0 = p.alpha * a0, v1 = p.alpha * a1;
+    if (p.c_f32) {
+        float2 *C = reinterpret_cast<float2 *>(static_cast<float *>(p.C) + (long long)r * p.ldc + c);
+        if (p.beta != 0.f) {
+            const float2 o = *C;
+            v0 = fmaf(p.beta, o.x, v0);
+            v1 = fmaf(p.beta, o.y, v1);
+        }
+        *C = make_float2(v0, v1);
+    } else {
+        WgPair<T> *C = reinterpret_cast<WgPair<T> *>(static_cast<T *>(p.C) + (long long)r * p.ldc + c);
+        if (p.beta != 0.f) {
+            const WgPair<T> o = *C;
+            v0 = fmaf(p.beta, to_f<T>(o.x), v0);
+            v1 = fmaf(p.beta, to_f<T>(o.y), v1);
+        }
+        WgPair<T> w;
+        w.x = from_f<T>(v0);
+        w.y = from_f<T>(v1);
+        *C = w;
+    }
+}
+
+/* Whether every pair (row r, even column c) of C is aligned for
+ * store_pair: C's base on two elements and ldc even. */
+__device__ __forceinline__ bool wg_pairs_ok(const EpiParams &p, int elem_bytes) {
+    return (uintptr_t)p.C % (uintptr_t)(2 * elem_bytes) == 0 && p.ldc % 2 == 0;
+}
+
 template <int BN, typename T, bool AK, bool BKM>
 __global__ void __launch_bounds__(kWgThreads, 1)
     wgmma_gemm_kernel(const __grid_constant__ CUtensorMap mapA, const __grid_constant__ CUtensorMap mapB, EpiParams p,
                       SplitParams sp) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using Cfg = WgCfg<BN>;
+    constexpr int S = Cfg::kStages;
     constexpr bool kBf16 = sizeof(T) == 2 && !std::is_same<T, __half>::value;
     extern __shared__ __align__(1024) unsigned char wg_smem[];
     const uint32_t raw = smem_u32(wg_smem);
     const uint32_t ring = (raw + 1023) & ~1023u;
-    const uint32_t bars = ring + kWgStages * Cfg::kStageBytes;
+    const uint32_t bars = ring + S * Cfg::kStageBytes;
     auto full = [&](int s) { return bars + 8 * s; };
-    auto empty = [&](int s) { return bars + 8 * (kWgStages + s); };
+    auto empty = [&](int s) { return bars + 8 * (S + s); };
     auto a_stage = [&](int s) { return ring + s * Cfg::kStageBytes; };
     auto b_stage = [&](int s) { return ring + s * Cfg::kStageBytes + Cfg::kABytes; };
 
     const int tid = threadIdx.x;
     const int wg = tid / 128;
-
-    const int tiles_m = carve_tiles(p.M, kWgBM), tiles_n = carve_tiles(p.N, BN);
-    const int tiles = tiles_m * tiles_n; /* <= the grid args.c checked, < 2^31 */
-    const int split = (int)(blockIdx.x / (unsigned)tiles);
-    const int bid = (int)blockIdx.x - split * tiles, per_group = 8 * tiles_n;
-    const int first_m = (bid / per_group) * 8;
-    const int gsize = tiles_m - first_m < 8 ? tiles_m - first_m : 8;
-    const int tm = first_m + (bid % per_group) % gsize, tn = (bid % per_group) / gsize;
-    const int m0 = tm * kWgBM, n0 = tn * BN;
-    const int ktiles_all = carve_tiles(p.K, kWgBK); /* (K + BK - 1) / BK overflows near INT_MAX */
-    const int kt_first = carve_tc_split_begin(ktiles_all, split, sp.splits);
-    const int ktiles = carve_tc_split_begin(ktiles_all, split + 1, sp.splits) - kt_first; /* this block's share */
+    /* The one-unit grid's size: at most 2^31 - 1 (args.c, carve_tc_clamp_splits), so u + gridDim.x is
+     * counted in 64 bits. */
+    const long long units = (long long)carve_tiles(p.M, kWgBM) * carve_tiles(p.N, BN) * sp.splits;
 
     if (tid == 0) {
-        for (int s = 0; s < kWgStages; s++) {
+        for (int s = 0; s < S; s++) {
             mbar_init(full(s), 1);
             mbar_init(empty(s), 256);
         }
@@ -279,28 +405,43 @@ __global__ void __launch_bounds__(kWgThreads, 1)
     }
     __syncthreads();
 
+    /* Both sides walk the same units (u = blockIdx.x, + gridDim.x, ...) and
+     * go round the ring over all of them: stage s, and the parity of the
+     * ring's pass (phase), carried from one unit to the next, so the
+     * producer runs into the next unit's first stages while the consumers
+     * write this one's C. (Counted, not divided out of a k-tile count,
+     * which a block of a huge launch could take past 2^31.) */
     if (wg == 0) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
         if (tid == 0) {
-            for (int kt = 0; kt < ktiles; kt++) {
-                const int s = kt % kWgStages;
-                if (kt >= kWgStages)
-                    mbar_wait(empty(s), ((kt / kWgStages) + 1) & 1);
-                mbar_expect_tx(full(s), Cfg::kStageBytes);
-                const int k0 = (kt_first + kt) * kWgBK; /* <= 2^31 - 64: the last k tile ends by INT_MAX */
-                if (AK) {
-                    tma_load_2d(a_stage(s), &mapA, full(s), k0, m0);
-                } else {
+            int s = 0, phase = 0;
+            bool wrapped = false; /* past the first pass: a stage is free once the consumers let it go */
+            for (long long u = blockIdx.x; u < units; u += gridDim.x) {
+                const WgUnit w = wg_unit<BN>((int)u, p, sp.splits);
+                for (int kt = 0; kt < w.ktiles; kt++) {
+                    if (wrapped)
+                        mbar_wait(empty(s), phase ^ 1);
+                    mbar_expect_tx(full(s), Cfg::kStageBytes);
+                    const int k0 = (w.kt_first + kt) * kWgBK; /* <= 2^31 - 64: the last k tile ends by INT_MAX */
+                    if (AK) {
+                        tma_load_2d(a_stage(s), &mapA, full(s), k0, w.m0);
+                    } else {
 #pragma unroll
-                    for (int c = 0; c < kWgBM / 64; c++)
-                        tma_load_2d(a_stage(s) + c * 8192, &mapA, full(s), m0 + 64 * c, k0);
-                }
-                if (BKM) {
-                    tma_load_2d(b_stage(s), &mapB, full(s), k0, n0);
-                } else {
+                        for (int c = 0; c < kWgBM / 64; c++)
+                            tma_load_2d(a_stage(s) + c * 8192, &mapA, full(s), w.m0 + 64 * c, k0);
+                    }
+                    if (BKM) {
+                        tma_load_2d(b_stage(s), &mapB, full(s), k0, w.n0);
+                    } else {
 #pragma unroll
-                    for (int c = 0; c < BN / 64; c++)
-                        tma_load_2d(b_stage(s) + c * 8192, &mapB, full(s), n0 + 64 * c, k0);
+                        for (int c = 0; c < BN / 64; c++)
+                            tma_load_2d(b_stage(s) + c * 8192, &mapB, full(s), w.n0 + 64 * c, k0);
+                    }
+                    if (++s == S) {
+                        s = 0;
+                        phase ^= 1;
+                        wrapped = true;
+                    }
                 }
             }
         }
@@ -309,66 +450,88 @@ __global__ void __launch_bounds__(kWgThreads, 1)
 
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
     const int cw = wg - 1; /* consumer warpgroup: rows 64*cw .. 64*cw+63 of the tile */
-    float d[BN / 2];
-#pragma unroll
-    for (int i = 0; i < BN / 2; i++)
-        d[i] = 0.f;
-
-    for (int kt = 0; kt < ktiles; kt++) {
-        const int s = kt % kWgStages;
-        mbar_wait(full(s), (kt / kWgStages) & 1);
-#pragma unroll
-        for (int i = 0; i < BN / 2; i++)
-            reg_fence(d[i]);
-        wgmma_fence();
-#pragma unroll
-        for (int j = 0; j < kWgBK / 16; j++) {
-            uint64_t da = operand_desc<AK>(a_stage(s), 64 * cw, 16 * j);
-            uint64_t db = operand_desc<BKM>(b_stage(s), 0, 16 * j);
-            wgmma_tile<BN, kBf16, AK ? 0 : 1, BKM ? 0 : 1>(d, da, db, (kt > 0 || j > 0) ? 1 : 0);
-        }
-        wgmma_commit();
-#pragma unroll
-        for (int i = 0; i < BN / 2; i++)
-            reg_fence(d[i]);
-        wgmma_wait<1>();
-        if (kt > 0)
-            mbar_arrive(empty((kt - 1) % kWgStages));
-    }
-    wgmma_wait<0>();
-#pragma unroll
-    for (int i = 0; i < BN / 2; i++)
-        reg_fence(d[i]);
-
-    /* Fragment layout: d[4j + 2i + c] is row 16*warp + lane/4 + 8i, column
-     * 8j + 2*(lane%4) + c of this warpgroup's 64 x BN block. */
     const int lt = tid % 128, warp = lt / 32, lane = lt % 32;
-    const int rbase = m0 + 64 * cw + 16 * warp + lane / 4;
-    const int cbase = n0 + 2 * (lane % 4);
-    if (sp.splits > 1) { /* this split's unscaled sums, into its slice of the partials */
-        float *P = sp.partial + (long long)split * p.M * p.N;
+    const bool pairs = sp.splits > 1 ? p.N % 2 == 0 : wg_pairs_ok(p, p.c_f32 ? 4 : (int)sizeof(T));
+    float d[BN / 2];
+    int s = 0, phase = 0;
+    for (long long u = blockIdx.x; u < units; u += gridDim.x) {
+        const WgUnit w = wg_unit<BN>((int)u, p, sp.splits);
+#pragma unroll
+        for (int i = 0; i < BN / 2; i++)
+            d[i] = 0.f; /* what C gets where k is empty; the first wgmma of a tile overwrites it */
+
+        for (int kt = 0; kt < w.ktiles; kt++) {
+            mbar_wait(full(s), phase);
+#pragma unroll
+            for (int i = 0; i < BN / 2; i++)
+                reg_fence(d[i]);
+            wgmma_fence();
+#pragma unroll
+            for (int j = 0; j < kWgBK / 16; j++) {
+                uint64_t da = operand_desc<AK>(a_stage(s), 64 * cw, 16 * j);
+                uint64_t db = operand_desc<BKM>(b_stage(s), 0, 16 * j);
+                wgmma_tile<BN, kBf16, AK ? 0 : 1, BKM ? 0 : 1>(d, da, db, (kt > 0 || j > 0) ? 1 : 0);
+            }
+            wgmma_commit();
+#pragma unroll
+            for (int i = 0; i < BN / 2; i++)
+                reg_fence(d[i]);
+            wgmma_wait<1>();
+            if (kt > 0)
+                mbar_arrive(empty(s == 0 ? S - 1 : s - 1)); /* the group before this one has retired */
+            if (++s == S) {
+                s = 0;
+                phase ^= 1;
+            }
+        }
+        wgmma_wait<0>();
+#pragma unroll
+        for (int i = 0; i < BN / 2; i++)
+            reg_fence(d[i]);
+        if (w.ktiles > 0)
+            mbar_arrive(empty(s == 0 ? S - 1 : s - 1)); /* the tile's last stage: the producer may refill it */
+
+        /* Fragment layout: d[4j + 2i + c] is row 16*warp + lane/4 + 8i,
+         * column 8j + 2*(lane%4) + c of this warpgroup's 64 x BN block: the
+         * two values of c are neighbours in a row (an even column first). */
+        const int rbase = w.m0 + 64 * cw + 16 * warp + lane / 4;
+        const int cbase = w.n0 + 2 * (lane % 4);
+        if (sp.splits > 1) { /* this split's unscaled sums, into its slice of the partials */
+            float *P = sp.partial + (long long)w.split * p.M * p.N;
+#pragma unroll
+            for (int j = 0; j < BN / 8; j++)
+#pragma unroll
+                for (int i = 0; i < 2; i++) {
+                    const int r = rbase + 8 * i, col = cbase + 8 * j;
+                    if (r >= p.M || col >= p.N)
+                        continue;
+                    float *q = P + (long long)r * p.N + col;
+                    if (pairs && col + 1 < p.N) {
+                        *reinterpret_cast<float2 *>(q) = make_float2(d[4 * j + 2 * i], d[4 * j + 2 * i + 1]);
+                    } else {
+                        q[0] = d[4 * j + 2 * i];
+                        if (col + 1 < p.N)
+                            q[1] = d[4 * j + 2 * i + 1];
+                    }
+                }
+            continue;
+        }
 #pragma unroll
         for (int j = 0; j < BN / 8; j++)
 #pragma unroll
-            for (int i = 0; i < 2; i++)
-#pragma unroll
-                for (int c = 0; c < 2; c++) {
-                    int r = rbase + 8 * i, col = cbase + 8 * j + c;
-                    if (r < p.M && col < p.N)
-                        P[(long long)r * p.N + col] = d[4 * j + 2 * i + c];
+            for (int i = 0; i < 2; i++) {
+                const int r = rbase + 8 * i, col = cbase + 8 * j;
+                if (r >= p.M || col >= p.N)
+                    continue;
+                if (pairs && col + 1 < p.N) {
+                    store_pair<T>(p, r, col, d[4 * j + 2 * i], d[4 * j + 2 * i + 1]);
+                } else {
+                    store_out<T>(p, r, col, d[4 * j + 2 * i]);
+                    if (col + 1 < p.N)
+                        store_out<T>(p, r, col + 1, d[4 * j + 2 * i + 1]);
                 }
-        return;
-    }
-#pragma unroll
-    for (int j = 0; j < BN / 8; j++)
-#pragma unroll
-        for (int i = 0; i < 2; i++)
-#pragma unroll
-            for (int c = 0; c < 2; c++) {
-                int r = rbase + 8 * i, col = cbase + 8 * j + c;
-                if (r < p.M && col < p.N)
-                    store_out<T>(p, r, col, d[4 * j + 2 * i + c]);
             }
+    }
 #endif
 }
 

@@ -94,10 +94,43 @@ static void check_choose_splits(void) {
     CHECK(carve_tc_choose_splits(3072, 3072, 3072, carve_tc_choose_bn(3072, 3072, 132), 132) == 1);
     /* Short k never splits: each split would have too few tiles. */
     CHECK(carve_tc_choose_splits(16, 4096, 7 * 64, 128, 132) == 1);
-    /* The wide tile only when it still gives every SM a block. */
-    CHECK(carve_tc_choose_bn(4096, 4096, 132) == 256);
-    CHECK(carve_tc_choose_bn(2048, 2048, 132) == 128); /* 128 wide tiles for 132 SMs */
+    /* The tile width: fewest waves times (width + fixed), widest on ties. */
+    CHECK(carve_tc_choose_bn(4096, 4096, 132) == 256);  /* 4 waves of 256 against 6 of 192, 8 of 128 */
+    CHECK(carve_tc_choose_bn(3072, 3072, 132) == 192);  /* 3 waves either way: the narrower */
+    CHECK(carve_tc_choose_bn(2048, 2048, 132) == 256);  /* one wave of 256 against two of 128 */
     CHECK(carve_tc_choose_bn(2048, 2048, 128) == 256);
+    CHECK(carve_tc_choose_bn(1024, 1024, 132) == 128);  /* one wave whatever the width: the shortest tile */
+    CHECK(carve_tc_choose_bn(16, 12288, 132) == 128);
+    CHECK(carve_tc_choose_bn(2048, 14336, 132) == 256);
+    static const int widths[3] = {256, 192, 128};
+    long bn_checked = 0;
+    for (size_t a = 0; a < sizeof ms / sizeof ms[0]; a++)
+        for (size_t b = 0; b < sizeof ns / sizeof ns[0]; b++)
+            for (size_t d = 0; d < sizeof smss / sizeof smss[0]; d++) {
+                const int M = ms[a], N = ns[b], sms = smss[d];
+                const int bn = carve_tc_choose_bn(M, N, sms);
+                int64_t cost[3], chosen = -1;
+                for (int w = 0; w < 3; w++) {
+                    cost[w] = ((int64_t)carve_tiles(M, 128) * carve_tiles(N, widths[w]) + sms - 1) / sms *
+                              (widths[w] + CARVE_TC_TILE_FIXED);
+                    if (widths[w] == bn)
+                        chosen = cost[w];
+                }
+                CHECK(chosen >= 0);
+                for (int w = 0; w < 3; w++) {
+                    CHECK(chosen <= cost[w]);
+                    if (chosen == cost[w] && widths[w] > bn)
+                        CHECK(0); /* a tie goes to the wider */
+                }
+                bn_checked++;
+            }
+    printf("choose_bn: %ld shapes\n", bn_checked);
+    /* The persistent grid: one block an SM, never more than units. */
+    CHECK(carve_tc_persist_grid(288, 132) == 132);
+    CHECK(carve_tc_persist_grid(100, 132) == 100);
+    CHECK(carve_tc_persist_grid(1, 132) == 1);
+    CHECK(carve_tc_persist_grid((int64_t)1 << 40, 132) == 132);
+    CHECK(carve_tc_persist_grid(5, 0) == 1);
 }
 
 static void check_split_begin(void) {

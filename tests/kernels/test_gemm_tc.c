@@ -125,7 +125,11 @@ static void predict(const tcase *c, int lda, int ldb, int *path, int *splits, in
         *splits = c->splits ? carve_tc_stream_clamp_cluster(c->splits, c->k) : carve_tc_stream_cluster(N, c->k, g_sms);
         return;
     }
-    const int bn = carve_tc_choose_bn(M, N, g_sms);
+    /* CARVE_GEMM_BN forces the width as gemm_tc.cu reads it (the suite
+     * runs once more with each width forced: tools or by hand). */
+    const char *fb = getenv("CARVE_GEMM_BN");
+    const int forced = !fb ? 0 : !strcmp(fb, "128") ? 128 : !strcmp(fb, "192") ? 192 : !strcmp(fb, "256") ? 256 : 0;
+    const int bn = forced ? forced : carve_tc_choose_bn(M, N, g_sms);
     const int s = c->splits ? carve_tc_clamp_splits(c->splits, M, N, c->k, bn)
                             : carve_tc_choose_splits(M, N, c->k, bn, g_sms);
     if (c->ws == 1 || ((bad_a || bad_b) && !carve_tc_copy_pays(c->k))) {
@@ -703,10 +707,14 @@ int main(void) {
         {1, 1, 1},       {7, 7, 7},         {1, 7, 127},      {7, 127, 1},      {127, 127, 127},
         {127, 1000, 7},  {1000, 1, 1000},   {1000, 1000, 1000}, {1, 4097, 1000}, {4097, 7, 127},
         {16, 4096, 4096}, {128, 256, 64},   {256, 512, 1024}, {1000, 4097, 127}, {4097, 1000, 1},
-        {64, 8192, 4096}, {2048, 2048, 4097}, {4097, 4097, 1000},
+        {64, 8192, 4096}, {2048, 2048, 4097}, {4097, 4097, 1000}, {1500, 3000, 200},
     };
+    /* 1500 x 3000 has more tiles than an H100 has SMs at every width (144,
+     * 192 or 288), so persistent blocks take two or three tiles each, and
+     * its 4 k tiles wrap the ring of 4-6 stages in the middle of a tile. */
     static const int quick_shapes[][3] = {
         {1, 1, 1}, {7, 7, 7}, {1, 7, 127}, {127, 127, 127}, {127, 200, 7}, {130, 260, 72}, {16, 256, 256},
+        {1500, 3000, 200},
     };
     const int (*shapes)[3] = quick ? quick_shapes : full_shapes;
     const int nshapes = quick ? (int)(sizeof quick_shapes / sizeof quick_shapes[0])
