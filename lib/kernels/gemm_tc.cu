@@ -35,6 +35,8 @@
 /* ======================= sm_90a half: wgmma + TMA ======================= */
 #include <atomic>
 #include <mutex>
+#include <stdlib.h>
+#include <string.h>
 #include <type_traits>
 
 #include "gemm_tc_stream.cuh"
@@ -84,9 +86,16 @@ bool make_map(encode_fn enc, CUtensorMap *map, bool bf16, const void *base, long
     return r == CUDA_SUCCESS;
 }
 
+/* CARVE_GEMM_TMA_STORE=0 keeps C's stores in registers (for comparison;
+ * read on every call). */
+bool tma_store_env() {
+    const char *v = getenv("CARVE_GEMM_TMA_STORE");
+    return !(v && strcmp(v, "0") == 0);
+}
+
 template <int BN, typename T, bool AK, bool BKM>
-cudaError_t launch(const Problem &pr, const CUtensorMap &ma, const CUtensorMap &mb, const EpiParams &ep,
-                   const SplitParams &sp, int grid) {
+cudaError_t launch(const Problem &pr, const CUtensorMap &ma, const CUtensorMap &mb, const CUtensorMap &mc,
+                   const EpiParams &ep, const SplitParams &sp, int grid) {
     auto kern = wgmma_gemm_kernel<BN, T, AK, BKM>;
     constexpr int smem = WgCfg<BN>::kSmem;
     static std::atomic<int> ready{0};
@@ -103,14 +112,14 @@ cudaError_t launch(const Problem &pr, const CUtensorMap &ma, const CUtensorMap &
     int64_t blocks = carve_grid(pr.M, pr.N, kWgBM, BN) * sp.splits;
     if (grid > 0 && grid < blocks)
         blocks = grid;
-    kern<<<(unsigned)blocks, kWgThreads, smem, pr.stream>>>(ma, mb, ep, sp);
+    kern<<<(unsigned)blocks, kWgThreads, smem, pr.stream>>>(ma, mb, mc, ep, sp);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) { /* the opt-in may be gone (device reset): once more */
         ready.store(0, std::memory_order_release);
         if (cudaFuncSetAttribute(reinterpret_cast<const void *>(kern), cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  smem) == cudaSuccess) {
             ready.store(1, std::memory_order_release);
-            kern<<<(unsigned)blocks, kWgThreads, smem, pr.stream>>>(ma, mb, ep, sp);
+            kern<<<(unsigned)blocks, kWgThreads, smem, pr.stream>>>(ma, mb, mc, ep, sp);
             e = cudaGetLastError();
         }
     }
@@ -118,20 +127,20 @@ cudaError_t launch(const Problem &pr, const CUtensorMap &ma, const CUtensorMap &
 }
 
 template <int BN, typename T>
-cudaError_t launch_layout(const Problem &pr, const CUtensorMap &ma, const CUtensorMap &mb, const EpiParams &ep,
-                          const SplitParams &sp, int grid) {
+cudaError_t launch_layout(const Problem &pr, const CUtensorMap &ma, const CUtensorMap &mb, const CUtensorMap &mc,
+                          const EpiParams &ep, const SplitParams &sp, int grid) {
     if (pr.a_kmajor)
-        return pr.b_kmajor ? launch<BN, T, true, true>(pr, ma, mb, ep, sp, grid)
-                           : launch<BN, T, true, false>(pr, ma, mb, ep, sp, grid);
-    return pr.b_kmajor ? launch<BN, T, false, true>(pr, ma, mb, ep, sp, grid)
-                       : launch<BN, T, false, false>(pr, ma, mb, ep, sp, grid);
+        return pr.b_kmajor ? launch<BN, T, true, true>(pr, ma, mb, mc, ep, sp, grid)
+                           : launch<BN, T, true, false>(pr, ma, mb, mc, ep, sp, grid);
+    return pr.b_kmajor ? launch<BN, T, false, true>(pr, ma, mb, mc, ep, sp, grid)
+                       : launch<BN, T, false, false>(pr, ma, mb, mc, ep, sp, grid);
 }
 
 template <int BN>
-cudaError_t launch_type(const Problem &pr, const CUtensorMap &ma, const CUtensorMap &mb, const EpiParams &ep,
-                        const SplitParams &sp, int grid) {
-    return pr.bf16 ? launch_layout<BN, __nv_bfloat16>(pr, ma, mb, ep, sp, grid)
-                   : launch_layout<BN, __half>(pr, ma, mb, ep, sp, grid);
+cudaError_t launch_type(const Problem &pr, const CUtensorMap &ma, const CUtensorMap &mb, const CUtensorMap &mc,
+                        const EpiParams &ep, const SplitParams &sp, int grid) {
+    return pr.bf16 ? launch_layout<BN, __nv_bfloat16>(pr, ma, mb, mc, ep, sp, grid)
+                   : launch_layout<BN, __half>(pr, ma, mb, mc, ep, sp, grid);
 }
 
 /* A cluster of `cs` blocks of a streaming kernel instance on a device: 0
@@ -244,7 +253,7 @@ extern "C" cudaError_t carve_gemm_tc_wgmma_run(const Problem *pp, const WgPlan *
         return cudaErrorNotSupported;
     }
     const int bn = plan->bn == 256 || plan->bn == 192 ? plan->bn : 128;
-    const SplitParams sp{plan->partial, plan->splits > 1 && plan->partial ? plan->splits : 1};
+    SplitParams sp{plan->partial, plan->splits > 1 && plan->partial ? plan->splits : 1, 0};
 
     CUtensorMap ma, mb;
     bool ok = pr.a_kmajor ? make_map(enc, &ma, pr.bf16, pr.A, pr.M, pr.K, pr.lda, kWgBM)
@@ -255,12 +264,22 @@ extern "C" cudaError_t carve_gemm_tc_wgmma_run(const Problem *pp, const WgPlan *
         *why = "cuTensorMapEncodeTiled refused the operands";
         return cudaErrorNotSupported;
     }
+    /* C through TMA stores where it can be (carve_tc_tma_store_ok; a map
+     * the driver refuses only means the register epilogue); else the
+     * kernel never reads mc, which then repeats A's map. */
+    CUtensorMap mc = ma;
+    if (tma_store_env() &&
+        carve_tc_tma_store_ok((uintptr_t)pr.C, pr.ldc, pr.N, pr.beta, pr.c_f32 ? 1 : 0, sp.splits) &&
+        make_map(enc, &mc, pr.bf16, pr.C, pr.M, pr.N, pr.ldc, 64))
+        sp.store_tma = 1;
+    else
+        mc = ma;
     EpiParams ep{pr.C, pr.ldc, pr.M, pr.N, pr.K, pr.alpha, pr.beta, pr.c_f32 ? 1 : 0};
     if (bn == 256)
-        return launch_type<256>(pr, ma, mb, ep, sp, plan->grid);
+        return launch_type<256>(pr, ma, mb, mc, ep, sp, plan->grid);
     if (bn == 192)
-        return launch_type<192>(pr, ma, mb, ep, sp, plan->grid);
-    return launch_type<128>(pr, ma, mb, ep, sp, plan->grid);
+        return launch_type<192>(pr, ma, mb, mc, ep, sp, plan->grid);
+    return launch_type<128>(pr, ma, mb, mc, ep, sp, plan->grid);
 }
 
 #else

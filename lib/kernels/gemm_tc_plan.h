@@ -46,7 +46,7 @@
 #define CARVE_TC_BM 128            /* block tile rows (both widths) */
 #define CARVE_TC_BK 64             /* k per stage */
 #define CARVE_TC_MAX_SPLITS 16     /* thread blocks per output tile, at most */
-#define CARVE_TC_MIN_SPLIT_KTILES 4 /* k tiles per split, at least: the 4-stage ring fills */
+#define CARVE_TC_MIN_SPLIT_KTILES 4 /* k tiles per split, at least: a 4-stage ring fills */
 #define CARVE_TC_REDUCE_COST 3     /* the reduction's launch, in k-tile units (~2 us) */
 #define CARVE_TC_WS_ALIGN 256      /* each workspace piece starts on this (TMA needs 16) */
 
@@ -84,6 +84,17 @@ static inline int carve_tc_choose_bn(int M, int N, int sms) {
         }
     }
     return best;
+}
+
+/* Whether the wgmma epilogue may write C with TMA stores (from shared
+ * memory, while the next tile's k loop runs): C in a 16-bit type, beta 0
+ * (C is not read), no split (the partials are fp32), and C as TMA writes
+ * it: a 16-byte base, rows on 16 bytes (ldc a multiple of 8), and N a
+ * multiple of 8, because a TMA store writes whole 16-byte pieces of a row
+ * and one that crossed column N would write C's padding (or, with a dense
+ * C, the next row's first elements). */
+static inline int carve_tc_tma_store_ok(uintptr_t c, int64_t ldc, int N, float beta, int c_f32, int splits) {
+    return !c_f32 && beta == 0.0f && splits == 1 && c % 16 == 0 && ldc % 8 == 0 && N % 8 == 0;
 }
 
 /* The persistent kernel's grid for `units` tiles (times the split-K
@@ -188,7 +199,7 @@ static inline uint64_t carve_tc_partial_bytes(int M, int N, int splits) {
  * little else: at M = 32, 2*M flops per 2 bytes of B is 32 flop/byte, a
  * tenth of what the tensor cores need to be the bound on an H100 (about
  * 300). What matters is that every SM streams B at once. The wgmma tile is
- * 128 rows tall and 128 or 256 wide, so 4096 columns make 16 or 32 tiles,
+ * 128 rows tall and 128 to 256 wide, so 4096 columns make 16 to 32 tiles,
  * and split-K (above) buys SMs with a second launch for the reduction (2 us,
  * a fifth of the 10 us that 32 MB of B take at 3.35 TB/s).
  *

@@ -63,18 +63,23 @@ static_assert(kWgBM == CARVE_TC_BM && kWgBK == CARVE_TC_BK, "the plan (gemm_tc_p
 struct SplitParams {
     float *partial;
     int splits;
+    int store_tma; /* the epilogue stores C through mapC (carve_tc_tma_store_ok), else from registers */
 };
 
 template <int BN>
 struct WgCfg {
-    /* Stages of the ring: as many as fit (227 KiB of shared memory a block). */
-    static constexpr int kStages = BN == 256 ? 4 : BN == 192 ? 5 : 6;
+    /* Stages of the ring: as many as fit (227 KiB of shared memory a block)
+     * beside the epilogue's staging. */
+    static constexpr int kStages = BN == 256 ? 4 : BN == 192 ? 4 : 6;
     static constexpr int kABytes = kWgBM * kWgBK * 2;
     static constexpr int kBBytes = BN * kWgBK * 2;
     static constexpr int kStageBytes = kABytes + kBBytes;
+    /* The TMA-store epilogue's staging: two 64 x 64 chunks (8 KiB, 16-bit)
+     * for each consumer warpgroup. */
+    static constexpr int kStageOut = 2 * 2 * 8192;
     /* 1 KiB of slack to align the ring to the 1024-byte swizzle atom, then
-     * the barriers. */
-    static constexpr int kSmem = 1024 + kStages * kStageBytes + 2 * kStages * 8;
+     * the staging, then the barriers. */
+    static constexpr int kSmem = 1024 + kStages * kStageBytes + kStageOut + 2 * kStages * 8;
 };
 
 /* ---- PTX wrappers -------------------------------------------------------- */
@@ -103,6 +108,22 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap *map
                  "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1)
                  : "memory");
 }
+/* TMA store of the box at (c0, c1) from shared memory, in a bulk group. */
+__device__ __forceinline__ void tma_store_2d(const CUtensorMap *map, uint32_t src, int c0, int c1) {
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n" ::"l"(
+                     reinterpret_cast<uint64_t>(map)),
+                 "r"(src), "r"(c0), "r"(c1)
+                 : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+/* At most N of this thread's bulk groups still reading shared memory. */
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() {
+    asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+}
+__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+/* Named barrier over one warpgroup (id 1 or 2; 0 is __syncthreads). */
+__device__ __forceinline__ void wg_bar(int id) { asm volatile("bar.sync %0, 128;\n" ::"r"(id) : "memory"); }
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int N>
@@ -374,8 +395,8 @@ __device__ __forceinline__ bool wg_pairs_ok(const EpiParams &p, int elem_bytes) 
 
 template <int BN, typename T, bool AK, bool BKM>
 __global__ void __launch_bounds__(kWgThreads, 1)
-    wgmma_gemm_kernel(const __grid_constant__ CUtensorMap mapA, const __grid_constant__ CUtensorMap mapB, EpiParams p,
-                      SplitParams sp) {
+    wgmma_gemm_kernel(const __grid_constant__ CUtensorMap mapA, const __grid_constant__ CUtensorMap mapB,
+                      const __grid_constant__ CUtensorMap mapC, EpiParams p, SplitParams sp) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using Cfg = WgCfg<BN>;
     constexpr int S = Cfg::kStages;
@@ -383,7 +404,8 @@ __global__ void __launch_bounds__(kWgThreads, 1)
     extern __shared__ __align__(1024) unsigned char wg_smem[];
     const uint32_t raw = smem_u32(wg_smem);
     const uint32_t ring = (raw + 1023) & ~1023u;
-    const uint32_t bars = ring + S * Cfg::kStageBytes;
+    const uint32_t stage_out = ring + S * Cfg::kStageBytes; /* 1024-aligned: every stage is a multiple */
+    const uint32_t bars = stage_out + Cfg::kStageOut;
     auto full = [&](int s) { return bars + 8 * s; };
     auto empty = [&](int s) { return bars + 8 * (S + s); };
     auto a_stage = [&](int s) { return ring + s * Cfg::kStageBytes; };
@@ -434,8 +456,9 @@ __global__ void __launch_bounds__(kWgThreads, 1)
                         tma_load_2d(b_stage(s), &mapB, full(s), k0, w.n0);
                     } else {
 #pragma unroll
-                        for (int c = 0; c < BN / 64; c++)
-                            tma_load_2d(b_stage(s) + c * 8192, &mapB, full(s), w.n0 + 64 * c, k0);
+                        for (int c = 0; c < BN / 64; c++) /* a box past N is all zeros: start it at N */
+                            tma_load_2d(b_stage(s) + c * 8192, &mapB, full(s),
+                                        64 * c < p.N - w.n0 ? w.n0 + 64 * c : p.N, k0);
                     }
                     if (++s == S) {
                         s = 0;
@@ -454,6 +477,7 @@ __global__ void __launch_bounds__(kWgThreads, 1)
     const bool pairs = sp.splits > 1 ? p.N % 2 == 0 : wg_pairs_ok(p, p.c_f32 ? 4 : (int)sizeof(T));
     float d[BN / 2];
     int s = 0, phase = 0;
+    unsigned chunks = 0; /* TMA-store chunks this warpgroup has written: chunk c uses buffer c % 2 */
     for (long long u = blockIdx.x; u < units; u += gridDim.x) {
         const WgUnit w = wg_unit<BN>((int)u, p, sp.splits);
 #pragma unroll
@@ -494,44 +518,91 @@ __global__ void __launch_bounds__(kWgThreads, 1)
         /* Fragment layout: d[4j + 2i + c] is row 16*warp + lane/4 + 8i,
          * column 8j + 2*(lane%4) + c of this warpgroup's 64 x BN block: the
          * two values of c are neighbours in a row (an even column first). */
+        /* Columns are counted from the tile's first (n0 + 191 passes
+         * INT_MAX for the 192-wide tile's last tile when N is within 127
+         * of it; rows end by INT_MAX: 2^31 is a multiple of 128). */
         const int rbase = w.m0 + 64 * cw + 16 * warp + lane / 4;
-        const int cbase = w.n0 + 2 * (lane % 4);
+        const int cbase = 2 * (lane % 4), ncols = p.N - w.n0; /* this tile's columns: lc < ncols */
         if (sp.splits > 1) { /* this split's unscaled sums, into its slice of the partials */
             float *P = sp.partial + (long long)w.split * p.M * p.N;
 #pragma unroll
             for (int j = 0; j < BN / 8; j++)
 #pragma unroll
                 for (int i = 0; i < 2; i++) {
-                    const int r = rbase + 8 * i, col = cbase + 8 * j;
-                    if (r >= p.M || col >= p.N)
+                    const int r = rbase + 8 * i, lc = cbase + 8 * j;
+                    if (r >= p.M || lc >= ncols)
                         continue;
-                    float *q = P + (long long)r * p.N + col;
-                    if (pairs && col + 1 < p.N) {
+                    float *q = P + (long long)r * p.N + w.n0 + lc;
+                    if (pairs && lc + 1 < ncols) {
                         *reinterpret_cast<float2 *>(q) = make_float2(d[4 * j + 2 * i], d[4 * j + 2 * i + 1]);
                     } else {
                         q[0] = d[4 * j + 2 * i];
-                        if (col + 1 < p.N)
+                        if (lc + 1 < ncols)
                             q[1] = d[4 * j + 2 * i + 1];
                     }
                 }
+            continue;
+        }
+        if (sp.store_tma) {
+            /* C through shared memory and TMA, 64 columns at a time: the
+             * chunk in the 128-byte swizzle that the map's box has (16-byte
+             * piece q of row r at piece q ^ (r % 8): the warp's 8 rows x 4
+             * words hit 32 banks), two buffers a warpgroup, so that one
+             * chunk is written while the one before is still being read.
+             * The stores go on while the next tile's k loop runs; the map
+             * clips rows past M and columns past N (a multiple of 8). */
+            const int bar_id = 1 + cw;
+            const int row0 = 16 * warp + lane / 4; /* and row0 + 8: (row0 + 8) % 8 == row0 % 8 */
+#pragma unroll
+            for (int q = 0; q < BN / 64; q++, chunks++) {
+                const uint32_t buf = stage_out + (uint32_t)cw * 16384u + (chunks & 1u) * 8192u;
+                if (lt == 0)
+                    bulk_wait_read<1>(); /* the chunk before last, in this buffer, has been read */
+                wg_bar(bar_id);
+#pragma unroll
+                for (int jj = 0; jj < 8; jj++) {
+                    const int j = 8 * q + jj;
+#pragma unroll
+                    for (int i = 0; i < 2; i++) {
+                        const int r = row0 + 8 * i;
+                        WgPair<T> w2;
+                        w2.x = from_f<T>(p.alpha * d[4 * j + 2 * i]);
+                        w2.y = from_f<T>(p.alpha * d[4 * j + 2 * i + 1]);
+                        const uint32_t a = buf + (uint32_t)r * 128u + (uint32_t)((jj ^ (r & 7)) * 16) +
+                                           (uint32_t)(4 * (lane % 4));
+                        const uint32_t bits = *reinterpret_cast<const uint32_t *>(&w2);
+                        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a), "r"(bits) : "memory");
+                    }
+                }
+                asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+                wg_bar(bar_id);
+                if (lt == 0) {
+                    if (64 * q < ncols) /* a chunk wholly past N writes nothing (and n0 + 64 q may pass INT_MAX) */
+                        tma_store_2d(&mapC, buf, w.n0 + 64 * q, w.m0 + 64 * cw);
+                    bulk_commit(); /* an empty group where nothing was stored: the buffers' count stays */
+                }
+            }
             continue;
         }
 #pragma unroll
         for (int j = 0; j < BN / 8; j++)
 #pragma unroll
             for (int i = 0; i < 2; i++) {
-                const int r = rbase + 8 * i, col = cbase + 8 * j;
-                if (r >= p.M || col >= p.N)
+                const int r = rbase + 8 * i, lc = cbase + 8 * j;
+                if (r >= p.M || lc >= ncols)
                     continue;
-                if (pairs && col + 1 < p.N) {
+                const int col = w.n0 + lc; /* < N: no overflow */
+                if (pairs && lc + 1 < ncols) {
                     store_pair<T>(p, r, col, d[4 * j + 2 * i], d[4 * j + 2 * i + 1]);
                 } else {
                     store_out<T>(p, r, col, d[4 * j + 2 * i]);
-                    if (col + 1 < p.N)
+                    if (lc + 1 < ncols)
                         store_out<T>(p, r, col + 1, d[4 * j + 2 * i + 1]);
                 }
             }
     }
+    if (sp.store_tma && lt == 0)
+        bulk_wait_all(); /* the block's shared memory must outlive the stores reading it */
 #endif
 }
 

@@ -34,7 +34,11 @@
  *    32 + 8 GiB);
  *  - bf16 1 x (2^31 - 8) x 1, B's row on 16 bytes (ldb a multiple of 8),
  *    bf16 C, under the automatic choice: the streaming kernel on Hopper
- *    (2^25 clusters of one block; 4 + 4 GiB), mma.sync elsewhere.
+ *    (2^25 clusters of one block; 4 + 4 GiB), mma.sync elsewhere;
+ *  - bf16 1 x (2^31 - 1) x 8 and 1 x (2^31 - 8) x 8, B transposed (K-major
+ *    rows on 16 bytes), bf16 C, forced onto wgmma with the 192-wide tile:
+ *    the last tile's columns pass INT_MAX counted from 0; the register and
+ *    the TMA-store epilogue (32 + 4 GiB).
  * Every decode case here has one row, which the plan still gives the
  * streaming kernel (it stops at 4 rows, 8 for wide outputs:
  * gemm_tc_plan.h), so none needs CARVE_GEMM_PATH=stream; test_gemm_tc
@@ -358,6 +362,46 @@ static void mn_bf16(int m_big, int k, int n_big_rows16) {
     printf("  (%.1f s, path %s)\n", ktest_now() - t0, path == 2 ? "stream" : path == 1 ? "wgmma" : "mma");
 }
 
+/* bf16 1 x n x 8 on the wgmma path with a forced tile width, n near
+ * INT_MAX: A 1 x 8, B stored n x 8 (transposed, ldb 8: K-major rows on 16
+ * bytes), bf16 C 1 x n. With the 192-wide tile the last tile starts at
+ * column 2^31 - 128, so its columns counted from 0 pass INT_MAX (they went
+ * negative and passed the edge mask). n = 2^31 - 1: the register epilogue;
+ * n = 2^31 - 8 (a multiple of 8): the TMA-store epilogue, whose last
+ * chunk lies wholly past n. */
+static void mn_bf16_wgmma(int n, const char *bn) {
+    const size_t N = (size_t)n, bbytes = N * 8 * 2, cbytes = N * 2;
+    char what[96];
+    snprintf(what, sizeof what, "carve_gemm bf16 1 x %d x 8 -> bf16, wgmma %s wide", n, bn);
+    if (!enough_memory(bbytes + cbytes, what))
+        return;
+    const double t0 = ktest_now();
+    uint16_t *B = dev_alloc(bbytes), *a = dev_alloc(8 * 2);
+    void *C = dev_alloc(cbytes);
+    CUDA_OK(cudaMemset(B, 0x3F, bbytes));
+    uint16_t two[8];
+    for (int i = 0; i < 8; i++)
+        two[i] = bf16_of(2.f);
+    CUDA_OK(cudaMemcpy(a, two, sizeof two, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemset(C, 0xFF, cbytes));
+    setenv("CARVE_GEMM_PATH", "wgmma", 1);
+    setenv("CARVE_GEMM_BN", bn, 1);
+    const carve_status st = carve_gemm(NULL, NULL, CARVE_ROW_MAJOR, CARVE_NO_TRANS, CARVE_TRANS, 1, n, 8, 1.f, a, 8,
+                                       B, 8, 0.f, C, n, CARVE_DTYPE_BF16, CARVE_DTYPE_BF16);
+    const int path = carve__gemm_tc_last_path();
+    unsetenv("CARVE_GEMM_PATH");
+    unsetenv("CARVE_GEMM_BN");
+    CHECK_OK(NULL, st);
+    CHECK(path == (g_cc == 90 ? 1 : 0));
+    CUDA_OK(cudaDeviceSynchronize());
+    const uint16_t want = bf16_of(8.f * 2.f * float_of_bf16(0x3F3F));
+    check_all(what, C, N, 2, &want);
+    CUDA_OK(cudaFree(B));
+    CUDA_OK(cudaFree(a));
+    CUDA_OK(cudaFree(C));
+    printf("  (%.1f s, path %s)\n", ktest_now() - t0, path == 1 ? "wgmma" : "mma");
+}
+
 int main(void) {
     ktest_require_device();
     if (ktest_quick()) {
@@ -385,6 +429,8 @@ int main(void) {
             mn_bf16(0, 1, 0);
             mn_bf16(1, 8, 0);
             mn_bf16(0, 1, 1);
+            mn_bf16_wgmma(INT_MAX, "192");
+            mn_bf16_wgmma(INT_MAX - 7, "192");
         }
     }
     CHECK(ktest_free_bytes() + ((size_t)64 << 20) >= free_before);

@@ -125,6 +125,21 @@ static void check_choose_splits(void) {
                 bn_checked++;
             }
     printf("choose_bn: %ld shapes\n", bn_checked);
+    /* TMA stores of C: only a 16-bit C, beta 0, unsplit, on 16 bytes with
+     * rows on 16 bytes and N a multiple of 8 (a store writes whole 16-byte
+     * pieces of a row). */
+    CHECK(carve_tc_tma_store_ok(0x1000, 4096, 4096, 0.f, 0, 1));
+    CHECK(carve_tc_tma_store_ok(0x1000, 4104, 4096, 0.f, 0, 1)); /* padded ldc */
+    CHECK(!carve_tc_tma_store_ok(0x1000, 4096, 4096, 0.5f, 0, 1)); /* C is read */
+    CHECK(!carve_tc_tma_store_ok(0x1000, 4096, 4096, 0.f, 1, 1)); /* fp32 C */
+    CHECK(!carve_tc_tma_store_ok(0x1000, 4096, 4096, 0.f, 0, 2)); /* partials */
+    CHECK(!carve_tc_tma_store_ok(0x1008, 4096, 4096, 0.f, 0, 1)); /* base on 8 bytes */
+    CHECK(!carve_tc_tma_store_ok(0x1000, 4100, 4096, 0.f, 0, 1)); /* rows off 16 bytes */
+    CHECK(!carve_tc_tma_store_ok(0x1000, 4104, 4100, 0.f, 0, 1)); /* N not a multiple of 8 */
+    CHECK(!carve_tc_tma_store_ok(0x1000, 8, 1, 0.f, 0, 1));
+    for (int n = 1; n <= 64; n++)
+        for (int ld = n; ld <= n + 16; ld++)
+            CHECK(carve_tc_tma_store_ok(0x100, ld, n, 0.f, 0, 1) == (n % 8 == 0 && ld % 8 == 0));
     /* The persistent grid: one block an SM, never more than units. */
     CHECK(carve_tc_persist_grid(288, 132) == 132);
     CHECK(carve_tc_persist_grid(100, 132) == 100);
