@@ -440,10 +440,18 @@ __global__ void __launch_bounds__(kWgThreads, 1)
             bool wrapped = false; /* past the first pass: a stage is free once the consumers let it go */
             for (long long u = blockIdx.x; u < units; u += gridDim.x) {
                 const WgUnit w = wg_unit<BN>((int)u, p, sp.splits);
+                /* An MN-major B comes in boxes of 64 columns; a box wholly
+                 * past N is not loaded (its coordinate, n0 + 64 c, may pass
+                 * INT_MAX, and one moved back to N would be off 16 bytes,
+                 * which TMA refuses): the columns it would hold are never
+                 * stored, whatever the stage holds there. */
+                const int ncols = p.N - w.n0;
+                const int b_boxes = BKM || ncols >= BN ? BN / 64 : (ncols + 63) / 64;
+                const int tx_bytes = Cfg::kABytes + (BKM ? Cfg::kBBytes : b_boxes * 8192);
                 for (int kt = 0; kt < w.ktiles; kt++) {
                     if (wrapped)
                         mbar_wait(empty(s), phase ^ 1);
-                    mbar_expect_tx(full(s), Cfg::kStageBytes);
+                    mbar_expect_tx(full(s), tx_bytes);
                     const int k0 = (w.kt_first + kt) * kWgBK; /* <= 2^31 - 64: the last k tile ends by INT_MAX */
                     if (AK) {
                         tma_load_2d(a_stage(s), &mapA, full(s), k0, w.m0);
@@ -456,9 +464,9 @@ __global__ void __launch_bounds__(kWgThreads, 1)
                         tma_load_2d(b_stage(s), &mapB, full(s), k0, w.n0);
                     } else {
 #pragma unroll
-                        for (int c = 0; c < BN / 64; c++) /* a box past N is all zeros: start it at N */
-                            tma_load_2d(b_stage(s) + c * 8192, &mapB, full(s),
-                                        64 * c < p.N - w.n0 ? w.n0 + 64 * c : p.N, k0);
+                        for (int c = 0; c < BN / 64; c++)
+                            if (c < b_boxes)
+                                tma_load_2d(b_stage(s) + c * 8192, &mapB, full(s), w.n0 + 64 * c, k0);
                     }
                     if (++s == S) {
                         s = 0;
