@@ -2,8 +2,8 @@
  * gemm_tc_wgmma.cuh — the Hopper tensor-core GEMM path (sm_90a only):
  * warpgroup MMA (wgmma.mma_async) reading both operands from shared memory
  * that TMA (cp.async.bulk.tensor) fills, in a ring of stages (4 for the
- * 256-wide tile, 5 for 192, 6 for 128: as many as shared memory holds)
- * guarded by mbarriers.
+ * 256- and 192-wide tiles, 6 for 128: as many as shared memory holds beside
+ * the epilogue's 32 KiB of staging) guarded by mbarriers.
  *
  * Persistent: the launch has at most one block per SM (the caller's grid,
  * WgPlan.grid), and block b takes units b, b + grid, b + 2 * grid, ... of
@@ -25,10 +25,19 @@
  * K-major operand is one box of (64 k) x rows, 128 bytes a row; an MN-major
  * operand is rows/64 boxes of (64 mn) x (64 k), each 8 KiB. The tensor maps
  * describe the real matrix extents, so TMA zero-fills everything past the
- * edge (partial tiles in M, N and K need no special code) and the epilogue
- * masks its stores. The epilogue writes the two neighbouring columns a
- * thread holds as one access where C's base and ldc allow (store_pair). TMA needs 16-byte aligned bases and row strides; the
- * caller checks that (carve_tc_tma_ok) and otherwise uses mma.sync.
+ * edge (partial tiles in M, N and K need no special code; an MN-major B
+ * box wholly past N is not loaded at all) and the epilogue masks its
+ * stores. TMA needs 16-byte aligned bases and row strides; the caller
+ * checks that (carve_tc_tma_ok) and otherwise uses mma.sync.
+ *
+ * Epilogue: where carve_tc_tma_store_ok holds (16-bit C, beta 0, no split,
+ * C and its rows on 16 bytes, N a multiple of 8), each consumer warpgroup
+ * writes its rows into shared memory 64 columns at a time, in the 128-byte
+ * swizzle of a 64 x 64 box (two 8 KiB buffers a warpgroup), and one of its
+ * threads stores each chunk with a TMA store that runs on while the next
+ * tile's k loop does. Elsewhere it stores from registers, the two
+ * neighbouring columns a thread holds as one access where C's base and ldc
+ * allow (store_pair).
  *
  * The tensor maps are made with cuTensorMapEncodeTiled, found through
  * cudaGetDriverEntryPointByVersion so that libcarve does not link libcuda,
