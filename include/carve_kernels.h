@@ -140,7 +140,7 @@ typedef enum carve_transpose { CARVE_NO_TRANS = 0, CARVE_TRANS = 1 } carve_trans
  * up to 32 rows, and leaves the rest to the automatic choice);
  * CARVE_GEMM_BN=128|192|256 forces the warpgroup MMA's tile width,
  * CARVE_GEMM_PERSIST=0 its one-block-a-tile grid and CARVE_GEMM_TMA_STORE=0
- * its register epilogue (comparisons only: the results are the same).
+ * its register epilogue (for tests and comparisons).
  *
  * Returns CARVE_OK; CARVE_ERR_INVALID for m, n or k <= 0, leading
  * dimensions below the minimum, unknown order, transpose or type values,
