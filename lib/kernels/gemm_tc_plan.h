@@ -90,9 +90,10 @@ static inline int carve_tc_choose_bn(int M, int N, int sms) {
  * memory, while the next tile's k loop runs): C in a 16-bit type, beta 0
  * (C is not read), no split (the partials are fp32), and C as TMA writes
  * it: a 16-byte base, rows on 16 bytes (ldc a multiple of 8), and N a
- * multiple of 8, because a TMA store writes whole 16-byte pieces of a row
- * and one that crossed column N would write C's padding (or, with a dense
- * C, the next row's first elements). */
+ * multiple of 8, so that no 16-byte piece of a row crosses column N: a
+ * TMA store of rows ending inside such a piece changed C's padding on the
+ * H100 (bench/results/2026-11-26-h100g; with a dense C that would be the
+ * next row's first elements). */
 static inline int carve_tc_tma_store_ok(uintptr_t c, int64_t ldc, int N, float beta, int c_f32, int splits) {
     return !c_f32 && beta == 0.0f && splits == 1 && c % 16 == 0 && ldc % 8 == 0 && N % 8 == 0;
 }
