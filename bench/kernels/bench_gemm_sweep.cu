@@ -116,7 +116,7 @@ struct Row {
     bool checked = false, ok = true;
 };
 
-static const char *path_name(int p) { return p == 2 ? "stream" : p == 1 ? "wgmma" : "mma"; }
+static const char *path_name(int p) { return p == 3 ? "tiny" : p == 2 ? "stream" : p == 1 ? "wgmma" : "mma"; }
 
 static double median(std::vector<float> v) {
     std::sort(v.begin(), v.end());

@@ -294,6 +294,7 @@ extern "C" cudaError_t carve_gemm_tc_wgmma_run(const Problem *pp, const WgPlan *
 #include "carve_kernels.h"
 #include "gemm_tc_mma.cuh"
 #include "gemm_tc_plan.h"
+#include "gemm_tc_tiny.cuh"
 #include "gemm_tc_ws.cuh"
 #include "kernel_common.h"
 
@@ -306,8 +307,8 @@ using namespace carve_tc;
 static_assert(kMmaBM == CARVE_K_GRID_TILE && kMmaBN == CARVE_K_GRID_TILE, "the checked grid is the launched one");
 
 /* What the calling thread's last carve_gemm ran, for tests and benchmarks
- * (carve__gemm_tc_last_*): the path (2 the streaming kernel, 1 wgmma, 0
- * mma.sync, -1 nothing), the split-K factor (for the streaming kernel, the
+ * (carve__gemm_tc_last_*): the path (3 the tiny kernel, 2 the streaming
+ * kernel, 1 wgmma, 0 mma.sync, -1 nothing), the split-K factor (for the streaming kernel, the
  * cluster size: blocks per 64 columns), and which operands (bit 0: A, bit
  * 1: B, as the caller named them) went through an aligned copy. */
 thread_local int t_last_path = -1;
@@ -346,6 +347,21 @@ cudaError_t mma_layout(const Problem &pr, const EpiParams &ep) {
     if (pr.a_kmajor)
         return pr.b_kmajor ? mma_launch<T, true, true, VEC>(pr, ep) : mma_launch<T, true, false, VEC>(pr, ep);
     return pr.b_kmajor ? mma_launch<T, false, true, VEC>(pr, ep) : mma_launch<T, false, false, VEC>(pr, ep);
+}
+
+/* A tiny product (carve_tc_tiny): one thread an element of C. */
+cudaError_t run_tiny(const Problem &pr) {
+    const EpiParams ep{pr.C, pr.ldc, pr.M, pr.N, pr.K, pr.alpha, pr.beta, pr.c_f32 ? 1 : 0};
+    const unsigned blocks = (unsigned)(((long long)pr.M * pr.N + kTinyThreads - 1) / kTinyThreads);
+    if (pr.bf16)
+        tiny_gemm_kernel<__nv_bfloat16><<<blocks, kTinyThreads, 0, pr.stream>>>(
+            static_cast<const __nv_bfloat16 *>(pr.A), pr.lda, pr.a_kmajor ? 1 : 0,
+            static_cast<const __nv_bfloat16 *>(pr.B), pr.ldb, pr.b_kmajor ? 1 : 0, ep);
+    else
+        tiny_gemm_kernel<__half><<<blocks, kTinyThreads, 0, pr.stream>>>(
+            static_cast<const __half *>(pr.A), pr.lda, pr.a_kmajor ? 1 : 0, static_cast<const __half *>(pr.B), pr.ldb,
+            pr.b_kmajor ? 1 : 0, ep);
+    return cudaGetLastError();
 }
 
 cudaError_t run_mma(const Problem &pr) {
@@ -640,6 +656,15 @@ extern "C" carve_status carve_gemm(carve_arena *arena, carve_stream s, carve_ord
             t_last_splits = clusters;
         }
     }
+#endif
+    if (e == cudaErrorNotSupported && want == 0 && device_cc() >= 80 && carve_tc_tiny(pr.M, pr.N, pr.K)) {
+        e = run_tiny(pr); /* a tiny product, where the streaming kernel did not take it */
+        if (e == cudaSuccess) {
+            t_last_path = 3;
+            t_last_splits = 1;
+        }
+    }
+#ifdef CARVE_GEMM_TC_HAVE_SM90A
     if (e == cudaErrorNotSupported && want != 2 && device_cc() == 90 && carve_gemm_tc_wgmma_ready()) {
         e = run_wgmma(arena, pr, !row, &freed);
         if (e == cudaSuccess)

@@ -55,7 +55,7 @@
 #include "kernels/gemm_variants.h"
 #include "ktest.h"
 
-/* Internal (lib/kernels/gemm_tc.cu): 2 the streaming kernel, 1 wgmma, 0
+/* Internal (lib/kernels/gemm_tc.cu): 3 the tiny kernel, 2 the streaming kernel, 1 wgmma, 0
  * mma.sync, -1 nothing. */
 int carve__gemm_tc_last_path(void);
 

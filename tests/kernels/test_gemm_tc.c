@@ -66,7 +66,8 @@
 #include "ktest.h"
 
 /* Internal (lib/kernels/gemm_tc.cu), about the calling thread's last
- * carve_gemm: the path (2 the streaming kernel, 1 wgmma, 0 mma.sync, -1 nothing launched), the
+ * carve_gemm: the path (3 the tiny kernel, 2 the streaming kernel, 1 wgmma, 0 mma.sync, -1 nothing
+ * launched), the
  * split-K factor (0 when nothing launched), and which operands went through
  * an aligned copy (bit 0: A, bit 1: B). */
 int carve__gemm_tc_last_path(void);
@@ -96,7 +97,7 @@ typedef struct {
     carve_stream stream; /* NULL: the legacy default stream */
 } tcase;
 
-static double worst_err[3][3]; /* [path ran: wgmma, mma, stream][c type]: max |d| / max|ref| seen */
+static double worst_err[4][3]; /* [path ran: wgmma, mma, stream, tiny][c type]: max |d| / max|ref| seen */
 /* Where cuBLAS was off the exact product and carve on it (gemm_judge.h):
  * cases, elements, and elements where cuBLAS lacked the last k term. */
 static long g_ref_cases, g_ref_off, g_ref_tail;
@@ -106,7 +107,7 @@ static const char *tname(carve_dtype t) { return t == CARVE_DTYPE_F32 ? "f32" : 
 static int ld_of(int need, int pad) { return pad ? ((need + 7) / 8) * 8 + 8 : need; }
 
 /* What carve_gemm must run for c (buffers from the arena: 256-byte
- * aligned): the path (2 the streaming kernel, 1 wgmma, 0 mma.sync), the
+ * aligned): the path (3 the tiny kernel, 2 the streaming kernel, 1 wgmma, 0 mma.sync), the
  * split factor (the streaming kernel: its cluster size) and the copies
  * (bits as carve__gemm_tc_last_copies), from the plan
  * (lib/kernels/gemm_tc_plan.h: carve_tc_stream_chosen, M <= 4 or M <= 8
@@ -117,14 +118,21 @@ static void predict(const tcase *c, int lda, int ldb, int *path, int *splits, in
     const int M = row ? c->m : c->n, N = row ? c->n : c->m;
     const int bad_a = lda % 8 != 0, bad_b = ldb % 8 != 0;
     *path = 0, *splits = 1, *copies = 0;
-    if (c->path == 2 || g_cc != 90)
+    if (c->path == 2)
         return;
     /* The canonical B is the caller's B (row-major) or A (column-major). */
-    if ((c->path == 0 || c->path == 3) && carve_tc_stream_chosen(M, N, row ? !bad_b : !bad_a, c->path == 3)) {
+    if (g_cc == 90 && (c->path == 0 || c->path == 3) &&
+        carve_tc_stream_chosen(M, N, row ? !bad_b : !bad_a, c->path == 3)) {
         *path = 2;
         *splits = c->splits ? carve_tc_stream_clamp_cluster(c->splits, c->k) : carve_tc_stream_cluster(N, c->k, g_sms);
         return;
     }
+    if (c->path == 0 && g_cc >= 80 && carve_tc_tiny(M, N, c->k)) { /* the tiny kernel, under auto only */
+        *path = 3;
+        return;
+    }
+    if (g_cc != 90)
+        return;
     /* CARVE_GEMM_BN forces the width as gemm_tc.cu reads it (the suite
      * runs once more with each width forced: tools or by hand). */
     const char *fb = getenv("CARVE_GEMM_BN");
@@ -282,7 +290,7 @@ static void run_case(carve_arena *arena, cublasHandle_t h, const tcase *c) {
     }
     double rel = maxref > 0 ? maxd / maxref : maxd;
     int ci = c->c == CARVE_DTYPE_F32 ? 0 : c->c == CARVE_DTYPE_F16 ? 1 : 2;
-    int pi = ran == 1 ? 0 : ran == 2 ? 2 : 1;
+    int pi = ran == 1 ? 0 : ran == 2 ? 2 : ran == 3 ? 3 : 1;
     if (rel > worst_err[pi][ci])
         worst_err[pi][ci] = rel;
     if (!ok || c->m * (double)c->n * c->k >= 1e9 || splits > 1 || copies || c->ws || ran == 2 || jr.ref_off)
@@ -290,7 +298,7 @@ static void run_case(carve_arena *arena, cublasHandle_t h, const tcase *c) {
                "max|d|=%.3g max|ref|=%.3g%s\n",
                ok ? "ok  " : "FAIL", row ? "row" : "col", c->m, c->n, c->k, c->ta ? "T" : "N", c->tb ? "T" : "N",
                tname(c->ab), tname(c->c), lda, ldb, ldc, c->alpha, c->beta,
-               ran == 2 ? "stream" : ran == 1 ? "wgmma" : "mma", splits,
+               ran == 3 ? "tiny" : ran == 2 ? "stream" : ran == 1 ? "wgmma" : "mma", splits,
                copies, c->ws, maxd, maxref, ok ? "" : "  <---");
     if (jr.ref_off) { /* cuBLAS is wrong there, carve is not: said, not failed */
         g_ref_cases++, g_ref_off += jr.ref_off, g_ref_tail += jr.ref_tail;
@@ -472,7 +480,7 @@ static void edge_layout(carve_arena *arena, carve_arena *ws, int m, const char *
         test_fail(__FILE__, __LINE__, "edge layout path", d);
     }
     printf("%s %s (path %s)\n", wrong || a_changed || pad_changed || ran != want_path ? "FAIL" : "ok  ", name,
-           ran == 2 ? "stream" : ran == 1 ? "wgmma" : "mma");
+           ran == 3 ? "tiny" : ran == 2 ? "stream" : ran == 1 ? "wgmma" : "mma");
     CHECK_OK(arena, carve_free(arena, pa));
     CHECK_OK(arena, carve_free(arena, pb));
     CHECK_OK(arena, carve_free(arena, pc));
@@ -628,6 +636,27 @@ static int workspace_cases(carve_arena *arena, cublasHandle_t h) {
  * plan's cluster size and forced ones (1 to 8, so every size of the
  * cluster's reduction runs), and a NULL arena (the streaming kernel needs
  * no workspace). */
+/* Tiny products under the automatic path (carve_tc_tiny: at most 4096
+ * multiply-adds, where the streaming kernel does not take them), every
+ * layout, both input types and outputs, alpha and beta, padded and dense
+ * leading dimensions; and the first shapes past the line (4097 and more
+ * multiply-adds), which must not take it. Each case checks the path the
+ * plan predicts. */
+static int tiny_cases(carve_arena *arena, cublasHandle_t h) {
+    static const int sh[][3] = {{1, 1, 1},  {7, 13, 17}, {2, 3, 600},  {16, 16, 16}, {1, 1, 4096},
+                                {5, 1, 64}, {17, 16, 16}, {1, 1, 4097}, {64, 64, 2}};
+    int n = 0;
+    for (size_t i = 0; i < sizeof sh / sizeof sh[0]; i++)
+        for (int lay = 0; lay < 8; lay++) {
+            tcase c = base_case(sh[i][0], sh[i][1], sh[i][2], lay, (int)(i + lay) & 3);
+            c.path = 0;
+            c.pad = (int)(i + lay) % 2;
+            run_case(arena, h, &c);
+            n++;
+        }
+    return n;
+}
+
 static int stream_cases(carve_arena *arena, cublasHandle_t h, int quick) {
     static const int full[][3] = {
         {1, 4096, 4096}, {3, 4100, 4103}, {8, 11008, 4096}, {16, 4096, 14336}, {32, 4096, 4096},
@@ -753,8 +782,11 @@ int main(void) {
     t0 = ktest_now();
     ncases = stream_cases(arena, h, quick);
     printf("gemm_tc: %d decode (streaming kernel) cases in %.1f s\n", ncases, ktest_now() - t0);
-    static const char *cn[3] = {"f32", "f16", "bf16"}, *pn[3] = {"wgmma", "mma", "stream"};
-    for (int p = 0; p < 3; p++)
+    t0 = ktest_now();
+    ncases = tiny_cases(arena, h);
+    printf("gemm_tc: %d tiny-product cases in %.1f s\n", ncases, ktest_now() - t0);
+    static const char *cn[3] = {"f32", "f16", "bf16"}, *pn[4] = {"wgmma", "mma", "stream", "tiny"};
+    for (int p = 0; p < 4; p++)
         for (int ci = 0; ci < 3; ci++)
             printf("gemm_tc: worst max|carve - reference| / max|cublas|, path %s, output %s: %.3g\n", pn[p],
                    cn[ci], worst_err[p][ci]);
