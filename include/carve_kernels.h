@@ -134,9 +134,10 @@ typedef enum carve_transpose { CARVE_NO_TRANS = 0, CARVE_TRANS = 1 } carve_trans
  * Without workspace (NULL arena, an arena of another device, or one that
  * cannot give it) the result is the same: the call runs unsplit, and on
  * mma.sync when an operand needed a copy. On sm_80 and later the work runs
- * as mma.sync. A tiny product (at most 4096 multiply-adds) that the
- * streaming kernel does not take runs, on any of them, on a kernel of one
- * thread an element of C (docs/kernels.md, "Paths and dispatch"). The environment variable CARVE_GEMM_PATH=wgmma|mma|stream|auto
+ * as mma.sync. Under the automatic path, a tiny product (at most 4096
+ * multiply-adds, k at most 64) that the streaming kernel does not take
+ * runs, on any of them, on a kernel of one thread an element of C instead
+ * (docs/kernels.md, "Paths and dispatch"). The environment variable CARVE_GEMM_PATH=wgmma|mma|stream|auto
  * forces a path (for tests and benchmarks; wgmma also keeps small products
  * off the streaming kernel; stream puts on it every product it can take,
  * up to 32 rows, and leaves the rest to the automatic choice);

@@ -98,15 +98,19 @@ static inline int carve_tc_tma_store_ok(uintptr_t c, int64_t ldc, int N, float b
     return !c_f32 && beta == 0.0f && splits == 1 && c % 16 == 0 && ldc % 8 == 0 && N % 8 == 0;
 }
 
-/* Tiny products (at most CARVE_TC_TINY_MACS multiply-adds: 4096 is 32 a
- * thread for one block of 128, a few hundred cycles of work) run on a
- * kernel of one thread an output (gemm_tc_tiny.cuh) when the path is the
- * automatic one and the streaming kernel does not take them: the tiled
- * kernels fill their pipelines for longer than such a product takes. */
+/* Tiny products (at most CARVE_TC_TINY_MACS multiply-adds, and k at most
+ * CARVE_TC_TINY_K, so that no thread walks a long k alone: a few hundred
+ * cycles of work) run on a kernel of one thread an output
+ * (gemm_tc_tiny.cuh) when the path is the automatic one and the streaming
+ * kernel does not take them: the tiled kernels fill their pipelines for
+ * longer than such a product takes. */
 #define CARVE_TC_TINY_MACS 4096
+#define CARVE_TC_TINY_K 64
 
 static inline int carve_tc_tiny(int M, int N, int K) {
-    return M >= 1 && N >= 1 && K >= 1 && (int64_t)M * N * K <= CARVE_TC_TINY_MACS;
+    /* Each factor bounded before the product, which cannot overflow then. */
+    return M >= 1 && N >= 1 && K >= 1 && M <= CARVE_TC_TINY_MACS && N <= CARVE_TC_TINY_MACS && K <= CARVE_TC_TINY_K &&
+           (int64_t)M * N * K <= CARVE_TC_TINY_MACS;
 }
 
 /* The persistent kernel's grid for `units` tiles (times the split-K

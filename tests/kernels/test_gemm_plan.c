@@ -140,11 +140,14 @@ static void check_choose_splits(void) {
     for (int n = 1; n <= 64; n++)
         for (int ld = n; ld <= n + 16; ld++)
             CHECK(carve_tc_tma_store_ok(0x100, ld, n, 0.f, 0, 1) == (n % 8 == 0 && ld % 8 == 0));
-    /* Tiny products: at most 4096 multiply-adds, without overflow. */
-    CHECK(carve_tc_tiny(1, 1, 1) && carve_tc_tiny(7, 13, 17) && carve_tc_tiny(16, 16, 16) && carve_tc_tiny(1, 1, 4096));
-    CHECK(!carve_tc_tiny(17, 16, 16) && !carve_tc_tiny(1, 1, 4097) && !carve_tc_tiny(64, 64, 2));
+    /* Tiny products: at most 4096 multiply-adds and k at most 64, without
+     * overflow (2^21 cubed wrapped to a negative product once). */
+    CHECK(carve_tc_tiny(1, 1, 1) && carve_tc_tiny(7, 13, 17) && carve_tc_tiny(16, 16, 16) && carve_tc_tiny(64, 1, 64));
+    CHECK(carve_tc_tiny(4096, 1, 1) && carve_tc_tiny(1, 4096, 1));
+    CHECK(!carve_tc_tiny(17, 16, 16) && !carve_tc_tiny(1, 1, 65) && !carve_tc_tiny(64, 64, 2) && !carve_tc_tiny(1, 1, 4096));
     CHECK(!carve_tc_tiny(0, 1, 1) && !carve_tc_tiny(1, -1, 1) && !carve_tc_tiny(1, 1, 0));
     CHECK(!carve_tc_tiny(INT_MAX, INT_MAX, INT_MAX) && !carve_tc_tiny(65536, 65536, 1));
+    CHECK(!carve_tc_tiny(1 << 21, 1 << 21, 1 << 21) && !carve_tc_tiny(4097, 1, 1));
     /* The persistent grid: one block an SM, never more than units. */
     CHECK(carve_tc_persist_grid(288, 132) == 132);
     CHECK(carve_tc_persist_grid(100, 132) == 100);

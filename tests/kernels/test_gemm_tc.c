@@ -617,6 +617,29 @@ static int workspace_cases(carve_arena *arena, cublasHandle_t h) {
     return n;
 }
 
+/* Tiny products under the automatic path (carve_tc_tiny: at most 4096
+ * multiply-adds and k at most 64, where the streaming kernel does not take
+ * them), every layout, both input types and outputs, alpha and beta (a
+ * 16-bit C with beta 0.5 too), padded and dense leading dimensions; and
+ * the first shapes past the line (4097 and more multiply-adds, k of 65 or
+ * more), which must not take it. Each case checks the path the plan
+ * predicts. */
+static int tiny_cases(carve_arena *arena, cublasHandle_t h) {
+    static const int sh[][3] = {{1, 1, 1},   {7, 13, 17},  {2, 3, 60},  {16, 16, 16}, {64, 1, 64},
+                                {5, 1, 64},  {17, 16, 16}, {1, 1, 65},  {2, 3, 600},  {64, 64, 2}};
+    int n = 0;
+    for (size_t i = 0; i < sizeof sh / sizeof sh[0]; i++)
+        for (int lay = 0; lay < 8; lay++) {
+            tcase c = base_case(sh[i][0], sh[i][1], sh[i][2], lay, (int)(i + lay) & 3);
+            c.path = 0;
+            c.pad = (int)(i + lay) % 2;
+            c.beta = lay % 3 == 1 ? 0.5f : 0.f; /* any output type */
+            run_case(arena, h, &c);
+            n++;
+        }
+    return n;
+}
+
 /* Decode shapes on the plan's own path (CARVE_GEMM_PATH=auto): the
  * streaming kernel where the plan chooses it (canonical M <= 4, or M <= 8
  * with N >= 12288; B on 16-byte rows), wgmma or mma.sync elsewhere, and
@@ -636,27 +659,6 @@ static int workspace_cases(carve_arena *arena, cublasHandle_t h) {
  * plan's cluster size and forced ones (1 to 8, so every size of the
  * cluster's reduction runs), and a NULL arena (the streaming kernel needs
  * no workspace). */
-/* Tiny products under the automatic path (carve_tc_tiny: at most 4096
- * multiply-adds, where the streaming kernel does not take them), every
- * layout, both input types and outputs, alpha and beta, padded and dense
- * leading dimensions; and the first shapes past the line (4097 and more
- * multiply-adds), which must not take it. Each case checks the path the
- * plan predicts. */
-static int tiny_cases(carve_arena *arena, cublasHandle_t h) {
-    static const int sh[][3] = {{1, 1, 1},  {7, 13, 17}, {2, 3, 600},  {16, 16, 16}, {1, 1, 4096},
-                                {5, 1, 64}, {17, 16, 16}, {1, 1, 4097}, {64, 64, 2}};
-    int n = 0;
-    for (size_t i = 0; i < sizeof sh / sizeof sh[0]; i++)
-        for (int lay = 0; lay < 8; lay++) {
-            tcase c = base_case(sh[i][0], sh[i][1], sh[i][2], lay, (int)(i + lay) & 3);
-            c.path = 0;
-            c.pad = (int)(i + lay) % 2;
-            run_case(arena, h, &c);
-            n++;
-        }
-    return n;
-}
-
 static int stream_cases(carve_arena *arena, cublasHandle_t h, int quick) {
     static const int full[][3] = {
         {1, 4096, 4096}, {3, 4100, 4103}, {8, 11008, 4096}, {16, 4096, 14336}, {32, 4096, 4096},
