@@ -1,3 +1,9 @@
+/*
+ * probe.cu — cudaMalloc+cudaFree of 4 KiB through the static runtime, the
+ * best of 21 repetitions of 2000 pairs, with the address carve handed out,
+ * the stack's and main's: run under carve-run by probe1.sh, to see whether
+ * the pair's two speeds follow the process's memory layout.
+ */
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <time.h>
