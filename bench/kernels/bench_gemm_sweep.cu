@@ -17,9 +17,24 @@
  * 4096 x 14336, 28672 x 8192, 8192 x 28672 at m = 1, 2, 4, 8, 16, 24, 32:
  * 139 in all; --quick keeps 13.
  *
- * Method: operands and workspace carved from one CUDA arena on one stream;
- * 3 warm-up calls each, then repetitions interleaved (carve, cuBLAS, ...),
- * each timed with CUDA events; the figure is the median (30 by default).
+ * Method: operands and workspace carved from one CUDA arena on one stream.
+ * Each row first times the first call of carve and of cuBLAS on the shape
+ * (cold: before any warm-up), then 3 warm-up calls each, then repetitions
+ * interleaved (carve, cuBLAS, ...), each timed with CUDA events, and the
+ * figure is the median (30 by default). A repetition times a batch of
+ * back-to-back calls (10 by default, --batch N) and divides by it: a
+ * stream of calls, as an engine queues its layers, so that a call is
+ * timed by its kernels and not by the launch gap after an idle device.
+ * On decode rows (m <= 256) the calls rotate over copies of A, B and C,
+ * enough that at least twice the L2 size is read between two uses of one
+ * copy (at most 16 copies: the smallest products stay in the cache even
+ * so), so that B comes from device memory as it does in a model whose
+ * weights do not fit the cache. Beside it the row gives the ratio for one
+ * call timed alone (events around a single call on an idle device, after
+ * writing a buffer of twice the L2 size: what a lone call's latency is,
+ * its operands in memory), and the first call's time (the same, the
+ * first call of each library on the shape; the first row of the process
+ * also pays each library's module loading).
  * TFLOP/s = 2mnk / time. For m <= 256 the row also gives the fraction of
  * the memory roofline: the bytes of A, B and C (2 each) over the device's
  * bandwidth, nominal (cudaDeviceGetAttribute: memory clock x 2 transfers a
@@ -33,7 +48,7 @@
  * CARVE_GEMM_PATH=stream and under CARVE_GEMM_PATH=wgmma, interleaved with
  * the plan's call and cuBLAS's in the same repetitions, so the two paths
  * meet on one card whichever the plan picks (it gives the streaming kernel
- * m <= 4, and m <= 8 where n >= 12288: lib/kernels/gemm_tc_plan.h). The
+ * m <= 4 where n >= 12288: lib/kernels/gemm_tc_plan.h). The
  * row gives each forced path's carve / cuBLAS (and the path that ran,
  * where it is not the one asked: mma.sync off Hopper), and a summary per m
  * gives both ranges, on how many shapes the streaming kernel was the
@@ -49,12 +64,21 @@
  * both paths, each forced path is checked the same way (C poisoned before
  * each). The exit status is 1 when any shape fails.
  *
+ * --decode times only the rows of at most 256 rows of kinds decode and
+ * decode-nt and the odd 3 x 50257 x 768 (B's rows off 16 bytes): the
+ * memory-bound part of the sweep.
+ *
+ * --shape MxNxK (or MxNxKt, B transposed; repeatable) times only the
+ * shapes given, of kind "given" (m <= 256 counts as decode: rotated
+ * operands, both paths timed where m <= 32).
+ *
  * --mid times only 12 mid-size, prefill and odd shapes (squares 1024 ..
  * 8192, four prefill projections, two odd sizes): the ones where the tile
  * width and the grid decide, to compare them (CARVE_GEMM_BN,
  * CARVE_GEMM_PERSIST=0) in a few seconds.
  *
- * Usage: bench_gemm_sweep [--quick | --mid] [--reps N] [--check] [--json FILE] [--bw GB/s]
+ * Usage: bench_gemm_sweep [--quick | --mid | --decode | --shape MxNxK[t] ...] [--reps N] [--batch N] [--check]
+ *                         [--json FILE] [--bw GB/s]
  */
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -109,7 +133,10 @@ enum { kPlan, kCublas, kStream, kWgmma, kCalls };
 struct Row {
     Shape s;
     bool both = false;  /* times kStream and kWgmma too */
-    double ms[kCalls] = {};
+    double ms[kCalls] = {};  /* a call in a stream of calls (the batch) */
+    double one[kCalls] = {}; /* one call timed alone */
+    double first[2] = {};    /* ms of the first call: carve's plan, cuBLAS */
+    int sets = 1;            /* operand sets rotated over */
     int path[kCalls] = {-1, -1, -1, -1}, splits[kCalls] = {}, copies = 0;
     double rel[kCalls] = {-1, -1, -1, -1};
     unsigned nans[kCalls] = {};
@@ -176,8 +203,9 @@ static std::vector<Shape> shapes(bool quick) {
 }
 
 int main(int argc, char **argv) {
-    bool quick = false, check = false, mid = false;
-    int reps = 30;
+    bool quick = false, check = false, mid = false, decode = false;
+    std::vector<Shape> given;
+    int reps = 30, batch = 10;
     const char *json = nullptr;
     double bw_arg = 0;
     for (int i = 1; i < argc; i++) {
@@ -185,21 +213,41 @@ int main(int argc, char **argv) {
             quick = true;
         else if (!strcmp(argv[i], "--mid"))
             mid = true;
+        else if (!strcmp(argv[i], "--decode"))
+            decode = true;
+        else if (!strcmp(argv[i], "--shape") && i + 1 < argc) {
+            Shape g{0, 0, 0, "given"};
+            char t = 0;
+            const int got = sscanf(argv[++i], "%dx%dx%d%c", &g.m, &g.n, &g.k, &t);
+            if (got < 3 || g.m < 1 || g.n < 1 || g.k < 1 || (got == 4 && t != 't')) {
+                fprintf(stderr, "--shape %s: want MxNxK or MxNxKt with positive sizes\n", argv[i]);
+                return 2;
+            }
+            g.tb = got == 4;
+            given.push_back(g);
+        }
         else if (!strcmp(argv[i], "--check"))
             check = true;
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
             reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--batch") && i + 1 < argc)
+            batch = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--json") && i + 1 < argc)
             json = argv[++i];
         else if (!strcmp(argv[i], "--bw") && i + 1 < argc)
             bw_arg = atof(argv[++i]);
         else {
-            fprintf(stderr, "usage: %s [--quick | --mid] [--reps N] [--check] [--json FILE] [--bw GB/s]\n", argv[0]);
+            fprintf(stderr,
+                    "usage: %s [--quick | --mid | --decode | --shape MxNxK[t] ...] [--reps N] [--batch N] [--check]"
+                    " [--json FILE] [--bw GB/s]\n",
+                    argv[0]);
             return 2;
         }
     }
     if (reps < 1)
         reps = 1;
+    if (batch < 1)
+        batch = 1;
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
         printf("bench_gemm_sweep: no CUDA device, nothing measured\n");
@@ -230,10 +278,18 @@ int main(int argc, char **argv) {
     cublasSetStream(h, st);
     unsigned *dcmp = nullptr;
     CK(cudaMalloc(&dcmp, 3 * sizeof(unsigned)));
+    /* Written before every call timed alone: whatever the L2 cache held is
+     * gone, the same for both libraries. */
+    const size_t flush_bytes = 2 * (size_t)std::max(prop.l2CacheSize, 1 << 20);
+    void *flush = nullptr;
+    CK(cudaMalloc(&flush, flush_bytes));
+    int flushes = 0;
+    auto flush_l2 = [&]() { CK(cudaMemsetAsync(flush, ++flushes & 0xFF, flush_bytes, st)); };
 
     printf("bench_gemm_sweep on %s (%d SMs), bf16 in, fp32 accumulate, bf16 out, row-major NN (decode-nt: NT),"
-           " median of %d reps; memory bandwidth %.0f GB/s (%s)\n",
-           prop.name, prop.multiProcessorCount, reps, bw / 1e9, bw_src);
+           " median of %d reps of %d back-to-back calls (decode rows rotate operand sets over twice the %d MiB L2);"
+           " memory bandwidth %.0f GB/s (%s)\n",
+           prop.name, prop.multiProcessorCount, reps, batch, prop.l2CacheSize >> 20, bw / 1e9, bw_src);
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
@@ -254,25 +310,37 @@ int main(int argc, char **argv) {
             unsetenv("CARVE_GEMM_PATH");
     };
     std::vector<Row> rows;
-    for (const Shape &s : mid ? mid_shapes() : shapes(quick)) {
+    for (const Shape &s : !given.empty() ? given : mid ? mid_shapes() : shapes(quick)) {
+        if (decode && given.empty() && !(s.m <= 256 && (!strncmp(s.kind, "decode", 6) || s.n == 50257)))
+            continue;
         Row r;
         r.s = s;
-        r.both = !strncmp(s.kind, "decode", 6) && s.m <= CARVE_TC_STREAM_MAX_M;
+        r.both = (!strncmp(s.kind, "decode", 6) || !strcmp(s.kind, "given")) && s.m <= CARVE_TC_STREAM_MAX_M;
         std::vector<int> calls = {kPlan, kCublas};
         if (r.both)
             calls.insert(calls.end(), {kStream, kWgmma});
-        void *A, *B, *C, *R;
         const size_t an = (size_t)s.m * s.k, bn = (size_t)s.k * s.n, cn = (size_t)s.m * s.n;
-        if (carve_alloc(arena, an * 2, st, &A) != CARVE_OK || carve_alloc(arena, bn * 2, st, &B) != CARVE_OK ||
-            carve_alloc(arena, cn * 2, st, &C) != CARVE_OK || carve_alloc(arena, cn * 2, st, &R) != CARVE_OK) {
-            fprintf(stderr, "carve_alloc: %s\n", carve_last_error(arena));
-            return 1;
+        /* Decode rows: enough operand sets that what the calls read passes
+         * twice the L2 cache between two uses of one set. */
+        const double set_bytes = 2.0 * (an + bn + 2 * cn);
+        if (s.m <= 256)
+            r.sets = std::min(16, 1 + (int)std::ceil(2.0 * prop.l2CacheSize / set_bytes));
+        std::vector<void *> As(r.sets), Bs(r.sets), Cs(r.sets), Rs(r.sets);
+        for (int q = 0; q < r.sets; q++) {
+            if (carve_alloc(arena, an * 2, st, &As[q]) != CARVE_OK || carve_alloc(arena, bn * 2, st, &Bs[q]) != CARVE_OK ||
+                carve_alloc(arena, cn * 2, st, &Cs[q]) != CARVE_OK || carve_alloc(arena, cn * 2, st, &Rs[q]) != CARVE_OK) {
+                fprintf(stderr, "carve_alloc: %s\n", carve_last_error(arena));
+                return 1;
+            }
+            fill_kernel<<<1024, 256, 0, st>>>((__nv_bfloat16 *)As[q], an, 1);
+            fill_kernel<<<1024, 256, 0, st>>>((__nv_bfloat16 *)Bs[q], bn, 2);
         }
-        fill_kernel<<<1024, 256, 0, st>>>((__nv_bfloat16 *)A, an, 1);
-        fill_kernel<<<1024, 256, 0, st>>>((__nv_bfloat16 *)B, bn, 2);
+        void *const C = Cs[0], *const R = Rs[0];
         /* CARVE_GEMM_PATH is set by the caller of run (set_path), outside
          * the timed interval. */
-        auto run = [&](int which) {
+        auto run = [&](int which, int q) {
+            const void *A = As[q], *B = Bs[q];
+            void *C = Cs[q], *R = Rs[q];
             if (which == kCublas) {
                 /* Row-major C = A op(B) is column-major C^T = op(B)^T A^T. */
                 cublasStatus_t cs = cublasGemmEx(h, s.tb ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, s.n, s.m, s.k,
@@ -296,34 +364,63 @@ int main(int argc, char **argv) {
             if (which == kPlan)
                 r.copies = carve__gemm_tc_last_copies();
         };
+        /* Cold: the first call of each library on this shape. */
+        for (int which : {kPlan, kCublas}) {
+            set_path(which);
+            flush_l2();
+            CK(cudaStreamSynchronize(st));
+            CK(cudaEventRecord(e0, st));
+            run(which, 0);
+            CK(cudaEventRecord(e1, st));
+            CK(cudaEventSynchronize(e1));
+            float ms = 0;
+            CK(cudaEventElapsedTime(&ms, e0, e1));
+            r.first[which == kPlan ? 0 : 1] = ms;
+        }
         for (int w = 0; w < 3; w++)
-            for (int which : calls) {
-                set_path(which);
-                run(which);
-            }
-        std::vector<float> t[kCalls];
+            for (int which : calls)
+                for (int q = 0; q < r.sets; q++) {
+                    set_path(which);
+                    run(which, q);
+                }
+        std::vector<float> t[kCalls], t1[kCalls];
+        int next = 0; /* the operand set of the next call */
         for (int i = 0; i < reps; i++)
             for (int which : calls) {
                 set_path(which);
                 CK(cudaEventRecord(e0, st));
-                run(which);
+                for (int b = 0; b < batch; b++) {
+                    run(which, next);
+                    next = (next + 1) % r.sets;
+                }
                 CK(cudaEventRecord(e1, st));
                 CK(cudaEventSynchronize(e1));
                 float ms = 0;
                 CK(cudaEventElapsedTime(&ms, e0, e1));
-                t[which].push_back(ms);
+                t[which].push_back(ms / batch);
+                /* One call alone on an idle device, its operands out of L2. */
+                flush_l2();
+                CK(cudaStreamSynchronize(st));
+                CK(cudaEventRecord(e0, st));
+                run(which, 0);
+                CK(cudaEventRecord(e1, st));
+                CK(cudaEventSynchronize(e1));
+                CK(cudaEventElapsedTime(&ms, e0, e1));
+                t1[which].push_back(ms);
             }
-        for (int which : calls)
+        for (int which : calls) {
             r.ms[which] = median(t[which]);
+            r.one[which] = median(t1[which]);
+        }
         if (check) {
             CK(cudaMemsetAsync(R, 0xFF, cn * 2, st)); /* NaN: every element must be written */
-            run(kCublas);
+            run(kCublas, 0);
             for (int which : calls) {
                 if (which == kCublas)
                     continue;
                 CK(cudaMemsetAsync(C, 0xFF, cn * 2, st));
                 set_path(which);
-                run(which);
+                run(which, 0);
                 CK(cudaMemsetAsync(dcmp, 0, 3 * sizeof(unsigned), st));
                 compare_kernel<<<256, 256, 0, st>>>((const __nv_bfloat16 *)C, (const __nv_bfloat16 *)R, cn, dcmp);
                 CK(cudaGetLastError());
@@ -340,10 +437,12 @@ int main(int argc, char **argv) {
             r.checked = true;
         }
         set_path(kPlan);
-        carve_free(arena, A);
-        carve_free(arena, B);
-        carve_free(arena, C);
-        carve_free(arena, R);
+        for (int q = 0; q < r.sets; q++) {
+            carve_free(arena, As[q]);
+            carve_free(arena, Bs[q]);
+            carve_free(arena, Cs[q]);
+            carve_free(arena, Rs[q]);
+        }
         CK(cudaStreamSynchronize(st));
         rows.push_back(r);
         fprintf(stderr, "  %d x %d x %d done\n", s.m, s.n, s.k);
@@ -362,9 +461,11 @@ int main(int argc, char **argv) {
                  r.path[which] == asked ? "" : path_name(r.path[which]), r.path[which] == asked ? "" : ")");
     };
     printf("| kind | m | n | k | path | splits | copied | carve TFLOP/s | cuBLAS TFLOP/s | carve / cuBLAS | carve / "
-           "roofline | cuBLAS / roofline | stream / cuBLAS | wgmma / cuBLAS | wgmma splits |%s\n",
+           "roofline | cuBLAS / roofline | stream / cuBLAS | wgmma / cuBLAS | wgmma splits | sets | one call: carve / "
+           "cuBLAS | first call us: carve / cuBLAS |%s\n",
            check ? " max rel err | check |" : "");
-    printf("|---|---:|---:|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|%s\n", check ? "---:|---|" : "");
+    printf("|---|---:|---:|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|%s\n",
+           check ? "---:|---|" : "");
     int failed = 0;
     double worst_ratio = 1e30;
     for (const Row &r : rows) {
@@ -382,9 +483,10 @@ int main(int argc, char **argv) {
         if (r.both)
             snprintf(ws, sizeof ws, "%d", r.splits[kWgmma]);
         const char *cp = r.copies == 3 ? "A,B" : r.copies == 1 ? "A" : r.copies == 2 ? "B" : "-";
-        printf("| %s | %d | %d | %d | %s | %d | %s | %.1f | %.1f | %.2f | %s | %s | %s | %s | %s |", s.kind, s.m, s.n,
-               s.k, path_name(r.path[kPlan]), r.splits[kPlan], cp, fl / r.ms[kPlan] / 1e9, fl / r.ms[kCublas] / 1e9,
-               r.ms[kCublas] / r.ms[kPlan], roof_c, roof_b, fs, fw, ws);
+        printf("| %s | %d | %d | %d | %s | %d | %s | %.1f | %.1f | %.2f | %s | %s | %s | %s | %s | %d | %.2f | %.0f / %.0f |",
+               s.kind, s.m, s.n, s.k, path_name(r.path[kPlan]), r.splits[kPlan], cp, fl / r.ms[kPlan] / 1e9,
+               fl / r.ms[kCublas] / 1e9, r.ms[kCublas] / r.ms[kPlan], roof_c, roof_b, fs, fw, ws, r.sets,
+               r.one[kCublas] / r.one[kPlan], r.first[0] * 1e3, r.first[1] * 1e3);
         if (check) {
             double worst = 0;
             for (int which : {kPlan, kStream, kWgmma})
@@ -401,14 +503,14 @@ int main(int argc, char **argv) {
      * many the plan's call ran on the one of the two that took less. */
     std::vector<int> both_m;
     for (const Row &r : rows)
-        if (r.both && std::find(both_m.begin(), both_m.end(), r.s.m) == both_m.end())
+        if (r.both && strcmp(r.s.kind, "given") && std::find(both_m.begin(), both_m.end(), r.s.m) == both_m.end())
             both_m.push_back(r.s.m);
     std::sort(both_m.begin(), both_m.end());
     for (int m : both_m) {
         double slo = 1e30, shi = 0, wlo = 1e30, whi = 0;
         int shapes_m = 0, stream_faster = 0, plan_faster = 0;
         for (const Row &r : rows) {
-            if (!r.both || r.s.m != m)
+            if (!r.both || r.s.m != m || !strcmp(r.s.kind, "given"))
                 continue;
             const double sr = r.ms[kCublas] / r.ms[kStream], wr = r.ms[kCublas] / r.ms[kWgmma];
             slo = std::min(slo, sr), shi = std::max(shi, sr), wlo = std::min(wlo, wr), whi = std::max(whi, wr);
@@ -418,11 +520,15 @@ int main(int argc, char **argv) {
             plan_faster += (r.path[kPlan] == 2 && sf) || (r.path[kPlan] == 1 && !sf);
         }
         printf("bench_gemm_sweep: m = %d: carve / cuBLAS stream %.2f-%.2f, wgmma %.2f-%.2f; stream faster on %d of %d "
-               "shapes, the plan's path on %d (it gives stream m <= %d, and m <= %d where n >= %d)\n",
+               "shapes, the plan's path on %d (it gives stream m <= %d where n >= %d)\n",
                m, slo, shi, wlo, whi, stream_faster, shapes_m, plan_faster, CARVE_TC_STREAM_PLAN_MAX_M,
-               CARVE_TC_STREAM_WIDE_MAX_M, CARVE_TC_STREAM_WIDE_N);
+               CARVE_TC_STREAM_WIDE_N);
     }
-    printf("bench_gemm_sweep: %zu shapes, lowest carve / cuBLAS %.2f%s\n", rows.size(), worst_ratio,
+    double worst_one = 1e30;
+    for (const Row &r : rows)
+        worst_one = std::min(worst_one, r.one[kCublas] / r.one[kPlan]);
+    printf("bench_gemm_sweep: %zu shapes, lowest carve / cuBLAS %.2f (one call alone: %.2f)%s\n", rows.size(),
+           worst_ratio, worst_one,
            check ? (failed ? ", check FAILED" : ", every result within tolerance") : "");
     if (check && failed)
         printf("bench_gemm_sweep: %d shapes out of tolerance\n", failed);
@@ -434,8 +540,9 @@ int main(int argc, char **argv) {
             return 1;
         }
         fprintf(f, "{\"device\": \"%s\", \"sms\": %d, \"bandwidth_gbs\": %.1f, \"bandwidth_source\": \"%s\", "
-                   "\"reps\": %d, \"rows\": [\n",
-                prop.name, prop.multiProcessorCount, bw / 1e9, bw_arg > 0 ? "given" : "nominal", reps);
+                   "\"reps\": %d, \"batch\": %d, \"l2_bytes\": %d, \"rows\": [\n",
+                prop.name, prop.multiProcessorCount, bw / 1e9, bw_arg > 0 ? "given" : "nominal", reps, batch,
+                prop.l2CacheSize);
         for (size_t i = 0; i < rows.size(); i++) {
             const Row &r = rows[i];
             const Shape &s = r.s;
@@ -448,6 +555,9 @@ int main(int argc, char **argv) {
                     s.kind, s.m, s.n, s.k, path_name(r.path[kPlan]), r.splits[kPlan], r.copies,
                     s.tb ? "true" : "false", r.ms[kPlan], r.ms[kCublas], fl / r.ms[kPlan] / 1e9,
                     fl / r.ms[kCublas] / 1e9, r.ms[kCublas] / r.ms[kPlan]);
+            fprintf(f, ", \"sets\": %d, \"one_carve_ms\": %.6f, \"one_cublas_ms\": %.6f, \"one_ratio\": %.4f, "
+                       "\"first_carve_ms\": %.6f, \"first_cublas_ms\": %.6f",
+                    r.sets, r.one[kPlan], r.one[kCublas], r.one[kCublas] / r.one[kPlan], r.first[0], r.first[1]);
             if (s.m <= 256)
                 fprintf(f, ", \"roofline_carve\": %.4f, \"roofline_cublas\": %.4f", floor_ms / r.ms[kPlan],
                         floor_ms / r.ms[kCublas]);
@@ -471,6 +581,7 @@ int main(int argc, char **argv) {
         fclose(f);
     }
     cudaFree(dcmp);
+    cudaFree(flush);
     cublasDestroy(h);
     cudaStreamDestroy(st);
     carve_arena_destroy(arena);

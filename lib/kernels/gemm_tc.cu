@@ -14,7 +14,7 @@
  * column-major call computes C^T = op(B)^T op(A)^T, swapping the operands).
  * Paths: on devices of compute capability 9.0 when the sm_90a object is
  * built, the streaming kernel for decode shapes (gemm_tc_stream.cuh: at most
- * 4 rows, or 8 with at least 12288 columns, B on 16-byte rows;
+ * 4 rows with at least 12288 columns, 8 where B's rows are off 16 bytes;
  * gemm_tc_plan.h says why, with the figures)
  * and wgmma for the rest; mma.sync everywhere else.
  * CARVE_GEMM_PATH=wgmma|mma|stream|auto overrides the choice (stream: the
@@ -160,7 +160,8 @@ int placeable_cluster(const Problem &pr, const cudaLaunchConfig_t &base, int cs)
         (void)cudaGetLastError();
         dev = -1;
     }
-    const int inst = stream_instance(pr.bf16, pr.M, pr.a_kmajor, pr.b_kmajor);
+    const bool bu = !carve_tc_stream_b_rows((uintptr_t)pr.B, pr.ldb);
+    const int inst = stream_instance(pr.bf16, pr.M, pr.a_kmajor, pr.b_kmajor, bu);
     for (; cs > 1; cs--) {
         std::atomic<signed char> *slot = dev >= 0 && dev < kStMaxDevices ? &g_placeable[dev][inst][cs - 1] : nullptr;
         int known = slot ? slot->load(std::memory_order_relaxed) : 0;
@@ -175,7 +176,7 @@ int placeable_cluster(const Problem &pr, const cudaLaunchConfig_t &base, int cs)
             cfg.attrs = attr;
             cfg.numAttrs = 1;
             int n = 0;
-            const cudaError_t e = stream_dispatch(pr.bf16, pr.M, pr.a_kmajor, pr.b_kmajor, [&](auto kernel) {
+            const cudaError_t e = stream_dispatch(pr.bf16, pr.M, pr.a_kmajor, pr.b_kmajor, bu, [&](auto kernel) {
                 return cudaOccupancyMaxActiveClusters(&n, kernel, &cfg);
             });
             if (e != cudaSuccess)
@@ -209,7 +210,8 @@ cudaError_t stream_launch(const Problem &pr, StreamParams sp, int *cs) {
     attr[0].val.clusterDim.z = 1;
     cfg.attrs = attr;
     cfg.numAttrs = 1;
-    const cudaError_t e = stream_dispatch(pr.bf16, pr.M, pr.a_kmajor, pr.b_kmajor, [&](auto kernel) {
+    const bool bu = !carve_tc_stream_b_rows((uintptr_t)pr.B, pr.ldb);
+    const cudaError_t e = stream_dispatch(pr.bf16, pr.M, pr.a_kmajor, pr.b_kmajor, bu, [&](auto kernel) {
         return cudaLaunchKernelEx(&cfg, kernel, sp);
     });
     if (e != cudaSuccess)
@@ -223,8 +225,8 @@ cudaError_t stream_launch(const Problem &pr, StreamParams sp, int *cs) {
 
 extern "C" cudaError_t carve_gemm_tc_stream_run(const Problem *pp, int *clusters, const char **why) {
     const Problem &pr = *pp;
-    if (!carve_tc_stream_takes(pr.M, carve_tc_stream_b_rows((uintptr_t)pr.B, pr.ldb))) {
-        *why = "the streaming kernel takes M <= 32 with B on 16-byte rows";
+    if (!carve_tc_stream_takes(pr.M)) {
+        *why = "the streaming kernel takes M <= 32";
         return cudaErrorNotSupported;
     }
     if (*clusters < 1 || *clusters > CARVE_TC_STREAM_MAX_CLUSTER) {
@@ -232,7 +234,7 @@ extern "C" cudaError_t carve_gemm_tc_stream_run(const Problem *pp, int *clusters
         return cudaErrorNotSupported;
     }
     const EpiParams ep{pr.C, pr.ldc, pr.M, pr.N, pr.K, pr.alpha, pr.beta, pr.c_f32 ? 1 : 0};
-    const StreamParams sp = stream_params(pr.A, pr.lda, pr.a_kmajor, pr.B, pr.ldb, *clusters, ep);
+    const StreamParams sp = stream_params(pr.A, pr.lda, pr.a_kmajor, pr.B, pr.ldb, pr.b_kmajor, *clusters, ep);
     const cudaError_t e = stream_launch(pr, sp, clusters);
     if (e == cudaErrorNotSupported)
         *why = "the device refused the cluster size";
@@ -376,8 +378,9 @@ cudaError_t run_mma(const Problem &pr) {
 /* CARVE_GEMM_PATH: 0 auto, 1 wgmma, 2 mma, 3 stream (read on every call:
  * cheap, and tests and benchmarks switch it between calls). wgmma keeps
  * decode shapes off the streaming kernel; stream puts every problem the
- * kernel can take on it (up to 32 rows, where the plan stops at 4, or 8
- * for wide outputs: carve_tc_stream_chosen) and leaves the rest to the
+ * kernel can take on it (up to 32 rows, where the plan gives it 4, or 8
+ * where B's rows are off 16 bytes, of outputs of at least 12288 columns:
+ * carve_tc_stream_chosen) and leaves the rest to the
  * plan. Anything else is auto. */
 int path_env() {
     const char *v = getenv("CARVE_GEMM_PATH");

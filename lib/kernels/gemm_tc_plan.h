@@ -24,12 +24,13 @@
  * tiles, and S <= CARVE_TC_MAX_SPLITS. The constants are estimates, not fits: the
  * sweep (bench/kernels/bench_gemm_sweep.cu) is how to check them.
  *
- * Decode shapes with few rows (M <= 4, or M <= 8 for outputs of at least
- * 12288 columns) and B rows on 16 bytes skip the wgmma tile altogether: the
- * streaming kernel (gemm_tc_stream.cuh) reads each element of B once, with
- * 16-byte loads, from every SM. It can take up to CARVE_TC_STREAM_MAX_M
- * rows, but the plan gives it only the shapes where it measured faster
- * than wgmma on the same card (carve_tc_stream_chosen).
+ * Decode shapes with few rows and wide outputs (M <= 4, N >= 12288; M <= 8
+ * where B's rows are off 16 bytes) skip the wgmma tile altogether: the
+ * streaming kernel (gemm_tc_stream.cuh) reads each element of B once
+ * (16-byte loads; rows off 16 bytes through two aligned loads), from every
+ * SM. It can take up to CARVE_TC_STREAM_MAX_M rows, but the plan gives it
+ * only the shapes where it measured faster than wgmma on the same card
+ * (carve_tc_stream_chosen).
  * Its cost argument and its cluster size are below (carve_tc_stream_takes,
  * carve_tc_stream_cluster).
  *
@@ -209,7 +210,7 @@ static inline uint64_t carve_tc_partial_bytes(int M, int N, int splits) {
     return carve_tc_ws_round(mn * 4u * (uint64_t)splits);
 }
 
-/* ---- the streaming kernel (decode: M <= 32, B rows on 16 bytes) --------
+/* ---- the streaming kernel (decode: M <= 32) ------------------------------
  *
  * A product with few rows is a read of B (K x N, 2 bytes an element) and
  * little else: at M = 32, 2*M flops per 2 bytes of B is 32 flop/byte, a
@@ -243,69 +244,80 @@ static inline uint64_t carve_tc_partial_bytes(int M, int N, int splits) {
 #define CARVE_TC_STREAM_MAX_CLUSTER 8 /* blocks of a cluster (the portable limit) */
 #define CARVE_TC_STREAM_MIN_BLOCKS 2  /* blocks an SM should hold at least (8 warps) */
 
-/* Whether B (either layout) has its rows on 16 bytes, as the streaming
- * kernel's 16-byte loads need: a 16-byte aligned base and ldb a multiple
- * of 8 elements. */
+/* Whether B (either layout) has its rows on 16 bytes: a 16-byte aligned
+ * base and ldb a multiple of 8 elements. The streaming kernel then loads
+ * 16 bytes as they are; otherwise each 8 elements from the two aligned
+ * 16 bytes that hold them (gemm_tc_stream.cuh, ld_b16_any). */
 static inline int carve_tc_stream_b_rows(uintptr_t b, int64_t ldb) {
     return b % 16 == 0 && ldb % 8 == 0;
 }
 
 /* Whether the streaming kernel takes a canonical problem of M rows: M from
- * 1 to CARVE_TC_STREAM_MAX_M and B's rows on 16 bytes (b_rows_aligned,
- * carve_tc_stream_b_rows), B in either layout. A, C, n and k may be
- * anything the API accepts. */
-static inline int carve_tc_stream_takes(int M, int b_rows_aligned) {
-    return M >= 1 && M <= CARVE_TC_STREAM_MAX_M && b_rows_aligned;
+ * 1 to CARVE_TC_STREAM_MAX_M, B in either layout, on any 2 bytes. A, C, n
+ * and k may be anything the API accepts. */
+static inline int carve_tc_stream_takes(int M) {
+    return M >= 1 && M <= CARVE_TC_STREAM_MAX_M;
 }
 
-/* ---- where the plan chooses it: few rows, or wide outputs ------------
+/* ---- where the plan chooses it: few rows and wide outputs -------------
  *
- * bench_gemm_sweep --check on one H100 80GB HBM3 (132 SMs, cuBLAS 13.1;
- * bench/results/2026-11-26-h100-decode2) timed both paths forced, in the
- * same repetitions, on 8 decoder projections (row-major NN) and 5 with B
- * transposed at each m (14 at m = 16 with issue 29's 16 x 12288 x 4096),
- * every result equal to cuBLAS's. carve / cuBLAS:
+ * bench_gemm_sweep --decode on one H100 80GB HBM3 (132 SMs, cuBLAS 13.1;
+ * bench/results/2026-11-27-h100/l2-probe, two runs averaged: B N-major as
+ * it is, B K-major with the L2 prefetch its loads have now) timed both paths
+ * forced, in the same repetitions, on 8 decoder projections (row-major NN)
+ * and 5 with B transposed at each m (14 at m = 16), every result equal to
+ * cuBLAS's, as a stream of calls with B read from device memory (the
+ * calls rotate over copies of the operands that pass twice the L2 cache;
+ * see the benchmark's header). carve / cuBLAS, stream then wgmma:
  *
- *   m = 1:  stream 0.80-1.17, wgmma 0.66-0.99; stream faster on 10 of 13
- *   m = 2:  stream 0.75-1.10, wgmma 0.65-1.01; stream faster on 10 of 13
- *   m = 4:  stream 0.69-1.08, wgmma 0.65-1.00; stream faster on 9 of 13
- *   m = 8:  stream 0.56-0.99, wgmma 0.71-1.00; stream faster on 4 of 13
- *   m = 16: stream 0.43-1.01, wgmma 0.72-1.00; stream faster on 3 of 14
- *   m = 24: stream 0.29-0.72, wgmma 0.72-1.09; stream faster on 0 of 13
- *   m = 32: stream 0.25-0.72, wgmma 0.73-1.03; stream faster on 0 of 13
+ *   m = 1:  stream 0.66-0.97, wgmma 0.75-0.95; stream faster on 4 of 13
+ *   m = 2:  stream 0.63-0.93, wgmma 0.75-0.95; stream faster on 4 of 13
+ *   m = 4:  stream 0.59-0.93, wgmma 0.75-0.96; stream faster on 3 of 13
+ *   m = 8:  stream faster on 0 of 13;  m = 16: 2 of 14 (ties, 0.84-0.89)
+ *   m = 24, 32: stream faster on 0 of 13
  *
- * So the streaming kernel belongs at M <= 4 (CARVE_TC_STREAM_PLAN_MAX_M).
- * Shape by shape, the 4 shapes it wins at m = 8 are the 4 of at least
- * 12288 columns (14336 x 4096 and 28672 x 8192, n x k, in both layouts:
- * its time 0.71-0.89 of wgmma's), and it loses all 9 narrower ones
- * (11008 columns and fewer: 1.06-1.41). Hence the rule: M <= 4, or M <= 8
- * with N >= 12288 (CARVE_TC_STREAM_WIDE_MAX_M, CARVE_TC_STREAM_WIDE_N). On
- * the 92 shapes timed it picks the faster path on 79, against 75 for
- * M <= 4 alone and 62 for the earlier line at M <= 16 (which compared the
- * streaming kernel on an H100 with wgmma on an H200: bench/results/
- * 2026-11-26-h100-decode), and costs 1.4% more time than always picking
- * the faster one (M <= 4: 2.8%, M <= 16: 4.5%). At m = 16 the wide shapes
- * split (12288 x 4096 and 28672 x 8192 faster on the streaming kernel,
- * 0.75-0.92; 14336 x 4096 slower, 1.03-1.23), so M = 9 to 16 stays on
- * wgmma. Not measured: m = 5 to 7 (taken from m = 4 and 8, which agree
- * for the wide shapes), widths between 11008 and 14336, and why wide
- * outputs suit the kernel. CARVE_GEMM_PATH=stream still runs M up to
- * CARVE_TC_STREAM_MAX_M on the kernel (gemm_tc.cu). */
-#define CARVE_TC_STREAM_PLAN_MAX_M 4     /* rows (canonical M) the plan gives the streaming kernel at any N */
-#define CARVE_TC_STREAM_WIDE_MAX_M 8     /* rows it gives it when C is wide, */
-#define CARVE_TC_STREAM_WIDE_N 12288     /* at least this many columns (canonical N) */
+ * The shapes it wins are the outputs of at least 12288 columns (14336 x
+ * 4096 and 28672 x 8192, n x k, in both layouts: 0.80-0.97 against
+ * 0.81-0.94) at m <= 4, and one narrow one (4096 x 11008 at m = 1, 0.91
+ * against 0.88). Hence the rule: M <= 4 with N >= 12288
+ * (CARVE_TC_STREAM_PLAN_MAX_M, CARVE_TC_STREAM_WIDE_N). On the 92 shapes
+ * timed it picks the faster path on 87 and costs 0.1% more time than
+ * always picking the faster one; the earlier rule (M <= 4 at any width,
+ * M <= 8 for wide outputs), set from single calls whose B stayed in the
+ * L2 cache (bench/results/2026-11-26-h100-decode2), costs 4.6% on the same
+ * measurements. Not measured: m = 3, widths between 11008 and 14336.
+ * CARVE_GEMM_PATH=stream still runs M up to CARVE_TC_STREAM_MAX_M on the
+ * kernel (gemm_tc.cu). */
+#define CARVE_TC_STREAM_PLAN_MAX_M 4 /* rows (canonical M) the plan gives the streaming kernel, */
+#define CARVE_TC_STREAM_WIDE_N 12288 /* where C has at least this many columns (canonical N) */
+
+/* B's rows off 16 bytes (an odd ldb): the wgmma path would first copy B
+ * into aligned workspace, reading B and writing its copy before the
+ * product reads it again. Measured on an H100 (bench/results/
+ * 2026-11-27-h100/gemm/odd.json: each shape forced onto both paths in the
+ * same repetitions, carve / cuBLAS, stream then wgmma with the copy):
+ * n = 50257 at m = 1, 3, 8: 0.75 / 0.51, 0.62 / 0.44, 1.05 / 0.73; at
+ * m = 32 0.76 / 0.79; narrower outputs lose (16 x 32001 x 4096
+ * 0.46 / 0.65, 4 x 4097 x 4096 0.63 / 0.72, 2 x 4096 x 4097 with B
+ * K-major 0.43 / 0.54). Hence M <= 8 with N >= 12288
+ * (CARVE_TC_STREAM_ODD_MAX_M) there. Not measured: m = 9 to 31, widths
+ * between 32001 and 50257. */
+#define CARVE_TC_STREAM_ODD_MAX_M 8
 
 /* Whether a call of M x N (canonical) runs on the streaming kernel where
  * the device has it: with `forced` (CARVE_GEMM_PATH=stream), every problem
- * the kernel takes (carve_tc_stream_takes: 1 to 32 rows, B on 16-byte
- * rows); otherwise the plan's choice among them, M <= 4, or M <= 8 with
- * N >= 12288 (above). The rest go to the wgmma path. */
+ * the kernel takes (carve_tc_stream_takes: 1 to 32 rows); otherwise the
+ * plan's choice among them, for outputs of at least 12288 columns: M <= 4
+ * with B's rows on 16 bytes (b_rows_aligned), M <= 8 with B's rows off 16
+ * bytes (above). The rest go to the wgmma path (or the tiny kernel). */
 static inline int carve_tc_stream_chosen(int M, int N, int b_rows_aligned, int forced) {
-    if (!carve_tc_stream_takes(M, b_rows_aligned))
+    if (!carve_tc_stream_takes(M))
         return 0;
-    if (forced || M <= CARVE_TC_STREAM_PLAN_MAX_M)
+    if (forced)
         return 1;
-    return M <= CARVE_TC_STREAM_WIDE_MAX_M && N >= CARVE_TC_STREAM_WIDE_N;
+    if (N < CARVE_TC_STREAM_WIDE_N)
+        return 0;
+    return M <= (b_rows_aligned ? CARVE_TC_STREAM_PLAN_MAX_M : CARVE_TC_STREAM_ODD_MAX_M);
 }
 
 /* Whether the kernel stages A with 16-byte loads: A K-major with a 16-byte

@@ -1,12 +1,16 @@
 /*
  * gemm_tc_stream.cuh — carve_gemm's streaming kernel for decode shapes: a
- * canonical problem of at most 32 rows (CARVE_TC_STREAM_MAX_M) whose B has
- * rows on 16 bytes, N-major (row k of B contiguous along n) or K-major
- * (column n contiguous along k: a weight stored out-features x
- * in-features), on Hopper (thread block clusters; sm_90a object).
+ * canonical problem of at most 32 rows (CARVE_TC_STREAM_MAX_M), B N-major
+ * (row k of B contiguous along n) or K-major (column n contiguous along k:
+ * a weight stored out-features x in-features), on Hopper (thread block
+ * clusters; sm_90a object). B's rows on 16 bytes are read as they are; rows
+ * off 16 bytes (an odd ldb: a vocabulary of 50257 columns) are read in
+ * place too, each 8 elements from the two aligned 16 bytes that hold them
+ * (ld_b16_any), with no copy of B.
  *
  * The one idea: such a product is a read of B, so the kernel reads every
- * element of B exactly once, 16 bytes a load, with every SM busy, and
+ * element of B once from memory, 16 bytes a load (B's rows off 16 bytes:
+ * two aligned loads a lane, the second mostly served by L1), with every SM busy, and
  * feeds mma.sync straight from the loaded registers, choosing which k each
  * fragment slot stands for so that the loads need no shuffling. Thread
  * (group g, thread t of its quad, as mma.sync numbers them) of a warp:
@@ -80,6 +84,7 @@ struct StreamParams {
     const void *A;
     const void *B;
     long long lda, ldb;
+    long long b_elems; /* B's extent in elements, from B to its last element + 1 */
     int a_vec;    /* A K-major with 16-byte rows: staged with 16-byte loads */
     int clusters; /* blocks per 64 columns (the cluster size) */
     EpiParams ep;
@@ -103,6 +108,30 @@ __device__ __forceinline__ uint4 ld_b16(const uint16_t *p) {
         : "l"(p));
     return v;
 }
+
+/* The same for a K-major B, asking L2 for the whole 256 bytes around them:
+ * a thread reads 16 bytes of a column and the warp 128 bytes of it per
+ * step, so the fetch brings the column's next step too. On an H100 with B
+ * read from device memory (bench_gemm_sweep --decode, bench/results/
+ * 2026-11-27-h100/l2-probe): 28672 x 8192 at m = 1, 0.73 -> 0.94 of cuBLAS;
+ * 8192 x 28672, 0.77 -> 0.91; 4096 x 4096, 0.78 -> 0.70. For an N-major B
+ * (128 bytes of a row a warp, the next 128 another block's) it lost as
+ * often as it won, so that stays as it was. */
+__device__ __forceinline__ uint4 ld_b16_pf(const uint16_t *p) {
+    uint4 v;
+    asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+        : "l"(p));
+    return v;
+}
+
+/* 16 bytes of B that a neighbouring lane reads as well: kept in L1; a
+ * plain load (not the read-only path: see ld_b16_any). */
+__device__ __forceinline__ uint4 ld_b16_l1(const uint16_t *p) {
+    uint4 v;
+    asm("ld.global.ca.v4.u32 {%0,%1,%2,%3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    return v;
+}
 #endif
 
 /* The first `valid` (0 to 7) elements at p, zeros after. */
@@ -113,6 +142,47 @@ __device__ __forceinline__ uint4 ld_b_tail(const uint16_t *p, int valid) {
         if (e < valid)
             w[e >> 1] |= (uint32_t)p[e] << (16 * (e & 1));
     return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+/* Elements off .. off + 7 of the 16 in x then y (x's first): whole words
+ * (off / 2) by selects, then half a word (odd off) by one byte permute a
+ * word. No branch on off: the lanes of a warp differ in it. */
+__device__ __forceinline__ uint4 realign(const uint4 &x, const uint4 &y, int off) {
+    const uint32_t w[8] = {x.x, x.y, x.z, x.w, y.x, y.y, y.z, y.w};
+    uint32_t u[6], v[5];
+#pragma unroll
+    for (int i = 0; i < 6; i++)
+        u[i] = (off & 4) ? w[i + 2] : w[i];
+#pragma unroll
+    for (int i = 0; i < 5; i++)
+        v[i] = (off & 2) ? u[i + 1] : u[i];
+    const uint32_t sel = (off & 1) ? 0x5432u : 0x3210u;
+    return make_uint4(__byte_perm(v[0], v[1], sel), __byte_perm(v[1], v[2], sel), __byte_perm(v[2], v[3], sel),
+                      __byte_perm(v[3], v[4], sel));
+}
+
+/* B's rows off 16 bytes: the 8 elements at p (2-byte aligned), read from
+ * the two aligned 16 bytes that hold them where both lie in [lo, hi) (B's
+ * extent), else (within B's first 16 and last 31 bytes) element by
+ * element. The second 16 bytes are the first a neighbouring lane loads
+ * (the next 8 columns of the row, or the next 8 k of the column): both
+ * loads keep them in L1, so the warp's second load is mostly served
+ * there. The loads may cover B's padding (columns or k past B's own, up
+ * to ldb), where C may legally lie and other blocks write during the
+ * kernel: so plain loads, not the read-only path, and those bytes are
+ * thrown away. (Handing the second 16 bytes over by shuffle instead, one
+ * load a lane and a second in the lanes with no neighbour, measured
+ * slower on an H100: 3 x 50257 x 768 at 0.49 of cuBLAS against 0.62,
+ * bench/results/2026-11-27-h100/shuffle-probe; that version also read
+ * wrong columns where N is a multiple of 8 but not of 64, which the
+ * emulation test caught, and the probe's shapes did not have.) */
+__device__ __forceinline__ uint4 ld_b16_any(const uint16_t *p, const uint16_t *lo, const uint16_t *hi) {
+    const int off = (int)(((uintptr_t)p >> 1) & 7);
+    const uintptr_t ca = (uintptr_t)p & ~(uintptr_t)15;
+    if (ca < (uintptr_t)lo || ca + 32 > (uintptr_t)hi)
+        return ld_b_tail(p, 8);
+    const uint16_t *c = reinterpret_cast<const uint16_t *>(ca);
+    return realign(ld_b16_l1(c), ld_b16_l1(c + 8), off);
 }
 
 __device__ __forceinline__ uint32_t word(const uint4 &v, int i) {
@@ -145,14 +215,15 @@ __device__ __forceinline__ void stage_a(uint16_t (*sa)[kStLdA], const StreamPara
 }
 
 /* Blocks an SM holds (the register budget, 65536 / (128 * blocks)): the
- * most at which ptxas (CUDA 13.0) spills nothing. */
-template <int MT, bool BKM>
-constexpr int kStMinBlocks = MT == 1 ? (BKM ? 3 : 4) : (BKM ? 2 : 3);
+ * most at which ptxas (CUDA 13.0) spills nothing (B's rows off 16 bytes
+ * take as many registers as a K-major B). */
+template <int MT, bool BKM, bool BU>
+constexpr int kStMinBlocks = MT == 1 ? (BKM || BU ? 3 : 4) : (BKM || BU ? 2 : 3);
 
 /* MT: 16-row tiles of A (M <= 16 * MT). AK: A K-major (else M-major).
- * BKM: B K-major (else N-major). */
-template <typename T, int MT, bool AK, bool BKM>
-__global__ void __launch_bounds__(kStThreads, kStMinBlocks<MT, BKM>) stream_gemm_kernel(const StreamParams p) {
+ * BKM: B K-major (else N-major). BU: B's rows not on 16 bytes. */
+template <typename T, int MT, bool AK, bool BKM, bool BU>
+__global__ void __launch_bounds__(kStThreads, kStMinBlocks<MT, BKM, BU>) stream_gemm_kernel(const StreamParams p) {
     namespace cg = cooperative_groups;
     CARVE_STREAM_SMEM(StreamSmem<MT>, sm);
     cg::cluster_group cluster = cg::this_cluster();
@@ -164,6 +235,7 @@ __global__ void __launch_bounds__(kStThreads, kStMinBlocks<MT, BKM>) stream_gemm
     /* N-major: this thread's 8 columns; K-major: its column 8j + g is
      * B + j * jstep (valid when bit j of jvalid is set). */
     const uint16_t *B = static_cast<const uint16_t *>(p.B);
+    const uint16_t *const b_lo = B, *const b_hi = B + p.b_elems;
     const long long jstep = 8 * p.ldb;
     unsigned jvalid = 0;
     if (!BKM && nvalid > 0)
@@ -211,7 +283,7 @@ __global__ void __launch_bounds__(kStThreads, kStMinBlocks<MT, BKM>) stream_gemm
                     const long long row = k0 + 16 * s + 4 * t + r;
                     const uint16_t *src = B + row * p.ldb;
                     if (row < K && nvalid == 8)
-                        bv[s][r] = ld_b16(src);
+                        bv[s][r] = BU ? ld_b16_any(src, b_lo, b_hi) : ld_b16(src);
                     else if (row < K && nvalid > 0)
                         bv[s][r] = ld_b_tail(src, nvalid);
                     else
@@ -227,7 +299,7 @@ __global__ void __launch_bounds__(kStThreads, kStMinBlocks<MT, BKM>) stream_gemm
                     const uint16_t *src = B + j * jstep + k;
                     const bool ok = (jvalid >> j) & 1u;
                     if (ok && kvalid == 8)
-                        bv[j][h] = ld_b16(src);
+                        bv[j][h] = BU ? ld_b16_any(src, b_lo, b_hi) : ld_b16_pf(src);
                     else if (ok && kvalid > 0)
                         bv[j][h] = ld_b_tail(src, kvalid);
                     else
@@ -310,9 +382,11 @@ __global__ void __launch_bounds__(kStThreads, kStMinBlocks<MT, BKM>) stream_gemm
  * kernel through these two as gemm_tc.cu does). The kernel's parameters
  * for a canonical problem: */
 inline StreamParams stream_params(const void *A, long long lda, bool a_kmajor, const void *B, long long ldb,
-                                  int clusters, const EpiParams &ep) {
+                                  bool b_kmajor, int clusters, const EpiParams &ep) {
     StreamParams sp;
     sp.A = A, sp.B = B, sp.lda = lda, sp.ldb = ldb;
+    /* B is K x N N-major or N x K K-major: (rows - 1) * ldb + the last row. */
+    sp.b_elems = b_kmajor ? (long long)(ep.N - 1) * ldb + ep.K : (long long)(ep.K - 1) * ldb + ep.N;
     sp.a_vec = carve_tc_stream_a_vec(a_kmajor, (uintptr_t)A, lda);
     sp.clusters = clusters;
     sp.ep = ep;
@@ -321,34 +395,41 @@ inline StreamParams stream_params(const void *A, long long lda, bool a_kmajor, c
 
 /* launch(kernel), with the instance of stream_gemm_kernel a problem of M
  * rows (at most CARVE_TC_STREAM_MAX_M) needs: the operands' type, the
- * 16-row tiles (carve_tc_stream_mt), A's and B's layouts; stream_instance
- * numbers the instances 0 to kStInstances - 1. */
-constexpr int kStInstances = 16;
-inline int stream_instance(bool bf16, int M, bool a_kmajor, bool b_kmajor) {
-    return (bf16 ? 8 : 0) | (carve_tc_stream_mt(M) == 2 ? 4 : 0) | (a_kmajor ? 2 : 0) | (b_kmajor ? 1 : 0);
+ * 16-row tiles (carve_tc_stream_mt), A's and B's layouts, whether B's rows
+ * are off 16 bytes (carve_tc_stream_b_rows); stream_instance numbers the
+ * instances 0 to kStInstances - 1. */
+constexpr int kStInstances = 32;
+inline int stream_instance(bool bf16, int M, bool a_kmajor, bool b_kmajor, bool b_unaligned) {
+    return (b_unaligned ? 16 : 0) | (bf16 ? 8 : 0) | (carve_tc_stream_mt(M) == 2 ? 4 : 0) | (a_kmajor ? 2 : 0) |
+           (b_kmajor ? 1 : 0);
 }
-template <class Launch>
-auto stream_dispatch(bool bf16, int M, bool a_kmajor, bool b_kmajor, Launch &&launch) {
+template <bool BU, class Launch>
+auto stream_dispatch_b(int inst, Launch &&launch) {
     using H = __half;
     using BF = __nv_bfloat16;
-    switch (stream_instance(bf16, M, a_kmajor, b_kmajor)) {
-    case 0: return launch(stream_gemm_kernel<H, 1, false, false>);
-    case 1: return launch(stream_gemm_kernel<H, 1, false, true>);
-    case 2: return launch(stream_gemm_kernel<H, 1, true, false>);
-    case 3: return launch(stream_gemm_kernel<H, 1, true, true>);
-    case 4: return launch(stream_gemm_kernel<H, 2, false, false>);
-    case 5: return launch(stream_gemm_kernel<H, 2, false, true>);
-    case 6: return launch(stream_gemm_kernel<H, 2, true, false>);
-    case 7: return launch(stream_gemm_kernel<H, 2, true, true>);
-    case 8: return launch(stream_gemm_kernel<BF, 1, false, false>);
-    case 9: return launch(stream_gemm_kernel<BF, 1, false, true>);
-    case 10: return launch(stream_gemm_kernel<BF, 1, true, false>);
-    case 11: return launch(stream_gemm_kernel<BF, 1, true, true>);
-    case 12: return launch(stream_gemm_kernel<BF, 2, false, false>);
-    case 13: return launch(stream_gemm_kernel<BF, 2, false, true>);
-    case 14: return launch(stream_gemm_kernel<BF, 2, true, false>);
-    default: return launch(stream_gemm_kernel<BF, 2, true, true>);
+    switch (inst & 15) {
+    case 0: return launch(stream_gemm_kernel<H, 1, false, false, BU>);
+    case 1: return launch(stream_gemm_kernel<H, 1, false, true, BU>);
+    case 2: return launch(stream_gemm_kernel<H, 1, true, false, BU>);
+    case 3: return launch(stream_gemm_kernel<H, 1, true, true, BU>);
+    case 4: return launch(stream_gemm_kernel<H, 2, false, false, BU>);
+    case 5: return launch(stream_gemm_kernel<H, 2, false, true, BU>);
+    case 6: return launch(stream_gemm_kernel<H, 2, true, false, BU>);
+    case 7: return launch(stream_gemm_kernel<H, 2, true, true, BU>);
+    case 8: return launch(stream_gemm_kernel<BF, 1, false, false, BU>);
+    case 9: return launch(stream_gemm_kernel<BF, 1, false, true, BU>);
+    case 10: return launch(stream_gemm_kernel<BF, 1, true, false, BU>);
+    case 11: return launch(stream_gemm_kernel<BF, 1, true, true, BU>);
+    case 12: return launch(stream_gemm_kernel<BF, 2, false, false, BU>);
+    case 13: return launch(stream_gemm_kernel<BF, 2, false, true, BU>);
+    case 14: return launch(stream_gemm_kernel<BF, 2, true, false, BU>);
+    default: return launch(stream_gemm_kernel<BF, 2, true, true, BU>);
     }
+}
+template <class Launch>
+auto stream_dispatch(bool bf16, int M, bool a_kmajor, bool b_kmajor, bool b_unaligned, Launch &&launch) {
+    const int inst = stream_instance(bf16, M, a_kmajor, b_kmajor, b_unaligned);
+    return b_unaligned ? stream_dispatch_b<true>(inst, launch) : stream_dispatch_b<false>(inst, launch);
 }
 
 }  // namespace carve_tc

@@ -396,14 +396,22 @@ inline void mma16816(float *d, const uint32_t *a, const uint32_t *b) {
     }
 }
 
-/* The 16-byte load of B. */
+/* B's extent as the test allocated it: every 16-byte load must lie in it
+ * (what an AddressSanitizer build would also see, checked in every build). */
+inline const uint16_t *emu_b_lo, *emu_b_hi;
+
+/* The 16-byte loads of B (the kernel's two cache policies alike). */
 inline uint4 ld_b16(const uint16_t *p) {
     if ((uintptr_t)p & 15u)
         stream_emu::die("misaligned 16-byte load of B", p);
+    if (emu_b_lo && (p < emu_b_lo || emu_b_hi - p < 8))
+        stream_emu::die("16-byte load outside B", p);
     uint4 v;
     memcpy(&v, p, sizeof v);
     return v;
 }
+inline uint4 ld_b16_l1(const uint16_t *p) { return ld_b16(p); }
+inline uint4 ld_b16_pf(const uint16_t *p) { return ld_b16(p); }
 
 }  // namespace carve_tc
 

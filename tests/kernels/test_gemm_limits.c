@@ -11,10 +11,9 @@
  *  - bf16 1 x 1 x (2^31 - 8), 16-byte rows: wgmma (BK 64) where the device
  *    has it, and mma.sync with cp.async (BK 32);
  *  - bf16 1 x 1 x (2^31 - 1): mma.sync with element-wise loads;
- *  - bf16 1 x 1 x (2^31 - 8) under CARVE_GEMM_PATH=auto: the streaming
- *    kernel on Hopper (one row of A, within the plan's 16; B's row on 16
- *    bytes), its 2^25 k steps in runs over a cluster of 8 blocks; mma.sync
- *    elsewhere;
+ *  - bf16 1 x 1 x (2^31 - 8) under CARVE_GEMM_PATH=stream: the streaming
+ *    kernel on Hopper (B's row on 16 bytes), its 2^25 k steps in runs over
+ *    a cluster of 8 blocks; mma.sync elsewhere;
  *  - CARVE_TEST_LIMITS=all: every fp32 variant at 1 x 4 x (2^31 - 4) too
  *    (by estimate, 2^31 k steps of 256 cycles: about five minutes for the
  *    128 x 256 ones, two and a half for 128 x 128; not yet measured).
@@ -28,8 +27,10 @@
  * One case after another, each with A, B and C filled, C poisoned with NaN
  * first and read back whole (2^31 - 1 elements):
  *  - fp32 (2^31 - 1) x 1 x 1 and 1 x (2^31 - 1) x 1 (8 + 8 GiB each);
- *  - bf16 (2^31 - 1) x 1 x 1 and 1 x (2^31 - 1) x 1, bf16 C (mma.sync,
- *    element-wise; 4 + 4 GiB);
+ *  - bf16 (2^31 - 1) x 1 x 1, bf16 C (mma.sync, element-wise; 4 + 4 GiB);
+ *  - bf16 1 x (2^31 - 1) x 1, B's row off 16 bytes (ldb odd), bf16 C: the
+ *    streaming kernel reading B in place on Hopper (its last 16 bytes
+ *    element by element), mma.sync elsewhere (4 + 4 GiB);
  *  - bf16 (2^31 - 1) x 1 x 8 with 16-byte rows, fp32 C (wgmma on Hopper;
  *    32 + 8 GiB);
  *  - bf16 1 x (2^31 - 8) x 1, B's row on 16 bytes (ldb a multiple of 8),
@@ -39,10 +40,11 @@
  *    rows on 16 bytes), bf16 C, forced onto wgmma with the 192-wide tile:
  *    the last tile's columns pass INT_MAX counted from 0; the register and
  *    the TMA-store epilogue (32 + 4 GiB).
- * Every decode case here has one row, which the plan still gives the
- * streaming kernel (it stops at 4 rows, 8 for wide outputs:
- * gemm_tc_plan.h), so none needs CARVE_GEMM_PATH=stream; test_gemm_tc
- * forces it for the rows past the plan's line, up to 32.
+ * The n-big decode cases have one row and 2^31 columns, which the plan
+ * gives the streaming kernel (up to 4 rows where C is wide, up to 32
+ * where B's rows are off 16 bytes: gemm_tc_plan.h), so they need no
+ * CARVE_GEMM_PATH;
+ * the 1 x 1 x k one is narrow and forces it.
  * A case the device has no memory for is skipped, and said so.
  * CARVE_TEST_LIMITS=k or =mn runs one half. CARVE_TEST_QUICK=1 (the
  * compute-sanitizer runs) skips the whole test (exit 77). Exits 77 without a
@@ -194,8 +196,8 @@ static void k_near_int_max(int all_variants) {
     }
     if (do_bf16) {
         static const char *const names[4] = {"carve_gemm bf16 wgmma", "carve_gemm bf16 mma",
-                                             "carve_gemm bf16 mma elementwise", "carve_gemm bf16 auto (stream)"};
-        static const char *const paths[4] = {"wgmma", "mma", "mma", "auto"};
+                                             "carve_gemm bf16 mma elementwise", "carve_gemm bf16 stream"};
+        static const char *const paths[4] = {"wgmma", "mma", "mma", "stream"};
         for (int i = 0; i < 4; i++) {
             const int k = i == 2 ? k1 : kb8;
             NEW_CASE(names[i], k, 1);
@@ -309,10 +311,12 @@ static void mn_f32(int m_big) {
 }
 
 /* bf16 in; k = 1 (element-wise mma.sync, bf16 C) or m big with k = 8 and
- * lda = ldb = 8 (16-byte rows: wgmma on Hopper, fp32 C). n_big_rows16:
- * 1 x (2^31 - 8) x 1 instead, B's one row on 16 bytes (ldb a multiple of
- * 8): the streaming kernel on Hopper, with its grid of 2^25 clusters of
- * one block and its last column at 2^31 - 9. */
+ * lda = ldb = 8 (16-byte rows: wgmma on Hopper, fp32 C). With n big, the
+ * streaming kernel on Hopper, with its grid of 2^25 clusters of one block:
+ * 1 x (2^31 - 1) x 1, B's one row off 16 bytes (ldb odd: read in place,
+ * its last 16 bytes element by element), or with n_big_rows16
+ * 1 x (2^31 - 8) x 1, B's row on 16 bytes (ldb a multiple of 8), its last
+ * column at 2^31 - 9. */
 static void mn_bf16(int m_big, int k, int n_big_rows16) {
     const int M = m_big ? INT_MAX : 1, N = m_big ? 1 : n_big_rows16 ? INT_MAX - 7 : INT_MAX;
     const int c_f32 = k == 8;
@@ -342,7 +346,7 @@ static void mn_bf16(int m_big, int k, int n_big_rows16) {
                         N, CARVE_DTYPE_BF16, ct);
     const int path = carve__gemm_tc_last_path();
     CHECK_OK(NULL, st);
-    if (g_cc == 90 && n_big_rows16)
+    if (g_cc == 90 && !m_big)
         CHECK(path == 2);
     else if (c_f32 && g_cc == 90)
         CHECK(path == 1);

@@ -17,12 +17,13 @@
  *  - copies pay from one whole k tile (64) on; copy_ld is the next
  *    multiple of 8, without overflow at INT_MAX;
  *    partial_bytes refuses (UINT64_MAX) what would pass 2^62 bytes;
- *  - the streaming kernel (decode): it takes 1 to 32 rows with B on 16-byte
- *    rows and nothing else; the plan gives it 1 to 4 of them, and 5 to 8
- *    for outputs of at least 12288 columns, and CARVE_GEMM_PATH=stream all
- *    of them (carve_tc_stream_chosen either side of each line: m = 4, 5,
- *    8, 9, 16, 17, 32, 33 and n = 12287, 12288; neither with B off 16
- *    bytes; fewer rows or more columns never leave it); the base and ldb
+ *  - the streaming kernel (decode): it takes 1 to 32 rows and nothing
+ *    else; for outputs of at least 12288 columns the plan gives it 1 to 4
+ *    of them with B on 16-byte rows, 1 to 8 with B's rows off 16 bytes
+ *    (the other path would copy B); CARVE_GEMM_PATH=stream all of them
+ *    (carve_tc_stream_chosen either side of each line: m = 4, 5, 8, 9, 16,
+ *    17, 32, 33 and n = 12287, 12288; fewer rows or more columns never
+ *    leave it, in either case); the base and ldb
  *    checks gemm_tc.cu makes, and when A is staged by 16 bytes, are
  *    carve_tc_stream_b_rows and carve_tc_stream_a_vec; the kernel's row
  *    tiles carve_tc_stream_mt;
@@ -236,51 +237,70 @@ static int64_t stream_model(int N, int K, int sms, int cs) {
 
 static void check_stream(void) {
     /* What it takes. */
-    CHECK(!carve_tc_stream_takes(0, 1));
+    CHECK(!carve_tc_stream_takes(0) && !carve_tc_stream_takes(-1));
     for (int m = 1; m <= 32; m++)
-        CHECK(carve_tc_stream_takes(m, 1));
-    CHECK(!carve_tc_stream_takes(33, 1) && !carve_tc_stream_takes(256, 1));
-    CHECK(!carve_tc_stream_takes(INT_MAX, 1));
-    CHECK(!carve_tc_stream_takes(1, 0)); /* rows off 16 bytes: the wgmma path */
-    /* What the plan gives it (M <= 4, or M <= 8 with N >= 12288: measured)
-     * and what CARVE_GEMM_PATH=stream gives it (all it takes), either side
-     * of every line; nothing with B's rows off 16 bytes, forced or not. */
+        CHECK(carve_tc_stream_takes(m));
+    CHECK(!carve_tc_stream_takes(33) && !carve_tc_stream_takes(256));
+    CHECK(!carve_tc_stream_takes(INT_MAX) && !carve_tc_stream_takes(INT_MIN));
+    /* What the plan gives it with B on 16-byte rows (M <= 4 with
+     * N >= 12288: measured), with B's rows off 16 bytes (M <= 8 with
+     * N >= 12288: measured), and what CARVE_GEMM_PATH=stream gives it (all
+     * it takes, either way), either side of every line. */
     static const struct {
-        int m, n, plan, forced;
+        int m, n, plan, forced, odd;
     } lines[] = {
-        {1, 1, 1, 1},      {1, 4096, 1, 1},    {4, 4096, 1, 1},    {4, INT_MAX, 1, 1}, /* any width */
-        {5, 1, 0, 1},      {5, 4096, 0, 1},    {5, 12287, 0, 1},   {5, 12288, 1, 1},   /* wide only */
-        {8, 11008, 0, 1},  {8, 12287, 0, 1},   {8, 12288, 1, 1},   {8, 28672, 1, 1},   {8, INT_MAX, 1, 1},
-        {9, 12288, 0, 1},  {9, INT_MAX, 0, 1}, {16, 4096, 0, 1},   {16, 12288, 0, 1},  {16, 28672, 0, 1},
-        {17, 28672, 0, 1}, {32, 28672, 0, 1},  {33, 28672, 0, 0},  {33, 1, 0, 0},      /* forced only; none */
+        {1, 1, 0, 1, 0},      {1, 4096, 0, 1, 0},    {1, 12287, 0, 1, 0},  {1, 12288, 1, 1, 1}, /* wide only */
+        {4, 4096, 0, 1, 0},   {4, 12287, 0, 1, 0},   {4, 12288, 1, 1, 1},  {4, INT_MAX, 1, 1, 1},
+        {5, 1, 0, 1, 0},      {5, 4096, 0, 1, 0},    {5, 12287, 0, 1, 0},  {5, 12288, 0, 1, 1}, /* 4 rows, 8 odd */
+        {8, 11008, 0, 1, 0},  {8, 12287, 0, 1, 0},   {8, 12288, 0, 1, 1},  {8, 28672, 0, 1, 1},
+        {8, INT_MAX, 0, 1, 1},  {9, 12288, 0, 1, 0},   {9, INT_MAX, 0, 1, 0}, {16, 4096, 0, 1, 0},
+        {16, 12288, 0, 1, 0}, {16, 28672, 0, 1, 0},  {17, 28672, 0, 1, 0}, {32, 28672, 0, 1, 0},
+        {33, 28672, 0, 0, 0}, {33, 1, 0, 0, 0}, /* forced only; none */
     };
     for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
         const int m = lines[i].m, n = lines[i].n;
         const int plan = carve_tc_stream_chosen(m, n, 1, 0), forced = carve_tc_stream_chosen(m, n, 1, 1);
-        const int off = carve_tc_stream_chosen(m, n, 0, 0) + carve_tc_stream_chosen(m, n, 0, 1);
-        if (plan != lines[i].plan || forced != lines[i].forced || off) {
-            char msg[128];
-            snprintf(msg, sizeof msg, "m %d n %d: plan %d (want %d), forced %d (want %d), rows off 16 bytes %d", m, n,
-                     plan, lines[i].plan, forced, lines[i].forced, off);
+        const int odd = carve_tc_stream_chosen(m, n, 0, 0), odd_forced = carve_tc_stream_chosen(m, n, 0, 1);
+        if (plan != lines[i].plan || forced != lines[i].forced || odd != lines[i].odd || odd_forced != forced) {
+            char msg[192];
+            snprintf(msg, sizeof msg,
+                     "m %d n %d: plan %d (want %d), forced %d (want %d), rows off 16 bytes %d (want %d), forced %d",
+                     m, n, plan, lines[i].plan, forced, lines[i].forced, odd, lines[i].odd, odd_forced);
             test_fail(__FILE__, __LINE__, "where the streaming kernel runs", msg);
         }
         test_checks++;
     }
-    CHECK(!carve_tc_stream_chosen(0, 4096, 1, 0) && !carve_tc_stream_chosen(0, 4096, 1, 1));
-    CHECK(!carve_tc_stream_chosen(INT_MAX, 4096, 1, 1) && !carve_tc_stream_chosen(-1, 4096, 1, 1));
+    for (int odd = 0; odd < 2; odd++) {
+        const int aligned = !odd;
+        CHECK(!carve_tc_stream_chosen(0, 28672, aligned, 0) && !carve_tc_stream_chosen(0, 28672, aligned, 1));
+        CHECK(!carve_tc_stream_chosen(INT_MAX, 28672, aligned, 1) && !carve_tc_stream_chosen(-1, 28672, aligned, 1));
+        CHECK(!carve_tc_stream_chosen(33, 28672, aligned, 0) && !carve_tc_stream_chosen(33, 28672, aligned, 1));
+    }
+    /* Item 4's vocabulary projection (B's rows off 16 bytes) streams; a
+     * narrow product never does under the plan, so the tiny kernel keeps
+     * what it takes. */
+    CHECK(carve_tc_stream_chosen(3, 50257, 0, 0) && !carve_tc_stream_chosen(32, 50257, 0, 0));
+    CHECK(!carve_tc_stream_chosen(7, 13, 0, 0) && carve_tc_stream_chosen(7, 13, 0, 1));
+    for (int m = 1; m <= 64; m++)
+        for (int n = 1; n <= 4096; n = 2 * n + 1)
+            CHECK(!carve_tc_stream_chosen(m, n, 0, 0) && !carve_tc_stream_chosen(m, n, 1, 0));
     /* Forcing gives it all it takes and only adds rows to the plan's; the
-     * plan keeps a call on it with fewer rows or more columns. */
+     * plan keeps a call on it with fewer rows or more columns (B on 16-byte
+     * rows or off them). */
     static const int line_ns[] = {1, 4096, 12287, 12288, 28672, INT_MAX};
-    for (int m = -1; m <= 64; m++)
-        for (size_t j = 0; j < sizeof line_ns / sizeof line_ns[0]; j++) {
-            const int n = line_ns[j], plan = carve_tc_stream_chosen(m, n, 1, 0);
-            CHECK(carve_tc_stream_chosen(m, n, 1, 1) == carve_tc_stream_takes(m, 1) &&
-                  (!plan || carve_tc_stream_chosen(m, n, 1, 1)));
-            if (plan && m > 1)
-                CHECK(carve_tc_stream_chosen(m - 1, n, 1, 0));
-            if (plan && j + 1 < sizeof line_ns / sizeof line_ns[0])
-                CHECK(carve_tc_stream_chosen(m, line_ns[j + 1], 1, 0));
-        }
+    for (int aligned = 0; aligned < 2; aligned++)
+        for (int m = -1; m <= 64; m++)
+            for (size_t j = 0; j < sizeof line_ns / sizeof line_ns[0]; j++) {
+                const int n = line_ns[j], plan = carve_tc_stream_chosen(m, n, aligned, 0);
+                CHECK(carve_tc_stream_chosen(m, n, aligned, 1) == carve_tc_stream_takes(m) &&
+                      (!plan || carve_tc_stream_chosen(m, n, aligned, 1)));
+                if (plan && m > 1)
+                    CHECK(carve_tc_stream_chosen(m - 1, n, aligned, 0));
+                if (plan && j + 1 < sizeof line_ns / sizeof line_ns[0])
+                    CHECK(carve_tc_stream_chosen(m, line_ns[j + 1], aligned, 0));
+                if (plan && aligned) /* rows off 16 bytes: at least the aligned plan */
+                    CHECK(carve_tc_stream_chosen(m, n, 0, 0));
+            }
     /* B's rows (the base and ldb gemm_tc.cu passes): 16-byte base and ldb a
      * multiple of 8, whatever else; the ldb of n near INT_MAX too. */
     CHECK(carve_tc_stream_b_rows(0x1000, 8) && carve_tc_stream_b_rows(0x1010, 4096));

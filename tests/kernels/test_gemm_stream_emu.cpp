@@ -24,7 +24,10 @@
  * to 32 (one and two 16-row tiles), n and k that are not multiples of 8 or
  * 64 (the element-wise last column group of an N-major B and last rows of
  * a K-major one, the cut last k step, warps with no k step at all),
- * cluster sizes 1 to 8, alpha and beta, fp32 and 16-bit C. The grid is all
+ * cluster sizes 1 to 8, alpha and beta, fp32 and 16-bit C; then all of it
+ * again with B's rows off 16 bytes (an odd ldb, or B's base 2 bytes past
+ * 16: the kernel's realigned loads, and element-wise ones at B's first and
+ * last 16 bytes, none outside B). The grid is all
  * of it: every cluster of every case runs. Under ThreadSanitizer (slow with
  * a thousand threads a cluster) each shape runs the one layout it names; a
  * data race between the warps' staging, the block's reuse of shared memory
@@ -69,6 +72,7 @@ void *exact_alloc(size_t elems, size_t size) {
 struct Case {
     int M, N, K, cs;
     bool ak, a_rows16, a_off, bkm, c_f32, bf16;
+    bool bu, b_off; /* B's rows off 16 bytes (an odd ldb); B's base 2 bytes past 16 */
     float alpha, beta;
 };
 
@@ -77,16 +81,20 @@ uint16_t from_f(bool bf16, float f) { return bf16 ? carve_tc::f_to_bf16(f) : car
 
 void run(const Case &c) {
     /* Stored shapes: A K-major M x K (lda >= K), else K x M (lda >= M);
-     * B N-major K x N (ldb >= N, a multiple of 8), else N x K (ldb >= K). */
+     * B N-major K x N (ldb >= N, a multiple of 8, or odd with bu), else
+     * N x K (ldb >= K, the same). */
     const int a_rows = c.ak ? c.M : c.K, a_cols = c.ak ? c.K : c.M;
     const long long lda = c.ak && c.a_rows16 ? (a_cols + 7) / 8 * 8 + 8 : a_cols + (c.ak ? 1 : 3);
     const int b_rows = c.bkm ? c.N : c.K, b_cols = c.bkm ? c.K : c.N;
-    const long long ldb = (b_cols + 7) / 8 * 8 + (c.N % 2 ? 8 : 0);
+    const long long ldb = c.bu ? b_cols + (b_cols % 2 ? 2 : 1) * (c.N % 3 ? 1 : 3)
+                               : (b_cols + 7) / 8 * 8 + (c.N % 2 ? 8 : 0);
     const long long ldc = c.N + 3;
-    const size_t off = c.a_off ? 1 : 0; /* A's first element 2 bytes past 16 */
+    const size_t off = c.a_off ? 1 : 0;  /* A's first element 2 bytes past 16 */
+    const size_t boff = c.b_off ? 1 : 0; /* B's the same */
     const size_t an = (size_t)(a_rows - 1) * lda + a_cols, bn = (size_t)(b_rows - 1) * ldb + b_cols;
     const size_t cn = (size_t)(c.M - 1) * ldc + c.N, cel = c.c_f32 ? 4 : 2;
-    uint16_t *A0 = (uint16_t *)exact_alloc(an + off, 2), *A = A0 + off, *B = (uint16_t *)exact_alloc(bn, 2);
+    uint16_t *A0 = (uint16_t *)exact_alloc(an + off, 2), *A = A0 + off;
+    uint16_t *B0 = (uint16_t *)exact_alloc(bn + boff, 2), *B = B0 + boff;
     unsigned char *C = (unsigned char *)exact_alloc(cn, cel), *C0 = (unsigned char *)exact_alloc(cn, cel);
     std::vector<double> a((size_t)c.M * c.K), b((size_t)c.K * c.N);
     for (size_t i = 0; i < an; i++)
@@ -114,11 +122,19 @@ void run(const Case &c) {
     }
     memcpy(C, C0, cn * cel);
 
-    const StreamParams p = carve_tc::stream_params(
-        A, lda, c.ak, B, ldb, c.cs, carve_tc::EpiParams{C, ldc, c.M, c.N, c.K, c.alpha, c.beta, c.c_f32 ? 1 : 0});
+    const StreamParams p =
+        carve_tc::stream_params(A, lda, c.ak, B, ldb, c.bkm, c.cs,
+                                carve_tc::EpiParams{C, ldc, c.M, c.N, c.K, c.alpha, c.beta, c.c_f32 ? 1 : 0});
+    const bool bu = !carve_tc_stream_b_rows((uintptr_t)B, ldb);
+    if (bu != (c.bu || c.b_off) || p.b_elems != (long long)bn) {
+        printf("FAIL B's rows %s 16 bytes (want %s), extent %lld (want %zu)\n", bu ? "off" : "on",
+               c.bu || c.b_off ? "off" : "on", p.b_elems, bn);
+        failures++;
+    }
+    carve_tc::emu_b_lo = B, carve_tc::emu_b_hi = B + bn;
     const int tiles = carve_tiles(c.N, CARVE_TC_STREAM_COLS);
     const size_t smem = carve_tc_stream_mt(c.M) == 1 ? sizeof(StreamSmem<1>) : sizeof(StreamSmem<2>);
-    carve_tc::stream_dispatch(c.bf16, c.M, c.ak, c.bkm, [&](auto kernel) {
+    carve_tc::stream_dispatch(c.bf16, c.M, c.ak, c.bkm, bu, [&](auto kernel) {
         for (int i = 0; i < tiles; i++)
             stream_emu::run_cluster(kernel, p, (unsigned)i, p.clusters, smem);
     });
@@ -159,18 +175,20 @@ void run(const Case &c) {
     checks += 2;
     const bool ok = wrong == 0 && pad == 0;
     failures += !ok;
-    printf("%s %s M=%d N=%d K=%d cluster %d, A %s%s%s, B %s, C %s, alpha %g beta %g: %ld wrong, %ld padding "
-           "written\n",
+    printf("%s %s M=%d N=%d K=%d cluster %d, A %s%s%s, B %s%s%s (ldb %lld), C %s, alpha %g beta %g: %ld wrong, %ld "
+           "padding written\n",
            ok ? "ok  " : "FAIL", c.bf16 ? "bf16" : "fp16", c.M, c.N, c.K, c.cs, c.ak ? "K-major" : "M-major",
            c.ak ? (p.a_vec ? " (16-byte rows)" : " (rows staged element-wise)") : "", c.a_off ? " at 16 + 2 bytes" : "",
-           c.bkm ? "K-major" : "N-major", c.c_f32 ? "f32" : c.bf16 ? "bf16" : "fp16", c.alpha, c.beta, wrong, pad);
+           c.bkm ? "K-major" : "N-major", bu ? " off 16 bytes" : "", c.b_off ? " at 16 + 2 bytes" : "", ldb,
+           c.c_f32 ? "f32" : c.bf16 ? "bf16" : "fp16", c.alpha, c.beta, wrong, pad);
     if (p.a_vec != (c.ak && !c.a_off && lda % 8 == 0)) {
         printf("FAIL stream_params: A staged %s, want %s\n", p.a_vec ? "by 16 bytes" : "element-wise",
                p.a_vec ? "element-wise" : "by 16 bytes");
         failures++;
     }
+    carve_tc::emu_b_lo = carve_tc::emu_b_hi = nullptr;
     free(A0);
-    free(B);
+    free(B0);
     free(C);
     free(C0);
 }
@@ -197,21 +215,27 @@ int main() {
     const bool every_layout = true;
 #endif
     int i = 0;
-    for (const auto &s : shapes) {
-        for (int layout = 0; layout < 4; layout++, i++) {
-            if (!every_layout && layout != s[4])
-                continue;
-            Case c;
-            c.M = s[0], c.N = s[1], c.K = s[2], c.cs = s[3];
-            c.ak = !(layout & 2);
-            c.bkm = layout & 1;
-            c.a_rows16 = i % 3 != 0;
-            c.a_off = i % 5 == 2;
-            c.bf16 = i % 7 != 3 && i % 7 != 6;
-            c.c_f32 = i % 2 == 0;
-            c.alpha = i % 3 == 1 ? 1.5f : 1.f;
-            c.beta = i % 4 >= 2 ? 0.5f : 0.f;
-            run(c);
+    for (int b_rows = 0; b_rows < 2; b_rows++) {
+        for (const auto &s : shapes) {
+            for (int layout = 0; layout < 4; layout++, i++) {
+                if (!every_layout && layout != s[4])
+                    continue;
+                Case c;
+                c.M = s[0], c.N = s[1], c.K = s[2], c.cs = s[3];
+                c.ak = !(layout & 2);
+                c.bkm = layout & 1;
+                c.a_rows16 = i % 3 != 0;
+                c.a_off = i % 5 == 2;
+                c.bf16 = i % 7 != 3 && i % 7 != 6;
+                c.c_f32 = i % 2 == 0;
+                c.alpha = i % 3 == 1 ? 1.5f : 1.f;
+                c.beta = i % 4 >= 2 ? 0.5f : 0.f;
+                /* The second round: B's rows off 16 bytes, by an odd ldb or
+                 * (one case in three) only by B's base 2 bytes past 16. */
+                c.b_off = b_rows && i % 3 == 0;
+                c.bu = b_rows && !c.b_off;
+                run(c);
+            }
         }
     }
     printf("%lu checks, %lu failed\n", checks, failures);

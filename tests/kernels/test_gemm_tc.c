@@ -110,8 +110,9 @@ static int ld_of(int need, int pad) { return pad ? ((need + 7) / 8) * 8 + 8 : ne
  * aligned): the path (3 the tiny kernel, 2 the streaming kernel, 1 wgmma, 0 mma.sync), the
  * split factor (the streaming kernel: its cluster size) and the copies
  * (bits as carve__gemm_tc_last_copies), from the plan
- * (lib/kernels/gemm_tc_plan.h: carve_tc_stream_chosen, M <= 4 or M <= 8
- * with N >= 12288 under auto, every M it takes under stream) and whether
+ * (lib/kernels/gemm_tc_plan.h: carve_tc_stream_chosen, M <= 4 with
+ * N >= 12288 under auto, M <= 8 there where B's rows are off 16 bytes,
+ * every M it takes under stream) and whether
  * the call has workspace. */
 static void predict(const tcase *c, int lda, int ldb, int *path, int *splits, int *copies) {
     const int row = c->order == CARVE_ROW_MAJOR;
@@ -512,22 +513,29 @@ static void edge_layouts(carve_arena *arena) {
      * refused by comparing spans). */
     edge_layout(arena, arena, 70, "C in A's padding", 0, 0, 0, bf16, 1, "wgmma", wg);
     edge_layout(arena, arena, 70, "C in A's padding, mma.sync", 0, 0, 0, bf16, 1, "mma", 0);
-    /* Decode shapes: with B on 16 bytes the streaming kernel takes them on
-     * Hopper, whatever A and C are (A staged element by element, C stored
-     * element by element), under the automatic choice at m <= 4 and under
-     * CARVE_GEMM_PATH=stream up to 32 rows (the kernel's two 16-row tiles);
-     * with B off 16 bytes it takes none, forced or not. No workspace: the
-     * streaming kernel needs none. */
+    /* Decode shapes: the streaming kernel takes them on Hopper, whatever A
+     * and C are (A staged element by element, C stored element by
+     * element), under CARVE_GEMM_PATH=stream up to 32 rows (the kernel's
+     * two 16-row tiles), with B on 16 bytes or off them (read in place).
+     * The automatic choice gives these 40 columns to wgmma (the streaming
+     * kernel only from 12288 columns): with workspace through copies of
+     * the operands off 16 bytes, without it as they are, or on mma.sync
+     * where one would need a copy. No workspace: the streaming kernel
+     * needs none. */
     edge_layout(arena, NULL, 20, "m 20: A 2 bytes in, fp32 C 4 bytes in, stream", 2, 0, 4, f32, 0, "stream", st);
     edge_layout(arena, NULL, 20, "m 20: A 2 bytes in, bf16 C 2 bytes in, stream", 2, 0, 2, bf16, 0, "stream", st);
-    edge_layout(arena, NULL, 3, "m 3: bf16 C 2 bytes in, auto", 0, 0, 2, bf16, 0, "auto", st);
-    edge_layout(arena, NULL, 4, "m 4: A 2 bytes in, fp32 C 4 bytes in, auto", 2, 0, 4, f32, 0, "auto", st);
+    edge_layout(arena, NULL, 3, "m 3: bf16 C 2 bytes in, auto", 0, 0, 2, bf16, 0, "auto", wg);
+    edge_layout(arena, NULL, 4, "m 4: A 2 bytes in, fp32 C 4 bytes in, auto", 2, 0, 4, f32, 0, "auto", 0);
     edge_layout(arena, NULL, 20, "m 20: C in A's padding, stream", 0, 0, 0, bf16, 1, "stream", st);
-    edge_layout(arena, NULL, 3, "m 3: C in A's padding, auto", 0, 0, 0, bf16, 1, "auto", st);
-    edge_layout(arena, arena, 20, "m 20: B 6 bytes in, stream", 0, 6, 0, f32, 0, "stream", wg);
-    /* Past the plan's line (m 5 with 40 columns) the automatic choice is
-     * wgmma: through a copy of A (2 bytes in) with workspace, mma.sync
-     * without. */
+    edge_layout(arena, NULL, 3, "m 3: C in A's padding, auto", 0, 0, 0, bf16, 1, "auto", wg);
+    edge_layout(arena, arena, 20, "m 20: B 6 bytes in, stream", 0, 6, 0, f32, 0, "stream", st);
+    edge_layout(arena, arena, 20, "m 20: B 6 bytes in, auto", 0, 6, 0, bf16, 0, "auto", wg);
+    if (wg)
+        CHECK(carve__gemm_tc_last_copies() == 2);
+    edge_layout(arena, NULL, 3, "m 3: A, B 2 and 6 bytes in, bf16 C 2 bytes in, auto", 2, 6, 2, bf16, 0, "auto", 0);
+    edge_layout(arena, NULL, 32, "m 32: B 6 bytes in, C in A's padding, stream", 0, 6, 0, bf16, 1, "stream", st);
+    /* Past the plan's line the automatic choice is wgmma: through a copy of
+     * A (2 bytes in) with workspace, mma.sync without. */
     edge_layout(arena, arena, 5, "m 5: A 2 bytes in, fp32 C 4 bytes in, auto", 2, 0, 4, f32, 0, "auto", wg);
     if (wg)
         CHECK(carve__gemm_tc_last_copies() == 1);
@@ -655,7 +663,8 @@ static int tiny_cases(carve_arena *arena, cublasHandle_t h) {
  * are not multiples of 8 (the last group of columns of an N-major B, the
  * last 8 rows of a K-major one, load element by element; the last k step
  * is cut), beta 0 and 0.5, both input and output types, padded and dense
- * leading dimensions (dense odd rows of B go to wgmma through a copy), the
+ * leading dimensions (dense odd rows of B: read in place by the streaming
+ * kernel, copied for wgmma), the
  * plan's cluster size and forced ones (1 to 8, so every size of the
  * cluster's reduction runs), and a NULL arena (the streaming kernel needs
  * no workspace). */
@@ -692,11 +701,11 @@ static int stream_cases(carve_arena *arena, cublasHandle_t h, int quick) {
     }
     /* Every cluster size on one shape that has a step for each warp of 8
      * blocks, row-major NN and NT (B N-major and K-major), both output
-     * types; m = 19 (two row tiles) under CARVE_GEMM_PATH=stream, m = 4
-     * (one) in quick mode under the plan's choice. */
+     * types, under CARVE_GEMM_PATH=stream; m = 19 (two row tiles), m = 4
+     * (one) in quick mode. */
     for (int s = 1; s <= 16; s++) {
         tcase c = base_case(quick ? 4 : 19, quick ? 264 : 2056, quick ? 2049 : 4100, s > 8, s);
-        c.path = quick ? 0 : 3;
+        c.path = 3;
         c.splits = 1 + (s - 1) % 8;
         run_case(arena, h, &c);
         n++;
