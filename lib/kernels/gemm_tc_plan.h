@@ -12,17 +12,28 @@
  * carve_tc_choose_splits counts both in one unit, the time one block takes
  * for one k tile of 64 while every SM streams its B tile from DRAM:
  *
- *   cost(S) = waves(S) * ceil(ktiles / S)                 the k loops
- *           + 8 * S * M * N / (sms * BN * 128)            partials written and read
- *           + CARVE_TC_REDUCE_COST                        the reduction's launch
- *   waves(S) = ceil(tiles * S / sms)
+ *   cost(S) = loops(tiles * S) * ceil(ktiles / S)         the k loops
+ *           + 8 * S * M * N / (sms * BN * 128)            partials written and read  (S > 1)
+ *           + CARVE_TC_REDUCE_COST                        the reduction's launch     (S > 1)
+ *   loops(b) = floor(b / sms) + max(r / sms, CARVE_TC_WAVE_FLOOR / 100),
+ *              r = b mod sms (the last term only where r > 0)
  *
  * (a k tile of B is BN * 64 * 2 bytes, so one unit moves sms * BN * 128
  * bytes across the chip; a partial is 4 bytes written and 4 read), and
- * takes the cheapest S, S = 1 on ties. Only outputs of fewer tiles than
- * SMs are split, no split has fewer than CARVE_TC_MIN_SPLIT_KTILES k
- * tiles, and S <= CARVE_TC_MAX_SPLITS. The constants are estimates, not fits: the
- * sweep (bench/kernels/bench_gemm_sweep.cu) is how to check them.
+ * takes the cheapest S, S = 1 on ties. A wave of fewer blocks than SMs
+ * shares the bandwidth among fewer, but a block streams at most 1.25
+ * times its share (CARVE_TC_WAVE_FLOOR, 80%): so an output with most SMs
+ * busy is not split (the partials' bytes and the reduction's launch cost
+ * more than the idle SMs give), and one with few is. Only outputs of fewer tiles than SMs
+ * are split, no split has fewer than CARVE_TC_MIN_SPLIT_KTILES k tiles,
+ * and S <= CARVE_TC_MAX_SPLITS. Fitted on an H100: bench_gemm_sweep
+ * --decode under CARVE_GEMM_PATH=wgmma with S forced to 1, 2, 3, 4, 6, 8
+ * on the 101 decode rows (bench/results/2026-11-27-h100/splitk-probe): the
+ * rule's picks take 1.004 times the time of the fastest S of each row,
+ * 1.17 at worst (the model without the floor, waves counted whole:
+ * 1.021, 1.41 at worst, 128 x 11008 x 4096 split 3 ways where unsplit
+ * was fastest); floors from 77% to 87% fit about as well (1.0045-1.0048),
+ * 74% and 71% worse (1.007, 1.016).
  *
  * Decode shapes with few rows and wide outputs (M <= 4, N >= 12288; M <= 8
  * where B's rows are off 16 bytes) skip the wgmma tile altogether: the
@@ -49,6 +60,7 @@
 #define CARVE_TC_MAX_SPLITS 16     /* thread blocks per output tile, at most */
 #define CARVE_TC_MIN_SPLIT_KTILES 4 /* k tiles per split, at least: a 4-stage ring fills */
 #define CARVE_TC_REDUCE_COST 3     /* the reduction's launch, in k-tile units (~2 us) */
+#define CARVE_TC_WAVE_FLOOR 80     /* a wave of few blocks takes this share of a full one, at least (%) */
 #define CARVE_TC_WS_ALIGN 256      /* each workspace piece starts on this (TMA needs 16) */
 
 /* The tile width (128, 192 or 256 columns; 128 rows each) for an M x N
@@ -132,14 +144,19 @@ static inline int carve_tc_choose_splits(int M, int N, int K, int bn, int sms) {
         return 1;
     const double unit_bytes = (double)sms * bn * 128.0;
     const double mn = (double)M * (double)N;
+    const double floor_share = CARVE_TC_WAVE_FLOOR / 100.0;
+    /* S = 1: one wave of `tiles` blocks, all of k. */
+    const double share1 = (double)tiles / sms;
     int best = 1;
-    double best_cost = (double)ktiles; /* S = 1: one wave, all of k */
+    double best_cost = (double)ktiles * (share1 > floor_share ? share1 : floor_share);
     for (int s = 2; s <= CARVE_TC_MAX_SPLITS; s++) {
         const int per = carve_tiles(ktiles, s);
         if (ktiles / s < CARVE_TC_MIN_SPLIT_KTILES)
             break;
-        const int64_t waves = (tiles * s + sms - 1) / sms;
-        const double cost = (double)waves * per + 8.0 * s * mn / unit_bytes + CARVE_TC_REDUCE_COST;
+        const int64_t blocks = tiles * s, rest = blocks % sms;
+        const double share = (double)rest / sms;
+        const double loops = (double)(blocks / sms) + (rest ? (share > floor_share ? share : floor_share) : 0.0);
+        const double cost = loops * per + 8.0 * s * mn / unit_bytes + CARVE_TC_REDUCE_COST;
         if (cost < best_cost) {
             best_cost = cost;
             best = s;
