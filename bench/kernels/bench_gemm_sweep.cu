@@ -364,18 +364,26 @@ int main(int argc, char **argv) {
             if (which == kPlan)
                 r.copies = carve__gemm_tc_last_copies();
         };
-        /* Cold: the first call of each library on this shape. */
-        for (int which : {kPlan, kCublas}) {
-            set_path(which);
-            flush_l2();
-            CK(cudaStreamSynchronize(st));
+        /* ms of what calls() queues on st, timed with events around it. */
+        auto timed = [&](auto calls) {
             CK(cudaEventRecord(e0, st));
-            run(which, 0);
+            calls();
             CK(cudaEventRecord(e1, st));
             CK(cudaEventSynchronize(e1));
             float ms = 0;
             CK(cudaEventElapsedTime(&ms, e0, e1));
-            r.first[which == kPlan ? 0 : 1] = ms;
+            return ms;
+        };
+        /* One call alone on an idle device, its operands out of L2. */
+        auto alone = [&](int which) {
+            flush_l2();
+            CK(cudaStreamSynchronize(st));
+            return timed([&] { run(which, 0); });
+        };
+        /* Cold: the first call of each library on this shape. */
+        for (int which : {kPlan, kCublas}) {
+            set_path(which);
+            r.first[which == kPlan ? 0 : 1] = alone(which);
         }
         for (int w = 0; w < 3; w++)
             for (int which : calls)
@@ -388,25 +396,14 @@ int main(int argc, char **argv) {
         for (int i = 0; i < reps; i++)
             for (int which : calls) {
                 set_path(which);
-                CK(cudaEventRecord(e0, st));
-                for (int b = 0; b < batch; b++) {
-                    run(which, next);
-                    next = (next + 1) % r.sets;
-                }
-                CK(cudaEventRecord(e1, st));
-                CK(cudaEventSynchronize(e1));
-                float ms = 0;
-                CK(cudaEventElapsedTime(&ms, e0, e1));
+                const float ms = timed([&] {
+                    for (int b = 0; b < batch; b++) {
+                        run(which, next);
+                        next = (next + 1) % r.sets;
+                    }
+                });
                 t[which].push_back(ms / batch);
-                /* One call alone on an idle device, its operands out of L2. */
-                flush_l2();
-                CK(cudaStreamSynchronize(st));
-                CK(cudaEventRecord(e0, st));
-                run(which, 0);
-                CK(cudaEventRecord(e1, st));
-                CK(cudaEventSynchronize(e1));
-                CK(cudaEventElapsedTime(&ms, e0, e1));
-                t1[which].push_back(ms);
+                t1[which].push_back(alone(which));
             }
         for (int which : calls) {
             r.ms[which] = median(t[which]);

@@ -153,14 +153,14 @@ std::atomic<signed char> g_placeable[kStMaxDevices][kStInstances][CARVE_TC_STREA
  * instance (cudaOccupancyMaxActiveClusters > 0, asked once per device,
  * instance and size, so a call pays one cudaGetDevice and an atomic load);
  * a size the query cannot judge (another error) counts as placeable, and
- * the launch judges it. 1 at least. */
-int placeable_cluster(const Problem &pr, const cudaLaunchConfig_t &base, int cs) {
+ * the launch judges it. 1 at least. bu: B's rows off 16 bytes (the
+ * instance). */
+int placeable_cluster(const Problem &pr, bool bu, const cudaLaunchConfig_t &base, int cs) {
     int dev = -1;
     if (cudaGetDevice(&dev) != cudaSuccess) {
         (void)cudaGetLastError();
         dev = -1;
     }
-    const bool bu = !carve_tc_stream_b_rows((uintptr_t)pr.B, pr.ldb);
     const int inst = stream_instance(pr.bf16, pr.M, pr.a_kmajor, pr.b_kmajor, bu);
     for (; cs > 1; cs--) {
         std::atomic<signed char> *slot = dev >= 0 && dev < kStMaxDevices ? &g_placeable[dev][inst][cs - 1] : nullptr;
@@ -201,7 +201,8 @@ cudaError_t stream_launch(const Problem &pr, StreamParams sp, int *cs) {
     cfg.blockDim = dim3(kStThreads, 1, 1);
     cfg.dynamicSmemBytes = 0;
     cfg.stream = pr.stream;
-    sp.clusters = *cs = placeable_cluster(pr, cfg, sp.clusters);
+    const bool bu = !carve_tc_stream_b_rows((uintptr_t)pr.B, pr.ldb); /* B's rows off 16 bytes */
+    sp.clusters = *cs = placeable_cluster(pr, bu, cfg, sp.clusters);
     cfg.gridDim = dim3((unsigned)(tiles * sp.clusters), 1, 1);
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeClusterDimension;
@@ -210,7 +211,6 @@ cudaError_t stream_launch(const Problem &pr, StreamParams sp, int *cs) {
     attr[0].val.clusterDim.z = 1;
     cfg.attrs = attr;
     cfg.numAttrs = 1;
-    const bool bu = !carve_tc_stream_b_rows((uintptr_t)pr.B, pr.ldb);
     const cudaError_t e = stream_dispatch(pr.bf16, pr.M, pr.a_kmajor, pr.b_kmajor, bu, [&](auto kernel) {
         return cudaLaunchKernelEx(&cfg, kernel, sp);
     });
