@@ -646,12 +646,13 @@ extern "C" carve_status carve_gemm(carve_arena *arena, carve_stream s, carve_ord
     cudaError_t e = cudaErrorNotSupported;
     carve_status freed = CARVE_OK;
 #ifdef CARVE_GEMM_TC_HAVE_SM90A
+    const int b_rows = carve_tc_stream_b_rows((uintptr_t)pr.B, pr.ldb);
     if ((want == 0 || want == 3) && device_cc() == 90 &&
-        carve_tc_stream_chosen(pr.M, pr.N, carve_tc_stream_b_rows((uintptr_t)pr.B, pr.ldb), want == 3)) {
+        carve_tc_stream_chosen(pr.M, pr.N, b_rows, want == 3)) {
         /* Decode shapes: the streaming kernel, no workspace. */
         const int forced = splitk_env();
         int clusters = forced ? carve_tc_stream_clamp_cluster(forced, pr.K)
-                              : carve_tc_stream_cluster(pr.N, pr.K, device_sms());
+                              : carve_tc_stream_cluster(pr.M, pr.N, pr.K, device_sms(), b_rows, pr.b_kmajor);
         const char *why = nullptr;
         e = carve_gemm_tc_stream_run(&pr, &clusters, &why);
         if (e == cudaSuccess) {

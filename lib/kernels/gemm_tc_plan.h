@@ -35,8 +35,8 @@
  * was fastest); floors from 77% to 87% fit about as well (1.0045-1.0048),
  * 74% and 71% worse (1.007, 1.016).
  *
- * Decode shapes with few rows and wide outputs (M <= 4, N >= 12288; M <= 8
- * where B's rows are off 16 bytes) skip the wgmma tile altogether: the
+ * Decode shapes with few rows and wide outputs (M <= 4, N >= 8192; M <= 16
+ * and N >= 12288 where B's rows are off 16 bytes) skip the wgmma tile altogether: the
  * streaming kernel (gemm_tc_stream.cuh) reads each element of B once
  * (16-byte loads; rows off 16 bytes through two aligned loads), from every
  * SM. It can take up to CARVE_TC_STREAM_MAX_M rows, but the plan gives it
@@ -259,7 +259,6 @@ static inline uint64_t carve_tc_partial_bytes(int M, int N, int splits) {
 #define CARVE_TC_STREAM_UNIT 64       /* k rows a warp loads per step of its loop */
 #define CARVE_TC_STREAM_WARPS 4       /* warps of a block, each on its own run of k */
 #define CARVE_TC_STREAM_MAX_CLUSTER 8 /* blocks of a cluster (the portable limit) */
-#define CARVE_TC_STREAM_MIN_BLOCKS 2  /* blocks an SM should hold at least (8 warps) */
 
 /* Whether B (either layout) has its rows on 16 bytes: a 16-byte aligned
  * base and ldb a multiple of 8 elements. The streaming kernel then loads
@@ -293,48 +292,53 @@ static inline int carve_tc_stream_takes(int M) {
  *   m = 8:  stream faster on 0 of 13;  m = 16: 2 of 14 (ties, 0.84-0.89)
  *   m = 24, 32: stream faster on 0 of 13
  *
- * The shapes it wins are the outputs of at least 12288 columns (14336 x
- * 4096 and 28672 x 8192, n x k, in both layouts: 0.80-0.97 against
- * 0.81-0.94) at m <= 4, and one narrow one (4096 x 11008 at m = 1, 0.91
- * against 0.88). Hence the rule: M <= 4 with N >= 12288
- * (CARVE_TC_STREAM_PLAN_MAX_M, CARVE_TC_STREAM_WIDE_N). On the 92 shapes
- * timed it picks the faster path on 87 and costs 0.1% more time than
- * always picking the faster one; the earlier rule (M <= 4 at any width,
- * M <= 8 for wide outputs), set from single calls whose B stayed in the
- * L2 cache (bench/results/2026-11-26-h100-decode2), costs 4.6% on the same
- * measurements. Not measured: m = 3, widths between 11008 and 14336.
- * CARVE_GEMM_PATH=stream still runs M up to CARVE_TC_STREAM_MAX_M on the
- * kernel (gemm_tc.cu). */
+ * The shapes it won there were the outputs of at least 12288 columns
+ * (14336 x 4096 and 28672 x 8192, n x k, in both layouts: 0.80-0.97
+ * against 0.81-0.94) at m <= 4. Those figures ran the kernel at the
+ * cluster sizes of an earlier model, which on most shapes were the wrong
+ * ones (carve_tc_stream_cluster, above); at the sizes it picks now (each
+ * shape timed at every size in the same session, bench/results/
+ * 2026-11-27-h100/splitk-probe, set beside the wgmma path of the same
+ * card's sweep, gemm2) the kernel is faster than wgmma at m <= 4 on every
+ * output of 8192 columns or more but one (28672 x 8192 with B K-major:
+ * 0.93 against 0.95-0.96), e.g. 8192 x 8192 0.94-0.95 against 0.83, 11008 x
+ * 4096 0.92-0.95 against 0.84-0.86, and loses or ties at 4096 columns
+ * (0.72-0.95 against 0.75-0.96). From m = 8 on wgmma is faster on most
+ * shapes. Hence M <= 4 with N >= 8192 (CARVE_TC_STREAM_PLAN_MAX_M,
+ * CARVE_TC_STREAM_WIDE_N). CARVE_GEMM_PATH=stream still runs M up to
+ * CARVE_TC_STREAM_MAX_M on the kernel (gemm_tc.cu). */
 #define CARVE_TC_STREAM_PLAN_MAX_M 4 /* rows (canonical M) the plan gives the streaming kernel, */
-#define CARVE_TC_STREAM_WIDE_N 12288 /* where C has at least this many columns (canonical N) */
+#define CARVE_TC_STREAM_WIDE_N 8192  /* where C has at least this many columns (canonical N) */
 
 /* B's rows off 16 bytes (an odd ldb): the wgmma path would first copy B
  * into aligned workspace, reading B and writing its copy before the
  * product reads it again. Measured on an H100 (bench/results/
- * 2026-11-27-h100/gemm/odd.json: each shape forced onto both paths in the
- * same repetitions, carve / cuBLAS, stream then wgmma with the copy):
- * n = 50257 at m = 1, 3, 8: 0.75 / 0.51, 0.62 / 0.44, 1.05 / 0.73; at
- * m = 32 0.76 / 0.79; narrower outputs lose (16 x 32001 x 4096
- * 0.46 / 0.65, 4 x 4097 x 4096 0.63 / 0.72, 2 x 4096 x 4097 with B
- * K-major 0.43 / 0.54). Hence M <= 8 with N >= 12288
- * (CARVE_TC_STREAM_ODD_MAX_M) there. Not measured: m = 9 to 31, widths
- * between 32001 and 50257. */
-#define CARVE_TC_STREAM_ODD_MAX_M 8
+ * 2026-11-27-h100b/cluster-probe: each shape at cluster sizes 1, 2, 4, 8
+ * and on the wgmma path with the copy, carve / cuBLAS at this rule's
+ * size then wgmma): 50257 x 768 at m = 1, 4, 16: 0.55 / 0.39, 0.64 /
+ * 0.44, 1.00 / 0.74; 32001 x 4096 at m = 1, 4, 16: 0.62 / 0.49, 0.47 /
+ * 0.37, 0.74 / 0.64; narrower outputs tie or lose (4097 x 4096 at m = 16
+ * 0.68 / 0.77; 4096 x 4097 with B K-major at m = 8 0.67 / 0.71). Hence,
+ * besides the aligned rule, M <= 16 with N >= 12288 there
+ * (CARVE_TC_STREAM_ODD_MAX_M, CARVE_TC_STREAM_ODD_WIDE_N). Not measured:
+ * m = 17 to 31 (at m = 32, 50257 x 4096: 0.76 / 0.79 in gemm2). */
+#define CARVE_TC_STREAM_ODD_MAX_M 16
+#define CARVE_TC_STREAM_ODD_WIDE_N 12288
 
 /* Whether a call of M x N (canonical) runs on the streaming kernel where
  * the device has it: with `forced` (CARVE_GEMM_PATH=stream), every problem
  * the kernel takes (carve_tc_stream_takes: 1 to 32 rows); otherwise the
- * plan's choice among them, for outputs of at least 12288 columns: M <= 4
- * with B's rows on 16 bytes (b_rows_aligned), M <= 8 with B's rows off 16
- * bytes (above). The rest go to the wgmma path (or the tiny kernel). */
+ * plan's choice among them: M <= 4 with N >= 8192, and with B's rows off
+ * 16 bytes (b_rows_aligned 0) also M <= 16 with N >= 12288 (above). The
+ * rest go to the wgmma path (or the tiny kernel). */
 static inline int carve_tc_stream_chosen(int M, int N, int b_rows_aligned, int forced) {
     if (!carve_tc_stream_takes(M))
         return 0;
     if (forced)
         return 1;
-    if (N < CARVE_TC_STREAM_WIDE_N)
-        return 0;
-    return M <= (b_rows_aligned ? CARVE_TC_STREAM_PLAN_MAX_M : CARVE_TC_STREAM_ODD_MAX_M);
+    if (M <= CARVE_TC_STREAM_PLAN_MAX_M && N >= CARVE_TC_STREAM_WIDE_N)
+        return 1;
+    return !b_rows_aligned && M <= CARVE_TC_STREAM_ODD_MAX_M && N >= CARVE_TC_STREAM_ODD_WIDE_N;
 }
 
 /* Whether the kernel stages A with 16-byte loads: A K-major with a 16-byte
@@ -349,47 +353,52 @@ static inline int carve_tc_stream_mt(int M) {
     return M <= 16 ? 1 : 2;
 }
 
-/* The cost of cluster size cs for the streaming kernel, in units of one
- * warp's step (64 k rows of its 64 columns) on the busiest SM: the blocks
- * that SM holds (tiles * cs blocks spread over sms) times the steps of a
- * block's longest warp (k split into 4 * cs runs). */
-static inline int64_t carve_tc_stream_cost(int N, int K, int sms, int cs) {
-    const int64_t tiles = carve_tiles(N, CARVE_TC_STREAM_COLS);
-    const int64_t units = carve_tiles(K, CARVE_TC_STREAM_UNIT);
-    const int64_t runs = (int64_t)CARVE_TC_STREAM_WARPS * cs;
-    return (tiles * cs + sms - 1) / sms * ((units + runs - 1) / runs);
+/* The cluster size (blocks per 64 columns, each on its share of k) for an
+ * M x N x K streaming product on sms SMs: the smallest from 1 up to
+ * CARVE_TC_STREAM_PLAN_MAX_CLUSTER (and no more than gives every warp one
+ * step of k) whose grid, tiles * cs blocks, reaches CARVE_TC_STREAM_GRID_Q
+ * quarters of an SM each: 6 (one and a half blocks an SM) with B's rows on
+ * 16 bytes and M <= 16, 5 at M > 16 (two 16-row tiles: fewer blocks fit an
+ * SM), 17 with B's rows off 16 bytes (its blocks hold more registers and
+ * are slower each); with a K-major B, then the smallest from there up that
+ * gives a warp no more than CARVE_TC_STREAM_KMAJOR_STEPS steps of k, if
+ * one does. Fitted on an H100 (132
+ * SMs) from every decode shape timed under each forced size (bench/results/
+ * 2026-11-27-h100/splitk-probe, 1 to 8; bench/results/
+ * 2026-11-27-h100b/cluster-probe, 1, 2, 4, 8 on shapes whose B rows are off 16 bytes): over
+ * 109 shapes it picks 0.986 of the fastest size's speed (geometric
+ * mean; the worst 0.82), where the earlier cost model (busiest SM's blocks times
+ * a warp's steps, from two blocks an SM up to 8) picked 0.80 (worst 0.38:
+ * it gave 8 to 4 x 32008 x 4096, which runs 1.3 times faster on 1).
+ * Larger clusters lose on this kernel: their k runs are short next to the
+ * cluster's reduction, and clusters of 8 are harder to place. */
+#define CARVE_TC_STREAM_PLAN_MAX_CLUSTER 4
+#define CARVE_TC_STREAM_KMAJOR_STEPS 24
+static inline int carve_tc_stream_grid_q(int M, int b_rows_aligned) {
+    return !b_rows_aligned ? 17 : M > 16 ? 5 : 6;
 }
 
-/* The cluster size (blocks per 64 columns, each on its share of k) for an
- * N x K streaming product on sms SMs: from the smallest size that gives
- * every SM CARVE_TC_STREAM_MIN_BLOCKS blocks up to CARVE_TC_STREAM_MAX_CLUSTER,
- * and no more than gives every warp one step, the cheapest of
- * carve_tc_stream_cost; the smaller on ties. 1 to 8. */
-static inline int carve_tc_stream_cluster(int N, int K, int sms) {
+static inline int carve_tc_stream_cluster(int M, int N, int K, int sms, int b_rows_aligned, int b_kmajor) {
     if (sms <= 0)
         sms = 1;
     const int64_t tiles = carve_tiles(N, CARVE_TC_STREAM_COLS);
     const int64_t units = carve_tiles(K, CARVE_TC_STREAM_UNIT);
     int64_t hi = units / CARVE_TC_STREAM_WARPS;
-    if (hi > CARVE_TC_STREAM_MAX_CLUSTER)
-        hi = CARVE_TC_STREAM_MAX_CLUSTER;
+    if (hi > CARVE_TC_STREAM_PLAN_MAX_CLUSTER)
+        hi = CARVE_TC_STREAM_PLAN_MAX_CLUSTER;
     if (hi < 1)
         hi = 1;
-    int64_t lo = ((int64_t)CARVE_TC_STREAM_MIN_BLOCKS * sms + tiles - 1) / tiles;
-    if (lo > hi)
-        lo = hi;
-    if (lo < 1)
-        lo = 1;
-    int best = (int)lo;
-    int64_t best_cost = carve_tc_stream_cost(N, K, sms, best);
-    for (int cs = (int)lo + 1; cs <= (int)hi; cs++) {
-        const int64_t c = carve_tc_stream_cost(N, K, sms, cs);
-        if (c < best_cost) {
-            best_cost = c;
-            best = cs;
+    const int64_t want = ((int64_t)sms * carve_tc_stream_grid_q(M, b_rows_aligned) + 3) / 4;
+    int g = (int)hi;
+    for (int cs = 1; cs < (int)hi; cs++)
+        if (tiles * cs >= want) {
+            g = cs;
+            break;
         }
-    }
-    return best;
+    for (int cs = g; b_kmajor && cs <= (int)hi; cs++)
+        if ((units + CARVE_TC_STREAM_WARPS * cs - 1) / (CARVE_TC_STREAM_WARPS * cs) <= CARVE_TC_STREAM_KMAJOR_STEPS)
+            return cs;
+    return g;
 }
 
 /* A forced cluster size (CARVE_GEMM_SPLITK) made legal: 1 to

@@ -18,21 +18,26 @@
  *    multiple of 8, without overflow at INT_MAX;
  *    partial_bytes refuses (UINT64_MAX) what would pass 2^62 bytes;
  *  - the streaming kernel (decode): it takes 1 to 32 rows and nothing
- *    else; for outputs of at least 12288 columns the plan gives it 1 to 4
- *    of them with B on 16-byte rows, 1 to 8 with B's rows off 16 bytes
- *    (the other path would copy B); CARVE_GEMM_PATH=stream all of them
- *    (carve_tc_stream_chosen either side of each line: m = 4, 5, 8, 9, 16,
- *    17, 32, 33 and n = 12287, 12288; fewer rows or more columns never
- *    leave it, in either case); the base and ldb
+ *    else; the plan gives it 1 to 4 rows for outputs of at least 8192
+ *    columns, and with B's rows off 16 bytes (the other path would copy
+ *    B) also 1 to 16 rows for outputs of at least 12288 columns;
+ *    CARVE_GEMM_PATH=stream all of them (carve_tc_stream_chosen either
+ *    side of each line: m = 4, 5, 16, 17, 32, 33 and n = 8191, 8192,
+ *    12287, 12288; fewer rows or more columns never leave it, in either
+ *    case); the base and ldb
  *    checks gemm_tc.cu makes, and when A is staged by 16 bytes, are
  *    carve_tc_stream_b_rows and carve_tc_stream_a_vec; the kernel's row
  *    tiles carve_tc_stream_mt;
- *    its cluster size is the cheapest of the cost model the header
- *    documents (recomputed here) between the size that gives every SM two
- *    blocks and the size that leaves every warp a k step, 1 to 8, the grid
- *    within a launch's limit, for n and k up to INT_MAX on devices of 1, 8,
- *    78, 114 and 132 SMs; the 7B and 70B projections at m <= 32 give every SM two
- *    blocks; a forced size is clamped the same way; the warps' runs of k
+ *    its cluster size is the rule the header documents (recomputed here
+ *    from its words): the smallest size from 1 to 4 (and to a step of k a
+ *    warp) whose grid gives 6/4 of a block an SM (5/4 above 16 rows, 17/4
+ *    with B's rows off 16 bytes), then with a K-major B the smallest from
+ *    there that leaves a warp 24 steps of k or fewer, if one does; the
+ *    grid within a launch's limit, for m 1 to 32, n and k up to INT_MAX on
+ *    devices of 1, 8, 78, 114 and 132 SMs; named shapes on 132 SMs give
+ *    the sizes the probe measured fastest (32008 x 4096: 1, 4096 x 4096:
+ *    4, 32001 x 4096 with rows off 16 bytes: 2, 28672 x 8192 K-major: 2;
+ *    8192 x 28672 K-major: 2); a forced size is clamped the same way; the warps' runs of k
  *    steps cover every step once, sizes differing by one at most.
  */
 #include <limits.h>
@@ -238,10 +243,21 @@ static void check_sizes(void) {
 }
 
 /* The streaming kernel's cost model, written out again from the header. */
-static int64_t stream_model(int N, int K, int sms, int cs) {
-    const int64_t tiles = (N + 63LL) / 64, steps = (K + 63LL) / 64, runs = 4LL * cs;
-    const int64_t blocks_on_busiest = (tiles * cs + sms - 1) / sms;
-    return blocks_on_busiest * ((steps + runs - 1) / runs);
+/* The streaming kernel's cluster size, from the words of the header's
+ * comment (carve_tc_stream_cluster). */
+static int stream_rule(int M, int N, int K, int sms, int aligned, int kmajor) {
+    const int64_t tiles = (N + 63LL) / 64, steps = (K + 63LL) / 64;
+    int64_t hi = steps / 4 < 4 ? steps / 4 : 4;
+    if (hi < 1)
+        hi = 1;
+    const int64_t quarters = !aligned ? 17 : M > 16 ? 5 : 6;
+    int cs = 1;
+    while (cs < hi && tiles * cs * 4 < quarters * sms)
+        cs++;
+    for (int c = cs; kmajor && c <= hi; c++)
+        if ((steps + 4 * c - 1) / (4 * c) <= 24)
+            return c;
+    return cs;
 }
 
 static void check_stream(void) {
@@ -258,13 +274,13 @@ static void check_stream(void) {
     static const struct {
         int m, n, plan, forced, odd;
     } lines[] = {
-        {1, 1, 0, 1, 0},      {1, 4096, 0, 1, 0},    {1, 12287, 0, 1, 0},  {1, 12288, 1, 1, 1}, /* wide only */
-        {4, 4096, 0, 1, 0},   {4, 12287, 0, 1, 0},   {4, 12288, 1, 1, 1},  {4, INT_MAX, 1, 1, 1},
-        {5, 1, 0, 1, 0},      {5, 4096, 0, 1, 0},    {5, 12287, 0, 1, 0},  {5, 12288, 0, 1, 1}, /* 4 rows, 8 odd */
-        {8, 11008, 0, 1, 0},  {8, 12287, 0, 1, 0},   {8, 12288, 0, 1, 1},  {8, 28672, 0, 1, 1},
-        {8, INT_MAX, 0, 1, 1},  {9, 12288, 0, 1, 0},   {9, INT_MAX, 0, 1, 0}, {16, 4096, 0, 1, 0},
-        {16, 12288, 0, 1, 0}, {16, 28672, 0, 1, 0},  {17, 28672, 0, 1, 0}, {32, 28672, 0, 1, 0},
-        {33, 28672, 0, 0, 0}, {33, 1, 0, 0, 0}, /* forced only; none */
+        {1, 1, 0, 1, 0},       {1, 4096, 0, 1, 0},    {1, 8191, 0, 1, 0},    {1, 8192, 1, 1, 1}, /* wide only */
+        {1, 12287, 1, 1, 1},   {4, 4096, 0, 1, 0},    {4, 8191, 0, 1, 0},    {4, 8192, 1, 1, 1},
+        {4, INT_MAX, 1, 1, 1}, {5, 1, 0, 1, 0},       {5, 8192, 0, 1, 0},    {5, 12287, 0, 1, 0}, /* 4 rows, 16 odd */
+        {5, 12288, 0, 1, 1},   {8, 11008, 0, 1, 0},   {8, 12288, 0, 1, 1},   {8, 28672, 0, 1, 1},
+        {16, 4096, 0, 1, 0},   {16, 12287, 0, 1, 0},  {16, 12288, 0, 1, 1},  {16, INT_MAX, 0, 1, 1},
+        {17, 12288, 0, 1, 0},  {17, INT_MAX, 0, 1, 0}, {32, 28672, 0, 1, 0},
+        {33, 28672, 0, 0, 0},  {33, 1, 0, 0, 0}, /* forced only; none */
     };
     for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
         const int m = lines[i].m, n = lines[i].n;
@@ -296,7 +312,7 @@ static void check_stream(void) {
     /* Forcing gives it all it takes and only adds rows to the plan's; the
      * plan keeps a call on it with fewer rows or more columns (B on 16-byte
      * rows or off them). */
-    static const int line_ns[] = {1, 4096, 12287, 12288, 28672, INT_MAX};
+    static const int line_ns[] = {1, 4096, 8191, 8192, 12287, 12288, 28672, INT_MAX};
     for (int aligned = 0; aligned < 2; aligned++)
         for (int m = -1; m <= 64; m++)
             for (size_t j = 0; j < sizeof line_ns / sizeof line_ns[0]; j++) {
@@ -329,47 +345,41 @@ static void check_stream(void) {
     static const int ns[] = {1, 7, 8, 63, 64, 65, 1000, 4096, 11008, 12288, 14336, 28672, 50257, INT_MAX};
     static const int ks[] = {1, 17, 63, 64, 65, 255, 256, 257, 768, 1001, 4096, 11008, 14336, 28672, INT_MAX};
     static const int smss[] = {1, 8, 78, 114, 132};
+    static const int ms[] = {1, 4, 16, 17, 32};
     long checked = 0;
     for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
         for (size_t b = 0; b < sizeof ks / sizeof ks[0]; b++)
-            for (size_t d = 0; d < sizeof smss / sizeof smss[0]; d++) {
-                const int N = ns[a], K = ks[b], sms = smss[d];
-                const int cs = carve_tc_stream_cluster(N, K, sms);
-                const int64_t tiles = (N + 63LL) / 64, steps = (K + 63LL) / 64;
-                int64_t hi = steps / 4 < 8 ? steps / 4 : 8, lo = (2LL * sms + tiles - 1) / tiles;
-                if (hi < 1)
-                    hi = 1;
-                if (lo > hi)
-                    lo = hi;
-                checked++;
-                test_checks++;
-                int bad = cs < 1 || cs > 8 || cs < lo || cs > hi || tiles * cs > CARVE_MAX_GRID;
-                /* The cheapest in [lo, hi], the smallest of the cheapest. */
-                for (int64_t c = lo; !bad && c <= hi; c++) {
-                    const int64_t mc = stream_model(N, K, sms, (int)c), mine = stream_model(N, K, sms, cs);
-                    bad |= mc < mine || (mc == mine && c < cs);
-                }
-                bad |= carve_tc_stream_cost(N, K, sms, cs) != stream_model(N, K, sms, cs);
-                if (bad) {
-                    char msg[128];
-                    snprintf(msg, sizeof msg, "N %d K %d on %d SMs: cluster %d (range %lld..%lld)", N, K, sms, cs,
-                             (long long)lo, (long long)hi);
-                    test_fail(__FILE__, __LINE__, "stream cluster size", msg);
-                }
-            }
+            for (size_t d = 0; d < sizeof smss / sizeof smss[0]; d++)
+                for (size_t e = 0; e < sizeof ms / sizeof ms[0]; e++)
+                    for (int layout = 0; layout < 4; layout++) {
+                        const int N = ns[a], K = ks[b], sms = smss[d], M = ms[e];
+                        const int aligned = layout & 1, kmajor = layout >> 1;
+                        const int cs = carve_tc_stream_cluster(M, N, K, sms, aligned, kmajor);
+                        const int64_t tiles = (N + 63LL) / 64;
+                        checked++;
+                        test_checks++;
+                        if (cs < 1 || cs > 4 || tiles * cs > CARVE_MAX_GRID ||
+                            cs != stream_rule(M, N, K, sms, aligned, kmajor) ||
+                            cs != carve_tc_stream_clamp_cluster(cs, K)) {
+                            char msg[160];
+                            snprintf(msg, sizeof msg, "M %d N %d K %d on %d SMs (%s, %s): cluster %d, rule %d", M, N,
+                                     K, sms, aligned ? "rows on 16 bytes" : "rows off 16 bytes",
+                                     kmajor ? "K-major" : "N-major", cs, stream_rule(M, N, K, sms, aligned, kmajor));
+                            test_fail(__FILE__, __LINE__, "stream cluster size", msg);
+                        }
+                    }
     printf("stream_cluster: %ld shapes\n", checked);
-    /* The decode projections of issue 29 on 132 SMs: every SM gets two
-     * blocks of the grid (tiles * cluster) or the cluster is at its limit. */
-    static const int proj[][2] = {{4096, 4096},  {11008, 4096}, {4096, 11008}, {14336, 4096},
-                                  {4096, 14336}, {8192, 8192},  {28672, 8192}, {8192, 28672}, {12288, 4096}};
-    for (size_t i = 0; i < sizeof proj / sizeof proj[0]; i++) {
-        const int cs = carve_tc_stream_cluster(proj[i][0], proj[i][1], 132);
-        const int64_t tiles = (proj[i][0] + 63) / 64;
-        CHECK(tiles * cs >= 2 * 132 || cs == 8);
-    }
-    CHECK(carve_tc_stream_cluster(4096, 4096, 132) == 8);
-    CHECK(carve_tc_stream_cluster(28672, 8192, 132) <= 2); /* 448 tiles: the columns alone nearly fill it */
-    CHECK(carve_tc_stream_cluster(13, 17, 132) == 1);      /* one step of k: one block */
+    /* The probe's fastest sizes (132 SMs). */
+    CHECK(carve_tc_stream_cluster(1, 32008, 4096, 132, 1, 0) == 1); /* 501 tiles fill it */
+    CHECK(carve_tc_stream_cluster(4, 4096, 4096, 132, 1, 0) == 4);  /* 64 tiles */
+    CHECK(carve_tc_stream_cluster(1, 11008, 4096, 132, 1, 0) == 2);
+    CHECK(carve_tc_stream_cluster(24, 4096, 4096, 132, 1, 0) == 3); /* two row tiles: fewer blocks fit */
+    CHECK(carve_tc_stream_cluster(1, 32001, 4096, 132, 0, 0) == 2); /* rows off 16 bytes */
+    CHECK(carve_tc_stream_cluster(16, 50257, 768, 132, 0, 0) == 1);
+    CHECK(carve_tc_stream_cluster(1, 28672, 8192, 132, 1, 1) == 2); /* K-major: 16 steps a warp, not 32 */
+    CHECK(carve_tc_stream_cluster(1, 28672, 8192, 132, 1, 0) == 1);
+    CHECK(carve_tc_stream_cluster(1, 8192, 28672, 132, 1, 1) == 2); /* no size up to 4 gets to 24 steps */
+    CHECK(carve_tc_stream_cluster(1, 13, 17, 132, 1, 0) == 1);      /* one step of k: one block */
 
     /* Forced sizes. */
     CHECK(carve_tc_stream_clamp_cluster(0, 4096) == 1 && carve_tc_stream_clamp_cluster(-2, 4096) == 1);

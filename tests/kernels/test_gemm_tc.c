@@ -122,10 +122,11 @@ static void predict(const tcase *c, int lda, int ldb, int *path, int *splits, in
     if (c->path == 2)
         return;
     /* The canonical B is the caller's B (row-major) or A (column-major). */
-    if (g_cc == 90 && (c->path == 0 || c->path == 3) &&
-        carve_tc_stream_chosen(M, N, row ? !bad_b : !bad_a, c->path == 3)) {
+    const int b_rows = row ? !bad_b : !bad_a, b_kmajor = row ? c->tb == CARVE_TRANS : c->ta == CARVE_TRANS;
+    if (g_cc == 90 && (c->path == 0 || c->path == 3) && carve_tc_stream_chosen(M, N, b_rows, c->path == 3)) {
         *path = 2;
-        *splits = c->splits ? carve_tc_stream_clamp_cluster(c->splits, c->k) : carve_tc_stream_cluster(N, c->k, g_sms);
+        *splits = c->splits ? carve_tc_stream_clamp_cluster(c->splits, c->k)
+                            : carve_tc_stream_cluster(M, N, c->k, g_sms, b_rows, b_kmajor);
         return;
     }
     if (c->path == 0 && g_cc >= 80 && carve_tc_tiny(M, N, c->k)) { /* the tiny kernel, under auto only */
