@@ -48,7 +48,8 @@
  * CARVE_GEMM_PATH=stream and under CARVE_GEMM_PATH=wgmma, interleaved with
  * the plan's call and cuBLAS's in the same repetitions, so the two paths
  * meet on one card whichever the plan picks (it gives the streaming kernel
- * m <= 4 where n >= 12288: lib/kernels/gemm_tc_plan.h). The
+ * m <= 4 where n >= 8192, and m <= 16 where n >= 12288 and B's rows are
+ * off 16 bytes: lib/kernels/gemm_tc_plan.h). The
  * row gives each forced path's carve / cuBLAS (and the path that ran,
  * where it is not the one asked: mma.sync off Hopper), and a summary per m
  * gives both ranges, on how many shapes the streaming kernel was the

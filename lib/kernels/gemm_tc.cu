@@ -14,8 +14,8 @@
  * column-major call computes C^T = op(B)^T op(A)^T, swapping the operands).
  * Paths: on devices of compute capability 9.0 when the sm_90a object is
  * built, the streaming kernel for decode shapes (gemm_tc_stream.cuh: at most
- * 4 rows with at least 12288 columns, 8 where B's rows are off 16 bytes;
- * gemm_tc_plan.h says why, with the figures)
+ * 4 rows with at least 8192 columns, and 16 with at least 12288 where B's
+ * rows are off 16 bytes; gemm_tc_plan.h says why, with the figures)
  * and wgmma for the rest; mma.sync everywhere else.
  * CARVE_GEMM_PATH=wgmma|mma|stream|auto overrides the choice (stream: the
  * streaming kernel for every problem it can take, up to 32 rows).
@@ -378,9 +378,9 @@ cudaError_t run_mma(const Problem &pr) {
 /* CARVE_GEMM_PATH: 0 auto, 1 wgmma, 2 mma, 3 stream (read on every call:
  * cheap, and tests and benchmarks switch it between calls). wgmma keeps
  * decode shapes off the streaming kernel; stream puts every problem the
- * kernel can take on it (up to 32 rows, where the plan gives it 4, or 8
- * where B's rows are off 16 bytes, of outputs of at least 12288 columns:
- * carve_tc_stream_chosen) and leaves the rest to the
+ * kernel can take on it (up to 32 rows, where the plan gives it 4 of
+ * outputs of at least 8192 columns, or 16 of at least 12288 where B's
+ * rows are off 16 bytes: carve_tc_stream_chosen) and leaves the rest to the
  * plan. Anything else is auto. */
 int path_env() {
     const char *v = getenv("CARVE_GEMM_PATH");
@@ -652,7 +652,7 @@ extern "C" carve_status carve_gemm(carve_arena *arena, carve_stream s, carve_ord
         /* Decode shapes: the streaming kernel, no workspace. */
         const int forced = splitk_env();
         int clusters = forced ? carve_tc_stream_clamp_cluster(forced, pr.K)
-                              : carve_tc_stream_cluster(pr.M, pr.N, pr.K, device_sms(), b_rows, pr.b_kmajor);
+                              : carve_tc_stream_cluster(pr.M, pr.N, pr.K, device_sms(), pr.b_kmajor);
         const char *why = nullptr;
         e = carve_gemm_tc_stream_run(&pr, &clusters, &why);
         if (e == cudaSuccess) {

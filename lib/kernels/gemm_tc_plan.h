@@ -302,9 +302,10 @@ static inline int carve_tc_stream_takes(int M) {
  * card's sweep, gemm2) the kernel is faster than wgmma at m <= 4 on every
  * output of 8192 columns or more but one (28672 x 8192 with B K-major:
  * 0.93 against 0.95-0.96), e.g. 8192 x 8192 0.94-0.95 against 0.83, 11008 x
- * 4096 0.92-0.95 against 0.84-0.86, and loses or ties at 4096 columns
- * (0.72-0.95 against 0.75-0.96). From m = 8 on wgmma is faster on most
- * shapes. Hence M <= 4 with N >= 8192 (CARVE_TC_STREAM_PLAN_MAX_M,
+ * 4096 0.92-0.95 against 0.84-0.86; at 4096 columns it wins on some
+ * (4096 x 14336: 0.93 against 0.88) and ties or loses on 4096 x 4096 in
+ * both layouts (0.72-0.95 against 0.75-0.94). From m = 8 on wgmma is
+ * faster on most shapes. Hence M <= 4 with N >= 8192 (CARVE_TC_STREAM_PLAN_MAX_M,
  * CARVE_TC_STREAM_WIDE_N). CARVE_GEMM_PATH=stream still runs M up to
  * CARVE_TC_STREAM_MAX_M on the kernel (gemm_tc.cu). */
 #define CARVE_TC_STREAM_PLAN_MAX_M 4 /* rows (canonical M) the plan gives the streaming kernel, */
@@ -313,15 +314,21 @@ static inline int carve_tc_stream_takes(int M) {
 /* B's rows off 16 bytes (an odd ldb): the wgmma path would first copy B
  * into aligned workspace, reading B and writing its copy before the
  * product reads it again. Measured on an H100 (bench/results/
- * 2026-11-27-h100b/cluster-probe: each shape at cluster sizes 1, 2, 4, 8
- * and on the wgmma path with the copy, carve / cuBLAS at this rule's
- * size then wgmma): 50257 x 768 at m = 1, 4, 16: 0.55 / 0.39, 0.64 /
- * 0.44, 1.00 / 0.74; 32001 x 4096 at m = 1, 4, 16: 0.62 / 0.49, 0.47 /
- * 0.37, 0.74 / 0.64; narrower outputs tie or lose (4097 x 4096 at m = 16
- * 0.68 / 0.77; 4096 x 4097 with B K-major at m = 8 0.67 / 0.71). Hence,
+ * 2026-11-27-h100b/bu4-probe: each shape at cluster sizes 1 to 4 and on
+ * the wgmma path with the copy, carve / cuBLAS at this plan's size then
+ * wgmma), at m = 1, 4, 8, 16: 50257 x 768 0.52 / 0.39, 0.60 / 0.45,
+ * 0.96 / 0.73, 0.95 / 0.75; 32001 x 4096 0.83 / 0.49, 0.63 / 0.38,
+ * 1.21 / 0.74, 1.05 / 0.65; 12289 x 4096 0.49 / 0.33, 0.93 / 0.66,
+ * 0.96 / 0.67, 1.07 / 0.78: the streaming kernel is faster on every
+ * output of at least 12289 columns measured (7 shapes at each m);
+ * narrower ones tie or lose (cluster-probe, with the kernel's earlier
+ * three blocks an SM: 4097 x 4096 at m = 16 0.68 / 0.77; 4096 x 4097 with
+ * B K-major at m = 8 0.67 / 0.71). Hence,
  * besides the aligned rule, M <= 16 with N >= 12288 there
- * (CARVE_TC_STREAM_ODD_MAX_M, CARVE_TC_STREAM_ODD_WIDE_N). Not measured:
- * m = 17 to 31 (at m = 32, 50257 x 4096: 0.76 / 0.79 in gemm2). */
+ * (CARVE_TC_STREAM_ODD_MAX_M, CARVE_TC_STREAM_ODD_WIDE_N). Not measured
+ * with B's rows off 16 bytes: m = 2, 5 to 7 and 9 to 15, widths
+ * between 8192 and 12288 at m <= 4, and m = 17 to 31 (at m = 32, 50257 x
+ * 4096: 0.76 / 0.78 in ../2026-11-27-h100 gemm2/odd.json). */
 #define CARVE_TC_STREAM_ODD_MAX_M 16
 #define CARVE_TC_STREAM_ODD_WIDE_N 12288
 
@@ -356,29 +363,33 @@ static inline int carve_tc_stream_mt(int M) {
 /* The cluster size (blocks per 64 columns, each on its share of k) for an
  * M x N x K streaming product on sms SMs: the smallest from 1 up to
  * CARVE_TC_STREAM_PLAN_MAX_CLUSTER (and no more than gives every warp one
- * step of k) whose grid, tiles * cs blocks, reaches CARVE_TC_STREAM_GRID_Q
- * quarters of an SM each: 6 (one and a half blocks an SM) with B's rows on
- * 16 bytes and M <= 16, 5 at M > 16 (two 16-row tiles: fewer blocks fit an
- * SM), 17 with B's rows off 16 bytes (its blocks hold more registers and
- * are slower each); with a K-major B, then the smallest from there up that
- * gives a warp no more than CARVE_TC_STREAM_KMAJOR_STEPS steps of k, if
- * one does. Fitted on an H100 (132
- * SMs) from every decode shape timed under each forced size (bench/results/
- * 2026-11-27-h100/splitk-probe, 1 to 8; bench/results/
- * 2026-11-27-h100b/cluster-probe, 1, 2, 4, 8 on shapes whose B rows are off 16 bytes): over
- * 109 shapes it picks 0.986 of the fastest size's speed (geometric
- * mean; the worst 0.82), where the earlier cost model (busiest SM's blocks times
- * a warp's steps, from two blocks an SM up to 8) picked 0.80 (worst 0.38:
- * it gave 8 to 4 x 32008 x 4096, which runs 1.3 times faster on 1).
- * Larger clusters lose on this kernel: their k runs are short next to the
- * cluster's reduction, and clusters of 8 are harder to place. */
+ * step of k) whose grid, tiles * cs blocks, reaches carve_tc_stream_grid_q
+ * quarters of a block an SM: 6 (one and a half) at M <= 16, 5 at M > 16
+ * (two 16-row tiles: fewer blocks fit an SM); with a K-major B, then the
+ * smallest from there up that gives a warp no more than
+ * CARVE_TC_STREAM_KMAJOR_STEPS steps of k, if one does. B's rows on or off
+ * 16 bytes do not change it (both hold four blocks an SM at M <= 16 with
+ * B N-major: gemm_tc_stream.cuh, kStMinBlocks). Fitted on an H100 (132
+ * SMs) from every decode shape timed under each forced size (bench/
+ * results/2026-11-27-h100/splitk-probe, 1 to 8, B's rows on 16 bytes;
+ * bench/results/2026-11-27-h100b/bu4-probe, 1 to 4, rows off 16 bytes):
+ * over 120 shapes it runs at 0.977 of the fastest size's speed (geometric
+ * mean; the worst 0.81, 50257 x 4096 at m = 1, where 2 is faster), where
+ * the earlier cost model (the busiest SM's blocks times a warp's steps,
+ * from two blocks an SM up to 8) ran at 0.82 (worst 0.38, 32 x 11008 x
+ * 4096 at 8; it gave 8 to 4 x 32008 x 4096 too, which runs 1.3 times
+ * faster on 1). Larger clusters
+ * lose on most shapes (short k runs next to the cluster's reduction, and
+ * clusters of 8 are harder to place); they were the fastest on few, by
+ * little but once (8 x 8192 x 28672 with B K-major: 0.89 of cuBLAS at 8,
+ * 0.83 at 4). */
 #define CARVE_TC_STREAM_PLAN_MAX_CLUSTER 4
 #define CARVE_TC_STREAM_KMAJOR_STEPS 24
-static inline int carve_tc_stream_grid_q(int M, int b_rows_aligned) {
-    return !b_rows_aligned ? 17 : M > 16 ? 5 : 6;
+static inline int carve_tc_stream_grid_q(int M) {
+    return M > 16 ? 5 : 6;
 }
 
-static inline int carve_tc_stream_cluster(int M, int N, int K, int sms, int b_rows_aligned, int b_kmajor) {
+static inline int carve_tc_stream_cluster(int M, int N, int K, int sms, int b_kmajor) {
     if (sms <= 0)
         sms = 1;
     const int64_t tiles = carve_tiles(N, CARVE_TC_STREAM_COLS);
@@ -388,7 +399,7 @@ static inline int carve_tc_stream_cluster(int M, int N, int K, int sms, int b_ro
         hi = CARVE_TC_STREAM_PLAN_MAX_CLUSTER;
     if (hi < 1)
         hi = 1;
-    const int64_t want = ((int64_t)sms * carve_tc_stream_grid_q(M, b_rows_aligned) + 3) / 4;
+    const int64_t want = ((int64_t)sms * carve_tc_stream_grid_q(M) + 3) / 4;
     int g = (int)hi;
     for (int cs = 1; cs < (int)hi; cs++)
         if (tiles * cs >= want) {

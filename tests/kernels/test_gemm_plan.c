@@ -30,13 +30,14 @@
  *    tiles carve_tc_stream_mt;
  *    its cluster size is the rule the header documents (recomputed here
  *    from its words): the smallest size from 1 to 4 (and to a step of k a
- *    warp) whose grid gives 6/4 of a block an SM (5/4 above 16 rows, 17/4
- *    with B's rows off 16 bytes), then with a K-major B the smallest from
+ *    warp) whose grid gives 6/4 of a block an SM (5/4 above 16 rows),
+ *    then with a K-major B the smallest from
  *    there that leaves a warp 24 steps of k or fewer, if one does; the
  *    grid within a launch's limit, for m 1 to 32, n and k up to INT_MAX on
- *    devices of 1, 8, 78, 114 and 132 SMs; named shapes on 132 SMs give
- *    the sizes the probe measured fastest (32008 x 4096: 1, 4096 x 4096:
- *    4, 32001 x 4096 with rows off 16 bytes: 2, 28672 x 8192 K-major: 2;
+ *    devices of 1, 8, 78, 114 and 132 SMs (and 0 or -1, a failed query:
+ *    one); named shapes on 132 SMs give
+ *    the sizes the probes measured (32008 x 4096: 1, 4096 x 4096:
+ *    4, 12289 x 4096: 2, 28672 x 8192 K-major: 2;
  *    8192 x 28672 K-major: 2); a forced size is clamped the same way; the warps' runs of k
  *    steps cover every step once, sizes differing by one at most.
  */
@@ -242,15 +243,16 @@ static void check_sizes(void) {
     CHECK(p == (uint64_t)1 << 46);
 }
 
-/* The streaming kernel's cost model, written out again from the header. */
 /* The streaming kernel's cluster size, from the words of the header's
  * comment (carve_tc_stream_cluster). */
-static int stream_rule(int M, int N, int K, int sms, int aligned, int kmajor) {
+static int stream_rule(int M, int N, int K, int sms, int kmajor) {
+    if (sms < 1)
+        sms = 1;
     const int64_t tiles = (N + 63LL) / 64, steps = (K + 63LL) / 64;
     int64_t hi = steps / 4 < 4 ? steps / 4 : 4;
     if (hi < 1)
         hi = 1;
-    const int64_t quarters = !aligned ? 17 : M > 16 ? 5 : 6;
+    const int64_t quarters = M > 16 ? 5 : 6;
     int cs = 1;
     while (cs < hi && tiles * cs * 4 < quarters * sms)
         cs++;
@@ -268,9 +270,9 @@ static void check_stream(void) {
     CHECK(!carve_tc_stream_takes(33) && !carve_tc_stream_takes(256));
     CHECK(!carve_tc_stream_takes(INT_MAX) && !carve_tc_stream_takes(INT_MIN));
     /* What the plan gives it with B on 16-byte rows (M <= 4 with
-     * N >= 12288: measured), with B's rows off 16 bytes (M <= 8 with
-     * N >= 12288: measured), and what CARVE_GEMM_PATH=stream gives it (all
-     * it takes, either way), either side of every line. */
+     * N >= 8192: measured), with B's rows off 16 bytes (that, and M <= 16
+     * with N >= 12288: measured), and what CARVE_GEMM_PATH=stream gives it
+     * (all it takes, either way), either side of every line. */
     static const struct {
         int m, n, plan, forced, odd;
     } lines[] = {
@@ -343,43 +345,46 @@ static void check_stream(void) {
         CHECK(carve_tc_stream_mt(m) == (m <= 16 ? 1 : 2));
 
     static const int ns[] = {1, 7, 8, 63, 64, 65, 1000, 4096, 11008, 12288, 14336, 28672, 50257, INT_MAX};
-    static const int ks[] = {1, 17, 63, 64, 65, 255, 256, 257, 768, 1001, 4096, 11008, 14336, 28672, INT_MAX};
-    static const int smss[] = {1, 8, 78, 114, 132};
+    /* k: the K-major step limit's edges too (6144 and 6208: 24 and 25
+     * steps a warp at size 1; 20480: only size 4 meets it; 28672: none
+     * up to 4 does); SM counts of 0 and less (a failed query) count as
+     * one. */
+    static const int ks[] = {1,    17,   63,    64,    65,    255,   256,   257,    768,
+                             1001, 4096, 6144, 6208, 11008, 14336, 20480, 28672, INT_MAX};
+    static const int smss[] = {-1, 0, 1, 8, 78, 114, 132};
     static const int ms[] = {1, 4, 16, 17, 32};
     long checked = 0;
     for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
         for (size_t b = 0; b < sizeof ks / sizeof ks[0]; b++)
             for (size_t d = 0; d < sizeof smss / sizeof smss[0]; d++)
                 for (size_t e = 0; e < sizeof ms / sizeof ms[0]; e++)
-                    for (int layout = 0; layout < 4; layout++) {
+                    for (int kmajor = 0; kmajor < 2; kmajor++) {
                         const int N = ns[a], K = ks[b], sms = smss[d], M = ms[e];
-                        const int aligned = layout & 1, kmajor = layout >> 1;
-                        const int cs = carve_tc_stream_cluster(M, N, K, sms, aligned, kmajor);
+                        const int cs = carve_tc_stream_cluster(M, N, K, sms, kmajor);
                         const int64_t tiles = (N + 63LL) / 64;
                         checked++;
                         test_checks++;
                         if (cs < 1 || cs > 4 || tiles * cs > CARVE_MAX_GRID ||
-                            cs != stream_rule(M, N, K, sms, aligned, kmajor) ||
+                            cs != stream_rule(M, N, K, sms, kmajor) ||
                             cs != carve_tc_stream_clamp_cluster(cs, K)) {
                             char msg[160];
-                            snprintf(msg, sizeof msg, "M %d N %d K %d on %d SMs (%s, %s): cluster %d, rule %d", M, N,
-                                     K, sms, aligned ? "rows on 16 bytes" : "rows off 16 bytes",
-                                     kmajor ? "K-major" : "N-major", cs, stream_rule(M, N, K, sms, aligned, kmajor));
+                            snprintf(msg, sizeof msg, "M %d N %d K %d on %d SMs (%s): cluster %d, rule %d", M, N, K,
+                                     sms, kmajor ? "K-major" : "N-major", cs, stream_rule(M, N, K, sms, kmajor));
                             test_fail(__FILE__, __LINE__, "stream cluster size", msg);
                         }
                     }
     printf("stream_cluster: %ld shapes\n", checked);
     /* The probe's fastest sizes (132 SMs). */
-    CHECK(carve_tc_stream_cluster(1, 32008, 4096, 132, 1, 0) == 1); /* 501 tiles fill it */
-    CHECK(carve_tc_stream_cluster(4, 4096, 4096, 132, 1, 0) == 4);  /* 64 tiles */
-    CHECK(carve_tc_stream_cluster(1, 11008, 4096, 132, 1, 0) == 2);
-    CHECK(carve_tc_stream_cluster(24, 4096, 4096, 132, 1, 0) == 3); /* two row tiles: fewer blocks fit */
-    CHECK(carve_tc_stream_cluster(1, 32001, 4096, 132, 0, 0) == 2); /* rows off 16 bytes */
-    CHECK(carve_tc_stream_cluster(16, 50257, 768, 132, 0, 0) == 1);
-    CHECK(carve_tc_stream_cluster(1, 28672, 8192, 132, 1, 1) == 2); /* K-major: 16 steps a warp, not 32 */
-    CHECK(carve_tc_stream_cluster(1, 28672, 8192, 132, 1, 0) == 1);
-    CHECK(carve_tc_stream_cluster(1, 8192, 28672, 132, 1, 1) == 2); /* no size up to 4 gets to 24 steps */
-    CHECK(carve_tc_stream_cluster(1, 13, 17, 132, 1, 0) == 1);      /* one step of k: one block */
+    CHECK(carve_tc_stream_cluster(1, 32008, 4096, 132, 0) == 1); /* 501 tiles fill it */
+    CHECK(carve_tc_stream_cluster(4, 4096, 4096, 132, 0) == 4);  /* 64 tiles */
+    CHECK(carve_tc_stream_cluster(1, 11008, 4096, 132, 0) == 2);
+    CHECK(carve_tc_stream_cluster(24, 4096, 4096, 132, 0) == 3); /* two row tiles: fewer blocks fit */
+    CHECK(carve_tc_stream_cluster(4, 12289, 4096, 132, 0) == 2); /* 193 tiles: 386 blocks, not 579 */
+    CHECK(carve_tc_stream_cluster(16, 50257, 768, 132, 0) == 1);
+    CHECK(carve_tc_stream_cluster(1, 28672, 8192, 132, 1) == 2); /* K-major: 16 steps a warp, not 32 */
+    CHECK(carve_tc_stream_cluster(1, 28672, 8192, 132, 0) == 1);
+    CHECK(carve_tc_stream_cluster(1, 8192, 28672, 132, 1) == 2); /* no size up to 4 gets to 24 steps */
+    CHECK(carve_tc_stream_cluster(1, 13, 17, 132, 0) == 1);      /* one step of k: one block */
 
     /* Forced sizes. */
     CHECK(carve_tc_stream_clamp_cluster(0, 4096) == 1 && carve_tc_stream_clamp_cluster(-2, 4096) == 1);
