@@ -296,7 +296,7 @@ static inline int carve_tc_stream_takes(int M) {
  * (14336 x 4096 and 28672 x 8192, n x k, in both layouts: 0.80-0.97
  * against 0.81-0.94) at m <= 4. Those figures ran the kernel at the
  * cluster sizes of an earlier model, which on most shapes were the wrong
- * ones (carve_tc_stream_cluster, above); at the sizes it picks now (each
+ * ones (carve_tc_stream_cluster, below); at the sizes it picks now (each
  * shape timed at every size in the same session, bench/results/
  * 2026-11-27-h100/splitk-probe, set beside the wgmma path of the same
  * card's sweep, gemm2) the kernel is faster than wgmma at m <= 4 on every
@@ -326,8 +326,9 @@ static inline int carve_tc_stream_takes(int M) {
  * B K-major at m = 8 0.67 / 0.71). Hence,
  * besides the aligned rule, M <= 16 with N >= 12288 there
  * (CARVE_TC_STREAM_ODD_MAX_M, CARVE_TC_STREAM_ODD_WIDE_N). Not measured
- * with B's rows off 16 bytes: m = 2, 5 to 7 and 9 to 15, widths
- * between 8192 and 12288 at m <= 4, and m = 17 to 31 (at m = 32, 50257 x
+ * with B's rows off 16 bytes: B K-major (all the shapes above are
+ * N-major), m = 2, 5 to 7 and 9 to 15, widths between 8192 and 12288 at
+ * m <= 4, and m = 17 to 31 (at m = 32, 50257 x
  * 4096: 0.76 / 0.78 in ../2026-11-27-h100 gemm2/odd.json). */
 #define CARVE_TC_STREAM_ODD_MAX_M 16
 #define CARVE_TC_STREAM_ODD_WIDE_N 12288
@@ -369,7 +370,9 @@ static inline int carve_tc_stream_mt(int M) {
  * smallest from there up that gives a warp no more than
  * CARVE_TC_STREAM_KMAJOR_STEPS steps of k, if one does. B's rows on or off
  * 16 bytes do not change it (both hold four blocks an SM at M <= 16 with
- * B N-major: gemm_tc_stream.cuh, kStMinBlocks). Fitted on an H100 (132
+ * B N-major: gemm_tc_stream.cuh, kStMinBlocks; fitted on B N-major only,
+ * so with B K-major and rows off 16 bytes, three blocks an SM, and at
+ * M > 16, two, it is used unmeasured). Fitted on an H100 (132
  * SMs) from every decode shape timed under each forced size (bench/
  * results/2026-11-27-h100/splitk-probe, 1 to 8, B's rows on 16 bytes;
  * bench/results/2026-11-27-h100b/bu4-probe, 1 to 4, rows off 16 bytes):

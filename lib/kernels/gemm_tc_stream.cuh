@@ -217,11 +217,13 @@ __device__ __forceinline__ void stage_a(uint16_t (*sa)[kStLdA], const StreamPara
 /* Blocks an SM holds (the register budget, 65536 / (128 * blocks)): the
  * most at which ptxas (CUDA 13.0) spills nothing, but for B N-major with
  * rows off 16 bytes at one 16-row tile: four blocks (128 registers) cost
- * it 16-32 bytes of spills a thread, and three (158-163 registers) leave
- * fewer warps to hide memory's latency. On an H100 (bench/results/
- * 2026-11-27-h100b/bu4, carve / cuBLAS, three blocks then four): 32001 x
- * 4096 at m = 1, 4, 16: 0.61 / 0.83, 0.46 / 0.62, 0.74 / 0.97; 50257 x 768
- * at m = 1, 4, 16: 0.57 / 0.55, 0.66 / 0.62, 1.00 / 0.96. */
+ * it 36-84 bytes of spill stores and 24-32 of spill loads a thread (16-24
+ * bytes of stack), and three (158-163 registers, no spills) leave fewer
+ * warps to hide memory's latency. On an H100 (bench/results/
+ * 2026-11-27-h100b, plan/odd.json then bu4/odd.json, carve / cuBLAS,
+ * three blocks then four): 32001 x 4096 at m = 1, 4, 16: 0.61 / 0.83,
+ * 0.46 / 0.63, 0.74 / 0.97; 50257 x 768 at m = 1, 4, 16: 0.57 / 0.55,
+ * 0.66 / 0.63, 1.00 / 0.97 (bu4/odd2.json, the same again: within 0.03). */
 template <int MT, bool BKM, bool BU>
 constexpr int kStMinBlocks = MT == 1 ? (BKM ? 3 : 4) : (BKM || BU ? 2 : 3);
 

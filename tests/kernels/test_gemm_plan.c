@@ -36,7 +36,7 @@
  *    grid within a launch's limit, for m 1 to 32, n and k up to INT_MAX on
  *    devices of 1, 8, 78, 114 and 132 SMs (and 0 or -1, a failed query:
  *    one); named shapes on 132 SMs give
- *    the sizes the probes measured (32008 x 4096: 1, 4096 x 4096:
+ *    the rule's sizes on the probes' shapes (32008 x 4096: 1, 4096 x 4096:
  *    4, 12289 x 4096: 2, 28672 x 8192 K-major: 2;
  *    8192 x 28672 K-major: 2); a forced size is clamped the same way; the warps' runs of k
  *    steps cover every step once, sizes differing by one at most.
@@ -344,7 +344,8 @@ static void check_stream(void) {
     for (int m = 1; m <= 32; m++)
         CHECK(carve_tc_stream_mt(m) == (m <= 16 ? 1 : 2));
 
-    static const int ns[] = {1, 7, 8, 63, 64, 65, 1000, 4096, 11008, 12288, 14336, 28672, 50257, INT_MAX};
+    /* n: 12672 is 198 tiles, exactly 6/4 of a block on each of 132 SMs. */
+    static const int ns[] = {1, 7, 8, 63, 64, 65, 1000, 4096, 11008, 12288, 12672, 14336, 28672, 50257, INT_MAX};
     /* k: the K-major step limit's edges too (6144 and 6208: 24 and 25
      * steps a warp at size 1; 20480: only size 4 meets it; 28672: none
      * up to 4 does); SM counts of 0 and less (a failed query) count as
@@ -374,7 +375,8 @@ static void check_stream(void) {
                         }
                     }
     printf("stream_cluster: %ld shapes\n", checked);
-    /* The probe's fastest sizes (132 SMs). */
+    /* The rule's sizes on the probes' shapes (132 SMs; docs/kernels.md
+     * says where another size measured faster). */
     CHECK(carve_tc_stream_cluster(1, 32008, 4096, 132, 0) == 1); /* 501 tiles fill it */
     CHECK(carve_tc_stream_cluster(4, 4096, 4096, 132, 0) == 4);  /* 64 tiles */
     CHECK(carve_tc_stream_cluster(1, 11008, 4096, 132, 0) == 2);
@@ -385,6 +387,8 @@ static void check_stream(void) {
     CHECK(carve_tc_stream_cluster(1, 28672, 8192, 132, 0) == 1);
     CHECK(carve_tc_stream_cluster(1, 8192, 28672, 132, 1) == 2); /* no size up to 4 gets to 24 steps */
     CHECK(carve_tc_stream_cluster(1, 13, 17, 132, 0) == 1);      /* one step of k: one block */
+    CHECK(carve_tc_stream_cluster(4, 12672, 4096, 132, 0) == 1); /* the grid exactly at 6/4 a block an SM */
+    CHECK(carve_tc_stream_cluster(4, 12608, 4096, 132, 0) == 2); /* one tile short of it */
 
     /* Forced sizes. */
     CHECK(carve_tc_stream_clamp_cluster(0, 4096) == 1 && carve_tc_stream_clamp_cluster(-2, 4096) == 1);

@@ -661,7 +661,7 @@ static int tiny_cases(carve_arena *arena, cublasHandle_t h) {
  * turn (A and B each K-major or MN-major: the kernel's four variants); for
  * column-major calls the shape's m and n swap, so that the canonical M
  * (the caller's n) is the small one. m = 1, 3, 6 and 8 on 12288 and 14336
- * columns, 1 on 8200 and 2 on 8192 (just past the plan's line), 12 on
+ * columns, 1 on 8200 and 2 on 8192 (on and just past the plan's line), 12 on
  * 12289 (the line where B's rows are off 16 bytes), 7 on 12280 (just
  * narrower), 8 on 11008 and 7,
  * 16, 17, 31, 32 and 33 (the first past the kernel's limit), n and k that
