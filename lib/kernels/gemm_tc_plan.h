@@ -323,11 +323,15 @@ static inline int carve_tc_stream_takes(int M) {
  * output of at least 12289 columns measured (7 shapes at each m);
  * narrower ones tie or lose (cluster-probe, with the kernel's earlier
  * three blocks an SM: 4097 x 4096 at m = 16 0.68 / 0.77; 4096 x 4097 with
- * B K-major at m = 8 0.67 / 0.71). Hence,
+ * B K-major at m = 8 0.67 / 0.71). With B K-major (kodd: k odd), at
+ * m = 1, 4, 16, it wins on 12288 x 4097 (0.52 / 0.37, 0.91 / 0.66,
+ * 0.83 / 0.74) and 50264 x 769 (0.47 / 0.35, 0.77 / 0.58, 0.89 / 0.81)
+ * and loses on 32000 x 4097 (0.35 / 0.38, 0.57 / 0.63, 0.50 / 0.67) at
+ * the size the rule picks there (1; at 2: 0.44, 0.72, 0.61).
+ * Hence,
  * besides the aligned rule, M <= 16 with N >= 12288 there
  * (CARVE_TC_STREAM_ODD_MAX_M, CARVE_TC_STREAM_ODD_WIDE_N). Not measured
- * with B's rows off 16 bytes: B K-major (all the shapes above are
- * N-major), m = 2, 5 to 7 and 9 to 15, widths between 8192 and 12288 at
+ * with B's rows off 16 bytes: m = 2, 5 to 7 and 9 to 15, widths between 8192 and 12288 at
  * m <= 4, and m = 17 to 31 (at m = 32, 50257 x
  * 4096: 0.76 / 0.78 in ../2026-11-27-h100 gemm2/odd.json). */
 #define CARVE_TC_STREAM_ODD_MAX_M 16
@@ -370,9 +374,12 @@ static inline int carve_tc_stream_mt(int M) {
  * smallest from there up that gives a warp no more than
  * CARVE_TC_STREAM_KMAJOR_STEPS steps of k, if one does. B's rows on or off
  * 16 bytes do not change it (both hold four blocks an SM at M <= 16 with
- * B N-major: gemm_tc_stream.cuh, kStMinBlocks; fitted on B N-major only,
- * so with B K-major and rows off 16 bytes, three blocks an SM, and at
- * M > 16, two, it is used unmeasured). Fitted on an H100 (132
+ * B N-major: gemm_tc_stream.cuh, kStMinBlocks; fitted on B N-major. With
+ * B K-major and rows off 16 bytes, three blocks an SM, it picks the
+ * fastest size on 6 of the 9 shapes measured, and 1 where 2 is 22-26%
+ * faster on the other 3 (32000 x 4097 at m = 1, 4, 16; bench/results/
+ * 2026-11-27-h100b/kodd); at
+ * M > 16, two blocks, it is used unmeasured). Fitted on an H100 (132
  * SMs) from every decode shape timed under each forced size (bench/
  * results/2026-11-27-h100/splitk-probe, 1 to 8, B's rows on 16 bytes;
  * bench/results/2026-11-27-h100b/bu4-probe, 1 to 4, rows off 16 bytes):
