@@ -379,8 +379,8 @@ cudaError_t run_mma(const Problem &pr) {
  * cheap, and tests and benchmarks switch it between calls). wgmma keeps
  * decode shapes off the streaming kernel; stream puts every problem the
  * kernel can take on it (up to 32 rows, where the plan gives it 4 of
- * outputs of at least 8192 columns, or 16 of at least 12288 where B's
- * rows are off 16 bytes: carve_tc_stream_chosen) and leaves the rest to the
+ * outputs of at least 8192 columns, or 16 of at least 1024 (K-major B:
+ * 4096) where B's rows are off 16 bytes: carve_tc_stream_chosen) and leaves the rest to the
  * plan. Anything else is auto. */
 int path_env() {
     const char *v = getenv("CARVE_GEMM_PATH");
@@ -648,7 +648,7 @@ extern "C" carve_status carve_gemm(carve_arena *arena, carve_stream s, carve_ord
 #ifdef CARVE_GEMM_TC_HAVE_SM90A
     const int b_rows = carve_tc_stream_b_rows((uintptr_t)pr.B, pr.ldb);
     if ((want == 0 || want == 3) && device_cc() == 90 &&
-        carve_tc_stream_chosen(pr.M, pr.N, b_rows, want == 3)) {
+        carve_tc_stream_chosen(pr.M, pr.N, b_rows, pr.b_kmajor, want == 3)) {
         /* Decode shapes: the streaming kernel, no workspace. */
         const int forced = splitk_env();
         int clusters = forced ? carve_tc_stream_clamp_cluster(forced, pr.K)

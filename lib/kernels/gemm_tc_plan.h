@@ -36,10 +36,10 @@
  * 74% and 71% worse (1.007, 1.016).
  *
  * Decode shapes with few rows and wide outputs (M <= 4, N >= 8192; M <= 16
- * and N >= 12288 where B's rows are off 16 bytes) skip the wgmma tile altogether: the
- * streaming kernel (gemm_tc_stream.cuh) reads each element of B once
- * (16-byte loads; rows off 16 bytes through two aligned loads), from every
- * SM. It can take up to CARVE_TC_STREAM_MAX_M rows, but the plan gives it
+ * and N >= 1024, K-major B 4096, where B's rows are off 16 bytes) skip the
+ * wgmma tile altogether: the streaming kernel (gemm_tc_stream.cuh) reads
+ * each element of B once (16-byte loads; rows off 16 bytes as aligned
+ * 16-byte copies into shared memory), from every SM. It can take up to CARVE_TC_STREAM_MAX_M rows, but the plan gives it
  * only the shapes where it measured faster than wgmma on the same card
  * (carve_tc_stream_chosen).
  * Its cost argument and its cluster size are below (carve_tc_stream_takes,
@@ -313,44 +313,49 @@ static inline int carve_tc_stream_takes(int M) {
 
 /* B's rows off 16 bytes (an odd ldb): the wgmma path would first copy B
  * into aligned workspace, reading B and writing its copy before the
- * product reads it again. Measured on an H100 (bench/results/
- * 2026-11-27-h100b/bu4-probe: each shape at cluster sizes 1 to 4 and on
- * the wgmma path with the copy, carve / cuBLAS at this plan's size then
- * wgmma), at m = 1, 4, 8, 16: 50257 x 768 0.52 / 0.39, 0.60 / 0.45,
- * 0.96 / 0.73, 0.95 / 0.75; 32001 x 4096 0.83 / 0.49, 0.63 / 0.38,
- * 1.21 / 0.74, 1.05 / 0.65; 12289 x 4096 0.49 / 0.33, 0.93 / 0.66,
- * 0.96 / 0.67, 1.07 / 0.78: the streaming kernel is faster on every
- * output of at least 12289 columns measured (7 shapes at each m);
- * narrower ones tie or lose (cluster-probe, with the kernel's earlier
- * three blocks an SM: 4097 x 4096 at m = 16 0.68 / 0.77; 4096 x 4097 with
- * B K-major at m = 8 0.67 / 0.71). With B K-major (kodd: k odd), at
- * m = 1, 4, 16, it wins on 12288 x 4097 (0.52 / 0.37, 0.91 / 0.66,
- * 0.83 / 0.74) and 50264 x 769 (0.47 / 0.35, 0.77 / 0.58, 0.89 / 0.81)
- * and loses on 32000 x 4097 (0.35 / 0.38, 0.57 / 0.63, 0.50 / 0.67) at
- * the size the rule picks there (1; at 2: 0.44, 0.72, 0.61).
- * Hence,
- * besides the aligned rule, M <= 16 with N >= 12288 there
- * (CARVE_TC_STREAM_ODD_MAX_M, CARVE_TC_STREAM_ODD_WIDE_N). Not measured
- * with B's rows off 16 bytes: m = 2, 5 to 7 and 9 to 15, widths between 8192 and 12288 at
- * m <= 4, and m = 17 to 31 (at m = 32, 50257 x
- * 4096: 0.76 / 0.78 in ../2026-11-27-h100 gemm2/odd.json). */
+ * product reads it again; the streaming kernel reads B in place, and at
+ * one 16-row tile stages it through shared memory (gemm_tc_stream.cuh,
+ * stage_b: aligned 16-byte copies, realigned as the fragments are read),
+ * as fast per byte as on aligned rows or nearly. Measured on an H100
+ * (bench/results/2026-11-27-h100c, staged/ and staged2/: each shape on both paths and
+ * at cluster sizes 1 to 4, carve / cuBLAS, streaming kernel at the
+ * cluster rule's size then wgmma with the copy, at m = 1, 2, 4, 8, 16):
+ * B N-major, 50257 x 768 0.89 / 0.39 .. 1.59 / 0.75, 32001 x 4096 1.26 /
+ * 0.49 .. 1.59 / 0.64, 4097 x 4096 0.66 / 0.39 .. 1.06 / 0.78, 2049 x
+ * 4096 0.69 / 0.52 .. 0.92 / 0.81, 1025 x 768 1.02 / 0.53 .. 1.29 / 0.89,
+ * 1025 x 4096 0.58 / 0.53, 1.04 / 0.95, 1.00 / 0.93, 0.90 / 0.95, 0.95 /
+ * 0.97 (even), 513 x 4096 and 257 x 4096 lose (0.47-1.04 against
+ * 0.48-1.06); B K-major, 32000 x 4097 0.82 / 0.39 .. 0.90 / 0.68, 4096 x
+ * 4097 0.78 / 0.45, 0.90 / 0.53, 0.95 / 0.61, 0.96 / 0.73, 0.84 / 0.89,
+ * 4096 x 11009 0.82 / 0.43 .. 0.76 / 0.76, 1024 x 4097 loses from m = 4
+ * (0.75 / 0.83 .. 0.38 / 0.74). Hence, besides the aligned rule, M <= 16
+ * with N >= 1024 for B N-major and N >= 4096 for B K-major
+ * (CARVE_TC_STREAM_ODD_MAX_M, CARVE_TC_STREAM_ODD_N, CARVE_TC_STREAM_ODD_KMAJOR_N;
+ * narrower outputs, and K-major ones of 1025 to 4095 columns, were not
+ * measured or lose). At 17 to 32 rows B is not staged (two 16-row tiles
+ * hold more registers and the staging does not fit beside them in 48
+ * KiB): those stay on wgmma (at m = 32, 50257 x 4096: 0.76 / 0.78 in
+ * ../2026-11-27-h100 gemm2/odd.json). */
 #define CARVE_TC_STREAM_ODD_MAX_M 16
-#define CARVE_TC_STREAM_ODD_WIDE_N 12288
+#define CARVE_TC_STREAM_ODD_N 1024
+#define CARVE_TC_STREAM_ODD_KMAJOR_N 4096
 
 /* Whether a call of M x N (canonical) runs on the streaming kernel where
  * the device has it: with `forced` (CARVE_GEMM_PATH=stream), every problem
  * the kernel takes (carve_tc_stream_takes: 1 to 32 rows); otherwise the
  * plan's choice among them: M <= 4 with N >= 8192, and with B's rows off
- * 16 bytes (b_rows_aligned 0) also M <= 16 with N >= 12288 (above). The
- * rest go to the wgmma path (or the tiny kernel). */
-static inline int carve_tc_stream_chosen(int M, int N, int b_rows_aligned, int forced) {
+ * 16 bytes (b_rows_aligned 0) also M <= 16 with N >= 1024 (b_kmajor 0: B
+ * N-major) or N >= 4096 (B K-major) (above). The rest go to the wgmma path
+ * (or the tiny kernel). */
+static inline int carve_tc_stream_chosen(int M, int N, int b_rows_aligned, int b_kmajor, int forced) {
     if (!carve_tc_stream_takes(M))
         return 0;
     if (forced)
         return 1;
     if (M <= CARVE_TC_STREAM_PLAN_MAX_M && N >= CARVE_TC_STREAM_WIDE_N)
         return 1;
-    return !b_rows_aligned && M <= CARVE_TC_STREAM_ODD_MAX_M && N >= CARVE_TC_STREAM_ODD_WIDE_N;
+    return !b_rows_aligned && M <= CARVE_TC_STREAM_ODD_MAX_M &&
+           N >= (b_kmajor ? CARVE_TC_STREAM_ODD_KMAJOR_N : CARVE_TC_STREAM_ODD_N);
 }
 
 /* Whether the kernel stages A with 16-byte loads: A K-major with a 16-byte

@@ -5,12 +5,16 @@
  * a weight stored out-features x in-features), on Hopper (thread block
  * clusters; sm_90a object). B's rows on 16 bytes are read as they are; rows
  * off 16 bytes (an odd ldb: a vocabulary of 50257 columns) are read in
- * place too, each 8 elements from the two aligned 16 bytes that hold them
- * (ld_b16_any), with no copy of B.
+ * place too, with no copy of B: at one 16-row tile each warp copies the
+ * aligned 16-byte chunks that hold its step of B into shared memory
+ * (cp.async, no registers held while they are in flight) and realigns
+ * them as it reads the fragments (stage_b); at two, each 8 elements come
+ * from the two aligned 16 bytes that hold them (ld_b16_any).
  *
  * The one idea: such a product is a read of B, so the kernel reads every
  * element of B once from memory, 16 bytes a load (B's rows off 16 bytes:
- * two aligned loads a lane, the second mostly served by L1), with every SM busy, and
+ * 9 aligned chunks for 8 of a line, or two aligned loads a lane, the
+ * second mostly served by L1), with every SM busy, and
  * feeds mma.sync straight from the loaded registers, choosing which k each
  * fragment slot stands for so that the loads need no shuffling. Thread
  * (group g, thread t of its quad, as mma.sync numbers them) of a warp:
@@ -90,14 +94,37 @@ struct StreamParams {
     EpiParams ep;
 };
 
-/* A block's shared memory: the warps' staged A during the main loop, then
- * the warps' sums (33 floats a row: the reduction's reads, which walk
- * columns, spread over banks). */
-template <int MT>
+/* B staged in shared memory (kStStaged below): a row of a warp's step (64
+ * columns, 128 bytes off 16; K-major: a column's 64 k) spans 9 aligned
+ * 16-byte chunks. */
+constexpr int kStChunks = 9;
+
+/* Whether an instance stages B through shared memory: B's rows off 16
+ * bytes, one 16-row tile (stage_b below). */
+template <int MT, bool BU>
+constexpr bool kStStaged = BU && MT == 1;
+
+/* A block's shared memory: the warps' staged A (and, SB, B) during the
+ * main loop, then the warps' sums (33 floats a row: the reduction's reads,
+ * which walk columns, spread over banks). 47,104 bytes with SB (MT = 1),
+ * under the 48 KiB of static shared memory a block may have. */
+template <int MT, bool SB = false>
 union StreamSmem {
-    uint16_t a[kStWarps][16 * MT][kStLdA];
+    struct {
+        uint16_t a[kStWarps][16 * MT][kStLdA];
+        uint4 b[SB ? kStWarps : 1][SB ? kStUnit * kStChunks : 1];
+    } st;
     float red[kStWarps][MT * 32][33];
 };
+
+/* The shared memory a block of the instance for (M, B's layout, B's rows
+ * off 16 bytes) has. */
+inline int stream_smem_bytes(int M, bool b_kmajor, bool b_unaligned) {
+    (void)b_kmajor;
+    return carve_tc_stream_mt(M) == 2 ? (int)sizeof(StreamSmem<2>)
+           : b_unaligned                ? (int)sizeof(StreamSmem<1, true>)
+                                        : (int)sizeof(StreamSmem<1>);
+}
 
 #ifndef CARVE_GEMM_EMU
 /* 16 bytes of B, read once: no L1 allocation. */
@@ -132,6 +159,19 @@ __device__ __forceinline__ uint4 ld_b16_l1(const uint16_t *p) {
     asm("ld.global.ca.v4.u32 {%0,%1,%2,%3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
     return v;
 }
+
+/* 16 aligned bytes of B copied to shared memory without passing through
+ * registers (cp.async, through L2 only: a plain, coherent read, as the
+ * padding of B's rows may hold C); stream_copies_wait makes this thread's
+ * copies land. */
+__device__ __forceinline__ void stream_copy16(uint4 *dst, const uint16_t *src) {
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
+}
+__device__ __forceinline__ void stream_copies_wait() {
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+}
 #endif
 
 /* The first `valid` (0 to 7) elements at p, zeros after. */
@@ -161,7 +201,8 @@ __device__ __forceinline__ uint4 realign(const uint4 &x, const uint4 &y, int off
                       __byte_perm(v[3], v[4], sel));
 }
 
-/* B's rows off 16 bytes: the 8 elements at p (2-byte aligned), read from
+/* B's rows off 16 bytes, two 16-row tiles (one tile stages B instead:
+ * stage_b): the 8 elements at p (2-byte aligned), read from
  * the two aligned 16 bytes that hold them where both lie in [lo, hi) (B's
  * extent), else (within B's first 16 and last 31 bytes) element by
  * element. The second 16 bytes are the first a neighbouring lane loads
@@ -183,6 +224,79 @@ __device__ __forceinline__ uint4 ld_b16_any(const uint16_t *p, const uint16_t *l
         return ld_b_tail(p, 8);
     const uint16_t *c = reinterpret_cast<const uint16_t *>(ca);
     return realign(ld_b16_l1(c), ld_b16_l1(c + 8), off);
+}
+
+/* B's rows off 16 bytes, staged (kStStaged): each of the step's 64 lines
+ * of B (N-major: rows k0 .. k0+63 of the block's 64 columns; K-major:
+ * columns nbase .. nbase+63 at k0 .. k0+63) into sb as the 9 aligned
+ * 16-byte chunks that hold it: copied by stream_copy16 where the chunk lies
+ * in B's extent [lo, hi), element by element (zeros outside B) where it
+ * lies across an end of B, zeros for N-major rows past K and K-major
+ * columns past N. Line l sits at position stream_line_pos(l), so that a
+ * quarter warp's 16-byte reads (8 lanes: g = 0, 1 and t = 0 .. 3) fall in
+ * 8 distinct bank groups: N-major, the rows 4t + r of two chunk columns
+ * g, g + 1; K-major, chunks 4h + t of two columns 8j + g. Elements past
+ * the line's own (N-major: columns past N, B's padding or the next row;
+ * K-major: k past K) are read and thrown away: an output column depends
+ * on its own column of B only, and those past N are not stored; k past K
+ * is zeroed as the fragments are read (stream_kmask). line(l): the
+ * address of line l's first element. On an H100 (bench/results/
+ * 2026-11-27-h100c, staged/ and staged2/, carve / cuBLAS, the kernel before -> staged,
+ * same run): 50257 x 768 at m = 1, 4, 16: 0.53 -> 0.89, 0.61 -> 1.01,
+ * 0.96 -> 1.59; 32001 x 4096: 0.83 -> 1.26, 0.64 -> 0.96, 1.05 -> 1.59;
+ * B K-major, 32000 x 4097: 0.35 -> 0.83, 0.57 -> 1.27, 0.49 -> 0.90; a
+ * fraction of the memory roofline of 0.53-0.65, where aligned rows reach
+ * 0.68-0.78 (the 9th chunk of each line, and the realignment). */
+template <bool BKM>
+__device__ __forceinline__ int stream_line_pos(int l) {
+    if (BKM) { /* column 8j + g at 8j + (g / 2) + 4 (g % 2) */
+        const int g = l & 7;
+        return (l & ~7) + (g >> 1) + 4 * (g & 1);
+    }
+    const int q = 4 * (l >> 4) + (l & 3), t = (l >> 2) & 3; /* row l = 16 (q / 4) + 4t + q % 4 */
+    return 8 * (q >> 1) + 2 * t + (q & 1);
+}
+template <bool BKM, class Line>
+__device__ __forceinline__ void stage_b(uint4 *sb, const Line &line, long long first, long long count,
+                                        const uint16_t *lo, const uint16_t *hi, int lane) {
+    for (int i = lane; i < kStUnit * kStChunks; i += 32) {
+        const int l = i / kStChunks, c = i - l * kStChunks;
+        uint4 *dst = &sb[stream_line_pos<BKM>(l) * kStChunks + c];
+        const bool ok = first + l < count;
+        const uintptr_t ca = ((uintptr_t)line(l) & ~(uintptr_t)15) + 16 * (uintptr_t)c;
+        if (ok && ca >= (uintptr_t)lo && ca + 16 <= (uintptr_t)hi) {
+            stream_copy16(dst, reinterpret_cast<const uint16_t *>(ca));
+        } else {
+            uint32_t w[4] = {0, 0, 0, 0};
+            if (ok)
+#pragma unroll
+                for (int e = 0; e < 8; e++) {
+                    const uint16_t *q = reinterpret_cast<const uint16_t *>(ca) + e;
+                    if (q >= lo && q < hi)
+                        w[e >> 1] |= (uint32_t)*q << (16 * (e & 1));
+                }
+            *dst = make_uint4(w[0], w[1], w[2], w[3]);
+        }
+    }
+}
+
+/* 8 staged elements of line l from chunk c on (c, c + 1 realigned by the
+ * line's offset from 16 bytes). */
+template <bool BKM, class Line>
+__device__ __forceinline__ uint4 staged8(const uint4 *sb, const Line &line, int l, int c) {
+    const uint4 *p = &sb[stream_line_pos<BKM>(l) * kStChunks + c];
+    return realign(p[0], p[1], (int)(((uintptr_t)line(l) >> 1) & 7));
+}
+
+/* v with its elements from `valid` on (0 to 8) zeroed. */
+__device__ __forceinline__ uint4 stream_kmask(uint4 v, int valid) {
+    uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const uint32_t keep = valid >= 2 * i + 2 ? 0xffffffffu : valid == 2 * i + 1 ? 0xffffu : 0u;
+        w[i] &= keep;
+    }
+    return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
 __device__ __forceinline__ uint32_t word(const uint4 &v, int i) {
@@ -215,24 +329,23 @@ __device__ __forceinline__ void stage_a(uint16_t (*sa)[kStLdA], const StreamPara
 }
 
 /* Blocks an SM holds (the register budget, 65536 / (128 * blocks)): the
- * most at which ptxas (CUDA 13.0) spills nothing, but for B N-major with
- * rows off 16 bytes at one 16-row tile: four blocks (128 registers) cost
- * it 36-84 bytes of spill stores and 24-32 of spill loads a thread (16-24
- * bytes of stack), and three (158-163 registers, no spills) leave fewer
- * warps to hide memory's latency. On an H100 (bench/results/
- * 2026-11-27-h100b, plan/odd.json then bu4/odd.json, carve / cuBLAS,
- * three blocks then four): 32001 x 4096 at m = 1, 4, 16: 0.61 / 0.83,
- * 0.46 / 0.63, 0.74 / 0.97; 50257 x 768 at m = 1, 4, 16: 0.57 / 0.55,
- * 0.66 / 0.63, 1.00 / 0.97 (bu4/odd2.json, the same again: within 0.03). */
+ * most at which ptxas (CUDA 13.0) spills nothing. With B's rows off 16
+ * bytes at one 16-row tile (staged through shared memory: a step's B is
+ * no longer held in registers) both layouts fit four blocks (128
+ * registers, no spills; 47,104 bytes of shared memory a block, 188 KiB an
+ * SM); before the staging, B N-major there spilled 36-84 bytes a thread at
+ * four blocks and B K-major held 160-164 registers (three). */
 template <int MT, bool BKM, bool BU>
-constexpr int kStMinBlocks = MT == 1 ? (BKM ? 3 : 4) : (BKM || BU ? 2 : 3);
+constexpr int kStMinBlocks = MT == 1 ? (BKM && !BU ? 3 : 4) : (BKM || BU ? 2 : 3);
 
 /* MT: 16-row tiles of A (M <= 16 * MT). AK: A K-major (else M-major).
  * BKM: B K-major (else N-major). BU: B's rows not on 16 bytes. */
 template <typename T, int MT, bool AK, bool BKM, bool BU>
 __global__ void __launch_bounds__(kStThreads, kStMinBlocks<MT, BKM, BU>) stream_gemm_kernel(const StreamParams p) {
     namespace cg = cooperative_groups;
-    CARVE_STREAM_SMEM(StreamSmem<MT>, sm);
+    constexpr bool SB = kStStaged<MT, BU>;
+    using Smem = StreamSmem<MT, SB>;
+    CARVE_STREAM_SMEM(Smem, sm);
     cg::cluster_group cluster = cg::this_cluster();
     const int cs = p.clusters, rank = (int)cluster.block_rank();
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -244,6 +357,9 @@ __global__ void __launch_bounds__(kStThreads, kStMinBlocks<MT, BKM, BU>) stream_
     const uint16_t *B = static_cast<const uint16_t *>(p.B);
     const uint16_t *const b_lo = B, *const b_hi = B + p.b_elems;
     const long long jstep = 8 * p.ldb;
+    /* SB: line l of the step at k0 (stage_b) */
+    const uint16_t *const Bsb = B + (BKM ? nbase * p.ldb : nbase);
+    const long long ldb = p.ldb;
     unsigned jvalid = 0;
     if (!BKM && nvalid > 0)
         B += n0;
@@ -275,14 +391,20 @@ __global__ void __launch_bounds__(kStThreads, kStMinBlocks<MT, BKM, BU>) stream_
             for (int r = 0; r < 4; r++)
                 acc[mt][j][r] = 0.f;
 
-    uint16_t(*sa)[kStLdA] = sm.a[warp];
+    uint16_t(*sa)[kStLdA] = sm.st.a[warp];
+    uint4 *const sb = sm.st.b[SB ? warp : 0];
     for (long long u = ub; u < ue; u++) {
         const long long k0 = u * kStUnit;
         /* B first: its loads are in flight while A is staged. N-major:
-         * bv[s][r] is row 16s + 4t + r of the step at columns 8g .. 8g+7.
+         * bv[s][r] is row 16s + 4t + r of the step at columns 8g .. 8g+7
+         * (SB: read from shared memory below, one s at a time).
          * K-major: bv[j][h] is column 8j + g at rows 32h + 8t .. +7. */
         uint4 bv[BKM ? 8 : 4][BKM ? 2 : 4];
-        if constexpr (!BKM) {
+        const auto line = [&](int l) { return BKM ? Bsb + l * ldb + k0 : Bsb + (k0 + l) * ldb; };
+        if constexpr (SB) {
+            __syncwarp(); /* the last step's reads of sb are done */
+            stage_b<BKM>(sb, line, BKM ? nbase : k0, BKM ? N : K, b_lo, b_hi, lane);
+        } else if constexpr (!BKM) {
 #pragma unroll
             for (int s = 0; s < 4; s++)
 #pragma unroll
@@ -316,9 +438,25 @@ __global__ void __launch_bounds__(kStThreads, kStMinBlocks<MT, BKM, BU>) stream_
         }
         __syncwarp(); /* the last step's fragment reads are done */
         stage_a<AK>(sa, p, k0, lane);
+        if constexpr (SB)
+            stream_copies_wait(); /* this lane's copies of B landed; the barrier shows them to the warp */
         __syncwarp();
 #pragma unroll
         for (int s = 0; s < 4; s++) {
+            if constexpr (SB && !BKM) {
+#pragma unroll
+                for (int r = 0; r < 4; r++)
+                    bv[s][r] = staged8<BKM>(sb, line, 16 * s + 4 * t + r, g);
+            } else if constexpr (SB) {
+                if ((s & 1) == 0) { /* rows 32h + 8t .. +7 of the 8 columns, h = s / 2 */
+                    const int h = s >> 1;
+                    const long long kk = k0 + 32 * h + 8 * t;
+                    const int kvalid = K - kk >= 8 ? 8 : K - kk > 0 ? (int)(K - kk) : 0;
+#pragma unroll
+                    for (int j = 0; j < 8; j++)
+                        bv[j][h] = stream_kmask(staged8<BKM>(sb, line, 8 * j + g, 4 * h + t), kvalid);
+                }
+            }
             /* The step's k slots (2t, 2t+1, 2t+8, 2t+9) are rows kofs ..
              * kofs+3 of this thread's quad: N-major 4t .. 4t+3 of the
              * step's 16; K-major 4 of the 8 rows of a 16-byte load. */
@@ -375,7 +513,7 @@ __global__ void __launch_bounds__(kStThreads, kStMinBlocks<MT, BKM, BU>) stream_
         const int slot = ((row >> 4) * 8 + j) * 4 + (rr >> 3) * 2 + e, ln = (rr & 7) * 4 + tq;
         float sum = 0.f;
         for (int q = 0; q < cs; q++) {
-            const StreamSmem<MT> *rs = cluster.map_shared_rank(&sm, q);
+            const Smem *rs = cluster.map_shared_rank(&sm, q);
 #pragma unroll
             for (int w = 0; w < kStWarps; w++)
                 sum += rs->red[w][slot][ln];

@@ -413,6 +413,12 @@ inline uint4 ld_b16(const uint16_t *p) {
 inline uint4 ld_b16_l1(const uint16_t *p) { return ld_b16(p); }
 inline uint4 ld_b16_pf(const uint16_t *p) { return ld_b16(p); }
 
+/* cp.async of 16 bytes of B to shared memory: the same checks as the
+ * 16-byte load, and done at once (the wait is then nothing; the warp's
+ * barrier after it shows the bytes to the other lanes, as on the device). */
+inline void stream_copy16(uint4 *dst, const uint16_t *src) { *dst = ld_b16(src); }
+inline void stream_copies_wait() {}
+
 }  // namespace carve_tc
 
 #endif

@@ -20,10 +20,11 @@
  *  - the streaming kernel (decode): it takes 1 to 32 rows and nothing
  *    else; the plan gives it 1 to 4 rows for outputs of at least 8192
  *    columns, and with B's rows off 16 bytes (the other path would copy
- *    B) also 1 to 16 rows for outputs of at least 12288 columns;
+ *    B) also 1 to 16 rows for outputs of at least 1024 columns (B
+ *    N-major) or 4096 (B K-major);
  *    CARVE_GEMM_PATH=stream all of them (carve_tc_stream_chosen either
- *    side of each line: m = 4, 5, 16, 17, 32, 33 and n = 8191, 8192,
- *    12287, 12288; fewer rows or more columns never leave it, in either
+ *    side of each line: m = 4, 5, 16, 17, 32, 33 and n = 1023, 1024, 4095,
+ *    4096, 8191, 8192; fewer rows or more columns never leave it, in any
  *    case); the base and ldb
  *    checks gemm_tc.cu makes, and when A is staged by 16 bytes, are
  *    carve_tc_stream_b_rows and carve_tc_stream_a_vec; the kernel's row
@@ -271,62 +272,73 @@ static void check_stream(void) {
     CHECK(!carve_tc_stream_takes(INT_MAX) && !carve_tc_stream_takes(INT_MIN));
     /* What the plan gives it with B on 16-byte rows (M <= 4 with
      * N >= 8192: measured), with B's rows off 16 bytes (that, and M <= 16
-     * with N >= 12288: measured), and what CARVE_GEMM_PATH=stream gives it
-     * (all it takes, either way), either side of every line. */
+     * with N >= 1024 for B N-major, N >= 4096 for B K-major: measured),
+     * and what CARVE_GEMM_PATH=stream gives it (all it takes, any way),
+     * either side of every line. */
     static const struct {
-        int m, n, plan, forced, odd;
+        int m, n, plan, forced, odd, odd_k;
     } lines[] = {
-        {1, 1, 0, 1, 0},       {1, 4096, 0, 1, 0},    {1, 8191, 0, 1, 0},    {1, 8192, 1, 1, 1}, /* wide only */
-        {1, 12287, 1, 1, 1},   {4, 4096, 0, 1, 0},    {4, 8191, 0, 1, 0},    {4, 8192, 1, 1, 1},
-        {4, INT_MAX, 1, 1, 1}, {5, 1, 0, 1, 0},       {5, 8192, 0, 1, 0},    {5, 12287, 0, 1, 0}, /* 4 rows, 16 odd */
-        {5, 12288, 0, 1, 1},   {8, 11008, 0, 1, 0},   {8, 12288, 0, 1, 1},   {8, 28672, 0, 1, 1},
-        {16, 4096, 0, 1, 0},   {16, 12287, 0, 1, 0},  {16, 12288, 0, 1, 1},  {16, INT_MAX, 0, 1, 1},
-        {17, 12288, 0, 1, 0},  {17, INT_MAX, 0, 1, 0}, {32, 28672, 0, 1, 0},
-        {33, 28672, 0, 0, 0},  {33, 1, 0, 0, 0}, /* forced only; none */
+        {1, 1, 0, 1, 0, 0},        {1, 1023, 0, 1, 0, 0},      {1, 1024, 0, 1, 1, 0},     {1, 4095, 0, 1, 1, 0},
+        {1, 4096, 0, 1, 1, 1},     {1, 8191, 0, 1, 1, 1},      {1, 8192, 1, 1, 1, 1},     {4, 4096, 0, 1, 1, 1},
+        {4, 8191, 0, 1, 1, 1},     {4, 8192, 1, 1, 1, 1},      {4, INT_MAX, 1, 1, 1, 1},  {5, 1, 0, 1, 0, 0},
+        {5, 1023, 0, 1, 0, 0},     {5, 1024, 0, 1, 1, 0},      {5, 4095, 0, 1, 1, 0},     {5, 4096, 0, 1, 1, 1},
+        {5, 8192, 0, 1, 1, 1},     {8, 11008, 0, 1, 1, 1},     {16, 1023, 0, 1, 0, 0},    {16, 1024, 0, 1, 1, 0},
+        {16, 4095, 0, 1, 1, 0},    {16, 4096, 0, 1, 1, 1},     {16, INT_MAX, 0, 1, 1, 1}, {17, 1024, 0, 1, 0, 0},
+        {17, 12288, 0, 1, 0, 0},   {17, INT_MAX, 0, 1, 0, 0},  {32, 28672, 0, 1, 0, 0},   {33, 28672, 0, 0, 0, 0},
+        {33, 1, 0, 0, 0, 0}, /* forced only; none */
     };
     for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
         const int m = lines[i].m, n = lines[i].n;
-        const int plan = carve_tc_stream_chosen(m, n, 1, 0), forced = carve_tc_stream_chosen(m, n, 1, 1);
-        const int odd = carve_tc_stream_chosen(m, n, 0, 0), odd_forced = carve_tc_stream_chosen(m, n, 0, 1);
-        if (plan != lines[i].plan || forced != lines[i].forced || odd != lines[i].odd || odd_forced != forced) {
+        int bad = 0;
+        for (int bk = 0; bk < 2; bk++) { /* B N-major, K-major */
+            const int plan = carve_tc_stream_chosen(m, n, 1, bk, 0), forced = carve_tc_stream_chosen(m, n, 1, bk, 1);
+            const int odd = carve_tc_stream_chosen(m, n, 0, bk, 0), odd_forced = carve_tc_stream_chosen(m, n, 0, bk, 1);
+            bad |= plan != lines[i].plan || forced != lines[i].forced ||
+                   odd != (bk ? lines[i].odd_k : lines[i].odd) || odd_forced != forced;
+        }
+        if (bad) {
             char msg[192];
-            snprintf(msg, sizeof msg,
-                     "m %d n %d: plan %d (want %d), forced %d (want %d), rows off 16 bytes %d (want %d), forced %d",
-                     m, n, plan, lines[i].plan, forced, lines[i].forced, odd, lines[i].odd, odd_forced);
+            snprintf(msg, sizeof msg, "m %d n %d: want plan %d, forced %d, rows off 16 bytes %d (B K-major %d)", m,
+                     n, lines[i].plan, lines[i].forced, lines[i].odd, lines[i].odd_k);
             test_fail(__FILE__, __LINE__, "where the streaming kernel runs", msg);
         }
         test_checks++;
     }
-    for (int odd = 0; odd < 2; odd++) {
-        const int aligned = !odd;
-        CHECK(!carve_tc_stream_chosen(0, 28672, aligned, 0) && !carve_tc_stream_chosen(0, 28672, aligned, 1));
-        CHECK(!carve_tc_stream_chosen(INT_MAX, 28672, aligned, 1) && !carve_tc_stream_chosen(-1, 28672, aligned, 1));
-        CHECK(!carve_tc_stream_chosen(33, 28672, aligned, 0) && !carve_tc_stream_chosen(33, 28672, aligned, 1));
+    for (int v = 0; v < 4; v++) {
+        const int aligned = v & 1, bk = v >> 1;
+        CHECK(!carve_tc_stream_chosen(0, 28672, aligned, bk, 0) && !carve_tc_stream_chosen(0, 28672, aligned, bk, 1));
+        CHECK(!carve_tc_stream_chosen(INT_MAX, 28672, aligned, bk, 1) &&
+              !carve_tc_stream_chosen(-1, 28672, aligned, bk, 1));
+        CHECK(!carve_tc_stream_chosen(33, 28672, aligned, bk, 0) && !carve_tc_stream_chosen(33, 28672, aligned, bk, 1));
     }
     /* Item 4's vocabulary projection (B's rows off 16 bytes) streams; a
      * narrow product never does under the plan, so the tiny kernel keeps
      * what it takes. */
-    CHECK(carve_tc_stream_chosen(3, 50257, 0, 0) && !carve_tc_stream_chosen(32, 50257, 0, 0));
-    CHECK(!carve_tc_stream_chosen(7, 13, 0, 0) && carve_tc_stream_chosen(7, 13, 0, 1));
+    CHECK(carve_tc_stream_chosen(3, 50257, 0, 0, 0) && !carve_tc_stream_chosen(32, 50257, 0, 0, 0));
+    CHECK(!carve_tc_stream_chosen(7, 13, 0, 0, 0) && carve_tc_stream_chosen(7, 13, 0, 0, 1));
     for (int m = 1; m <= 64; m++)
-        for (int n = 1; n <= 4096; n = 2 * n + 1)
-            CHECK(!carve_tc_stream_chosen(m, n, 0, 0) && !carve_tc_stream_chosen(m, n, 1, 0));
+        for (int n = 1; n <= 1023; n = 2 * n + 1)
+            for (int v = 0; v < 4; v++)
+                CHECK(!carve_tc_stream_chosen(m, n, v & 1, v >> 1, 0));
     /* Forcing gives it all it takes and only adds rows to the plan's; the
      * plan keeps a call on it with fewer rows or more columns (B on 16-byte
-     * rows or off them). */
-    static const int line_ns[] = {1, 4096, 8191, 8192, 12287, 12288, 28672, INT_MAX};
-    for (int aligned = 0; aligned < 2; aligned++)
+     * rows or off them, either layout). */
+    static const int line_ns[] = {1, 1023, 1024, 4095, 4096, 8191, 8192, 12288, 28672, INT_MAX};
+    for (int v = 0; v < 4; v++)
         for (int m = -1; m <= 64; m++)
             for (size_t j = 0; j < sizeof line_ns / sizeof line_ns[0]; j++) {
-                const int n = line_ns[j], plan = carve_tc_stream_chosen(m, n, aligned, 0);
-                CHECK(carve_tc_stream_chosen(m, n, aligned, 1) == carve_tc_stream_takes(m) &&
-                      (!plan || carve_tc_stream_chosen(m, n, aligned, 1)));
+                const int aligned = v & 1, bk = v >> 1;
+                const int n = line_ns[j], plan = carve_tc_stream_chosen(m, n, aligned, bk, 0);
+                CHECK(carve_tc_stream_chosen(m, n, aligned, bk, 1) == carve_tc_stream_takes(m) &&
+                      (!plan || carve_tc_stream_chosen(m, n, aligned, bk, 1)));
                 if (plan && m > 1)
-                    CHECK(carve_tc_stream_chosen(m - 1, n, aligned, 0));
+                    CHECK(carve_tc_stream_chosen(m - 1, n, aligned, bk, 0));
                 if (plan && j + 1 < sizeof line_ns / sizeof line_ns[0])
-                    CHECK(carve_tc_stream_chosen(m, line_ns[j + 1], aligned, 0));
+                    CHECK(carve_tc_stream_chosen(m, line_ns[j + 1], aligned, bk, 0));
                 if (plan && aligned) /* rows off 16 bytes: at least the aligned plan */
-                    CHECK(carve_tc_stream_chosen(m, n, 0, 0));
+                    CHECK(carve_tc_stream_chosen(m, n, 0, bk, 0));
+                if (plan && !aligned && bk) /* B K-major: at most what N-major gets */
+                    CHECK(carve_tc_stream_chosen(m, n, 0, 0, 0));
             }
     /* B's rows (the base and ldb gemm_tc.cu passes): 16-byte base and ldb a
      * multiple of 8, whatever else; the ldb of n near INT_MAX too. */

@@ -13,7 +13,11 @@
  * written or a fragment read from shared memory never written shows), and
  * aborts on a misaligned 16-byte load of B. Every matrix is allocated to
  * its last element exactly, so an AddressSanitizer build also proves that
- * nothing past A, B or C is read; A sometimes starts 2 bytes past 16 (the
+ * nothing past A, B or C is read; B's padding (past each row's or
+ * column's own elements, up to ldb) holds NaN, which the kernel may read
+ * but must not let into C (an N-major B's columns past N reach only
+ * outputs that are not stored; a K-major B's k past K must be zeroed,
+ * since NaN times A's zeros is NaN); A sometimes starts 2 bytes past 16 (the
  * 16-byte staging must not take it: UndefinedBehaviorSanitizer reports a
  * misaligned vector load). The launch goes through gemm_tc.cu's own host
  * code: stream_params (which chooses the staging of A) and stream_dispatch
@@ -44,7 +48,6 @@
 #include <cstring>
 
 using carve_tc::StreamParams;
-using carve_tc::StreamSmem;
 
 namespace {
 
@@ -99,8 +102,8 @@ void run(const Case &c) {
     std::vector<double> a((size_t)c.M * c.K), b((size_t)c.K * c.N);
     for (size_t i = 0; i < an; i++)
         A[i] = from_f(c.bf16, next_val());
-    for (size_t i = 0; i < bn; i++)
-        B[i] = from_f(c.bf16, next_val());
+    for (size_t i = 0; i < bn; i++) /* B's padding (each line past its b_cols elements) NaN: must not reach C */
+        B[i] = (long long)(i % ldb) < b_cols ? from_f(c.bf16, next_val()) : (uint16_t)0xFFFF;
     for (int m = 0; m < c.M; m++)
         for (int k = 0; k < c.K; k++)
             a[(size_t)m * c.K + k] = to_f(c.bf16, c.ak ? A[m * lda + k] : A[k * lda + m]);
@@ -133,7 +136,7 @@ void run(const Case &c) {
     }
     carve_tc::emu_b_lo = B, carve_tc::emu_b_hi = B + bn;
     const int tiles = carve_tiles(c.N, CARVE_TC_STREAM_COLS);
-    const size_t smem = carve_tc_stream_mt(c.M) == 1 ? sizeof(StreamSmem<1>) : sizeof(StreamSmem<2>);
+    const size_t smem = (size_t)carve_tc::stream_smem_bytes(c.M, c.bkm, bu);
     carve_tc::stream_dispatch(c.bf16, c.M, c.ak, c.bkm, bu, [&](auto kernel) {
         for (int i = 0; i < tiles; i++)
             stream_emu::run_cluster(kernel, p, (unsigned)i, p.clusters, smem);

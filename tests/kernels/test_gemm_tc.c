@@ -111,8 +111,8 @@ static int ld_of(int need, int pad) { return pad ? ((need + 7) / 8) * 8 + 8 : ne
  * split factor (the streaming kernel: its cluster size) and the copies
  * (bits as carve__gemm_tc_last_copies), from the plan
  * (lib/kernels/gemm_tc_plan.h: carve_tc_stream_chosen, M <= 4 with
- * N >= 8192 under auto, and M <= 16 with N >= 12288 where B's rows are off
- * 16 bytes; every M it takes under stream) and whether
+ * N >= 8192 under auto, and M <= 16 with N >= 1024 (B K-major: 4096) where
+ * B's rows are off 16 bytes; every M it takes under stream) and whether
  * the call has workspace. */
 static void predict(const tcase *c, int lda, int ldb, int *path, int *splits, int *copies) {
     const int row = c->order == CARVE_ROW_MAJOR;
@@ -123,7 +123,7 @@ static void predict(const tcase *c, int lda, int ldb, int *path, int *splits, in
         return;
     /* The canonical B is the caller's B (row-major) or A (column-major). */
     const int b_rows = row ? !bad_b : !bad_a, b_kmajor = row ? c->tb == CARVE_TRANS : c->ta == CARVE_TRANS;
-    if (g_cc == 90 && (c->path == 0 || c->path == 3) && carve_tc_stream_chosen(M, N, b_rows, c->path == 3)) {
+    if (g_cc == 90 && (c->path == 0 || c->path == 3) && carve_tc_stream_chosen(M, N, b_rows, b_kmajor, c->path == 3)) {
         *path = 2;
         *splits = c->splits ? carve_tc_stream_clamp_cluster(c->splits, c->k)
                             : carve_tc_stream_cluster(M, N, c->k, g_sms, b_kmajor);
@@ -651,8 +651,8 @@ static int tiny_cases(carve_arena *arena, cublasHandle_t h) {
 
 /* Decode shapes on the plan's own path (CARVE_GEMM_PATH=auto): the
  * streaming kernel where the plan chooses it (canonical M <= 4 with
- * N >= 8192; M <= 16 with N >= 12288 where B's rows are off 16 bytes: the
- * dense layouts of an odd n or k), wgmma or mma.sync elsewhere, and
+ * N >= 8192; M <= 16 with N >= 1024, B K-major 4096, where B's rows are
+ * off 16 bytes: the dense layouts of an odd n or k), wgmma or mma.sync elsewhere, and
  * predict() says which (its cluster size too, which for 2 x 8192 x 13000
  * differs with B's layout: 2 N-major, 3 K-major). Every shape the plan gives wgmma (m = 7 and 8 on
  * narrower outputs, m = 16 .. 33) runs again under CARVE_GEMM_PATH=stream,
@@ -662,8 +662,9 @@ static int tiny_cases(carve_arena *arena, cublasHandle_t h) {
  * column-major calls the shape's m and n swap, so that the canonical M
  * (the caller's n) is the small one. m = 1, 3, 6 and 8 on 12288 and 14336
  * columns, 1 on 8200 and 2 on 8192 (on and just past the plan's line), 12 on
- * 12289 (the line where B's rows are off 16 bytes), 7 on 12280 (just
- * narrower), 8 on 11008 and 7,
+ * 12289, 9 on 1025 and 16 on 1023 (either side of the line where an
+ * N-major B's rows are off 16 bytes), 5 on 4097 and 3 on 4095 (the same
+ * for a K-major B), 7 on 12280 (just narrower), 8 on 11008 and 7,
  * 16, 17, 31, 32 and 33 (the first past the kernel's limit), n and k that
  * are not multiples of 8 (the last group of columns of an N-major B, the
  * last 8 rows of a K-major one, load element by element; the last k step
@@ -678,18 +679,20 @@ static int stream_cases(carve_arena *arena, cublasHandle_t h, int quick) {
         {1, 4096, 4096}, {3, 4100, 4103}, {8, 11008, 4096}, {16, 4096, 14336}, {32, 4096, 4096},
         {1, 1000, 1001}, {3, 65, 17},     {8, 7, 129},      {16, 1, 64},       {32, 200, 1},
         {17, 4101, 333}, {31, 8200, 3000}, {33, 4096, 1000}, {6, 12288, 1000}, {8, 14336, 4096},
-        {7, 12280, 300},  {1, 8200, 700},   {12, 12289, 300}, {2, 8192, 13000},
+        {7, 12280, 300},  {1, 8200, 700},   {12, 12289, 300}, {2, 8192, 13000}, {9, 1025, 300},
+        {16, 1023, 200},  {5, 4097, 301},   {3, 4095, 129},
     };
     static const int small[][3] = {
         {1, 1000, 1001}, {3, 65, 17},     {8, 7, 129},  {16, 130, 300}, {32, 200, 65},
         {17, 77, 333},   {33, 64, 200},   {6, 12288, 72}, {1, 8200, 72}, {12, 12289, 72},
+        {9, 1025, 72},   {5, 4097, 73},
     };
     const int (*sh)[3] = quick ? small : full;
     const int nsh = quick ? (int)(sizeof small / sizeof small[0]) : (int)(sizeof full / sizeof full[0]);
     int n = 0;
     for (int si = 0; si < nsh; si++) {
         /* Canonical M and N are the shape's m and n in both orders. */
-        const int forced_too = !carve_tc_stream_chosen(sh[si][0], sh[si][1], 1, 0);
+        const int forced_too = !carve_tc_stream_chosen(sh[si][0], sh[si][1], 1, 0, 0);
         for (int path = 0; path <= (forced_too ? 3 : 0); path += 3)
             for (int lay = 0; lay < 8; lay++) {
                 const int col = lay & 4;

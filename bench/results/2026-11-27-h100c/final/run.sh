@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# the final tree (B's rows off 16 bytes staged; plan lines 1024 / 4096): GEMM tests, memcheck, sweep, decode, odd shapes against main's kernel (base)
+R=/tmp/res32; rm -rf $R; mkdir -p $R
+export PATH=/usr/local/cuda/bin:$PATH
+{ date -u; nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv; git log -1 --format=%H; git status --short | head -20; } > $R/info.txt
+T0=$SECONDS
+rm -rf /tmp/base; mkdir -p /tmp/base
+tar --exclude=./build-gpu --exclude=./bench/results --exclude=./.gpu --exclude=./.git -cf - . | tar -xf - -C /tmp/base
+cp .gpu/base_stream.cuh /tmp/base/lib/kernels/gemm_tc_stream.cuh
+cp .gpu/base_plan.h /tmp/base/lib/kernels/gemm_tc_plan.h
+cp .gpu/base_gemm_tc.cu /tmp/base/lib/kernels/gemm_tc.cu
+TG="tests/kernels/test_gemm_tc tests/kernels/test_gemm_plan bench/kernels/bench_gemm_sweep"
+(meson setup build-gpu --buildtype=release -Dbenchmarks=true > $R/build.log 2>&1; ninja -C build-gpu $TG >> $R/build.log 2>&1; echo "build new rc $? $((SECONDS-T0)) s" >> $R/progress) &
+(cd /tmp/base && meson setup build-base --buildtype=release -Dbenchmarks=true > $R/build_base.log 2>&1; ninja -C build-base bench/kernels/bench_gemm_sweep >> $R/build_base.log 2>&1; echo "build base rc $? $((SECONDS-T0)) s" >> $R/progress) &
+wait
+B=build-gpu; BB=/tmp/base/build-base
+t() { local name=$1; shift; local t0=$SECONDS; stdbuf -oL -eL "$@" > $R/$name.log 2>&1; echo "$name rc $? $((SECONDS-t0)) s" >> $R/progress; }
+t plan $B/tests/kernels/test_gemm_plan
+t tc_quick env CARVE_TEST_QUICK=1 $B/tests/kernels/test_gemm_tc
+t memcheck_quick env CARVE_TEST_QUICK=1 timeout 300 compute-sanitizer --tool memcheck $B/tests/kernels/test_gemm_tc
+S=""
+for m in 1 2 4 8 16; do
+  for nk in 50257x768 32001x4096 4097x4096 12289x4096 1025x4096 2049x4096 1025x768 4097x11008 4096x4097t 32000x4097t 50264x769t 4096x11009t 1024x4097t; do S="$S --shape ${m}x${nk}"; done
+done
+S="$S --shape 3x50257x768 --shape 32x50257x4096 --shape 24x4097x4096 --shape 16x999x4096 --shape 8x513x4096"
+t odd_new $B/bench/kernels/bench_gemm_sweep --check $S --json $R/odd_new.json
+t odd_base $BB/bench/kernels/bench_gemm_sweep $S --json $R/odd_base.json
+t sweep timeout 200 $B/bench/kernels/bench_gemm_sweep --check --json $R/sweep.json
+t decode $B/bench/kernels/bench_gemm_sweep --decode --json $R/decode.json
+t tc_full timeout 200 $B/tests/kernels/test_gemm_tc
+echo finished >> $R/progress
