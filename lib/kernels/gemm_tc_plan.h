@@ -262,8 +262,10 @@ static inline uint64_t carve_tc_partial_bytes(int M, int N, int splits) {
 
 /* Whether B (either layout) has its rows on 16 bytes: a 16-byte aligned
  * base and ldb a multiple of 8 elements. The streaming kernel then loads
- * 16 bytes as they are; otherwise each 8 elements from the two aligned
- * 16 bytes that hold them (gemm_tc_stream.cuh, ld_b16_any). */
+ * 16 bytes as they are; otherwise it stages the aligned 16-byte chunks
+ * that hold them in shared memory (M <= 16: gemm_tc_stream.cuh, stage_b)
+ * or reads each 8 elements from the two aligned 16 bytes that hold them
+ * (ld_b16_any). */
 static inline int carve_tc_stream_b_rows(uintptr_t b, int64_t ldb) {
     return b % 16 == 0 && ldb % 8 == 0;
 }
@@ -380,11 +382,12 @@ static inline int carve_tc_stream_mt(int M) {
  * CARVE_TC_STREAM_KMAJOR_STEPS steps of k, if one does. B's rows on or off
  * 16 bytes do not change it (both hold four blocks an SM at M <= 16 with
  * B N-major: gemm_tc_stream.cuh, kStMinBlocks; fitted on B N-major. With
- * B K-major and rows off 16 bytes, three blocks an SM, it picks the
- * fastest size on 6 of the 9 shapes measured, and 1 where 2 is 22-26%
- * faster on the other 3 (32000 x 4097 at m = 1, 4, 16; bench/results/
- * 2026-11-27-h100b/kodd); at
- * M > 16, two blocks, it is used unmeasured). Fitted on an H100 (132
+ * B's rows off 16 bytes, staged, four blocks an SM in both layouts, it is
+ * within 5% of the fastest size of 1 to 4 on 53 of 66 N-major shapes the
+ * plan streams (geometric mean 0.97, worst 0.74: 8 x 1025 x 768, where
+ * the cap at U / 4 keeps it at 3) and 27 of 30 K-major ones (1.01, worst
+ * 0.93: 1 x 50264 x 769): bench/results/2026-11-27-h100c, staged/ and
+ * staged2/; at M > 16, two blocks, it is used unmeasured). Fitted on an H100 (132
  * SMs) from every decode shape timed under each forced size (bench/
  * results/2026-11-27-h100/splitk-probe, 1 to 8, B's rows on 16 bytes;
  * bench/results/2026-11-27-h100b/bu4-probe, 1 to 4, rows off 16 bytes):
