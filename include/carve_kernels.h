@@ -120,7 +120,8 @@ typedef enum carve_transpose { CARVE_NO_TRANS = 0, CARVE_TRANS = 1 } carve_trans
  * arena: an arena of the cuda or cuda_driver backend for workspace, or
  * NULL. On Hopper (compute capability 9.0) a product of at least 8192
  * columns and at most 4 rows (rows: m row-major, n column-major; columns
- * the other one), or of at most 16 rows where its weight operand
+ * the other one), of at least 4096 columns and at most 2 rows, or of at
+ * most 16 rows where its weight operand
  * (row-major B, column-major A) has rows off 16 bytes and the product at
  * least 1024 columns (4096 where that operand is transposed), runs on a
  * streaming kernel that

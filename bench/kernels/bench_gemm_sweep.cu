@@ -518,9 +518,9 @@ int main(int argc, char **argv) {
             plan_faster += (r.path[kPlan] == 2 && sf) || (r.path[kPlan] == 1 && !sf);
         }
         printf("bench_gemm_sweep: m = %d: carve / cuBLAS stream %.2f-%.2f, wgmma %.2f-%.2f; stream faster on %d of %d "
-               "shapes, the plan's path on %d (it gives stream m <= %d where n >= %d)\n",
+               "shapes, the plan's path on %d (it gives stream m <= %d where n >= %d, m <= %d where n >= %d)\n",
                m, slo, shi, wlo, whi, stream_faster, shapes_m, plan_faster, CARVE_TC_STREAM_PLAN_MAX_M,
-               CARVE_TC_STREAM_WIDE_N);
+               CARVE_TC_STREAM_WIDE_N, CARVE_TC_STREAM_NARROW_MAX_M, CARVE_TC_STREAM_NARROW_N);
     }
     double worst_one = 1e30;
     for (const Row &r : rows)

@@ -14,8 +14,9 @@
  * column-major call computes C^T = op(B)^T op(A)^T, swapping the operands).
  * Paths: on devices of compute capability 9.0 when the sm_90a object is
  * built, the streaming kernel for decode shapes (gemm_tc_stream.cuh: at most
- * 4 rows with at least 8192 columns, and 16 with at least 12288 where B's
- * rows are off 16 bytes; gemm_tc_plan.h says why, with the figures)
+ * 4 rows with at least 8192 columns, 2 with at least 4096, and 16 with at
+ * least 1024 (B K-major: 4096) where B's rows are off 16 bytes;
+ * gemm_tc_plan.h says why, with the figures)
  * and wgmma for the rest; mma.sync everywhere else.
  * CARVE_GEMM_PATH=wgmma|mma|stream|auto overrides the choice (stream: the
  * streaming kernel for every problem it can take, up to 32 rows).
@@ -379,7 +380,7 @@ cudaError_t run_mma(const Problem &pr) {
  * cheap, and tests and benchmarks switch it between calls). wgmma keeps
  * decode shapes off the streaming kernel; stream puts every problem the
  * kernel can take on it (up to 32 rows, where the plan gives it 4 of
- * outputs of at least 8192 columns, or 16 of at least 1024 (K-major B:
+ * outputs of at least 8192 columns, 2 of at least 4096, or 16 of at least 1024 (K-major B:
  * 4096) where B's rows are off 16 bytes: carve_tc_stream_chosen) and leaves the rest to the
  * plan. Anything else is auto. */
 int path_env() {

@@ -35,7 +35,8 @@
  * was fastest); floors from 77% to 87% fit about as well (1.0045-1.0048),
  * 74% and 71% worse (1.007, 1.016).
  *
- * Decode shapes with few rows and wide outputs (M <= 4, N >= 8192; M <= 16
+ * Decode shapes with few rows and wide outputs (M <= 4, N >= 8192; M <= 2,
+ * N >= 4096; M <= 16
  * and N >= 1024, K-major B 4096, where B's rows are off 16 bytes) skip the
  * wgmma tile altogether: the streaming kernel (gemm_tc_stream.cuh) reads
  * each element of B once (16-byte loads; rows off 16 bytes as aligned
@@ -313,6 +314,24 @@ static inline int carve_tc_stream_takes(int M) {
 #define CARVE_TC_STREAM_PLAN_MAX_M 4 /* rows (canonical M) the plan gives the streaming kernel, */
 #define CARVE_TC_STREAM_WIDE_N 8192  /* where C has at least this many columns (canonical N) */
 
+/* And at 1 or 2 rows from 4096 columns: the sweep times both paths in the
+ * same pass (bench_gemm_sweep's stream and wgmma columns, B from device
+ * memory), and over five passes on H100s (bench/results/2026-11-27-h100b
+ * plan2 sweep and decode2; 2026-11-27-h100c staged/sweep, final/sweep and
+ * final/decode) the streaming kernel at the cluster rule's size (4 on
+ * 4096 columns) was the faster on the 4096-column decode rows at m = 1
+ * and 2 in 44 of 50 (4096 x 4096, 4096 x 11008, 4096 x 14336, and 4096 x
+ * 4096 and 4096 x 14336 with B K-major; m = 1 e.g. 0.92 / 0.86 and 0.93 /
+ * 0.88 of cuBLAS against wgmma's): geometric mean 1.027 of wgmma's speed,
+ * 0.966 at worst (2 x 4096 x 4096, B N-major, where the two are within
+ * 3% in every pass); at m = 4 its margin
+ * shrinks and on 4096 x 4096 with B N-major it lost in all five (0.71-0.74
+ * against 0.73-0.76). Hence M <= 2 with N >= 4096
+ * (CARVE_TC_STREAM_NARROW_MAX_M, CARVE_TC_STREAM_NARROW_N); widths
+ * between 4096 and 8192 other than 4096 were not measured. */
+#define CARVE_TC_STREAM_NARROW_MAX_M 2
+#define CARVE_TC_STREAM_NARROW_N 4096
+
 /* B's rows off 16 bytes (an odd ldb): the wgmma path would first copy B
  * into aligned workspace, reading B and writing its copy before the
  * product reads it again; the streaming kernel reads B in place, and at
@@ -345,7 +364,8 @@ static inline int carve_tc_stream_takes(int M) {
 /* Whether a call of M x N (canonical) runs on the streaming kernel where
  * the device has it: with `forced` (CARVE_GEMM_PATH=stream), every problem
  * the kernel takes (carve_tc_stream_takes: 1 to 32 rows); otherwise the
- * plan's choice among them: M <= 4 with N >= 8192, and with B's rows off
+ * plan's choice among them: M <= 4 with N >= 8192, M <= 2 with
+ * N >= 4096, and with B's rows off
  * 16 bytes (b_rows_aligned 0) also M <= 16 with N >= 1024 (b_kmajor 0: B
  * N-major) or N >= 4096 (B K-major) (above). The rest go to the wgmma path
  * (or the tiny kernel). */
@@ -355,6 +375,8 @@ static inline int carve_tc_stream_chosen(int M, int N, int b_rows_aligned, int b
     if (forced)
         return 1;
     if (M <= CARVE_TC_STREAM_PLAN_MAX_M && N >= CARVE_TC_STREAM_WIDE_N)
+        return 1;
+    if (M <= CARVE_TC_STREAM_NARROW_MAX_M && N >= CARVE_TC_STREAM_NARROW_N)
         return 1;
     return !b_rows_aligned && M <= CARVE_TC_STREAM_ODD_MAX_M &&
            N >= (b_kmajor ? CARVE_TC_STREAM_ODD_KMAJOR_N : CARVE_TC_STREAM_ODD_N);

@@ -19,11 +19,11 @@
  *    partial_bytes refuses (UINT64_MAX) what would pass 2^62 bytes;
  *  - the streaming kernel (decode): it takes 1 to 32 rows and nothing
  *    else; the plan gives it 1 to 4 rows for outputs of at least 8192
- *    columns, and with B's rows off 16 bytes (the other path would copy
+ *    columns, 1 or 2 for at least 4096, and with B's rows off 16 bytes (the other path would copy
  *    B) also 1 to 16 rows for outputs of at least 1024 columns (B
  *    N-major) or 4096 (B K-major);
  *    CARVE_GEMM_PATH=stream all of them (carve_tc_stream_chosen either
- *    side of each line: m = 4, 5, 16, 17, 32, 33 and n = 1023, 1024, 4095,
+ *    side of each line: m = 2, 3, 4, 5, 16, 17, 32, 33 and n = 1023, 1024, 4095,
  *    4096, 8191, 8192; fewer rows or more columns never leave it, in any
  *    case); the base and ldb
  *    checks gemm_tc.cu makes, and when A is staged by 16 bytes, are
@@ -271,7 +271,7 @@ static void check_stream(void) {
     CHECK(!carve_tc_stream_takes(33) && !carve_tc_stream_takes(256));
     CHECK(!carve_tc_stream_takes(INT_MAX) && !carve_tc_stream_takes(INT_MIN));
     /* What the plan gives it with B on 16-byte rows (M <= 4 with
-     * N >= 8192: measured), with B's rows off 16 bytes (that, and M <= 16
+     * N >= 8192, M <= 2 with N >= 4096: measured), with B's rows off 16 bytes (that, and M <= 16
      * with N >= 1024 for B N-major, N >= 4096 for B K-major: measured),
      * and what CARVE_GEMM_PATH=stream gives it (all it takes, any way),
      * either side of every line. */
@@ -279,7 +279,9 @@ static void check_stream(void) {
         int m, n, plan, forced, odd, odd_k;
     } lines[] = {
         {1, 1, 0, 1, 0, 0},        {1, 1023, 0, 1, 0, 0},      {1, 1024, 0, 1, 1, 0},     {1, 4095, 0, 1, 1, 0},
-        {1, 4096, 0, 1, 1, 1},     {1, 8191, 0, 1, 1, 1},      {1, 8192, 1, 1, 1, 1},     {4, 4096, 0, 1, 1, 1},
+        {1, 4096, 1, 1, 1, 1},     {1, 8191, 1, 1, 1, 1},      {1, 8192, 1, 1, 1, 1},     {2, 4095, 0, 1, 1, 0},
+        {2, 4096, 1, 1, 1, 1},     {3, 4096, 0, 1, 1, 1},      {3, 8191, 0, 1, 1, 1},     {3, 8192, 1, 1, 1, 1},
+        {4, 4096, 0, 1, 1, 1},
         {4, 8191, 0, 1, 1, 1},     {4, 8192, 1, 1, 1, 1},      {4, INT_MAX, 1, 1, 1, 1},  {5, 1, 0, 1, 0, 0},
         {5, 1023, 0, 1, 0, 0},     {5, 1024, 0, 1, 1, 0},      {5, 4095, 0, 1, 1, 0},     {5, 4096, 0, 1, 1, 1},
         {5, 8192, 0, 1, 1, 1},     {8, 11008, 0, 1, 1, 1},     {16, 1023, 0, 1, 0, 0},    {16, 1024, 0, 1, 1, 0},

@@ -111,7 +111,7 @@ static int ld_of(int need, int pad) { return pad ? ((need + 7) / 8) * 8 + 8 : ne
  * split factor (the streaming kernel: its cluster size) and the copies
  * (bits as carve__gemm_tc_last_copies), from the plan
  * (lib/kernels/gemm_tc_plan.h: carve_tc_stream_chosen, M <= 4 with
- * N >= 8192 under auto, and M <= 16 with N >= 1024 (B K-major: 4096) where
+ * N >= 8192 and M <= 2 with N >= 4096 under auto, and M <= 16 with N >= 1024 (B K-major: 4096) where
  * B's rows are off 16 bytes; every M it takes under stream) and whether
  * the call has workspace. */
 static void predict(const tcase *c, int lda, int ldb, int *path, int *splits, int *copies) {
@@ -651,7 +651,7 @@ static int tiny_cases(carve_arena *arena, cublasHandle_t h) {
 
 /* Decode shapes on the plan's own path (CARVE_GEMM_PATH=auto): the
  * streaming kernel where the plan chooses it (canonical M <= 4 with
- * N >= 8192; M <= 16 with N >= 1024, B K-major 4096, where B's rows are
+ * N >= 8192, M <= 2 with N >= 4096; M <= 16 with N >= 1024, B K-major 4096, where B's rows are
  * off 16 bytes: the dense layouts of an odd n or k), wgmma or mma.sync elsewhere, and
  * predict() says which (its cluster size too, which for 2 x 8192 x 13000
  * differs with B's layout: 2 N-major, 3 K-major). Every shape the plan gives wgmma (m = 7 and 8 on
@@ -664,7 +664,8 @@ static int tiny_cases(carve_arena *arena, cublasHandle_t h) {
  * columns, 1 on 8200 and 2 on 8192 (on and just past the plan's line), 12 on
  * 12289, 9 on 1025 and 16 on 1023 (either side of the line where an
  * N-major B's rows are off 16 bytes), 5 on 4097 and 3 on 4095 (the same
- * for a K-major B), 7 on 12280 (just narrower), 8 on 11008 and 7,
+ * for a K-major B), 2 on 4096 and 1 and 3 on 4096-4100 (either side of
+ * the line for 1 or 2 rows), 7 on 12280 (just narrower), 8 on 11008 and 7,
  * 16, 17, 31, 32 and 33 (the first past the kernel's limit), n and k that
  * are not multiples of 8 (the last group of columns of an N-major B, the
  * last 8 rows of a K-major one, load element by element; the last k step
@@ -680,12 +681,12 @@ static int stream_cases(carve_arena *arena, cublasHandle_t h, int quick) {
         {1, 1000, 1001}, {3, 65, 17},     {8, 7, 129},      {16, 1, 64},       {32, 200, 1},
         {17, 4101, 333}, {31, 8200, 3000}, {33, 4096, 1000}, {6, 12288, 1000}, {8, 14336, 4096},
         {7, 12280, 300},  {1, 8200, 700},   {12, 12289, 300}, {2, 8192, 13000}, {9, 1025, 300},
-        {16, 1023, 200},  {5, 4097, 301},   {3, 4095, 129},
+        {16, 1023, 200},  {5, 4097, 301},   {3, 4095, 129},   {2, 4096, 600},
     };
     static const int small[][3] = {
         {1, 1000, 1001}, {3, 65, 17},     {8, 7, 129},  {16, 130, 300}, {32, 200, 65},
         {17, 77, 333},   {33, 64, 200},   {6, 12288, 72}, {1, 8200, 72}, {12, 12289, 72},
-        {9, 1025, 72},   {5, 4097, 73},
+        {9, 1025, 72},   {5, 4097, 73},   {2, 4096, 72},
     };
     const int (*sh)[3] = quick ? small : full;
     const int nsh = quick ? (int)(sizeof small / sizeof small[0]) : (int)(sizeof full / sizeof full[0]);
