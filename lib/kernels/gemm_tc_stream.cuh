@@ -329,12 +329,15 @@ __device__ __forceinline__ void stage_a(uint16_t (*sa)[kStLdA], const StreamPara
 }
 
 /* Blocks an SM holds (the register budget, 65536 / (128 * blocks)): the
- * most at which ptxas (CUDA 13.0) spills nothing. With B's rows off 16
- * bytes at one 16-row tile (staged through shared memory: a step's B is
- * no longer held in registers) both layouts fit four blocks (128
- * registers, no spills; 47,104 bytes of shared memory a block, 188 KiB an
- * SM); before the staging, B N-major there spilled 36-84 bytes a thread at
- * four blocks and B K-major held 160-164 registers (three). */
+ * most at which ptxas (CUDA 13.0) spills nothing, but for B K-major with
+ * rows off 16 bytes at one 16-row tile. With B's rows off 16 bytes at one
+ * tile (staged through shared memory: a step's B is no longer held in
+ * registers) both layouts run four blocks (128 registers; 47,104 bytes of
+ * shared memory a block, 188 KiB an SM): B N-major with no spills, B
+ * K-major with 4 (A M-major) or 12 (A K-major) bytes of spill stores and
+ * as many of loads a thread, which the figures at stage_b include; before
+ * the staging, B N-major there spilled 36-84 bytes a thread at four blocks
+ * and B K-major held 160-164 registers (three). */
 template <int MT, bool BKM, bool BU>
 constexpr int kStMinBlocks = MT == 1 ? (BKM && !BU ? 3 : 4) : (BKM || BU ? 2 : 3);
 

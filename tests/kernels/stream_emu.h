@@ -42,6 +42,7 @@
 #include <atomic>
 #include <memory>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <linux/futex.h>
@@ -413,11 +414,23 @@ inline uint4 ld_b16(const uint16_t *p) {
 inline uint4 ld_b16_l1(const uint16_t *p) { return ld_b16(p); }
 inline uint4 ld_b16_pf(const uint16_t *p) { return ld_b16(p); }
 
-/* cp.async of 16 bytes of B to shared memory: the same checks as the
- * 16-byte load, and done at once (the wait is then nothing; the warp's
- * barrier after it shows the bytes to the other lanes, as on the device). */
-inline void stream_copy16(uint4 *dst, const uint16_t *src) { *dst = ld_b16(src); }
-inline void stream_copies_wait() {}
+/* cp.async of 16 bytes of B to shared memory: checked as the 16-byte
+ * load is when issued, and landed (read and written) only at the issuing
+ * lane's wait, as late as the device may land it: so a fragment read
+ * before the wait, or by another lane before the warp's barrier that
+ * follows the wait, sees shared memory as it was (NaN at first), and a
+ * wait that moved past the barrier shows as wrong results or, under
+ * ThreadSanitizer, as races. */
+inline thread_local std::vector<std::pair<uint4 *, const uint16_t *>> emu_copies;
+inline void stream_copy16(uint4 *dst, const uint16_t *src) {
+    (void)ld_b16(src);
+    emu_copies.emplace_back(dst, src);
+}
+inline void stream_copies_wait() {
+    for (const auto &c : emu_copies)
+        *c.first = ld_b16(c.second);
+    emu_copies.clear();
+}
 
 }  // namespace carve_tc
 
