@@ -149,6 +149,14 @@ typedef enum carve_transpose { CARVE_NO_TRANS = 0, CARVE_TRANS = 1 } carve_trans
  * CARVE_GEMM_PERSIST=0 its one-block-a-tile grid and CARVE_GEMM_TMA_STORE=0
  * its register epilogue (for tests and comparisons).
  *
+ * The work runs in stream order on s, as any kernel launch. On Hopper the
+ * streaming and warpgroup MMA kernels are launched with programmatic
+ * dependent launch, so that back-to-back calls overlap one call's start
+ * with the end of the one before: each waits, before it touches memory,
+ * until the work queued before it on s has completed (docs/kernels.md,
+ * "Back-to-back calls"). CARVE_GEMM_PDL=0 launches them without it (for
+ * comparisons).
+ *
  * Returns CARVE_OK; CARVE_ERR_INVALID for m, n or k <= 0, leading
  * dimensions below the minimum, unknown order, transpose or type values,
  * a c_type other than ab_type or f32, an arena of the host or virtual

@@ -113,15 +113,24 @@ cudaError_t launch(const Problem &pr, const CUtensorMap &ma, const CUtensorMap &
     int64_t blocks = carve_grid(pr.M, pr.N, kWgBM, BN) * sp.splits;
     if (grid > 0 && grid < blocks)
         blocks = grid;
-    kern<<<(unsigned)blocks, kWgThreads, smem, pr.stream>>>(ma, mb, mc, ep, sp);
-    cudaError_t e = cudaGetLastError();
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)blocks, 1, 1);
+    cfg.blockDim = dim3(kWgThreads, 1, 1);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = pr.stream;
+    cudaLaunchAttribute attr[1];
+    cfg.attrs = attr;
+    cfg.numAttrs = carve_tc_pdl_attr(&attr[0]);
+    cudaError_t e = cudaLaunchKernelEx(&cfg, kern, ma, mb, mc, ep, sp);
     if (e != cudaSuccess) { /* the opt-in may be gone (device reset): once more */
+        (void)cudaGetLastError();
         ready.store(0, std::memory_order_release);
         if (cudaFuncSetAttribute(reinterpret_cast<const void *>(kern), cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  smem) == cudaSuccess) {
             ready.store(1, std::memory_order_release);
-            kern<<<(unsigned)blocks, kWgThreads, smem, pr.stream>>>(ma, mb, mc, ep, sp);
-            e = cudaGetLastError();
+            e = cudaLaunchKernelEx(&cfg, kern, ma, mb, mc, ep, sp);
+            if (e != cudaSuccess)
+                (void)cudaGetLastError();
         }
     }
     return e;
@@ -205,13 +214,13 @@ cudaError_t stream_launch(const Problem &pr, StreamParams sp, int *cs) {
     const bool bu = !carve_tc_stream_b_rows((uintptr_t)pr.B, pr.ldb); /* B's rows off 16 bytes */
     sp.clusters = *cs = placeable_cluster(pr, bu, cfg, sp.clusters);
     cfg.gridDim = dim3((unsigned)(tiles * sp.clusters), 1, 1);
-    cudaLaunchAttribute attr[1];
+    cudaLaunchAttribute attr[2];
     attr[0].id = cudaLaunchAttributeClusterDimension;
     attr[0].val.clusterDim.x = (unsigned)sp.clusters;
     attr[0].val.clusterDim.y = 1;
     attr[0].val.clusterDim.z = 1;
     cfg.attrs = attr;
-    cfg.numAttrs = 1;
+    cfg.numAttrs = 1 + carve_tc_pdl_attr(&attr[1]);
     const cudaError_t e = stream_dispatch(pr.bf16, pr.M, pr.a_kmajor, pr.b_kmajor, bu, [&](auto kernel) {
         return cudaLaunchKernelEx(&cfg, kernel, sp);
     });
@@ -503,23 +512,41 @@ Stored stored_b(const Problem &pr) { return pr.b_kmajor ? Stored{pr.N, pr.K} : S
 
 bool tma_ok_one(const void *p, long long ld) { return (uintptr_t)p % 16 == 0 && ld % 8 == 0; }
 
+/* The workspace kernels' launch: blocks of kWsThreads, no shared memory. */
+cudaLaunchConfig_t ws_config(unsigned blocks, cudaStream_t stream) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(blocks, 1, 1);
+    cfg.blockDim = dim3(kWsThreads, 1, 1);
+    cfg.stream = stream;
+    return cfg;
+}
+
+/* A launch's status, its error cleared (reported through the return value). */
+cudaError_t ws_launched(cudaError_t e) {
+    if (e != cudaSuccess)
+        (void)cudaGetLastError();
+    return e;
+}
+
 cudaError_t launch_copy(const void *src, long long ld_src, void *dst, Stored sh, cudaStream_t stream, int sms) {
     const long long ld = carve_tc_copy_ld(sh.cols);
-    copy_rows_kernel<<<ws_blocks((long long)sh.rows * (ld / 8), sms), kWsThreads, 0, stream>>>(
-        static_cast<const uint16_t *>(src), ld_src, static_cast<uint16_t *>(dst), ld, sh.rows, sh.cols);
-    return cudaGetLastError();
+    cudaLaunchConfig_t cfg = ws_config(ws_blocks((long long)sh.rows * (ld / 8), sms), stream);
+    cudaLaunchAttribute attr[1];
+    cfg.attrs = attr;
+    cfg.numAttrs = carve_tc_pdl_attr(&attr[0]);
+    return ws_launched(cudaLaunchKernelEx(&cfg, copy_rows_kernel, static_cast<const uint16_t *>(src), ld_src,
+                                          static_cast<uint16_t *>(dst), ld, sh.rows, sh.cols));
 }
 
 cudaError_t launch_reduce(const Problem &pr, const float *partial, int splits, int sms) {
     EpiParams ep{pr.C, pr.ldc, pr.M, pr.N, pr.K, pr.alpha, pr.beta, pr.c_f32 ? 1 : 0};
-    const unsigned blocks = ws_blocks((long long)pr.M * pr.N, sms);
-    if (pr.c_f32) /* store_out ignores T for an fp32 C */
-        splitk_reduce_kernel<__nv_bfloat16><<<blocks, kWsThreads, 0, pr.stream>>>(partial, splits, ep);
-    else if (pr.bf16)
-        splitk_reduce_kernel<__nv_bfloat16><<<blocks, kWsThreads, 0, pr.stream>>>(partial, splits, ep);
-    else
-        splitk_reduce_kernel<__half><<<blocks, kWsThreads, 0, pr.stream>>>(partial, splits, ep);
-    return cudaGetLastError();
+    cudaLaunchConfig_t cfg = ws_config(ws_blocks((long long)pr.M * pr.N, sms), pr.stream);
+    cudaLaunchAttribute attr[1];
+    cfg.attrs = attr;
+    cfg.numAttrs = carve_tc_pdl_attr(&attr[0]);
+    /* store_out ignores T for an fp32 C */
+    return ws_launched(pr.bf16 || pr.c_f32 ? cudaLaunchKernelEx(&cfg, splitk_reduce_kernel<__nv_bfloat16>, partial, splits, ep)
+                                           : cudaLaunchKernelEx(&cfg, splitk_reduce_kernel<__half>, partial, splits, ep));
 }
 
 /* The Hopper path with its workspace (docs/kernels.md, "Workspace"): the

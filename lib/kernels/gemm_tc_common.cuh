@@ -16,6 +16,7 @@
 
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "tiles.h"
 
@@ -58,6 +59,38 @@ struct WgPlan {
     float *partial;
     int grid;
 };
+
+/* Host side: *attr allows programmatic dependent launch (below) unless
+ * CARVE_GEMM_PDL=0 (read on every call; for comparisons); returns how many
+ * attributes it set (0 or 1). */
+static inline unsigned carve_tc_pdl_attr(cudaLaunchAttribute *attr) {
+    const char *v = getenv("CARVE_GEMM_PDL");
+    if (v && v[0] == '0')
+        return 0;
+    attr->id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr->val.programmaticStreamSerializationAllowed = 1;
+    return 1;
+}
+
+/* Programmatic dependent launch (sm_90): a kernel launched with
+ * cudaLaunchAttributeProgrammaticStreamSerialization may start while the
+ * kernel before it on the stream still runs. grid_dep_wait blocks until
+ * that kernel has completed and its writes are visible; every kernel so
+ * launched calls it in every block before it touches global memory, so the
+ * chain stays ordered (each kernel completes only after its own wait, that
+ * is after the kernel before it). grid_dep_launch lets the next kernel so
+ * launched be scheduled (it still waits in grid_dep_wait). Both are no-ops
+ * without the attribute and before sm_90. */
+__device__ __forceinline__ void grid_dep_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void grid_dep_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
 
 }  // namespace carve_tc
 

@@ -33,6 +33,8 @@ constexpr int kWsThreads = 256;
 __global__ void __launch_bounds__(kWsThreads) copy_rows_kernel(const uint16_t *__restrict__ src, long long ld_src,
                                                                uint16_t *__restrict__ dst, long long ld_dst,
                                                                int rows, int cols) {
+    grid_dep_launch();
+    grid_dep_wait(); /* gemm_tc_common.cuh */
     const long long per_row = ld_dst / 8;
     const long long total = (long long)rows * per_row;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
@@ -55,6 +57,8 @@ __global__ void __launch_bounds__(kWsThreads) copy_rows_kernel(const uint16_t *_
 template <typename T>
 __global__ void __launch_bounds__(kWsThreads) splitk_reduce_kernel(const float *__restrict__ partial, int splits,
                                                                    EpiParams p) {
+    grid_dep_launch();
+    grid_dep_wait(); /* gemm_tc_common.cuh */
     const long long mn = (long long)p.M * p.N;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < mn;
          i += (long long)gridDim.x * blockDim.x) {

@@ -319,6 +319,10 @@ inline uint16_t from_f<__nv_bfloat16>(float f) { return f_to_bf16(f); }
 template <>
 inline uint16_t from_f<__half>(float f) { return f_to_half(f); }
 
+/* As gemm_tc_common.cuh: one block runs its kernel alone here. */
+inline void grid_dep_wait() {}
+inline void grid_dep_launch() {}
+
 /* As gemm_tc_mma.cuh: alpha * acc + beta * C, C not read when beta is 0;
  * a 16-bit C is of the operands' type T. */
 template <typename T>

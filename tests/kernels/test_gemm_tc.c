@@ -36,8 +36,10 @@
  * (B on 16-byte rows) takes them on Hopper, at m = 5 and 16 under auto,
  * where wgmma does (40 columns: past the plan's line), and at m = 20
  * under CARVE_GEMM_PATH=stream (the plan gives m = 5..32 to wgmma unless
- * the output is wide; forcing keeps them on the streaming kernel). Exits
- * 77 without a device.
+ * the output is wide; forcing keeps them on the streaming kernel). Chains
+ * of calls on one stream, each reading what the one before wrote, with no
+ * host wait between them (chain_cases: programmatic dependent launch), run
+ * direct and captured into a CUDA graph. Exits 77 without a device.
  *
  * Workspace (docs/kernels.md, "Workspace"): on Hopper, operands whose rows
  * break TMA's rules (lda or ldb not a multiple of 8, a base not on 16
@@ -722,6 +724,224 @@ static int stream_cases(carve_arena *arena, cublasHandle_t h, int quick) {
     return n;
 }
 
+/* ---- chains: each call reads what the call before wrote ------------------
+ *
+ * The Hopper kernels start early under programmatic dependent launch
+ * (gemm_tc_common.cuh: each waits for the kernel before it on the stream
+ * before it touches memory), so a chain of calls on one stream with no
+ * host wait between them is the case to prove: X[i+1] = X[i] * W, each
+ * link on its own path (the plan's, wgmma split or not, the streaming
+ * kernel with its own or a forced cluster size, mma.sync, and cuBLAS's
+ * kernels between them), every X but the first NaN before the chain. W is
+ * a permutation of columns with signs (one +-1 a column), so each link's
+ * output is exact and known on the host, and a link that read its input
+ * before the link before it had written it shows NaN or stale values. Rows
+ * of X on K elements (16-byte rows) and on K + 1 (A's and C's rows off 16
+ * bytes: the wgmma path copies A first, another kernel in the chain). The
+ * chain runs on a non-blocking stream, then once more captured into a CUDA
+ * graph (a graph pool holding the workspace) and replayed twice. The
+ * chain's X are checked where a link ran, whatever path it ran. */
+enum { CH_K = 4096, CH_LINKS = 10 };
+typedef struct {
+    int path; /* as tcase: 0 auto, 1 wgmma, 2 mma, 3 stream; 4 cuBLAS */
+    int splits;
+    int tb; /* B K-major */
+} chain_link;
+
+static const chain_link chain_links[CH_LINKS] = {
+    {0, 0, 0}, {1, 4, 0}, {3, 0, 1}, {4, 0, 0}, {1, 1, 1}, {2, 0, 0}, {0, 0, 1}, {1, 3, 0}, {3, 2, 0}, {0, 0, 0},
+};
+
+/* One pass of the chain on s (cuBLAS links on carve's own plan when
+ * !with_cublas);
+ * *ran: bit path of each carve link that ran (1 wgmma, 2 stream), bit 4
+ * when a wgmma link split. */
+static void chain_pass(carve_arena *arena, cublasHandle_t h, cudaStream_t s, int m, int ld, void *const *dX,
+                       void *const *dW, int with_cublas, int *ran) {
+    for (int i = 1; i <= CH_LINKS; i++)
+        CUDA_OK(cudaMemsetAsync(dX[i], 0xFF, (size_t)m * ld * 2, s));
+    for (int i = 0; i < CH_LINKS; i++) {
+        const chain_link *l = &chain_links[i];
+        const void *W = dW[2 * (i & 1) + l->tb];
+        if (l->path == 4 && with_cublas) {
+            const float one = 1.f, zero = 0.f;
+            cublasStatus_t bs = cublasGemmEx(h, l->tb ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, CH_K, m, CH_K, &one,
+                                             W, CUDA_R_16BF, CH_K, dX[i], CUDA_R_16BF, ld, &zero, dX[i + 1],
+                                             CUDA_R_16BF, ld, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+            CHECK(bs == CUBLAS_STATUS_SUCCESS);
+            continue;
+        }
+        static const char *const path_names[5] = {"auto", "wgmma", "mma", "stream", "auto"};
+        setenv("CARVE_GEMM_PATH", path_names[l->path], 1);
+        if (l->splits) {
+            char sv[16];
+            snprintf(sv, sizeof sv, "%d", l->splits);
+            setenv("CARVE_GEMM_SPLITK", sv, 1);
+        } else {
+            unsetenv("CARVE_GEMM_SPLITK");
+        }
+        carve_status st = carve_gemm(arena, s, CARVE_ROW_MAJOR, CARVE_NO_TRANS, l->tb ? CARVE_TRANS : CARVE_NO_TRANS,
+                                     m, CH_K, CH_K, 1.f, dX[i], ld, W, CH_K, 0.f, dX[i + 1], ld, CARVE_DTYPE_BF16,
+                                     CARVE_DTYPE_BF16);
+        CHECK(st == CARVE_OK);
+        if (st != CARVE_OK)
+            fprintf(stderr, "  chain link %d: %s\n", i, carve_last_error(NULL));
+        const int p = carve__gemm_tc_last_path();
+        *ran |= p == 1 ? 1 : p == 2 ? 2 : 0;
+        if (p == 1 && carve__gemm_tc_last_splits() > 1)
+            *ran |= 4;
+    }
+    unsetenv("CARVE_GEMM_SPLITK");
+    unsetenv("CARVE_GEMM_PATH");
+}
+
+/* Every X of the chain against the host's; returns the first wrong link
+ * + 1, 0 when all are right. */
+static int chain_check(int m, int ld, void *const *dX, const uint16_t *hX, uint16_t *buf) {
+    int link = 0;
+    for (int i = 1; i <= CH_LINKS; i++) {
+        CUDA_OK(cudaMemcpy(buf, dX[i], (size_t)m * ld * 2, cudaMemcpyDeviceToHost));
+        long bad = 0;
+        for (int r = 0; r < m; r++)
+            for (int c = 0; c < CH_K; c++)
+                bad += buf[(size_t)r * ld + c] != hX[((size_t)i * m + r) * CH_K + c];
+        test_checks++;
+        if (bad && !link) {
+            link = i;
+            char msg[128];
+            snprintf(msg, sizeof msg, "m=%d ld=%d link %d (path %d, splits %d): %ld elements wrong", m, ld, i - 1,
+                     chain_links[i - 1].path, chain_links[i - 1].splits, bad);
+            test_fail(__FILE__, __LINE__, "a chained carve_gemm reads what the call before it wrote", msg);
+        }
+    }
+    return link;
+}
+
+static int chain_cases(carve_arena *arena, cublasHandle_t h) {
+    /* W0, W1 (permutations p, q with signs), each N-major and K-major. */
+    const size_t wsz = (size_t)CH_K * CH_K;
+    uint16_t *hW = calloc(wsz, 2);
+    int *perm = malloc(2 * CH_K * sizeof(int));
+    float *sign = malloc(2 * CH_K * sizeof(float));
+    if (!hW || !perm || !sign) {
+        fprintf(stderr, "FAIL: host allocation\n");
+        exit(1);
+    }
+    void *dW[4];
+    for (int w = 0; w < 2; w++) {
+        int *p = perm + w * CH_K;
+        for (int n = 0; n < CH_K; n++)
+            p[n] = n;
+        for (int n = CH_K - 1; n > 0; n--) { /* Fisher-Yates */
+            int j = (int)test_rng_below(&rng, (uint64_t)n + 1), t = p[n];
+            p[n] = p[j], p[j] = t;
+        }
+        for (int n = 0; n < CH_K; n++)
+            sign[w * CH_K + n] = test_rng_below(&rng, 2) ? 1.f : -1.f;
+        for (int kmaj = 0; kmaj < 2; kmaj++) {
+            memset(hW, 0, wsz * 2);
+            for (int n = 0; n < CH_K; n++) { /* W[k][n] = sign_n where k = p[n] */
+                const size_t at = kmaj ? (size_t)n * CH_K + p[n] : (size_t)p[n] * CH_K + n;
+                hW[at] = f2bf(sign[w * CH_K + n]);
+            }
+            CHECK_OK(arena, carve_alloc(arena, wsz * 2, NULL, &dW[2 * w + kmaj]));
+            CUDA_OK(cudaMemcpy(dW[2 * w + kmaj], hW, wsz * 2, cudaMemcpyHostToDevice));
+        }
+    }
+    cudaStream_t s;
+    CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    CUDA_OK(cublasSetStream(h, s) == CUBLAS_STATUS_SUCCESS ? cudaSuccess : cudaErrorUnknown);
+    static const int ms[] = {1, 4, 24};
+    int n = 0, ran_all = 0;
+    for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
+        for (int odd = 0; odd < 2; odd++) {
+            const int m = ms[mi], ld = CH_K + odd;
+            /* X[i] on the host, exact: X[i+1][r][c] = sign_c X[i][r][p(c)] */
+            uint16_t *hX = malloc((size_t)(CH_LINKS + 1) * m * CH_K * 2), *buf = malloc((size_t)m * ld * 2);
+            if (!hX || !buf) {
+                fprintf(stderr, "FAIL: host allocation\n");
+                exit(1);
+            }
+            for (size_t e = 0; e < (size_t)m * CH_K; e++) { /* no zeros: a product of -1 and 0 is +0, not -0 */
+                const float v = rand_in();
+                hX[e] = f2bf(v != 0.f ? v : 0.5f);
+            }
+            for (int i = 0; i < CH_LINKS; i++) {
+                const int w = i & 1;
+                for (int r = 0; r < m; r++)
+                    for (int c = 0; c < CH_K; c++) {
+                        uint16_t v = hX[((size_t)i * m + r) * CH_K + perm[w * CH_K + c]];
+                        hX[((size_t)(i + 1) * m + r) * CH_K + c] = sign[w * CH_K + c] < 0 ? v ^ 0x8000u : v;
+                    }
+            }
+            void *dX[CH_LINKS + 1];
+            for (int i = 0; i <= CH_LINKS; i++)
+                CHECK_OK(arena, carve_alloc(arena, (size_t)m * ld * 2, NULL, &dX[i]));
+            CUDA_OK(cudaMemset(dX[0], 0xFF, (size_t)m * ld * 2));
+            CUDA_OK(cudaMemcpy2D(dX[0], (size_t)ld * 2, hX, (size_t)CH_K * 2, (size_t)CH_K * 2, (size_t)m,
+                                 cudaMemcpyHostToDevice));
+            CUDA_OK(cudaDeviceSynchronize());
+
+            /* Direct, with cuBLAS links; twice (the second finds the
+             * workspace in the stream's cache). */
+            for (int rep = 0; rep < 2; rep++) {
+                int ran = 0;
+                chain_pass(arena, h, s, m, ld, dX, dW, 1, &ran);
+                CUDA_OK(cudaStreamSynchronize(s));
+                ran_all |= ran;
+                if (chain_check(m, ld, dX, hX, buf) == 0 && rep == 0)
+                    printf("ok   chain m=%d ld=%d: %d links (paths ran: %s%s%s)\n", m, ld, CH_LINKS,
+                           ran & 1 ? "wgmma " : "", ran & 4 ? "split " : "", ran & 2 ? "stream" : "");
+                n++;
+            }
+
+            /* Captured (cuBLAS's links on carve: its own workspace rules
+             * under capture are not what this tests), replayed twice; the
+             * graph sets every X but the first to NaN first. */
+            carve_graph_pool *g = NULL;
+            CHECK_OK(arena, carve_graph_pool_create(arena, &g));
+            CHECK_OK(arena, carve_graph_pool_begin(arena, g, (carve_stream)s));
+            int ran = 0;
+            chain_pass(arena, h, s, m, ld, dX, dW, 0, &ran); /* the warm-up: g maps the workspace */
+            CUDA_OK(cudaStreamSynchronize(s));
+            cudaGraph_t graph;
+            cudaGraphExec_t exec;
+            CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+            chain_pass(arena, h, s, m, ld, dX, dW, 0, &ran);
+            CUDA_OK(cudaStreamEndCapture(s, &graph));
+            CHECK_OK(arena, carve_graph_pool_end(arena, g, (carve_stream)s));
+            CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+            for (int rep = 0; rep < 2; rep++) {
+                CUDA_OK(cudaGraphLaunch(exec, s));
+                CUDA_OK(cudaStreamSynchronize(s));
+                if (chain_check(m, ld, dX, hX, buf) == 0 && rep == 0)
+                    printf("ok   chain m=%d ld=%d: captured and replayed\n", m, ld);
+                n++;
+            }
+            CUDA_OK(cudaGraphExecDestroy(exec));
+            CUDA_OK(cudaGraphDestroy(graph));
+            CHECK_OK(arena, carve_graph_pool_release(arena, g));
+            for (int i = 0; i <= CH_LINKS; i++)
+                carve_free(arena, dX[i]);
+            free(hX);
+            free(buf);
+        }
+    /* On Hopper the chain must have run the kernels it is about. */
+    if (g_cc == 90) {
+        CHECK((ran_all & 7) == 7);
+        if ((ran_all & 7) != 7)
+            fprintf(stderr, "  chain paths ran: %d (want wgmma, split and stream)\n", ran_all);
+    }
+    CUDA_OK(cublasSetStream(h, NULL) == CUBLAS_STATUS_SUCCESS ? cudaSuccess : cudaErrorUnknown);
+    CUDA_OK(cudaStreamDestroy(s));
+    for (int i = 0; i < 4; i++)
+        carve_free(arena, dW[i]);
+    free(hW);
+    free(perm);
+    free(sign);
+    return n;
+}
+
 int main(void) {
     ktest_require_device();
     const int quick = ktest_quick();
@@ -805,6 +1025,9 @@ int main(void) {
     t0 = ktest_now();
     ncases = tiny_cases(arena, h);
     printf("gemm_tc: %d tiny-product cases in %.1f s\n", ncases, ktest_now() - t0);
+    t0 = ktest_now();
+    ncases = chain_cases(arena, h);
+    printf("gemm_tc: %d chains in %.1f s\n", ncases, ktest_now() - t0);
     static const char *cn[3] = {"f32", "f16", "bf16"}, *pn[4] = {"wgmma", "mma", "stream", "tiny"};
     for (int p = 0; p < 4; p++)
         for (int ci = 0; ci < 3; ci++)
