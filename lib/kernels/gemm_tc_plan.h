@@ -422,8 +422,20 @@ static inline int carve_tc_stream_mt(int M) {
  * lose on most shapes (short k runs next to the cluster's reduction, and
  * clusters of 8 are harder to place); they were the fastest on few, by
  * little but once (8 x 8192 x 28672 with B K-major: 0.89 of cuBLAS at 8,
- * 0.83 at 4). */
+ * 0.83 at 4). At M <= CARVE_TC_STREAM_FEW_ROWS, where 4 blocks a tile
+ * give at most one block an SM (at most 33 tiles, 2112 columns, on 132
+ * SMs), the first size may go up to CARVE_TC_STREAM_FEW_MAX_CLUSTER (the
+ * K-major step rule stays within CARVE_TC_STREAM_PLAN_MAX_CLUSTER): the
+ * plan streams such outputs only where B's rows are off 16 bytes
+ * (N-major, from 1024 columns). There, m = 1-4, 1025, 1537 and 2049
+ * columns with k of 2100-11008 (8, 8 and 6 blocks) ran 1.05-1.42 times as
+ * fast as at 4 (1 x 1025 x 4096: 0.59 -> 0.77 of cuBLAS; 1 x 2049 x 11008:
+ * 0.77 -> 1.00), but 3073 columns (49 tiles, 5 blocks) ran at 0.85-0.86 of
+ * 4's speed, and m = 16 was slower at 8 (1025: 0.94 -> 0.91):
+ * bench/results/2026-11-27-h100c/cluster8, 2026-11-27-h100d/cluster. */
 #define CARVE_TC_STREAM_PLAN_MAX_CLUSTER 4
+#define CARVE_TC_STREAM_FEW_ROWS 4
+#define CARVE_TC_STREAM_FEW_MAX_CLUSTER 8
 #define CARVE_TC_STREAM_KMAJOR_STEPS 24
 static inline int carve_tc_stream_grid_q(int M) {
     return M > 16 ? 5 : 6;
@@ -434,11 +446,15 @@ static inline int carve_tc_stream_cluster(int M, int N, int K, int sms, int b_km
         sms = 1;
     const int64_t tiles = carve_tiles(N, CARVE_TC_STREAM_COLS);
     const int64_t units = carve_tiles(K, CARVE_TC_STREAM_UNIT);
-    int64_t hi = units / CARVE_TC_STREAM_WARPS;
-    if (hi > CARVE_TC_STREAM_PLAN_MAX_CLUSTER)
-        hi = CARVE_TC_STREAM_PLAN_MAX_CLUSTER;
+    const int64_t most = units / CARVE_TC_STREAM_WARPS;
+    const int64_t cap = M <= CARVE_TC_STREAM_FEW_ROWS && tiles * CARVE_TC_STREAM_PLAN_MAX_CLUSTER <= sms
+                            ? CARVE_TC_STREAM_FEW_MAX_CLUSTER
+                            : CARVE_TC_STREAM_PLAN_MAX_CLUSTER;
+    int64_t hi = most < cap ? most : cap, hk = most < CARVE_TC_STREAM_PLAN_MAX_CLUSTER ? most : CARVE_TC_STREAM_PLAN_MAX_CLUSTER;
     if (hi < 1)
         hi = 1;
+    if (hk < 1)
+        hk = 1;
     const int64_t want = ((int64_t)sms * carve_tc_stream_grid_q(M) + 3) / 4;
     int g = (int)hi;
     for (int cs = 1; cs < (int)hi; cs++)
@@ -446,7 +462,7 @@ static inline int carve_tc_stream_cluster(int M, int N, int K, int sms, int b_km
             g = cs;
             break;
         }
-    for (int cs = g; b_kmajor && cs <= (int)hi; cs++)
+    for (int cs = g; b_kmajor && cs <= (int)hk; cs++)
         if ((units + CARVE_TC_STREAM_WARPS * cs - 1) / (CARVE_TC_STREAM_WARPS * cs) <= CARVE_TC_STREAM_KMAJOR_STEPS)
             return cs;
     return g;

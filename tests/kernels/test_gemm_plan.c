@@ -250,14 +250,19 @@ static int stream_rule(int M, int N, int K, int sms, int kmajor) {
     if (sms < 1)
         sms = 1;
     const int64_t tiles = (N + 63LL) / 64, steps = (K + 63LL) / 64;
-    int64_t hi = steps / 4 < 4 ? steps / 4 : 4;
+    /* past 4 to fill the grid only at 4 rows or fewer where 4 give at most a block an SM; the K-major steps stay
+     * within 4 */
+    const int64_t cap = M <= 4 && tiles * 4 <= sms ? 8 : 4;
+    int64_t hi = steps / 4 < cap ? steps / 4 : cap, hk = steps / 4 < 4 ? steps / 4 : 4;
     if (hi < 1)
         hi = 1;
+    if (hk < 1)
+        hk = 1;
     const int64_t quarters = M > 16 ? 5 : 6;
     int cs = 1;
     while (cs < hi && tiles * cs * 4 < quarters * sms)
         cs++;
-    for (int c = cs; kmajor && c <= hi; c++)
+    for (int c = cs; kmajor && c <= hk; c++)
         if ((steps + 4 * c - 1) / (4 * c) <= 24)
             return c;
     return cs;
@@ -379,7 +384,7 @@ static void check_stream(void) {
                         const int64_t tiles = (N + 63LL) / 64;
                         checked++;
                         test_checks++;
-                        if (cs < 1 || cs > 4 || tiles * cs > CARVE_MAX_GRID ||
+                        if (cs < 1 || cs > (M <= 4 ? 8 : 4) || tiles * cs > CARVE_MAX_GRID ||
                             cs != stream_rule(M, N, K, sms, kmajor) ||
                             cs != carve_tc_stream_clamp_cluster(cs, K)) {
                             char msg[160];
@@ -403,6 +408,15 @@ static void check_stream(void) {
     CHECK(carve_tc_stream_cluster(1, 13, 17, 132, 0) == 1);      /* one step of k: one block */
     CHECK(carve_tc_stream_cluster(4, 12672, 4096, 132, 0) == 1); /* the grid exactly at 6/4 a block an SM */
     CHECK(carve_tc_stream_cluster(4, 12608, 4096, 132, 0) == 2); /* one tile short of it */
+    CHECK(carve_tc_stream_cluster(1, 1025, 4096, 132, 0) == 8);  /* 17 tiles: the grid short even at 8 */
+    CHECK(carve_tc_stream_cluster(4, 2049, 4096, 132, 0) == 6);  /* 33 tiles: 198 blocks at 6 */
+    CHECK(carve_tc_stream_cluster(4, 2049, 4096, 131, 0) == 4);  /* 132 blocks at 4: more than an SM each */
+    CHECK(carve_tc_stream_cluster(1, 3073, 4096, 132, 0) == 4);  /* 49 tiles: 5 ran slower than 4 */
+    CHECK(carve_tc_stream_cluster(5, 2049, 4096, 132, 0) == 4);  /* past 4 rows: 4 at most */
+    CHECK(carve_tc_stream_cluster(16, 1025, 4096, 132, 0) == 4);
+    CHECK(carve_tc_stream_cluster(1, 1025, 768, 132, 0) == 3);   /* 12 k steps: 3 warps' worth a block */
+    CHECK(carve_tc_stream_cluster(1, 1025, 28672, 132, 1) == 8); /* K-major: the grid's size first */
+    CHECK(carve_tc_stream_cluster(1, 8192, 28672, 132, 1) == 2); /* the steps' rule stays within 4 */
 
     /* Forced sizes. */
     CHECK(carve_tc_stream_clamp_cluster(0, 4096) == 1 && carve_tc_stream_clamp_cluster(-2, 4096) == 1);

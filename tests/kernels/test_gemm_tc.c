@@ -666,7 +666,8 @@ static int tiny_cases(carve_arena *arena, cublasHandle_t h) {
  * columns, 1 on 8200 and 2 on 8192 (on and just past the plan's line), 12 on
  * 12289, 9 on 1025 and 16 on 1023 (either side of the line where an
  * N-major B's rows are off 16 bytes), 5 on 4097 and 3 on 4095 (the same
- * for a K-major B), 2 on 4096 and 1 and 3 on 4096-4100 (either side of
+ * for a K-major B), 1 on 1025 and 2 on 1537 with k past 2048 (clusters of
+ * up to 8 under the plan at 4 rows or fewer), 2 on 4096 and 1 and 3 on 4096-4100 (either side of
  * the line for 1 or 2 rows), 7 on 12280 (just narrower), 8 on 11008 and 7,
  * 16, 17, 31, 32 and 33 (the first past the kernel's limit), n and k that
  * are not multiples of 8 (the last group of columns of an N-major B, the
@@ -683,12 +684,12 @@ static int stream_cases(carve_arena *arena, cublasHandle_t h, int quick) {
         {1, 1000, 1001}, {3, 65, 17},     {8, 7, 129},      {16, 1, 64},       {32, 200, 1},
         {17, 4101, 333}, {31, 8200, 3000}, {33, 4096, 1000}, {6, 12288, 1000}, {8, 14336, 4096},
         {7, 12280, 300},  {1, 8200, 700},   {12, 12289, 300}, {2, 8192, 13000}, {9, 1025, 300},
-        {16, 1023, 200},  {5, 4097, 301},   {3, 4095, 129},   {2, 4096, 600},
+        {16, 1023, 200},  {5, 4097, 301},   {3, 4095, 129},   {2, 4096, 600},   {2, 1537, 2100},
     };
     static const int small[][3] = {
         {1, 1000, 1001}, {3, 65, 17},     {8, 7, 129},  {16, 130, 300}, {32, 200, 65},
         {17, 77, 333},   {33, 64, 200},   {6, 12288, 72}, {1, 8200, 72}, {12, 12289, 72},
-        {9, 1025, 72},   {5, 4097, 73},   {2, 4096, 72},
+        {9, 1025, 72},   {5, 4097, 73},   {2, 4096, 72}, {1, 1025, 2049},
     };
     const int (*sh)[3] = quick ? small : full;
     const int nsh = quick ? (int)(sizeof small / sizeof small[0]) : (int)(sizeof full / sizeof full[0]);
