@@ -149,13 +149,17 @@ typedef enum carve_transpose { CARVE_NO_TRANS = 0, CARVE_TRANS = 1 } carve_trans
  * CARVE_GEMM_PERSIST=0 its one-block-a-tile grid and CARVE_GEMM_TMA_STORE=0
  * its register epilogue (for tests and comparisons).
  *
- * The work runs in stream order on s, as any kernel launch. On Hopper the
- * streaming and warpgroup MMA kernels are launched with programmatic
- * dependent launch, so that back-to-back calls overlap one call's start
- * with the end of the one before: each waits, before it touches memory,
- * until the work queued before it on s has completed (docs/kernels.md,
- * "Back-to-back calls"). CARVE_GEMM_PDL=0 launches them without it (for
- * comparisons).
+ * The work runs in stream order on s, as any kernel launch: it waits for
+ * all work queued on s before the call, and work queued after it sees its
+ * result. On Hopper a call's kernels after its first (copies, GEMM,
+ * split-K reduction) start while the one before them ends, each waiting
+ * for it before it touches memory (programmatic dependent launch;
+ * docs/kernels.md, "Back-to-back kernels"). CARVE_GEMM_PDL=2 lets a call's
+ * first kernel do so too (back-to-back calls overlap; 3-6% faster on
+ * decode shapes): it then waits only for the kernel just before it on s,
+ * which keeps stream order only if that kernel, when the caller launched
+ * it with programmatic dependent launch, waits (griddepcontrol.wait) for
+ * the work before it. CARVE_GEMM_PDL=0: none (for comparisons).
  *
  * Returns CARVE_OK; CARVE_ERR_INVALID for m, n or k <= 0, leading
  * dimensions below the minimum, unknown order, transpose or type values,

@@ -96,7 +96,7 @@ bool tma_store_env() {
 
 template <int BN, typename T, bool AK, bool BKM>
 cudaError_t launch(const Problem &pr, const CUtensorMap &ma, const CUtensorMap &mb, const CUtensorMap &mc,
-                   const EpiParams &ep, const SplitParams &sp, int grid) {
+                   const EpiParams &ep, const SplitParams &sp, int grid, bool first) {
     auto kern = wgmma_gemm_kernel<BN, T, AK, BKM>;
     constexpr int smem = WgCfg<BN>::kSmem;
     static std::atomic<int> ready{0};
@@ -119,18 +119,16 @@ cudaError_t launch(const Problem &pr, const CUtensorMap &ma, const CUtensorMap &
     cfg.dynamicSmemBytes = smem;
     cfg.stream = pr.stream;
     cudaLaunchAttribute attr[1];
+    const bool pdl = carve_tc_pdl_attr(&attr[0], first);
     cfg.attrs = attr;
-    cfg.numAttrs = carve_tc_pdl_attr(&attr[0]);
-    cudaError_t e = cudaLaunchKernelEx(&cfg, kern, ma, mb, mc, ep, sp);
+    cfg.numAttrs = pdl ? 1 : 0;
+    cudaError_t e = carve_tc_launch(cfg, pdl, kern, ma, mb, mc, ep, sp);
     if (e != cudaSuccess) { /* the opt-in may be gone (device reset): once more */
-        (void)cudaGetLastError();
         ready.store(0, std::memory_order_release);
         if (cudaFuncSetAttribute(reinterpret_cast<const void *>(kern), cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  smem) == cudaSuccess) {
             ready.store(1, std::memory_order_release);
-            e = cudaLaunchKernelEx(&cfg, kern, ma, mb, mc, ep, sp);
-            if (e != cudaSuccess)
-                (void)cudaGetLastError();
+            e = carve_tc_launch(cfg, pdl, kern, ma, mb, mc, ep, sp);
         }
     }
     return e;
@@ -138,19 +136,19 @@ cudaError_t launch(const Problem &pr, const CUtensorMap &ma, const CUtensorMap &
 
 template <int BN, typename T>
 cudaError_t launch_layout(const Problem &pr, const CUtensorMap &ma, const CUtensorMap &mb, const CUtensorMap &mc,
-                          const EpiParams &ep, const SplitParams &sp, int grid) {
+                          const EpiParams &ep, const SplitParams &sp, int grid, bool first) {
     if (pr.a_kmajor)
-        return pr.b_kmajor ? launch<BN, T, true, true>(pr, ma, mb, mc, ep, sp, grid)
-                           : launch<BN, T, true, false>(pr, ma, mb, mc, ep, sp, grid);
-    return pr.b_kmajor ? launch<BN, T, false, true>(pr, ma, mb, mc, ep, sp, grid)
-                       : launch<BN, T, false, false>(pr, ma, mb, mc, ep, sp, grid);
+        return pr.b_kmajor ? launch<BN, T, true, true>(pr, ma, mb, mc, ep, sp, grid, first)
+                           : launch<BN, T, true, false>(pr, ma, mb, mc, ep, sp, grid, first);
+    return pr.b_kmajor ? launch<BN, T, false, true>(pr, ma, mb, mc, ep, sp, grid, first)
+                       : launch<BN, T, false, false>(pr, ma, mb, mc, ep, sp, grid, first);
 }
 
 template <int BN>
 cudaError_t launch_type(const Problem &pr, const CUtensorMap &ma, const CUtensorMap &mb, const CUtensorMap &mc,
-                        const EpiParams &ep, const SplitParams &sp, int grid) {
-    return pr.bf16 ? launch_layout<BN, __nv_bfloat16>(pr, ma, mb, mc, ep, sp, grid)
-                   : launch_layout<BN, __half>(pr, ma, mb, mc, ep, sp, grid);
+                        const EpiParams &ep, const SplitParams &sp, int grid, bool first) {
+    return pr.bf16 ? launch_layout<BN, __nv_bfloat16>(pr, ma, mb, mc, ep, sp, grid, first)
+                   : launch_layout<BN, __half>(pr, ma, mb, mc, ep, sp, grid, first);
 }
 
 /* A cluster of `cs` blocks of a streaming kernel instance on a device: 0
@@ -219,13 +217,12 @@ cudaError_t stream_launch(const Problem &pr, StreamParams sp, int *cs) {
     attr[0].val.clusterDim.x = (unsigned)sp.clusters;
     attr[0].val.clusterDim.y = 1;
     attr[0].val.clusterDim.z = 1;
+    const bool pdl = carve_tc_pdl_attr(&attr[1], true); /* the call's only kernel */
     cfg.attrs = attr;
-    cfg.numAttrs = 1 + carve_tc_pdl_attr(&attr[1]);
+    cfg.numAttrs = pdl ? 2 : 1;
     const cudaError_t e = stream_dispatch(pr.bf16, pr.M, pr.a_kmajor, pr.b_kmajor, bu, [&](auto kernel) {
-        return cudaLaunchKernelEx(&cfg, kernel, sp);
+        return carve_tc_launch(cfg, pdl, kernel, sp); /* the error reported through the return value */
     });
-    if (e != cudaSuccess)
-        (void)cudaGetLastError(); /* reported through the return value */
     if (e == cudaErrorInvalidClusterSize)
         return cudaErrorNotSupported; /* nothing was queued: the wgmma path takes it */
     return e;
@@ -288,10 +285,10 @@ extern "C" cudaError_t carve_gemm_tc_wgmma_run(const Problem *pp, const WgPlan *
         mc = ma;
     EpiParams ep{pr.C, pr.ldc, pr.M, pr.N, pr.K, pr.alpha, pr.beta, pr.c_f32 ? 1 : 0};
     if (bn == 256)
-        return launch_type<256>(pr, ma, mb, mc, ep, sp, plan->grid);
+        return launch_type<256>(pr, ma, mb, mc, ep, sp, plan->grid, plan->first);
     if (bn == 192)
-        return launch_type<192>(pr, ma, mb, mc, ep, sp, plan->grid);
-    return launch_type<128>(pr, ma, mb, mc, ep, sp, plan->grid);
+        return launch_type<192>(pr, ma, mb, mc, ep, sp, plan->grid, plan->first);
+    return launch_type<128>(pr, ma, mb, mc, ep, sp, plan->grid, plan->first);
 }
 
 #else
@@ -340,15 +337,21 @@ cudaError_t mma_launch(const Problem &pr, const EpiParams &ep) {
     }
     const int64_t tiles = carve_grid(pr.M, pr.N, kMmaBM, kMmaBN); /* at most CARVE_MAX_GRID (args.c) */
     const T *A = static_cast<const T *>(pr.A), *B = static_cast<const T *>(pr.B);
-    kern<<<(unsigned)tiles, kMmaThreads, kMmaSmem, pr.stream>>>(A, pr.lda, B, pr.ldb, ep);
-    cudaError_t e = cudaGetLastError();
+    /* cudaLaunchKernelEx answers for this launch alone: an error left
+     * pending before the call is not taken for its failure (the kernel,
+     * queued, would run again in the retry). */
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)tiles, 1, 1);
+    cfg.blockDim = dim3(kMmaThreads, 1, 1);
+    cfg.dynamicSmemBytes = kMmaSmem;
+    cfg.stream = pr.stream;
+    cudaError_t e = carve_tc_launch(cfg, false, kern, A, pr.lda, B, pr.ldb, ep);
     if (e != cudaSuccess) { /* the opt-in may be gone (device reset): once more */
         ready.store(0, std::memory_order_release);
         if (cudaFuncSetAttribute(reinterpret_cast<const void *>(kern), cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  kMmaSmem) == cudaSuccess) {
             ready.store(1, std::memory_order_release);
-            kern<<<(unsigned)tiles, kMmaThreads, kMmaSmem, pr.stream>>>(A, pr.lda, B, pr.ldb, ep);
-            e = cudaGetLastError();
+            e = carve_tc_launch(cfg, false, kern, A, pr.lda, B, pr.ldb, ep);
         }
     }
     return e;
@@ -364,16 +367,16 @@ cudaError_t mma_layout(const Problem &pr, const EpiParams &ep) {
 /* A tiny product (carve_tc_tiny): one thread an element of C. */
 cudaError_t run_tiny(const Problem &pr) {
     const EpiParams ep{pr.C, pr.ldc, pr.M, pr.N, pr.K, pr.alpha, pr.beta, pr.c_f32 ? 1 : 0};
-    const unsigned blocks = (unsigned)(((long long)pr.M * pr.N + kTinyThreads - 1) / kTinyThreads);
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)(((long long)pr.M * pr.N + kTinyThreads - 1) / kTinyThreads), 1, 1);
+    cfg.blockDim = dim3(kTinyThreads, 1, 1);
+    cfg.stream = pr.stream;
+    const int ak = pr.a_kmajor ? 1 : 0, bk = pr.b_kmajor ? 1 : 0;
     if (pr.bf16)
-        tiny_gemm_kernel<__nv_bfloat16><<<blocks, kTinyThreads, 0, pr.stream>>>(
-            static_cast<const __nv_bfloat16 *>(pr.A), pr.lda, pr.a_kmajor ? 1 : 0,
-            static_cast<const __nv_bfloat16 *>(pr.B), pr.ldb, pr.b_kmajor ? 1 : 0, ep);
-    else
-        tiny_gemm_kernel<__half><<<blocks, kTinyThreads, 0, pr.stream>>>(
-            static_cast<const __half *>(pr.A), pr.lda, pr.a_kmajor ? 1 : 0, static_cast<const __half *>(pr.B), pr.ldb,
-            pr.b_kmajor ? 1 : 0, ep);
-    return cudaGetLastError();
+        return carve_tc_launch(cfg, false, tiny_gemm_kernel<__nv_bfloat16>, static_cast<const __nv_bfloat16 *>(pr.A),
+                               pr.lda, ak, static_cast<const __nv_bfloat16 *>(pr.B), pr.ldb, bk, ep);
+    return carve_tc_launch(cfg, false, tiny_gemm_kernel<__half>, static_cast<const __half *>(pr.A), pr.lda, ak,
+                           static_cast<const __half *>(pr.B), pr.ldb, bk, ep);
 }
 
 cudaError_t run_mma(const Problem &pr) {
@@ -521,32 +524,28 @@ cudaLaunchConfig_t ws_config(unsigned blocks, cudaStream_t stream) {
     return cfg;
 }
 
-/* A launch's status, its error cleared (reported through the return value). */
-cudaError_t ws_launched(cudaError_t e) {
-    if (e != cudaSuccess)
-        (void)cudaGetLastError();
-    return e;
-}
-
-cudaError_t launch_copy(const void *src, long long ld_src, void *dst, Stored sh, cudaStream_t stream, int sms) {
+cudaError_t launch_copy(const void *src, long long ld_src, void *dst, Stored sh, cudaStream_t stream, int sms,
+                        bool first) {
     const long long ld = carve_tc_copy_ld(sh.cols);
     cudaLaunchConfig_t cfg = ws_config(ws_blocks((long long)sh.rows * (ld / 8), sms), stream);
     cudaLaunchAttribute attr[1];
+    const bool pdl = carve_tc_pdl_attr(&attr[0], first);
     cfg.attrs = attr;
-    cfg.numAttrs = carve_tc_pdl_attr(&attr[0]);
-    return ws_launched(cudaLaunchKernelEx(&cfg, copy_rows_kernel, static_cast<const uint16_t *>(src), ld_src,
-                                          static_cast<uint16_t *>(dst), ld, sh.rows, sh.cols));
+    cfg.numAttrs = pdl ? 1 : 0;
+    return carve_tc_launch(cfg, pdl, copy_rows_kernel, static_cast<const uint16_t *>(src), ld_src,
+                           static_cast<uint16_t *>(dst), ld, sh.rows, sh.cols);
 }
 
 cudaError_t launch_reduce(const Problem &pr, const float *partial, int splits, int sms) {
     EpiParams ep{pr.C, pr.ldc, pr.M, pr.N, pr.K, pr.alpha, pr.beta, pr.c_f32 ? 1 : 0};
     cudaLaunchConfig_t cfg = ws_config(ws_blocks((long long)pr.M * pr.N, sms), pr.stream);
     cudaLaunchAttribute attr[1];
+    const bool pdl = carve_tc_pdl_attr(&attr[0], false); /* after the GEMM */
     cfg.attrs = attr;
-    cfg.numAttrs = carve_tc_pdl_attr(&attr[0]);
+    cfg.numAttrs = pdl ? 1 : 0;
     /* store_out ignores T for an fp32 C */
-    return ws_launched(pr.bf16 || pr.c_f32 ? cudaLaunchKernelEx(&cfg, splitk_reduce_kernel<__nv_bfloat16>, partial, splits, ep)
-                                           : cudaLaunchKernelEx(&cfg, splitk_reduce_kernel<__half>, partial, splits, ep));
+    return pr.bf16 || pr.c_f32 ? carve_tc_launch(cfg, pdl, splitk_reduce_kernel<__nv_bfloat16>, partial, splits, ep)
+                               : carve_tc_launch(cfg, pdl, splitk_reduce_kernel<__half>, partial, splits, ep);
 }
 
 /* The Hopper path with its workspace (docs/kernels.md, "Workspace"): the
@@ -593,15 +592,15 @@ cudaError_t run_wgmma(carve_arena *arena, const Problem &pr, int flip, carve_sta
     if (copy_a) {
         q.A = base + pbytes;
         q.lda = carve_tc_copy_ld(sa.cols);
-        e = launch_copy(pr.A, pr.lda, base + pbytes, sa, pr.stream, sms);
+        e = launch_copy(pr.A, pr.lda, base + pbytes, sa, pr.stream, sms, true);
     }
     if (copy_b && e == cudaSuccess) {
         q.B = base + pbytes + abytes;
         q.ldb = carve_tc_copy_ld(sb.cols);
-        e = launch_copy(pr.B, pr.ldb, base + pbytes + abytes, sb, pr.stream, sms);
+        e = launch_copy(pr.B, pr.ldb, base + pbytes + abytes, sb, pr.stream, sms, !copy_a);
     }
     const int grid = persist_env() ? carve_tc_persist_grid(carve_grid(pr.M, pr.N, CARVE_TC_BM, bn) * splits, sms) : 0;
-    const WgPlan plan{bn, splits, splits > 1 ? reinterpret_cast<float *>(base) : nullptr, grid};
+    const WgPlan plan{bn, splits, splits > 1 ? reinterpret_cast<float *>(base) : nullptr, grid, !copy_a && !copy_b};
     const char *why = nullptr;
     if (e == cudaSuccess)
         e = carve_gemm_tc_wgmma_run(&q, &plan, &why);

@@ -58,18 +58,46 @@ struct WgPlan {
     int splits;
     float *partial;
     int grid;
+    bool first; /* the call's first kernel (no copy before it): carve_tc_pdl_attr */
 };
 
-/* Host side: *attr allows programmatic dependent launch (below) unless
- * CARVE_GEMM_PDL=0 (read on every call; for comparisons); returns how many
- * attributes it set (0 or 1). */
-static inline unsigned carve_tc_pdl_attr(cudaLaunchAttribute *attr) {
+/* Host side: whether a kernel of a call is launched with programmatic
+ * dependent launch (below), and *attr set to it if so. Every kernel after
+ * the first of a call: the kernel before it is the call's own, which waits
+ * for the one before it, so the chain stays in stream order. The first
+ * kernel of a call only under CARVE_GEMM_PDL=2: the kernel before it is
+ * the caller's, and one launched the same way that does not wait
+ * (griddepcontrol.wait) before it ends may end before the work queued
+ * before it, which the first kernel would then not wait for.
+ * CARVE_GEMM_PDL=0: none (read on every call; for comparisons). */
+static inline bool carve_tc_pdl_attr(cudaLaunchAttribute *attr, bool first) {
     const char *v = getenv("CARVE_GEMM_PDL");
     if (v && v[0] == '0')
-        return 0;
+        return false;
+    if (first && !(v && v[0] == '2'))
+        return false;
     attr->id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr->val.programmaticStreamSerializationAllowed = 1;
-    return 1;
+    return true;
+}
+
+/* cudaLaunchKernelEx(&cfg, kernel, args...), its error cleared and
+ * returned; where it fails and cfg's last attribute is programmatic
+ * dependent launch (pdl), once more without it (a driver that refuses it:
+ * the kernel then waits for all work before it, as any launch). */
+template <typename... P, typename... A>
+static inline cudaError_t carve_tc_launch(cudaLaunchConfig_t cfg, bool pdl, void (*kernel)(P...), A... args) {
+    cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, args...);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        if (pdl) {
+            cfg.numAttrs--;
+            e = cudaLaunchKernelEx(&cfg, kernel, args...);
+            if (e != cudaSuccess)
+                (void)cudaGetLastError();
+        }
+    }
+    return e;
 }
 
 /* Programmatic dependent launch (sm_90): a kernel launched with

@@ -729,8 +729,9 @@ static int stream_cases(carve_arena *arena, cublasHandle_t h, int quick) {
  *
  * The Hopper kernels start early under programmatic dependent launch
  * (gemm_tc_common.cuh: each waits for the kernel before it on the stream
- * before it touches memory), so a chain of calls on one stream with no
- * host wait between them is the case to prove: X[i+1] = X[i] * W, each
+ * before it touches memory; a call's first kernel too under
+ * CARVE_GEMM_PDL=2, which the chains also run), so a chain of calls on one
+ * stream with no host wait between them is the case to prove: X[i+1] = X[i] * W, each
  * link on its own path (the plan's, wgmma split or not, the streaming
  * kernel with its own or a forced cluster size, mma.sync, and cuBLAS's
  * kernels between them), every X but the first NaN before the chain. W is
@@ -854,9 +855,19 @@ static int chain_cases(carve_arena *arena, cublasHandle_t h) {
     CUDA_OK(cublasSetStream(h, s) == CUBLAS_STATUS_SUCCESS ? cudaSuccess : cudaErrorUnknown);
     static const int ms[] = {1, 4, 24};
     int n = 0, ran_all = 0;
+    /* As the environment says (by default each call's kernels after its
+     * first), then with each call's first kernel too (CARVE_GEMM_PDL=2),
+     * unless the environment turned it off. */
+    const char *env = getenv("CARVE_GEMM_PDL");
+    char saved[16] = "";
+    if (env)
+        snprintf(saved, sizeof saved, "%s", env);
+    for (int across = 0; across < (env && env[0] == '0' ? 1 : 2); across++)
     for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
         for (int odd = 0; odd < 2; odd++) {
             const int m = ms[mi], ld = CH_K + odd;
+            if (across)
+                setenv("CARVE_GEMM_PDL", "2", 1);
             /* X[i] on the host, exact: X[i+1][r][c] = sign_c X[i][r][p(c)] */
             uint16_t *hX = malloc((size_t)(CH_LINKS + 1) * m * CH_K * 2), *buf = malloc((size_t)m * ld * 2);
             if (!hX || !buf) {
@@ -891,8 +902,9 @@ static int chain_cases(carve_arena *arena, cublasHandle_t h) {
                 CUDA_OK(cudaStreamSynchronize(s));
                 ran_all |= ran;
                 if (chain_check(m, ld, dX, hX, buf) == 0 && rep == 0)
-                    printf("ok   chain m=%d ld=%d: %d links (paths ran: %s%s%s)\n", m, ld, CH_LINKS,
-                           ran & 1 ? "wgmma " : "", ran & 4 ? "split " : "", ran & 2 ? "stream" : "");
+                    printf("ok   chain m=%d ld=%d%s: %d links (paths ran: %s%s%s)\n", m, ld,
+                           across ? " CARVE_GEMM_PDL=2" : "", CH_LINKS, ran & 1 ? "wgmma " : "", ran & 4 ? "split " : "",
+                           ran & 2 ? "stream" : "");
                 n++;
             }
 
@@ -916,7 +928,7 @@ static int chain_cases(carve_arena *arena, cublasHandle_t h) {
                 CUDA_OK(cudaGraphLaunch(exec, s));
                 CUDA_OK(cudaStreamSynchronize(s));
                 if (chain_check(m, ld, dX, hX, buf) == 0 && rep == 0)
-                    printf("ok   chain m=%d ld=%d: captured and replayed\n", m, ld);
+                    printf("ok   chain m=%d ld=%d%s: captured and replayed\n", m, ld, across ? " CARVE_GEMM_PDL=2" : "");
                 n++;
             }
             CUDA_OK(cudaGraphExecDestroy(exec));
@@ -926,6 +938,10 @@ static int chain_cases(carve_arena *arena, cublasHandle_t h) {
                 carve_free(arena, dX[i]);
             free(hX);
             free(buf);
+            if (env)
+                setenv("CARVE_GEMM_PDL", saved, 1);
+            else
+                unsetenv("CARVE_GEMM_PDL");
         }
     /* On Hopper the chain must have run the kernels it is about. */
     if (g_cc == 90) {
