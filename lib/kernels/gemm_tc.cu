@@ -689,10 +689,8 @@ extern "C" carve_status carve_gemm(carve_arena *arena, carve_stream s, carve_ord
     }
 #endif
     if (e == cudaErrorNotSupported && want == 0 && device_cc() >= 80 && carve_tc_tiny(pr.M, pr.N, pr.K)) {
-        /* A tiny product, where the streaming kernel did not take it. Any
-         * error is the call's: the kernel may be queued already (an error
-         * left pending before the call reads as this launch's), so no
-         * other path runs after it. */
+        /* A tiny product, where the streaming kernel did not take it. Its
+         * launch's error is the call's: no other path runs after it. */
         e = run_tiny(pr);
         if (e == cudaSuccess) {
             t_last_path = 3;

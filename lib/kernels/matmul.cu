@@ -133,16 +133,21 @@ carve_status run(const char *fn, int variant, carve_stream s, int m, int n, int 
     cudaError_t e = allow_smem(pl.variant, pl.f);
     if (e != cudaSuccess)
         return carve_k::launch_status(e, fn);
-    cudaStream_t stream = reinterpret_cast<cudaStream_t>(s);
-    pl.f<<<(unsigned)pl.blocks, pl.threads, pl.smem, stream>>>(pl.p);
-    e = cudaGetLastError();
+    /* cudaLaunchKernelEx answers for this launch alone: an error left
+     * pending before the call is not taken for its failure (the kernel,
+     * queued, would run again below: twice with beta != 0 is wrong). */
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)pl.blocks, 1, 1);
+    cfg.blockDim = dim3(pl.threads, 1, 1);
+    cfg.dynamicSmemBytes = pl.smem;
+    cfg.stream = reinterpret_cast<cudaStream_t>(s);
+    e = cudaLaunchKernelEx(&cfg, pl.f, pl.p);
     if (e != cudaSuccess && pl.smem > 48 * 1024) {
+        (void)cudaGetLastError();
         /* The opt-in may have been lost (cudaDeviceReset): set it again. */
         forget_smem(pl.variant);
-        if ((e = allow_smem(pl.variant, pl.f)) == cudaSuccess) {
-            pl.f<<<(unsigned)pl.blocks, pl.threads, pl.smem, stream>>>(pl.p);
-            e = cudaGetLastError();
-        }
+        if ((e = allow_smem(pl.variant, pl.f)) == cudaSuccess)
+            e = cudaLaunchKernelEx(&cfg, pl.f, pl.p);
     }
     return carve_k::launch_status(e, fn);
 }

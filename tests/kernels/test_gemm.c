@@ -435,6 +435,52 @@ static void padding_columns(carve_arena *arena) {
     free(ref);
 }
 
+/* An error left pending before a call (a refused cudaMalloc) is not the
+ * call's: it answers CARVE_OK and C is written once. Launches once read
+ * the pending error as their own and queued the kernel again, so with
+ * beta 1 C got A * B twice. Every variant and the automatic choice; A and
+ * B all ones, C ones: every element k + 1. */
+static void pending_error(carve_arena *arena) {
+    const int m = 64, n = 64, k = 64;
+    const size_t sz = (size_t)m * k * sizeof(float);
+    float *h = malloc(sz), *dA, *dB, *dC;
+    if (!h) {
+        fprintf(stderr, "FAIL: host allocation\n");
+        exit(1);
+    }
+    CHECK_OK(arena, carve_alloc(arena, sz, NULL, (void **)&dA));
+    CHECK_OK(arena, carve_alloc(arena, sz, NULL, (void **)&dB));
+    CHECK_OK(arena, carve_alloc(arena, sz, NULL, (void **)&dC));
+    for (int i = 0; i < m * k; i++)
+        h[i] = 1.f;
+    CUDA_OK(cudaMemcpy(dA, h, sz, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(dB, h, sz, cudaMemcpyHostToDevice));
+    for (int v = -1; v < carve__gemm_f32_variant_count(); v++) {
+        CUDA_OK(cudaMemcpy(dC, h, sz, cudaMemcpyHostToDevice));
+        void *huge = NULL;
+        CHECK(cudaMalloc(&huge, (size_t)1 << 62) != cudaSuccess); /* pending now */
+        const carve_status st = v < 0 ? carve_gemm_f32(NULL, m, n, k, 1.f, dA, k, dB, n, 1.f, dC, n)
+                                      : carve__gemm_f32_variant(v, NULL, m, n, k, 1.f, dA, k, dB, n, 1.f, dC, n);
+        CHECK(st == CARVE_OK);
+        (void)cudaGetLastError();
+        CUDA_OK(cudaDeviceSynchronize());
+        CUDA_OK(cudaMemcpy(h, dC, sz, cudaMemcpyDeviceToHost));
+        int bad = 0;
+        for (int i = 0; i < m * n; i++)
+            bad += h[i] != (float)(k + 1);
+        CHECK(bad == 0);
+        if (st != CARVE_OK || bad)
+            fprintf(stderr, "  pending error, variant %d: status %d, %d of %d elements not %d\n", v, (int)st, bad,
+                    m * n, k + 1);
+        for (int i = 0; i < m * k; i++)
+            h[i] = 1.f;
+    }
+    carve_free(arena, dA);
+    carve_free(arena, dB);
+    carve_free(arena, dC);
+    free(h);
+}
+
 int main(void) {
     ktest_require_device();
     const int quick = ktest_quick();
@@ -446,6 +492,7 @@ int main(void) {
 
     bad_arguments(arena);
     padding_columns(arena);
+    pending_error(arena);
 
     /* m, n, k, lda, ldb, ldc, offset, alpha, beta. Shapes: 1 / 17 / 1000 /
      * 4097 combinations, tile multiples and near-misses, padded leading

@@ -30,10 +30,11 @@
  *    carve_tc_stream_b_rows and carve_tc_stream_a_vec; the kernel's row
  *    tiles carve_tc_stream_mt;
  *    its cluster size is the rule the header documents (recomputed here
- *    from its words): the smallest size from 1 to 4 (and to a step of k a
+ *    from its words): the smallest size from 1 to 4 (8 at 4 rows or
+ *    fewer where 4 give at most a block an SM; and to a step of k a
  *    warp) whose grid gives 6/4 of a block an SM (5/4 above 16 rows),
  *    then with a K-major B the smallest from
- *    there that leaves a warp 24 steps of k or fewer, if one does; the
+ *    there up to 4 that leaves a warp 24 steps of k or fewer, if one does; the
  *    grid within a launch's limit, for m 1 to 32, n and k up to INT_MAX on
  *    devices of 1, 8, 78, 114 and 132 SMs (and 0 or -1, a failed query:
  *    one); named shapes on 132 SMs give
@@ -370,7 +371,7 @@ static void check_stream(void) {
      * up to 4 does); SM counts of 0 and less (a failed query) count as
      * one. */
     static const int ks[] = {1,    17,   63,    64,    65,    255,   256,   257,    768,
-                             1001, 4096, 6144, 6208, 11008, 14336, 20480, 28672, INT_MAX};
+                             1001, 4096, 6144, 6208, 11008, 14336, 20480, 28672, 38400, INT_MAX};
     static const int smss[] = {-1, 0, 1, 8, 78, 114, 132};
     static const int ms[] = {1, 4, 16, 17, 32};
     long checked = 0;
@@ -416,7 +417,8 @@ static void check_stream(void) {
     CHECK(carve_tc_stream_cluster(16, 1025, 4096, 132, 0) == 4);
     CHECK(carve_tc_stream_cluster(1, 1025, 768, 132, 0) == 3);   /* 12 k steps: 3 warps' worth a block */
     CHECK(carve_tc_stream_cluster(1, 1025, 28672, 132, 1) == 8); /* K-major: the grid's size first */
-    CHECK(carve_tc_stream_cluster(1, 8192, 28672, 132, 1) == 2); /* the steps' rule stays within 4 */
+    CHECK(carve_tc_stream_cluster(1, 8192, 28672, 132, 1) == 2);
+    CHECK(carve_tc_stream_cluster(1, 2049, 38400, 132, 1) == 6); /* the steps' rule stays within 4: not 7 */
 
     /* Forced sizes. */
     CHECK(carve_tc_stream_clamp_cluster(0, 4096) == 1 && carve_tc_stream_clamp_cluster(-2, 4096) == 1);

@@ -860,9 +860,10 @@ static int chain_cases(carve_arena *arena, cublasHandle_t h) {
      * unless the environment turned it off. */
     const char *env = getenv("CARVE_GEMM_PDL");
     char saved[16] = "";
-    if (env)
+    const int had = env != NULL, passes = env && env[0] == '0' ? 1 : 2;
+    if (had)
         snprintf(saved, sizeof saved, "%s", env);
-    for (int across = 0; across < (env && env[0] == '0' ? 1 : 2); across++)
+    for (int across = 0; across < passes; across++)
     for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
         for (int odd = 0; odd < 2; odd++) {
             const int m = ms[mi], ld = CH_K + odd;
@@ -938,7 +939,7 @@ static int chain_cases(carve_arena *arena, cublasHandle_t h) {
                 carve_free(arena, dX[i]);
             free(hX);
             free(buf);
-            if (env)
+            if (had)
                 setenv("CARVE_GEMM_PDL", saved, 1);
             else
                 unsetenv("CARVE_GEMM_PDL");
@@ -957,6 +958,59 @@ static int chain_cases(carve_arena *arena, cublasHandle_t h) {
     free(perm);
     free(sign);
     return n;
+}
+
+/* An error left pending before a call (a refused cudaMalloc) is not the
+ * call's: it answers CARVE_OK and C is written once. mma.sync's launch
+ * once read the pending error as its own and queued the kernel again, so
+ * with beta 1 C got A * B twice. Each path (tiny under auto at 16 x 16 x
+ * 16); A and B all ones, an fp32 C of ones: every element k + 1. */
+static int pending_error_cases(carve_arena *arena) {
+    static const char *const paths[4] = {"mma", "wgmma", "stream", "auto"};
+    const int n = 64;
+    uint16_t *hab = malloc((size_t)n * n * 2);
+    float *hc = malloc((size_t)n * n * 4);
+    if (!hab || !hc) {
+        fprintf(stderr, "FAIL: host allocation\n");
+        exit(1);
+    }
+    for (int i = 0; i < n * n; i++)
+        hab[i] = f2bf(1.f);
+    void *dA, *dB, *dC;
+    CHECK_OK(arena, carve_alloc(arena, (size_t)n * n * 2, NULL, &dA));
+    CHECK_OK(arena, carve_alloc(arena, (size_t)n * n * 2, NULL, &dB));
+    CHECK_OK(arena, carve_alloc(arena, (size_t)n * n * 4, NULL, &dC));
+    CUDA_OK(cudaMemcpy(dA, hab, (size_t)n * n * 2, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(dB, hab, (size_t)n * n * 2, cudaMemcpyHostToDevice));
+    for (int p = 0; p < 4; p++) {
+        const int m = p == 2 ? 4 : p == 3 ? 16 : n, nn = p == 3 ? 16 : n, k = p == 3 ? 16 : n;
+        for (int i = 0; i < n * n; i++)
+            hc[i] = 1.f;
+        CUDA_OK(cudaMemcpy(dC, hc, (size_t)n * n * 4, cudaMemcpyHostToDevice));
+        setenv("CARVE_GEMM_PATH", paths[p], 1);
+        void *huge = NULL;
+        CHECK(cudaMalloc(&huge, (size_t)1 << 62) != cudaSuccess); /* pending now */
+        const carve_status st = carve_gemm(arena, NULL, CARVE_ROW_MAJOR, CARVE_NO_TRANS, CARVE_NO_TRANS, m, nn, k, 1.f,
+                                           dA, k, dB, nn, 1.f, dC, nn, CARVE_DTYPE_BF16, CARVE_DTYPE_F32);
+        const int ran = carve__gemm_tc_last_path();
+        CHECK(st == CARVE_OK);
+        (void)cudaGetLastError();
+        CUDA_OK(cudaDeviceSynchronize());
+        CUDA_OK(cudaMemcpy(hc, dC, (size_t)m * nn * 4, cudaMemcpyDeviceToHost));
+        int bad = 0;
+        for (int i = 0; i < m * nn; i++)
+            bad += hc[i] != (float)(k + 1);
+        CHECK(bad == 0);
+        printf("%s pending error before the call, path %s (ran %d): status %d, %d of %d elements not %d\n",
+               st == CARVE_OK && !bad ? "ok  " : "FAIL", paths[p], ran, (int)st, bad, m * nn, k + 1);
+    }
+    unsetenv("CARVE_GEMM_PATH");
+    carve_free(arena, dA);
+    carve_free(arena, dB);
+    carve_free(arena, dC);
+    free(hab);
+    free(hc);
+    return 4;
 }
 
 int main(void) {
@@ -1042,6 +1096,7 @@ int main(void) {
     t0 = ktest_now();
     ncases = tiny_cases(arena, h);
     printf("gemm_tc: %d tiny-product cases in %.1f s\n", ncases, ktest_now() - t0);
+    pending_error_cases(arena);
     t0 = ktest_now();
     ncases = chain_cases(arena, h);
     printf("gemm_tc: %d chains in %.1f s\n", ncases, ktest_now() - t0);
