@@ -152,6 +152,20 @@ static void predict(const tcase *c, int lda, int ldb, int *path, int *splits, in
     *path = 1, *splits = s, *copies = bad_a | (bad_b << 1);
 }
 
+/* The path (tcase's numbering: 0 auto, 1 wgmma, 2 mma, 3 stream) and the
+ * forced split or cluster size (0: the plan's) the next carve_gemm takes. */
+static void force_path(int path, int splits) {
+    static const char *const path_names[4] = {"auto", "wgmma", "mma", "stream"};
+    setenv("CARVE_GEMM_PATH", path_names[path], 1);
+    if (splits) {
+        char sv[16];
+        snprintf(sv, sizeof sv, "%d", splits);
+        setenv("CARVE_GEMM_SPLITK", sv, 1);
+    } else {
+        unsetenv("CARVE_GEMM_SPLITK");
+    }
+}
+
 static void run_case(carve_arena *arena, cublasHandle_t h, const tcase *c) {
     const int row = c->order == CARVE_ROW_MAJOR;
     const int a_rows = c->ta ? c->k : c->m, a_cols = c->ta ? c->m : c->k;
@@ -206,15 +220,7 @@ static void run_case(carve_arena *arena, cublasHandle_t h, const tcase *c) {
     }
     CUDA_OK(cudaMemcpy(dR, hR, csz * 4, cudaMemcpyHostToDevice));
 
-    static const char *const path_names[4] = {"auto", "wgmma", "mma", "stream"};
-    setenv("CARVE_GEMM_PATH", path_names[c->path], 1);
-    if (c->splits) {
-        char sv[16];
-        snprintf(sv, sizeof sv, "%d", c->splits);
-        setenv("CARVE_GEMM_SPLITK", sv, 1);
-    } else {
-        unsetenv("CARVE_GEMM_SPLITK");
-    }
+    force_path(c->path, c->splits);
     carve_arena *wsa = c->ws == 0 ? arena : c->ws == 1 ? NULL : g_small;
     carve_stats before, after, synced;
     CUDA_OK(cudaDeviceSynchronize()); /* the inputs are in place for any stream */
@@ -773,15 +779,7 @@ static void chain_pass(carve_arena *arena, cublasHandle_t h, cudaStream_t s, int
             CHECK(bs == CUBLAS_STATUS_SUCCESS);
             continue;
         }
-        static const char *const path_names[5] = {"auto", "wgmma", "mma", "stream", "auto"};
-        setenv("CARVE_GEMM_PATH", path_names[l->path], 1);
-        if (l->splits) {
-            char sv[16];
-            snprintf(sv, sizeof sv, "%d", l->splits);
-            setenv("CARVE_GEMM_SPLITK", sv, 1);
-        } else {
-            unsetenv("CARVE_GEMM_SPLITK");
-        }
+        force_path(l->path == 4 ? 0 : l->path, l->splits); /* a cuBLAS link on carve: the plan's path */
         carve_status st = carve_gemm(arena, s, CARVE_ROW_MAJOR, CARVE_NO_TRANS, l->tb ? CARVE_TRANS : CARVE_NO_TRANS,
                                      m, CH_K, CH_K, 1.f, dX[i], ld, W, CH_K, 0.f, dX[i + 1], ld, CARVE_DTYPE_BF16,
                                      CARVE_DTYPE_BF16);
