@@ -39,7 +39,9 @@
  * the output is wide; forcing keeps them on the streaming kernel). Chains
  * of calls on one stream, each reading what the one before wrote, with no
  * host wait between them (chain_cases: programmatic dependent launch), run
- * direct and captured into a CUDA graph. Exits 77 without a device.
+ * direct and captured into a CUDA graph; the captured graph's edges show
+ * which launches may start early (pdl_edge_cases: by default never a
+ * call's first). Exits 77 without a device.
  *
  * Workspace (docs/kernels.md, "Workspace"): on Hopper, operands whose rows
  * break TMA's rules (lda or ldb not a multiple of 8, a base not on 16
@@ -1011,6 +1013,135 @@ static int pending_error_cases(carve_arena *arena) {
     return 4;
 }
 
+/* Which launches may start before the work before them ends, read from a
+ * captured graph's edges (a launch with programmatic dependent launch is
+ * captured as a programmatic edge from the kernel before it). A call is
+ * captured right after another kernel (carve_gemm_f32's, launched as any
+ * kernel), for a call of several kernels (wgmma, A's rows off 16 bytes:
+ * a copy of A, the GEMM split 4, the reduction), of one (the streaming
+ * kernel) and the plan's. The edge into the call's first kernel must be
+ * an ordinary one by default (the call waits for all work before it: a
+ * caller's kernel launched with the attribute that never waits may end
+ * before the work queued before it), programmatic under
+ * CARVE_GEMM_PDL=2 on Hopper; on Hopper by default the split call's later
+ * kernels must have programmatic edges; under CARVE_GEMM_PDL=0 no edge is. */
+static int pdl_edge_cases(carve_arena *arena) {
+    enum { EM = 8, EN = 1024, EK = 4096 };
+    void *dA, *dB, *dC;
+    float *dF;
+    const int lda = EK + 1;
+    CHECK_OK(arena, carve_alloc(arena, (size_t)EM * lda * 2, NULL, &dA));
+    CHECK_OK(arena, carve_alloc(arena, (size_t)EK * EN * 2, NULL, &dB));
+    CHECK_OK(arena, carve_alloc(arena, (size_t)EM * EN * 2, NULL, &dC));
+    CHECK_OK(arena, carve_alloc(arena, 3 * 16 * sizeof(float), NULL, (void **)&dF));
+    CUDA_OK(cudaMemset(dA, 0, (size_t)EM * lda * 2));
+    CUDA_OK(cudaMemset(dB, 0, (size_t)EK * EN * 2));
+    CUDA_OK(cudaMemset(dF, 0, 3 * 16 * sizeof(float)));
+    cudaStream_t s;
+    CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    static const char *const settings[3] = {NULL, "2", "0"};
+    static const struct {
+        int path, splits, m, lda;
+        const char *name;
+    } calls[3] = {{1, 4, EM, EK + 1, "wgmma split 4, A copied"}, {3, 0, 2, EK, "streaming"}, {0, 0, EM, EK, "plan"}};
+    const char *env = getenv("CARVE_GEMM_PDL");
+    char saved[16] = "";
+    if (env)
+        snprintf(saved, sizeof saved, "%s", env);
+    int n = 0;
+    for (int set = 0; set < 3; set++) {
+        if (settings[set])
+            setenv("CARVE_GEMM_PDL", settings[set], 1);
+        else
+            unsetenv("CARVE_GEMM_PDL");
+        for (int ci = 0; ci < 3; ci++) {
+            carve_graph_pool *g = NULL;
+            CHECK_OK(arena, carve_graph_pool_create(arena, &g));
+            CHECK_OK(arena, carve_graph_pool_begin(arena, g, (carve_stream)s));
+            cudaGraph_t graph = NULL;
+            const cudaGraphNode_t *deps = NULL;
+            size_t ndeps = 0;
+            cudaGraphNode_t before = NULL;
+            int ran = -1;
+            for (int pass = 0; pass < 2; pass++) { /* the warm-up maps the workspace in g */
+                if (pass)
+                    CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+                CHECK(carve_gemm_f32((carve_stream)s, 4, 4, 4, 1.f, dF, 4, dF + 16, 4, 0.f, dF + 32, 4) == CARVE_OK);
+                if (pass) {
+                    enum cudaStreamCaptureStatus cs;
+                    CUDA_OK(cudaStreamGetCaptureInfo(s, &cs, NULL, NULL, &deps, NULL, &ndeps));
+                    CHECK(ndeps == 1);
+                    before = ndeps == 1 ? deps[0] : NULL;
+                }
+                force_path(calls[ci].path, calls[ci].splits);
+                CHECK(carve_gemm(arena, s, CARVE_ROW_MAJOR, CARVE_NO_TRANS, CARVE_NO_TRANS, calls[ci].m, EN, EK, 1.f, dA,
+                                 calls[ci].lda, dB, EN, 0.f, dC, EN, CARVE_DTYPE_BF16, CARVE_DTYPE_BF16) == CARVE_OK);
+                ran = carve__gemm_tc_last_path();
+                unsetenv("CARVE_GEMM_SPLITK");
+                unsetenv("CARVE_GEMM_PATH");
+                if (pass)
+                    CUDA_OK(cudaStreamEndCapture(s, &graph));
+                else
+                    CUDA_OK(cudaStreamSynchronize(s));
+            }
+            CHECK_OK(arena, carve_graph_pool_end(arena, g, (carve_stream)s));
+            size_t ne = 0;
+            CUDA_OK(cudaGraphGetEdges(graph, NULL, NULL, NULL, &ne));
+            cudaGraphNode_t *from = calloc(ne + 1, sizeof *from), *to = calloc(ne + 1, sizeof *to);
+            cudaGraphEdgeData *ed = calloc(ne + 1, sizeof *ed);
+            if (!from || !to || !ed) {
+                fprintf(stderr, "FAIL: host allocation\n");
+                exit(1);
+            }
+            CUDA_OK(cudaGraphGetEdges(graph, from, to, ed, &ne));
+            int first = -1, inner_prog = 0, firsts = 0;
+            for (size_t e = 0; e < ne; e++) {
+                enum cudaGraphNodeType tf, tt;
+                CUDA_OK(cudaGraphNodeGetType(from[e], &tf));
+                CUDA_OK(cudaGraphNodeGetType(to[e], &tt));
+                const int prog = ed[e].type == cudaGraphDependencyTypeProgrammatic;
+                if (from[e] == before) {
+                    firsts++;
+                    first = tt == cudaGraphNodeTypeKernel ? prog : -1;
+                } else if (prog) {
+                    inner_prog++;
+                }
+            }
+            /* ran: 1 wgmma, 2 stream (carve__gemm_tc_last_path) */
+            const int hopper = g_cc == 90 && (ran == 1 || ran == 2);
+            const int want_first = set == 1 && hopper;
+            int ok = firsts == 1 && first == want_first;
+            if (set == 2)
+                ok = ok && inner_prog == 0;
+            if (set == 0 && hopper && ci == 0)
+                ok = ok && inner_prog >= 2; /* copy -> GEMM -> reduction */
+            if (ci == 1)
+                ok = ok && inner_prog == 0; /* one kernel */
+            CHECK(ok);
+            printf("%s pdl edges, %s, CARVE_GEMM_PDL=%s (ran %d): %zu edges, into the call's first kernel %s, "
+                   "%d programmatic within the call\n",
+                   ok ? "ok  " : "FAIL", calls[ci].name, settings[set] ? settings[set] : "unset", ran, ne,
+                   first == 1 ? "programmatic" : first == 0 ? "ordinary" : "none", inner_prog);
+            free(from);
+            free(to);
+            free(ed);
+            CUDA_OK(cudaGraphDestroy(graph));
+            CHECK_OK(arena, carve_graph_pool_release(arena, g));
+            n++;
+        }
+    }
+    if (env)
+        setenv("CARVE_GEMM_PDL", saved, 1);
+    else
+        unsetenv("CARVE_GEMM_PDL");
+    CUDA_OK(cudaStreamDestroy(s));
+    carve_free(arena, dA);
+    carve_free(arena, dB);
+    carve_free(arena, dC);
+    carve_free(arena, dF);
+    return n;
+}
+
 int main(void) {
     ktest_require_device();
     const int quick = ktest_quick();
@@ -1095,6 +1226,7 @@ int main(void) {
     ncases = tiny_cases(arena, h);
     printf("gemm_tc: %d tiny-product cases in %.1f s\n", ncases, ktest_now() - t0);
     pending_error_cases(arena);
+    pdl_edge_cases(arena);
     t0 = ktest_now();
     ncases = chain_cases(arena, h);
     printf("gemm_tc: %d chains in %.1f s\n", ncases, ktest_now() - t0);
