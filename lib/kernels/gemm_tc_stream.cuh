@@ -385,12 +385,6 @@ __global__ void __launch_bounds__(kStThreads, kStMinBlocks<MT, BKM, BU>) stream_
     const long long ub = carve_tc_stream_run_begin(units, run, runs);
     const long long ue = carve_tc_stream_run_begin(units, run + 1, runs);
 
-    bool row_ok[MT][2];
-#pragma unroll
-    for (int mt = 0; mt < MT; mt++) {
-        row_ok[mt][0] = 16 * mt + g < M;
-        row_ok[mt][1] = 16 * mt + g + 8 < M;
-    }
     float acc[MT][8][4];
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
@@ -402,6 +396,11 @@ __global__ void __launch_bounds__(kStThreads, kStMinBlocks<MT, BKM, BU>) stream_
 
     uint16_t(*sa)[kStLdA] = sm.st.a[warp];
     uint4 *const sb = sm.st.b[SB ? warp : 0];
+    /* The staged rows past M are zeros for the whole loop (stage_a writes
+     * rows 0 .. M-1 only), so the fragment reads below need no test (but
+     * where B is staged too: there the lanes of those rows skip theirs). */
+    for (int i = M * kStUnit + lane; i < 16 * MT * kStUnit; i += 32)
+        sa[i / kStUnit][i % kStUnit] = 0;
     for (long long u = ub; u < ue; u++) {
         const long long k0 = u * kStUnit;
         /* B first: its loads are in flight while A is staged. N-major:
@@ -414,19 +413,34 @@ __global__ void __launch_bounds__(kStThreads, kStMinBlocks<MT, BKM, BU>) stream_
             __syncwarp(); /* the last step's reads of sb are done */
             stage_b<BKM>(sb, line, BKM ? nbase : k0, BKM ? N : K, b_lo, b_hi, lane);
         } else if constexpr (!BKM) {
+            if (!BU && nvalid == 8 && k0 + kStUnit <= K) { /* a whole step: no test a load */
+                const uint16_t *src = B + (k0 + 4 * t) * p.ldb;
 #pragma unroll
-            for (int s = 0; s < 4; s++)
+                for (int s = 0; s < 4; s++)
 #pragma unroll
-                for (int r = 0; r < 4; r++) {
-                    const long long row = k0 + 16 * s + 4 * t + r;
-                    const uint16_t *src = B + row * p.ldb;
-                    if (row < K && nvalid == 8)
-                        bv[s][r] = BU ? ld_b16_any(src, b_lo, b_hi) : ld_b16(src);
-                    else if (row < K && nvalid > 0)
-                        bv[s][r] = ld_b_tail(src, nvalid);
-                    else
-                        bv[s][r] = make_uint4(0, 0, 0, 0);
-                }
+                    for (int r = 0; r < 4; r++)
+                        bv[s][r] = ld_b16(src + (16 * s + r) * p.ldb);
+            } else {
+#pragma unroll
+                for (int s = 0; s < 4; s++)
+#pragma unroll
+                    for (int r = 0; r < 4; r++) {
+                        const long long row = k0 + 16 * s + 4 * t + r;
+                        const uint16_t *src = B + row * p.ldb;
+                        if (row < K && nvalid == 8)
+                            bv[s][r] = BU ? ld_b16_any(src, b_lo, b_hi) : ld_b16(src);
+                        else if (row < K && nvalid > 0)
+                            bv[s][r] = ld_b_tail(src, nvalid);
+                        else
+                            bv[s][r] = make_uint4(0, 0, 0, 0);
+                    }
+            }
+        } else if (!BU && jvalid == 0xffu && k0 + kStUnit <= K) { /* a whole step: no test a load */
+#pragma unroll
+            for (int h = 0; h < 2; h++)
+#pragma unroll
+                for (int j = 0; j < 8; j++)
+                    bv[j][h] = ld_b16_pf(B + j * jstep + k0 + 32 * h + 8 * t);
         } else {
 #pragma unroll
             for (int h = 0; h < 2; h++) {
@@ -473,9 +487,13 @@ __global__ void __launch_bounds__(kStThreads, kStMinBlocks<MT, BKM, BU>) stream_
             uint32_t a[MT][4];
 #pragma unroll
             for (int mt = 0; mt < MT; mt++) {
+                /* SB: the lanes of rows past M do not read (shared
+                 * memory is what the staged kernel waits for) */
                 const uint2 z = make_uint2(0, 0);
-                const uint2 lo = row_ok[mt][0] ? *reinterpret_cast<const uint2 *>(&sa[16 * mt + g][kofs]) : z;
-                const uint2 hi = row_ok[mt][1] ? *reinterpret_cast<const uint2 *>(&sa[16 * mt + g + 8][kofs]) : z;
+                const uint2 lo =
+                    !SB || 16 * mt + g < M ? *reinterpret_cast<const uint2 *>(&sa[16 * mt + g][kofs]) : z;
+                const uint2 hi =
+                    !SB || 16 * mt + g + 8 < M ? *reinterpret_cast<const uint2 *>(&sa[16 * mt + g + 8][kofs]) : z;
                 a[mt][0] = lo.x, a[mt][1] = hi.x, a[mt][2] = lo.y, a[mt][3] = hi.y;
             }
 #pragma unroll
