@@ -204,12 +204,19 @@ int main() {
      * synchronization: 3 x 70 x 600 in one block, A K-major and B N-major,
      * needs the __syncwarp between a warp's last fragment reads of a step
      * and its staging of the next; 20 x 70 x 2100 in clusters of 8 needs
-     * the cluster barrier before a block exits. */
+     * the cluster barrier before a block exits. Four more for the whole-step
+     * loads of B (no test a load where a step lies inside K and a thread's
+     * columns inside N): K at 63 past a multiple of 64 (1 x 64 x 127, 5 x
+     * 72 x 191), where a step one row past K must not count as whole; N off
+     * 8 with K a multiple of 64 (3 x 71 x 128), where the last column
+     * group is partial in every step; clusters of 8 on 64 k rows (17 x 64
+     * x 64), where most warps have no step. */
     static const int shapes[][5] = {
         {1, 64, 64, 1, 1},   {3, 70, 130, 1, 2},   {8, 7, 129, 1, 3},   {16, 130, 300, 2, 0}, {17, 77, 333, 1, 1},
         {32, 65, 520, 2, 2}, {5, 72, 600, 3, 3},   {1, 1, 1, 1, 0},     {32, 200, 17, 1, 1},  {13, 63, 257, 2, 2},
         {2, 129, 2100, 8, 3}, {24, 9, 1000, 4, 0}, {9, 66, 1300, 5, 1}, {30, 40, 1600, 6, 2}, {4, 100, 1800, 7, 3},
-        {3, 70, 600, 1, 0},  {20, 70, 2100, 8, 1},
+        {3, 70, 600, 1, 0},  {20, 70, 2100, 8, 1}, {1, 64, 127, 1, 0},  {5, 72, 191, 2, 1},   {3, 71, 128, 1, 2},
+        {17, 64, 64, 8, 3},
     };
     setvbuf(stdout, nullptr, _IOLBF, 0); /* the cases before a fault (which ends the process) stay on record */
 #if defined(__SANITIZE_THREAD__)
