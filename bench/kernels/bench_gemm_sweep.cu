@@ -8,14 +8,14 @@
  * give rows TMA cannot read in place). Shapes: squares 256 .. 16384; the
  * projections of 7B- and 70B-class decoders (n x k = 4096 x 4096,
  * 11008 x 4096, 4096 x 11008, 14336 x 4096, 4096 x 14336, 8192 x 8192,
- * 28672 x 8192, 8192 x 28672) at m = 1, 2, 4, 8, 16, 24, 32, 128, 512,
- * 2048, 8192; odd sizes (999 x 1023 x 1001, 4097 x 4095 x 4093, 1 x 1 x 1,
+ * 28672 x 8192, 8192 x 28672) at m = 1, 2, 4, 8, 16, 24, 32, 64, 128,
+ * 256, 512, 2048, 8192; odd sizes (999 x 1023 x 1001, 4097 x 4095 x 4093, 1 x 1 x 1,
  * 7 x 13 x 17, 3 x 50257 x 768) and issue 29's decode gaps
  * (16 x 12288 x 4096, 128 x 4096 x 14336); then decode with B transposed
  * (kind decode-nt: B stored n x k, ldb = k, the layout of x @ W^T with a
  * weight of out x in features) for n x k = 4096 x 4096, 14336 x 4096,
  * 4096 x 14336, 28672 x 8192, 8192 x 28672 at m = 1, 2, 4, 8, 16, 24, 32:
- * 139 in all; --quick keeps 13.
+ * 155 in all; --quick keeps 13.
  *
  * Method: operands and workspace carved from one CUDA arena on one stream.
  * Each row first times the first call of carve and of cuBLAS on the shape
@@ -40,8 +40,11 @@
  * bandwidth, nominal (cudaDeviceGetAttribute: memory clock x 2 transfers a
  * clock x bus width) unless --bw GB/s names a measured one; the header line
  * says which. The row also names carve's path (stream: the streaming kernel
- * for decode shapes; wgmma; mma), its split-K factor (for stream, the
- * cluster size: blocks per 64 columns) and the operands it copied (A, B).
+ * for the fewest rows; decode: the decode kernel; wgmma; mma; tiny), its
+ * split-K factor (for stream and decode, the cluster size: blocks per 64
+ * or 128 columns) and the operands it copied (A, B). The header line
+ * before the table gives the clusters of the decode kernel the device
+ * holds at once (what its cluster rule counts on).
  *
  * Both paths on decode rows: rows of kind decode and decode-nt with
  * m <= 32 (what the streaming kernel can take) also time carve under
@@ -101,6 +104,7 @@
 extern "C" int carve__gemm_tc_last_path(void);
 extern "C" int carve__gemm_tc_last_splits(void);
 extern "C" int carve__gemm_tc_last_copies(void);
+extern "C" int carve__gemm_tc_decode_active(int M, int cs);
 
 /* out[0] = max |c - r| (float bits), out[1] = max |r|, out[2] = NaNs in c.
  * Non-negative floats order as their bit patterns. */
@@ -144,7 +148,7 @@ struct Row {
     bool checked = false, ok = true;
 };
 
-static const char *path_name(int p) { return p == 3 ? "tiny" : p == 2 ? "stream" : p == 1 ? "wgmma" : "mma"; }
+static const char *path_name(int p) { return p == 4 ? "decode" : p == 3 ? "tiny" : p == 2 ? "stream" : p == 1 ? "wgmma" : "mma"; }
 
 static double median(std::vector<float> v) {
     std::sort(v.begin(), v.end());
@@ -179,7 +183,7 @@ static std::vector<Shape> shapes(bool quick) {
                                        : std::vector<NK>{{4096, 4096},  {11008, 4096}, {4096, 11008}, {14336, 4096},
                                                          {4096, 14336}, {8192, 8192},  {28672, 8192}, {8192, 28672}};
     const std::vector<int> ms = quick ? std::vector<int>{1, 128, 2048}
-                                      : std::vector<int>{1, 2, 4, 8, 16, 24, 32, 128, 512, 2048, 8192};
+                                      : std::vector<int>{1, 2, 4, 8, 16, 24, 32, 64, 128, 256, 512, 2048, 8192};
     for (const NK &p : proj)
         for (int m : ms)
             v.push_back({m, p.n, p.k, m <= 256 ? "decode" : "prefill"});
@@ -291,6 +295,16 @@ int main(int argc, char **argv) {
            " median of %d reps of %d back-to-back calls (decode rows rotate operand sets over twice the %d MiB L2);"
            " memory bandwidth %.0f GB/s (%s)\n",
            prop.name, prop.multiProcessorCount, reps, batch, prop.l2CacheSize >> 20, bw / 1e9, bw_src);
+    /* What the decode kernel's cluster rule counts on (gemm_tc_plan.h,
+     * carve_tc_decode_cluster): clusters the device holds at once. */
+    if (carve__gemm_tc_decode_active(1, 1) >= 0) {
+        printf("decode kernel: clusters of 1/2/4/8 blocks held at once:");
+        for (int m : {1, 128, 256})
+            printf(" M <= %d: %d/%d/%d/%d;", m == 1 ? 64 : m, carve__gemm_tc_decode_active(m, 1),
+                   carve__gemm_tc_decode_active(m, 2), carve__gemm_tc_decode_active(m, 4),
+                   carve__gemm_tc_decode_active(m, 8));
+        printf("\n");
+    }
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));

@@ -13,13 +13,16 @@
  * C[M,N] = A[M,K] * B[K,N] with each input K-major or MN-major (a
  * column-major call computes C^T = op(B)^T op(A)^T, swapping the operands).
  * Paths: on devices of compute capability 9.0 when the sm_90a object is
- * built, the streaming kernel for decode shapes (gemm_tc_stream.cuh: at most
- * 4 rows with at least 8192 columns, 2 with at least 4096, and 16 with at
- * least 1024 (B K-major: 4096) where B's rows are off 16 bytes;
- * gemm_tc_plan.h says why, with the figures)
- * and wgmma for the rest; mma.sync everywhere else.
- * CARVE_GEMM_PATH=wgmma|mma|stream|auto overrides the choice (stream: the
- * streaming kernel for every problem it can take, up to 32 rows).
+ * built, the streaming kernel for the fewest rows (gemm_tc_stream.cuh: at
+ * most 4 rows with at least 8192 columns, 2 with at least 4096, and 16 with
+ * at least 1024 (B K-major: 4096) where B's rows are off 16 bytes), the
+ * tiny kernel for tiny products, the decode kernel for the other decode
+ * shapes (gemm_tc_decode.cuh: A K-major, A and B on TMA's rules, at most
+ * 32 rows, or 128 where it splits k in a cluster; gemm_tc_plan.h says why,
+ * with the figures) and wgmma for the rest; mma.sync everywhere else.
+ * CARVE_GEMM_PATH=wgmma|mma|stream|decode|auto overrides the choice
+ * (stream: the streaming kernel for every problem it can take, up to 32
+ * rows; decode: the decode kernel for every one it can take, up to 256).
  *
  * The wgmma path may take workspace from the call's arena, once per call,
  * on the call's stream (gemm_tc_plan.h plans it, gemm_tc_ws.cuh has the
@@ -40,6 +43,7 @@
 #include <string.h>
 #include <type_traits>
 
+#include "gemm_tc_decode.cuh"
 #include "gemm_tc_stream.cuh"
 #include "gemm_tc_wgmma.cuh"
 
@@ -94,19 +98,38 @@ bool tma_store_env() {
     return !(v && strcmp(v, "0") == 0);
 }
 
+/* Launch kern (cfg, its dynamic shared memory cfg.dynamicSmemBytes) after
+ * opting it in to that much shared memory once per process (ready); where
+ * the launch fails, opt in again and launch once more (the opt-in may be
+ * gone: a device reset, another device). */
+template <typename... P, typename... A>
+cudaError_t launch_opted_in(std::atomic<int> &ready, void (*kern)(P...), const cudaLaunchConfig_t &cfg, bool pdl,
+                            A... args) {
+    const void *fn = reinterpret_cast<const void *>(kern);
+    const int smem = (int)cfg.dynamicSmemBytes;
+    if (!ready.load(std::memory_order_acquire)) {
+        cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        if (e != cudaSuccess)
+            return e;
+        ready.store(1, std::memory_order_release);
+    }
+    cudaError_t e = carve_tc_launch(cfg, pdl, kern, args...);
+    if (e != cudaSuccess) {
+        ready.store(0, std::memory_order_release);
+        if (cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) == cudaSuccess) {
+            ready.store(1, std::memory_order_release);
+            e = carve_tc_launch(cfg, pdl, kern, args...);
+        }
+    }
+    return e;
+}
+
 template <int BN, typename T, bool AK, bool BKM>
 cudaError_t launch(const Problem &pr, const CUtensorMap &ma, const CUtensorMap &mb, const CUtensorMap &mc,
                    const EpiParams &ep, const SplitParams &sp, int grid, bool first) {
     auto kern = wgmma_gemm_kernel<BN, T, AK, BKM>;
     constexpr int smem = WgCfg<BN>::kSmem;
     static std::atomic<int> ready{0};
-    if (!ready.load(std::memory_order_acquire)) {
-        cudaError_t e = cudaFuncSetAttribute(reinterpret_cast<const void *>(kern),
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-        if (e != cudaSuccess)
-            return e;
-        ready.store(1, std::memory_order_release);
-    }
     /* The units: tiles, at most the 128 x 128 grid args.c checked, times
      * the splits, within the limit (carve_tc_clamp_splits, or fewer tiles
      * than SMs when the heuristic split); the persistent grid, fewer. */
@@ -122,16 +145,7 @@ cudaError_t launch(const Problem &pr, const CUtensorMap &ma, const CUtensorMap &
     const bool pdl = carve_tc_pdl_attr(&attr[0], first);
     cfg.attrs = attr;
     cfg.numAttrs = pdl ? 1 : 0;
-    cudaError_t e = carve_tc_launch(cfg, pdl, kern, ma, mb, mc, ep, sp);
-    if (e != cudaSuccess) { /* the opt-in may be gone (device reset): once more */
-        ready.store(0, std::memory_order_release);
-        if (cudaFuncSetAttribute(reinterpret_cast<const void *>(kern), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 smem) == cudaSuccess) {
-            ready.store(1, std::memory_order_release);
-            e = carve_tc_launch(cfg, pdl, kern, ma, mb, mc, ep, sp);
-        }
-    }
-    return e;
+    return launch_opted_in(ready, kern, cfg, pdl, ma, mb, mc, ep, sp);
 }
 
 template <int BN, typename T>
@@ -228,6 +242,75 @@ cudaError_t stream_launch(const Problem &pr, StreamParams sp, int *cs) {
     return e;
 }
 
+/* The decode kernel (gemm_tc_decode.cuh): the grid is ceil(N / 128)
+ * tiles times the cluster size cs, in clusters of cs. */
+template <int BM, typename T, bool WK>
+cudaError_t decode_launch(const Problem &pr, const CUtensorMap &mw, const CUtensorMap &mx, const EpiParams &ep,
+                          int cs) {
+    auto kern = decode_gemm_kernel<BM, T, WK>;
+    constexpr int smem = DcCfg<BM>::kSmem;
+    static std::atomic<int> ready{0};
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)(carve_tiles(pr.N, kDcRows) * (int64_t)cs), 1, 1);
+    cfg.blockDim = dim3(kDcThreads, 1, 1);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = pr.stream;
+    cudaLaunchAttribute attr[2];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = (unsigned)cs;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    const bool pdl = carve_tc_pdl_attr(&attr[1], true); /* the call's only kernel */
+    cfg.attrs = attr;
+    cfg.numAttrs = pdl ? 2 : 1;
+    return launch_opted_in(ready, kern, cfg, pdl, mw, mx, ep);
+}
+
+/* Clusters of cs blocks of the decode kernel for M rows that the device
+ * holds at once (cudaOccupancyMaxActiveClusters; the count depends on the
+ * block's shared memory, that is on BM, not on the types or B's layout),
+ * asked once per device, BM and size: stored as count + 1, 0 not asked,
+ * and -1 where the query failed. */
+constexpr int kDcWidths = 6;
+std::atomic<int> g_dc_active[kStMaxDevices][kDcWidths][4];
+
+template <int BM>
+int decode_active_query(int cs) {
+    auto kern = decode_gemm_kernel<BM, __nv_bfloat16, true>;
+    constexpr int smem = DcCfg<BM>::kSmem;
+    if (cudaFuncSetAttribute(reinterpret_cast<const void *>(kern), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             smem) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return -1;
+    }
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)cs, 1, 1);
+    cfg.blockDim = dim3(kDcThreads, 1, 1);
+    cfg.dynamicSmemBytes = smem;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = (unsigned)cs;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    int n = 0;
+    if (cudaOccupancyMaxActiveClusters(&n, kern, &cfg) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return -1;
+    }
+    return n;
+}
+
+template <int BM>
+cudaError_t decode_type(const Problem &pr, const CUtensorMap &mw, const CUtensorMap &mx, const EpiParams &ep, int cs) {
+    if (pr.bf16)
+        return pr.b_kmajor ? decode_launch<BM, __nv_bfloat16, true>(pr, mw, mx, ep, cs)
+                           : decode_launch<BM, __nv_bfloat16, false>(pr, mw, mx, ep, cs);
+    return pr.b_kmajor ? decode_launch<BM, __half, true>(pr, mw, mx, ep, cs)
+                       : decode_launch<BM, __half, false>(pr, mw, mx, ep, cs);
+}
+
 }  // namespace
 
 extern "C" cudaError_t carve_gemm_tc_stream_run(const Problem *pp, int *clusters, const char **why) {
@@ -246,6 +329,84 @@ extern "C" cudaError_t carve_gemm_tc_stream_run(const Problem *pp, int *clusters
     if (e == cudaErrorNotSupported)
         *why = "the device refused the cluster size";
     return e;
+}
+
+extern "C" void carve_gemm_tc_decode_active(int M, int active[4]) {
+    int dev = -1;
+    if (cudaGetDevice(&dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        dev = -1;
+    }
+    const int bm = carve_tc_decode_bm(M);
+    const int w = bm == 8 ? 0 : bm == 16 ? 1 : bm == 32 ? 2 : bm == 64 ? 3 : bm == 128 ? 4 : 5;
+    for (int i = 0; i < 4; i++) {
+        std::atomic<int> *slot = dev >= 0 && dev < kStMaxDevices ? &g_dc_active[dev][w][i] : nullptr;
+        int v = slot ? slot->load(std::memory_order_relaxed) : 0;
+        if (v == 0) {
+            const int cs = 1 << i;
+            const int n = bm == 8     ? decode_active_query<8>(cs)
+                          : bm == 16  ? decode_active_query<16>(cs)
+                          : bm == 32  ? decode_active_query<32>(cs)
+                          : bm == 64  ? decode_active_query<64>(cs)
+                          : bm == 128 ? decode_active_query<128>(cs)
+                                      : decode_active_query<256>(cs);
+            v = n < 0 ? -1 : n + 1;
+            if (slot)
+                slot->store(v, std::memory_order_relaxed);
+        }
+        active[i] = v > 0 ? v - 1 : -1;
+    }
+}
+
+extern "C" cudaError_t carve_gemm_tc_decode_run(const Problem *pp, int *clusters, const char **why) {
+    const Problem &pr = *pp;
+    if (!carve_tc_decode_takes(pr.M, pr.a_kmajor ? 1 : 0)) {
+        *why = "the decode kernel takes M <= 256 with A K-major";
+        return cudaErrorNotSupported;
+    }
+    if (!carve_tc_tma_ok(pr)) {
+        *why = "TMA needs 16-byte aligned A and B and lda, ldb multiples of 8";
+        return cudaErrorNotSupported;
+    }
+    encode_fn enc = get_encode();
+    if (!enc) {
+        *why = "the driver has no cuTensorMapEncodeTiled";
+        return cudaErrorNotSupported;
+    }
+    if (*clusters != 1 && *clusters != 2 && *clusters != 4 && *clusters != 8) {
+        *why = "the decode kernel's cluster size is 1, 2, 4 or 8"; /* its reduction splits 128 columns evenly */
+        return cudaErrorNotSupported;
+    }
+    const int bm = carve_tc_decode_bm(pr.M);
+    CUtensorMap mw, mx;
+    bool ok = pr.b_kmajor ? make_map(enc, &mw, pr.bf16, pr.B, pr.N, pr.K, pr.ldb, kDcRows)
+                          : make_map(enc, &mw, pr.bf16, pr.B, pr.K, pr.N, pr.ldb, kWgBK);
+    ok = ok && make_map(enc, &mx, pr.bf16, pr.A, pr.M, pr.K, pr.lda, bm);
+    if (!ok) {
+        *why = "cuTensorMapEncodeTiled refused the operands";
+        return cudaErrorNotSupported;
+    }
+    const EpiParams ep{pr.C, pr.ldc, pr.M, pr.N, pr.K, pr.alpha, pr.beta, pr.c_f32 ? 1 : 0};
+    /* A cluster the device cannot place (a MIG instance or an MPS client
+     * with few SMs) is refused before anything is queued: half as large,
+     * down to 1. */
+    for (int cs = *clusters;; cs /= 2) {
+        cudaError_t e = bm == 8     ? decode_type<8>(pr, mw, mx, ep, cs)
+                        : bm == 16  ? decode_type<16>(pr, mw, mx, ep, cs)
+                        : bm == 32  ? decode_type<32>(pr, mw, mx, ep, cs)
+                        : bm == 64  ? decode_type<64>(pr, mw, mx, ep, cs)
+                        : bm == 128 ? decode_type<128>(pr, mw, mx, ep, cs)
+                                    : decode_type<256>(pr, mw, mx, ep, cs);
+        const bool refused = e == cudaErrorInvalidClusterSize;
+        if (!refused || cs == 1) {
+            *clusters = cs;
+            if (refused) {
+                *why = "the device refused the cluster size";
+                return cudaErrorNotSupported;
+            }
+            return e;
+        }
+    }
 }
 
 extern "C" bool carve_gemm_tc_wgmma_ready(void) { return get_encode() != nullptr; }
@@ -316,9 +477,9 @@ using namespace carve_tc;
 static_assert(kMmaBM == CARVE_K_GRID_TILE && kMmaBN == CARVE_K_GRID_TILE, "the checked grid is the launched one");
 
 /* What the calling thread's last carve_gemm ran, for tests and benchmarks
- * (carve__gemm_tc_last_*): the path (3 the tiny kernel, 2 the streaming
- * kernel, 1 wgmma, 0 mma.sync, -1 nothing), the split-K factor (for the streaming kernel, the
- * cluster size: blocks per 64 columns), and which operands (bit 0: A, bit
+ * (carve__gemm_tc_last_*): the path (4 the decode kernel, 3 the tiny kernel, 2 the streaming
+ * kernel, 1 wgmma, 0 mma.sync, -1 nothing), the split-K factor (for the streaming and decode kernels, the
+ * cluster size: blocks per 64 or 128 columns), and which operands (bit 0: A, bit
  * 1: B, as the caller named them) went through an aligned copy. */
 thread_local int t_last_path = -1;
 thread_local int t_last_splits = 0;
@@ -388,13 +549,15 @@ cudaError_t run_mma(const Problem &pr) {
     return vec ? mma_layout<__half, true>(pr, ep) : mma_layout<__half, false>(pr, ep);
 }
 
-/* CARVE_GEMM_PATH: 0 auto, 1 wgmma, 2 mma, 3 stream (read on every call:
+/* CARVE_GEMM_PATH: 0 auto, 1 wgmma, 2 mma, 3 stream, 4 decode (read on every call:
  * cheap, and tests and benchmarks switch it between calls). wgmma keeps
  * decode shapes off the streaming kernel; stream puts every problem the
  * kernel can take on it (up to 32 rows, where the plan gives it 4 of
  * outputs of at least 8192 columns, 2 of at least 4096, or 16 of at least 1024 (K-major B:
  * 4096) where B's rows are off 16 bytes: carve_tc_stream_chosen) and leaves the rest to the
- * plan. Anything else is auto. */
+ * plan; decode puts every problem the decode kernel takes on it (up to 256
+ * rows, A K-major, on TMA's rules) and the rest on wgmma or mma.sync.
+ * Anything else is auto. */
 int path_env() {
     const char *v = getenv("CARVE_GEMM_PATH");
     if (!v || !*v || strcmp(v, "auto") == 0)
@@ -405,6 +568,8 @@ int path_env() {
         return 2;
     if (strcmp(v, "stream") == 0)
         return 3;
+    if (strcmp(v, "decode") == 0)
+        return 4;
     return 0;
 }
 
@@ -412,8 +577,9 @@ int path_env() {
 /* CARVE_GEMM_SPLITK: 0 (unset, "auto" or not a number from 1 to 64) lets
  * the plan choose; N forces N splits on the wgmma path (clamped by
  * carve_tc_clamp_splits; 1 turns split-K off) and clusters of N blocks on
- * the streaming kernel (clamped by carve_tc_stream_clamp_cluster). For
- * tests and benchmarks. */
+ * the streaming kernel (clamped by carve_tc_stream_clamp_cluster) and on
+ * the decode kernel (the power of two at or below N, up to 8:
+ * carve_tc_decode_clamp_cluster). For tests and benchmarks. */
 /* CARVE_GEMM_BN=128|192|256 forces the wgmma tile width (tests and
  * benchmarks); anything else leaves the plan's. */
 int bn_env() {
@@ -627,6 +793,24 @@ extern "C" int carve__gemm_tc_last_path(void) { return t_last_path; }
 extern "C" int carve__gemm_tc_last_splits(void) { return t_last_splits; }
 extern "C" int carve__gemm_tc_last_copies(void) { return t_last_copies; }
 
+/* For tests and benchmarks: the clusters of cs blocks (1, 2, 4 or 8) of
+ * the decode kernel for M rows that the current device holds at once, as
+ * the plan counts them (carve_tc_decode_cluster); -1 where unknown or not
+ * built. */
+extern "C" int carve__gemm_tc_decode_active(int M, int cs) {
+#ifdef CARVE_GEMM_TC_HAVE_SM90A
+    if (device_cc() != 90 || !carve_gemm_tc_wgmma_ready() || M < 1 || M > CARVE_TC_DECODE_MAX_M)
+        return -1;
+    int active[4];
+    carve_gemm_tc_decode_active(M, active);
+    return cs == 1 ? active[0] : cs == 2 ? active[1] : cs == 4 ? active[2] : cs == 8 ? active[3] : -1;
+#else
+    (void)M;
+    (void)cs;
+    return -1;
+#endif
+}
+
 extern "C" carve_status carve_gemm(carve_arena *arena, carve_stream s, carve_order order, carve_transpose transa,
                                    carve_transpose transb, int m, int n, int k, float alpha, const void *A, int lda,
                                    const void *B, int ldb, float beta, void *C, int ldc, carve_dtype ab_type,
@@ -699,6 +883,26 @@ extern "C" carve_status carve_gemm(carve_arena *arena, carve_stream s, carve_ord
         return carve_k::launch_status(e, fn);
     }
 #ifdef CARVE_GEMM_TC_HAVE_SM90A
+    if (e == cudaErrorNotSupported && (want == 0 || want == 4) && device_cc() == 90 && carve_gemm_tc_wgmma_ready() &&
+        carve_tc_decode_takes(pr.M, pr.a_kmajor ? 1 : 0) && carve_tc_tma_ok(pr) &&
+        (want == 4 || pr.M <= CARVE_TC_DECODE_PLAN_SPLIT_M)) {
+        /* The decode kernel, no workspace: where the plan chooses it (its
+         * own cluster size decides), every problem it takes under
+         * CARVE_GEMM_PATH=decode. */
+        int active[4];
+        carve_gemm_tc_decode_active(pr.M, active);
+        const int planned = carve_tc_decode_cluster(pr.N, pr.K, device_sms(), active);
+        if (want == 4 || carve_tc_decode_chosen(pr.M, planned)) {
+            const int forced = splitk_env();
+            int clusters = forced ? carve_tc_decode_clamp_cluster(forced, pr.K) : planned;
+            const char *why = nullptr;
+            e = carve_gemm_tc_decode_run(&pr, &clusters, &why);
+            if (e == cudaSuccess) {
+                t_last_path = 4;
+                t_last_splits = clusters;
+            }
+        }
+    }
     if (e == cudaErrorNotSupported && want != 2 && device_cc() == 90 && carve_gemm_tc_wgmma_ready()) {
         e = run_wgmma(arena, pr, !row, &freed);
         if (e == cudaSuccess)

@@ -6,9 +6,11 @@
  * gemm_tc.cu is compiled twice: once for the project's gencode (argument
  * checks, dispatch and the mma.sync path) and, when the build targets sm_90,
  * once more for sm_90a only with CARVE_GEMM_TC_SM90A_PART defined (the
- * wgmma + TMA path, gemm_tc_wgmma.cuh, and the streaming kernel for decode
- * shapes, gemm_tc_stream.cuh). The second object defines
- * carve_gemm_tc_wgmma_run and carve_gemm_tc_stream_run; the first calls
+ * wgmma + TMA path, gemm_tc_wgmma.cuh, the decode kernel,
+ * gemm_tc_decode.cuh, and the streaming kernel for the fewest rows,
+ * gemm_tc_stream.cuh). The second object defines
+ * carve_gemm_tc_wgmma_run, carve_gemm_tc_stream_run and the decode
+ * kernel's carve_gemm_tc_decode_run and carve_gemm_tc_decode_active; the first calls
  * them.
  */
 #ifndef CARVE_GEMM_TC_COMMON_CUH
@@ -141,6 +143,20 @@ extern "C" cudaError_t carve_gemm_tc_wgmma_run(const carve_tc::Problem *p, const
  * (cudaErrorInvalidClusterSize; *why says why): the caller goes on to the
  * wgmma path; any other error is a launch failure. */
 extern "C" cudaError_t carve_gemm_tc_stream_run(const carve_tc::Problem *p, int *clusters, const char **why);
+
+/* Launch the decode kernel (gemm_tc_decode.cuh, sm_90a object) for a
+ * problem carve_tc_decode_takes accepts, on TMA's rules, with *clusters
+ * blocks a tile (carve_tc_decode_cluster, a power of two), or half as many
+ * as often as the device refuses the size; *clusters is the size launched.
+ * Returns cudaSuccess when launched; cudaErrorNotSupported when the kernel
+ * cannot take the problem (*why says why): the caller goes on to the next
+ * path; any other error is a launch failure. */
+extern "C" cudaError_t carve_gemm_tc_decode_run(const carve_tc::Problem *p, int *clusters, const char **why);
+
+/* active[i]: the clusters of 2^i blocks (i = 0..3) of the decode kernel
+ * for M rows that the current device holds at once, -1 where the query
+ * failed (asked once per device and width, then cached; sm_90a object). */
+extern "C" void carve_gemm_tc_decode_active(int M, int active[4]);
 
 /* Whether the driver offers what the wgmma path needs (the tensor-map
  * encoder), so that the caller plans for it (sm_90a object). */

@@ -491,4 +491,87 @@ static inline int64_t carve_tc_stream_run_begin(int64_t units, int run, int runs
     return units * run / runs;
 }
 
+/* ---- the decode kernel (M <= 256, A K-major) ----------------------------
+ *
+ * gemm_tc_decode.cuh: wgmma with the operands' roles swapped, B's 128
+ * columns a block on the 64-row side of two warpgroups and A's M rows
+ * (padded to carve_tc_decode_bm: 8, 16, 32, 64, 128 or 256) on the narrow
+ * side, a ring of 4 to 12 TMA stages, and k split over the blocks of a
+ * cluster whose sums meet in distributed shared memory (no workspace, one
+ * launch). A must be K-major (its rows are the narrow operand, read
+ * along k); B either layout; both on TMA's rules (carve_tc_tma_ok). */
+#define CARVE_TC_DECODE_MAX_M 256     /* rows (canonical M) the decode kernel takes */
+#define CARVE_TC_DECODE_ROWS 128      /* columns of C a block (two warpgroups of 64) */
+#define CARVE_TC_DECODE_MAX_CLUSTER 8 /* blocks of a cluster, each on its share of k (the portable limit) */
+#define CARVE_TC_DECODE_MIN_KTILES 4  /* k tiles (of 64) a block's share, at least, when the plan splits */
+
+/* Whether the decode kernel takes a canonical problem of M rows with A
+ * K-major (a_kmajor) or not. */
+static inline int carve_tc_decode_takes(int M, int a_kmajor) {
+    return M >= 1 && M <= CARVE_TC_DECODE_MAX_M && a_kmajor;
+}
+
+/* The narrow side the kernel is built for: M rounded up to 8, 16, 32, 64,
+ * 128 or 256. */
+static inline int carve_tc_decode_bm(int M) {
+    return M <= 8 ? 8 : M <= 16 ? 16 : M <= 32 ? 32 : M <= 64 ? 64 : M <= 128 ? 128 : 256;
+}
+
+/* The cluster size for an N x K decode product (N columns, ceil(N / 128)
+ * tiles): the largest power of two up to CARVE_TC_DECODE_MAX_CLUSTER at
+ * which every tile's cluster runs at once (tiles <= active[i], the
+ * clusters of 2^i blocks the device holds together: cudaOccupancyMax-
+ * ActiveClusters, which counts what fits each GPC: 0 where none fits, as
+ * on a MIG instance or an MPS client with few SMs; sms >> i where it is
+ * negative, unknown) and every share keeps CARVE_TC_DECODE_MIN_KTILES k
+ * tiles; 1 at least. A second wave of clusters costs a whole share's time
+ * again, while the first wave's blocks could have streamed faster. */
+static inline int carve_tc_decode_cluster(int N, int K, int sms, const int active[4]) {
+    const int64_t tiles = carve_tiles(N, CARVE_TC_DECODE_ROWS);
+    const int ktiles = carve_tiles(K, CARVE_TC_BK);
+    int cs = 1;
+    for (int i = 1; (1 << i) <= CARVE_TC_DECODE_MAX_CLUSTER; i++) {
+        const int c = 1 << i;
+        const int64_t fit = active && active[i] >= 0 ? active[i] : (int64_t)(sms > 0 ? sms : 1) / c;
+        if (tiles > fit || ktiles / c < CARVE_TC_DECODE_MIN_KTILES)
+            break;
+        cs = c;
+    }
+    return cs;
+}
+
+/* Where the plan gives a call the decode kernel (under the automatic path,
+ * after the streaming kernel's shapes and the tiny kernel's, where the
+ * kernel takes the call and TMA can read A and B): M <= 32 always, and
+ * up to 128 rows where the cluster rule splits k (cs >= 2: at most 66
+ * tiles, 8448 columns, on an H100). Measured on an H100 (bench/results/
+ * 2026-11-27-h100g): over the decode sweep's 117 rows, the kernel forced
+ * against the plan before it ran 1.015 times as fast (geometric mean),
+ * 1.04-1.16 at m = 4-32 on every output but 4096 x 14336 (0.97-1.00, n x
+ * k); at m = 128 it won where it split (4096 x 4096 0.84 of cuBLAS
+ * against wgmma's 0.76, 8192 x 8192 0.91 against 0.86) and lost where it
+ * did not (11008 x 4096 0.82 against 0.96, 28672 x 8192 0.91 against
+ * 0.99: one 128-column block streams all of k alone, where the wgmma
+ * kernel's 128-row tiles read each byte of B for all 128 rows at once and
+ * split k over more SMs); at m = 256 wgmma won on every shape (0.90-1.08
+ * against 0.63-0.98). At m <= 4 the streaming kernel keeps its shapes
+ * (carve_tc_stream_chosen). cs: the plan's cluster size
+ * (carve_tc_decode_cluster). */
+#define CARVE_TC_DECODE_PLAN_M 32       /* rows the plan gives the decode kernel whatever its cluster size */
+#define CARVE_TC_DECODE_PLAN_SPLIT_M 128 /* rows it gives it where the cluster rule splits k */
+static inline int carve_tc_decode_chosen(int M, int cs) {
+    return M >= 1 && (M <= CARVE_TC_DECODE_PLAN_M || (M <= CARVE_TC_DECODE_PLAN_SPLIT_M && cs >= 2));
+}
+
+/* A forced cluster size (CARVE_GEMM_SPLITK) made legal: the largest power
+ * of two up to it, to CARVE_TC_DECODE_MAX_CLUSTER and to the k tiles
+ * (every share has one); 1 at least. */
+static inline int carve_tc_decode_clamp_cluster(int forced, int K) {
+    const int ktiles = carve_tiles(K, CARVE_TC_BK);
+    int cs = 1;
+    while (cs * 2 <= forced && cs * 2 <= CARVE_TC_DECODE_MAX_CLUSTER && cs * 2 <= ktiles)
+        cs *= 2;
+    return cs;
+}
+
 #endif

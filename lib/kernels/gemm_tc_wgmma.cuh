@@ -335,6 +335,60 @@ __device__ __forceinline__ uint64_t operand_desc(uint32_t base, int mn0, int k0)
     return smem_desc(base + (mn0 / 64) * 8192 + k0 * 128, 8192, 1024);
 }
 
+/* Where a side of the ring is: stage s, the parity of the ring's pass
+ * (phase), and whether the ring has been gone round once (wrapped: from
+ * then on the producer waits for a stage to be given back before it fills
+ * it). Full barrier of stage s at bars + 8 s, empty barrier at
+ * bars + 8 (S + s). */
+template <int S>
+struct WgRing {
+    int s = 0, phase = 0;
+    bool wrapped = false;
+    __device__ __forceinline__ void next() {
+        if (++s == S) {
+            s = 0;
+            phase ^= 1;
+            wrapped = true;
+        }
+    }
+    __device__ __forceinline__ uint32_t full(uint32_t bars) const { return bars + 8 * s; }
+    __device__ __forceinline__ uint32_t empty(uint32_t bars) const { return bars + 8 * (S + s); }
+    /* The stage before this one's empty barrier. */
+    __device__ __forceinline__ uint32_t empty_prev(uint32_t bars) const { return bars + 8 * (S + (s == 0 ? S - 1 : s - 1)); }
+};
+
+/* The producer's turn at a stage: wait until the consumers gave it back
+ * (past the first pass), then expect tx_bytes of TMA on its full barrier. */
+template <int S>
+__device__ __forceinline__ void wg_produce_begin(const WgRing<S> &r, uint32_t bars, int tx_bytes) {
+    if (r.wrapped)
+        mbar_wait(r.empty(bars), r.phase ^ 1);
+    mbar_expect_tx(r.full(bars), tx_bytes);
+}
+
+/* A consumer warpgroup's k tile: wait for the stage to be full, issue its
+ * wgmma group (issue(stage): the k16 steps, into the NACC accumulators d),
+ * keep that one group in flight (wait for the group before it), give back
+ * the stage before this one where release_prev (it belongs to this unit:
+ * not at a unit's first k tile), and step the ring. */
+template <int NACC, int S, typename Issue>
+__device__ __forceinline__ void wg_consume(float *d, WgRing<S> &r, uint32_t bars, bool release_prev, Issue issue) {
+    mbar_wait(r.full(bars), r.phase);
+#pragma unroll
+    for (int i = 0; i < NACC; i++)
+        reg_fence(d[i]);
+    wgmma_fence();
+    issue(r.s);
+    wgmma_commit();
+#pragma unroll
+    for (int i = 0; i < NACC; i++)
+        reg_fence(d[i]);
+    wgmma_wait<1>();
+    if (release_prev)
+        mbar_arrive(r.empty_prev(bars));
+    r.next();
+}
+
 /* Where unit u of the launch lies: units are the output tiles times the
  * split-K factor; unit u is split u / tiles of tile u % tiles. Tiles go in
  * groups of 8 tile rows, column by column within a group, so that the
@@ -452,8 +506,7 @@ __global__ void __launch_bounds__(kWgThreads, 1)
     if (wg == 0) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
         if (tid == 0) {
-            int s = 0, phase = 0;
-            bool wrapped = false; /* past the first pass: a stage is free once the consumers let it go */
+            WgRing<S> r;
             for (long long u = blockIdx.x; u < units; u += gridDim.x) {
                 const WgUnit w = wg_unit<BN>((int)u, p, sp.splits);
                 /* An MN-major B comes in boxes of 64 columns; a box wholly
@@ -464,10 +517,9 @@ __global__ void __launch_bounds__(kWgThreads, 1)
                 const int ncols = p.N - w.n0;
                 const int b_boxes = BKM || ncols >= BN ? BN / 64 : (ncols + 63) / 64;
                 const int tx_bytes = Cfg::kABytes + (BKM ? Cfg::kBBytes : b_boxes * 8192);
-                for (int kt = 0; kt < w.ktiles; kt++) {
-                    if (wrapped)
-                        mbar_wait(empty(s), phase ^ 1);
-                    mbar_expect_tx(full(s), tx_bytes);
+                for (int kt = 0; kt < w.ktiles; kt++, r.next()) {
+                    wg_produce_begin(r, bars, tx_bytes);
+                    const int s = r.s;
                     const int k0 = (w.kt_first + kt) * kWgBK; /* <= 2^31 - 64: the last k tile ends by INT_MAX */
                     if (AK) {
                         tma_load_2d(a_stage(s), &mapA, full(s), k0, w.m0);
@@ -484,11 +536,6 @@ __global__ void __launch_bounds__(kWgThreads, 1)
                             if (c < b_boxes)
                                 tma_load_2d(b_stage(s) + c * 8192, &mapB, full(s), w.n0 + 64 * c, k0);
                     }
-                    if (++s == S) {
-                        s = 0;
-                        phase ^= 1;
-                        wrapped = true;
-                    }
                 }
             }
         }
@@ -500,7 +547,7 @@ __global__ void __launch_bounds__(kWgThreads, 1)
     const int lt = tid % 128, warp = lt / 32, lane = lt % 32;
     const bool pairs = sp.splits > 1 ? p.N % 2 == 0 : wg_pairs_ok(p, p.c_f32 ? 4 : (int)sizeof(T));
     float d[BN / 2];
-    int s = 0, phase = 0;
+    WgRing<S> r;
     unsigned chunks = 0; /* TMA-store chunks this warpgroup has written: chunk c uses buffer c % 2 */
     for (long long u = blockIdx.x; u < units; u += gridDim.x) {
         const WgUnit w = wg_unit<BN>((int)u, p, sp.splits);
@@ -508,36 +555,21 @@ __global__ void __launch_bounds__(kWgThreads, 1)
         for (int i = 0; i < BN / 2; i++)
             d[i] = 0.f; /* what C gets where k is empty; the first wgmma of a tile overwrites it */
 
-        for (int kt = 0; kt < w.ktiles; kt++) {
-            mbar_wait(full(s), phase);
+        for (int kt = 0; kt < w.ktiles; kt++)
+            wg_consume<BN / 2>(d, r, bars, kt > 0, [&](int s) {
 #pragma unroll
-            for (int i = 0; i < BN / 2; i++)
-                reg_fence(d[i]);
-            wgmma_fence();
-#pragma unroll
-            for (int j = 0; j < kWgBK / 16; j++) {
-                uint64_t da = operand_desc<AK>(a_stage(s), 64 * cw, 16 * j);
-                uint64_t db = operand_desc<BKM>(b_stage(s), 0, 16 * j);
-                wgmma_tile<BN, kBf16, AK ? 0 : 1, BKM ? 0 : 1>(d, da, db, (kt > 0 || j > 0) ? 1 : 0);
-            }
-            wgmma_commit();
-#pragma unroll
-            for (int i = 0; i < BN / 2; i++)
-                reg_fence(d[i]);
-            wgmma_wait<1>();
-            if (kt > 0)
-                mbar_arrive(empty(s == 0 ? S - 1 : s - 1)); /* the group before this one has retired */
-            if (++s == S) {
-                s = 0;
-                phase ^= 1;
-            }
-        }
+                for (int j = 0; j < kWgBK / 16; j++) {
+                    const uint64_t da = operand_desc<AK>(a_stage(s), 64 * cw, 16 * j);
+                    const uint64_t db = operand_desc<BKM>(b_stage(s), 0, 16 * j);
+                    wgmma_tile<BN, kBf16, AK ? 0 : 1, BKM ? 0 : 1>(d, da, db, (kt > 0 || j > 0) ? 1 : 0);
+                }
+            });
         wgmma_wait<0>();
 #pragma unroll
         for (int i = 0; i < BN / 2; i++)
             reg_fence(d[i]);
         if (w.ktiles > 0)
-            mbar_arrive(empty(s == 0 ? S - 1 : s - 1)); /* the tile's last stage: the producer may refill it */
+            mbar_arrive(r.empty_prev(bars)); /* the tile's last stage: the producer may refill it */
 
         /* Fragment layout: d[4j + 2i + c] is row 16*warp + lane/4 + 8i,
          * column 8j + 2*(lane%4) + c of this warpgroup's 64 x BN block: the

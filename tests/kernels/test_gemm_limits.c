@@ -14,6 +14,9 @@
  *  - bf16 1 x 1 x (2^31 - 8) under CARVE_GEMM_PATH=stream: the streaming
  *    kernel on Hopper (B's row on 16 bytes), its 2^25 k steps in runs over
  *    a cluster of 8 blocks; mma.sync elsewhere;
+ *  - the same under CARVE_GEMM_PATH=decode: the decode kernel on Hopper
+ *    (its 2^25 k tiles shared by a cluster of 8 blocks), mma.sync
+ *    elsewhere;
  *  - CARVE_TEST_LIMITS=all: every fp32 variant at 1 x 4 x (2^31 - 4) too
  *    (by estimate, 2^31 k steps of 256 cycles: about five minutes for the
  *    128 x 256 ones, two and a half for 128 x 128; not yet measured).
@@ -39,14 +42,19 @@
  *  - bf16 1 x (2^31 - 1) x 8 and 1 x (2^31 - 8) x 8, B transposed (K-major
  *    rows on 16 bytes), bf16 C, forced onto wgmma with the 192-wide tile:
  *    the last tile's columns pass INT_MAX counted from 0; the register and
- *    the TMA-store epilogue (32 + 4 GiB).
+ *    the TMA-store epilogue (32 + 4 GiB);
+ *  - bf16 1 x (2^31 - 1) x 8, B transposed, forced onto the decode kernel:
+ *    2^24 blocks of 128 columns, the last one's 127 columns ending at
+ *    2^31 - 2, its last column masked (32 + 4 GiB).
  * The n-big decode cases have one row and 2^31 columns, which the plan
  * gives the streaming kernel (up to 4 rows where C is wide, up to 32
  * where B's rows are off 16 bytes: gemm_tc_plan.h), so they need no
  * CARVE_GEMM_PATH;
  * the 1 x 1 x k one is narrow and forces it.
  * A case the device has no memory for is skipped, and said so.
- * CARVE_TEST_LIMITS=k or =mn runs one half. CARVE_TEST_QUICK=1 (the
+ * CARVE_TEST_LIMITS=k or =mn runs one half; =k-hopper only the k cases of
+ * the Hopper paths (wgmma, the streaming and the decode kernels: seconds,
+ * where mma.sync's one block walks k for minutes). CARVE_TEST_QUICK=1 (the
  * compute-sanitizer runs) skips the whole test (exit 77). Exits 77 without a
  * device.
  */
@@ -57,7 +65,7 @@
 #include "kernels/gemm_variants.h"
 #include "ktest.h"
 
-/* Internal (lib/kernels/gemm_tc.cu): 3 the tiny kernel, 2 the streaming kernel, 1 wgmma, 0
+/* Internal (lib/kernels/gemm_tc.cu): 4 the decode kernel, 3 the tiny kernel, 2 the streaming kernel, 1 wgmma, 0
  * mma.sync, -1 nothing. */
 int carve__gemm_tc_last_path(void);
 
@@ -104,7 +112,7 @@ typedef struct {
     cudaStream_t s;
     carve_status st;
     int path;            /* bf16: the path that ran */
-    int want_path;       /* bf16: -1 any, else 1 or 0 */
+    int want_path;       /* bf16: -1 any, else the path (4 decode, 2 stream, 1 wgmma, 0 mma.sync) */
 } kcase;
 
 /* Expected C[j]: sum of B's weights at the marked positions below k. */
@@ -134,7 +142,7 @@ static void k_check(kcase *c, const int64_t *pos) {
     printf("%s %s\n", ok ? "ok  " : "FAIL", d);
 }
 
-static void k_near_int_max(int all_variants) {
+static void k_near_int_max(int all_variants, int hopper_only) {
     const int k1 = INT_MAX, k4 = INT_MAX - 3, kb8 = INT_MAX - 7; /* 2^31-1, 2^31-4, 2^31-8 */
     /* Marked k: the first two, the middle, and the last tile of each k. */
     const int64_t pos[NPOS] = {0, 1, 2, (int64_t)1 << 30, kb8 - 17, kb8 - 1, k4 - 2, k4 - 1, k1 - 2, k1 - 1};
@@ -145,7 +153,7 @@ static void k_near_int_max(int all_variants) {
     float *A = NULL, *B = NULL;
     uint16_t *Ah = NULL, *Bh = NULL;
     const size_t fa = (size_t)k1 * 4, fb = (size_t)k1 * 4 * 4, ha = (size_t)k1 * 2;
-    const int do_f32 = enough_memory(fa + fb, "fp32 k near INT_MAX");
+    const int do_f32 = !hopper_only && enough_memory(fa + fb, "fp32 k near INT_MAX");
     if (do_f32) {
         A = dev_alloc(fa);
         B = dev_alloc(fb);
@@ -195,10 +203,13 @@ static void k_near_int_max(int all_variants) {
         }
     }
     if (do_bf16) {
-        static const char *const names[4] = {"carve_gemm bf16 wgmma", "carve_gemm bf16 mma",
-                                             "carve_gemm bf16 mma elementwise", "carve_gemm bf16 stream"};
-        static const char *const paths[4] = {"wgmma", "mma", "mma", "stream"};
-        for (int i = 0; i < 4; i++) {
+        static const char *const names[5] = {"carve_gemm bf16 wgmma", "carve_gemm bf16 mma",
+                                             "carve_gemm bf16 mma elementwise", "carve_gemm bf16 stream",
+                                             "carve_gemm bf16 decode"};
+        static const char *const paths[5] = {"wgmma", "mma", "mma", "stream", "decode"};
+        for (int i = 0; i < 5; i++) {
+            if (hopper_only && (i == 1 || i == 2))
+                continue; /* mma.sync's one block over all of k: minutes */
             const int k = i == 2 ? k1 : kb8;
             NEW_CASE(names[i], k, 1);
             setenv("CARVE_GEMM_PATH", paths[i], 1);
@@ -206,7 +217,7 @@ static void k_near_int_max(int all_variants) {
             c->st = carve_gemm(NULL, (carve_stream)c->s, CARVE_ROW_MAJOR, CARVE_NO_TRANS, CARVE_TRANS, 1, 1, k, 1.f,
                                Ah, k, Bh, k, 0.f, c->C, 1, CARVE_DTYPE_BF16, CARVE_DTYPE_F32);
             c->path = carve__gemm_tc_last_path();
-            c->want_path = i == 0 && g_cc == 90 ? 1 : i == 0 ? -1 : i == 3 && g_cc == 90 ? 2 : 0;
+            c->want_path = i == 0 && g_cc == 90 ? 1 : i == 0 ? -1 : i == 3 && g_cc == 90 ? 2 : i == 4 && g_cc == 90 ? 4 : 0;
         }
         unsetenv("CARVE_GEMM_PATH");
     }
@@ -366,7 +377,7 @@ static void mn_bf16(int m_big, int k, int n_big_rows16) {
     printf("  (%.1f s, path %s)\n", ktest_now() - t0, path == 2 ? "stream" : path == 1 ? "wgmma" : "mma");
 }
 
-/* bf16 1 x n x 8 on the wgmma path with a forced tile width, n near
+/* bf16 1 x n x 8 on the wgmma path with a forced tile width (bn), or on the decode kernel (bn NULL), n near
  * INT_MAX: A 1 x 8, B stored n x 8 (transposed, ldb 8: K-major rows on 16
  * bytes), bf16 C 1 x n. With the 192-wide tile the last tile starts at
  * column 2^31 - 128, so its columns counted from 0 pass INT_MAX (they went
@@ -376,7 +387,10 @@ static void mn_bf16(int m_big, int k, int n_big_rows16) {
 static void mn_bf16_wgmma(int n, const char *bn) {
     const size_t N = (size_t)n, bbytes = N * 8 * 2, cbytes = N * 2;
     char what[96];
-    snprintf(what, sizeof what, "carve_gemm bf16 1 x %d x 8 -> bf16, wgmma %s wide", n, bn);
+    if (bn)
+        snprintf(what, sizeof what, "carve_gemm bf16 1 x %d x 8 -> bf16, wgmma %s wide", n, bn);
+    else
+        snprintf(what, sizeof what, "carve_gemm bf16 1 x %d x 8 -> bf16, decode kernel", n);
     if (!enough_memory(bbytes + cbytes, what))
         return;
     const double t0 = ktest_now();
@@ -388,22 +402,23 @@ static void mn_bf16_wgmma(int n, const char *bn) {
         two[i] = bf16_of(2.f);
     CUDA_OK(cudaMemcpy(a, two, sizeof two, cudaMemcpyHostToDevice));
     CUDA_OK(cudaMemset(C, 0xFF, cbytes));
-    setenv("CARVE_GEMM_PATH", "wgmma", 1);
-    setenv("CARVE_GEMM_BN", bn, 1);
+    setenv("CARVE_GEMM_PATH", bn ? "wgmma" : "decode", 1);
+    if (bn)
+        setenv("CARVE_GEMM_BN", bn, 1);
     const carve_status st = carve_gemm(NULL, NULL, CARVE_ROW_MAJOR, CARVE_NO_TRANS, CARVE_TRANS, 1, n, 8, 1.f, a, 8,
                                        B, 8, 0.f, C, n, CARVE_DTYPE_BF16, CARVE_DTYPE_BF16);
     const int path = carve__gemm_tc_last_path();
     unsetenv("CARVE_GEMM_PATH");
     unsetenv("CARVE_GEMM_BN");
     CHECK_OK(NULL, st);
-    CHECK(path == (g_cc == 90 ? 1 : 0));
+    CHECK(path == (g_cc == 90 ? (bn ? 1 : 4) : 0));
     CUDA_OK(cudaDeviceSynchronize());
     const uint16_t want = bf16_of(8.f * 2.f * float_of_bf16(0x3F3F));
     check_all(what, C, N, 2, &want);
     CUDA_OK(cudaFree(B));
     CUDA_OK(cudaFree(a));
     CUDA_OK(cudaFree(C));
-    printf("  (%.1f s, path %s)\n", ktest_now() - t0, path == 1 ? "wgmma" : "mma");
+    printf("  (%.1f s, path %s)\n", ktest_now() - t0, path == 4 ? "decode" : path == 1 ? "wgmma" : "mma");
 }
 
 int main(void) {
@@ -414,7 +429,8 @@ int main(void) {
     }
     const char *sel = getenv("CARVE_TEST_LIMITS");
     const int all = sel && strcmp(sel, "all") == 0;
-    const int do_k = !sel || all || strcmp(sel, "k") == 0, do_mn = !sel || all || strcmp(sel, "mn") == 0;
+    const int hopper_k = sel && strcmp(sel, "k-hopper") == 0;
+    const int do_k = !sel || all || hopper_k || strcmp(sel, "k") == 0, do_mn = !sel || all || strcmp(sel, "mn") == 0;
     CUDA_OK(cudaSetDevice(0));
     CUDA_OK(cudaFree(NULL));
     int ma = 0, mi = 0;
@@ -424,7 +440,7 @@ int main(void) {
     const size_t free_before = ktest_free_bytes();
 
     if (do_k)
-        k_near_int_max(all);
+        k_near_int_max(all, hopper_k);
     if (do_mn) {
         mn_f32(1);
         mn_f32(0);
@@ -435,6 +451,7 @@ int main(void) {
             mn_bf16(0, 1, 1);
             mn_bf16_wgmma(INT_MAX, "192");
             mn_bf16_wgmma(INT_MAX - 7, "192");
+            mn_bf16_wgmma(INT_MAX, NULL);
         }
     }
     CHECK(ktest_free_bytes() + ((size_t)64 << 20) >= free_before);

@@ -17,6 +17,11 @@
  *  - copies pay from one whole k tile (64) on; copy_ld is the next
  *    multiple of 8, without overflow at INT_MAX;
  *    partial_bytes refuses (UINT64_MAX) what would pass 2^62 bytes;
+ *  - the decode kernel: it takes 1 to 256 rows with A K-major, its narrow
+ *    width, its cluster rule (the largest power of two up to 8 whose
+ *    clusters, one a tile, are all held at once, with 4 k tiles a share at
+ *    least; checked over 800 shapes against the H100's counts), forced
+ *    sizes made legal, and the plan's line (32 rows, 128 where it splits);
  *  - the streaming kernel (decode): it takes 1 to 32 rows and nothing
  *    else; the plan gives it 1 to 4 rows for outputs of at least 8192
  *    columns, 1 or 2 for at least 4096, and with B's rows off 16 bytes (the other path would copy
@@ -451,8 +456,68 @@ static void check_stream(void) {
         }
 }
 
+/* The decode kernel's plan: which problems it takes, its narrow width,
+ * the cluster rule (the largest power of two at which every tile's cluster
+ * is held at once, shares of at least CARVE_TC_DECODE_MIN_KTILES k tiles),
+ * forced sizes made legal, and where the plan gives it calls. The H100's
+ * counts (132/66/30/15 clusters of 1/2/4/8 blocks) and unknown ones (the
+ * SMs divided by the size). */
+static void check_decode(void) {
+    CHECK(carve_tc_decode_takes(1, 1) && carve_tc_decode_takes(256, 1));
+    CHECK(!carve_tc_decode_takes(0, 1) && !carve_tc_decode_takes(257, 1) && !carve_tc_decode_takes(8, 0));
+    CHECK(carve_tc_decode_bm(1) == 8 && carve_tc_decode_bm(8) == 8 && carve_tc_decode_bm(9) == 16);
+    CHECK(carve_tc_decode_bm(33) == 64 && carve_tc_decode_bm(65) == 128 && carve_tc_decode_bm(129) == 256);
+    CHECK(carve_tc_decode_bm(256) == 256);
+    static const int h100[4] = {132, 66, 30, 15};
+    CHECK(carve_tc_decode_cluster(4096, 4096, 132, h100) == 2);   /* 32 tiles: 30 clusters of 4 at once */
+    CHECK(carve_tc_decode_cluster(2048, 8192, 132, h100) == 4);   /* 16 tiles: 15 clusters of 8 */
+    CHECK(carve_tc_decode_cluster(1024, 4096, 132, h100) == 8);
+    CHECK(carve_tc_decode_cluster(8192, 8192, 132, h100) == 2);   /* 64 tiles */
+    CHECK(carve_tc_decode_cluster(8448, 8192, 132, h100) == 2);   /* 66 */
+    CHECK(carve_tc_decode_cluster(8449, 8192, 132, h100) == 1);   /* 67 */
+    CHECK(carve_tc_decode_cluster(11008, 4096, 132, h100) == 1);
+    CHECK(carve_tc_decode_cluster(1024, 1024, 132, h100) == 4);   /* 16 k tiles: shares of 4 */
+    CHECK(carve_tc_decode_cluster(1024, 448, 132, h100) == 1);    /* 7 k tiles */
+    CHECK(carve_tc_decode_cluster(1, 1, 132, h100) == 1);
+    CHECK(carve_tc_decode_cluster(4096, 4096, 132, NULL) == 4);   /* unknown: 33 clusters of 4 counted */
+    static const int unknown[4] = {-1, -1, -1, -1};
+    CHECK(carve_tc_decode_cluster(4096, 4096, 132, unknown) == 4);
+    CHECK(carve_tc_decode_cluster(4096, 4096, 0, unknown) == 1);
+    CHECK(carve_tc_decode_cluster(INT_MAX, INT_MAX, 132, h100) == 1);
+    static const int slice[4] = {42, 21, 10, 0}; /* no cluster of 8 fits: none is planned */
+    CHECK(carve_tc_decode_cluster(512, 4096, 42, slice) == 4);
+    static const int none[4] = {16, 0, 0, 0};
+    CHECK(carve_tc_decode_cluster(256, 8192, 16, none) == 1);
+    long checked = 0;
+    for (int n = 1; n <= 40000; n += 997)
+        for (int k = 1; k <= 40000; k += 1999) {
+            const int cs = carve_tc_decode_cluster(n, k, 132, h100);
+            const int64_t tiles = carve_tiles(n, CARVE_TC_DECODE_ROWS);
+            const int i = cs == 1 ? 0 : cs == 2 ? 1 : cs == 4 ? 2 : cs == 8 ? 3 : -1;
+            int ok = i >= 0 && (cs == 1 || (tiles <= h100[i] && carve_tiles(k, 64) / cs >= CARVE_TC_DECODE_MIN_KTILES));
+            if (ok && cs < 8) /* the next size fails one of the two */
+                ok = tiles > h100[i + 1] || carve_tiles(k, 64) / (2 * cs) < CARVE_TC_DECODE_MIN_KTILES;
+            test_checks++;
+            checked++;
+            if (!ok) {
+                char msg[96];
+                snprintf(msg, sizeof msg, "n %d k %d: cluster %d", n, k, cs);
+                test_fail(__FILE__, __LINE__, "the decode cluster rule", msg);
+            }
+        }
+    printf("decode_cluster: %ld shapes\n", checked);
+    CHECK(carve_tc_decode_clamp_cluster(0, 4096) == 1 && carve_tc_decode_clamp_cluster(-3, 4096) == 1);
+    CHECK(carve_tc_decode_clamp_cluster(3, 4096) == 2 && carve_tc_decode_clamp_cluster(7, 4096) == 4);
+    CHECK(carve_tc_decode_clamp_cluster(64, 4096) == 8 && carve_tc_decode_clamp_cluster(8, 200) == 4);
+    CHECK(carve_tc_decode_clamp_cluster(8, 64) == 1 && carve_tc_decode_clamp_cluster(8, INT_MAX) == 8);
+    CHECK(carve_tc_decode_chosen(1, 1) && carve_tc_decode_chosen(32, 1) && !carve_tc_decode_chosen(33, 1));
+    CHECK(carve_tc_decode_chosen(33, 2) && carve_tc_decode_chosen(128, 8) && !carve_tc_decode_chosen(129, 2));
+    CHECK(!carve_tc_decode_chosen(0, 2));
+}
+
 int main(void) {
     check_stream();
+    check_decode();
     check_choose_splits();
     check_split_begin();
     check_clamp();

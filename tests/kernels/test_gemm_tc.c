@@ -32,14 +32,18 @@
  * CARVE_ERR_INVALID; legal layouts at the edges of the rules (operands on 2
  * bytes, C on its element size only, C in A's padding columns) must come
  * out exact, on the path expected: at m = 70 with the path forced, at
- * m = 3 and 4 under CARVE_GEMM_PATH=auto, where the streaming kernel
- * (B on 16-byte rows) takes them on Hopper, at m = 5 and 16 under auto,
- * where wgmma does (40 columns: past the plan's line), and at m = 20
- * under CARVE_GEMM_PATH=stream (the plan gives m = 5..32 to wgmma unless
- * the output is wide; forcing keeps them on the streaming kernel). Chains
+ * m = 3 under CARVE_GEMM_PATH=auto, where the decode kernel (A and B on 16
+ * bytes) takes them on Hopper, at m = 4, 5 and 16 under auto with A off
+ * 16 bytes, where wgmma does through a copy (or mma.sync without
+ * workspace), at m = 20 under CARVE_GEMM_PATH=stream (forcing keeps them
+ * on the streaming kernel) and at m = 20 and 70 under
+ * CARVE_GEMM_PATH=decode (C on its element size, C in A's padding; A off
+ * 16 bytes falls through to mma.sync without workspace). Chains
  * of calls on one stream, each reading what the one before wrote, with no
  * host wait between them (chain_cases: programmatic dependent launch), run
- * direct and captured into a CUDA graph. A call captured right after
+ * direct and captured into a CUDA graph. The decode kernel
+ * (decode_cases, under CARVE_GEMM_PATH=decode) runs M from 1 to 256 in
+ * every layout and its cluster sizes 1, 2, 4 and 8. A call captured right after
  * another kernel shows in its graph's edges which of its launches may
  * start early (pdl_edge_cases: by default never the call's first). Exits
  * 77 without a device.
@@ -71,13 +75,14 @@
 #include "ktest.h"
 
 /* Internal (lib/kernels/gemm_tc.cu), about the calling thread's last
- * carve_gemm: the path (3 the tiny kernel, 2 the streaming kernel, 1 wgmma, 0 mma.sync, -1 nothing
+ * carve_gemm: the path (4 the decode kernel, 3 the tiny kernel, 2 the streaming kernel, 1 wgmma, 0 mma.sync, -1 nothing
  * launched), the
  * split-K factor (0 when nothing launched), and which operands went through
  * an aligned copy (bit 0: A, bit 1: B). */
 int carve__gemm_tc_last_path(void);
 int carve__gemm_tc_last_splits(void);
 int carve__gemm_tc_last_copies(void);
+int carve__gemm_tc_decode_active(int M, int cs);
 
 static test_rng rng;
 static int g_cc, g_sms;
@@ -95,14 +100,15 @@ typedef struct {
     float alpha, beta;
     int pad; /* leading dimensions rounded up to a multiple of 8, plus 8 */
     int path; /* CARVE_GEMM_PATH: 0 auto (the streaming kernel where the plan chooses it), 1 wgmma, 2 mma,
-               * 3 stream (the streaming kernel wherever it takes the call) */
+               * 3 stream (the streaming kernel wherever it takes the call), 4 decode (the decode kernel
+               * wherever it takes the call) */
     int splits; /* CARVE_GEMM_SPLITK for the call; 0: unset (the plan chooses) */
     int ws; /* the arena passed to carve_gemm: 0 the test's, 1 NULL, 2 g_small */
     int want_path, want_splits; /* for ws 2: what must run (else the plan's prediction) */
     carve_stream stream; /* NULL: the legacy default stream */
 } tcase;
 
-static double worst_err[4][3]; /* [path ran: wgmma, mma, stream, tiny][c type]: max |d| / max|ref| seen */
+static double worst_err[5][3]; /* [path ran: wgmma, mma, stream, tiny, decode][c type]: max |d| / max|ref| seen */
 /* Where cuBLAS was off the exact product and carve on it (gemm_judge.h):
  * cases, elements, and elements where cuBLAS lacked the last k term. */
 static long g_ref_cases, g_ref_off, g_ref_tail;
@@ -112,13 +118,15 @@ static const char *tname(carve_dtype t) { return t == CARVE_DTYPE_F32 ? "f32" : 
 static int ld_of(int need, int pad) { return pad ? ((need + 7) / 8) * 8 + 8 : need; }
 
 /* What carve_gemm must run for c (buffers from the arena: 256-byte
- * aligned): the path (3 the tiny kernel, 2 the streaming kernel, 1 wgmma, 0 mma.sync), the
+ * aligned): the path (4 the decode kernel, 3 the tiny kernel, 2 the streaming kernel, 1 wgmma, 0 mma.sync), the
  * split factor (the streaming kernel: its cluster size) and the copies
  * (bits as carve__gemm_tc_last_copies), from the plan
  * (lib/kernels/gemm_tc_plan.h: carve_tc_stream_chosen, M <= 4 with
  * N >= 8192 and M <= 2 with N >= 4096 under auto, and M <= 16 with N >= 1024 (B K-major: 4096) where
- * B's rows are off 16 bytes; every M it takes under stream) and whether
- * the call has workspace. */
+ * B's rows are off 16 bytes; every M it takes under stream; then
+ * carve_tc_decode_chosen, M <= 32, or 128 where the decode kernel's
+ * cluster rule splits k, with A K-major and both operands on TMA's rules,
+ * every M up to 256 under decode) and whether the call has workspace. */
 static void predict(const tcase *c, int lda, int ldb, int *path, int *splits, int *copies) {
     const int row = c->order == CARVE_ROW_MAJOR;
     const int M = row ? c->m : c->n, N = row ? c->n : c->m;
@@ -128,6 +136,7 @@ static void predict(const tcase *c, int lda, int ldb, int *path, int *splits, in
         return;
     /* The canonical B is the caller's B (row-major) or A (column-major). */
     const int b_rows = row ? !bad_b : !bad_a, b_kmajor = row ? c->tb == CARVE_TRANS : c->ta == CARVE_TRANS;
+    const int a_kmajor = row ? c->ta == CARVE_NO_TRANS : c->tb == CARVE_NO_TRANS;
     if (g_cc == 90 && (c->path == 0 || c->path == 3) && carve_tc_stream_chosen(M, N, b_rows, b_kmajor, c->path == 3)) {
         *path = 2;
         *splits = c->splits ? carve_tc_stream_clamp_cluster(c->splits, c->k)
@@ -137,6 +146,20 @@ static void predict(const tcase *c, int lda, int ldb, int *path, int *splits, in
     if (c->path == 0 && g_cc >= 80 && carve_tc_tiny(M, N, c->k)) { /* the tiny kernel, under auto only */
         *path = 3;
         return;
+    }
+    if (g_cc == 90 && (c->path == 0 || c->path == 4) && carve_tc_decode_takes(M, a_kmajor) && !bad_a && !bad_b) {
+        /* The decode kernel on TMA's rules: where the plan chooses it
+         * (carve_tc_decode_chosen, by its own cluster size), every problem
+         * it takes under CARVE_GEMM_PATH=decode. */
+        int active[4];
+        for (int i = 0; i < 4; i++)
+            active[i] = carve__gemm_tc_decode_active(M, 1 << i);
+        const int planned = carve_tc_decode_cluster(N, c->k, g_sms, active);
+        if (c->path == 4 || carve_tc_decode_chosen(M, planned)) {
+            *path = 4;
+            *splits = c->splits ? carve_tc_decode_clamp_cluster(c->splits, c->k) : planned;
+            return;
+        }
     }
     if (g_cc != 90)
         return;
@@ -155,10 +178,10 @@ static void predict(const tcase *c, int lda, int ldb, int *path, int *splits, in
     *path = 1, *splits = s, *copies = bad_a | (bad_b << 1);
 }
 
-/* The path (tcase's numbering: 0 auto, 1 wgmma, 2 mma, 3 stream) and the
+/* The path (tcase's numbering: 0 auto, 1 wgmma, 2 mma, 3 stream, 4 decode) and the
  * forced split or cluster size (0: the plan's) the next carve_gemm takes. */
 static void force_path(int path, int splits) {
-    static const char *const path_names[4] = {"auto", "wgmma", "mma", "stream"};
+    static const char *const path_names[5] = {"auto", "wgmma", "mma", "stream", "decode"};
     setenv("CARVE_GEMM_PATH", path_names[path], 1);
     if (splits) {
         char sv[16];
@@ -303,15 +326,16 @@ static void run_case(carve_arena *arena, cublasHandle_t h, const tcase *c) {
     }
     double rel = maxref > 0 ? maxd / maxref : maxd;
     int ci = c->c == CARVE_DTYPE_F32 ? 0 : c->c == CARVE_DTYPE_F16 ? 1 : 2;
-    int pi = ran == 1 ? 0 : ran == 2 ? 2 : ran == 3 ? 3 : 1;
+    int pi = ran == 1 ? 0 : ran == 2 ? 2 : ran == 3 ? 3 : ran == 4 ? 4 : 1;
     if (rel > worst_err[pi][ci])
         worst_err[pi][ci] = rel;
-    if (!ok || c->m * (double)c->n * c->k >= 1e9 || splits > 1 || copies || c->ws || ran == 2 || jr.ref_off)
+    if (!ok || c->m * (double)c->n * c->k >= 1e9 || splits > 1 || copies || c->ws || ran == 2 || ran == 4 ||
+        jr.ref_off)
         printf("%s %s m=%d n=%d k=%d %s%s %s->%s ld=%d,%d,%d alpha=%g beta=%g path=%s splits=%d copies=%d ws=%d: "
                "max|d|=%.3g max|ref|=%.3g%s\n",
                ok ? "ok  " : "FAIL", row ? "row" : "col", c->m, c->n, c->k, c->ta ? "T" : "N", c->tb ? "T" : "N",
                tname(c->ab), tname(c->c), lda, ldb, ldc, c->alpha, c->beta,
-               ran == 3 ? "tiny" : ran == 2 ? "stream" : ran == 1 ? "wgmma" : "mma", splits,
+               ran == 4 ? "decode" : ran == 3 ? "tiny" : ran == 2 ? "stream" : ran == 1 ? "wgmma" : "mma", splits,
                copies, c->ws, maxd, maxref, ok ? "" : "  <---");
     if (jr.ref_off) { /* cuBLAS is wrong there, carve is not: said, not failed */
         g_ref_cases++, g_ref_off += jr.ref_off, g_ref_tail += jr.ref_tail;
@@ -403,7 +427,7 @@ static void check_bad_arguments(carve_arena *arena) {
  * b_off, c_off bytes into their buffers, or C in A's padding columns
  * (lda = ldc = 2k, C = A + k elements, bf16 C). Inputs j/64: every sum is
  * exact in fp32, so C must equal the exact product (rounded to nearest even
- * for a bf16 C) on every path. want_path: 1 wgmma, 0 mma.sync. */
+ * for a bf16 C) on every path. want_path: 4 decode, 2 stream, 1 wgmma, 0 mma.sync. */
 static void edge_layout(carve_arena *arena, carve_arena *ws, int m, const char *name, size_t a_off, size_t b_off,
                         size_t c_off, carve_dtype ct, int c_in_a_pad, const char *path, int want_path) {
     const int n = 40, k = 72; /* a whole k tile and a part: copies pay */
@@ -493,7 +517,7 @@ static void edge_layout(carve_arena *arena, carve_arena *ws, int m, const char *
         test_fail(__FILE__, __LINE__, "edge layout path", d);
     }
     printf("%s %s (path %s)\n", wrong || a_changed || pad_changed || ran != want_path ? "FAIL" : "ok  ", name,
-           ran == 3 ? "tiny" : ran == 2 ? "stream" : ran == 1 ? "wgmma" : "mma");
+           ran == 4 ? "decode" : ran == 3 ? "tiny" : ran == 2 ? "stream" : ran == 1 ? "wgmma" : "mma");
     CHECK_OK(arena, carve_free(arena, pa));
     CHECK_OK(arena, carve_free(arena, pb));
     CHECK_OK(arena, carve_free(arena, pc));
@@ -507,6 +531,7 @@ static void edge_layout(carve_arena *arena, carve_arena *ws, int m, const char *
 static void edge_layouts(carve_arena *arena) {
     const int wg = g_cc == 90 ? 1 : 0; /* where the wgmma path exists */
     const int st = g_cc == 90 ? 2 : 0; /* where the streaming kernel exists */
+    const int dc = g_cc == 90 ? 4 : 0; /* where the decode kernel exists */
     const carve_dtype f32 = CARVE_DTYPE_F32, bf16 = CARVE_DTYPE_BF16;
     /* Operands on 2 bytes but not 16: legal; wgmma through aligned copies
      * with workspace, mma.sync without. */
@@ -536,10 +561,15 @@ static void edge_layouts(carve_arena *arena) {
      * needs none. */
     edge_layout(arena, NULL, 20, "m 20: A 2 bytes in, fp32 C 4 bytes in, stream", 2, 0, 4, f32, 0, "stream", st);
     edge_layout(arena, NULL, 20, "m 20: A 2 bytes in, bf16 C 2 bytes in, stream", 2, 0, 2, bf16, 0, "stream", st);
-    edge_layout(arena, NULL, 3, "m 3: bf16 C 2 bytes in, auto", 0, 0, 2, bf16, 0, "auto", wg);
+    edge_layout(arena, NULL, 3, "m 3: bf16 C 2 bytes in, auto", 0, 0, 2, bf16, 0, "auto", dc);
     edge_layout(arena, NULL, 4, "m 4: A 2 bytes in, fp32 C 4 bytes in, auto", 2, 0, 4, f32, 0, "auto", 0);
     edge_layout(arena, NULL, 20, "m 20: C in A's padding, stream", 0, 0, 0, bf16, 1, "stream", st);
-    edge_layout(arena, NULL, 3, "m 3: C in A's padding, auto", 0, 0, 0, bf16, 1, "auto", wg);
+    edge_layout(arena, NULL, 3, "m 3: C in A's padding, auto", 0, 0, 0, bf16, 1, "auto", dc);
+    edge_layout(arena, NULL, 20, "m 20: fp32 C 4 bytes in, decode", 0, 0, 4, f32, 0, "decode", dc);
+    edge_layout(arena, NULL, 70, "m 70: bf16 C 2 bytes in, decode", 0, 0, 2, bf16, 0, "decode", dc);
+    edge_layout(arena, NULL, 20, "m 20: C in A's padding, decode", 0, 0, 0, bf16, 1, "decode", dc);
+    edge_layout(arena, NULL, 20, "m 20: A 2 bytes in, decode (falls to mma.sync without workspace)", 2, 0, 0, bf16, 0,
+                "decode", 0);
     edge_layout(arena, arena, 20, "m 20: B 6 bytes in, stream", 0, 6, 0, f32, 0, "stream", st);
     edge_layout(arena, arena, 20, "m 20: B 6 bytes in, auto", 0, 6, 0, bf16, 0, "auto", wg);
     if (wg)
@@ -734,6 +764,54 @@ static int stream_cases(carve_arena *arena, cublasHandle_t h, int quick) {
     return n;
 }
 
+/* The decode kernel (CARVE_GEMM_PATH=decode; lib/kernels/gemm_tc_decode.cuh):
+ * M from 1 to 256 (each narrow width 8 to 256, and past it, 257), N
+ * and k off every tile (1, 65, 127, 129, 4101 columns: an N-major B's
+ * second box of 64 wholly past N or cut; k of 1, 63, 65, 4097), every
+ * layout (A MN-major and rows off 16 bytes fall to the wgmma path, which
+ * the case predicts), beta 0 and 0.5, both input and output types, the
+ * plan's cluster size and forced ones (1, 2, 4, 8: every size of the
+ * cluster's reduction), a NULL arena (no workspace needed). */
+static int decode_cases(carve_arena *arena, cublasHandle_t h, int quick) {
+    static const int full[][3] = {
+        {1, 4096, 4096}, {8, 4096, 4096}, {16, 4096, 14336}, {33, 1000, 1001}, {64, 12288, 1024},
+        {7, 129, 65},    {64, 130, 64},   {9, 8200, 700},    {17, 65, 129},    {32, 4101, 333},
+        {48, 200, 4097}, {2, 1, 64},      {5, 127, 4097},    {1, 64, 1},       {65, 256, 256},
+        {3, 28672, 512}, {24, 1, 63},     {40, 2050, 2049},  {128, 4096, 4096}, {200, 1000, 1001},
+        {256, 2049, 700}, {257, 300, 300}, {97, 8, 129},
+    };
+    static const int small[][3] = {
+        {1, 200, 72}, {8, 130, 300}, {17, 65, 129}, {33, 77, 200}, {64, 130, 64},  {2, 1, 64},
+        {5, 127, 257}, {1, 64, 1},   {24, 1, 63},   {65, 64, 64},  {130, 200, 72}, {256, 65, 129},
+        {257, 64, 64},
+    };
+    const int (*sh)[3] = quick ? small : full;
+    const int nsh = quick ? (int)(sizeof small / sizeof small[0]) : (int)(sizeof full / sizeof full[0]);
+    int n = 0;
+    for (int si = 0; si < nsh; si++)
+        for (int lay = 0; lay < 8; lay++) {
+            const int col = lay & 4;
+            tcase c = base_case(col ? sh[si][1] : sh[si][0], col ? sh[si][0] : sh[si][1], sh[si][2], lay, lay + si);
+            c.path = 4;
+            c.beta = (lay + si) % 2 ? 0.5f : 0.f;
+            c.pad = (lay + si) % 3 != 0;
+            c.splits = (lay + 2 * si) % 4 == 1 ? 1 << ((lay + si) % 4) : 0;
+            c.ws = (lay + si) % 5 == 4; /* NULL arena */
+            run_case(arena, h, &c);
+            n++;
+        }
+    /* Every cluster size on one shape with k for 8 shares, row-major NN
+     * and NT (B N-major and K-major), both output types. */
+    for (int s = 1; s <= 8; s++) {
+        tcase c = base_case(quick ? 4 : 19, quick ? 264 : 2056, quick ? 2049 : 4100, s > 4, s);
+        c.path = 4;
+        c.splits = 1 << ((s - 1) % 4);
+        run_case(arena, h, &c);
+        n++;
+    }
+    return n;
+}
+
 /* ---- chains: each call reads what the call before wrote ------------------
  *
  * The Hopper kernels start early under programmatic dependent launch
@@ -754,13 +832,13 @@ static int stream_cases(carve_arena *arena, cublasHandle_t h, int quick) {
  * chain's X are checked where a link ran, whatever path it ran. */
 enum { CH_K = 4096, CH_LINKS = 10 };
 typedef struct {
-    int path; /* as tcase: 0 auto, 1 wgmma, 2 mma, 3 stream; 4 cuBLAS */
+    int path; /* as tcase: 0 auto, 1 wgmma, 2 mma, 3 stream; 4 cuBLAS, 5 decode */
     int splits;
     int tb; /* B K-major */
 } chain_link;
 
 static const chain_link chain_links[CH_LINKS] = {
-    {0, 0, 0}, {1, 4, 0}, {3, 0, 1}, {4, 0, 0}, {1, 1, 1}, {2, 0, 0}, {0, 0, 1}, {1, 3, 0}, {3, 2, 0}, {0, 0, 0},
+    {0, 0, 0}, {1, 4, 0}, {3, 0, 1}, {4, 0, 0}, {1, 1, 1}, {2, 0, 0}, {0, 0, 1}, {1, 3, 0}, {3, 2, 0}, {5, 2, 1},
 };
 
 /* One pass of the chain on s (cuBLAS links on carve's own plan when
@@ -782,7 +860,7 @@ static void chain_pass(carve_arena *arena, cublasHandle_t h, cudaStream_t s, int
             CHECK(bs == CUBLAS_STATUS_SUCCESS);
             continue;
         }
-        force_path(l->path == 4 ? 0 : l->path, l->splits); /* a cuBLAS link on carve: the plan's path */
+        force_path(l->path == 4 ? 0 : l->path == 5 ? 4 : l->path, l->splits); /* a cuBLAS link on carve: the plan's */
         carve_status st = carve_gemm(arena, s, CARVE_ROW_MAJOR, CARVE_NO_TRANS, l->tb ? CARVE_TRANS : CARVE_NO_TRANS,
                                      m, CH_K, CH_K, 1.f, dX[i], ld, W, CH_K, 0.f, dX[i + 1], ld, CARVE_DTYPE_BF16,
                                      CARVE_DTYPE_BF16);
@@ -790,7 +868,7 @@ static void chain_pass(carve_arena *arena, cublasHandle_t h, cudaStream_t s, int
         if (st != CARVE_OK)
             fprintf(stderr, "  chain link %d: %s\n", i, carve_last_error(NULL));
         const int p = carve__gemm_tc_last_path();
-        *ran |= p == 1 ? 1 : p == 2 ? 2 : 0;
+        *ran |= p == 1 ? 1 : p == 2 ? 2 : p == 4 ? 8 : 0;
         if (p == 1 && carve__gemm_tc_last_splits() > 1)
             *ran |= 4;
     }
@@ -904,9 +982,9 @@ static int chain_cases(carve_arena *arena, cublasHandle_t h) {
                 CUDA_OK(cudaStreamSynchronize(s));
                 ran_all |= ran;
                 if (chain_check(m, ld, dX, hX, buf) == 0 && rep == 0)
-                    printf("ok   chain m=%d ld=%d%s: %d links (paths ran: %s%s%s)\n", m, ld,
+                    printf("ok   chain m=%d ld=%d%s: %d links (paths ran: %s%s%s%s)\n", m, ld,
                            across ? " CARVE_GEMM_PDL=2" : "", CH_LINKS, ran & 1 ? "wgmma " : "", ran & 4 ? "split " : "",
-                           ran & 2 ? "stream" : "");
+                           ran & 2 ? "stream " : "", ran & 8 ? "decode" : "");
                 n++;
             }
 
@@ -947,9 +1025,9 @@ static int chain_cases(carve_arena *arena, cublasHandle_t h) {
         }
     /* On Hopper the chain must have run the kernels it is about. */
     if (g_cc == 90) {
-        CHECK((ran_all & 7) == 7);
-        if ((ran_all & 7) != 7)
-            fprintf(stderr, "  chain paths ran: %d (want wgmma, split and stream)\n", ran_all);
+        CHECK((ran_all & 15) == 15);
+        if ((ran_all & 15) != 15)
+            fprintf(stderr, "  chain paths ran: %d (want wgmma, split, stream and decode)\n", ran_all);
     }
     CUDA_OK(cublasSetStream(h, NULL) == CUBLAS_STATUS_SUCCESS ? cudaSuccess : cudaErrorUnknown);
     CUDA_OK(cudaStreamDestroy(s));
@@ -967,7 +1045,7 @@ static int chain_cases(carve_arena *arena, cublasHandle_t h) {
  * with beta 1 C got A * B twice. Each path (tiny under auto at 16 x 16 x
  * 16); A and B all ones, an fp32 C of ones: every element k + 1. */
 static int pending_error_cases(carve_arena *arena) {
-    static const char *const paths[4] = {"mma", "wgmma", "stream", "auto"};
+    static const char *const paths[5] = {"mma", "wgmma", "stream", "auto", "decode"};
     const int n = 64;
     uint16_t *hab = malloc((size_t)n * n * 2);
     float *hc = malloc((size_t)n * n * 4);
@@ -983,8 +1061,8 @@ static int pending_error_cases(carve_arena *arena) {
     CHECK_OK(arena, carve_alloc(arena, (size_t)n * n * 4, NULL, &dC));
     CUDA_OK(cudaMemcpy(dA, hab, (size_t)n * n * 2, cudaMemcpyHostToDevice));
     CUDA_OK(cudaMemcpy(dB, hab, (size_t)n * n * 2, cudaMemcpyHostToDevice));
-    for (int p = 0; p < 4; p++) {
-        const int m = p == 2 ? 4 : p == 3 ? 16 : n, nn = p == 3 ? 16 : n, k = p == 3 ? 16 : n;
+    for (int p = 0; p < 5; p++) {
+        const int m = p == 2 ? 4 : p == 3 ? 16 : p == 4 ? 8 : n, nn = p == 3 ? 16 : n, k = p == 3 ? 16 : n;
         for (int i = 0; i < n * n; i++)
             hc[i] = 1.f;
         CUDA_OK(cudaMemcpy(dC, hc, (size_t)n * n * 4, cudaMemcpyHostToDevice));
@@ -1011,7 +1089,7 @@ static int pending_error_cases(carve_arena *arena) {
     carve_free(arena, dC);
     free(hab);
     free(hc);
-    return 4;
+    return 5;
 }
 
 /* Which launches may start before the work before them ends, read from a
@@ -1046,7 +1124,7 @@ static int pdl_edge_cases(carve_arena *arena) {
     CUDA_OK(cudaMemsetAsync(dB, 0, (size_t)EK * ldb * 2, s));
     CUDA_OK(cudaMemsetAsync(dF, 0, 3 * 16 * sizeof(float), s));
     static const char *const settings[3] = {NULL, "2", "0"};
-    enum { NCALLS = 4 };
+    enum { NCALLS = 5 };
     static const struct {
         int path, splits, m, lda, ldb;
         int want_ran, want_copies, want_edges; /* on Hopper */
@@ -1055,6 +1133,7 @@ static int pdl_edge_cases(carve_arena *arena) {
         {1, 4, EM, EK + 1, EN, 1, 1, 3, "wgmma split 4, A copied"},
         {1, 4, EM, EK, EN + 1, 1, 2, 3, "wgmma split 4, B copied"},
         {3, 0, 2, EK, EN, 2, 0, 1, "streaming"},
+        {4, 2, EM, EK, EN, 4, 0, 1, "decode"},
         {0, 0, EM, EK, EN, -1, -1, -1, "plan"},
     };
     const char *env = getenv("CARVE_GEMM_PDL");
@@ -1127,7 +1206,7 @@ static int pdl_edge_cases(carve_arena *arena) {
                     inner_prog += prog;
                 }
             }
-            const int hopper = g_cc == 90 && (ran == 1 || ran == 2);
+            const int hopper = g_cc == 90 && (ran == 1 || ran == 2 || ran == 4);
             const int want_first = set == 1 && hopper;
             int ok = firsts == 1 && first == want_first && inner == (int)ne - 1; /* kernels only, one chain */
             if (set == 2 || !hopper)
@@ -1136,7 +1215,8 @@ static int pdl_edge_cases(carve_arena *arena) {
                 ok = ok && inner_prog == inner; /* every later kernel of the call */
             if (g_cc == 90 && calls[ci].want_ran >= 0)
                 ok = ok && ran == calls[ci].want_ran && copies == calls[ci].want_copies &&
-                     (int)ne == calls[ci].want_edges && (ran != 1 || carve__gemm_tc_last_splits() == calls[ci].splits);
+                     (int)ne == calls[ci].want_edges &&
+                     (ran == 2 || ran == 3 || carve__gemm_tc_last_splits() == calls[ci].splits);
             CHECK(ok);
             printf("%s pdl edges, %s, CARVE_GEMM_PDL=%s (ran %d, copies %d): %zu edges, into the call's first "
                    "kernel %s, %d of %d within the call programmatic\n",
@@ -1252,13 +1332,16 @@ int main(void) {
     t0 = ktest_now();
     ncases = tiny_cases(arena, h);
     printf("gemm_tc: %d tiny-product cases in %.1f s\n", ncases, ktest_now() - t0);
+    t0 = ktest_now();
+    ncases = decode_cases(arena, h, quick);
+    printf("gemm_tc: %d decode-kernel cases in %.1f s\n", ncases, ktest_now() - t0);
     pending_error_cases(arena);
     pdl_edge_cases(arena);
     t0 = ktest_now();
     ncases = chain_cases(arena, h);
     printf("gemm_tc: %d chains in %.1f s\n", ncases, ktest_now() - t0);
-    static const char *cn[3] = {"f32", "f16", "bf16"}, *pn[4] = {"wgmma", "mma", "stream", "tiny"};
-    for (int p = 0; p < 4; p++)
+    static const char *cn[3] = {"f32", "f16", "bf16"}, *pn[5] = {"wgmma", "mma", "stream", "tiny", "decode"};
+    for (int p = 0; p < 5; p++)
         for (int ci = 0; ci < 3; ci++)
             printf("gemm_tc: worst max|carve - reference| / max|cublas|, path %s, output %s: %.3g\n", pn[p],
                    cn[ci], worst_err[p][ci]);
