@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# decode kernel in the plan (M <= 32; <= 128 where it splits): tests, sanitizers, decode sweep against HEAD, full sweep --check, limits
+R=/tmp/res53; rm -rf $R; mkdir -p $R
+export PATH=/usr/local/cuda/bin:$PATH
+git add -N lib/kernels/gemm_tc_decode.cuh
+{ date -u; nvidia-smi -L; git log --oneline -1; git status --short; } > $R/info.txt 2>&1
+git diff > $R/tree.diff
+rm -rf /tmp/base; mkdir /tmp/base; git ls-files -z | xargs -0 cp --parents -t /tmp/base 2>/dev/null
+(cd /tmp/base && patch -R -p1 < $R/tree.diff > /dev/null) && echo "base: HEAD" >> $R/info.txt
+T0=$SECONDS
+( [ -d build-gpu ] || meson setup build-gpu --buildtype=release > $R/build.log 2>&1; ninja -C build-gpu bench/kernels/bench_gemm_sweep tests/kernels/test_gemm_tc tests/kernels/test_gemm_limits >> $R/build.log 2>&1; echo "build rc $? $((SECONDS-T0)) s" >> $R/progress ) &
+( cd /tmp/base && meson setup build-base --buildtype=release > $R/build_base.log 2>&1; ninja -C build-base bench/kernels/bench_gemm_sweep >> $R/build_base.log 2>&1; echo "build_base rc $? $((SECONDS-T0)) s" >> $R/progress ) &
+wait
+N=build-gpu; O=/tmp/base/build-base
+t() { local name=$1; shift; local t0=$SECONDS; stdbuf -oL -eL "$@" > $R/$name.log 2>&1; echo "$name rc $? $((SECONDS-t0)) s" >> $R/progress; }
+t tc_quick env CARVE_TEST_QUICK=1 timeout 60 $N/tests/kernels/test_gemm_tc
+for i in 1 2; do
+  t dec_o$i $O/bench/kernels/bench_gemm_sweep --decode --json $R/dec_o$i.json
+  t dec_n$i $N/bench/kernels/bench_gemm_sweep --decode --json $R/dec_n$i.json
+done
+t tc_full timeout 200 $N/tests/kernels/test_gemm_tc
+t memcheck_quick env CARVE_TEST_QUICK=1 timeout 120 compute-sanitizer --tool memcheck $N/tests/kernels/test_gemm_tc
+t synccheck_quick env CARVE_TEST_QUICK=1 timeout 120 compute-sanitizer --tool synccheck $N/tests/kernels/test_gemm_tc
+t racecheck_decode env CARVE_TEST_QUICK=1 timeout 200 compute-sanitizer --tool racecheck --kernel-name regex:decode_gemm $N/tests/kernels/test_gemm_tc
+t sweep_check $N/bench/kernels/bench_gemm_sweep --check --json $R/sweep.json
+t limits timeout 500 $N/tests/kernels/test_gemm_limits
+echo finished >> $R/progress

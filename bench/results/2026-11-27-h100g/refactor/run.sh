@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# after the shared ring helpers (WgRing, wg_consume) and the launch helper: tests, memcheck, limits (k, Hopper paths), mid-size and decode sweeps against HEAD
+R=/tmp/res56; rm -rf $R; mkdir -p $R
+export PATH=/usr/local/cuda/bin:$PATH
+git add -N lib/kernels/gemm_tc_decode.cuh
+{ date -u; nvidia-smi -L; git log --oneline -1; git status --short | grep -v bench/results; } > $R/info.txt 2>&1
+git diff -- lib tests bench/kernels docs README.md > $R/tree.diff
+rm -rf /tmp/base; mkdir /tmp/base; git ls-files -z | xargs -0 cp --parents -t /tmp/base 2>/dev/null
+(cd /tmp/base && patch -R -p1 < $R/tree.diff > /dev/null) && echo "base: HEAD" >> $R/info.txt
+T0=$SECONDS
+( [ -d build-gpu ] || meson setup build-gpu --buildtype=release > $R/build.log 2>&1; ninja -C build-gpu bench/kernels/bench_gemm_sweep tests/kernels/test_gemm_tc tests/kernels/test_gemm_limits >> $R/build.log 2>&1; echo "build rc $? $((SECONDS-T0)) s" >> $R/progress ) &
+( cd /tmp/base && meson setup build-base --buildtype=release > $R/build_base.log 2>&1; ninja -C build-base bench/kernels/bench_gemm_sweep >> $R/build_base.log 2>&1; echo "build_base rc $? $((SECONDS-T0)) s" >> $R/progress ) &
+wait
+N=build-gpu; O=/tmp/base/build-base
+t() { local name=$1; shift; local t0=$SECONDS; stdbuf -oL -eL "$@" > $R/$name.log 2>&1; echo "$name rc $? $((SECONDS-t0)) s" >> $R/progress; }
+t tc_quick env CARVE_TEST_QUICK=1 timeout 60 $N/tests/kernels/test_gemm_tc
+t memcheck_quick env CARVE_TEST_QUICK=1 timeout 120 compute-sanitizer --tool memcheck $N/tests/kernels/test_gemm_tc
+for i in 1 2; do
+  t mid_o$i $O/bench/kernels/bench_gemm_sweep --mid --json $R/mid_o$i.json
+  t mid_n$i $N/bench/kernels/bench_gemm_sweep --mid --json $R/mid_n$i.json
+done
+t dec_o $O/bench/kernels/bench_gemm_sweep --decode --json $R/dec_o.json
+t dec_n $N/bench/kernels/bench_gemm_sweep --decode --json $R/dec_n.json
+t tc_full timeout 200 $N/tests/kernels/test_gemm_tc
+t limits_khopper env CARVE_TEST_LIMITS=k-hopper timeout 120 $N/tests/kernels/test_gemm_limits
+echo finished >> $R/progress
