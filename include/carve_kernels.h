@@ -126,7 +126,12 @@ typedef enum carve_transpose { CARVE_NO_TRANS = 0, CARVE_TRANS = 1 } carve_trans
  * least 1024 columns (4096 where that operand is transposed), runs on a
  * streaming kernel that
  * reads the weight in place and needs no workspace (docs/kernels.md,
- * "Decode shapes"); the rest runs as
+ * "Decode shapes"); other decode products (at most 32 rows, or 128
+ * where k splits over a cluster; A not transposed, A and B 16-byte aligned
+ * with leading dimensions multiples of 8) run on a decode kernel, warpgroup
+ * MMA with the weight on the tall side and k split inside a thread block
+ * cluster, one launch and no workspace (docs/kernels.md, "Decode shapes:
+ * the decode kernel"); the rest runs as
  * warpgroup MMA
  * fed by TMA, which may take workspace from the arena with one carve_alloc
  * on stream s (docs/kernels.md, "Workspace"): split-K partials when the
@@ -141,10 +146,12 @@ typedef enum carve_transpose { CARVE_NO_TRANS = 0, CARVE_TRANS = 1 } carve_trans
  * as mma.sync. Under the automatic path, a tiny product (at most 4096
  * multiply-adds, k at most 64) that the streaming kernel does not take
  * runs, on any of them, on a kernel of one thread an element of C instead
- * (docs/kernels.md, "Paths and dispatch"). The environment variable CARVE_GEMM_PATH=wgmma|mma|stream|auto
- * forces a path (for tests and benchmarks; wgmma also keeps small products
- * off the streaming kernel; stream puts on it every product it can take,
- * up to 32 rows, and leaves the rest to the automatic choice);
+ * (docs/kernels.md, "Paths and dispatch"). The environment variable
+ * CARVE_GEMM_PATH=wgmma|mma|stream|decode|auto forces a path (for tests
+ * and benchmarks; wgmma also keeps small products off the streaming and
+ * decode kernels; stream puts on the streaming kernel every product it can
+ * take, up to 32 rows, decode on the decode kernel every one it can take,
+ * up to 256 rows, and both leave the rest to the automatic choice);
  * CARVE_GEMM_BN=128|192|256 forces the warpgroup MMA's tile width,
  * CARVE_GEMM_PERSIST=0 its one-block-a-tile grid and CARVE_GEMM_TMA_STORE=0
  * its register epilogue (for tests and comparisons).
