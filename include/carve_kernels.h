@@ -124,13 +124,15 @@ typedef enum carve_transpose { CARVE_NO_TRANS = 0, CARVE_TRANS = 1 } carve_trans
  * most 16 rows where its weight operand
  * (row-major B, column-major A) has rows off 16 bytes and the product at
  * least 1024 columns (4096 where that operand is transposed), runs on a
- * streaming kernel that
+ * streaming kernel (unless the decode kernel below takes it in blocks of
+ * 64 columns with k split over a cluster: on an H100 4096 to 4224 columns
+ * with k of 2048 or more, A not transposed, on TMA's rules) that
  * reads the weight in place and needs no workspace (docs/kernels.md,
  * "Decode shapes"); other decode products (at most 32 rows, or 128
  * where k splits over a cluster; A not transposed, A and B 16-byte aligned
  * with leading dimensions multiples of 8) run on a decode kernel, warpgroup
- * MMA with the weight on the tall side and k split inside a thread block
- * cluster, one launch and no workspace (docs/kernels.md, "Decode shapes:
+ * MMA with the weight on the tall side, blocks of 128 or 64 columns, and k
+ * split inside a thread block cluster, one launch and no workspace (docs/kernels.md, "Decode shapes:
  * the decode kernel"); the rest runs as
  * warpgroup MMA
  * fed by TMA, which may take workspace from the arena with one carve_alloc
@@ -153,6 +155,7 @@ typedef enum carve_transpose { CARVE_NO_TRANS = 0, CARVE_TRANS = 1 } carve_trans
  * take, up to 32 rows, decode on the decode kernel every one it can take,
  * up to 256 rows, and both leave the rest to the automatic choice);
  * CARVE_GEMM_BN=128|192|256 forces the warpgroup MMA's tile width,
+ * CARVE_GEMM_DECODE_COLS=64|128 the decode kernel's block width,
  * CARVE_GEMM_PERSIST=0 its one-block-a-tile grid and CARVE_GEMM_TMA_STORE=0
  * its register epilogue (for tests and comparisons).
  *

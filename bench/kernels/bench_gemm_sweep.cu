@@ -104,7 +104,8 @@
 extern "C" int carve__gemm_tc_last_path(void);
 extern "C" int carve__gemm_tc_last_splits(void);
 extern "C" int carve__gemm_tc_last_copies(void);
-extern "C" int carve__gemm_tc_decode_active(int M, int cs);
+extern "C" int carve__gemm_tc_last_cols(void);
+extern "C" int carve__gemm_tc_decode_active(int M, int cols, int cs);
 
 /* out[0] = max |c - r| (float bits), out[1] = max |r|, out[2] = NaNs in c.
  * Non-negative floats order as their bit patterns. */
@@ -143,6 +144,7 @@ struct Row {
     double first[2] = {};    /* ms of the first call: carve's plan, cuBLAS */
     int sets = 1;            /* operand sets rotated over */
     int path[kCalls] = {-1, -1, -1, -1}, splits[kCalls] = {}, copies = 0;
+    int cols = 0; /* the plan's call on the decode kernel: its block width */
     double rel[kCalls] = {-1, -1, -1, -1};
     unsigned nans[kCalls] = {};
     bool checked = false, ok = true;
@@ -297,12 +299,14 @@ int main(int argc, char **argv) {
            prop.name, prop.multiProcessorCount, reps, batch, prop.l2CacheSize >> 20, bw / 1e9, bw_src);
     /* What the decode kernel's cluster rule counts on (gemm_tc_plan.h,
      * carve_tc_decode_cluster): clusters the device holds at once. */
-    if (carve__gemm_tc_decode_active(1, 1) >= 0) {
+    if (carve__gemm_tc_decode_active(1, 128, 1) >= 0) {
         printf("decode kernel: clusters of 1/2/4/8 blocks held at once:");
-        for (int m : {1, 128, 256})
-            printf(" M <= %d: %d/%d/%d/%d;", m == 1 ? 64 : m, carve__gemm_tc_decode_active(m, 1),
-                   carve__gemm_tc_decode_active(m, 2), carve__gemm_tc_decode_active(m, 4),
-                   carve__gemm_tc_decode_active(m, 8));
+        for (int cols : {128, 64})
+            for (int m : {1, 128, 256})
+                if (cols == 128 || m <= 128)
+                    printf(" %d columns, M <= %d: %d/%d/%d/%d;", cols, m == 1 ? 64 : m,
+                           carve__gemm_tc_decode_active(m, cols, 1), carve__gemm_tc_decode_active(m, cols, 2),
+                           carve__gemm_tc_decode_active(m, cols, 4), carve__gemm_tc_decode_active(m, cols, 8));
         printf("\n");
     }
     cudaEvent_t e0, e1;
@@ -376,8 +380,10 @@ int main(int argc, char **argv) {
             }
             r.path[which] = carve__gemm_tc_last_path();
             r.splits[which] = carve__gemm_tc_last_splits();
-            if (which == kPlan)
+            if (which == kPlan) {
                 r.copies = carve__gemm_tc_last_copies();
+                r.cols = carve__gemm_tc_last_cols();
+            }
         };
         /* ms of what calls() queues on st, timed with events around it. */
         auto timed = [&](auto calls) {
@@ -496,7 +502,8 @@ int main(int argc, char **argv) {
             snprintf(ws, sizeof ws, "%d", r.splits[kWgmma]);
         const char *cp = r.copies == 3 ? "A,B" : r.copies == 1 ? "A" : r.copies == 2 ? "B" : "-";
         printf("| %s | %d | %d | %d | %s | %d | %s | %.1f | %.1f | %.2f | %s | %s | %s | %s | %s | %d | %.2f | %.0f / %.0f |",
-               s.kind, s.m, s.n, s.k, path_name(r.path[kPlan]), r.splits[kPlan], cp, fl / r.ms[kPlan] / 1e9,
+               s.kind, s.m, s.n, s.k, r.cols == 64 ? "decode/64" : path_name(r.path[kPlan]), r.splits[kPlan], cp,
+               fl / r.ms[kPlan] / 1e9,
                fl / r.ms[kCublas] / 1e9, r.ms[kCublas] / r.ms[kPlan], roof_c, roof_b, fs, fw, ws, r.sets,
                r.one[kCublas] / r.one[kPlan], r.first[0] * 1e3, r.first[1] * 1e3);
         if (check) {
@@ -562,9 +569,9 @@ int main(int argc, char **argv) {
             const double bytes = 2.0 * ((double)s.m * s.k + (double)s.k * s.n + (double)s.m * s.n);
             const double floor_ms = bytes / bw * 1e3;
             fprintf(f, "  {\"kind\": \"%s\", \"m\": %d, \"n\": %d, \"k\": %d, \"path\": \"%s\", \"splits\": %d, "
-                       "\"copies\": %d, \"transb\": %s, \"carve_ms\": %.6f, \"cublas_ms\": %.6f, "
+                       "\"cols\": %d, \"copies\": %d, \"transb\": %s, \"carve_ms\": %.6f, \"cublas_ms\": %.6f, "
                        "\"carve_tflops\": %.3f, \"cublas_tflops\": %.3f, \"ratio\": %.4f",
-                    s.kind, s.m, s.n, s.k, path_name(r.path[kPlan]), r.splits[kPlan], r.copies,
+                    s.kind, s.m, s.n, s.k, path_name(r.path[kPlan]), r.splits[kPlan], r.cols, r.copies,
                     s.tb ? "true" : "false", r.ms[kPlan], r.ms[kCublas], fl / r.ms[kPlan] / 1e9,
                     fl / r.ms[kCublas] / 1e9, r.ms[kCublas] / r.ms[kPlan]);
             fprintf(f, ", \"sets\": %d, \"one_carve_ms\": %.6f, \"one_cublas_ms\": %.6f, \"one_ratio\": %.4f, "

@@ -242,17 +242,17 @@ cudaError_t stream_launch(const Problem &pr, StreamParams sp, int *cs) {
     return e;
 }
 
-/* The decode kernel (gemm_tc_decode.cuh): the grid is ceil(N / 128)
+/* The decode kernel (gemm_tc_decode.cuh): the grid is ceil(N / COLS)
  * tiles times the cluster size cs, in clusters of cs. */
-template <int BM, typename T, bool WK>
+template <int BM, int COLS, typename T, bool WK>
 cudaError_t decode_launch(const Problem &pr, const CUtensorMap &mw, const CUtensorMap &mx, const EpiParams &ep,
                           int cs) {
-    auto kern = decode_gemm_kernel<BM, T, WK>;
-    constexpr int smem = DcCfg<BM>::kSmem;
+    auto kern = decode_gemm_kernel<BM, COLS, T, WK>;
+    constexpr int smem = DcCfg<BM, COLS>::kSmem;
     static std::atomic<int> ready{0};
     cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)(carve_tiles(pr.N, kDcRows) * (int64_t)cs), 1, 1);
-    cfg.blockDim = dim3(kDcThreads, 1, 1);
+    cfg.gridDim = dim3((unsigned)(carve_tiles(pr.N, COLS) * (int64_t)cs), 1, 1);
+    cfg.blockDim = dim3(DcCfg<BM, COLS>::kThreads, 1, 1);
     cfg.dynamicSmemBytes = smem;
     cfg.stream = pr.stream;
     cudaLaunchAttribute attr[2];
@@ -268,16 +268,16 @@ cudaError_t decode_launch(const Problem &pr, const CUtensorMap &mw, const CUtens
 
 /* Clusters of cs blocks of the decode kernel for M rows that the device
  * holds at once (cudaOccupancyMaxActiveClusters; the count depends on the
- * block's shared memory, that is on BM, not on the types or B's layout),
- * asked once per device, BM and size: stored as count + 1, 0 not asked,
- * and -1 where the query failed. */
+ * block's shared memory and threads, that is on BM and COLS, not on the
+ * types or B's layout), asked once per device, BM, COLS and size: stored
+ * as count + 1, 0 not asked, and -1 where the query failed. */
 constexpr int kDcWidths = 6;
-std::atomic<int> g_dc_active[kStMaxDevices][kDcWidths][4];
+std::atomic<int> g_dc_active[kStMaxDevices][kDcWidths][2][4];
 
-template <int BM>
+template <int BM, int COLS>
 int decode_active_query(int cs) {
-    auto kern = decode_gemm_kernel<BM, __nv_bfloat16, true>;
-    constexpr int smem = DcCfg<BM>::kSmem;
+    auto kern = decode_gemm_kernel<BM, COLS, __nv_bfloat16, true>;
+    constexpr int smem = DcCfg<BM, COLS>::kSmem;
     if (cudaFuncSetAttribute(reinterpret_cast<const void *>(kern), cudaFuncAttributeMaxDynamicSharedMemorySize,
                              smem) != cudaSuccess) {
         (void)cudaGetLastError();
@@ -285,7 +285,7 @@ int decode_active_query(int cs) {
     }
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3((unsigned)cs, 1, 1);
-    cfg.blockDim = dim3(kDcThreads, 1, 1);
+    cfg.blockDim = dim3(DcCfg<BM, COLS>::kThreads, 1, 1);
     cfg.dynamicSmemBytes = smem;
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeClusterDimension;
@@ -302,13 +302,53 @@ int decode_active_query(int cs) {
     return n;
 }
 
-template <int BM>
+template <int BM, int COLS>
 cudaError_t decode_type(const Problem &pr, const CUtensorMap &mw, const CUtensorMap &mx, const EpiParams &ep, int cs) {
     if (pr.bf16)
-        return pr.b_kmajor ? decode_launch<BM, __nv_bfloat16, true>(pr, mw, mx, ep, cs)
-                           : decode_launch<BM, __nv_bfloat16, false>(pr, mw, mx, ep, cs);
-    return pr.b_kmajor ? decode_launch<BM, __half, true>(pr, mw, mx, ep, cs)
-                       : decode_launch<BM, __half, false>(pr, mw, mx, ep, cs);
+        return pr.b_kmajor ? decode_launch<BM, COLS, __nv_bfloat16, true>(pr, mw, mx, ep, cs)
+                           : decode_launch<BM, COLS, __nv_bfloat16, false>(pr, mw, mx, ep, cs);
+    return pr.b_kmajor ? decode_launch<BM, COLS, __half, true>(pr, mw, mx, ep, cs)
+                       : decode_launch<BM, COLS, __half, false>(pr, mw, mx, ep, cs);
+}
+
+/* The two things done per decode kernel: ask its co-resident clusters,
+ * launch it. */
+struct DcQuery {
+    int cs;
+    static int refused() { return -1; }
+    template <int BM, int COLS>
+    int run() const { return decode_active_query<BM, COLS>(cs); }
+};
+struct DcLaunch {
+    const Problem &pr;
+    const CUtensorMap &mw, &mx;
+    const EpiParams &ep;
+    int cs;
+    static cudaError_t refused() { return cudaErrorNotSupported; }
+    template <int BM, int COLS>
+    cudaError_t run() const { return decode_type<BM, COLS>(pr, mw, mx, ep, cs); }
+};
+
+/* f.run<BM, COLS>() for the kernel of M rows (BM, the narrow side:
+ * carve_tc_decode_bm) and cols columns a block (128, or 64 up to BM =
+ * 128); F::refused() for any other width. */
+template <typename F>
+auto with_decode_kernel(int M, int cols, const F &f) -> decltype(f.template run<8, 128>()) {
+    const int bm = carve_tc_decode_bm(M);
+    if (cols != CARVE_TC_DECODE_ROWS && (cols != CARVE_TC_DECODE_NARROW || bm > 128))
+        return F::refused();
+    if (cols == CARVE_TC_DECODE_NARROW)
+        return bm == 8    ? f.template run<8, 64>()
+               : bm == 16 ? f.template run<16, 64>()
+               : bm == 32 ? f.template run<32, 64>()
+               : bm == 64 ? f.template run<64, 64>()
+                          : f.template run<128, 64>();
+    return bm == 8     ? f.template run<8, 128>()
+           : bm == 16  ? f.template run<16, 128>()
+           : bm == 32  ? f.template run<32, 128>()
+           : bm == 64  ? f.template run<64, 128>()
+           : bm == 128 ? f.template run<128, 128>()
+                       : f.template run<256, 128>();
 }
 
 }  // namespace
@@ -331,37 +371,43 @@ extern "C" cudaError_t carve_gemm_tc_stream_run(const Problem *pp, int *clusters
     return e;
 }
 
-extern "C" void carve_gemm_tc_decode_active(int M, int active[4]) {
+extern "C" void carve_gemm_tc_decode_active(int M, int active128[4], int active64[4]) {
+    const int bm = carve_tc_decode_bm(M);
     int dev = -1;
     if (cudaGetDevice(&dev) != cudaSuccess) {
         (void)cudaGetLastError();
         dev = -1;
     }
-    const int bm = carve_tc_decode_bm(M);
     const int w = bm == 8 ? 0 : bm == 16 ? 1 : bm == 32 ? 2 : bm == 64 ? 3 : bm == 128 ? 4 : 5;
-    for (int i = 0; i < 4; i++) {
-        std::atomic<int> *slot = dev >= 0 && dev < kStMaxDevices ? &g_dc_active[dev][w][i] : nullptr;
-        int v = slot ? slot->load(std::memory_order_relaxed) : 0;
-        if (v == 0) {
-            const int cs = 1 << i;
-            const int n = bm == 8     ? decode_active_query<8>(cs)
-                          : bm == 16  ? decode_active_query<16>(cs)
-                          : bm == 32  ? decode_active_query<32>(cs)
-                          : bm == 64  ? decode_active_query<64>(cs)
-                          : bm == 128 ? decode_active_query<128>(cs)
-                                      : decode_active_query<256>(cs);
-            v = n < 0 ? -1 : n + 1;
-            if (slot)
-                slot->store(v, std::memory_order_relaxed);
+    for (int c = 0; c < 2; c++) {
+        const int cols = c ? CARVE_TC_DECODE_NARROW : CARVE_TC_DECODE_ROWS;
+        int *active = c ? active64 : active128;
+        for (int i = 0; i < 4; i++) {
+            if (c && bm > 128) { /* no narrow kernel */
+                active[i] = -1;
+                continue;
+            }
+            std::atomic<int> *slot = dev >= 0 && dev < kStMaxDevices ? &g_dc_active[dev][w][c][i] : nullptr;
+            int v = slot ? slot->load(std::memory_order_relaxed) : 0;
+            if (v == 0) {
+                const int n = with_decode_kernel(M, cols, DcQuery{1 << i});
+                v = n < 0 ? -1 : n + 1;
+                if (slot)
+                    slot->store(v, std::memory_order_relaxed);
+            }
+            active[i] = v > 0 ? v - 1 : -1;
         }
-        active[i] = v > 0 ? v - 1 : -1;
     }
 }
 
-extern "C" cudaError_t carve_gemm_tc_decode_run(const Problem *pp, int *clusters, const char **why) {
+extern "C" cudaError_t carve_gemm_tc_decode_run(const Problem *pp, int cols, int *clusters, const char **why) {
     const Problem &pr = *pp;
     if (!carve_tc_decode_takes(pr.M, pr.a_kmajor ? 1 : 0)) {
         *why = "the decode kernel takes M <= 256 with A K-major";
+        return cudaErrorNotSupported;
+    }
+    if (cols != CARVE_TC_DECODE_ROWS && !(cols == CARVE_TC_DECODE_NARROW && pr.M <= 128)) {
+        *why = "the decode kernel's blocks are 128 columns wide, or 64 for M <= 128";
         return cudaErrorNotSupported;
     }
     if (!carve_tc_tma_ok(pr)) {
@@ -374,12 +420,12 @@ extern "C" cudaError_t carve_gemm_tc_decode_run(const Problem *pp, int *clusters
         return cudaErrorNotSupported;
     }
     if (*clusters != 1 && *clusters != 2 && *clusters != 4 && *clusters != 8) {
-        *why = "the decode kernel's cluster size is 1, 2, 4 or 8"; /* its reduction splits 128 columns evenly */
+        *why = "the decode kernel's cluster size is 1, 2, 4 or 8"; /* its reduction splits a block's columns evenly */
         return cudaErrorNotSupported;
     }
     const int bm = carve_tc_decode_bm(pr.M);
     CUtensorMap mw, mx;
-    bool ok = pr.b_kmajor ? make_map(enc, &mw, pr.bf16, pr.B, pr.N, pr.K, pr.ldb, kDcRows)
+    bool ok = pr.b_kmajor ? make_map(enc, &mw, pr.bf16, pr.B, pr.N, pr.K, pr.ldb, cols)
                           : make_map(enc, &mw, pr.bf16, pr.B, pr.K, pr.N, pr.ldb, kWgBK);
     ok = ok && make_map(enc, &mx, pr.bf16, pr.A, pr.M, pr.K, pr.lda, bm);
     if (!ok) {
@@ -391,12 +437,7 @@ extern "C" cudaError_t carve_gemm_tc_decode_run(const Problem *pp, int *clusters
      * with few SMs) is refused before anything is queued: half as large,
      * down to 1. */
     for (int cs = *clusters;; cs /= 2) {
-        cudaError_t e = bm == 8     ? decode_type<8>(pr, mw, mx, ep, cs)
-                        : bm == 16  ? decode_type<16>(pr, mw, mx, ep, cs)
-                        : bm == 32  ? decode_type<32>(pr, mw, mx, ep, cs)
-                        : bm == 64  ? decode_type<64>(pr, mw, mx, ep, cs)
-                        : bm == 128 ? decode_type<128>(pr, mw, mx, ep, cs)
-                                    : decode_type<256>(pr, mw, mx, ep, cs);
+        cudaError_t e = with_decode_kernel(pr.M, cols, DcLaunch{pr, mw, mx, ep, cs});
         const bool refused = e == cudaErrorInvalidClusterSize;
         if (!refused || cs == 1) {
             *clusters = cs;
@@ -484,6 +525,7 @@ static_assert(kMmaBM == CARVE_K_GRID_TILE && kMmaBN == CARVE_K_GRID_TILE, "the c
 thread_local int t_last_path = -1;
 thread_local int t_last_splits = 0;
 thread_local int t_last_copies = 0;
+thread_local int t_last_cols = 0;
 
 template <typename T, bool AK, bool BKM, bool VEC>
 cudaError_t mma_launch(const Problem &pr, const EpiParams &ep) {
@@ -587,6 +629,16 @@ int bn_env() {
     if (!v || !*v)
         return 0;
     return strcmp(v, "128") == 0 ? 128 : strcmp(v, "192") == 0 ? 192 : strcmp(v, "256") == 0 ? 256 : 0;
+}
+
+/* CARVE_GEMM_DECODE_COLS=64|128 forces the decode kernel's block width
+ * (tests and benchmarks; 64 only where M <= 128, else 128); anything else
+ * leaves the plan's (carve_tc_decode_cols). */
+int decode_cols_env() {
+    const char *v = getenv("CARVE_GEMM_DECODE_COLS");
+    if (!v || !*v)
+        return 0;
+    return strcmp(v, "64") == 0 ? CARVE_TC_DECODE_NARROW : strcmp(v, "128") == 0 ? CARVE_TC_DECODE_ROWS : 0;
 }
 
 /* CARVE_GEMM_PERSIST=0 launches the wgmma kernel one block a unit (the
@@ -792,20 +844,25 @@ cudaError_t run_wgmma(carve_arena *arena, const Problem &pr, int flip, carve_sta
 extern "C" int carve__gemm_tc_last_path(void) { return t_last_path; }
 extern "C" int carve__gemm_tc_last_splits(void) { return t_last_splits; }
 extern "C" int carve__gemm_tc_last_copies(void) { return t_last_copies; }
+extern "C" int carve__gemm_tc_last_cols(void) { return t_last_cols; }
 
 /* For tests and benchmarks: the clusters of cs blocks (1, 2, 4 or 8) of
- * the decode kernel for M rows that the current device holds at once, as
- * the plan counts them (carve_tc_decode_cluster); -1 where unknown or not
- * built. */
-extern "C" int carve__gemm_tc_decode_active(int M, int cs) {
+ * the decode kernel for M rows in blocks of cols columns (128 or 64) that
+ * the current device holds at once, as the plan counts them
+ * (carve_tc_decode_cluster); -1 where unknown or not built. */
+extern "C" int carve__gemm_tc_decode_active(int M, int cols, int cs) {
 #ifdef CARVE_GEMM_TC_HAVE_SM90A
     if (device_cc() != 90 || !carve_gemm_tc_wgmma_ready() || M < 1 || M > CARVE_TC_DECODE_MAX_M)
         return -1;
-    int active[4];
-    carve_gemm_tc_decode_active(M, active);
+    if (cols != CARVE_TC_DECODE_ROWS && cols != CARVE_TC_DECODE_NARROW)
+        return -1;
+    int a128[4], a64[4];
+    carve_gemm_tc_decode_active(M, a128, a64);
+    const int *active = cols == CARVE_TC_DECODE_NARROW ? a64 : a128;
     return cs == 1 ? active[0] : cs == 2 ? active[1] : cs == 4 ? active[2] : cs == 8 ? active[3] : -1;
 #else
     (void)M;
+    (void)cols;
     (void)cs;
     return -1;
 #endif
@@ -818,6 +875,7 @@ extern "C" carve_status carve_gemm(carve_arena *arena, carve_stream s, carve_ord
     const char *fn = "carve_gemm";
     t_last_path = -1;
     t_last_splits = 0;
+    t_last_cols = 0;
     t_last_copies = 0;
     /* What needs no device first (args.c, shared with the build without
      * CUDA), then the device and the pointers' memory. */
@@ -857,9 +915,36 @@ extern "C" carve_status carve_gemm(carve_arena *arena, carve_stream s, carve_ord
     cudaError_t e = cudaErrorNotSupported;
     carve_status freed = CARVE_OK;
 #ifdef CARVE_GEMM_TC_HAVE_SM90A
+    /* The decode kernel's plan, where it may take the call: its block
+     * width (carve_tc_decode_cols, or CARVE_GEMM_DECODE_COLS) and cluster
+     * size. */
+    const bool dc_may = (want == 0 || want == 4) && device_cc() == 90 && carve_gemm_tc_wgmma_ready() &&
+                        carve_tc_decode_takes(pr.M, pr.a_kmajor ? 1 : 0) && carve_tc_tma_ok(pr) &&
+                        (want == 4 || pr.M <= CARVE_TC_DECODE_PLAN_SPLIT_M);
+    int dc_cols = 0, dc_planned = 1; /* 0: not planned yet */
+    auto plan_decode = [&]() {
+        if (dc_cols)
+            return;
+        int a128[4], a64[4];
+        const int sms = device_sms();
+        carve_gemm_tc_decode_active(pr.M, a128, a64);
+        const int fcols = decode_cols_env();
+        dc_cols = fcols && (fcols == CARVE_TC_DECODE_ROWS || pr.M <= 128)
+                      ? fcols
+                      : carve_tc_decode_cols(pr.M, pr.N, pr.K, sms, a128, a64);
+        dc_planned = carve_tc_decode_cluster(pr.N, pr.K, dc_cols, sms, dc_cols == CARVE_TC_DECODE_NARROW ? a64 : a128);
+    };
     const int b_rows = carve_tc_stream_b_rows((uintptr_t)pr.B, pr.ldb);
-    if ((want == 0 || want == 3) && device_cc() == 90 &&
-        carve_tc_stream_chosen(pr.M, pr.N, b_rows, pr.b_kmajor, want == 3)) {
+    bool st_go = (want == 0 || want == 3) && device_cc() == 90 &&
+                 carve_tc_stream_chosen(pr.M, pr.N, b_rows, pr.b_kmajor, want == 3);
+    /* The streaming kernel gives way where the decode kernel would run in
+     * 64-column tiles, at most one an SM (so only where N <= SMs x 64 is
+     * the decode plan made for it). */
+    if (st_go && want == 0 && dc_may && (int64_t)pr.N <= (int64_t)device_sms() * CARVE_TC_DECODE_NARROW) {
+        plan_decode();
+        st_go = !carve_tc_stream_yields(dc_cols, dc_planned);
+    }
+    if (st_go) {
         /* Decode shapes: the streaming kernel, no workspace. */
         const int forced = splitk_env();
         int clusters = forced ? carve_tc_stream_clamp_cluster(forced, pr.K)
@@ -883,23 +968,20 @@ extern "C" carve_status carve_gemm(carve_arena *arena, carve_stream s, carve_ord
         return carve_k::launch_status(e, fn);
     }
 #ifdef CARVE_GEMM_TC_HAVE_SM90A
-    if (e == cudaErrorNotSupported && (want == 0 || want == 4) && device_cc() == 90 && carve_gemm_tc_wgmma_ready() &&
-        carve_tc_decode_takes(pr.M, pr.a_kmajor ? 1 : 0) && carve_tc_tma_ok(pr) &&
-        (want == 4 || pr.M <= CARVE_TC_DECODE_PLAN_SPLIT_M)) {
+    if (e == cudaErrorNotSupported && dc_may) {
         /* The decode kernel, no workspace: where the plan chooses it (its
          * own cluster size decides), every problem it takes under
          * CARVE_GEMM_PATH=decode. */
-        int active[4];
-        carve_gemm_tc_decode_active(pr.M, active);
-        const int planned = carve_tc_decode_cluster(pr.N, pr.K, device_sms(), active);
-        if (want == 4 || carve_tc_decode_chosen(pr.M, planned)) {
+        plan_decode();
+        if (want == 4 || carve_tc_decode_chosen(pr.M, dc_planned)) {
             const int forced = splitk_env();
-            int clusters = forced ? carve_tc_decode_clamp_cluster(forced, pr.K) : planned;
+            int clusters = forced ? carve_tc_decode_clamp_cluster(forced, pr.K) : dc_planned;
             const char *why = nullptr;
-            e = carve_gemm_tc_decode_run(&pr, &clusters, &why);
+            e = carve_gemm_tc_decode_run(&pr, dc_cols, &clusters, &why);
             if (e == cudaSuccess) {
                 t_last_path = 4;
                 t_last_splits = clusters;
+                t_last_cols = dc_cols;
             }
         }
     }

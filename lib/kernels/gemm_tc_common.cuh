@@ -145,18 +145,22 @@ extern "C" cudaError_t carve_gemm_tc_wgmma_run(const carve_tc::Problem *p, const
 extern "C" cudaError_t carve_gemm_tc_stream_run(const carve_tc::Problem *p, int *clusters, const char **why);
 
 /* Launch the decode kernel (gemm_tc_decode.cuh, sm_90a object) for a
- * problem carve_tc_decode_takes accepts, on TMA's rules, with *clusters
+ * problem carve_tc_decode_takes accepts, on TMA's rules, in blocks of cols
+ * columns (128, or 64 for M <= 128: carve_tc_decode_cols) with *clusters
  * blocks a tile (carve_tc_decode_cluster, a power of two), or half as many
  * as often as the device refuses the size; *clusters is the size launched.
  * Returns cudaSuccess when launched; cudaErrorNotSupported when the kernel
  * cannot take the problem (*why says why): the caller goes on to the next
  * path; any other error is a launch failure. */
-extern "C" cudaError_t carve_gemm_tc_decode_run(const carve_tc::Problem *p, int *clusters, const char **why);
+extern "C" cudaError_t carve_gemm_tc_decode_run(const carve_tc::Problem *p, int cols, int *clusters,
+                                                const char **why);
 
-/* active[i]: the clusters of 2^i blocks (i = 0..3) of the decode kernel
- * for M rows that the current device holds at once, -1 where the query
- * failed (asked once per device and width, then cached; sm_90a object). */
-extern "C" void carve_gemm_tc_decode_active(int M, int active[4]);
+/* active128[i] and active64[i]: the clusters of 2^i blocks (i = 0..3) of
+ * the decode kernel for M rows in blocks of 128 and of 64 columns that the
+ * current device holds at once, -1 where the query failed or the kernel
+ * does not exist (64 columns past M = 128) (asked once per device, narrow
+ * width and column width, then cached; sm_90a object). */
+extern "C" void carve_gemm_tc_decode_active(int M, int active128[4], int active64[4]);
 
 /* Whether the driver offers what the wgmma path needs (the tensor-map
  * encoder), so that the caller plans for it (sm_90a object). */

@@ -9,27 +9,32 @@
  * The wgmma kernel (gemm_tc_wgmma.cuh) puts A's rows on its 128-row side,
  * so at m = 8 it computes and stages 16 times what it needs, and its
  * split-K pays a second launch and fp32 partials in global memory. Here
- * C^T = B^T A^T instead: a block owns 128 columns of C (128 rows of B^T,
- * two consumer warpgroups of 64) and all of C's M rows, padded to
- * BM = 8, 16, 32, 64, 128 or 256 (m64nBMk16 wgmma); a stage of the ring is
- * 16 KiB of B and BM x 64 x 2 bytes of A, so the ring holds 12 stages at
- * BM <= 16 (about 200 KiB of B in flight a block), 11 at 32, 9 at 64, 7
- * at 128 and 4 at 256.
+ * C^T = B^T A^T instead: a block owns COLS = 128 or 64 columns of C (COLS
+ * rows of B^T, one consumer warpgroup per 64) and all of C's M rows,
+ * padded to BM = 8, 16, 32, 64, 128 or 256 (m64nBMk16 wgmma); a stage of
+ * the ring is COLS x 64 x 2 bytes of B and BM x 64 x 2 bytes of A, so at
+ * COLS = 128 the ring holds 12 stages at BM <= 16 (about 200 KiB of B in
+ * flight a block), 11 at 32, 9 at 64, 7 at 128 and 4 at 256, and at
+ * COLS = 64 (BM <= 128) 12 stages up to BM = 64 and 9 at 128. The narrow
+ * blocks are for outputs too narrow to fill the device with 128-column
+ * tiles at the cluster sizes it holds at once (4096 columns: 32 tiles,
+ * clusters of 2 on 64 SMs; 64 tiles of 64 columns fill 128;
+ * carve_tc_decode_cols).
  *
  * Split-K inside a cluster: the cs blocks of a cluster (1, 2, 4 or 8,
- * carve_tc_decode_cluster) own the same 128 columns and the cs shares of
+ * carve_tc_decode_cluster) own the same COLS columns and the cs shares of
  * k (carve_tc_split_begin); after its k loop each block writes its fp32
  * sums to its own shared memory (over the drained ring), the cluster
- * barrier makes them visible, and block r adds columns r * 128 / cs .. of
+ * barrier makes them visible, and block r adds columns r * COLS / cs .. of
  * all cs blocks, in rank order, through distributed shared memory, and writes
  * C (alpha, beta). No workspace, no second launch, a fixed order of
  * additions. A second cluster barrier keeps every block's shared memory
  * alive until the others have read it.
  *
  * B is either layout: K-major (a weight stored out-features x
- * in-features: one box of 64 k x 128 rows a stage) or N-major (two boxes
- * of 64 columns x 64 k, the second not loaded when it lies wholly past N,
- * as in the wgmma kernel). The tensor maps carry the real extents, so TMA
+ * in-features: one box of 64 k x COLS rows a stage) or N-major (COLS / 64
+ * boxes of 64 columns x 64 k, the second not loaded when it lies wholly
+ * past N, as in the wgmma kernel). The tensor maps carry the real extents, so TMA
  * fills rows past M and N and k past K with zeros; only C's stores are
  * masked. TMA's rules (16-byte bases, lda and ldb multiples of 8) are the
  * caller's to check (carve_tc_tma_ok).
@@ -49,22 +54,24 @@ namespace carve_tc {
 
 namespace dc_cg = cooperative_groups;
 
-constexpr int kDcRows = CARVE_TC_DECODE_ROWS; /* columns of C a block: two warpgroups of 64 */
-constexpr int kDcThreads = 384;
-static_assert(kDcRows == 128, "two consumer warpgroups of 64 rows of B^T");
+static_assert(CARVE_TC_DECODE_ROWS == 128 && CARVE_TC_DECODE_NARROW == 64,
+              "blocks of one or two consumer warpgroups of 64 rows of B^T");
 
-template <int BM>
+template <int BM, int COLS>
 struct DcCfg {
-    static constexpr int kABytes = kDcRows * kWgBK * 2; /* B^T: 128 rows of 64 k */
+    static_assert(COLS == 64 || COLS == 128, "one or two consumer warpgroups");
+    static constexpr int kConsumers = COLS / 64;         /* consumer warpgroups */
+    static constexpr int kThreads = 128 * (1 + kConsumers); /* and the producer's */
+    static constexpr int kABytes = COLS * kWgBK * 2;     /* B^T: COLS rows of 64 k */
     static constexpr int kBBytes = BM * kWgBK * 2;      /* A: BM rows of 64 k */
     static constexpr int kStageBytes = kABytes + kBBytes;
     static constexpr int kMaxStages = 12;
     static constexpr int kFit = (227 * 1024 - 1024 - 2 * kMaxStages * 8) / kStageBytes;
     static constexpr int kStages = kFit < kMaxStages ? kFit : kMaxStages;
-    /* The sums a block writes for the cluster: BM x 128 fp32, C's row m at
-     * m * kRedLd (4 floats of padding: the fragments' stores hit 32
+    /* The sums a block writes for the cluster: BM x COLS fp32, C's row m
+     * at m * kRedLd (4 floats of padding: the fragments' stores hit 32
      * banks), over the ring once it has drained. */
-    static constexpr int kRedLd = kDcRows + 4;
+    static constexpr int kRedLd = COLS + 4;
     static_assert(BM * kRedLd * 4 <= kStages * kStageBytes, "the sums fit in the ring");
     static constexpr int kSmem = 1024 + kStages * kStageBytes + 2 * kStages * 8;
 };
@@ -155,15 +162,16 @@ __device__ __forceinline__ void wgmma_dc(float *d, uint64_t da, uint64_t db, int
 }
 
 /* The kernel. mapW: B as wgmma's A operand (WK: B K-major, boxes of 64 k x
- * 128 rows at (k0, n0); else N-major, boxes of 64 columns x 64 k at
+ * COLS rows at (k0, n0); else N-major, boxes of 64 columns x 64 k at
  * (n0 + 64 c, k0)); mapX: A (K-major), boxes of 64 k x BM rows at (k0, 0).
- * The grid is ceil(N / 128) x cs blocks in clusters of cs; block b owns
- * columns (b / cs) * 128 .. and share rank of k. */
-template <int BM, typename T, bool WK>
-__global__ void __launch_bounds__(kDcThreads, 1)
+ * The grid is ceil(N / COLS) x cs blocks of DcCfg::kThreads in clusters of
+ * cs; block b owns columns (b / cs) * COLS .. and share rank of k. */
+template <int BM, int COLS, typename T, bool WK>
+__global__ void __launch_bounds__(DcCfg<BM, COLS>::kThreads, 1)
     decode_gemm_kernel(const __grid_constant__ CUtensorMap mapW, const __grid_constant__ CUtensorMap mapX, EpiParams p) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    using Cfg = DcCfg<BM>;
+    using Cfg = DcCfg<BM, COLS>;
+    constexpr int kConsumerThreads = 128 * Cfg::kConsumers;
     constexpr int S = Cfg::kStages;
     constexpr bool kBf16 = sizeof(T) == 2 && !std::is_same<T, __half>::value;
     extern __shared__ __align__(1024) unsigned char dc_smem[];
@@ -179,9 +187,9 @@ __global__ void __launch_bounds__(kDcThreads, 1)
     dc_cg::cluster_group cluster = dc_cg::this_cluster();
     const int cs = (int)cluster.num_blocks(), rank = (int)cluster.block_rank();
     const int tid = threadIdx.x, wg = tid / 128;
-    /* The block's columns n0 .. n0 + 127 (n0 a multiple of 128 below N:
-     * n0 + 127 <= 2^31 - 1), those below N stored. */
-    const int n0 = (int)(blockIdx.x / (unsigned)cs) * kDcRows, ncols = p.N - n0;
+    /* The block's columns n0 .. n0 + COLS - 1 (n0 a multiple of COLS below
+     * N: n0 + COLS - 1 <= 2^31 - 1), those below N stored. */
+    const int n0 = (int)(blockIdx.x / (unsigned)cs) * COLS, ncols = p.N - n0;
     const int ktiles_all = carve_tiles(p.K, kWgBK);
     const int kt_first = carve_tc_split_begin(ktiles_all, rank, cs);
     const int ktiles = carve_tc_split_begin(ktiles_all, rank + 1, cs) - kt_first;
@@ -189,7 +197,7 @@ __global__ void __launch_bounds__(kDcThreads, 1)
     if (tid == 0) {
         for (int s = 0; s < S; s++) {
             mbar_init(full(s), 1);
-            mbar_init(empty(s), 256);
+            mbar_init(empty(s), kConsumerThreads);
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
@@ -201,7 +209,7 @@ __global__ void __launch_bounds__(kDcThreads, 1)
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
         if (tid == 0) {
             /* An N-major B box wholly past N is not loaded (gemm_tc_wgmma.cuh). */
-            const int w_boxes = WK || ncols >= kDcRows ? kDcRows / 64 : (ncols + 63) / 64;
+            const int w_boxes = WK || ncols >= COLS ? COLS / 64 : (ncols + 63) / 64;
             const int tx_bytes = (WK ? Cfg::kABytes : w_boxes * 8192) + Cfg::kBBytes;
             WgRing<S> r;
             for (int kt = 0; kt < ktiles; kt++, r.next()) {
@@ -212,7 +220,7 @@ __global__ void __launch_bounds__(kDcThreads, 1)
                     tma_load_2d(w_stage(s), &mapW, full(s), k0, n0);
                 } else {
 #pragma unroll
-                    for (int c = 0; c < kDcRows / 64; c++)
+                    for (int c = 0; c < COLS / 64; c++)
                         if (c < w_boxes)
                             tma_load_2d(w_stage(s) + c * 8192, &mapW, full(s), n0 + 64 * c, k0);
                 }
@@ -246,10 +254,10 @@ __global__ void __launch_bounds__(kDcThreads, 1)
 #pragma unroll
     for (int i = 0; i < BM / 2; i++)
         reg_fence(d[i]);
-    /* Both warpgroups' last reads of the ring are done before either
-     * writes its sums over it (every TMA write into it has landed: each
-     * was waited for). */
-    asm volatile("bar.sync 1, 256;\n" ::: "memory");
+    /* Every consumer warpgroup's last reads of the ring are done before
+     * any writes its sums over it (every TMA write into it has landed:
+     * each was waited for). */
+    asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumerThreads) : "memory");
     /* Fragment layout: d[4j + 2i + c] is row 16 warp + lane/4 + 8i of the
      * warpgroup's 64 rows of B^T (column n0 + 64 cw + that of C), column
      * 8j + 2 (lane % 4) + c of the BM (row of C). */
@@ -263,11 +271,11 @@ __global__ void __launch_bounds__(kDcThreads, 1)
                     d[4 * j + 2 * i + c];
     cluster.sync(); /* every block's sums are written and visible */
 
-    /* Block rank adds columns rank * R .. of the tile, R = 128 / cs, four
-     * at a time, over the cs blocks in rank order. */
-    const int R = kDcRows / cs, quads = R / 4;
+    /* Block rank adds columns rank * R .. of the tile, R = COLS / cs (8 at
+     * least), four at a time, over the cs blocks in rank order. */
+    const int R = COLS / cs, quads = R / 4;
     const int rows = p.M < BM ? p.M : BM;
-    for (int o = lt; o < rows * quads; o += 256) {
+    for (int o = lt; o < rows * quads; o += kConsumerThreads) {
         const int m = o / quads, nl = rank * R + 4 * (o % quads);
         float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
         for (int q = 0; q < cs; q++) {

@@ -494,7 +494,8 @@ static inline int64_t carve_tc_stream_run_begin(int64_t units, int run, int runs
 /* ---- the decode kernel (M <= 256, A K-major) ----------------------------
  *
  * gemm_tc_decode.cuh: wgmma with the operands' roles swapped, B's 128
- * columns a block on the 64-row side of two warpgroups and A's M rows
+ * columns a block on the 64-row side of two warpgroups (or 64 columns on
+ * one: carve_tc_decode_cols) and A's M rows
  * (padded to carve_tc_decode_bm: 8, 16, 32, 64, 128 or 256) on the narrow
  * side, a ring of 4 to 12 TMA stages, and k split over the blocks of a
  * cluster whose sums meet in distributed shared memory (no workspace, one
@@ -502,6 +503,7 @@ static inline int64_t carve_tc_stream_run_begin(int64_t units, int run, int runs
  * along k); B either layout; both on TMA's rules (carve_tc_tma_ok). */
 #define CARVE_TC_DECODE_MAX_M 256     /* rows (canonical M) the decode kernel takes */
 #define CARVE_TC_DECODE_ROWS 128      /* columns of C a block (two warpgroups of 64) */
+#define CARVE_TC_DECODE_NARROW 64     /* or, for narrow outputs, 64 (one warpgroup), M <= 128 */
 #define CARVE_TC_DECODE_MAX_CLUSTER 8 /* blocks of a cluster, each on its share of k (the portable limit) */
 #define CARVE_TC_DECODE_MIN_KTILES 4  /* k tiles (of 64) a block's share, at least, when the plan splits */
 
@@ -517,8 +519,8 @@ static inline int carve_tc_decode_bm(int M) {
     return M <= 8 ? 8 : M <= 16 ? 16 : M <= 32 ? 32 : M <= 64 ? 64 : M <= 128 ? 128 : 256;
 }
 
-/* The cluster size for an N x K decode product (N columns, ceil(N / 128)
- * tiles): the largest power of two up to CARVE_TC_DECODE_MAX_CLUSTER at
+/* The cluster size for an N x K decode product in blocks of cols columns
+ * (ceil(N / cols) tiles): the largest power of two up to CARVE_TC_DECODE_MAX_CLUSTER at
  * which every tile's cluster runs at once (tiles <= active[i], the
  * clusters of 2^i blocks the device holds together: cudaOccupancyMax-
  * ActiveClusters, which counts what fits each GPC: 0 where none fits, as
@@ -526,8 +528,8 @@ static inline int carve_tc_decode_bm(int M) {
  * negative, unknown) and every share keeps CARVE_TC_DECODE_MIN_KTILES k
  * tiles; 1 at least. A second wave of clusters costs a whole share's time
  * again, while the first wave's blocks could have streamed faster. */
-static inline int carve_tc_decode_cluster(int N, int K, int sms, const int active[4]) {
-    const int64_t tiles = carve_tiles(N, CARVE_TC_DECODE_ROWS);
+static inline int carve_tc_decode_cluster(int N, int K, int cols, int sms, const int active[4]) {
+    const int64_t tiles = carve_tiles(N, cols == CARVE_TC_DECODE_NARROW ? CARVE_TC_DECODE_NARROW : CARVE_TC_DECODE_ROWS);
     const int ktiles = carve_tiles(K, CARVE_TC_BK);
     int cs = 1;
     for (int i = 1; (1 << i) <= CARVE_TC_DECODE_MAX_CLUSTER; i++) {
@@ -539,6 +541,52 @@ static inline int carve_tc_decode_cluster(int N, int K, int sms, const int activ
     }
     return cs;
 }
+
+/* The block width for an N x K decode product of M rows: 64 columns where
+ * their tiles, at their own cluster size, put more blocks on the device in
+ * one wave than 128-column tiles do at theirs (active64 and active128: the
+ * clusters of each width the device holds at once, as for
+ * carve_tc_decode_cluster) and each block's share of k still holds
+ * CARVE_TC_DECODE_NARROW_MIN_KTILES k tiles; else 128. 128 past M = 128
+ * (the narrow block's one warpgroup would hold 128 accumulators a thread
+ * at BM = 256). Where both fill the device alike, 128: one block reads A
+ * once for twice the columns. On an H100, 4096 columns at k = 4096: 32
+ * tiles of 128 in clusters of 2 (64 SMs: 32 clusters of 4 would need 128
+ * of the 120 blocks that clusters of 4 hold at once), against 64 tiles of
+ * 64 in clusters of 2 (128 SMs), 32 k tiles a share. Measured on an H100
+ * (bench/results/2026-11-27-h100h): with shares of 32 to 112 k tiles
+ * (4096 columns, k = 4096 to 14336) 64 columns ran 1.03-1.16 times as
+ * fast; with short shares (k of 256 to 1024, outputs of 1024 to 8192
+ * columns, m = 1-32, calls of a few microseconds) 0.58-1.05 at m = 1 and
+ * 8 and up to 1.64 at m = 32, a loss where it mattered least: hence the
+ * floor. */
+#define CARVE_TC_DECODE_NARROW_MIN_KTILES 16
+static inline int carve_tc_decode_cols(int M, int N, int K, int sms, const int active128[4], const int active64[4]) {
+    if (M > 128)
+        return CARVE_TC_DECODE_ROWS;
+    const int64_t t128 = carve_tiles(N, CARVE_TC_DECODE_ROWS), t64 = carve_tiles(N, CARVE_TC_DECODE_NARROW);
+    const int64_t fit64 = active64 && active64[0] >= 0 ? active64[0] : (int64_t)(sms > 0 ? sms : 1);
+    if (t64 > fit64) /* not one wave even unsplit */
+        return CARVE_TC_DECODE_ROWS;
+    const int c64 = carve_tc_decode_cluster(N, K, CARVE_TC_DECODE_NARROW, sms, active64);
+    if (carve_tiles(K, CARVE_TC_BK) / c64 < CARVE_TC_DECODE_NARROW_MIN_KTILES)
+        return CARVE_TC_DECODE_ROWS;
+    const int64_t b128 = t128 * carve_tc_decode_cluster(N, K, CARVE_TC_DECODE_ROWS, sms, active128);
+    return t64 * c64 > b128 ? CARVE_TC_DECODE_NARROW : CARVE_TC_DECODE_ROWS;
+}
+
+/* Whether the streaming kernel gives its shapes (carve_tc_stream_chosen)
+ * to the decode kernel under the automatic path: where the decode kernel
+ * takes the call (A K-major, both operands on TMA's rules) and plans
+ * 64-column blocks (cols, carve_tc_decode_cols; 0 where it does not take
+ * it) in clusters of 2 or more (cs, carve_tc_decode_cluster: k splits).
+ * On an H100 that is M <= 2 on outputs of 4096 to 4224 columns with k of
+ * 2048 or more, where 128-column decode tiles fill half the SMs and
+ * 64-column ones all. Measured on an H100 (bench/results/2026-11-27-h100h), m = 1
+ * and 2, the decode kernel against the streaming kernel: 4096 x 4096
+ * 1.12-1.16 (B in both layouts), 4096 columns at k = 11008 and 14336
+ * 1.03-1.10. */
+static inline int carve_tc_stream_yields(int cols, int cs) { return cols == CARVE_TC_DECODE_NARROW && cs >= 2; }
 
 /* Where the plan gives a call the decode kernel (under the automatic path,
  * after the streaming kernel's shapes and the tiny kernel's, where the

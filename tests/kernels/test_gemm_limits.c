@@ -45,7 +45,9 @@
  *    the TMA-store epilogue (32 + 4 GiB);
  *  - bf16 1 x (2^31 - 1) x 8, B transposed, forced onto the decode kernel:
  *    2^24 blocks of 128 columns, the last one's 127 columns ending at
- *    2^31 - 2, its last column masked (32 + 4 GiB).
+ *    2^31 - 2, its last column masked, and with 64-column blocks forced
+ *    (CARVE_GEMM_DECODE_COLS=64): 2^25 blocks, the last one's 63 columns
+ *    ending at 2^31 - 2 (32 + 4 GiB each).
  * The n-big decode cases have one row and 2^31 columns, which the plan
  * gives the streaming kernel (up to 4 rows where C is wide, up to 32
  * where B's rows are off 16 bytes: gemm_tc_plan.h), so they need no
@@ -68,6 +70,7 @@
 /* Internal (lib/kernels/gemm_tc.cu): 4 the decode kernel, 3 the tiny kernel, 2 the streaming kernel, 1 wgmma, 0
  * mma.sync, -1 nothing. */
 int carve__gemm_tc_last_path(void);
+int carve__gemm_tc_last_cols(void); /* the decode kernel's block width (128 or 64), else 0 */
 
 static int g_cc;
 
@@ -377,20 +380,21 @@ static void mn_bf16(int m_big, int k, int n_big_rows16) {
     printf("  (%.1f s, path %s)\n", ktest_now() - t0, path == 2 ? "stream" : path == 1 ? "wgmma" : "mma");
 }
 
-/* bf16 1 x n x 8 on the wgmma path with a forced tile width (bn), or on the decode kernel (bn NULL), n near
+/* bf16 1 x n x 8 on the wgmma path with a forced tile width (bn), or on the decode kernel (bn NULL; dcols its
+ * block width, "64" or "128"), n near
  * INT_MAX: A 1 x 8, B stored n x 8 (transposed, ldb 8: K-major rows on 16
  * bytes), bf16 C 1 x n. With the 192-wide tile the last tile starts at
  * column 2^31 - 128, so its columns counted from 0 pass INT_MAX (they went
  * negative and passed the edge mask). n = 2^31 - 1: the register epilogue;
  * n = 2^31 - 8 (a multiple of 8): the TMA-store epilogue, whose last
  * chunk lies wholly past n. */
-static void mn_bf16_wgmma(int n, const char *bn) {
+static void mn_bf16_wgmma(int n, const char *bn, const char *dcols) {
     const size_t N = (size_t)n, bbytes = N * 8 * 2, cbytes = N * 2;
     char what[96];
     if (bn)
         snprintf(what, sizeof what, "carve_gemm bf16 1 x %d x 8 -> bf16, wgmma %s wide", n, bn);
     else
-        snprintf(what, sizeof what, "carve_gemm bf16 1 x %d x 8 -> bf16, decode kernel", n);
+        snprintf(what, sizeof what, "carve_gemm bf16 1 x %d x 8 -> bf16, decode kernel %s wide", n, dcols);
     if (!enough_memory(bbytes + cbytes, what))
         return;
     const double t0 = ktest_now();
@@ -405,13 +409,17 @@ static void mn_bf16_wgmma(int n, const char *bn) {
     setenv("CARVE_GEMM_PATH", bn ? "wgmma" : "decode", 1);
     if (bn)
         setenv("CARVE_GEMM_BN", bn, 1);
+    else
+        setenv("CARVE_GEMM_DECODE_COLS", dcols, 1);
     const carve_status st = carve_gemm(NULL, NULL, CARVE_ROW_MAJOR, CARVE_NO_TRANS, CARVE_TRANS, 1, n, 8, 1.f, a, 8,
                                        B, 8, 0.f, C, n, CARVE_DTYPE_BF16, CARVE_DTYPE_BF16);
-    const int path = carve__gemm_tc_last_path();
+    const int path = carve__gemm_tc_last_path(), cols = carve__gemm_tc_last_cols();
     unsetenv("CARVE_GEMM_PATH");
     unsetenv("CARVE_GEMM_BN");
+    unsetenv("CARVE_GEMM_DECODE_COLS");
     CHECK_OK(NULL, st);
     CHECK(path == (g_cc == 90 ? (bn ? 1 : 4) : 0));
+    CHECK(cols == (g_cc == 90 && !bn ? atoi(dcols) : 0));
     CUDA_OK(cudaDeviceSynchronize());
     const uint16_t want = bf16_of(8.f * 2.f * float_of_bf16(0x3F3F));
     check_all(what, C, N, 2, &want);
@@ -449,9 +457,10 @@ int main(void) {
             mn_bf16(0, 1, 0);
             mn_bf16(1, 8, 0);
             mn_bf16(0, 1, 1);
-            mn_bf16_wgmma(INT_MAX, "192");
-            mn_bf16_wgmma(INT_MAX - 7, "192");
-            mn_bf16_wgmma(INT_MAX, NULL);
+            mn_bf16_wgmma(INT_MAX, "192", NULL);
+            mn_bf16_wgmma(INT_MAX - 7, "192", NULL);
+            mn_bf16_wgmma(INT_MAX, NULL, "128");
+            mn_bf16_wgmma(INT_MAX, NULL, "64");
         }
     }
     CHECK(ktest_free_bytes() + ((size_t)64 << 20) >= free_before);

@@ -469,29 +469,29 @@ static void check_decode(void) {
     CHECK(carve_tc_decode_bm(33) == 64 && carve_tc_decode_bm(65) == 128 && carve_tc_decode_bm(129) == 256);
     CHECK(carve_tc_decode_bm(256) == 256);
     static const int h100[4] = {132, 66, 30, 15};
-    CHECK(carve_tc_decode_cluster(4096, 4096, 132, h100) == 2);   /* 32 tiles: 30 clusters of 4 at once */
-    CHECK(carve_tc_decode_cluster(2048, 8192, 132, h100) == 4);   /* 16 tiles: 15 clusters of 8 */
-    CHECK(carve_tc_decode_cluster(1024, 4096, 132, h100) == 8);
-    CHECK(carve_tc_decode_cluster(8192, 8192, 132, h100) == 2);   /* 64 tiles */
-    CHECK(carve_tc_decode_cluster(8448, 8192, 132, h100) == 2);   /* 66 */
-    CHECK(carve_tc_decode_cluster(8449, 8192, 132, h100) == 1);   /* 67 */
-    CHECK(carve_tc_decode_cluster(11008, 4096, 132, h100) == 1);
-    CHECK(carve_tc_decode_cluster(1024, 1024, 132, h100) == 4);   /* 16 k tiles: shares of 4 */
-    CHECK(carve_tc_decode_cluster(1024, 448, 132, h100) == 1);    /* 7 k tiles */
-    CHECK(carve_tc_decode_cluster(1, 1, 132, h100) == 1);
-    CHECK(carve_tc_decode_cluster(4096, 4096, 132, NULL) == 4);   /* unknown: 33 clusters of 4 counted */
+    CHECK(carve_tc_decode_cluster(4096, 4096, CARVE_TC_DECODE_ROWS, 132, h100) == 2);   /* 32 tiles: 30 clusters of 4 at once */
+    CHECK(carve_tc_decode_cluster(2048, 8192, CARVE_TC_DECODE_ROWS, 132, h100) == 4);   /* 16 tiles: 15 clusters of 8 */
+    CHECK(carve_tc_decode_cluster(1024, 4096, CARVE_TC_DECODE_ROWS, 132, h100) == 8);
+    CHECK(carve_tc_decode_cluster(8192, 8192, CARVE_TC_DECODE_ROWS, 132, h100) == 2);   /* 64 tiles */
+    CHECK(carve_tc_decode_cluster(8448, 8192, CARVE_TC_DECODE_ROWS, 132, h100) == 2);   /* 66 */
+    CHECK(carve_tc_decode_cluster(8449, 8192, CARVE_TC_DECODE_ROWS, 132, h100) == 1);   /* 67 */
+    CHECK(carve_tc_decode_cluster(11008, 4096, CARVE_TC_DECODE_ROWS, 132, h100) == 1);
+    CHECK(carve_tc_decode_cluster(1024, 1024, CARVE_TC_DECODE_ROWS, 132, h100) == 4);   /* 16 k tiles: shares of 4 */
+    CHECK(carve_tc_decode_cluster(1024, 448, CARVE_TC_DECODE_ROWS, 132, h100) == 1);    /* 7 k tiles */
+    CHECK(carve_tc_decode_cluster(1, 1, CARVE_TC_DECODE_ROWS, 132, h100) == 1);
+    CHECK(carve_tc_decode_cluster(4096, 4096, CARVE_TC_DECODE_ROWS, 132, NULL) == 4);   /* unknown: 33 clusters of 4 counted */
     static const int unknown[4] = {-1, -1, -1, -1};
-    CHECK(carve_tc_decode_cluster(4096, 4096, 132, unknown) == 4);
-    CHECK(carve_tc_decode_cluster(4096, 4096, 0, unknown) == 1);
-    CHECK(carve_tc_decode_cluster(INT_MAX, INT_MAX, 132, h100) == 1);
+    CHECK(carve_tc_decode_cluster(4096, 4096, CARVE_TC_DECODE_ROWS, 132, unknown) == 4);
+    CHECK(carve_tc_decode_cluster(4096, 4096, CARVE_TC_DECODE_ROWS, 0, unknown) == 1);
+    CHECK(carve_tc_decode_cluster(INT_MAX, INT_MAX, CARVE_TC_DECODE_ROWS, 132, h100) == 1);
     static const int slice[4] = {42, 21, 10, 0}; /* no cluster of 8 fits: none is planned */
-    CHECK(carve_tc_decode_cluster(512, 4096, 42, slice) == 4);
+    CHECK(carve_tc_decode_cluster(512, 4096, CARVE_TC_DECODE_ROWS, 42, slice) == 4);
     static const int none[4] = {16, 0, 0, 0};
-    CHECK(carve_tc_decode_cluster(256, 8192, 16, none) == 1);
+    CHECK(carve_tc_decode_cluster(256, 8192, CARVE_TC_DECODE_ROWS, 16, none) == 1);
     long checked = 0;
     for (int n = 1; n <= 40000; n += 997)
         for (int k = 1; k <= 40000; k += 1999) {
-            const int cs = carve_tc_decode_cluster(n, k, 132, h100);
+            const int cs = carve_tc_decode_cluster(n, k, CARVE_TC_DECODE_ROWS, 132, h100);
             const int64_t tiles = carve_tiles(n, CARVE_TC_DECODE_ROWS);
             const int i = cs == 1 ? 0 : cs == 2 ? 1 : cs == 4 ? 2 : cs == 8 ? 3 : -1;
             int ok = i >= 0 && (cs == 1 || (tiles <= h100[i] && carve_tiles(k, 64) / cs >= CARVE_TC_DECODE_MIN_KTILES));
@@ -513,6 +513,56 @@ static void check_decode(void) {
     CHECK(carve_tc_decode_chosen(1, 1) && carve_tc_decode_chosen(32, 1) && !carve_tc_decode_chosen(33, 1));
     CHECK(carve_tc_decode_chosen(33, 2) && carve_tc_decode_chosen(128, 8) && !carve_tc_decode_chosen(129, 2));
     CHECK(!carve_tc_decode_chosen(0, 2));
+
+    /* 64-column blocks: their own tiles against the same counts (the
+     * narrow kernel's clusters on an H100 are as many: one block an SM). */
+    CHECK(carve_tc_decode_cluster(4096, 4096, CARVE_TC_DECODE_NARROW, 132, h100) == 2); /* 64 tiles: 66 of 2 */
+    CHECK(carve_tc_decode_cluster(2048, 8192, CARVE_TC_DECODE_NARROW, 132, h100) == 2); /* 32 tiles: 30 of 4 */
+    CHECK(carve_tc_decode_cluster(8448, 8192, CARVE_TC_DECODE_NARROW, 132, h100) == 1); /* 132 tiles */
+    /* The width: 64 where it puts more blocks in one wave. */
+    CHECK(carve_tc_decode_cols(8, 4096, 4096, 132, h100, h100) == 64);    /* 128 blocks against 64 */
+    CHECK(carve_tc_decode_cols(128, 4096, 14336, 132, h100, h100) == 64);
+    CHECK(carve_tc_decode_cols(129, 4096, 4096, 132, h100, h100) == 128); /* no narrow kernel past 128 rows */
+    CHECK(carve_tc_decode_cols(8, 8192, 8192, 132, h100, h100) == 128);   /* 128 blocks either way */
+    CHECK(carve_tc_decode_cols(8, 11008, 4096, 132, h100, h100) == 128);  /* 172 narrow tiles: two waves */
+    CHECK(carve_tc_decode_cols(8, 1024, 4096, 132, h100, h100) == 128);   /* 64 blocks either way */
+    CHECK(carve_tc_decode_cols(8, 2048, 8192, 132, h100, h100) == 128);   /* 16 x 4 against 32 x 2 */
+    CHECK(carve_tc_decode_cols(8, 64, 4096, 132, h100, h100) == 128);     /* one tile in a cluster of 8 either way */
+    CHECK(carve_tc_decode_cols(8, 4096, 2048, 132, h100, h100) == 64);    /* shares of 16 k tiles */
+    CHECK(carve_tc_decode_cols(8, 4096, 1984, 132, h100, h100) == 128);   /* of 15 */
+    CHECK(carve_tc_decode_cols(8, 1024, 1024, 132, h100, h100) == 128);   /* 16 tiles x 4: shares of 4 */
+    CHECK(carve_tc_decode_cols(8, 2048, 448, 132, h100, h100) == 128);    /* 7 k tiles, unsplit */
+    CHECK(carve_tc_decode_cols(8, 4096, 4096, 132, NULL, NULL) == 128);   /* unknown: 33 clusters of 4 counted, 128 blocks either way */
+    CHECK(carve_tc_decode_cols(8, 4096, 4096, 132, h100, none) == 128);   /* no narrow cluster fits: 64 tiles > 16 */
+    checked = 0;
+    for (int m = 1; m <= 256; m += 37)
+        for (int n = 1; n <= 40000; n += 997)
+            for (int k = 1; k <= 40000; k += 1999) {
+                const int cols = carve_tc_decode_cols(m, n, k, 132, h100, h100);
+                const int64_t b128 = carve_tiles(n, 128) * carve_tc_decode_cluster(n, k, 128, 132, h100);
+                const int64_t t64 = carve_tiles(n, 64);
+                const int64_t b64 = t64 * carve_tc_decode_cluster(n, k, 64, 132, h100);
+                const int c64 = carve_tc_decode_cluster(n, k, 64, 132, h100);
+                const int want =
+                    m <= 128 && t64 <= h100[0] && carve_tiles(k, 64) / c64 >= CARVE_TC_DECODE_NARROW_MIN_KTILES &&
+                            b64 > b128
+                        ? 64
+                        : 128;
+                test_checks++;
+                checked++;
+                if (cols != want) {
+                    char msg[96];
+                    snprintf(msg, sizeof msg, "m %d n %d k %d: %d columns, want %d", m, n, k, cols, want);
+                    test_fail(__FILE__, __LINE__, "the decode width rule", msg);
+                }
+            }
+    printf("decode_cols: %ld shapes\n", checked);
+    /* The streaming kernel gives way to 64-column tiles in clusters only. */
+    CHECK(carve_tc_stream_yields(64, 2) && carve_tc_stream_yields(64, 8));
+    CHECK(!carve_tc_stream_yields(64, 1) && !carve_tc_stream_yields(128, 2) && !carve_tc_stream_yields(0, 1));
+    /* A width other than 64 counts as 128 (no division by zero). */
+    CHECK(carve_tc_decode_cluster(4096, 4096, 0, 132, h100) == carve_tc_decode_cluster(4096, 4096, 128, 132, h100));
+    CHECK(carve_tc_decode_cluster(4096, 4096, -64, 132, h100) == 2);
 }
 
 int main(void) {

@@ -82,7 +82,8 @@
 int carve__gemm_tc_last_path(void);
 int carve__gemm_tc_last_splits(void);
 int carve__gemm_tc_last_copies(void);
-int carve__gemm_tc_decode_active(int M, int cs);
+int carve__gemm_tc_last_cols(void); /* the decode kernel's block width (128 or 64), else 0 */
+int carve__gemm_tc_decode_active(int M, int cols, int cs);
 
 static test_rng rng;
 static int g_cc, g_sms;
@@ -103,6 +104,7 @@ typedef struct {
                * 3 stream (the streaming kernel wherever it takes the call), 4 decode (the decode kernel
                * wherever it takes the call) */
     int splits; /* CARVE_GEMM_SPLITK for the call; 0: unset (the plan chooses) */
+    int cols;   /* CARVE_GEMM_DECODE_COLS for the call (64 or 128); 0: unset (the plan chooses) */
     int ws; /* the arena passed to carve_gemm: 0 the test's, 1 NULL, 2 g_small */
     int want_path, want_splits; /* for ws 2: what must run (else the plan's prediction) */
     carve_stream stream; /* NULL: the legacy default stream */
@@ -123,21 +125,44 @@ static int ld_of(int need, int pad) { return pad ? ((need + 7) / 8) * 8 + 8 : ne
  * (bits as carve__gemm_tc_last_copies), from the plan
  * (lib/kernels/gemm_tc_plan.h: carve_tc_stream_chosen, M <= 4 with
  * N >= 8192 and M <= 2 with N >= 4096 under auto, and M <= 16 with N >= 1024 (B K-major: 4096) where
- * B's rows are off 16 bytes; every M it takes under stream; then
+ * B's rows are off 16 bytes, but not where the decode kernel takes the call
+ * in 64-column blocks (carve_tc_stream_yields); every M it takes under stream; then
  * carve_tc_decode_chosen, M <= 32, or 128 where the decode kernel's
  * cluster rule splits k, with A K-major and both operands on TMA's rules,
  * every M up to 256 under decode) and whether the call has workspace. */
-static void predict(const tcase *c, int lda, int ldb, int *path, int *splits, int *copies) {
+static void predict(const tcase *c, int lda, int ldb, int *path, int *splits, int *copies, int *cols) {
     const int row = c->order == CARVE_ROW_MAJOR;
     const int M = row ? c->m : c->n, N = row ? c->n : c->m;
     const int bad_a = lda % 8 != 0, bad_b = ldb % 8 != 0;
-    *path = 0, *splits = 1, *copies = 0;
+    *path = 0, *splits = 1, *copies = 0, *cols = 0;
     if (c->path == 2)
         return;
     /* The canonical B is the caller's B (row-major) or A (column-major). */
     const int b_rows = row ? !bad_b : !bad_a, b_kmajor = row ? c->tb == CARVE_TRANS : c->ta == CARVE_TRANS;
     const int a_kmajor = row ? c->ta == CARVE_NO_TRANS : c->tb == CARVE_NO_TRANS;
-    if (g_cc == 90 && (c->path == 0 || c->path == 3) && carve_tc_stream_chosen(M, N, b_rows, b_kmajor, c->path == 3)) {
+    /* The decode kernel's plan where it may take the call (auto up to 128
+     * rows, or decode; A K-major, on TMA's rules): its block width (the
+     * plan's, carve_tc_decode_cols, or the forced one: 64 only up to 128
+     * rows) and cluster size. */
+    const int dc_may = g_cc == 90 && (c->path == 0 || c->path == 4) && carve_tc_decode_takes(M, a_kmajor) && !bad_a &&
+                       !bad_b && (c->path == 4 || M <= CARVE_TC_DECODE_PLAN_SPLIT_M);
+    int dc_cols = 0, dc_planned = 1;
+    if (dc_may) {
+        int a128[4], a64[4];
+        for (int i = 0; i < 4; i++) {
+            a128[i] = carve__gemm_tc_decode_active(M, CARVE_TC_DECODE_ROWS, 1 << i);
+            a64[i] = carve__gemm_tc_decode_active(M, CARVE_TC_DECODE_NARROW, 1 << i);
+        }
+        dc_cols = c->cols == 128 || (c->cols == 64 && M <= 128) ? c->cols
+                                                                 : carve_tc_decode_cols(M, N, c->k, g_sms, a128, a64);
+        dc_planned = carve_tc_decode_cluster(N, c->k, dc_cols, g_sms, dc_cols == 64 ? a64 : a128);
+    }
+    /* The streaming kernel gives way to 64-column decode tiles in clusters
+     * (looked at where N <= SMs x 64). */
+    const int yields = c->path == 0 && dc_may && (int64_t)N <= (int64_t)g_sms * CARVE_TC_DECODE_NARROW &&
+                       carve_tc_stream_yields(dc_cols, dc_planned);
+    if (g_cc == 90 && (c->path == 0 || c->path == 3) && carve_tc_stream_chosen(M, N, b_rows, b_kmajor, c->path == 3) &&
+        !yields) {
         *path = 2;
         *splits = c->splits ? carve_tc_stream_clamp_cluster(c->splits, c->k)
                             : carve_tc_stream_cluster(M, N, c->k, g_sms, b_kmajor);
@@ -147,19 +172,14 @@ static void predict(const tcase *c, int lda, int ldb, int *path, int *splits, in
         *path = 3;
         return;
     }
-    if (g_cc == 90 && (c->path == 0 || c->path == 4) && carve_tc_decode_takes(M, a_kmajor) && !bad_a && !bad_b) {
+    if (dc_may && (c->path == 4 || carve_tc_decode_chosen(M, dc_planned))) {
         /* The decode kernel on TMA's rules: where the plan chooses it
          * (carve_tc_decode_chosen, by its own cluster size), every problem
          * it takes under CARVE_GEMM_PATH=decode. */
-        int active[4];
-        for (int i = 0; i < 4; i++)
-            active[i] = carve__gemm_tc_decode_active(M, 1 << i);
-        const int planned = carve_tc_decode_cluster(N, c->k, g_sms, active);
-        if (c->path == 4 || carve_tc_decode_chosen(M, planned)) {
-            *path = 4;
-            *splits = c->splits ? carve_tc_decode_clamp_cluster(c->splits, c->k) : planned;
-            return;
-        }
+        *path = 4;
+        *splits = c->splits ? carve_tc_decode_clamp_cluster(c->splits, c->k) : dc_planned;
+        *cols = dc_cols;
+        return;
     }
     if (g_cc != 90)
         return;
@@ -183,6 +203,7 @@ static void predict(const tcase *c, int lda, int ldb, int *path, int *splits, in
 static void force_path(int path, int splits) {
     static const char *const path_names[5] = {"auto", "wgmma", "mma", "stream", "decode"};
     setenv("CARVE_GEMM_PATH", path_names[path], 1);
+    unsetenv("CARVE_GEMM_DECODE_COLS"); /* run_case sets it for its call */
     if (splits) {
         char sv[16];
         snprintf(sv, sizeof sv, "%d", splits);
@@ -247,6 +268,8 @@ static void run_case(carve_arena *arena, cublasHandle_t h, const tcase *c) {
     CUDA_OK(cudaMemcpy(dR, hR, csz * 4, cudaMemcpyHostToDevice));
 
     force_path(c->path, c->splits);
+    if (c->cols)
+        setenv("CARVE_GEMM_DECODE_COLS", c->cols == 64 ? "64" : "128", 1);
     carve_arena *wsa = c->ws == 0 ? arena : c->ws == 1 ? NULL : g_small;
     carve_stats before, after, synced;
     CUDA_OK(cudaDeviceSynchronize()); /* the inputs are in place for any stream */
@@ -255,27 +278,31 @@ static void run_case(carve_arena *arena, cublasHandle_t h, const tcase *c) {
     carve_status st = carve_gemm(wsa, c->stream, c->order, c->ta, c->tb, c->m, c->n, c->k, c->alpha, dA, lda, dB,
                                  ldb, c->beta, dC, ldc, c->ab, c->c);
     const int ran = carve__gemm_tc_last_path(), splits = carve__gemm_tc_last_splits();
-    const int copies = carve__gemm_tc_last_copies();
+    const int copies = carve__gemm_tc_last_copies(), cols = carve__gemm_tc_last_cols();
     CHECK(st == CARVE_OK);
     if (st != CARVE_OK)
         fprintf(stderr, "  carve_gemm: %s\n", carve_last_error(NULL));
     unsetenv("CARVE_GEMM_SPLITK");
+    unsetenv("CARVE_GEMM_DECODE_COLS");
     /* The path, split and copies the plan predicts: wgmma wherever it
      * exists (through copies when rows break TMA's rules and there is
      * workspace). */
-    int want_path, want_splits, want_copies;
-    predict(c, lda, ldb, &want_path, &want_splits, &want_copies);
+    int want_path, want_splits, want_copies, want_cols;
+    predict(c, lda, ldb, &want_path, &want_splits, &want_copies, &want_cols);
     if (c->ws == 2) {
         want_path = c->want_path, want_splits = c->want_splits;
         if (want_path == 0)
             want_copies = 0;
+        if (want_path != 4)
+            want_cols = 0;
     }
     CHECK(ran == want_path);
     CHECK(splits == want_splits);
     CHECK(copies == want_copies);
-    if (ran != want_path || splits != want_splits || copies != want_copies)
-        fprintf(stderr, "  ran path %d, %d splits, copies %d; want %d, %d, %d\n", ran, splits, copies, want_path,
-                want_splits, want_copies);
+    CHECK(cols == want_cols);
+    if (ran != want_path || splits != want_splits || copies != want_copies || cols != want_cols)
+        fprintf(stderr, "  ran path %d, %d splits, copies %d, %d columns; want %d, %d, %d, %d\n", ran, splits, copies,
+                cols, want_path, want_splits, want_copies, want_cols);
     /* Workspace: one allocation from the arena when the call split or
      * copied, given back before the call returned (a stream-ordered free). */
     if (wsa) {
@@ -331,12 +358,12 @@ static void run_case(carve_arena *arena, cublasHandle_t h, const tcase *c) {
         worst_err[pi][ci] = rel;
     if (!ok || c->m * (double)c->n * c->k >= 1e9 || splits > 1 || copies || c->ws || ran == 2 || ran == 4 ||
         jr.ref_off)
-        printf("%s %s m=%d n=%d k=%d %s%s %s->%s ld=%d,%d,%d alpha=%g beta=%g path=%s splits=%d copies=%d ws=%d: "
+        printf("%s %s m=%d n=%d k=%d %s%s %s->%s ld=%d,%d,%d alpha=%g beta=%g path=%s%s splits=%d copies=%d ws=%d: "
                "max|d|=%.3g max|ref|=%.3g%s\n",
                ok ? "ok  " : "FAIL", row ? "row" : "col", c->m, c->n, c->k, c->ta ? "T" : "N", c->tb ? "T" : "N",
                tname(c->ab), tname(c->c), lda, ldb, ldc, c->alpha, c->beta,
-               ran == 4 ? "decode" : ran == 3 ? "tiny" : ran == 2 ? "stream" : ran == 1 ? "wgmma" : "mma", splits,
-               copies, c->ws, maxd, maxref, ok ? "" : "  <---");
+               ran == 4 ? "decode" : ran == 3 ? "tiny" : ran == 2 ? "stream" : ran == 1 ? "wgmma" : "mma",
+               cols == 64 ? "/64" : cols == 128 ? "/128" : "", splits, copies, c->ws, maxd, maxref, ok ? "" : "  <---");
     if (jr.ref_off) { /* cuBLAS is wrong there, carve is not: said, not failed */
         g_ref_cases++, g_ref_off += jr.ref_off, g_ref_tail += jr.ref_tail;
         printf("  note: cuBLAS is off the exact product in %ld elements of this case, %ld of them by exactly the "
@@ -693,10 +720,15 @@ static int tiny_cases(carve_arena *arena, cublasHandle_t h) {
 /* Decode shapes on the plan's own path (CARVE_GEMM_PATH=auto): the
  * streaming kernel where the plan chooses it (canonical M <= 4 with
  * N >= 8192, M <= 2 with N >= 4096; M <= 16 with N >= 1024, B K-major 4096, where B's rows are
- * off 16 bytes: the dense layouts of an odd n or k), wgmma or mma.sync elsewhere, and
+ * off 16 bytes: the dense layouts of an odd n or k; but the decode kernel
+ * where it takes the call in 64-column blocks whose k splits:
+ * carve_tc_stream_yields), the
+ * decode kernel, wgmma or mma.sync elsewhere, and
  * predict() says which (its cluster size too, which for 2 x 8192 x 13000
  * differs with B's layout: 2 N-major, 3 K-major). Every shape the plan gives wgmma (m = 7 and 8 on
- * narrower outputs, m = 16 .. 33) runs again under CARVE_GEMM_PATH=stream,
+ * narrower outputs, m = 16 .. 33), and every one of 1 or 2 rows on 4096 to
+ * 8448 columns (among them those the decode kernel takes: 4096 to 4224
+ * columns on an H100), runs again under CARVE_GEMM_PATH=stream,
  * which keeps up to 32 rows on the streaming kernel (17 .. 32: its second
  * 16-row tile) and sends m = 33 to wgmma all the same. Every layout in
  * turn (A and B each K-major or MN-major: the kernel's four variants); for
@@ -728,14 +760,15 @@ static int stream_cases(carve_arena *arena, cublasHandle_t h, int quick) {
     static const int small[][3] = {
         {1, 1000, 1001}, {3, 65, 17},     {8, 7, 129},  {16, 130, 300}, {32, 200, 65},
         {17, 77, 333},   {33, 64, 200},   {6, 12288, 72}, {1, 8200, 72}, {12, 12289, 72},
-        {9, 1025, 72},   {5, 4097, 73},   {2, 4096, 72}, {1, 1025, 2049},
+        {9, 1025, 72},   {5, 4097, 73},   {2, 4096, 72}, {1, 1025, 2049}, {1, 4100, 2100},
     };
     const int (*sh)[3] = quick ? small : full;
     const int nsh = quick ? (int)(sizeof small / sizeof small[0]) : (int)(sizeof full / sizeof full[0]);
     int n = 0;
     for (int si = 0; si < nsh; si++) {
         /* Canonical M and N are the shape's m and n in both orders. */
-        const int forced_too = !carve_tc_stream_chosen(sh[si][0], sh[si][1], 1, 0, 0);
+        const int forced_too = !carve_tc_stream_chosen(sh[si][0], sh[si][1], 1, 0, 0) ||
+                               (sh[si][0] <= 2 && sh[si][1] >= 4096 && sh[si][1] <= 8448);
         for (int path = 0; path <= (forced_too ? 3 : 0); path += 3)
             for (int lay = 0; lay < 8; lay++) {
                 const int col = lay & 4;
@@ -771,7 +804,9 @@ static int stream_cases(carve_arena *arena, cublasHandle_t h, int quick) {
  * layout (A MN-major and rows off 16 bytes fall to the wgmma path, which
  * the case predicts), beta 0 and 0.5, both input and output types, the
  * plan's cluster size and forced ones (1, 2, 4, 8: every size of the
- * cluster's reduction), a NULL arena (no workspace needed). */
+ * cluster's reduction), the plan's block width and both forced (64
+ * columns only up to 128 rows: past it the case predicts 128), a NULL
+ * arena (no workspace needed). */
 static int decode_cases(carve_arena *arena, cublasHandle_t h, int quick) {
     static const int full[][3] = {
         {1, 4096, 4096}, {8, 4096, 4096}, {16, 4096, 14336}, {33, 1000, 1001}, {64, 12288, 1024},
@@ -797,15 +832,18 @@ static int decode_cases(carve_arena *arena, cublasHandle_t h, int quick) {
             c.pad = (lay + si) % 3 != 0;
             c.splits = (lay + 2 * si) % 4 == 1 ? 1 << ((lay + si) % 4) : 0;
             c.ws = (lay + si) % 5 == 4; /* NULL arena */
+            c.cols = (lay + 2 * si) % 3 == 0 ? 64 : (lay + 2 * si) % 3 == 1 ? 128 : 0;
             run_case(arena, h, &c);
             n++;
         }
-    /* Every cluster size on one shape with k for 8 shares, row-major NN
-     * and NT (B N-major and K-major), both output types. */
-    for (int s = 1; s <= 8; s++) {
-        tcase c = base_case(quick ? 4 : 19, quick ? 264 : 2056, quick ? 2049 : 4100, s > 4, s);
+    /* Every cluster size at both block widths on one shape with k for 8
+     * shares, row-major NN and NT (B N-major and K-major), both output
+     * types: 64 columns in clusters of 8 add 8 columns a block. */
+    for (int s = 1; s <= 16; s++) {
+        tcase c = base_case(quick ? 4 : 19, quick ? 264 : 2056, quick ? 2049 : 4100, (s - 1) % 8 > 3, s);
         c.path = 4;
         c.splits = 1 << ((s - 1) % 4);
+        c.cols = s > 8 ? 64 : 128;
         run_case(arena, h, &c);
         n++;
     }
