@@ -126,7 +126,7 @@ typedef enum carve_transpose { CARVE_NO_TRANS = 0, CARVE_TRANS = 1 } carve_trans
  * least 1024 columns (4096 where that operand is transposed), runs on a
  * streaming kernel (unless the decode kernel below takes it in blocks of
  * 64 columns with k split over a cluster: on an H100 4096 to 4224 columns
- * with k of 2048 or more, A not transposed, on TMA's rules) that
+ * with k over 1984, the activations' rows along k, on TMA's rules) that
  * reads the weight in place and needs no workspace (docs/kernels.md,
  * "Decode shapes"); other decode products (at most 32 rows, or 128
  * where k splits over a cluster; A not transposed, A and B 16-byte aligned

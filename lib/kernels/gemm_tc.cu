@@ -595,7 +595,9 @@ cudaError_t run_mma(const Problem &pr) {
  * cheap, and tests and benchmarks switch it between calls). wgmma keeps
  * decode shapes off the streaming kernel; stream puts every problem the
  * kernel can take on it (up to 32 rows, where the plan gives it 4 of
- * outputs of at least 8192 columns, 2 of at least 4096, or 16 of at least 1024 (K-major B:
+ * outputs of at least 8192 columns, 2 of at least 4096 but those the
+ * decode kernel takes in 64-column tiles that split k (carve_tc_stream_yields),
+ * or 16 of at least 1024 (K-major B:
  * 4096) where B's rows are off 16 bytes: carve_tc_stream_chosen) and leaves the rest to the
  * plan; decode puts every problem the decode kernel takes on it (up to 256
  * rows, A K-major, on TMA's rules) and the rest on wgmma or mma.sync.

@@ -580,12 +580,13 @@ static inline int carve_tc_decode_cols(int M, int N, int K, int sms, const int a
  * takes the call (A K-major, both operands on TMA's rules) and plans
  * 64-column blocks (cols, carve_tc_decode_cols; 0 where it does not take
  * it) in clusters of 2 or more (cs, carve_tc_decode_cluster: k splits).
- * On an H100 that is M <= 2 on outputs of 4096 to 4224 columns with k of
- * 2048 or more, where 128-column decode tiles fill half the SMs and
+ * On an H100 that is M <= 2 on outputs of 4096 to 4224 columns with k
+ * over 1984, where 128-column decode tiles fill half the SMs and
  * 64-column ones all. Measured on an H100 (bench/results/2026-11-27-h100h), m = 1
- * and 2, the decode kernel against the streaming kernel: 4096 x 4096
- * 1.12-1.16 (B in both layouts), 4096 columns at k = 11008 and 14336
- * 1.03-1.10. */
+ * and 2, the decode kernel against the streaming kernel, calls back to
+ * back: 4096 x 4096 1.12-1.16 (B in both layouts), 4096 columns at k =
+ * 11008 and 14336 1.03-1.10; one call alone with the L2 flushed 0.92-0.98
+ * with B N-major (the cluster launch starts slower), 1.07-1.26 K-major. */
 static inline int carve_tc_stream_yields(int cols, int cs) { return cols == CARVE_TC_DECODE_NARROW && cs >= 2; }
 
 /* Where the plan gives a call the decode kernel (under the automatic path,

@@ -22,6 +22,10 @@
  *    clusters, one a tile, are all held at once, with 4 k tiles a share at
  *    least; checked over 800 shapes against the H100's counts), forced
  *    sizes made legal, and the plan's line (32 rows, 128 where it splits);
+ *    its block width (64 columns where their tiles make more blocks in one
+ *    wave and each share keeps 16 k tiles, 128 otherwise and past 128 rows;
+ *    checked over 6,000 shapes), a width other than 64 counted as 128, and
+ *    where the streaming kernel gives way (64 columns in clusters);
  *  - the streaming kernel (decode): it takes 1 to 32 rows and nothing
  *    else; the plan gives it 1 to 4 rows for outputs of at least 8192
  *    columns, 1 or 2 for at least 4096, and with B's rows off 16 bytes (the other path would copy
