@@ -6,7 +6,7 @@
  * its steps stops mapping, one stream's free granules are unmapped for
  * another, the limit caps what is mapped, empty_cache unmaps everything
  * free, requests of changing sizes land where memory is mapped, free space
- * is taken lowest address first, the automatic mode picks virtual memory
+ * is taken lowest address first (by the hot slot too), the automatic mode picks virtual memory
  * where it can, the host backend refuses the mode, and free granules are
  * unmapped only once the device is done with them, with a wait only where
  * the alternative maps too much; huge limits and buffers of 2^52 bytes
@@ -257,6 +257,43 @@ static void test_address_order(void) {
     carve_arena_destroy(a);
 }
 
+/* The hot slot (the last block freed, handed back to the next request of
+ * its size without a search) keeps the lowest-address rule: once a lower
+ * free block of the size enters the index (here a pending free whose event
+ * completes while the hot block cycles), the next request takes that one. */
+static void test_hot_lowest(void) {
+    carve_arena *a = vmm_arena(0, 1, 0);
+    carve_stream s2 = (carve_stream)(uintptr_t)0x2000;
+    void *p[4], *q = NULL;
+    for (int i = 0; i < 4; i++)
+        CHECK_OK(a, carve_alloc(a, 3 * MiB, NULL, &p[i]));
+    CHECK_OK(a, carve_record_stream(a, p[0], s2));
+    CHECK_OK(a, carve_free(a, p[2]));
+    for (int i = 0; i < 3; i++) { /* hot, and the lowest free place */
+        CHECK_OK(a, carve_alloc(a, 3 * MiB, NULL, &q));
+        CHECK(q == p[2]);
+        CHECK_OK(a, carve_free(a, q));
+    }
+    CHECK_OK(a, carve_free(a, p[0])); /* pending until stream 2's event completes */
+    int n = 0;
+    for (; n < 1000; n++) {
+        CHECK_OK(a, carve_alloc(a, 3 * MiB, NULL, &q));
+        CHECK_ARENA(a);
+        if (q != p[2])
+            break;
+        CHECK_OK(a, carve_free(a, q));
+    }
+    CHECK(n < 1000 && q == p[0]);
+    CHECK_OK(a, carve_alloc(a, 3 * MiB, NULL, &p[0])); /* then the hot one */
+    CHECK(p[0] == p[2]);
+    CHECK_OK(a, carve_free(a, p[0]));
+    CHECK_OK(a, carve_free(a, q));
+    CHECK_OK(a, carve_free(a, p[1]));
+    CHECK_OK(a, carve_free(a, p[3]));
+    CHECK_ARENA(a);
+    carve_arena_destroy(a);
+}
+
 /* The automatic mode: virtual memory where the backend maps granules and
  * the arena grows; segments for one fixed block and on the host backend. */
 static void test_auto(void) {
@@ -489,6 +526,7 @@ int main(void) {
     test_limit();
     test_changing_shapes();
     test_address_order();
+    test_hot_lowest();
     test_auto();
     test_refused();
     test_huge_limits();

@@ -892,9 +892,20 @@ static carve_block *pool_take(carve_arena *a, carve_pool *p, unsigned cls, size_
  * size is taken back only where address order would put the request anyway
  * (no fitting free block lies below it), so parking saves the search, split
  * and merge without spreading what is live over more granules. */
-static inline int hot_is_lowest(const carve_index *ix, const carve_block *hot) {
+/* Ordered index: whether the hot block is where an ordered find would place
+ * its size (no lower free block would take it). The answer is kept with the
+ * index's gen: it holds until the index changes, whatever else the pool does
+ * (a hot block keeps its address and size until it leaves the hot slot into
+ * the index, which changes gen). */
+static inline int hot_is_lowest(carve_pool *p, const carve_index *ix, const carve_block *hot) {
+    if (CARVE_LIKELY(p->hot_low == hot->addr && p->hot_low_gen == ix->gen))
+        return 1;
     const carve_block *c = carve_index_find_low(ix, hot->size);
-    return !c || c->addr > hot->addr;
+    if (c && c->addr < hot->addr)
+        return 0;
+    p->hot_low = hot->addr;
+    p->hot_low_gen = ix->gen;
+    return 1;
 }
 
 /* Take rs bytes off the front of free block b, leaving the rest indexed
@@ -980,7 +991,7 @@ static inline __attribute__((always_inline)) carve_status alloc(carve_arena *a, 
     carve_block *b = p->hot;
     carve_index *ix = &p->index[cls];
     if (b && b->size == rs && CARVE_LIKELY(carve_blockmap_reserve(&p->map) == 0) &&
-        (CARVE_LIKELY(!ix->ordered) || hot_is_lowest(ix, b))) {
+        (CARVE_LIKELY(!ix->ordered) || hot_is_lowest(p, ix, b))) {
         p->hot = NULL; /* the same size again: no search, no split */
         b->state = CARVE_B_USED;
         b->slack = (uint8_t)(rs - size);

@@ -409,6 +409,13 @@ carve_status carve_check(const carve_arena *ca) {
                  t[i].nused, p->map.count, (unsigned long long)(p->nallocs - p->nfrees));
         if (t[i].nhot != (p->hot != NULL))
             FAIL("pool of stream %p: hot slot and hot blocks disagree", (void *)p->stream);
+        if (p->hot && p->index[p->hot->cls].ordered && p->hot_low == p->hot->addr &&
+            p->hot_low_gen == p->index[p->hot->cls].gen) { /* the kept answer of carve_alloc's hot path */
+            const carve_block *c = carve_index_find_low(&p->index[p->hot->cls], p->hot->size);
+            if (c && c->addr < p->hot->addr)
+                FAIL("pool of stream %p: hot block %#lx is kept as the lowest place for its size, but free "
+                     "block %#lx is lower", (void *)p->stream, (unsigned long)p->hot->addr, (unsigned long)c->addr);
+        }
         if (t[i].used_bytes != p->allocated || t[i].req_bytes != p->requested)
             FAIL("pool of stream %p: allocated/requested counters (%zu/%zu) differ from the recount (%zu/%zu)",
                  (void *)p->stream, p->allocated, p->requested, t[i].used_bytes, t[i].req_bytes);

@@ -40,6 +40,9 @@ typedef struct carve_index {
     size_t bytes; /* their total size */
     int ordered;  /* lists kept in address order (nearly: see carve_index_insert),
                      and find takes the fitting block of lowest address */
+    uint64_t gen; /* bumped by every insert, remove, resize and swap: an ordered
+                     find's answer can change only when gen does (block records
+                     change address or size only outside the index) */
 } carve_index;
 
 #define CARVE_INDEX_ORDER_WALK 16 /* list nodes passed at most to insert in address order */
@@ -99,6 +102,7 @@ static inline void carve_index_insert(carve_index *ix, carve_block *b) {
     ix->sl_map[fl] |= 1u << sl;
     ix->count++;
     ix->bytes += b->size;
+    ix->gen++;
 }
 
 /* Remove free block b. */
@@ -118,6 +122,7 @@ static inline void carve_index_remove(carve_index *ix, carve_block *b) {
     b->fprev = b->fnext = NULL;
     ix->count--;
     ix->bytes -= b->size;
+    ix->gen++;
 }
 
 /* Change the size of indexed block b to size: in place when the size class
@@ -129,6 +134,7 @@ static inline void carve_index_resize(carve_index *ix, carve_block *b, size_t si
     if (fl == b->fl && sl == b->sl) {
         ix->bytes += size - b->size;
         b->size = size;
+        ix->gen++;
         return;
     }
     carve_index_remove(ix, b);
@@ -160,6 +166,7 @@ static inline void carve_index_swap(carve_index *ix, carve_block *b, carve_block
         nb->fnext->fprev = nb;
     ix->bytes += nb->size - b->size;
     b->fprev = b->fnext = NULL;
+    ix->gen++;
 }
 
 /* Free block b, not yet indexed, absorbs the indexed free block next that

@@ -124,6 +124,7 @@ static carve_pool *pool_create(carve_arena *a, carve_stream s) {
     /* Virtual-memory mode: free blocks are taken lowest address first, so
      * live buffers stay packed and touch few granules (fewer to map). */
     p->index[CARVE_CLASS_SMALL].ordered = p->index[CARVE_CLASS_LARGE].ordered = a->vmm;
+    p->index[CARVE_CLASS_SMALL].gen = (uint64_t)1 << 63; /* the two never share a gen (hot_low_gen) */
     p->vslack = CARVE_VMM_SLACK_MIN;
     if (carve_blockmap_init(&p->map) != 0 || (s && table_insert(a, s, p) != 0)) {
         carve_blockmap_destroy(&p->map);

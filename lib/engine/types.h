@@ -169,6 +169,12 @@ typedef struct carve_pool {
      * size takes it back without touching the index (the loop pattern of
      * inference), and the next free releases it properly. */
     carve_block *hot;
+    /* Ordered index (virtual-memory mode): the address of the last hot block
+     * found to be the lowest free place for its size, and the index's gen
+     * then. While both still match, carve_alloc hands hot out without
+     * looking again (an alloc+free loop changes neither). */
+    uintptr_t hot_low;
+    uint64_t hot_low_gen;
     /* The span that emptied last and has no event yet: the event is
      * recorded only when another span empties, or the span leaves the pool,
      * since the next allocation usually takes the span right back. */
