@@ -123,13 +123,15 @@ typedef enum carve_transpose { CARVE_NO_TRANS = 0, CARVE_TRANS = 1 } carve_trans
  * the other one), of at least 4096 columns and at most 2 rows, or of at
  * most 16 rows where its weight operand
  * (row-major B, column-major A) has rows off 16 bytes and the product at
- * least 1024 columns (4096 where that operand is transposed), runs on a
+ * least 1024 columns (4096 where that operand is transposed, or with it
+ * transposed at most 8 rows from 3072 columns and 4 from 1024), runs on a
  * streaming kernel (unless the decode kernel below takes it in blocks of
  * 64 columns with k split over a cluster: on an H100 4096 to 4224 columns
  * with k over 1984, the activations' rows along k, on TMA's rules) that
  * reads the weight in place and needs no workspace (docs/kernels.md,
- * "Decode shapes"); other decode products (at most 32 rows, or 128
- * where k splits over a cluster; A not transposed, A and B 16-byte aligned
+ * "Decode shapes"); other decode products (at most 32 rows, 64 where
+ * one wave of 128-column blocks covers the columns and k is at least
+ * 4033, or 128 where k splits over a cluster; A not transposed, A and B 16-byte aligned
  * with leading dimensions multiples of 8) run on a decode kernel, warpgroup
  * MMA with the weight on the tall side, blocks of 128 or 64 columns, and k
  * split inside a thread block cluster, one launch and no workspace (docs/kernels.md, "Decode shapes:

@@ -975,7 +975,7 @@ extern "C" carve_status carve_gemm(carve_arena *arena, carve_stream s, carve_ord
          * own cluster size decides), every problem it takes under
          * CARVE_GEMM_PATH=decode. */
         plan_decode();
-        if (want == 4 || carve_tc_decode_chosen(pr.M, dc_planned)) {
+        if (want == 4 || carve_tc_decode_chosen(pr.M, pr.N, pr.K, dc_planned, device_sms())) {
             const int forced = splitk_env();
             int clusters = forced ? carve_tc_decode_clamp_cluster(forced, pr.K) : dc_planned;
             const char *why = nullptr;

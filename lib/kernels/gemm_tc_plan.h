@@ -352,14 +352,31 @@ static inline int carve_tc_stream_takes(int M) {
  * (0.75 / 0.83 .. 0.38 / 0.74). Hence, besides the aligned rule, M <= 16
  * with N >= 1024 for B N-major and N >= 4096 for B K-major
  * (CARVE_TC_STREAM_ODD_MAX_M, CARVE_TC_STREAM_ODD_N, CARVE_TC_STREAM_ODD_KMAJOR_N;
- * narrower outputs, and K-major ones of 1025 to 4095 columns, were not
- * measured or lose). At 17 to 32 rows B is not staged (two 16-row tiles
- * hold more registers and the staging does not fit beside them in 48
- * KiB): those stay on wgmma (at m = 32, 50257 x 4096: 0.76 / 0.78 in
- * ../2026-11-27-h100 gemm2/odd.json). */
+ * narrower outputs were not measured or lose). At 17 to 32 rows B is not
+ * staged (two 16-row tiles hold more registers and the staging does not
+ * fit beside them in 48 KiB): those stay on wgmma (at m = 32, 50257 x
+ * 4096: 0.76 / 0.78 in ../2026-11-27-h100 gemm2/odd.json).
+ *
+ * B K-major at 1024 to 4095 columns, measured later on an H100
+ * (bench/results/2026-11-27-h100i, probe/: n = 1024, 1536, 2048, 3072 and
+ * 3584, k = 2049, 4097, 8193 and 11009, m = 1 to 16, each shape on both
+ * paths in one run): the streaming kernel won at m <= 4 on all 60 such
+ * shapes (1.01-2.00 times wgmma's speed after the copy, which reads and
+ * writes B once more and launches twice), at m = 8 from 3072 columns
+ * (1.03-1.29) and lost at m = 8 below it (0.53-0.89) and from 12 rows
+ * (0.36-1.08, slower on 37 of 40). Hence also M <= 4 from 1024 columns and
+ * M <= 8 from 3072 (CARVE_TC_STREAM_ODD_KMAJOR_FEW_M / _N,
+ * CARVE_TC_STREAM_ODD_KMAJOR_MID_M / _N). Checked on 72 shapes outside
+ * that set (valid/: n = 1280, 2560, 3328 and 4000, k = 3073, 6145 and
+ * 14337, m = 1, 3, 4, 5, 6 and 8), the plan against the one before it in
+ * one run: 1.11-1.94 times as fast, geometric mean 1.27. */
 #define CARVE_TC_STREAM_ODD_MAX_M 16
 #define CARVE_TC_STREAM_ODD_N 1024
 #define CARVE_TC_STREAM_ODD_KMAJOR_N 4096
+#define CARVE_TC_STREAM_ODD_KMAJOR_FEW_M 4
+#define CARVE_TC_STREAM_ODD_KMAJOR_FEW_N 1024
+#define CARVE_TC_STREAM_ODD_KMAJOR_MID_M 8
+#define CARVE_TC_STREAM_ODD_KMAJOR_MID_N 3072
 
 /* Whether a call of M x N (canonical) runs on the streaming kernel where
  * the device has it: with `forced` (CARVE_GEMM_PATH=stream), every problem
@@ -367,8 +384,9 @@ static inline int carve_tc_stream_takes(int M) {
  * plan's choice among them: M <= 4 with N >= 8192, M <= 2 with
  * N >= 4096, and with B's rows off
  * 16 bytes (b_rows_aligned 0) also M <= 16 with N >= 1024 (b_kmajor 0: B
- * N-major) or N >= 4096 (B K-major) (above). The rest go to the wgmma path
- * (or the tiny kernel). */
+ * N-major), or with B K-major M <= 16 from N >= 4096, M <= 8 from 3072
+ * and M <= 4 from 1024 (above). The rest go to the wgmma path (or the tiny
+ * kernel). */
 static inline int carve_tc_stream_chosen(int M, int N, int b_rows_aligned, int b_kmajor, int forced) {
     if (!carve_tc_stream_takes(M))
         return 0;
@@ -378,8 +396,13 @@ static inline int carve_tc_stream_chosen(int M, int N, int b_rows_aligned, int b
         return 1;
     if (M <= CARVE_TC_STREAM_NARROW_MAX_M && N >= CARVE_TC_STREAM_NARROW_N)
         return 1;
-    return !b_rows_aligned && M <= CARVE_TC_STREAM_ODD_MAX_M &&
-           N >= (b_kmajor ? CARVE_TC_STREAM_ODD_KMAJOR_N : CARVE_TC_STREAM_ODD_N);
+    if (b_rows_aligned || M > CARVE_TC_STREAM_ODD_MAX_M)
+        return 0;
+    if (!b_kmajor)
+        return N >= CARVE_TC_STREAM_ODD_N;
+    return N >= CARVE_TC_STREAM_ODD_KMAJOR_N ||
+           (M <= CARVE_TC_STREAM_ODD_KMAJOR_MID_M && N >= CARVE_TC_STREAM_ODD_KMAJOR_MID_N) ||
+           (M <= CARVE_TC_STREAM_ODD_KMAJOR_FEW_M && N >= CARVE_TC_STREAM_ODD_KMAJOR_FEW_N);
 }
 
 /* Whether the kernel stages A with 16-byte loads: A K-major with a 16-byte
@@ -591,9 +614,10 @@ static inline int carve_tc_stream_yields(int cols, int cs) { return cols == CARV
 
 /* Where the plan gives a call the decode kernel (under the automatic path,
  * after the streaming kernel's shapes and the tiny kernel's, where the
- * kernel takes the call and TMA can read A and B): M <= 32 always, and
- * up to 128 rows where the cluster rule splits k (cs >= 2: at most 66
- * tiles, 8448 columns, on an H100). Measured on an H100 (bench/results/
+ * kernel takes the call and TMA can read A and B): M <= 32 always, up to
+ * 64 rows where its 128-column tiles fit one wave (N <= sms x 128) and k
+ * holds 64 tiles or more, and up to 128 rows where the cluster rule splits
+ * k (cs >= 2: at most 66 tiles, 8448 columns, on an H100). Measured on an H100 (bench/results/
  * 2026-11-27-h100g): over the decode sweep's 117 rows, the kernel forced
  * against the plan before it ran 1.015 times as fast (geometric mean),
  * 1.04-1.16 at m = 4-32 on every output but 4096 x 14336 (0.97-1.00, n x
@@ -604,12 +628,33 @@ static inline int carve_tc_stream_yields(int cols, int cs) { return cols == CARV
  * kernel's 128-row tiles read each byte of B for all 128 rows at once and
  * split k over more SMs); at m = 256 wgmma won on every shape (0.90-1.08
  * against 0.63-0.98). At m <= 4 the streaming kernel keeps its shapes
- * (carve_tc_stream_chosen). cs: the plan's cluster size
- * (carve_tc_decode_cluster). */
+ * (carve_tc_stream_chosen). The line at 64 rows came later (bench/results/
+ * 2026-11-27-h100i, probe/: 8704 to 16384 columns, where the cluster rule
+ * gives 1, at k = 4096 and 8192, m = 33, 48, 64 and 96, the kernel forced
+ * against the plan in one run): at m = 33-64 it ran 0.98-1.18 times as
+ * fast as the wgmma kernel over 48 such shapes (geometric mean 1.07, 1.05
+ * or more on 30, below 1 on 2; 11008 x 4096 at m = 48: 0.90 of cuBLAS
+ * against 0.82); at m = 96 it lost on 12 of 16 (0.81-0.97).
+ * Past one wave (28672 x 8192, 224 tiles) wgmma kept m = 64 (0.96 against
+ * 0.93). Checked on 51 shapes outside that set in the same folder (valid/:
+ * 9728, 15360 and 16896 columns at k = 2048, 5120 and 14336, k = 256 to
+ * 1024 at 2048 to 11008 columns, m = 40-64, both layouts of B), the plan
+ * against the one before it: 1.01-1.14 times as fast from k = 4096 up,
+ * but 0.94-1.05 at k = 2048 and 0.80-0.93 at k <= 1024 (a block's k is
+ * then too short to fill its ring, where the wgmma kernel splits k), hence
+ * the floor of 64 k tiles (CARVE_TC_DECODE_PLAN_WAVE_KTILES). cs: the
+ * plan's cluster size (carve_tc_decode_cluster); N and K the output's
+ * columns and the product's depth, sms the device's multiprocessors. */
 #define CARVE_TC_DECODE_PLAN_M 32       /* rows the plan gives the decode kernel whatever its cluster size */
+#define CARVE_TC_DECODE_PLAN_WAVE_M 64  /* rows it gives it where one wave of 128-column tiles covers N ... */
+#define CARVE_TC_DECODE_PLAN_WAVE_KTILES 64 /* ... and k holds this many tiles of CARVE_TC_BK */
 #define CARVE_TC_DECODE_PLAN_SPLIT_M 128 /* rows it gives it where the cluster rule splits k */
-static inline int carve_tc_decode_chosen(int M, int cs) {
-    return M >= 1 && (M <= CARVE_TC_DECODE_PLAN_M || (M <= CARVE_TC_DECODE_PLAN_SPLIT_M && cs >= 2));
+static inline int carve_tc_decode_chosen(int M, int N, int K, int cs, int sms) {
+    return M >= 1 && (M <= CARVE_TC_DECODE_PLAN_M ||
+                      (M <= CARVE_TC_DECODE_PLAN_WAVE_M && N >= 1 &&
+                       (int64_t)N <= (int64_t)sms * CARVE_TC_DECODE_ROWS &&
+                       carve_tiles(K, CARVE_TC_BK) >= CARVE_TC_DECODE_PLAN_WAVE_KTILES) ||
+                      (M <= CARVE_TC_DECODE_PLAN_SPLIT_M && cs >= 2));
 }
 
 /* A forced cluster size (CARVE_GEMM_SPLITK) made legal: the largest power

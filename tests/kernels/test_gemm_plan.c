@@ -287,22 +287,27 @@ static void check_stream(void) {
     CHECK(!carve_tc_stream_takes(INT_MAX) && !carve_tc_stream_takes(INT_MIN));
     /* What the plan gives it with B on 16-byte rows (M <= 4 with
      * N >= 8192, M <= 2 with N >= 4096: measured), with B's rows off 16 bytes (that, and M <= 16
-     * with N >= 1024 for B N-major, N >= 4096 for B K-major: measured),
+     * with N >= 1024 for B N-major; for B K-major M <= 16 from N >= 4096,
+     * M <= 8 from 3072 and M <= 4 from 1024: measured),
      * and what CARVE_GEMM_PATH=stream gives it (all it takes, any way),
      * either side of every line. */
     static const struct {
         int m, n, plan, forced, odd, odd_k;
     } lines[] = {
-        {1, 1, 0, 1, 0, 0},        {1, 1023, 0, 1, 0, 0},      {1, 1024, 0, 1, 1, 0},     {1, 4095, 0, 1, 1, 0},
-        {1, 4096, 1, 1, 1, 1},     {1, 8191, 1, 1, 1, 1},      {1, 8192, 1, 1, 1, 1},     {2, 4095, 0, 1, 1, 0},
+        {1, 1, 0, 1, 0, 0},        {1, 1023, 0, 1, 0, 0},      {1, 1024, 0, 1, 1, 1},     {1, 4095, 0, 1, 1, 1},
+        {1, 4096, 1, 1, 1, 1},     {1, 8191, 1, 1, 1, 1},      {1, 8192, 1, 1, 1, 1},     {2, 4095, 0, 1, 1, 1},
         {2, 4096, 1, 1, 1, 1},     {3, 4096, 0, 1, 1, 1},      {3, 8191, 0, 1, 1, 1},     {3, 8192, 1, 1, 1, 1},
         {4, 4096, 0, 1, 1, 1},
         {4, 8191, 0, 1, 1, 1},     {4, 8192, 1, 1, 1, 1},      {4, INT_MAX, 1, 1, 1, 1},  {5, 1, 0, 1, 0, 0},
-        {5, 1023, 0, 1, 0, 0},     {5, 1024, 0, 1, 1, 0},      {5, 4095, 0, 1, 1, 0},     {5, 4096, 0, 1, 1, 1},
+        {5, 1023, 0, 1, 0, 0},     {5, 1024, 0, 1, 1, 0},      {5, 4095, 0, 1, 1, 1},     {5, 4096, 0, 1, 1, 1},
         {5, 8192, 0, 1, 1, 1},     {8, 11008, 0, 1, 1, 1},     {16, 1023, 0, 1, 0, 0},    {16, 1024, 0, 1, 1, 0},
         {16, 4095, 0, 1, 1, 0},    {16, 4096, 0, 1, 1, 1},     {16, INT_MAX, 0, 1, 1, 1}, {17, 1024, 0, 1, 0, 0},
         {17, 12288, 0, 1, 0, 0},   {17, INT_MAX, 0, 1, 0, 0},  {32, 28672, 0, 1, 0, 0},   {33, 28672, 0, 0, 0, 0},
         {33, 1, 0, 0, 0, 0}, /* forced only; none */
+        /* B K-major with rows off 16 bytes: M <= 4 from 1024 columns, M <= 8 from 3072 */
+        {4, 1023, 0, 1, 0, 0},     {4, 1024, 0, 1, 1, 1},      {2, 2048, 0, 1, 1, 1},     {5, 3071, 0, 1, 1, 0},
+        {5, 3072, 0, 1, 1, 1},     {8, 3071, 0, 1, 1, 0},      {8, 3072, 0, 1, 1, 1},     {9, 3072, 0, 1, 1, 0},
+        {9, 4095, 0, 1, 1, 0},     {12, 4096, 0, 1, 1, 1},
     };
     for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
         const int m = lines[i].m, n = lines[i].n;
@@ -340,7 +345,7 @@ static void check_stream(void) {
     /* Forcing gives it all it takes and only adds rows to the plan's; the
      * plan keeps a call on it with fewer rows or more columns (B on 16-byte
      * rows or off them, either layout). */
-    static const int line_ns[] = {1, 1023, 1024, 4095, 4096, 8191, 8192, 12288, 28672, INT_MAX};
+    static const int line_ns[] = {1, 1023, 1024, 3071, 3072, 4095, 4096, 8191, 8192, 12288, 28672, INT_MAX};
     for (int v = 0; v < 4; v++)
         for (int m = -1; m <= 64; m++)
             for (size_t j = 0; j < sizeof line_ns / sizeof line_ns[0]; j++) {
@@ -514,9 +519,35 @@ static void check_decode(void) {
     CHECK(carve_tc_decode_clamp_cluster(3, 4096) == 2 && carve_tc_decode_clamp_cluster(7, 4096) == 4);
     CHECK(carve_tc_decode_clamp_cluster(64, 4096) == 8 && carve_tc_decode_clamp_cluster(8, 200) == 4);
     CHECK(carve_tc_decode_clamp_cluster(8, 64) == 1 && carve_tc_decode_clamp_cluster(8, INT_MAX) == 8);
-    CHECK(carve_tc_decode_chosen(1, 1) && carve_tc_decode_chosen(32, 1) && !carve_tc_decode_chosen(33, 1));
-    CHECK(carve_tc_decode_chosen(33, 2) && carve_tc_decode_chosen(128, 8) && !carve_tc_decode_chosen(129, 2));
-    CHECK(!carve_tc_decode_chosen(0, 2));
+    /* Rows: 32 always; 64 where 128-column tiles fit one wave (132 SMs:
+     * 16896 columns); 128 where the cluster splits k. */
+    CHECK(carve_tc_decode_chosen(1, 28672, 4096, 1, 132) && carve_tc_decode_chosen(32, 28672, 4096, 1, 132) &&
+          !carve_tc_decode_chosen(33, 28672, 4096, 1, 132) && !carve_tc_decode_chosen(33, 16897, 4096, 1, 132));
+    CHECK(carve_tc_decode_chosen(33, 16896, 4096, 1, 132) && carve_tc_decode_chosen(64, 16896, 4096, 1, 132) &&
+          carve_tc_decode_chosen(64, 1, 4096, 1, 132) && !carve_tc_decode_chosen(65, 16896, 4096, 1, 132) &&
+          !carve_tc_decode_chosen(65, 11008, 4096, 1, 132) && carve_tc_decode_chosen(64, 12800, 4096, 1, 100) &&
+          !carve_tc_decode_chosen(64, 12801, 4096, 1, 100) && !carve_tc_decode_chosen(64, INT_MAX, 4096, 1, 132) &&
+          carve_tc_decode_chosen(64, INT_MAX, 4096, 1, INT_MAX)); /* 64-bit: no overflow */
+    CHECK(carve_tc_decode_chosen(33, 28672, 4096, 2, 132) && carve_tc_decode_chosen(128, 28672, 4096, 8, 132) &&
+          !carve_tc_decode_chosen(129, 4096, 4096, 2, 132) && carve_tc_decode_chosen(96, 4096, 4096, 2, 132) &&
+          !carve_tc_decode_chosen(96, 11008, 4096, 1, 132));
+    CHECK(!carve_tc_decode_chosen(0, 4096, 4096, 2, 132) && !carve_tc_decode_chosen(-1, 4096, 4096, 1, 132) &&
+          !carve_tc_decode_chosen(48, 0, 4096, 1, 132) && !carve_tc_decode_chosen(48, 4096, 4096, 1, 0));
+    for (int m = 1; m <= 130; m++) /* more rows never makes it more likely, nor do more columns */
+        for (int n = 1; n <= 40000; n += 997)
+            for (int cs = 1; cs <= 8; cs *= 2)
+                if (carve_tc_decode_chosen(m + 1, n, 4096, cs, 132) || carve_tc_decode_chosen(m, n + 997, 4096, cs, 132))
+                    CHECK(carve_tc_decode_chosen(m, n, 4096, cs, 132));
+    /* ... and k of 64 tiles (of 64) at least for the line at 64 rows; the
+     * other lines whatever k. */
+    CHECK(carve_tc_decode_chosen(48, 11008, 4033, 1, 132) && !carve_tc_decode_chosen(48, 11008, 4032, 1, 132) &&
+          carve_tc_decode_chosen(64, 11008, INT_MAX, 1, 132) && !carve_tc_decode_chosen(64, 2048, 256, 1, 132) &&
+          carve_tc_decode_chosen(32, 2048, 256, 1, 132) && carve_tc_decode_chosen(32, 2048, 1, 1, 132) &&
+          carve_tc_decode_chosen(128, 4096, 512, 2, 132) && !carve_tc_decode_chosen(33, 11008, 0, 1, 132));
+    for (int k = 1; k <= 20000; k += 61) /* more k never makes it less likely */
+        for (int m = 30; m <= 70; m += 2)
+            if (carve_tc_decode_chosen(m, 11008, k, 1, 132))
+                CHECK(carve_tc_decode_chosen(m, 11008, k + 61, 1, 132));
 
     /* 64-column blocks: their own tiles against the same counts (the
      * narrow kernel's clusters on an H100 are as many: one block an SM). */

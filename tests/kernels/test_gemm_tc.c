@@ -43,7 +43,8 @@
  * host wait between them (chain_cases: programmatic dependent launch), run
  * direct and captured into a CUDA graph. The decode kernel
  * (decode_cases, under CARVE_GEMM_PATH=decode) runs M from 1 to 256 in
- * every layout and its cluster sizes 1, 2, 4 and 8. A call captured right after
+ * every layout and its cluster sizes 1, 2, 4 and 8, and under the
+ * automatic path either side of the plan's line at 64 rows. A call captured right after
  * another kernel shows in its graph's edges which of its launches may
  * start early (pdl_edge_cases: by default never the call's first). Exits
  * 77 without a device.
@@ -124,10 +125,11 @@ static int ld_of(int need, int pad) { return pad ? ((need + 7) / 8) * 8 + 8 : ne
  * split factor (the streaming kernel: its cluster size) and the copies
  * (bits as carve__gemm_tc_last_copies), from the plan
  * (lib/kernels/gemm_tc_plan.h: carve_tc_stream_chosen, M <= 4 with
- * N >= 8192 and M <= 2 with N >= 4096 under auto, and M <= 16 with N >= 1024 (B K-major: 4096) where
+ * N >= 8192 and M <= 2 with N >= 4096 under auto, and M <= 16 with N >= 1024 (B K-major: M <= 16
+ * from 4096, 8 from 3072, 4 from 1024) where
  * B's rows are off 16 bytes, but not where the decode kernel takes the call
  * in 64-column blocks (carve_tc_stream_yields); every M it takes under stream; then
- * carve_tc_decode_chosen, M <= 32, or 128 where the decode kernel's
+ * carve_tc_decode_chosen, M <= 32, 64 where N <= SMs x 128 and k >= 64 x 64, or 128 where the decode kernel's
  * cluster rule splits k, with A K-major and both operands on TMA's rules,
  * every M up to 256 under decode) and whether the call has workspace. */
 static void predict(const tcase *c, int lda, int ldb, int *path, int *splits, int *copies, int *cols) {
@@ -172,9 +174,10 @@ static void predict(const tcase *c, int lda, int ldb, int *path, int *splits, in
         *path = 3;
         return;
     }
-    if (dc_may && (c->path == 4 || carve_tc_decode_chosen(M, dc_planned))) {
+    if (dc_may && (c->path == 4 || carve_tc_decode_chosen(M, N, c->k, dc_planned, g_sms))) {
         /* The decode kernel on TMA's rules: where the plan chooses it
-         * (carve_tc_decode_chosen, by its own cluster size), every problem
+         * (carve_tc_decode_chosen, by its rows, the output's width and its
+         * own cluster size), every problem
          * it takes under CARVE_GEMM_PATH=decode. */
         *path = 4;
         *splits = c->splits ? carve_tc_decode_clamp_cluster(c->splits, c->k) : dc_planned;
@@ -737,7 +740,8 @@ static int tiny_cases(carve_arena *arena, cublasHandle_t h) {
  * columns, 1 on 8200 and 2 on 8192 (on and just past the plan's line), 12 on
  * 12289, 9 on 1025 and 16 on 1023 (either side of the line where an
  * N-major B's rows are off 16 bytes), 5 on 4097 and 3 on 4095 (the same
- * for a K-major B), 1 on 1025 and 2 on 1537 with k past 2048 (clusters of
+ * for a K-major B), 4 and 5 on 1024 and 7, 8 and 9 on 3072-3073 (the
+ * lines for a K-major B at 4 rows from 1024 columns and 8 from 3072), 1 on 1025 and 2 on 1537 with k past 2048 (clusters of
  * up to 8 under the plan at 4 rows or fewer), 2 on 4096 and 1 and 3 on 4096-4100 (either side of
  * the line for 1 or 2 rows), 7 on 12280 (just narrower), 8 on 11008 and 7,
  * 16, 17, 31, 32 and 33 (the first past the kernel's limit), n and k that
@@ -756,11 +760,13 @@ static int stream_cases(carve_arena *arena, cublasHandle_t h, int quick) {
         {17, 4101, 333}, {31, 8200, 3000}, {33, 4096, 1000}, {6, 12288, 1000}, {8, 14336, 4096},
         {7, 12280, 300},  {1, 8200, 700},   {12, 12289, 300}, {2, 8192, 13000}, {9, 1025, 300},
         {16, 1023, 200},  {5, 4097, 301},   {3, 4095, 129},   {2, 4096, 600},   {2, 1537, 2100},
+        {8, 3072, 1001},  {9, 3072, 301},   {4, 1024, 3001},  {5, 1024, 301},
     };
     static const int small[][3] = {
         {1, 1000, 1001}, {3, 65, 17},     {8, 7, 129},  {16, 130, 300}, {32, 200, 65},
         {17, 77, 333},   {33, 64, 200},   {6, 12288, 72}, {1, 8200, 72}, {12, 12289, 72},
         {9, 1025, 72},   {5, 4097, 73},   {2, 4096, 72}, {1, 1025, 2049}, {1, 4100, 2100},
+        {7, 3073, 301},
     };
     const int (*sh)[3] = quick ? small : full;
     const int nsh = quick ? (int)(sizeof small / sizeof small[0]) : (int)(sizeof full / sizeof full[0]);
@@ -833,6 +839,25 @@ static int decode_cases(carve_arena *arena, cublasHandle_t h, int quick) {
             c.splits = (lay + 2 * si) % 4 == 1 ? 1 << ((lay + si) % 4) : 0;
             c.ws = (lay + si) % 5 == 4; /* NULL arena */
             c.cols = (lay + 2 * si) % 3 == 0 ? 64 : (lay + 2 * si) % 3 == 1 ? 128 : 0;
+            run_case(arena, h, &c);
+            n++;
+        }
+    /* The plan's line at 33-64 rows (one wave of 128-column tiles, k of 64
+     * tiles or more) under the automatic path, and either side of it: at
+     * 4032 (63 k tiles) and past one wave (16897 columns on 132 SMs) the
+     * wgmma kernel. */
+    static const int wave_full[][3] = {{48, 11008, 4096}, {64, 9000, 4033}, {40, 11008, 4032}, {33, 16897, 4096},
+                                       {64, 16896, 5000}, {65, 11008, 4096}};
+    static const int wave_small[][3] = {{48, 11008, 4096}, {40, 11008, 4032}};
+    const int (*wv)[3] = quick ? wave_small : wave_full;
+    const int nwv = quick ? 2 : (int)(sizeof wave_full / sizeof wave_full[0]);
+    for (int si = 0; si < nwv; si++)
+        for (int lay = 0; lay < 8; lay++) {
+            const int col = lay & 4;
+            tcase c = base_case(col ? wv[si][1] : wv[si][0], col ? wv[si][0] : wv[si][1], wv[si][2], lay, lay + si);
+            c.path = 0;
+            c.beta = (lay + si) % 2 ? 0.5f : 0.f;
+            c.pad = (lay + si) % 3 != 0;
             run_case(arena, h, &c);
             n++;
         }
