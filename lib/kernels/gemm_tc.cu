@@ -15,10 +15,12 @@
  * Paths: on devices of compute capability 9.0 when the sm_90a object is
  * built, the streaming kernel for the fewest rows (gemm_tc_stream.cuh: at
  * most 4 rows with at least 8192 columns, 2 with at least 4096, and 16 with
- * at least 1024 (B K-major: 4096) where B's rows are off 16 bytes), the
+ * at least 1024 (B K-major: 4096, or 8 rows from 3072 and 4 from 1024)
+ * where B's rows are off 16 bytes), the
  * tiny kernel for tiny products, the decode kernel for the other decode
  * shapes (gemm_tc_decode.cuh: A K-major, A and B on TMA's rules, at most
- * 32 rows, or 128 where it splits k in a cluster; gemm_tc_plan.h says why,
+ * 32 rows, 64 where one wave of its tiles covers the columns and k holds
+ * 64 tiles, or 128 where it splits k in a cluster; gemm_tc_plan.h says why,
  * with the figures) and wgmma for the rest; mma.sync everywhere else.
  * CARVE_GEMM_PATH=wgmma|mma|stream|decode|auto overrides the choice
  * (stream: the streaming kernel for every problem it can take, up to 32
@@ -597,8 +599,8 @@ cudaError_t run_mma(const Problem &pr) {
  * kernel can take on it (up to 32 rows, where the plan gives it 4 of
  * outputs of at least 8192 columns, 2 of at least 4096 but those the
  * decode kernel takes in 64-column tiles that split k (carve_tc_stream_yields),
- * or 16 of at least 1024 (K-major B:
- * 4096) where B's rows are off 16 bytes: carve_tc_stream_chosen) and leaves the rest to the
+ * or 16 of at least 1024 (K-major B: 4096, 8 rows from 3072, 4 from 1024)
+ * where B's rows are off 16 bytes: carve_tc_stream_chosen) and leaves the rest to the
  * plan; decode puts every problem the decode kernel takes on it (up to 256
  * rows, A K-major, on TMA's rules) and the rest on wgmma or mma.sync.
  * Anything else is auto. */
@@ -950,7 +952,7 @@ extern "C" carve_status carve_gemm(carve_arena *arena, carve_stream s, carve_ord
         /* Decode shapes: the streaming kernel, no workspace. */
         const int forced = splitk_env();
         int clusters = forced ? carve_tc_stream_clamp_cluster(forced, pr.K)
-                              : carve_tc_stream_cluster(pr.M, pr.N, pr.K, device_sms(), pr.b_kmajor);
+                              : carve_tc_stream_plan_cluster(pr.M, pr.N, pr.K, device_sms(), pr.b_kmajor, b_rows);
         const char *why = nullptr;
         e = carve_gemm_tc_stream_run(&pr, &clusters, &why);
         if (e == cudaSuccess) {

@@ -37,14 +37,15 @@
  *
  * Decode shapes with few rows and wide outputs (M <= 4, N >= 8192; M <= 2,
  * N >= 4096; M <= 16
- * and N >= 1024, K-major B 4096, where B's rows are off 16 bytes) skip the
+ * and N >= 1024, K-major B 4096 (M <= 8 from 3072, M <= 4 from 1024),
+ * where B's rows are off 16 bytes) skip the
  * wgmma tile altogether: the streaming kernel (gemm_tc_stream.cuh) reads
  * each element of B once (16-byte loads; rows off 16 bytes as aligned
  * 16-byte copies into shared memory), from every SM. It can take up to CARVE_TC_STREAM_MAX_M rows, but the plan gives it
  * only the shapes where it measured faster than wgmma on the same card
  * (carve_tc_stream_chosen).
  * Its cost argument and its cluster size are below (carve_tc_stream_takes,
- * carve_tc_stream_cluster).
+ * carve_tc_stream_cluster, carve_tc_stream_plan_cluster).
  *
  * Plain C, host only, so the CPU tests check it (tests/kernels/
  * test_gemm_plan.c); gemm_tc.cu uses it to plan each call.
@@ -450,7 +451,9 @@ static inline int carve_tc_stream_mt(int M) {
  * SMs), the first size may go up to CARVE_TC_STREAM_FEW_MAX_CLUSTER (the
  * K-major step rule stays within CARVE_TC_STREAM_PLAN_MAX_CLUSTER): the
  * plan streams such outputs only where B's rows are off 16 bytes
- * (N-major, from 1024 columns). There, m = 1-4, 1025, 1537 and 2049
+ * (N-major from 1024 columns, and K-major at m <= 4 from 1024, where the
+ * same sizes ran at 0.91-1.00 of the fastest of 1-8 on 20 shapes:
+ * bench/results/2026-11-27-h100i clusters/). There, m = 1-4, 1025, 1537 and 2049
  * columns with k of 2100-11008 (8, 8 and 6 blocks) ran 1.05-1.42 times as
  * fast as at 4 (1 x 1025 x 4096: 0.59 -> 0.77 of cuBLAS; 1 x 2049 x 11008:
  * 0.77 -> 1.00), but 3073 columns (49 tiles, 5 blocks) ran at 0.85-0.86 of
@@ -502,6 +505,33 @@ static inline int carve_tc_stream_clamp_cluster(int forced, int K) {
     if (hi < 1)
         hi = 1;
     return forced < 1 ? 1 : forced > hi ? (int)hi : forced;
+}
+
+/* The plan's cluster size for a streaming product, B's rows counted
+ * (b_rows_aligned 0: off 16 bytes): carve_tc_stream_cluster, but for B
+ * K-major with rows off 16 bytes at M <= 8 below
+ * CARVE_TC_STREAM_ODD_KMAJOR_N columns where that rule stops at 4 (more
+ * than sms / 4 tiles: from 2113 columns on 132 SMs), 6, or 8 where k is
+ * over CARVE_TC_STREAM_ODD_KMAJOR_LONG_K (clamped as a forced size). Those
+ * blocks stage B through shared memory and four fit an SM; at 4 the grid
+ * held 1.2-1.7 blocks an SM. Measured on an H100 (bench/results/
+ * 2026-11-27-h100i, clusters/: every size 1, 2, 3, 4, 6 and 8 on 30 shapes
+ * of the K-major lines, n = 1024-3584, k = 2049-11009, m = 1-8, two runs
+ * each): on the 10 shapes this moves, 1.03-1.22 times as fast as at 4
+ * (8 x 3584 x 11009: 0.82 of the fastest size -> 1.00); over all 30 the
+ * plan runs at 0.982 of the fastest size's speed (geometric mean; worst
+ * 0.91), 0.951 before. */
+#define CARVE_TC_STREAM_ODD_KMAJOR_CLUSTER 6
+#define CARVE_TC_STREAM_ODD_KMAJOR_LONG_CLUSTER 8
+#define CARVE_TC_STREAM_ODD_KMAJOR_LONG_K 6144
+static inline int carve_tc_stream_plan_cluster(int M, int N, int K, int sms, int b_kmajor, int b_rows_aligned) {
+    const int64_t tiles = carve_tiles(N, CARVE_TC_STREAM_COLS);
+    if (b_kmajor && !b_rows_aligned && M >= 1 && M <= CARVE_TC_STREAM_ODD_KMAJOR_MID_M &&
+        N < CARVE_TC_STREAM_ODD_KMAJOR_N && tiles * CARVE_TC_STREAM_PLAN_MAX_CLUSTER > (sms > 0 ? sms : 1))
+        return carve_tc_stream_clamp_cluster(K > CARVE_TC_STREAM_ODD_KMAJOR_LONG_K ? CARVE_TC_STREAM_ODD_KMAJOR_LONG_CLUSTER
+                                                                                : CARVE_TC_STREAM_ODD_KMAJOR_CLUSTER,
+                                             K);
+    return carve_tc_stream_cluster(M, N, K, sms, b_kmajor);
 }
 
 /* The first k step (of CARVE_TC_STREAM_UNIT rows) of run `run` of `runs`

@@ -21,7 +21,8 @@
  *    width, its cluster rule (the largest power of two up to 8 whose
  *    clusters, one a tile, are all held at once, with 4 k tiles a share at
  *    least; checked over 800 shapes against the H100's counts), forced
- *    sizes made legal, and the plan's line (32 rows, 128 where it splits);
+ *    sizes made legal, and the plan's lines (32 rows; 64 where one wave of
+ *    128-column tiles covers n and k holds 64 tiles; 128 where it splits);
  *    its block width (64 columns where their tiles make more blocks in one
  *    wave and each share keeps 16 k tiles, 128 otherwise and past 128 rows;
  *    checked over 6,000 shapes), a width other than 64 counted as 128, and
@@ -30,10 +31,12 @@
  *    else; the plan gives it 1 to 4 rows for outputs of at least 8192
  *    columns, 1 or 2 for at least 4096, and with B's rows off 16 bytes (the other path would copy
  *    B) also 1 to 16 rows for outputs of at least 1024 columns (B
- *    N-major) or 4096 (B K-major);
+ *    N-major) or 4096 (B K-major; 1 to 8 from 3072 and 1 to 4 from 1024),
+ *    its cluster size there 6 or 8 from 2113 columns
+ *    (carve_tc_stream_plan_cluster);
  *    CARVE_GEMM_PATH=stream all of them (carve_tc_stream_chosen either
- *    side of each line: m = 2, 3, 4, 5, 16, 17, 32, 33 and n = 1023, 1024, 4095,
- *    4096, 8191, 8192; fewer rows or more columns never leave it, in any
+ *    side of each line: m = 2, 3, 4, 5, 8, 9, 16, 17, 32, 33 and n = 1023, 1024,
+ *    3071, 3072, 4095, 4096, 8191, 8192; fewer rows or more columns never leave it, in any
  *    case); the base and ldb
  *    checks gemm_tc.cu makes, and when A is staged by 16 bytes, are
  *    carve_tc_stream_b_rows and carve_tc_stream_a_vec; the kernel's row
@@ -441,6 +444,35 @@ static void check_stream(void) {
     CHECK(carve_tc_stream_clamp_cluster(8, 512) == 2);  /* 8 steps: 2 blocks of 4 warps */
     CHECK(carve_tc_stream_clamp_cluster(8, 17) == 1);
     CHECK(carve_tc_stream_clamp_cluster(3, INT_MAX) == 3);
+
+    /* The plan's size with B's rows counted: B K-major with rows off 16
+     * bytes, M <= 8, from 2113 columns (past sms / 4 tiles) to 4095: 6,
+     * or 8 where k is over 6144; everything else as carve_tc_stream_cluster. */
+    CHECK(carve_tc_stream_plan_cluster(1, 3072, 4097, 132, 1, 0) == 6);
+    CHECK(carve_tc_stream_plan_cluster(1, 3072, 11009, 132, 1, 0) == 8);
+    CHECK(carve_tc_stream_plan_cluster(8, 3584, 11009, 132, 1, 0) == 8);
+    CHECK(carve_tc_stream_plan_cluster(1, 2113, 6144, 132, 1, 0) == 6);
+    CHECK(carve_tc_stream_plan_cluster(1, 2113, 6145, 132, 1, 0) == 8);
+    CHECK(carve_tc_stream_plan_cluster(1, 4095, 4097, 132, 1, 0) == 6);
+    CHECK(carve_tc_stream_plan_cluster(1, 3072, 1000, 132, 1, 0) == 4); /* 16 k steps: 4 blocks of 4 warps */
+    CHECK(carve_tc_stream_plan_cluster(1, 3072, 4097, 100, 1, 0) == 6); /* 48 tiles past 100 / 4 */
+    CHECK(carve_tc_stream_plan_cluster(1, 3072, 4097, 0, 1, 0) == 6);
+    {
+        static const int pm[] = {-1, 0, 1, 4, 8, 9, 16, 32}, pn[] = {1, 1023, 1024, 2112, 2113, 3072, 4095, 4096, 8192};
+        static const int pk[] = {1, 64, 2049, 4097, 6144, 6145, 11009, INT_MAX}, psm[] = {1, 66, 132, 528};
+        for (size_t i = 0; i < sizeof pm / sizeof pm[0]; i++)
+            for (size_t j = 0; j < sizeof pn / sizeof pn[0]; j++)
+                for (size_t q = 0; q < sizeof pk / sizeof pk[0]; q++)
+                    for (size_t r = 0; r < sizeof psm / sizeof psm[0]; r++)
+                        for (int v = 0; v < 4; v++) {
+                            const int m = pm[i], n = pn[j], k = pk[q], sm = psm[r], bk = v & 1, al = v >> 1;
+                            const int got = carve_tc_stream_plan_cluster(m, n, k, sm, bk, al);
+                            const int old = carve_tc_stream_cluster(m, n, k, sm, bk);
+                            const int moved = bk && !al && m >= 1 && m <= 8 && n < 4096 && (int64_t)((n + 63) / 64) * 4 > sm;
+                            CHECK(got == (moved ? carve_tc_stream_clamp_cluster(k > 6144 ? 8 : 6, k) : old));
+                            CHECK(got >= 1 && got <= CARVE_TC_STREAM_MAX_CLUSTER);
+                        }
+    }
 
     /* The warps' runs of k steps. */
     static const int64_t units[] = {1, 2, 3, 5, 31, 32, 33, 64, 100, 448, ((int64_t)INT_MAX + 63) / 64};

@@ -167,7 +167,7 @@ static void predict(const tcase *c, int lda, int ldb, int *path, int *splits, in
         !yields) {
         *path = 2;
         *splits = c->splits ? carve_tc_stream_clamp_cluster(c->splits, c->k)
-                            : carve_tc_stream_cluster(M, N, c->k, g_sms, b_kmajor);
+                            : carve_tc_stream_plan_cluster(M, N, c->k, g_sms, b_kmajor, b_rows);
         return;
     }
     if (c->path == 0 && g_cc >= 80 && carve_tc_tiny(M, N, c->k)) { /* the tiny kernel, under auto only */
@@ -722,7 +722,8 @@ static int tiny_cases(carve_arena *arena, cublasHandle_t h) {
 
 /* Decode shapes on the plan's own path (CARVE_GEMM_PATH=auto): the
  * streaming kernel where the plan chooses it (canonical M <= 4 with
- * N >= 8192, M <= 2 with N >= 4096; M <= 16 with N >= 1024, B K-major 4096, where B's rows are
+ * N >= 8192, M <= 2 with N >= 4096; M <= 16 with N >= 1024, B K-major 4096 (8 rows from 3072,
+ * 4 from 1024), where B's rows are
  * off 16 bytes: the dense layouts of an odd n or k; but the decode kernel
  * where it takes the call in 64-column blocks whose k splits:
  * carve_tc_stream_yields), the
@@ -739,9 +740,12 @@ static int tiny_cases(carve_arena *arena, cublasHandle_t h) {
  * (the caller's n) is the small one. m = 1, 3, 6 and 8 on 12288 and 14336
  * columns, 1 on 8200 and 2 on 8192 (on and just past the plan's line), 12 on
  * 12289, 9 on 1025 and 16 on 1023 (either side of the line where an
- * N-major B's rows are off 16 bytes), 5 on 4097 and 3 on 4095 (the same
- * for a K-major B), 4 and 5 on 1024 and 7, 8 and 9 on 3072-3073 (the
- * lines for a K-major B at 4 rows from 1024 columns and 8 from 3072), 1 on 1025 and 2 on 1537 with k past 2048 (clusters of
+ * N-major B's rows are off 16 bytes), 5 on 4097 (the same for a K-major
+ * B), 4 on 1024 with k of 3001 and 9 on 3072 (the K-major lines at 4 rows
+ * from 1024 columns and 8 from 3072; 7 on 3073 in the quick run), 3 on
+ * 2200 and 2 on 3072 with k of 2049 and 6145 (its cluster sizes 6 and 8
+ * there: carve_tc_stream_plan_cluster; 3 on 2200 in the full run only),
+ * 1 on 1025 and 2 on 1537 with k past 2048 (clusters of
  * up to 8 under the plan at 4 rows or fewer), 2 on 4096 and 1 and 3 on 4096-4100 (either side of
  * the line for 1 or 2 rows), 7 on 12280 (just narrower), 8 on 11008 and 7,
  * 16, 17, 31, 32 and 33 (the first past the kernel's limit), n and k that
@@ -760,13 +764,17 @@ static int stream_cases(carve_arena *arena, cublasHandle_t h, int quick) {
         {17, 4101, 333}, {31, 8200, 3000}, {33, 4096, 1000}, {6, 12288, 1000}, {8, 14336, 4096},
         {7, 12280, 300},  {1, 8200, 700},   {12, 12289, 300}, {2, 8192, 13000}, {9, 1025, 300},
         {16, 1023, 200},  {5, 4097, 301},   {3, 4095, 129},   {2, 4096, 600},   {2, 1537, 2100},
-        {8, 3072, 1001},  {9, 3072, 301},   {4, 1024, 3001},  {5, 1024, 301},
+        {8, 3072, 1001},  {9, 3072, 301},   {4, 1024, 3001},  {5, 1024, 301},   {2, 3072, 6145},
+        {3, 2200, 2049},
+        /* (3 x 4095, 8 x 3072 and 5 x 1024 sit at indexes 1 mod 3, whose
+         * unpadded layouts all have B N-major: they run a K-major B only
+         * padded, on 16-byte rows) */
     };
     static const int small[][3] = {
         {1, 1000, 1001}, {3, 65, 17},     {8, 7, 129},  {16, 130, 300}, {32, 200, 65},
         {17, 77, 333},   {33, 64, 200},   {6, 12288, 72}, {1, 8200, 72}, {12, 12289, 72},
         {9, 1025, 72},   {5, 4097, 73},   {2, 4096, 72}, {1, 1025, 2049}, {1, 4100, 2100},
-        {7, 3073, 301},
+        {7, 3073, 301},  {3, 2200, 2049},
     };
     const int (*sh)[3] = quick ? small : full;
     const int nsh = quick ? (int)(sizeof small / sizeof small[0]) : (int)(sizeof full / sizeof full[0]);

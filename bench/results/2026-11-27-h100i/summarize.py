@@ -4,6 +4,7 @@
   python3 summarize.py pair            medians of the pinned pair and churn runs (pair/)
   python3 summarize.py probe           each probe shape, the plan against the forced path (probe/)
   python3 summarize.py valid [floor]   the new plan against HEAD on shapes it was not fitted on (valid/, valid/floor/)
+  python3 summarize.py clusters        the cluster rule against every forced size (clusters/), and against 4 (clusters/valid/)
   python3 summarize.py sweep FILE      a sweep's rows by kind (final/sweep_new.json, final/sweep_base.json)
   python3 summarize.py compare A B     per-row speed of sweep B's carve over sweep A's, path changes listed
 """
@@ -77,6 +78,29 @@ def valid(sub):
         print(f"{grp}: {len(sp)} shapes, geometric mean speed x{gmean(sp):.3f} (best of two runs each)\n")
 
 
+def clusters():
+    sizes = ["plan"] + [f"cs{c}" for c in (1, 2, 3, 4, 6, 8)]
+    d = {v: [rows(f"clusters/{v}_{i}.json") for i in (1, 2)] for v in sizes}
+    got = {v: [] for v in sizes + ["rule"]}
+    for j in range(len(d["plan"][0])):
+        t = {v: min(x[j]["carve_ms"] for x in d[v]) for v in sizes}
+        r = d["plan"][0][j]
+        moved = r["n"] < 4096 and -(-r["n"] // 64) * 4 > 132 and r["m"] <= 8
+        t["rule"] = t["cs8" if r["k"] > 6144 else "cs6"] if moved else t["plan"]
+        best = min(t[v] for v in sizes)
+        for v in got:
+            got[v].append(best / t[v])
+        print(f"{name(r):16s} plan size {r['splits']}: " + " ".join(f"{v} {best / t[v]:.2f}" for v in sizes + ["rule"]))
+    print("of the fastest size, geometric mean (worst): " +
+          ", ".join(f"{v} {gmean(x):.3f} ({min(x):.2f})" for v, x in got.items()))
+    new = [rows(f"clusters/valid/A_new_{i}.json") for i in (1, 2)]
+    old = [rows(f"clusters/valid/A_cs4_{i}.json") for i in (1, 2)]
+    sp = [min(x[j]["carve_ms"] for x in old) / min(x[j]["carve_ms"] for x in new)
+          for j in range(len(new[0])) if new[0][j]["path"] == "stream"]
+    print(f"valid/: {len(sp)} streamed shapes, the rule against 4: {min(sp):.2f}-{max(sp):.2f}, "
+          f"geometric mean {gmean(sp):.3f}")
+
+
 def sweep(path):
     rs = json.load(open(path))["rows"]
     kinds = {}
@@ -121,6 +145,8 @@ if __name__ == "__main__":
         probe()
     elif cmd == "valid":
         valid(sys.argv[2] if len(sys.argv) > 2 else "")
+    elif cmd == "clusters":
+        clusters()
     elif cmd == "sweep" and len(sys.argv) > 2:
         sweep(sys.argv[2])
     elif cmd == "compare" and len(sys.argv) > 3:
