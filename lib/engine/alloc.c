@@ -891,12 +891,10 @@ static carve_block *pool_take(carve_arena *a, carve_pool *p, unsigned cls, size_
 /* Ordered index (virtual-memory mode): the parked block of the requested
  * size is taken back only where address order would put the request anyway
  * (no fitting free block lies below it), so parking saves the search, split
- * and merge without spreading what is live over more granules. */
-/* Ordered index: whether the hot block is where an ordered find would place
- * its size (no lower free block would take it). The answer is kept with the
- * index's gen: it holds until the index changes, whatever else the pool does
- * (a hot block keeps its address and size until it leaves the hot slot into
- * the index, which changes gen). */
+ * and merge without spreading what is live over more granules. The answer
+ * is kept with the index's gen: it holds until the index changes, whatever
+ * else the pool does (a hot block keeps its address and size until it
+ * leaves the hot slot into the index, which changes gen). */
 static inline int hot_is_lowest(carve_pool *p, const carve_index *ix, const carve_block *hot) {
     if (CARVE_LIKELY(p->hot_low == hot->addr && p->hot_low_gen == ix->gen))
         return 1;
