@@ -763,18 +763,20 @@ static int stream_cases(carve_arena *arena, cublasHandle_t h, int quick) {
         {1, 1000, 1001}, {3, 65, 17},     {8, 7, 129},      {16, 1, 64},       {32, 200, 1},
         {17, 4101, 333}, {31, 8200, 3000}, {33, 4096, 1000}, {6, 12288, 1000}, {8, 14336, 4096},
         {7, 12280, 300},  {1, 8200, 700},   {12, 12289, 300}, {2, 8192, 13000}, {9, 1025, 300},
-        {16, 1023, 200},  {5, 4097, 301},   {3, 4095, 129},   {2, 4096, 600},   {2, 1537, 2100},
-        {8, 3072, 1001},  {9, 3072, 301},   {4, 1024, 3001},  {5, 1024, 301},   {2, 3072, 6145},
+        {3, 4095, 129},   {5, 4097, 301},   {2, 4096, 600},   {8, 3072, 1001},  {9, 3072, 301},
+        {2, 1537, 2100},  {4, 1024, 3001},  {5, 1024, 301},   {16, 1023, 200},  {2, 3072, 6145},
         {3, 2200, 2049},
-        /* (3 x 4095, 8 x 3072 and 5 x 1024 sit at indexes 1 mod 3, whose
-         * unpadded layouts all have B N-major: they run a K-major B only
-         * padded, on 16-byte rows) */
+        /* A shape's unpadded layouts (dense leading dimensions, so B's rows
+         * are off 16 bytes where its row length is) have a K-major B only
+         * at indexes 0 and 2 mod 3: every shape for a K-major line sits at
+         * one; those at 1 mod 3 (1025, 1537 and 1023 columns, 4096 x 600)
+         * are for N-major B or for no layout in particular. */
     };
     static const int small[][3] = {
         {1, 1000, 1001}, {3, 65, 17},     {8, 7, 129},  {16, 130, 300}, {32, 200, 65},
         {17, 77, 333},   {33, 64, 200},   {6, 12288, 72}, {1, 8200, 72}, {12, 12289, 72},
-        {9, 1025, 72},   {5, 4097, 73},   {2, 4096, 72}, {1, 1025, 2049}, {1, 4100, 2100},
-        {7, 3073, 301},  {3, 2200, 2049},
+        {9, 1025, 72},   {5, 4097, 73},   {2, 4096, 72}, {1, 1025, 2049}, {3, 2200, 2049},
+        {7, 3073, 301},  {1, 4100, 2100},
     };
     const int (*sh)[3] = quick ? small : full;
     const int nsh = quick ? (int)(sizeof small / sizeof small[0]) : (int)(sizeof full / sizeof full[0]);
