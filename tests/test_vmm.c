@@ -443,10 +443,47 @@ static void test_fence_at_free(void) {
     carve_arena_destroy(a);
 }
 
+/* Room taken from another stream: stream A frees 64 MiB in 128 buffers
+ * (its frees record a fence after the first 64), then stream B, which
+ * holds nothing mapped, maps 40 MiB, past the streams' shared allowance,
+ * so some 12 MiB of A's free granules are unmapped for it, fewer than the
+ * fence covers. Where A's fences already show them done (`polls` 0: the
+ * device is done at once), that needs no wait; where they do not (busy),
+ * one device synchronization. Either way B's buffer comes, and what stays
+ * mapped stays within the allowance. */
+static void fences_others_case(unsigned polls, int want_sync) {
+    char conf[64];
+    snprintf(conf, sizeof(conf), "vmm=1,sim_event_polls=%u", polls);
+    carve_arena *a = test_arena_conf(CARVE_BACKEND_VIRTUAL, 1, 0, 0, conf);
+    carve_stream sa = (carve_stream)(uintptr_t)0xa00, sb = (carve_stream)(uintptr_t)0xb00;
+    enum { N = 128 };
+    void *b[N], *keep, *r;
+    for (int i = 0; i < N; i++)
+        CHECK_OK(a, carve_alloc(a, 512 << 10, sa, &b[i]));
+    CHECK_OK(a, carve_alloc(a, 4096, sa, &keep));
+    for (int i = 0; i < N; i++)
+        CHECK_OK(a, carve_free(a, b[i]));
+    carve_stats s0, s1;
+    carve_get_stats(a, &s0);
+    CHECK_OK(a, carve_alloc(a, 40 * MiB, sb, &r));
+    carve_get_stats(a, &s1);
+    CHECK(s1.num_backend_frees > s0.num_backend_frees); /* A's granules made room */
+    CHECK(s1.reserved_bytes < s0.reserved_bytes + 40 * MiB);
+    CHECK((s1.num_syncs > s0.num_syncs) == want_sync);
+    CHECK_ARENA(a);
+    CHECK_OK(a, carve_free(a, r));
+    CHECK_OK(a, carve_free(a, keep));
+    CHECK_OK(a, carve_empty_cache(a));
+    CHECK(carve_memory_reserved(a) == 0);
+    carve_arena_destroy(a);
+}
+
 static void test_fences(void) {
     fences_case(0, 0);    /* the device is done at once: no wait */
     fences_case(1000, 1); /* busy: the host waits for the fence after p1's free */
     test_fence_at_free();
+    fences_others_case(0, 0);
+    fences_others_case(1000, 1);
 }
 
 /* carve_alloc_flags: CARVE_ALLOC_HELD serves what the arena holds and

@@ -26,8 +26,9 @@
  * granules of its own pool, those let go longest ago first, and a little
  * more than it needs so that the next requests map without unmapping.
  * With several streams, only those its fences already show done; what is
- * still missing comes from other streams' free granules (after a device
- * synchronization), and at the limit too. Unmapped granules are cut out of their
+ * still missing comes from other streams' free granules (those their own
+ * fences show done, then, for the rest, after a device synchronization),
+ * and at the limit too. Unmapped granules are cut out of their
  * FREE block as an UNMAPPED one. carve_empty_cache unmaps every free
  * granule, and spans given back to the heap are unmapped as they go, so the
  * heap's free ranges never hold memory.
@@ -816,11 +817,13 @@ static size_t make_room(carve_arena *a, carve_pool *p, size_t must, size_t want,
 }
 
 /* Pool p's lock held, heap lock not: unmap up to want bytes of free
- * granules of other streams' pools, once all work on the device is done.
- * (Their streams may have been destroyed since their buffers were freed,
- * so nothing is recorded on them: one device synchronization, like the
- * one cudaFree makes, covers every stream. This happens only when the
- * requesting stream's own pool cannot make room.) The pools are locked
+ * granules of other streams' pools: first those their own fences already
+ * show done (an event query each, no wait), then, for what is still
+ * missing, once all work on the device is done. (Their streams may have
+ * been destroyed since their buffers were freed, so nothing new is
+ * recorded on them: one device synchronization, like the one cudaFree
+ * makes, covers every stream. This happens only when the requesting
+ * stream's own pool cannot make room.) The pools are locked
  * before the synchronization, as carve_reclaim's waiting path does: a
  * granule freed after the device was synchronized may still be used by
  * work queued after it, and with the pool locked nothing is freed until
@@ -842,9 +845,18 @@ static void trim_others(carve_arena *a, carve_pool *p, size_t want, const carve_
     for (carve_pool *q = CARVE_LOAD_ACQ(&a->pools); q && k < n; q = q->next_all)
         if (q != p && carve_spin_trylock(&q->lock))
             held[k++] = q;
+    /* First what the other pools' own fences already show done: an event
+     * query each, no wait (a fence is an event recorded on its pool's stream
+     * while the stream existed; asking it stays valid after the stream is
+     * destroyed). The device is synchronized only for what is still missing. */
+    size_t done = 0;
+    for (size_t i = 0; i < k && done < want; i++) {
+        carve_pool *q = held[i];
+        carve_vmm_fences_poll(a, q);
+        done += carve_vmm_trim_pool(a, q, want - done, NULL, q->vdone);
+    }
     int own = p->vdone != p->vclock; /* p let go granules no fence shows done yet */
-    if ((k > 0 || own) && carve_wait_device(a, p->stream) == CARVE_OK) {
-        size_t done = 0;
+    if (done < want && (k > 0 || own) && carve_wait_device(a, p->stream) == CARVE_OK) {
         for (size_t i = 0; i < k && done < want; i++) {
             carve_pool *q = held[i];
             carve_vmm_fences_synced(a, q);
