@@ -926,11 +926,13 @@ extern "C" carve_status carve_gemm(carve_arena *arena, carve_stream s, carve_ord
                         carve_tc_decode_takes(pr.M, pr.a_kmajor ? 1 : 0) && carve_tc_tma_ok(pr) &&
                         (want == 4 || pr.M <= CARVE_TC_DECODE_PLAN_SPLIT_M);
     int dc_cols = 0, dc_planned = 1; /* 0: not planned yet */
+    int sms_read = 0;                 /* the device's SMs, read once a call (0: not yet) */
+    auto sms_of = [&]() { return sms_read ? sms_read : (sms_read = device_sms()); };
     auto plan_decode = [&]() {
         if (dc_cols)
             return;
         int a128[4], a64[4];
-        const int sms = device_sms();
+        const int sms = sms_of();
         carve_gemm_tc_decode_active(pr.M, a128, a64);
         const int fcols = decode_cols_env();
         dc_cols = fcols && (fcols == CARVE_TC_DECODE_ROWS || pr.M <= 128)
@@ -944,7 +946,7 @@ extern "C" carve_status carve_gemm(carve_arena *arena, carve_stream s, carve_ord
     /* The streaming kernel gives way where the decode kernel would run in
      * 64-column tiles, at most one an SM (so only where N <= SMs x 64 is
      * the decode plan made for it). */
-    if (st_go && want == 0 && dc_may && (int64_t)pr.N <= (int64_t)device_sms() * CARVE_TC_DECODE_NARROW) {
+    if (st_go && want == 0 && dc_may && (int64_t)pr.N <= (int64_t)sms_of() * CARVE_TC_DECODE_NARROW) {
         plan_decode();
         st_go = !carve_tc_stream_yields(dc_cols, dc_planned);
     }
@@ -952,7 +954,7 @@ extern "C" carve_status carve_gemm(carve_arena *arena, carve_stream s, carve_ord
         /* Decode shapes: the streaming kernel, no workspace. */
         const int forced = splitk_env();
         int clusters = forced ? carve_tc_stream_clamp_cluster(forced, pr.K)
-                              : carve_tc_stream_plan_cluster(pr.M, pr.N, pr.K, device_sms(), pr.b_kmajor, b_rows);
+                              : carve_tc_stream_plan_cluster(pr.M, pr.N, pr.K, sms_of(), pr.b_kmajor, b_rows);
         const char *why = nullptr;
         e = carve_gemm_tc_stream_run(&pr, &clusters, &why);
         if (e == cudaSuccess) {
@@ -977,7 +979,7 @@ extern "C" carve_status carve_gemm(carve_arena *arena, carve_stream s, carve_ord
          * own cluster size decides), every problem it takes under
          * CARVE_GEMM_PATH=decode. */
         plan_decode();
-        if (want == 4 || carve_tc_decode_chosen(pr.M, pr.N, pr.K, dc_planned, device_sms())) {
+        if (want == 4 || carve_tc_decode_chosen(pr.M, pr.N, pr.K, dc_planned, sms_of())) {
             const int forced = splitk_env();
             int clusters = forced ? carve_tc_decode_clamp_cluster(forced, pr.K) : dc_planned;
             const char *why = nullptr;
