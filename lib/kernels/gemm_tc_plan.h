@@ -80,9 +80,12 @@
  * 4096 x 4096: 4 waves of 256 against 6 of 192 and 8 of 128: 256. Where
  * every width fits in one wave (decode, small outputs) the narrowest wins:
  * more blocks, each with a shorter tile, and split-K (below) fills the rest.
- * CARVE_TC_TILE_FIXED is an estimate, not a fit: the sweep (bench/kernels/
- * bench_gemm_sweep.cu, with CARVE_GEMM_BN forcing each width) checks it. */
-#define CARVE_TC_TILE_FIXED 32
+ * CARVE_TC_TILE_FIXED was fitted on an H100 (bench/results/2026-11-28-h100,
+ * `bn/`): every width forced (CARVE_GEMM_BN) on 14 prefill shapes, the
+ * widths' times best matched by any value from 8 to 25; 16, the middle,
+ * then checked on unseen shapes. (It was 32, an estimate: 2048 x 11008
+ * went 256 wide, 6 waves, the last a fifth full, 2% slower than 128.) */
+#define CARVE_TC_TILE_FIXED 16
 
 static inline int carve_tc_choose_bn(int M, int N, int sms) {
     static const int widths[3] = {256, 192, 128};
