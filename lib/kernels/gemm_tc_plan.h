@@ -82,8 +82,8 @@
  * more blocks, each with a shorter tile, and split-K (below) fills the rest.
  * CARVE_TC_TILE_FIXED was fitted on an H100 (bench/results/2026-11-28-h100,
  * `bn/`): every width forced (CARVE_GEMM_BN) on 14 prefill shapes, the
- * widths' times best matched by any value from 8 to 25; 16, the middle,
- * then checked on unseen shapes. (It was 32, an estimate: 2048 x 11008
+ * widths' times best matched by any value from 13 to 25; 16, inside that
+ * range, then checked on unseen shapes. (It was 32, an estimate: 2048 x 11008
  * went 256 wide, 6 waves, the last a fifth full, 2% slower than 128.) */
 #define CARVE_TC_TILE_FIXED 16
 
