@@ -144,7 +144,7 @@ cudaError_t launch(const Problem &pr, const CUtensorMap &ma, const CUtensorMap &
     cfg.dynamicSmemBytes = smem;
     cfg.stream = pr.stream;
     cudaLaunchAttribute attr[1];
-    const bool pdl = carve_tc_pdl_attr(&attr[0], first);
+    const bool pdl = carve_tc_pdl_attr(&attr[0], first, false);
     cfg.attrs = attr;
     cfg.numAttrs = pdl ? 1 : 0;
     return launch_opted_in(ready, kern, cfg, pdl, ma, mb, mc, ep, sp);
@@ -233,7 +233,7 @@ cudaError_t stream_launch(const Problem &pr, StreamParams sp, int *cs) {
     attr[0].val.clusterDim.x = (unsigned)sp.clusters;
     attr[0].val.clusterDim.y = 1;
     attr[0].val.clusterDim.z = 1;
-    const bool pdl = carve_tc_pdl_attr(&attr[1], true); /* the call's only kernel */
+    const bool pdl = carve_tc_pdl_attr(&attr[1], true, true); /* the call's only kernel */
     cfg.attrs = attr;
     cfg.numAttrs = pdl ? 2 : 1;
     const cudaError_t e = stream_dispatch(pr.bf16, pr.M, pr.a_kmajor, pr.b_kmajor, bu, [&](auto kernel) {
@@ -262,7 +262,7 @@ cudaError_t decode_launch(const Problem &pr, const CUtensorMap &mw, const CUtens
     attr[0].val.clusterDim.x = (unsigned)cs;
     attr[0].val.clusterDim.y = 1;
     attr[0].val.clusterDim.z = 1;
-    const bool pdl = carve_tc_pdl_attr(&attr[1], true); /* the call's only kernel */
+    const bool pdl = carve_tc_pdl_attr(&attr[1], true, true); /* the call's only kernel */
     cfg.attrs = attr;
     cfg.numAttrs = pdl ? 2 : 1;
     return launch_opted_in(ready, kern, cfg, pdl, mw, mx, ep);
@@ -751,7 +751,7 @@ cudaError_t launch_copy(const void *src, long long ld_src, void *dst, Stored sh,
     const long long ld = carve_tc_copy_ld(sh.cols);
     cudaLaunchConfig_t cfg = ws_config(ws_blocks((long long)sh.rows * (ld / 8), sms), stream);
     cudaLaunchAttribute attr[1];
-    const bool pdl = carve_tc_pdl_attr(&attr[0], first);
+    const bool pdl = carve_tc_pdl_attr(&attr[0], first, false);
     cfg.attrs = attr;
     cfg.numAttrs = pdl ? 1 : 0;
     return carve_tc_launch(cfg, pdl, copy_rows_kernel, static_cast<const uint16_t *>(src), ld_src,
@@ -762,7 +762,7 @@ cudaError_t launch_reduce(const Problem &pr, const float *partial, int splits, i
     EpiParams ep{pr.C, pr.ldc, pr.M, pr.N, pr.K, pr.alpha, pr.beta, pr.c_f32 ? 1 : 0};
     cudaLaunchConfig_t cfg = ws_config(ws_blocks((long long)pr.M * pr.N, sms), pr.stream);
     cudaLaunchAttribute attr[1];
-    const bool pdl = carve_tc_pdl_attr(&attr[0], false); /* after the GEMM */
+    const bool pdl = carve_tc_pdl_attr(&attr[0], false, false); /* after the GEMM */
     cfg.attrs = attr;
     cfg.numAttrs = pdl ? 1 : 0;
     /* store_out ignores T for an fp32 C */

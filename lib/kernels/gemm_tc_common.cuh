@@ -67,16 +67,24 @@ struct WgPlan {
  * dependent launch (below), and *attr set to it if so. Every kernel after
  * the first of a call: the kernel before it is the call's own, which waits
  * for the one before it, so the chain stays in stream order. The first
- * kernel of a call only under CARVE_GEMM_PDL=2: the kernel before it is
- * the caller's, and one launched the same way that does not wait
- * (griddepcontrol.wait) before it ends may end before the work queued
- * before it, which the first kernel would then not wait for.
- * CARVE_GEMM_PDL=0: none (read on every call; for comparisons). */
-static inline bool carve_tc_pdl_attr(cudaLaunchAttribute *attr, bool first) {
+ * kernel of a call (first) where it is memory-bound (early: the decode and
+ * streaming kernels, whose calls are short enough that the gap between two
+ * calls is a large share of each), so that it is placed while the kernel
+ * before it ends: it waits (griddepcontrol.wait) before it reads or writes
+ * memory, and that wait covers the work queued before it, also where the
+ * kernel just before was itself launched this way and never waited, and
+ * where a copy, a memset, a host function or another stream's work joined
+ * by an event came before, directly and in graphs: in every case
+ * tests/kernels/test_pdl_order.cu checks on the device (an H100, driver
+ * 580: docs/kernels.md). CARVE_GEMM_PDL=1: no call's first kernel;
+ * 2: every call's first kernel; 0: none (read on every call; for
+ * comparisons). */
+static inline bool carve_tc_pdl_attr(cudaLaunchAttribute *attr, bool first, bool early) {
     const char *v = getenv("CARVE_GEMM_PDL");
-    if (v && v[0] == '0')
+    const char how = v && v[0] ? v[0] : 'd';
+    if (how == '0')
         return false;
-    if (first && !(v && v[0] == '2'))
+    if (first && !(how == '2' || (how != '1' && early)))
         return false;
     attr->id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr->val.programmaticStreamSerializationAllowed = 1;

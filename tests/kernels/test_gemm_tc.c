@@ -46,7 +46,8 @@
  * every layout and its cluster sizes 1, 2, 4 and 8, and under the
  * automatic path either side of the plan's line at 64 rows. A call captured right after
  * another kernel shows in its graph's edges which of its launches may
- * start early (pdl_edge_cases: by default never the call's first). Exits
+ * start early (pdl_edge_cases: by default the call's first only where it is
+ * the streaming or the decode kernel; CARVE_GEMM_PDL=0, 1 and 2 too). Exits
  * 77 without a device.
  *
  * Workspace (docs/kernels.md, "Workspace"): on Hopper, operands whose rows
@@ -889,7 +890,8 @@ static int decode_cases(carve_arena *arena, cublasHandle_t h, int quick) {
  *
  * The Hopper kernels start early under programmatic dependent launch
  * (gemm_tc_common.cuh: each waits for the kernel before it on the stream
- * before it touches memory; a call's first kernel too under
+ * before it touches memory; by default a call's first kernel too where it
+ * is the streaming or the decode kernel, every call's first kernel under
  * CARVE_GEMM_PDL=2, which the chains also run), so a chain of calls on one
  * stream with no host wait between them is the case to prove: X[i+1] = X[i] * W, each
  * link on its own path (the plan's, wgmma split or not, the streaming
@@ -1008,8 +1010,9 @@ static int chain_cases(carve_arena *arena, cublasHandle_t h) {
     static const int ms[] = {1, 4, 24};
     int n = 0, ran_all = 0;
     /* As the environment says (by default each call's kernels after its
-     * first), then with each call's first kernel too (CARVE_GEMM_PDL=2),
-     * unless the environment turned it off. */
+     * first, and the first where it is the streaming or the decode kernel),
+     * then with each call's first kernel too (CARVE_GEMM_PDL=2), unless the
+     * environment turned it off. */
     const char *env = getenv("CARVE_GEMM_PDL");
     char saved[16] = "";
     const int had = env != NULL, passes = env && env[0] == '0' ? 1 : 2;
@@ -1174,12 +1177,13 @@ static int pending_error_cases(carve_arena *arena) {
  * instead (the copy of B is then the call's first kernel), a call of one
  * (the streaming kernel) and the plan's. On Hopper (where wgmma or the
  * streaming kernel ran: mma.sync and the tiny kernel never get the
- * attribute) the edge into the call's first kernel must be an ordinary
- * one by default (the call waits for all work before it: a caller's kernel
- * launched with the attribute that never waits may end before the work
- * queued before it) and under CARVE_GEMM_PDL=0, a programmatic one under
- * CARVE_GEMM_PDL=2; the later kernels of a call must have programmatic
- * edges by default and under 2, none under 0. The paths must be the ones
+ * attribute) the edge into the call's first kernel must be a programmatic
+ * one by default where that kernel is the streaming or the decode kernel
+ * (memory-bound: placed while the kernel before it ends; it waits for it
+ * before it touches memory) and an ordinary one where it is a copy or
+ * wgmma, an ordinary one under CARVE_GEMM_PDL=0 and 1, a programmatic one
+ * under 2; the later kernels of a call must have programmatic edges by
+ * default and under 1 and 2, none under 0. The paths must be the ones
  * named (checked on Hopper, as the chains are). */
 static int pdl_edge_cases(carve_arena *arena) {
 #if CUDART_VERSION >= 13000 /* cudaGraphGetEdges with edge data, as CUDA 13 names it */
@@ -1196,7 +1200,7 @@ static int pdl_edge_cases(carve_arena *arena) {
     CUDA_OK(cudaMemsetAsync(dA, 0, (size_t)EM * lda * 2, s));
     CUDA_OK(cudaMemsetAsync(dB, 0, (size_t)EK * ldb * 2, s));
     CUDA_OK(cudaMemsetAsync(dF, 0, 3 * 16 * sizeof(float), s));
-    static const char *const settings[3] = {NULL, "2", "0"};
+    static const char *const settings[4] = {NULL, "2", "0", "1"};
     enum { NCALLS = 5 };
     static const struct {
         int path, splits, m, lda, ldb;
@@ -1214,7 +1218,7 @@ static int pdl_edge_cases(carve_arena *arena) {
     if (env)
         snprintf(saved, sizeof saved, "%s", env);
     int n = 0;
-    for (int set = 0; set < 3; set++) {
+    for (int set = 0; set < 4; set++) {
         if (settings[set])
             setenv("CARVE_GEMM_PDL", settings[set], 1);
         else
@@ -1280,9 +1284,12 @@ static int pdl_edge_cases(carve_arena *arena) {
                 }
             }
             const int hopper = g_cc == 90 && (ran == 1 || ran == 2 || ran == 4);
-            const int want_first = set == 1 && hopper;
+            /* into the call's first kernel: programmatic by default where it
+             * is the streaming or the decode kernel, under 2 wherever it is
+             * a Hopper kernel, never under 0 and 1 */
+            const int want_first = hopper && (set == 1 || (set == 0 && (ran == 2 || ran == 4)));
             int ok = firsts == 1 && first == want_first && inner == (int)ne - 1; /* kernels only, one chain */
-            if (set == 2 || !hopper)
+            if (set == 2 || !hopper) /* (settings[2] is "0") */
                 ok = ok && inner_prog == 0;
             else
                 ok = ok && inner_prog == inner; /* every later kernel of the call */
