@@ -123,6 +123,23 @@ cudaError_t launch(void (*k)(A...), cudaStream_t s, bool pdl, int cluster, int g
     return cudaLaunchKernelEx(&c, k, args...);
 }
 
+/* The graph captured on cap, instantiated (the graph itself freed). */
+cudaGraphExec_t end_capture(cudaStream_t cap) {
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    CU(cudaStreamEndCapture(cap, &g));
+    CU(cudaGraphInstantiate(&ge, g, 0));
+    CU(cudaGraphDestroy(g));
+    return ge;
+}
+
+/* Launch ge on s, after what s holds; wait for it; free it. */
+void run_graph(cudaGraphExec_t ge, cudaStream_t s) {
+    CU(cudaGraphLaunch(ge, s));
+    CU(cudaStreamSynchronize(s));
+    CU(cudaGraphExecDestroy(ge));
+}
+
 enum Case {
     PDL_NO_WAIT_TRIGGERED,
     PDL_NO_WAIT,
@@ -235,7 +252,6 @@ int main() {
             CU(cudaMemset(out, 0xff, 4096 * sizeof(int)));
             CU(cudaDeviceSynchronize());
             int blocks = 1;
-            cudaGraph_t g;
             cudaGraphExec_t ge;
             switch (c) {
             case PDL_NO_WAIT_TRIGGERED:
@@ -307,12 +323,7 @@ int main() {
                 CU(launch(writer, s, false, 1, 1, xv, spin, 1));
                 CU(launch(no_wait, s, true, 1, 1, 1));
                 CU(launch(reader, s, true, 1, 1, xr, nul, out, c == GRAPH_PDL_NO_WAIT ? 1 : 0, 0));
-                CU(cudaStreamEndCapture(s, &g));
-                CU(cudaGraphInstantiate(&ge, g, 0));
-                CU(cudaGraphLaunch(ge, s));
-                CU(cudaStreamSynchronize(s));
-                CU(cudaGraphExecDestroy(ge));
-                CU(cudaGraphDestroy(g));
+                run_graph(end_capture(s), s);
                 break;
             case GRAPH_FORK_JOIN:
                 CU(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
@@ -322,12 +333,7 @@ int main() {
                 CU(cudaEventRecord(ev2, s2));
                 CU(cudaStreamWaitEvent(s, ev2, 0));
                 CU(launch(reader, s, true, 1, 1, xr, nul, out, 1, 0));
-                CU(cudaStreamEndCapture(s, &g));
-                CU(cudaGraphInstantiate(&ge, g, 0));
-                CU(cudaGraphLaunch(ge, s));
-                CU(cudaStreamSynchronize(s));
-                CU(cudaGraphExecDestroy(ge));
-                CU(cudaGraphDestroy(g));
+                run_graph(end_capture(s), s);
                 break;
             case GRAPH_JOIN_TWO: /* the reader's node depends on two kernel nodes */
                 CU(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
@@ -338,23 +344,14 @@ int main() {
                 CU(cudaEventRecord(ev2, s2));
                 CU(cudaStreamWaitEvent(s, ev2, 0));
                 CU(launch(reader, s, true, 1, 1, xr, yr, out, 1, 0));
-                CU(cudaStreamEndCapture(s, &g));
-                CU(cudaGraphInstantiate(&ge, g, 0));
-                CU(cudaGraphLaunch(ge, s));
-                CU(cudaStreamSynchronize(s));
-                CU(cudaGraphExecDestroy(ge));
-                CU(cudaGraphDestroy(g));
+                run_graph(end_capture(s), s);
                 break;
             case GRAPH_FIRST_NODE:
                 CU(cudaStreamBeginCapture(s2, cudaStreamCaptureModeThreadLocal));
                 CU(launch(reader, s2, true, 1, 1, xr, nul, out, 1, 0));
-                CU(cudaStreamEndCapture(s2, &g));
-                CU(cudaGraphInstantiate(&ge, g, 0));
+                ge = end_capture(s2);
                 CU(launch(writer, s, false, 1, 1, xv, spin, 1));
-                CU(cudaGraphLaunch(ge, s));
-                CU(cudaStreamSynchronize(s));
-                CU(cudaGraphExecDestroy(ge));
-                CU(cudaGraphDestroy(g));
+                run_graph(ge, s);
                 break;
             case CLUSTER_READER:
                 blocks = 2;
